@@ -1,0 +1,316 @@
+#include "commands.hpp"
+
+#include "error.hpp"
+#include "host_tensor.hpp"
+
+#include <nxrt/nxrt.hpp>
+
+#include <fmt/format.h>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace nxrt::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// Runs `f`, turning internal tensor-file errors into API errors with the same code.
+template <typename F>
+auto io(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const HostError& e) {
+    throw Error(e.code(), e.what());
+  }
+}
+
+Env make_env(const Options& o) {
+  Env env(true);
+  for (auto& p : o.plugin_paths) env.register_plugin(p);
+  return env;
+}
+
+std::string shape_str(const int64_t* dims, size_t rank) {
+  std::string s = "[";
+  for (size_t i = 0; i < rank; ++i) s += (i ? "," : "") + (dims[i] < 0 ? std::string("?") : std::to_string(dims[i]));
+  return s + "]";
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", int(c));
+        else out += c;
+    }
+  }
+  return out;
+}
+
+// Deterministic data, the same generator as the ONNX Runtime bench tool (lcgFloat32).
+HostTensor generated_input(const nxrt_io_info& info, size_t index) {
+  HostTensor t;
+  t.name = info.name;
+  t.dtype = nxrt_dtype(info.dtype);
+  for (int64_t d = 0; d < std::max<int64_t>(info.rank, 0); ++d) t.dims.push_back(info.dims[d] < 0 ? 1 : info.dims[d]);
+  size_t es = dtype_size(t.dtype);
+  if (es == 0) throw Error(NXRT_ERR_UNSUPPORTED, fmt::format("cannot generate data for input '{}' of type {}", t.name, dtype_name(t.dtype)));
+  size_t n = size_t(t.numel());
+  t.data.resize(n * es);
+  uint32_t s = uint32_t(1234 + index);
+  for (size_t i = 0; i < n; ++i) {
+    s = s * 1664525u + 1013904223u;
+    float f = float(s >> 8) / 16777216.0f * 2.0f - 1.0f;
+    uint8_t* p = t.data.data() + i * es;
+    switch (t.dtype) {
+      case NXRT_DTYPE_FLOAT32: std::memcpy(p, &f, 4); break;
+      case NXRT_DTYPE_FLOAT64: { double d = f; std::memcpy(p, &d, 8); break; }
+      case NXRT_DTYPE_BOOL: *p = (s >> 8) & 1; break;
+      default: {  // integers: small non-negative values, valid as indices of small axes
+        uint64_t v = (s >> 8) % 4;
+        std::memcpy(p, &v, es);
+      }
+    }
+  }
+  return t;
+}
+
+std::vector<HostTensor> prepare_inputs(const Options& o, Session& s) {
+  auto infos = s.inputs();
+  std::vector<HostTensor> out;
+  std::map<std::string, std::string> by_name(o.inputs.begin(), o.inputs.end());
+  for (auto& [name, file] : o.inputs) {
+    bool known = false;
+    for (auto& i : infos) known |= name == i.name;
+    if (!known) {
+      std::string names;
+      for (auto& i : infos) names += (names.empty() ? "" : ", ") + std::string(i.name);
+      throw Error(NXRT_ERR_INVALID_ARGUMENT, fmt::format("--input: the model has no input named '{}' (its inputs: {})", name, names));
+    }
+  }
+  if (!o.input_dir.empty() && !fs::is_directory(o.input_dir))
+    throw Error(NXRT_ERR_NOT_FOUND, fmt::format("input folder '{}' does not exist", o.input_dir));
+  for (size_t k = 0; k < infos.size(); ++k) {
+    auto it = by_name.find(infos[k].name);
+    fs::path file;
+    if (it != by_name.end()) file = it->second;
+    else if (!o.input_dir.empty() && fs::exists(fs::path(o.input_dir) / fmt::format("input_{}.pb", k)))
+      file = fs::path(o.input_dir) / fmt::format("input_{}.pb", k);
+    if (file.empty()) {
+      out.push_back(generated_input(infos[k], k));
+    } else {
+      HostTensor t = io([&] { return read_tensor_file(file); });
+      t.name = infos[k].name;  // the file's own name may differ; position or flag decides
+      out.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+std::vector<nxrt_host_tensor> views(const std::vector<HostTensor>& ts) {
+  std::vector<nxrt_host_tensor> v;
+  for (auto& t : ts) v.push_back({t.name.c_str(), int32_t(t.dtype), uint32_t(t.dims.size()), t.dims.data(), t.data.data()});
+  return v;
+}
+
+std::string stats(const nxrt_host_tensor& t) {
+  if (t.dtype != NXRT_DTYPE_FLOAT32) return "";
+  int64_t n = 1;
+  for (uint32_t i = 0; i < t.rank; ++i) n *= t.dims[i];
+  if (n == 0) return "";
+  const float* p = static_cast<const float*>(t.data);
+  double lo = p[0], hi = p[0], sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    lo = std::min<double>(lo, p[i]);
+    hi = std::max<double>(hi, p[i]);
+    sum += p[i];
+  }
+  return fmt::format(" min {:.6g} max {:.6g} mean {:.6g}", lo, hi, sum / double(n));
+}
+
+double rss_mb() {
+  std::ifstream f("/proc/self/statm");
+  long size = 0, resident = 0;
+  f >> size >> resident;
+  return double(resident) * double(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;
+}
+
+}  // namespace
+
+int cmd_plugins(const Options& o) {
+  Env env(true);
+  for (auto& p : o.plugin_paths) {
+    try {
+      env.register_plugin(p);
+    } catch (const Error&) {
+      // listed below with its error
+    }
+  }
+  auto plugins = env.plugins();
+  if (plugins.empty()) {
+    fmt::print("no plugins found (searched next to nxrt, ../lib and NXRT_PLUGIN_PATH)\n");
+    return 0;
+  }
+  for (size_t i = 0; i < plugins.size(); ++i) {
+    const auto& p = plugins[i];
+    fmt::print("{}\n  path: {}\n", p.name, p.path);
+    if (!p.loaded) {
+      fmt::print("  status: not loaded: {}\n", p.error);
+      continue;
+    }
+    std::string feats;
+    if (p.features & NXRT_FEATURE_FUSED_GROUPS) feats += " fused-groups";
+    if (p.features & NXRT_FEATURE_STREAMS) feats += " streams";
+    if (p.features & NXRT_FEATURE_CONCURRENT_RUN) feats += " concurrent-run";
+    fmt::print("  version: {}\n  abi: {}.{}\n  features:{}\n  devices: {}\n", p.version, p.abi_major, p.abi_minor,
+               feats.empty() ? " none" : feats, p.device_count);
+    if (p.device_count == 0) fmt::print("  no device: {}\n", p.no_device_reason);
+    for (uint32_t d = 0; d < p.device_count; ++d) {
+      fmt::print("  device {}:\n", d);
+      std::string desc = env.device_description(i, d);
+      size_t start = 0;
+      while (start < desc.size()) {
+        size_t end = desc.find('\n', start);
+        if (end == std::string::npos) end = desc.size();
+        fmt::print("    {}\n", desc.substr(start, end - start));
+        start = end + 1;
+      }
+    }
+  }
+  return 0;
+}
+
+int cmd_run(const Options& o) {
+  Env env = make_env(o);
+  auto t0 = Clock::now();
+  Model model(o.model);
+  Session session(env, model, o.eps, o.fallback, o.threads, o.device);
+  double load_ms = ms_since(t0);
+  auto inputs = prepare_inputs(o, session);
+  auto t1 = Clock::now();
+  Outputs outs = session.run(views(inputs));
+  double run_ms = ms_since(t1);
+
+  std::map<std::string, int> per_ep;
+  int fell_back = 0;
+  for (auto& n : session.nodes()) {
+    per_ep[n.ep]++;
+    fell_back += n.fell_back;
+  }
+  std::string placement;
+  for (auto& [ep, count] : per_ep) placement += fmt::format("{}{}: {} nodes", placement.empty() ? "" : ", ", ep, count);
+  fmt::print("model: {}\nplacement: {}{}; {} cross-device copies\nload: {:.1f} ms, run: {:.2f} ms\n", o.model, placement,
+             fell_back ? fmt::format(" ({} by fallback)", fell_back) : "", session.copies(), load_ms, run_ms);
+  if (!o.output_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(o.output_dir, ec);
+    if (ec) throw Error(NXRT_ERR_INVALID_ARGUMENT, fmt::format("cannot create output folder '{}': {}", o.output_dir, ec.message()));
+  }
+  for (size_t k = 0; k < outs.size(); ++k) {
+    auto t = outs[k];
+    fmt::print("output {} '{}': {} {}{}\n", k, t.name, dtype_name(nxrt_dtype(t.dtype)), shape_str(t.dims, t.rank), stats(t));
+    if (!o.output_dir.empty()) {
+      HostTensor h;
+      h.name = t.name;
+      h.dtype = nxrt_dtype(t.dtype);
+      h.dims.assign(t.dims, t.dims + t.rank);
+      size_t bytes = size_t(h.numel()) * dtype_size(h.dtype);
+      h.data.assign(static_cast<const uint8_t*>(t.data), static_cast<const uint8_t*>(t.data) + bytes);
+      io([&] { write_tensor_file(fs::path(o.output_dir) / fmt::format("output_{}.pb", k), h); });
+    }
+  }
+  return 0;
+}
+
+int cmd_inspect(const Options& o) {
+  Env env = make_env(o);
+  Model model(o.model);
+  Session session(env, model, o.eps, o.fallback, o.threads, o.device);
+  auto nodes = session.nodes();
+  if (o.json) {
+    std::string s = fmt::format("{{\"model\":\"{}\",\"eps\":\"{}\",\"copies\":{},\"nodes\":[", json_escape(o.model), json_escape(o.eps), session.copies());
+    for (size_t i = 0; i < nodes.size(); ++i)
+      s += fmt::format("{}{{\"name\":\"{}\",\"op\":\"{}\",\"ep\":\"{}\",\"fell_back\":{},\"reason\":\"{}\"}}", i ? "," : "",
+                       json_escape(nodes[i].node_name), json_escape(nodes[i].op_type), json_escape(nodes[i].ep),
+                       nodes[i].fell_back ? "true" : "false", json_escape(nodes[i].reason));
+    fmt::print("{}]}}\n", s);
+    return 0;
+  }
+  size_t w = 4;
+  for (auto& n : nodes) w = std::max(w, std::string(n.node_name).size());
+  fmt::print("{:<{}}  {:<20}  {:<8}  {}\n", "node", w, "op", "ep", "why earlier EPs refused it");
+  std::map<std::string, int> per_ep;
+  for (auto& n : nodes) {
+    per_ep[n.ep]++;
+    std::string ep = std::string(n.ep) + (n.fell_back ? "*" : "");
+    fmt::print("{:<{}}  {:<20}  {:<8}  {}\n", n.node_name, w, n.op_type, ep, n.reason);
+  }
+  std::string summary;
+  for (auto& [ep, c] : per_ep) summary += fmt::format("{}{}: {}", summary.empty() ? "" : ", ", ep, c);
+  fmt::print("{} nodes ({}); {} cross-device copies{}\n", nodes.size(), summary, session.copies(),
+             o.fallback ? "; * = placed by --fallback" : "");
+  return 0;
+}
+
+int cmd_bench(const Options& o) {
+  double base_rss = rss_mb();
+  Env env = make_env(o);
+  auto t0 = Clock::now();
+  Model model(o.model);
+  Session session(env, model, o.eps, o.fallback, o.threads, o.device);
+  double load_ms = ms_since(t0);
+  auto infos = session.inputs();
+  std::vector<HostTensor> inputs;
+  for (size_t k = 0; k < infos.size(); ++k) inputs.push_back(generated_input(infos[k], k));
+  auto v = views(inputs);
+  for (int i = 0; i < o.warmup; ++i) session.run(v);
+  std::vector<double> times;
+  for (int i = 0; i < o.iters; ++i) {
+    auto t = Clock::now();
+    session.run(v);
+    times.push_back(ms_since(t));
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  size_t n = sorted.size();
+  double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  double p90 = sorted[std::min(n - 1, size_t(std::ceil(0.9 * double(n))) - 1)];
+  double mean = 0;
+  for (double t : times) mean += t / double(n);
+  auto r = [](double x) { return std::round(x * 1000) / 1000; };
+  std::string name = fs::path(o.model).stem().string();
+  if (o.json) {
+    fmt::print("{{\"engine\":\"nxrt\",\"model\":\"{}\",\"ep\":\"{}\",\"threads\":{},\"iters\":{},\"warmup\":{},\"median_ms\":{},"
+               "\"p90_ms\":{},\"min_ms\":{},\"mean_ms\":{},\"load_ms\":{},\"base_rss_mb\":{},\"peak_rss_mb\":{}}}\n",
+               json_escape(name), json_escape(o.eps), o.threads, o.iters, o.warmup, r(median), r(p90), r(sorted[0]), r(mean),
+               r(load_ms), r(base_rss), r(peak_rss_mb()));
+  } else {
+    fmt::print("{} on {} ({} threads): median {:.3f} ms, p90 {:.3f} ms, min {:.3f} ms over {} runs; load {:.1f} ms; peak RSS {:.1f} MiB\n",
+               name, o.eps, o.threads, median, p90, sorted[0], n, load_ms, peak_rss_mb());
+  }
+  return 0;
+}
+
+}  // namespace nxrt::cli

@@ -1,0 +1,30 @@
+// The nxrt CLI's commands. Each returns the process exit code.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace nxrt::cli {
+
+struct Options {
+  std::string command, model, eps = "cpu";
+  bool fallback = false, json = false;
+  int threads = 0;
+  unsigned device = 0;
+  int warmup = 5, iters = 20;
+  std::vector<std::pair<std::string, std::string>> inputs;  // NAME=FILE
+  std::string input_dir, output_dir;
+  std::vector<std::string> plugin_paths;  // --plugin PATH
+};
+
+// Thrown for command-line mistakes: exit code 2.
+struct UsageError {
+  std::string message;
+};
+
+int cmd_plugins(const Options& o);
+int cmd_run(const Options& o);
+int cmd_inspect(const Options& o);
+int cmd_bench(const Options& o);
+
+}  // namespace nxrt::cli

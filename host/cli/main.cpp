@@ -1,0 +1,95 @@
+// nxrt: list plugins, run, inspect and benchmark ONNX models.
+#include "commands.hpp"
+
+#include <nxrt/nxrt.hpp>
+
+#include <fmt/core.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+namespace {
+
+const char* kUsage = R"(usage:
+  nxrt plugins [--plugin PATH]...
+  nxrt run MODEL [--ep LIST] [--fallback] [--threads N] [--device N] [--input NAME=FILE.pb]...
+               [--input-dir DIR] [--output-dir DIR] [--plugin PATH]...
+  nxrt inspect MODEL [--ep LIST] [--fallback] [--json] [--plugin PATH]...
+  nxrt bench MODEL [--ep X] [--threads N] [--warmup W] [--iters I] [--json] [--plugin PATH]...
+EP LIST is ordered and comma-separated (default: cpu). Plugins are found next to nxrt,
+in ../lib, in NXRT_PLUGIN_PATH and at each --plugin PATH.
+)";
+
+int parse_int(const std::string& flag, const char* v, int lo) {
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (!*v || *end || x < lo || x > 1 << 20) throw nxrt::cli::UsageError{fmt::format("{} needs an integer >= {}, got '{}'", flag, lo, v)};
+  return int(x);
+}
+
+nxrt::cli::Options parse(int argc, char** argv) {
+  nxrt::cli::Options o;
+  if (argc < 2) throw nxrt::cli::UsageError{"no command given"};
+  o.command = argv[1];
+  if (o.command == "-h" || o.command == "--help" || o.command == "help") {
+    fmt::print("{}", kUsage);
+    std::exit(0);
+  }
+  if (o.command != "plugins" && o.command != "run" && o.command != "inspect" && o.command != "bench")
+    throw nxrt::cli::UsageError{fmt::format("unknown command '{}'", o.command)};
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) throw nxrt::cli::UsageError{fmt::format("{} needs a value", a)};
+      return argv[++i];
+    };
+    if (a == "--ep") o.eps = value();
+    else if (a == "--fallback") o.fallback = true;
+    else if (a == "--json") o.json = true;
+    else if (a == "--threads") o.threads = parse_int(a, value(), 0);
+    else if (a == "--device") o.device = unsigned(parse_int(a, value(), 0));
+    else if (a == "--warmup") o.warmup = parse_int(a, value(), 0);
+    else if (a == "--iters") o.iters = parse_int(a, value(), 1);
+    else if (a == "--input-dir") o.input_dir = value();
+    else if (a == "--output-dir") o.output_dir = value();
+    else if (a == "--plugin") o.plugin_paths.push_back(value());
+    else if (a == "--input") {
+      std::string v = value();
+      auto eq = v.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+        throw nxrt::cli::UsageError{fmt::format("--input needs NAME=FILE.pb, got '{}'", v)};
+      o.inputs.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+    } else if (!a.empty() && a[0] == '-') {
+      throw nxrt::cli::UsageError{fmt::format("unknown option '{}'", a)};
+    } else if (o.model.empty() && o.command != "plugins") {
+      o.model = a;
+    } else {
+      throw nxrt::cli::UsageError{fmt::format("unexpected argument '{}'", a)};
+    }
+  }
+  if (o.command != "plugins" && o.model.empty()) throw nxrt::cli::UsageError{fmt::format("'nxrt {}' needs a MODEL", o.command)};
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    auto o = parse(argc, argv);
+    if (o.command == "plugins") return nxrt::cli::cmd_plugins(o);
+    if (o.command == "run") return nxrt::cli::cmd_run(o);
+    if (o.command == "inspect") return nxrt::cli::cmd_inspect(o);
+    return nxrt::cli::cmd_bench(o);
+  } catch (const nxrt::cli::UsageError& e) {
+    fmt::print(stderr, "nxrt: error: {}\n{}", e.message, kUsage);
+    return 2;
+  } catch (const nxrt::Error& e) {
+    fmt::print(stderr, "nxrt: error: {}\n", e.what());
+    bool bad_request = e.code() == NXRT_ERR_INVALID_ARGUMENT || e.code() == NXRT_ERR_NOT_FOUND;
+    return bad_request ? 2 : 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "nxrt: error: {}\n", e.what());
+    return 1;
+  }
+}

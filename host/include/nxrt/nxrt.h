@@ -1,0 +1,147 @@
+/*
+ * nxrt embedding API (C). Load EP plugins, load an ONNX model, run it.
+ *
+ * Errors: functions returning nxrt_error* return NULL on success; the caller
+ * frees a non-NULL error with nxrt_error_release. Strings returned by getters
+ * live as long as the object they came from.
+ * Threads: nxrt_session_run may be called from many threads at once on one
+ * session; every other function on one object must not race with itself.
+ */
+#ifndef NXRT_H
+#define NXRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NXRT_API __attribute__((visibility("default")))
+
+typedef struct nxrt_error nxrt_error;
+typedef struct nxrt_env nxrt_env;
+typedef struct nxrt_model nxrt_model;
+typedef struct nxrt_session nxrt_session;
+typedef struct nxrt_outputs nxrt_outputs;
+
+typedef enum nxrt_error_code {
+  NXRT_ERR_INVALID_ARGUMENT = 1, /* bad input: shape, dtype, name, option */
+  NXRT_ERR_NOT_FOUND = 2,        /* file, plugin, EP or device missing */
+  NXRT_ERR_UNSUPPORTED = 3,      /* nodes no requested EP claims, unknown op */
+  NXRT_ERR_MODEL = 4,            /* corrupt or invalid model */
+  NXRT_ERR_PLUGIN = 5,           /* plugin failed to load, negotiate or run */
+  NXRT_ERR_BUSY = 6,             /* e.g. unregistering a plugin still in use */
+  NXRT_ERR_RUNTIME = 7           /* anything else during execution */
+} nxrt_error_code;
+
+NXRT_API nxrt_error_code nxrt_error_code_of(const nxrt_error* e);
+NXRT_API const char* nxrt_error_message(const nxrt_error* e);
+NXRT_API void nxrt_error_release(nxrt_error* e);
+
+/* ------------------------------------------------------------ plugins */
+
+/* Creates an environment and discovers plugins: libnxrt_ep_*.so next to the
+ * running executable and next to libnxrt, then each folder of
+ * NXRT_PLUGIN_PATH (colon-separated). A plugin that fails to load is listed
+ * with its error, not fatal. */
+NXRT_API nxrt_error* nxrt_env_create(nxrt_env** out);
+/* Same without any discovery: only explicitly registered plugins. */
+NXRT_API nxrt_error* nxrt_env_create_empty(nxrt_env** out);
+NXRT_API void nxrt_env_release(nxrt_env* env);
+
+/* Loads and negotiates a plugin library; on success *name_out (may be NULL)
+ * points at its EP name, valid until unregistered. Registering a name that is
+ * already registered replaces nothing and fails with NXRT_ERR_BUSY. */
+NXRT_API nxrt_error* nxrt_env_register_plugin(nxrt_env* env, const char* path, const char** name_out);
+/* Unloads a plugin. Fails with NXRT_ERR_BUSY while a session uses it. */
+NXRT_API nxrt_error* nxrt_env_unregister_plugin(nxrt_env* env, const char* name);
+
+typedef struct nxrt_plugin_info {
+  const char* path;
+  const char* name;      /* EP name, or the file stem if loading failed */
+  const char* version;   /* plugin release, "" if not loaded */
+  uint32_t abi_major, abi_minor; /* negotiated */
+  uint64_t features;
+  int loaded;            /* 0: see error */
+  const char* error;     /* why it could not load, "" if loaded */
+  uint32_t device_count;
+  const char* no_device_reason; /* "" when devices exist */
+} nxrt_plugin_info;
+
+NXRT_API size_t nxrt_env_plugin_count(const nxrt_env* env);
+NXRT_API nxrt_error* nxrt_env_plugin_info(const nxrt_env* env, size_t index, nxrt_plugin_info* out);
+/* Device description as "key: value" lines (kind, name, vendor, memory, dtypes, properties). */
+NXRT_API nxrt_error* nxrt_env_device_description(const nxrt_env* env, size_t plugin_index, uint32_t device,
+                                                 const char** text);
+
+/* -------------------------------------------------------------- models */
+
+/* Loads, checks (onnx checker) and shape-infers a model. External data must
+ * stay inside the model's folder. */
+NXRT_API nxrt_error* nxrt_model_load(const char* path, nxrt_model** out);
+NXRT_API nxrt_error* nxrt_model_load_bytes(const void* data, size_t size, nxrt_model** out);
+NXRT_API void nxrt_model_release(nxrt_model* model);
+
+/* ------------------------------------------------------------ sessions */
+
+typedef struct nxrt_session_options {
+  const char* eps;        /* ordered EP names, comma-separated: "vulkan,cpu" */
+  int fallback;           /* nonzero: nodes no listed EP claims go to any loaded EP that claims them */
+  int threads;            /* intra-op threads, 0 = plugin default */
+  uint32_t device;        /* device index for every EP */
+} nxrt_session_options;
+
+/* Partitions the model over the EPs and prepares kernels and memory. */
+NXRT_API nxrt_error* nxrt_session_create(nxrt_env* env, const nxrt_model* model,
+                                         const nxrt_session_options* options, nxrt_session** out);
+NXRT_API void nxrt_session_release(nxrt_session* session);
+
+/* Element types use ONNX TensorProto numbering (float = 1, int64 = 7...). */
+typedef struct nxrt_io_info {
+  const char* name;
+  int32_t dtype;
+  int64_t rank;        /* -1 unknown */
+  const int64_t* dims; /* -1 for a symbolic dimension */
+} nxrt_io_info;
+
+NXRT_API size_t nxrt_session_input_count(const nxrt_session* s);
+NXRT_API nxrt_io_info nxrt_session_input(const nxrt_session* s, size_t i);
+NXRT_API size_t nxrt_session_output_count(const nxrt_session* s);
+NXRT_API nxrt_io_info nxrt_session_output(const nxrt_session* s, size_t i);
+
+/* Where each node runs, in topological order. */
+typedef struct nxrt_node_assignment {
+  const char* node_name;
+  const char* op_type;
+  const char* ep;          /* "" if the node is a host-side no-op */
+  int fell_back;           /* placed by --fallback, not by the requested list */
+  const char* reason;      /* why earlier EPs refused it, "" if none did */
+} nxrt_node_assignment;
+
+NXRT_API size_t nxrt_session_node_count(const nxrt_session* s);
+NXRT_API nxrt_node_assignment nxrt_session_node(const nxrt_session* s, size_t i);
+NXRT_API size_t nxrt_session_copy_count(const nxrt_session* s); /* cross-device copies inserted */
+
+/* A host-memory tensor given to or taken from a run. */
+typedef struct nxrt_host_tensor {
+  const char* name;
+  int32_t dtype;
+  uint32_t rank;
+  const int64_t* dims;
+  const void* data; /* dense row-major */
+} nxrt_host_tensor;
+
+/* Runs once. Every graph input must be given exactly once. Outputs are
+ * returned in graph-output order. */
+NXRT_API nxrt_error* nxrt_session_run(nxrt_session* s, const nxrt_host_tensor* inputs, size_t input_count,
+                                      nxrt_outputs** outputs);
+NXRT_API size_t nxrt_outputs_count(const nxrt_outputs* o);
+NXRT_API nxrt_host_tensor nxrt_outputs_get(const nxrt_outputs* o, size_t i);
+NXRT_API void nxrt_outputs_release(nxrt_outputs* o);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NXRT_H */

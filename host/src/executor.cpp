@@ -1,0 +1,379 @@
+// The sequential executor: validates inputs, walks the steps, binds outputs
+// through the kernel context, copies across devices, returns host outputs.
+#include "error.hpp"
+#include "kernel_context.hpp"
+#include "run_state.hpp"
+#include "status.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace nxrt {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + (d[i] < 0 ? std::string("?") : std::to_string(d[i]));
+  return s + "]";
+}
+
+void* host_alloc(uint64_t bytes) {
+  void* p = std::aligned_alloc(NXRT_TENSOR_ALIGNMENT, (std::max<uint64_t>(bytes, 1) + NXRT_TENSOR_ALIGNMENT - 1) /
+                                                           NXRT_TENSOR_ALIGNMENT * NXRT_TENSOR_ALIGNMENT);
+  if (!p) raise(NXRT_ERR_RUNTIME, "out of host memory allocating {} bytes", bytes);
+  return p;
+}
+
+void fill(nxrt_tensor* out, nxrt_dtype dtype, const std::vector<int64_t>& dims, void* handle, uint64_t offset, int location) {
+  nxrt_tensor t{};
+  t.struct_size = sizeof t;
+  t.dtype = dtype;
+  t.rank = uint32_t(dims.size());
+  t.dims = dims.data();
+  t.data = handle;
+  t.byte_offset = offset;
+  t.memory = location == 0 ? NXRT_MEMORY_HOST : NXRT_MEMORY_DEVICE;
+  uint32_t size = std::min<uint32_t>(out->struct_size, sizeof t);
+  std::memcpy(static_cast<void*>(out), &t, size);
+  out->struct_size = size;
+}
+
+// Gives slot `id` memory for `dims`: its planned place, the caller's output
+// buffer, or a fresh allocation freed after the run.
+void bind_slot(const Session& s, RunState& rs, int id, const std::vector<int64_t>& dims) {
+  const Slot& slot = s.slots()[size_t(id)];
+  SlotState& st = rs.state[size_t(id)];
+  uint64_t bytes = uint64_t(element_count(dims)) * dtype_size(slot.dtype);
+  if (slot.planned && dims == slot.dims) {
+    st.handle = rs.arenas[size_t(slot.location)];
+    st.offset = slot.offset;
+  } else if (slot.graph_output >= 0) {
+    HostTensor& out = rs.outputs[size_t(slot.graph_output)];
+    out.data.resize(bytes);
+    st.handle = out.data.data();
+    st.offset = 0;
+  } else if (slot.location == 0) {
+    st.handle = host_alloc(bytes);
+    rs.host_dynamic.push_back(st.handle);
+    st.offset = 0;
+  } else {
+    EpInstance& ep = *s.eps()[size_t(slot.ep)];
+    void* h = nullptr;
+    check_plugin(*ep.lib, ep.lib->api().memory_alloc(ep.session, NXRT_MEMORY_DEVICE, bytes, NXRT_TENSOR_ALIGNMENT, &h),
+                 fmt::format("allocating {} bytes for '{}'", bytes, slot.value->name));
+    rs.device_dynamic.emplace_back(slot.ep, h);
+    st.handle = h;
+    st.offset = 0;
+  }
+  st.dims = dims;
+  st.ready = true;
+}
+
+// Reads a slot's current binding (fixed constants or this run's state).
+void read_slot(const Session& s, const RunState& rs, int id, void** handle, uint64_t* offset, const std::vector<int64_t>** dims) {
+  const Slot& slot = s.slots()[size_t(id)];
+  if (slot.fixed) {
+    *handle = slot.fixed_handle;
+    *offset = slot.fixed_offset;
+    *dims = &slot.fixed_dims;
+    return;
+  }
+  const SlotState& st = rs.state[size_t(id)];
+  if (!st.ready) raise(NXRT_ERR_RUNTIME, "value '{}' is read before it was produced", slot.value->name);
+  *handle = st.handle;
+  *offset = st.offset;
+  *dims = &st.dims;
+}
+
+template <typename F>
+nxrt_status* to_status(F&& f) noexcept {
+  try {
+    f();
+    return nullptr;
+  } catch (const HostError& e) {
+    return new_status(e.code() == NXRT_ERR_INVALID_ARGUMENT ? NXRT_INVALID_ARGUMENT : NXRT_INTERNAL, e.what());
+  } catch (const std::bad_alloc&) {
+    return new_status(NXRT_OUT_OF_MEMORY, "out of host memory");
+  } catch (const std::exception& e) {
+    return new_status(NXRT_INTERNAL, e.what());
+  }
+}
+
+}  // namespace
+
+nxrt_status* ctx_input(const nxrt_kernel_context* ctx, size_t i, nxrt_tensor* out) {
+  if (!ctx || !out) return new_status(NXRT_INVALID_ARGUMENT, "ctx_input: NULL argument");
+  if (out->struct_size < offsetof(nxrt_tensor, memory) + sizeof(out->memory))
+    return new_status(NXRT_INVALID_ARGUMENT, fmt::format("ctx_input: tensor struct_size {} is too small", out->struct_size));
+  const Step& step = *ctx->step;
+  if (i >= step.inputs.size())
+    return new_status(NXRT_INVALID_ARGUMENT, fmt::format("ctx_input: {} has {} inputs, asked for {}", step.label, step.inputs.size(), i));
+  int id = step.inputs[i];
+  if (id < 0) return new_status(NXRT_NOT_FOUND, fmt::format("input {} of {} is absent", i, step.label));
+  return to_status([&] {
+    void* h;
+    uint64_t off;
+    const std::vector<int64_t>* dims;
+    read_slot(*ctx->session, *ctx->rs, id, &h, &off, &dims);
+    const Slot& slot = ctx->session->slots()[size_t(id)];
+    fill(out, slot.dtype, *dims, h, off, slot.location);
+  });
+}
+
+nxrt_status* ctx_output(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, uint32_t rank, const int64_t* dims,
+                        nxrt_tensor* out) {
+  if (!ctx || !out || (rank && !dims)) return new_status(NXRT_INVALID_ARGUMENT, "ctx_output: NULL argument");
+  if (out->struct_size < offsetof(nxrt_tensor, memory) + sizeof(out->memory))
+    return new_status(NXRT_INVALID_ARGUMENT, fmt::format("ctx_output: tensor struct_size {} is too small", out->struct_size));
+  const Step& step = *ctx->step;
+  if (i >= step.outputs.size())
+    return new_status(NXRT_INVALID_ARGUMENT, fmt::format("ctx_output: {} has {} outputs, asked for {}", step.label, step.outputs.size(), i));
+  int id = step.outputs[i];
+  if (id < 0) return new_status(NXRT_NOT_FOUND, fmt::format("output {} of {} is not used by the model", i, step.label));
+  bool already = i < 64 ? (ctx->bound >> i) & 1 : (ctx->more.size() > i - 64 && ctx->more[i - 64]);
+  if (already) return new_status(NXRT_INVALID_ARGUMENT, fmt::format("output {} of {} was bound twice", i, step.label));
+  const Slot& slot = ctx->session->slots()[size_t(id)];
+  if (slot.dtype != NXRT_DTYPE_UNDEFINED && dtype != slot.dtype)
+    return new_status(NXRT_INVALID_ARGUMENT, fmt::format("output {} of {} ('{}') is {} but the kernel produced {}", i, step.label,
+                                                         slot.value->name, dtype_name(slot.dtype), dtype_name(dtype)));
+  std::vector<int64_t> d(dims, dims + rank);
+  for (auto v : d)
+    if (v < 0) return new_status(NXRT_INVALID_ARGUMENT, fmt::format("output {} of {}: negative dimension in {}", i, step.label, shape_str(d)));
+  if (slot.value->rank >= 0) {
+    bool ok = int64_t(rank) == slot.value->rank;
+    for (size_t k = 0; ok && k < d.size(); ++k) ok = slot.value->dims[k] < 0 || slot.value->dims[k] == d[k];
+    if (!ok)
+      return new_status(NXRT_INVALID_ARGUMENT, fmt::format("output {} of {} ('{}') has shape {} but shape inference says {}", i,
+                                                           step.label, slot.value->name, shape_str(d), shape_str(slot.value->dims)));
+  }
+  return to_status([&] {
+    if (slot.dtype == NXRT_DTYPE_UNDEFINED) const_cast<Slot&>(slot).dtype = dtype;  // only for untyped values
+    bind_slot(*ctx->session, *ctx->rs, id, d);
+    if (i < 64) ctx->bound |= 1ull << i;
+    else {
+      if (ctx->more.size() <= i - 64) ctx->more.resize(i - 63);
+      ctx->more[i - 64] = true;
+    }
+    const SlotState& st = ctx->rs->state[size_t(id)];
+    fill(out, dtype, st.dims, st.handle, st.offset, slot.location);
+  });
+}
+
+int ctx_cancelled(const nxrt_kernel_context* ctx) {
+  return ctx && ctx->rs && ctx->rs->cancel && ctx->rs->cancel->load() ? 1 : 0;
+}
+
+std::unique_ptr<RunState> make_run_state(Session& s, const std::vector<uint64_t>& arena_bytes) {
+  auto rs = std::make_unique<RunState>();
+  rs->arenas.assign(arena_bytes.size(), nullptr);
+  rs->streams.assign(s.eps().size(), nullptr);
+  try {
+    for (size_t loc = 0; loc < arena_bytes.size(); ++loc) {
+      if (arena_bytes[loc] == 0) continue;
+      if (loc == 0) {
+        rs->arenas[0] = host_alloc(arena_bytes[0]);
+        continue;
+      }
+      for (auto& ep : s.eps())
+        if (ep->location == int(loc))
+          check_plugin(*ep->lib, ep->lib->api().memory_alloc(ep->session, NXRT_MEMORY_DEVICE, arena_bytes[loc], NXRT_TENSOR_ALIGNMENT,
+                                                             &rs->arenas[loc]),
+                       fmt::format("allocating the {}-byte activation arena", arena_bytes[loc]));
+    }
+    for (size_t e = 0; e < s.eps().size(); ++e) {
+      EpInstance& ep = *s.eps()[e];
+      if (ep.streams) check_plugin(*ep.lib, ep.lib->api().stream_create(ep.session, &rs->streams[e]), "creating a stream");
+    }
+  } catch (...) {
+    free_run_state(s, *rs);
+    throw;
+  }
+  rs->state.resize(s.slots().size());
+  return rs;
+}
+
+void free_run_state(Session& s, RunState& rs) {
+  for (size_t e = 0; e < rs.streams.size(); ++e)
+    if (rs.streams[e]) {
+      s.eps()[e]->lib->api().stream_release(rs.streams[e]);
+      rs.streams[e] = nullptr;
+    }
+  for (size_t loc = 0; loc < rs.arenas.size(); ++loc) {
+    if (!rs.arenas[loc]) continue;
+    if (loc == 0) std::free(rs.arenas[0]);
+    else
+      for (auto& ep : s.eps())
+        if (ep->location == int(loc)) ep->lib->api().memory_free(ep->session, NXRT_MEMORY_DEVICE, rs.arenas[loc]);
+    rs.arenas[loc] = nullptr;
+  }
+}
+
+std::unique_ptr<RunState> Session::acquire_run_state() {
+  {
+    std::lock_guard lock(pool_mu_);
+    if (!pool_.empty()) {
+      auto rs = std::move(pool_.back());
+      pool_.pop_back();
+      return rs;
+    }
+  }
+  return make_run_state(*this, arena_bytes_);
+}
+
+void Session::release_run_state(std::unique_ptr<RunState> rs) {
+  for (auto& st : rs->state) st.ready = false;
+  rs->outputs.clear();
+  rs->cancel = nullptr;
+  std::lock_guard lock(pool_mu_);
+  pool_.push_back(std::move(rs));
+}
+
+void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<HostTensor>& outputs, const std::atomic<bool>* cancel) {
+  const auto& m = *model_;
+  if (count && !inputs) raise(NXRT_ERR_INVALID_ARGUMENT, "inputs is NULL");
+  std::vector<const nxrt_host_tensor*> given(m.inputs.size(), nullptr);
+  for (size_t i = 0; i < count; ++i) {
+    const nxrt_host_tensor& t = inputs[i];
+    if (!t.name) raise(NXRT_ERR_INVALID_ARGUMENT, "input {} has no name", i);
+    size_t k = 0;
+    while (k < m.inputs.size() && m.inputs[k]->name != t.name) ++k;
+    if (k == m.inputs.size()) {
+      std::string names;
+      for (auto* v : m.inputs) names += (names.empty() ? "" : ", ") + v->name;
+      raise(NXRT_ERR_INVALID_ARGUMENT, "the model has no input named '{}' (its inputs: {})", t.name, names);
+    }
+    if (given[k]) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' was given twice", t.name);
+    const nxrt_value& v = *m.inputs[k];
+    if (v.dtype != NXRT_DTYPE_UNDEFINED && nxrt_dtype(t.dtype) != v.dtype)
+      raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' is {} but the model expects {}", t.name, dtype_name(nxrt_dtype(t.dtype)),
+            dtype_name(v.dtype));
+    std::vector<int64_t> dims(t.dims, t.dims + t.rank);
+    for (auto d : dims) if (d < 0) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' has a negative dimension {}", t.name, shape_str(dims));
+    if (v.rank >= 0) {
+      bool ok = int64_t(dims.size()) == v.rank;
+      for (size_t d = 0; ok && d < dims.size(); ++d) ok = v.dims[d] < 0 || v.dims[d] == dims[d];
+      if (!ok) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' has shape {} but the model expects {}", t.name, shape_str(dims), shape_str(v.dims));
+    }
+    if (!t.data && element_count(dims) > 0) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' has no data", t.name);
+    given[k] = &t;
+  }
+  for (size_t k = 0; k < m.inputs.size(); ++k)
+    if (!given[k]) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' was not given", m.inputs[k]->name);
+
+  auto rs = acquire_run_state();
+  rs->cancel = cancel;
+  rs->outputs.assign(m.outputs.size(), HostTensor{});
+  for (size_t k = 0; k < m.outputs.size(); ++k) {
+    rs->outputs[k].name = m.outputs[k]->name;
+    rs->outputs[k].dtype = m.outputs[k]->dtype;
+  }
+  for (size_t id = 0; id < slots_.size(); ++id) {
+    const Slot& slot = slots_[id];
+    if (slot.graph_input < 0) continue;
+    const nxrt_host_tensor& t = *given[size_t(slot.graph_input)];
+    SlotState& st = rs->state[id];
+    st.handle = const_cast<void*>(t.data);
+    st.offset = 0;
+    st.dims.assign(t.dims, t.dims + t.rank);
+    st.ready = true;
+  }
+
+  auto finish = [&](bool ok) {
+    std::string sync_error;
+    for (size_t e = 0; e < eps_.size(); ++e)
+      if (rs->streams[e]) {
+        nxrt_status* st = eps_[e]->lib->api().stream_synchronize(rs->streams[e]);
+        if (st) {
+          if (sync_error.empty()) sync_error = fmt::format("{}: {}", eps_[e]->lib->name(), st->message);
+          delete st;
+        }
+      }
+    for (auto& [e, h] : rs->device_dynamic) eps_[size_t(e)]->lib->api().memory_free(eps_[size_t(e)]->session, NXRT_MEMORY_DEVICE, h);
+    rs->device_dynamic.clear();
+    for (void* p : rs->host_dynamic) std::free(p);
+    rs->host_dynamic.clear();
+    if (ok && sync_error.empty()) outputs = std::move(rs->outputs);
+    release_run_state(std::move(rs));
+    if (ok && !sync_error.empty()) raise(NXRT_ERR_RUNTIME, "device work failed: {}", sync_error);
+  };
+
+  try {
+    for (const Step& step : steps_) {
+      if (cancel && cancel->load()) raise(NXRT_ERR_RUNTIME, "run cancelled before {}", step.label);
+      EpInstance& ep = *eps_[size_t(step.ep)];
+      const auto& api = ep.lib->api();
+      if (step.kind == Step::Copy) {
+        int src = step.inputs[0], dst = step.outputs[0];
+        void* h;
+        uint64_t off;
+        const std::vector<int64_t>* dims;
+        read_slot(*this, *rs, src, &h, &off, &dims);
+        std::vector<int64_t> d = *dims;
+        bind_slot(*this, *rs, dst, d);
+        const SlotState& ds = rs->state[size_t(dst)];
+        nxrt_copy_region r{};
+        r.struct_size = sizeof r;
+        r.src_memory = slots_[size_t(src)].location == 0 ? NXRT_MEMORY_HOST : NXRT_MEMORY_DEVICE;
+        r.src = h;
+        r.src_offset = off;
+        r.dst_memory = slots_[size_t(dst)].location == 0 ? NXRT_MEMORY_HOST : NXRT_MEMORY_DEVICE;
+        r.dst = ds.handle;
+        r.dst_offset = ds.offset;
+        r.bytes = uint64_t(element_count(d)) * dtype_size(slots_[size_t(dst)].dtype);
+        nxrt_stream* stream = rs->streams[size_t(step.ep)];
+        if (r.bytes) check_plugin(*ep.lib, api.copy(ep.session, &r, 1, stream), step.label);
+        // The host reads downloads right away: wait for them.
+        if (stream && r.dst_memory == NXRT_MEMORY_HOST)
+          check_plugin(*ep.lib, api.stream_synchronize(stream), step.label);
+        continue;
+      }
+      nxrt_kernel_context ctx;
+      ctx.rs = rs.get();
+      ctx.session = this;
+      ctx.step = &step;
+      ctx.stream = rs->streams[size_t(step.ep)];
+      nxrt_status* st;
+      try {
+        if (step.serial) {
+          std::lock_guard lock(*step.serial);
+          st = api.kernel_compute(step.kernel, &ctx);
+        } else {
+          st = api.kernel_compute(step.kernel, &ctx);
+        }
+      } catch (...) {
+        raise(NXRT_ERR_PLUGIN, "plugin '{}' threw a C++ exception through the ABI in kernel_compute for {}", ep.lib->name(), step.label);
+      }
+      check_plugin(*ep.lib, st, fmt::format("running {}", step.label));
+      for (size_t o = 0; o < step.outputs.size(); ++o)
+        if (step.outputs[o] >= 0 && !rs->state[size_t(step.outputs[o])].ready)
+          raise(NXRT_ERR_PLUGIN, "plugin '{}' did not produce output {} ('{}') of {}", ep.lib->name(), o,
+                slots_[size_t(step.outputs[o])].value->name, step.label);
+    }
+    // Outputs that are not produced into the result buffer (inputs, constants, repeats).
+    for (size_t k = 0; k < m.outputs.size(); ++k) {
+      int id = output_slot_[k];
+      if (slots_[size_t(id)].graph_output == int(k)) continue;
+      void* h;
+      uint64_t off;
+      const std::vector<int64_t>* dims;
+      read_slot(*this, *rs, id, &h, &off, &dims);
+      HostTensor& out = rs->outputs[k];
+      out.dims = *dims;
+      out.dtype = slots_[size_t(id)].dtype;
+      out.data.resize(size_t(element_count(out.dims)) * dtype_size(out.dtype));
+      if (!out.data.empty()) std::memcpy(out.data.data(), static_cast<char*>(h) + off, out.data.size());
+    }
+    for (size_t k = 0; k < m.outputs.size(); ++k) {
+      int id = output_slot_[k];
+      if (slots_[size_t(id)].graph_output == int(k)) rs->outputs[k].dims = rs->state[size_t(id)].dims;
+    }
+  } catch (...) {
+    finish(false);
+    throw;
+  }
+  finish(true);
+}
+
+}  // namespace nxrt

@@ -1,0 +1,50 @@
+// Dense host tensors and their ONNX TensorProto encoding (.pb files, initializers).
+#pragma once
+#include <nxrt_ep.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace onnx { class TensorProto; }
+
+namespace nxrt {
+
+// 64-byte aligned storage, so kernels may use aligned vector loads on host tensors.
+template <typename T>
+struct AlignedAllocator {
+  using value_type = T;
+  AlignedAllocator() = default;
+  template <typename U> AlignedAllocator(const AlignedAllocator<U>&) {}
+  T* allocate(size_t n) {
+    void* p = ::operator new(n * sizeof(T), std::align_val_t(64));
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  template <typename U> bool operator==(const AlignedAllocator<U>&) const { return true; }
+};
+using Bytes = std::vector<uint8_t, AlignedAllocator<uint8_t>>;
+
+struct HostTensor {
+  std::string name;
+  nxrt_dtype dtype = NXRT_DTYPE_UNDEFINED;
+  std::vector<int64_t> dims;
+  Bytes data;  // dense row-major, 64-byte aligned
+
+  int64_t numel() const;
+};
+
+int64_t element_count(const std::vector<int64_t>& dims);
+size_t dtype_size(nxrt_dtype t);       // 0 for unsupported types
+const char* dtype_name(nxrt_dtype t);
+
+// Decodes a TensorProto; `base_dir` resolves external data, which must stay inside it.
+HostTensor decode_tensor(const onnx::TensorProto& t, const std::filesystem::path& base_dir = {});
+void encode_tensor(const HostTensor& t, onnx::TensorProto& out);
+
+HostTensor read_tensor_file(const std::filesystem::path& path);
+void write_tensor_file(const std::filesystem::path& path, const HostTensor& t);
+
+}  // namespace nxrt

@@ -1,0 +1,189 @@
+// ONNX file → checked, shape-inferred IR. Parsing, checking and shape
+// inference are libonnx's; this file only maps the result into the IR.
+#include "error.hpp"
+#include "ir.hpp"
+
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+namespace nxrt {
+namespace {
+
+namespace fs = std::filesystem;
+
+// libonnx messages span lines; errors here are one line each.
+std::string one_line(std::string s) {
+  for (auto& c : s) if (c == '\n' || c == '\r') c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+void read_type(const onnx::TypeProto& type, nxrt_value& v) {
+  if (!type.has_tensor_type()) return;  // sequences, maps, optionals: dtype stays undefined
+  const auto& tt = type.tensor_type();
+  v.dtype = static_cast<nxrt_dtype>(tt.elem_type());
+  if (!tt.has_shape()) return;
+  v.rank = tt.shape().dim_size();
+  v.dims.clear();
+  for (const auto& d : tt.shape().dim()) v.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+}
+
+nxrt_attribute convert_attribute(const onnx::AttributeProto& a, const fs::path& base_dir) {
+  nxrt_attribute out;
+  out.name = a.name();
+  out.type = static_cast<nxrt_attribute_type>(a.type());
+  switch (a.type()) {
+    case onnx::AttributeProto::FLOAT: out.f = a.f(); break;
+    case onnx::AttributeProto::INT: out.i = a.i(); break;
+    case onnx::AttributeProto::STRING: out.s = a.s(); break;
+    case onnx::AttributeProto::FLOATS: out.floats.assign(a.floats().begin(), a.floats().end()); break;
+    case onnx::AttributeProto::INTS: out.ints.assign(a.ints().begin(), a.ints().end()); break;
+    case onnx::AttributeProto::STRINGS: out.strings.assign(a.strings().begin(), a.strings().end()); break;
+    case onnx::AttributeProto::TENSOR: {
+      try {
+        out.tensor = std::make_shared<HostTensor>(decode_tensor(a.t(), base_dir));
+      } catch (const HostError&) {
+        out.tensor = nullptr;  // e.g. string tensors: kept as an attribute without data; plugins refuse
+      }
+      break;
+    }
+    default: break;  // graphs and sparse tensors: type only, plugins refuse them
+  }
+  return out;
+}
+
+std::unique_ptr<nxrt_model_ir> build_ir(onnx::ModelProto& m, const fs::path& base_dir, const std::string& path) {
+  auto ir = std::make_unique<nxrt_model_ir>();
+  ir->path = path;
+  for (const auto& op : m.opset_import()) {
+    std::string d = op.domain() == "ai.onnx" ? "" : op.domain();
+    ir->opsets[d] = op.version();
+  }
+  std::unordered_map<std::string, nxrt_value*> by_name;
+  auto value = [&](const std::string& name) -> nxrt_value* {
+    auto it = by_name.find(name);
+    if (it != by_name.end()) return it->second;
+    auto v = std::make_unique<nxrt_value>();
+    v->id = ir->values.size();
+    v->name = name;
+    nxrt_value* raw = v.get();
+    ir->values.push_back(std::move(v));
+    by_name[name] = raw;
+    return raw;
+  };
+  const auto& g = m.graph();
+  for (const auto& init : g.initializer()) {
+    nxrt_value* v = value(init.name());
+    auto t = std::make_shared<HostTensor>(decode_tensor(init, base_dir));
+    v->dtype = t->dtype;
+    v->rank = int64_t(t->dims.size());
+    v->dims = t->dims;
+    v->constant = std::move(t);
+  }
+  for (const auto& in : g.input()) {
+    nxrt_value* v = value(in.name());
+    if (v->constant) continue;  // an initializer listed as input: a constant here
+    read_type(in.type(), *v);
+    v->is_graph_input = true;
+    ir->inputs.push_back(v);
+  }
+  for (const auto& vi : g.value_info()) read_type(vi.type(), *value(vi.name()));
+  for (const auto& n : g.node()) {
+    auto node = std::make_unique<nxrt_node>();
+    node->index = ir->nodes.size();
+    node->op_type = n.op_type();
+    node->domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    node->name = n.name().empty() ? fmt::format("{}_{}", n.op_type(), node->index) : n.name();
+    for (const auto& a : n.attribute()) node->attributes.push_back(convert_attribute(a, base_dir));
+    for (const auto& in : n.input()) {
+      nxrt_value* v = in.empty() ? nullptr : value(in);
+      if (v) v->consumers.push_back(int(node->index));
+      node->inputs.push_back(v);
+    }
+    for (const auto& out : n.output()) {
+      nxrt_value* v = out.empty() ? nullptr : value(out);
+      if (v) v->producer = int(node->index);
+      node->outputs.push_back(v);
+    }
+    ir->nodes.push_back(std::move(node));
+  }
+  for (const auto& out : g.output()) {
+    nxrt_value* v = value(out.name());
+    read_type(out.type(), *v);
+    v->is_graph_output = true;
+    ir->outputs.push_back(v);
+  }
+  return ir;
+}
+
+bool uses_external_data(const onnx::ModelProto& m) {
+  for (const auto& t : m.graph().initializer())
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) return true;
+  return false;
+}
+
+std::unique_ptr<nxrt_model_ir> load(onnx::ModelProto& m, const fs::path& base_dir, const std::string& path) {
+  if (m.graph().node_size() == 0 && m.graph().output_size() == 0)
+    raise(NXRT_ERR_MODEL, "model '{}' has an empty graph", path);
+  try {
+    if (!path.empty() && uses_external_data(m)) onnx::checker::check_model(path);
+    else onnx::checker::check_model(m);
+  } catch (const std::exception& e) {
+    raise(NXRT_ERR_MODEL, "model '{}' failed the ONNX checker: {}", path, one_line(e.what()));
+  }
+  try {
+    onnx::ShapeInferenceOptions options(/*check_type=*/true, /*error_mode=*/0, /*data_prop=*/false);
+    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception& e) {
+    raise(NXRT_ERR_MODEL, "model '{}' failed shape inference: {}", path, one_line(e.what()));
+  }
+  auto ir = build_ir(m, base_dir, path);
+  optimize(*ir);
+  return ir;
+}
+
+}  // namespace
+
+
+std::unique_ptr<nxrt_model_ir> load_model_bytes(const void* data, size_t size, const std::string& base_dir) {
+  onnx::ModelProto m;
+  if (size > size_t(INT32_MAX) || !m.ParseFromArray(data, int(size)))
+    raise(NXRT_ERR_MODEL, "model bytes are not a valid ONNX protobuf (corrupt or truncated, {} bytes)", size);
+  return load(m, base_dir, base_dir.empty() ? "<memory>" : base_dir + "/<memory>");
+}
+
+std::unique_ptr<nxrt_model_ir> load_model_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) raise(NXRT_ERR_NOT_FOUND, "model file '{}' does not exist", path);
+  if (fs::is_directory(path, ec)) raise(NXRT_ERR_INVALID_ARGUMENT, "model path '{}' is a folder, not a file", path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) raise(NXRT_ERR_NOT_FOUND, "cannot open model file '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string bytes = ss.str();
+  onnx::ModelProto m;
+  if (bytes.empty() || !m.ParseFromString(bytes))
+    raise(NXRT_ERR_MODEL, "'{}' is not a valid ONNX model (corrupt or truncated protobuf, {} bytes)", path, bytes.size());
+  if (!m.has_graph()) raise(NXRT_ERR_MODEL, "'{}' is not a valid ONNX model: it has no graph", path);
+  return load(m, fs::path(path).parent_path(), path);
+}
+
+}  // namespace nxrt
+
+nxrt_value* nxrt_model_ir::find_value(const std::string& name) const {
+  for (auto& v : values) if (v->name == name) return v.get();
+  return nullptr;
+}
+
+std::vector<const nxrt_node*> nxrt_model_ir::live_nodes() const {
+  std::vector<const nxrt_node*> out;
+  for (auto& n : nodes) if (!n->removed) out.push_back(n.get());
+  return out;
+}

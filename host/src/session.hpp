@@ -1,0 +1,115 @@
+// A prepared model: EP instances, kernels bound to claims, value slots with a
+// memory plan, and the step list the executor walks on every Run.
+#pragma once
+#include "ir.hpp"
+#include "plugin_library.hpp"
+
+#include <nxrt/nxrt.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace nxrt {
+
+class Env;
+
+// One plugin session on one device.
+struct EpInstance {
+  std::shared_ptr<PluginLibrary> lib;
+  nxrt_ep_session* session = nullptr;
+  uint32_t device = 0;
+  bool host_addressable = false;
+  bool streams = false;
+  bool concurrent = false;
+  int location = 0;  // 0: host memory; >0: this EP's own device memory
+
+  // Opens a plugin session on `device` with the intra-op thread count. Throws HostError.
+  static std::unique_ptr<EpInstance> create(std::shared_ptr<PluginLibrary> lib, uint32_t device, int threads);
+  ~EpInstance();
+};
+
+// A value placed in one memory location. A value used on two devices has two slots.
+struct Slot {
+  const nxrt_value* value = nullptr;
+  int location = 0;
+  int ep = -1;                  // owning EP for device locations
+  nxrt_dtype dtype = NXRT_DTYPE_UNDEFINED;
+  std::vector<int64_t> dims;    // static shape when planned
+  bool planned = false;         // has an arena offset
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  // Fixed data, the same for every run (constants): handle + offset.
+  bool fixed = false;
+  void* fixed_handle = nullptr;
+  uint64_t fixed_offset = 0;
+  std::vector<int64_t> fixed_dims;
+  int graph_input = -1;   // index into inputs, for host slots of graph inputs
+  int graph_output = -1;  // index into outputs, for the host slot of a graph output
+};
+
+struct Step {
+  enum Kind { Kernel, Copy } kind = Kernel;
+  int ep = -1;
+  nxrt_kernel* kernel = nullptr;
+  std::unique_ptr<std::mutex> serial;  // for plugins without CONCURRENT_RUN
+  std::vector<int> inputs;   // slot ids, -1 absent
+  std::vector<int> outputs;  // slot ids, -1 absent
+  std::vector<size_t> nodes; // model node indices, for messages
+  std::string label;         // "node 'conv_3' (Conv)" or "group of 12 nodes"
+};
+
+struct Assignment {
+  int ep = -1;  // index into eps
+  bool fell_back = false;
+  std::string reasons;  // why earlier EPs refused it
+};
+
+struct RunState;
+
+class Session {
+ public:
+  Session(std::shared_ptr<const nxrt_model_ir> model, std::vector<std::unique_ptr<EpInstance>> eps,
+          bool fallback, std::vector<std::shared_ptr<PluginLibrary>> fallback_libs, int threads, uint32_t device);
+  ~Session();
+
+  void run(const nxrt_host_tensor* inputs, size_t count, std::vector<HostTensor>& outputs,
+           const std::atomic<bool>* cancel = nullptr);
+
+  const nxrt_model_ir& model() const { return *model_; }
+  const std::vector<std::unique_ptr<EpInstance>>& eps() const { return eps_; }
+  const std::vector<Assignment>& assignments() const { return assign_; }  // by node index
+  size_t copy_count() const { return copies_; }
+  const std::vector<uint64_t>& arena_bytes() const { return arena_bytes_; }  // per memory location
+
+  // Used by the kernel context (host services).
+  const std::vector<Slot>& slots() const { return slots_; }
+  const std::vector<Step>& steps() const { return steps_; }
+
+ private:
+  void partition(bool fallback, const std::vector<std::shared_ptr<PluginLibrary>>& fallback_libs, int threads,
+                 uint32_t device);
+  void bind_kernels();
+  void plan_memory();
+  void upload_constants();
+  std::unique_ptr<RunState> acquire_run_state();
+  void release_run_state(std::unique_ptr<RunState> rs);
+
+  std::shared_ptr<const nxrt_model_ir> model_;
+  std::vector<std::unique_ptr<EpInstance>> eps_;
+  std::vector<Assignment> assign_;
+  std::vector<std::vector<size_t>> groups_;  // claims: node indices
+  std::vector<int> group_ep_;
+  std::vector<Slot> slots_;
+  std::vector<Step> steps_;
+  std::vector<uint64_t> arena_bytes_;  // per location
+  std::vector<std::pair<int, void*>> constant_buffers_;  // (ep, handle) uploaded once
+  std::vector<int> output_slot_;       // per graph output: its host slot
+  size_t copies_ = 0;
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<RunState>> pool_;
+};
+
+}  // namespace nxrt

@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""Bad input through the nxrt CLI: each case must exit 1 or 2 with one clear line that
+names the problem, never crash or hang. Uses the always-built `sample` plugin.
+
+Usage: cli_errors.py --nxrt BIN --test-plugins DIR
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def relu_add_model(path, op="Relu", domain=""):
+    nodes = [helper.make_node(op, ["x"], ["r"], domain=domain), helper.make_node("Add", ["r", "x"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                          initializer=[numpy_helper.from_array(np.arange(1000, dtype=np.float32), "unused_weights")])
+    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    m = helper.make_model(g, opset_imports=opsets)
+    with open(path, "wb") as f:
+        f.write(m.SerializeToString())  # no checker: some fixtures are invalid on purpose
+
+
+def tensor(path, arr, name="x"):
+    onnx.save_tensor(numpy_helper.from_array(arr, name), path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nxrt", required=True)
+    ap.add_argument("--test-plugins", required=True)
+    args = ap.parse_args()
+    t = tempfile.mkdtemp(prefix="nxrt-cli-")
+    good = os.path.join(t, "good.onnx")
+    relu_add_model(good)
+    relu_add_model(os.path.join(t, "unknown_op.onnx"), op="FooBar")
+    relu_add_model(os.path.join(t, "custom_op.onnx"), op="FooBar", domain="com.example")
+    data = open(good, "rb").read()
+    open(os.path.join(t, "truncated.onnx"), "wb").write(data[: len(data) * 3 // 5])
+    open(os.path.join(t, "corrupt.onnx"), "wb").write(bytes(range(256)) * 8)
+    open(os.path.join(t, "empty.onnx"), "wb").close()
+    tensor(os.path.join(t, "x.pb"), np.ones((2, 3), np.float32))
+    tensor(os.path.join(t, "x_int.pb"), np.ones((2, 3), np.int64))
+    tensor(os.path.join(t, "x_shape.pb"), np.ones((3, 2), np.float32))
+    open(os.path.join(t, "garbage.pb"), "wb").write(b"\xff\xff\xff\xff not a tensor")
+    plug = lambda name: os.path.join(args.test_plugins, f"libnxrt_ep_{name}.so")  # noqa: E731
+
+    run = [args.nxrt, "run"]
+    cases = [
+        ("unknown EP", run + [good, "--ep", "foo"], "unknown EP 'foo'"),
+        ("EP without device", run + [good, "--ep", "nodevice", "--plugin", plug("nodevice")],
+         "EP 'nodevice' has no device: no test accelerator is attached"),
+        ("missing plugin file", run + [good, "--plugin", "/nonexistent/libnxrt_ep_x.so"],
+         "plugin file '/nonexistent/libnxrt_ep_x.so' does not exist"),
+        ("plugin refusing negotiation", run + [good, "--plugin", plug("newmajor")], "needs nxrt EP ABI 2.x"),
+        ("missing model", run + [os.path.join(t, "nope.onnx"), "--ep", "sample"], "does not exist"),
+        ("corrupt model", run + [os.path.join(t, "corrupt.onnx"), "--ep", "sample"], "is not a valid ONNX model"),
+        ("truncated model", run + [os.path.join(t, "truncated.onnx"), "--ep", "sample"], "is not a valid ONNX model"),
+        ("empty model", run + [os.path.join(t, "empty.onnx"), "--ep", "sample"], "is not a valid ONNX model"),
+        ("unknown op", run + [os.path.join(t, "unknown_op.onnx"), "--ep", "sample"], "No Op registered for FooBar"),
+        ("op no EP claims", run + [os.path.join(t, "custom_op.onnx"), "--ep", "sample"],
+         "node 'FooBar_0' (com.example::FooBar): sample: no kernel for com.example::FooBar"),
+        ("wrong input name", run + [good, "--ep", "sample", "--input", "bogus=" + os.path.join(t, "x.pb")],
+         "the model has no input named 'bogus' (its inputs: x)"),
+        ("wrong input dtype", run + [good, "--ep", "sample", "--input", "x=" + os.path.join(t, "x_int.pb")],
+         "input 'x' is int64 but the model expects float32"),
+        ("wrong input shape", run + [good, "--ep", "sample", "--input", "x=" + os.path.join(t, "x_shape.pb")],
+         "input 'x' has shape [3,2] but the model expects [2,3]"),
+        ("unreadable pb", run + [good, "--ep", "sample", "--input", "x=" + os.path.join(t, "garbage.pb")],
+         "is not a valid ONNX TensorProto file"),
+        ("missing pb", run + [good, "--ep", "sample", "--input", "x=" + os.path.join(t, "none.pb")],
+         "cannot open tensor file"),
+        ("missing input dir", run + [good, "--ep", "sample", "--input-dir", os.path.join(t, "nodir")],
+         "input folder"),
+        ("bad thread count", run + [good, "--ep", "sample", "--threads", "abc"], "--threads needs an integer"),
+        ("unknown command", [args.nxrt, "frobnicate"], "unknown command 'frobnicate'"),
+    ]
+    failures = 0
+    for name, cmd, want in cases:
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            print(f"FAIL {name}: hung for 60 s")
+            failures += 1
+            continue
+        lines = p.stderr.strip().splitlines()
+        first = lines[0] if lines else ""
+        usage = first.startswith("nxrt: error:") and len(lines) > 1 and lines[1].startswith("usage:")
+        problems = []
+        if p.returncode not in (1, 2):
+            problems.append(f"exit code {p.returncode}, want 1 or 2")
+        if want not in first:
+            problems.append(f"first stderr line {first!r} lacks {want!r}")
+        if not first.startswith("nxrt: error: "):
+            problems.append("message does not start with 'nxrt: error: '")
+        if len(lines) != 1 and not usage:
+            problems.append(f"{len(lines)} stderr lines, want one")
+        if problems:
+            failures += 1
+            print(f"FAIL {name}: " + "; ".join(problems))
+        else:
+            print(f"ok   {name}: exit {p.returncode}: {first}")
+    # A plugin that cannot load is listed with its reason, not fatal.
+    p = subprocess.run([args.nxrt, "plugins", "--plugin", plug("newmajor")], capture_output=True, text=True, timeout=60)
+    if p.returncode != 0 or "not loaded: plugin" not in p.stdout or "needs nxrt EP ABI 2.x" not in p.stdout:
+        failures += 1
+        print(f"FAIL plugins listing with a broken plugin: exit {p.returncode}\n{p.stdout}{p.stderr}")
+    else:
+        print("ok   plugins lists the broken plugin with its reason")
+    total = len(cases) + 1
+    print(f"{total - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

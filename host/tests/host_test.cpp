@@ -1,0 +1,261 @@
+// Host unit tests: loader and shape inference, optimizer, partitioner, memory
+// planner, executor (incl. concurrent runs) and plugin unregistration.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "env.hpp"
+#include "error.hpp"
+#include "ir.hpp"
+#include "session.hpp"
+
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace fs = std::filesystem;
+using namespace nxrt;
+
+namespace {
+
+// A tiny builder for float32 test models.
+struct ModelBuilder {
+  onnx::ModelProto m;
+  ModelBuilder() {
+    m.set_ir_version(8);
+    auto* op = m.add_opset_import();
+    op->set_domain("");
+    op->set_version(17);
+    m.mutable_graph()->set_name("test");
+  }
+  void io(bool input, const std::string& name, std::vector<int64_t> dims) {
+    auto* v = input ? m.mutable_graph()->add_input() : m.mutable_graph()->add_output();
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    for (auto d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  void node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out, const std::string& domain = "") {
+    auto* n = m.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_domain(domain);
+    for (auto& i : in) n->add_input(i);
+    for (auto& o : out) n->add_output(o);
+  }
+  std::shared_ptr<nxrt_model_ir> load() {
+    std::string bytes = m.SerializeAsString();
+    return load_model_bytes(bytes.data(), bytes.size(), "");
+  }
+};
+
+std::shared_ptr<nxrt_model_ir> relu_chain(int n, std::vector<int64_t> dims) {
+  ModelBuilder b;
+  b.io(true, "x", dims);
+  std::string prev = "x";
+  for (int i = 0; i < n; ++i) {
+    std::string out = i + 1 == n ? "y" : "t" + std::to_string(i);
+    b.node("Relu", {prev}, {out});
+    prev = out;
+  }
+  b.io(false, "y", dims);
+  return b.load();
+}
+
+std::shared_ptr<PluginLibrary> plugin(Env& env, const std::string& file) {
+  size_t idx = env.add(std::string(NXRT_LIB_DIR) + "/" + file);
+  return env.entries()[idx].lib;
+}
+
+std::unique_ptr<Session> make_session(std::shared_ptr<const nxrt_model_ir> m, std::vector<std::shared_ptr<PluginLibrary>> eps,
+                                      bool fallback = false, std::vector<std::shared_ptr<PluginLibrary>> fb = {}) {
+  std::vector<std::unique_ptr<EpInstance>> inst;
+  for (auto& l : eps) inst.push_back(EpInstance::create(l, 0, 1));
+  return std::make_unique<Session>(m, std::move(inst), fallback, fb, 1, 0);
+}
+
+std::vector<float> run(Session& s, const std::vector<float>& x, std::vector<int64_t> dims) {
+  nxrt_host_tensor in{"x", NXRT_DTYPE_FLOAT32, uint32_t(dims.size()), dims.data(), x.data()};
+  std::vector<HostTensor> out;
+  s.run(&in, 1, out);
+  REQUIRE(out.size() == 1);
+  const float* p = reinterpret_cast<const float*>(out[0].data.data());
+  return std::vector<float>(p, p + out[0].numel());
+}
+
+std::string error_of(auto&& f) {
+  try {
+    f();
+  } catch (const HostError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("loader: shape inference gives intermediate values their shapes") {
+  auto m = relu_chain(3, {2, 5});
+  nxrt_value* t = m->find_value("t1");
+  REQUIRE(t);
+  CHECK(t->dtype == NXRT_DTYPE_FLOAT32);
+  CHECK(t->dims == std::vector<int64_t>{2, 5});
+  CHECK(m->live_nodes().size() == 3);
+}
+
+TEST_CASE("loader: corrupt bytes give a clear error") {
+  std::string junk(100, '\xff');
+  CHECK(error_of([&] { load_model_bytes(junk.data(), junk.size(), ""); }).find("not a valid ONNX protobuf") != std::string::npos);
+  CHECK(error_of([&] { load_model_file("/nonexistent/model.onnx"); }).find("does not exist") != std::string::npos);
+}
+
+TEST_CASE("loader: external data may not leave the model folder") {
+  fs::path dir = fs::temp_directory_path() / "nxrt_ext_test";
+  fs::create_directories(dir / "model");
+  std::ofstream(dir / "secret.bin", std::ios::binary).write("\0\0\0\0\0\0\0\0", 8);
+  ModelBuilder b;
+  b.io(true, "x", {2});
+  auto* w = b.m.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(2);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = w->add_external_data();
+  kv->set_key("location");
+  kv->set_value("../secret.bin");
+  b.node("Add", {"x", "w"}, {"y"});
+  b.io(false, "y", {2});
+  std::ofstream(dir / "model" / "m.onnx", std::ios::binary) << b.m.SerializeAsString();
+  std::string err = error_of([&] { load_model_file((dir / "model" / "m.onnx").string()); });
+  CHECK(err.find("leaves the model's folder") != std::string::npos);
+  CHECK(err.find("../secret.bin") != std::string::npos);
+}
+
+TEST_CASE("optimizer: Identity is removed and Constant is folded") {
+  ModelBuilder b;
+  b.io(true, "x", {3});
+  auto* c = b.m.mutable_graph()->add_node();
+  c->set_op_type("Constant");
+  c->add_output("c");
+  auto* a = c->add_attribute();
+  a->set_name("value_floats");
+  a->set_type(onnx::AttributeProto::FLOATS);
+  for (float f : {1.f, 2.f, 3.f}) a->add_floats(f);
+  b.node("Identity", {"x"}, {"xi"});
+  b.node("Add", {"xi", "c"}, {"y"});
+  b.io(false, "y", {3});
+  auto m = b.load();
+  auto live = m->live_nodes();
+  REQUIRE(live.size() == 1);
+  CHECK(live[0]->op_type == "Add");
+  CHECK(live[0]->inputs[0]->name == "x");
+  REQUIRE(live[0]->inputs[1]->constant);
+  CHECK(live[0]->inputs[1]->constant->numel() == 3);
+}
+
+TEST_CASE("executor: a chain runs on the sample plugin and gives the right values") {
+  Env env;
+  auto sample = plugin(env, "libnxrt_ep_sample.so");
+  auto s = make_session(relu_chain(4, {2, 3}), {sample});
+  auto y = run(*s, {-1, 2, -3, 4, -5, 6}, {2, 3});
+  CHECK(y == std::vector<float>{0, 2, 0, 4, 0, 6});
+}
+
+TEST_CASE("planner: buffers of a chain are reused by lifetime") {
+  Env env;
+  auto sample = plugin(env, "libnxrt_ep_sample.so");
+  auto s = make_session(relu_chain(10, {64, 64}), {sample});
+  // 9 intermediates of 16 KiB each; at most two are alive at once.
+  CHECK(s->arena_bytes()[0] == 2 * 64 * 64 * 4);
+}
+
+TEST_CASE("partitioner: nodes no EP claims are named, with each EP's reason") {
+  Env env;
+  auto sample = plugin(env, "libnxrt_ep_sample.so");
+  ModelBuilder b;
+  b.io(true, "x", {4});
+  b.node("Relu", {"x"}, {"r"});
+  b.node("Sigmoid", {"r"}, {"y"});
+  b.io(false, "y", {4});
+  auto m = b.load();
+  std::string err = error_of([&] { make_session(m, {sample}); });
+  CHECK(err.find("1 node(s) are not supported by the requested EPs (sample)") != std::string::npos);
+  CHECK(err.find("node 'Sigmoid_1' (Sigmoid): sample: no kernel for Sigmoid (op)") != std::string::npos);
+  CHECK(err.find("--fallback") != std::string::npos);
+}
+
+TEST_CASE("partitioner: --fallback places refused nodes on another EP") {
+  Env env;
+  auto sample = plugin(env, "libnxrt_ep_sample.so");
+  auto cpu = plugin(env, "libnxrt_ep_cpu.so");
+  ModelBuilder b;
+  b.io(true, "x", {4});
+  b.node("Relu", {"x"}, {"r"});
+  b.node("Sigmoid", {"r"}, {"y"});
+  b.io(false, "y", {4});
+  auto s = make_session(b.load(), {sample}, true, {cpu});
+  CHECK(s->assignments()[0].ep == 0);
+  CHECK(s->assignments()[1].ep == 1);
+  CHECK(s->assignments()[1].fell_back);
+  CHECK(s->assignments()[1].reasons.find("sample: no kernel for Sigmoid") != std::string::npos);
+  std::vector<float> x{-1, 0, 1, 2};
+  std::vector<int64_t> dims{4};
+  auto y = run(*s, x, dims);
+  CHECK(y[0] == doctest::Approx(0.5));
+  CHECK(y[3] == doctest::Approx(1.0 / (1.0 + std::exp(-2.0))));
+}
+
+TEST_CASE("executor: inputs are validated by name, dtype and shape") {
+  Env env;
+  auto s = make_session(relu_chain(1, {2, 3}), {plugin(env, "libnxrt_ep_sample.so")});
+  std::vector<float> x(6);
+  std::vector<int64_t> good{2, 3}, bad{3, 2};
+  std::vector<HostTensor> out;
+  nxrt_host_tensor wrong_name{"z", NXRT_DTYPE_FLOAT32, 2, good.data(), x.data()};
+  CHECK(error_of([&] { s->run(&wrong_name, 1, out); }).find("no input named 'z'") != std::string::npos);
+  nxrt_host_tensor wrong_shape{"x", NXRT_DTYPE_FLOAT32, 2, bad.data(), x.data()};
+  CHECK(error_of([&] { s->run(&wrong_shape, 1, out); }).find("has shape [3,2] but the model expects [2,3]") != std::string::npos);
+  nxrt_host_tensor wrong_type{"x", NXRT_DTYPE_INT32, 2, good.data(), x.data()};
+  CHECK(error_of([&] { s->run(&wrong_type, 1, out); }).find("is int32 but the model expects float32") != std::string::npos);
+  CHECK(error_of([&] { s->run(nullptr, 0, out); }).find("input 'x' was not given") != std::string::npos);
+}
+
+TEST_CASE("executor: eight threads running one session get identical results") {
+  Env env;
+  auto s = make_session(relu_chain(20, {32, 32}), {plugin(env, "libnxrt_ep_sample.so")});
+  std::vector<float> x(32 * 32);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 7) - 3);
+  auto expect = run(*s, x, {32, 32});
+  std::vector<int> ok(8, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      bool same = true;
+      for (int i = 0; i < 50; ++i) same &= run(*s, x, {32, 32}) == expect;
+      ok[size_t(t)] = same;
+    });
+  for (auto& t : threads) t.join();
+  for (int t = 0; t < 8; ++t) CHECK(ok[size_t(t)] == 1);
+}
+
+TEST_CASE("registry: unregister is refused while a session uses the plugin") {
+  Env env;
+  auto sample = plugin(env, "libnxrt_ep_sample.so");
+  auto s = make_session(relu_chain(1, {2}), {sample});
+  sample.reset();
+  CHECK(error_of([&] { env.remove("sample"); }).find("still used by") != std::string::npos);
+  s.reset();
+  env.remove("sample");
+  CHECK(env.find("sample") == nullptr);
+  CHECK(error_of([&] { env.remove("sample"); }).find("no plugin named 'sample'") != std::string::npos);
+}
+
+TEST_CASE("registry: a plugin refusing negotiation is reported, not loaded") {
+  Env env;
+  std::string err = error_of([&] { env.add(std::string(NXRT_TEST_PLUGIN_DIR) + "/libnxrt_ep_newmajor.so"); });
+  CHECK(err.find("refused negotiation (version mismatch): this plugin needs nxrt EP ABI 2.x") != std::string::npos);
+  auto entries = env.entries();
+  REQUIRE(entries.size() == 1);
+  CHECK(!entries[0].lib);
+  CHECK(entries[0].error == err);
+}

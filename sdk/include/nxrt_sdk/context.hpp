@@ -1,0 +1,52 @@
+// The kernel's view of one compute call: inputs, outputs to bind, stream.
+#pragma once
+#include "tensor.hpp"
+
+#include <optional>
+#include <span>
+
+namespace nxrt::sdk {
+
+class Context {
+ public:
+  explicit Context(nxrt_kernel_context* ctx) : ctx_(ctx) {}
+  nxrt_kernel_context* raw() const { return ctx_; }
+  size_t input_count() const { return host().ctx_input_count(ctx_); }
+  size_t output_count() const { return host().ctx_output_count(ctx_); }
+
+  // Throws when the input is absent; see optional_input.
+  TensorView input(size_t i) const {
+    nxrt_tensor t{};
+    t.struct_size = sizeof t;
+    check(host().ctx_input(ctx_, i, &t));
+    return TensorView(t);
+  }
+  std::optional<TensorView> optional_input(size_t i) const {
+    if (i >= input_count()) return std::nullopt;
+    nxrt_tensor t{};
+    t.struct_size = sizeof t;
+    nxrt_status* s = host().ctx_input(ctx_, i, &t);
+    if (s && host().status_code(s) == NXRT_NOT_FOUND) {
+      host().status_release(s);
+      return std::nullopt;
+    }
+    check(s);
+    return TensorView(t);
+  }
+  TensorView output(size_t i, nxrt_dtype dtype, std::span<const int64_t> dims) {
+    nxrt_tensor t{};
+    t.struct_size = sizeof t;
+    check(host().ctx_output(ctx_, i, dtype, uint32_t(dims.size()), dims.data(), &t));
+    return TensorView(t);
+  }
+  TensorView output(size_t i, nxrt_dtype dtype, std::initializer_list<int64_t> dims) {
+    return output(i, dtype, std::span<const int64_t>(dims.begin(), dims.size()));
+  }
+  nxrt_stream* stream() const { return host().ctx_stream(ctx_); }
+  bool cancelled() const { return host().ctx_cancelled(ctx_) != 0; }
+
+ private:
+  nxrt_kernel_context* ctx_;
+};
+
+}  // namespace nxrt::sdk

@@ -1,0 +1,124 @@
+// Single-node kernels registered by (domain, op, opset range). The registry
+// answers get_capability: a node is claimed when a registered kernel covers
+// its op and opset and the kernel's check accepts it; otherwise it is refused
+// with the reason the check gave.
+#pragma once
+#include "context.hpp"
+#include "graph.hpp"
+
+#include <climits>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nxrt::sdk {
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual void compute(Context& ctx) = 0;
+};
+
+struct Refusal {
+  nxrt_refusal reason;
+  std::string message;
+};
+
+template <typename... Args>
+Refusal refuse(nxrt_refusal reason, fmt::format_string<Args...> f, Args&&... args) {
+  return Refusal{reason, fmt::format(f, std::forward<Args>(args)...)};
+}
+
+// Returns a refusal when the node's inputs or outputs use a dtype outside `allowed`.
+inline std::optional<Refusal> require_dtypes(const Node& n, std::initializer_list<nxrt_dtype> allowed) {
+  auto ok = [&](nxrt_dtype t) {
+    for (auto a : allowed) if (a == t) return true;
+    return false;
+  };
+  for (size_t i = 0; i < n.input_count(); ++i) {
+    auto v = n.input(i);
+    if (v.present() && !ok(v.dtype()))
+      return refuse(NXRT_REFUSE_DTYPE, "{} input {} is {}", n.op_type(), i, dtype_name(v.dtype()));
+  }
+  for (size_t i = 0; i < n.output_count(); ++i) {
+    auto v = n.output(i);
+    if (v.present() && !ok(v.dtype()))
+      return refuse(NXRT_REFUSE_DTYPE, "{} output {} is {}", n.op_type(), i, dtype_name(v.dtype()));
+  }
+  return std::nullopt;
+}
+
+template <typename Session>
+struct KernelDef {
+  std::string op;
+  std::string domain;  // "" = default ONNX domain
+  int since = 1;       // opset range the kernel implements, inclusive
+  int until = INT_MAX;
+  // nullopt: supported. Runs during get_capability on the full graph view.
+  std::function<std::optional<Refusal>(const Node&)> check;
+  std::function<std::unique_ptr<Kernel>(const Node&, Session&)> create;
+};
+
+template <typename Session>
+class KernelRegistry {
+ public:
+  void add(KernelDef<Session> def) { defs_[{def.domain, def.op}].push_back(std::move(def)); }
+
+  // The kernel definition for a node, or the refusal explaining why none fits.
+  const KernelDef<Session>* find(const Node& n, int64_t opset, Refusal* why) const {
+    std::string domain(n.domain());
+    if (domain == "ai.onnx") domain.clear();
+    auto it = defs_.find({domain, std::string(n.op_type())});
+    if (it == defs_.end()) {
+      if (why) *why = refuse(NXRT_REFUSE_OP, "no kernel for {}{}{}", domain, domain.empty() ? "" : "::", n.op_type());
+      return nullptr;
+    }
+    for (auto& def : it->second)
+      if (opset >= def.since && opset <= def.until) return &def;
+    if (why) *why = refuse(NXRT_REFUSE_OPSET, "{} has no kernel for opset {}", n.op_type(), opset);
+    return nullptr;
+  }
+
+  // Claims every node a kernel accepts; refuses the rest with a reason.
+  void claim(const Graph& g, nxrt_claim_sink* sink) const {
+    for (size_t i = 0; i < g.node_count(); ++i) {
+      Node n = g.node(i);
+      std::string domain(n.domain());
+      Refusal why{};
+      const auto* def = find(n, g.opset(domain.c_str()), &why);
+      std::optional<Refusal> r;
+      if (!def) r = why;
+      else if (def->check) r = def->check(n);
+      size_t index = n.index();
+      if (r) check(host().refuse_node(sink, index, r->reason, r->message.c_str()));
+      else check(host().claim_nodes(sink, &index, 1, 0.0));
+    }
+  }
+
+  std::unique_ptr<Kernel> create(const Graph& subgraph, Session& s) const {
+    if (subgraph.node_count() != 1) fail(NXRT_UNSUPPORTED, "this plugin binds single nodes, got a group of {}", subgraph.node_count());
+    Node n = subgraph.node(0);
+    std::string domain(n.domain());
+    Refusal why{};
+    const auto* def = find(n, subgraph.opset(domain.c_str()), &why);
+    if (!def) fail(NXRT_UNSUPPORTED, "{}", why.message);
+    if (def->check)
+      if (auto r = def->check(n)) fail(NXRT_UNSUPPORTED, "{}", r->message);
+    return def->create(n, s);
+  }
+
+  // Ops this registry knows, for documentation and coverage reports.
+  std::vector<std::string> ops() const {
+    std::vector<std::string> out;
+    for (auto& [key, defs] : defs_) out.push_back(key.first.empty() ? key.second : key.first + "::" + key.second);
+    return out;
+  }
+
+ private:
+  std::map<std::pair<std::string, std::string>, std::vector<KernelDef<Session>>> defs_;
+};
+
+}  // namespace nxrt::sdk

@@ -1,0 +1,9 @@
+// Everything a plugin needs: include this one header.
+#pragma once
+#include "context.hpp"
+#include "dtype.hpp"
+#include "graph.hpp"
+#include "kernel_registry.hpp"
+#include "plugin.hpp"
+#include "status.hpp"
+#include "tensor.hpp"
