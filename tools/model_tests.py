@@ -27,6 +27,11 @@ import compare  # noqa: E402
 import reference  # noqa: E402
 
 MODELS = ["mlp", "cnn", "transformer", "tiny_ops", "dwconv"]
+# Per-model absolute tolerance where float32 accumulation order alone exceeds the default.
+# dwconv (17 MobileNetV2 blocks, outputs up to ~15): ONNX Runtime and nxrt each differ from
+# the float64 reference by up to ~5e-4 (measured with this script's accuracy report), so
+# two correct float32 engines differ by up to ~8e-4 near zero.
+ATOL_OVERRIDES = {"dwconv": 2e-3}
 SHARED_ORT = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "ort"))
 
 
@@ -81,6 +86,24 @@ def make_case(model_path, case_dir, ref, nxrt):
                        check=True, capture_output=True)
 
 
+def accuracy_vs_float64(name, model, data, out):
+    """With ORT as the reference, also measure both engines against the float64 oracle:
+    nxrt may not be more than twice as far from it as ONNX Runtime is."""
+    m = onnx.load(model, load_external_data=False)
+    inits = {t.name for t in m.graph.initializer}
+    names = [i.name for i in m.graph.input if i.name not in inits]
+    inputs = {n: compare.load(os.path.join(data, f"input_{k}.pb")) for k, n in enumerate(names)}
+    truth = reference.evaluate(model, inputs)
+    for k, o in enumerate(m.graph.output):
+        want = truth[o.name].astype(np.float64)
+        ours = np.abs(compare.load(os.path.join(out, f"output_{k}.pb")).astype(np.float64) - want).max()
+        ort = np.abs(compare.load(os.path.join(data, f"output_{k}.pb")).astype(np.float64) - want).max()
+        print(f"     {name}: max |error| vs float64: nxrt {ours:.3g}, onnxruntime {ort:.3g}")
+        if ours > 2 * ort + 1e-6:
+            return f"output {k} is {ours:.3g} from the float64 reference, more than twice ONNX Runtime's {ort:.3g}"
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nxrt", required=True)
@@ -122,19 +145,22 @@ def main():
             print(f"FAIL {name}: nxrt exited {p.returncode}: {p.stderr.strip()}")
             failed += 1
             continue
+        atol = max(args.atol, ATOL_OVERRIDES.get(name, 0.0))
         why = None
         k = 0
         while os.path.exists(os.path.join(data, f"output_{k}.pb")):
             why = why or compare.mismatch(compare.load(os.path.join(out, f"output_{k}.pb")),
-                                          compare.load(os.path.join(data, f"output_{k}.pb")), args.rtol, args.atol)
+                                          compare.load(os.path.join(data, f"output_{k}.pb")), args.rtol, atol)
             k += 1
         if k == 0:
             why = "no reference outputs"
+        if not why and ref == "ort":
+            why = accuracy_vs_float64(name, model, data, out)
         if why:
             print(f"FAIL {name}: {why}")
             failed += 1
         else:
-            print(f"ok   {name} ({args.ep} vs {ref}, rtol {args.rtol}, atol {args.atol})")
+            print(f"ok   {name} ({args.ep} vs {ref}, rtol {args.rtol}, atol {atol})")
             passed += 1
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 and passed > 0 else 1

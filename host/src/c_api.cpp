@@ -177,15 +177,24 @@ nxrt_error* nxrt_session_create(nxrt_env* env, const nxrt_model* model, const nx
     if (!env || !model || !options || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "NULL argument to nxrt_session_create");
     if (options->threads < 0) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "threads must be >= 0, got {}", options->threads);
     std::vector<std::string> names;
+    bool fallback = options->fallback != 0;
+    auto entries = env->env.entries();
+    std::string list = options->eps ? options->eps : "";
+    if (list == "auto") {
+      // Best available: plugins whose first device is an accelerator, then the embedded
+      // default (cpu), with fallback so every node finds a home.
+      for (auto& e : entries)
+        if (e.lib && !e.lib->devices().empty() && e.lib->devices()[0].kind != NXRT_DEVICE_CPU) names.push_back(e.name);
+      list = "cpu";
+      fallback = true;
+    }
     {
-      std::string list = options->eps ? options->eps : "";
       std::stringstream ss(list);
       std::string item;
       while (std::getline(ss, item, ','))
         if (!item.empty()) names.push_back(item);
     }
     if (names.empty()) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "no EP requested (give an EP list such as 'cpu')");
-    auto entries = env->env.entries();
     auto available = [&] {
       std::string s;
       for (auto& e : entries) if (e.lib) s += (s.empty() ? "" : ", ") + e.name;
@@ -199,21 +208,21 @@ nxrt_error* nxrt_session_create(nxrt_env* env, const nxrt_model* model, const nx
       for (auto& e : eps)
         if (e->lib->name() == name) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "EP '{}' is listed twice", name);
       if (!entry->lib) {
-        if (options->fallback) continue;
+        if (fallback) continue;
         nxrt::raise(NXRT_ERR_PLUGIN, "EP '{}' is unavailable: {}", name, entry->error);
       }
-      if (entry->lib->devices().empty() && options->fallback) continue;
+      if (entry->lib->devices().empty() && fallback) continue;
       eps.push_back(nxrt::EpInstance::create(entry->lib, options->device, options->threads));
     }
     // Fallback order: the embedded default (cpu) first, then the rest as discovered.
-    std::vector<std::shared_ptr<nxrt::PluginLibrary>> fallback;
-    if (options->fallback) {
-      for (auto& e : entries) if (e.lib && e.name == "cpu") fallback.push_back(e.lib);
-      for (auto& e : entries) if (e.lib && e.name != "cpu") fallback.push_back(e.lib);
+    std::vector<std::shared_ptr<nxrt::PluginLibrary>> fallback_libs;
+    if (fallback) {
+      for (auto& e : entries) if (e.lib && e.name == "cpu") fallback_libs.push_back(e.lib);
+      for (auto& e : entries) if (e.lib && e.name != "cpu") fallback_libs.push_back(e.lib);
     }
-    if (eps.empty() && fallback.empty()) nxrt::raise(NXRT_ERR_NOT_FOUND, "none of the requested EPs is available");
+    if (eps.empty() && fallback_libs.empty()) nxrt::raise(NXRT_ERR_NOT_FOUND, "none of the requested EPs is available");
     auto s = std::make_unique<nxrt_session>();
-    s->impl = std::make_unique<nxrt::Session>(model->ir, std::move(eps), options->fallback != 0, fallback, options->threads,
+    s->impl = std::make_unique<nxrt::Session>(model->ir, std::move(eps), fallback, fallback_libs, options->threads,
                                               options->device);
     *out = s.release();
   });

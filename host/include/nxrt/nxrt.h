@@ -86,7 +86,8 @@ NXRT_API void nxrt_model_release(nxrt_model* model);
 /* ------------------------------------------------------------ sessions */
 
 typedef struct nxrt_session_options {
-  const char* eps;        /* ordered EP names, comma-separated: "vulkan,cpu" */
+  const char* eps;        /* ordered EP names, comma-separated: "vulkan,cpu"; "auto": plugins
+                             whose first device is an accelerator, then cpu, with fallback */
   int fallback;           /* nonzero: nodes no listed EP claims go to any loaded EP that claims them */
   int threads;            /* intra-op threads, 0 = plugin default */
   uint32_t device;        /* device index for every EP */
