@@ -293,7 +293,9 @@ typedef struct nxrt_host_services {
 
   /* claims (get_capability only). `cost` is the plugin's relative estimate,
    * 0 if unknown. A group of more than one node requires NXRT_FEATURE_FUSED_GROUPS;
-   * its nodes must be distinct, exist in the view, and form a convex set. */
+   * its nodes must be distinct and exist in the view. The view hides nodes other EPs
+   * took, so the host keeps a convex group whole and splits any other into runs that
+   * are consecutive in the model's topological order; kernel_create then sees each part. */
   nxrt_status* (*claim_nodes)(nxrt_claim_sink* sink, const size_t* node_indices, size_t count,
                               double cost);
   nxrt_status* (*refuse_node)(nxrt_claim_sink* sink, size_t node_index, nxrt_refusal reason,

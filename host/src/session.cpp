@@ -89,6 +89,26 @@ bool convex(const nxrt_model_ir& m, const std::set<size_t>& g) {
   return true;
 }
 
+// A plugin sees only unassigned nodes, so it cannot know whether a group is convex in the
+// whole model. A convex claim is kept whole; any other is split into runs that are
+// consecutive in the model's topological order, which are convex, and convex units always
+// form an acyclic order.
+std::vector<std::vector<size_t>> convex_parts(const nxrt_model_ir& m, const std::set<size_t>& g) {
+  if (g.size() <= 1 || convex(m, g)) return {std::vector<size_t>(g.begin(), g.end())};
+  std::vector<std::vector<size_t>> parts;
+  bool open = false;
+  for (const nxrt_node* n : m.live_nodes()) {
+    if (!g.count(n->index)) {
+      open = false;
+      continue;
+    }
+    if (!open) parts.emplace_back();
+    parts.back().push_back(n->index);
+    open = true;
+  }
+  return parts;
+}
+
 template <typename F>
 auto guarded(const PluginLibrary& lib, const char* fn, F&& f) -> decltype(f()) {
   try {
@@ -151,17 +171,15 @@ void Session::partition(bool fallback, const std::vector<std::shared_ptr<PluginL
                  "asking which nodes it supports");
     if (!sink.error.empty()) raise(NXRT_ERR_PLUGIN, "plugin '{}' broke the claim protocol: {}", ep.lib->name(), sink.error);
     for (auto& group : sink.groups) {
-      std::set<size_t> g(group.begin(), group.end());
-      if (g.size() > 1 && !convex(*model_, g))
-        raise(NXRT_ERR_PLUGIN, "plugin '{}' claimed a group of {} nodes that is not convex (a path leaves it and re-enters)",
-              ep.lib->name(), g.size());
-      for (size_t n : g) {
-        assign_[n].ep = ep_index;
-        assign_[n].fell_back = fell_back;
-        unassigned.erase(n);
+      for (auto& part : convex_parts(*model_, std::set<size_t>(group.begin(), group.end()))) {
+        for (size_t n : part) {
+          assign_[n].ep = ep_index;
+          assign_[n].fell_back = fell_back;
+          unassigned.erase(n);
+        }
+        groups_.push_back(std::move(part));
+        group_ep_.push_back(ep_index);
       }
-      groups_.emplace_back(g.begin(), g.end());
-      group_ep_.push_back(ep_index);
     }
     for (size_t n : unassigned) {
       auto it = sink.refusals.find(n);

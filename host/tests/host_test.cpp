@@ -62,9 +62,13 @@ std::shared_ptr<nxrt_model_ir> relu_chain(int n, std::vector<int64_t> dims) {
   return b.load();
 }
 
-std::shared_ptr<PluginLibrary> plugin(Env& env, const std::string& file) {
-  size_t idx = env.add(std::string(NXRT_LIB_DIR) + "/" + file);
+std::shared_ptr<PluginLibrary> load(Env& env, const std::string& path) {
+  size_t idx = env.add(path);
   return env.entries()[idx].lib;
+}
+std::shared_ptr<PluginLibrary> plugin(Env& env, const std::string& file) { return load(env, std::string(NXRT_LIB_DIR) + "/" + file); }
+std::shared_ptr<PluginLibrary> test_plugin(Env& env, const std::string& name) {
+  return load(env, std::string(NXRT_TEST_PLUGIN_DIR) + "/libnxrt_ep_" + name + ".so");
 }
 
 std::unique_ptr<Session> make_session(std::shared_ptr<const nxrt_model_ir> m, std::vector<std::shared_ptr<PluginLibrary>> eps,
@@ -258,4 +262,51 @@ TEST_CASE("registry: a plugin refusing negotiation is reported, not loaded") {
   REQUIRE(entries.size() == 1);
   CHECK(!entries[0].lib);
   CHECK(entries[0].error == err);
+}
+
+TEST_CASE("device path: groups on an opaque-memory device, copies and deferred streams") {
+  Env env;
+  auto devmem = test_plugin(env, "devmem");
+  auto cpu = plugin(env, "libnxrt_ep_cpu.so");
+  ModelBuilder b;
+  b.io(true, "x", {2, 4});
+  b.node("Relu", {"x"}, {"r"});
+  b.node("Mul", {"r", "x"}, {"m"});
+  b.node("Sigmoid", {"m"}, {"s"});  // devmem lacks it: the CPU plugin runs it
+  b.node("Relu", {"s"}, {"r2"});
+  b.node("Mul", {"r2", "s"}, {"y"});
+  b.io(false, "y", {2, 4});
+  auto s = make_session(b.load(), {devmem, cpu});
+  CHECK(s->assignments()[0].ep == 0);
+  CHECK(s->assignments()[1].ep == 0);
+  CHECK(s->assignments()[2].ep == 1);
+  CHECK(s->assignments()[2].reasons.find("devmem: devmem runs float32 Relu and same-shape Mul only (op)") != std::string::npos);
+  CHECK(s->assignments()[4].ep == 0);
+  CHECK(s->copy_count() == 4);  // x up, m down, s up, y down
+  std::vector<float> x{-2, -1, 0, 1, 2, 3, -4, 5};
+  auto y = run(*s, x, {2, 4});
+  REQUIRE(y.size() == x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    double m = std::max(x[i], 0.f) * x[i];
+    double sg = 1 / (1 + std::exp(-m));
+    CHECK(y[i] == doctest::Approx(sg * sg).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("partitioner: a claim made non-convex by a hidden node is split") {
+  Env env;
+  auto sample = plugin(env, "libnxrt_ep_sample.so");
+  auto devmem = test_plugin(env, "devmem");
+  ModelBuilder b;
+  b.io(true, "x", {3});
+  b.node("Mul", {"x", "x"}, {"p"});  // devmem
+  b.node("Relu", {"p"}, {"h"});      // sample takes it first, hidden from devmem
+  b.node("Mul", {"h", "p"}, {"y"});  // devmem: {p, y} would not be convex
+  b.io(false, "y", {3});
+  auto s = make_session(b.load(), {sample, devmem});
+  CHECK(s->assignments()[0].ep == 1);
+  CHECK(s->assignments()[1].ep == 0);
+  CHECK(s->assignments()[2].ep == 1);
+  auto y = run(*s, {-2, 1, 3}, {3});
+  CHECK(y == std::vector<float>{16, 1, 81});
 }

@@ -117,6 +117,17 @@ struct KernelBox { std::unique_ptr<Kernel> k; };
 struct StreamBox { std::unique_ptr<Stream> s; };
 struct EventBox { std::unique_ptr<Event> e; };
 
+}  // namespace detail
+
+// The plugin's own Stream behind a kernel context (NULL without NXRT_FEATURE_STREAMS).
+template <typename S = Stream>
+S* stream_of(const Context& ctx) {
+  nxrt_stream* s = ctx.stream();
+  return s ? static_cast<S*>(detail::from<detail::StreamBox>(s)->s.get()) : nullptr;
+}
+
+namespace detail {
+
 template <typename P>
 struct Entry {
   static inline std::unique_ptr<Plugin> plugin;

@@ -1,0 +1,175 @@
+// Test plugin that behaves like a discrete accelerator, so the host's device
+// path is tested without a GPU: memory handles are opaque (not host pointers),
+// work is deferred on streams until synchronize, and maximal runs of supported
+// nodes are claimed as fused groups. Ops: float32 Relu and Mul (same shapes).
+#include <nxrt_sdk/sdk.hpp>
+
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+
+namespace {
+
+using namespace nxrt::sdk;
+
+// Device memory: the handle points at this struct, never at the bytes.
+struct Buffer {
+  uint64_t magic = 0xdeb1ce;
+  std::vector<uint8_t> bytes;
+};
+
+Buffer& buffer(void* handle) {
+  auto* b = static_cast<Buffer*>(handle);
+  if (!b || b->magic != 0xdeb1ce) fail(NXRT_INVALID_ARGUMENT, "not a devmem buffer handle");
+  return *b;
+}
+
+float* device_floats(const TensorView& t) {
+  if (t.memory() != NXRT_MEMORY_DEVICE) fail(NXRT_INVALID_ARGUMENT, "devmem kernels need device tensors");
+  return reinterpret_cast<float*>(buffer(t.handle()).bytes.data() + t.byte_offset());
+}
+
+class DeferredStream : public Stream {
+ public:
+  std::deque<std::function<void()>> work;
+  void synchronize() override {
+    while (!work.empty()) {
+      work.front()();
+      work.pop_front();
+    }
+  }
+  void wait(Event&) override {}  // one queue per session: already ordered
+};
+
+class FlagEvent : public Event {
+ public:
+  DeferredStream* stream = nullptr;
+  void record(Stream& s) override { stream = static_cast<DeferredStream*>(&s); }
+  void synchronize() override {
+    if (stream) stream->synchronize();
+  }
+};
+
+// Runs a fused group: nodes in order over a private value table.
+class GroupKernel : public Kernel {
+ public:
+  struct Step { bool relu; int a, b, out; };
+  GroupKernel(const Graph& g) {
+    std::map<const nxrt_value*, int> ids;
+    for (size_t i = 0; i < g.input_count(); ++i) ids[g.input(i).raw()] = int(i);
+    int next = int(g.input_count());
+    for (size_t i = 0; i < g.node_count(); ++i) {
+      Node n = g.node(i);
+      Step s{n.op_type() == "Relu", ids.at(n.input(0).raw()), n.op_type() == "Relu" ? -1 : ids.at(n.input(1).raw()), next};
+      ids[n.output(0).raw()] = next++;
+      steps_.push_back(s);
+    }
+    values_ = next;
+    for (size_t i = 0; i < g.output_count(); ++i) outputs_.push_back(ids.at(g.output(i).raw()));
+  }
+  void compute(Context& ctx) override {
+    auto x = ctx.input(0);
+    std::vector<int64_t> dims = x.dims();
+    std::vector<float*> in;
+    for (size_t i = 0; i < ctx.input_count(); ++i) in.push_back(device_floats(ctx.input(i)));
+    std::vector<float*> out;
+    for (size_t i = 0; i < ctx.output_count(); ++i) out.push_back(device_floats(ctx.output(i, NXRT_DTYPE_FLOAT32, dims)));
+    auto* stream = stream_of<DeferredStream>(ctx);
+    if (!stream) fail(NXRT_INVALID_ARGUMENT, "devmem kernels need a stream");
+    size_t n = size_t(x.numel());
+    auto steps = steps_;
+    int values = values_;
+    auto outputs = outputs_;
+    stream->work.push_back([=] {  // runs later, at synchronize: the host must wait for it
+      std::vector<std::vector<float>> v(static_cast<size_t>(values));
+      for (size_t i = 0; i < in.size(); ++i) v[i].assign(in[i], in[i] + n);
+      for (auto& s : steps) {
+        v[size_t(s.out)].resize(n);
+        for (size_t k = 0; k < n; ++k)
+          v[size_t(s.out)][k] = s.relu ? std::max(v[size_t(s.a)][k], 0.f) : v[size_t(s.a)][k] * v[size_t(s.b)][k];
+      }
+      for (size_t o = 0; o < outputs.size(); ++o) std::memcpy(out[o], v[size_t(outputs[o])].data(), n * 4);
+    });
+  }
+
+ private:
+  std::vector<Step> steps_;
+  int values_ = 0;
+  std::vector<int> outputs_;
+};
+
+bool supported(const Node& n) {
+  if (n.op_type() != "Relu" && n.op_type() != "Mul") return false;
+  if (require_dtypes(n, {NXRT_DTYPE_FLOAT32})) return false;
+  auto a = n.input(0);
+  if (!a.static_shape()) return false;
+  return n.op_type() == "Relu" || (n.input(1).static_shape() && std::ranges::equal(a.dims(), n.input(1).dims()));
+}
+
+class DevmemSession : public Session {
+ public:
+  void get_capability(const Graph& g, nxrt_claim_sink* sink) override {
+    std::vector<size_t> run;
+    auto flush = [&] {
+      if (!run.empty()) check(host().claim_nodes(sink, run.data(), run.size(), 0));
+      run.clear();
+    };
+    for (size_t i = 0; i < g.node_count(); ++i) {
+      Node n = g.node(i);
+      if (supported(n)) {
+        run.push_back(n.index());
+      } else {
+        flush();
+        check(host().refuse_node(sink, n.index(), NXRT_REFUSE_OP, "devmem runs float32 Relu and same-shape Mul only"));
+      }
+    }
+    flush();
+  }
+  std::unique_ptr<Kernel> create_kernel(const Graph& g) override { return std::make_unique<GroupKernel>(g); }
+  void* alloc(nxrt_memory_kind kind, uint64_t bytes, uint64_t) override {
+    if (kind != NXRT_MEMORY_DEVICE) fail(NXRT_UNSUPPORTED, "devmem allocates device memory only");
+    auto* b = new Buffer;
+    b->bytes.resize(bytes ? bytes : 1);
+    return b;
+  }
+  void free(nxrt_memory_kind, void* handle) override { delete &buffer(handle); }
+  void copy(std::span<const nxrt_copy_region> regions, Stream* s) override {
+    for (auto r : regions) {
+      auto op = [r] {
+        const uint8_t* src = r.src_memory == NXRT_MEMORY_DEVICE ? buffer(const_cast<void*>(r.src)).bytes.data() : static_cast<const uint8_t*>(r.src);
+        uint8_t* dst = r.dst_memory == NXRT_MEMORY_DEVICE ? buffer(r.dst).bytes.data() : static_cast<uint8_t*>(r.dst);
+        std::memcpy(dst + r.dst_offset, src + r.src_offset, r.bytes);
+      };
+      if (s) static_cast<DeferredStream*>(s)->work.push_back(op);
+      else op();
+    }
+  }
+  std::unique_ptr<Stream> create_stream() override { return std::make_unique<DeferredStream>(); }
+  std::unique_ptr<Event> create_event() override { return std::make_unique<FlagEvent>(); }
+};
+
+class DevmemPlugin : public Plugin {
+ public:
+  const char* name() const override { return "devmem"; }
+  const char* version() const override { return "0.0.1"; }
+  uint64_t features() const override { return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS; }
+  uint32_t device_count() override { return 1; }
+  void device_info(uint32_t, nxrt_device_info& info) override {
+    nxrt_device_info full{};
+    full.struct_size = sizeof full;
+    full.kind = NXRT_DEVICE_OTHER;
+    full.name = "simulated discrete device";
+    full.vendor = "nxrt tests";
+    full.dtypes = 1ull << NXRT_DTYPE_FLOAT32;
+    full.host_addressable = 0;
+    copy_device_info(full, info);
+  }
+  std::unique_ptr<nxrt::sdk::Session> create_session(uint32_t, const Options&) override {
+    return std::make_unique<DevmemSession>();
+  }
+};
+
+}  // namespace
+
+NXRT_SDK_DEFINE_PLUGIN(DevmemPlugin)
