@@ -2,7 +2,8 @@
 """Runs ONNX backend test cases through `nxrt run` on one EP and checks the outputs.
 
 Usage: node_tests.py --nxrt BIN --ep EP --tests DIR [--kind node] [--filter REGEX]
-                     [--min-pass N] [--json OUT] [--jobs N]
+                     [--min-pass N] [--json OUT] [--jobs N] [--atol A]
+                     [--env KEY=VALUE]... [--forbid-stderr TEXT]
 
 A case whose nodes the EP does not all claim is `unsupported` (skipped); a claimed case
 must match the expected outputs (same dtype and shape, rtol 1e-3, atol 1e-7, NaN == NaN).
@@ -25,14 +26,14 @@ import compare  # noqa: E402
 UNSUPPORTED_MARKERS = ("are not supported by the requested EPs", "which nxrt does not support")
 
 
-def run_case(nxrt, ep, case, rtol, atol, extra):
+def run_case(nxrt, ep, case, rtol, atol, extra, env, forbid):
     name = os.path.basename(case)
     results = []
     for data in sorted(glob.glob(os.path.join(case, "test_data_set_*"))):
         with tempfile.TemporaryDirectory() as out:
             cmd = [nxrt, "run", os.path.join(case, "model.onnx"), "--ep", ep, "--input-dir", data, "--output-dir", out] + extra
             try:
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
             except subprocess.TimeoutExpired:
                 return name, "fail", "timed out after 120 s"
             if p.returncode != 0:
@@ -42,6 +43,8 @@ def run_case(nxrt, ep, case, rtol, atol, extra):
                 if any(m in err for m in UNSUPPORTED_MARKERS):
                     return name, "unsupported", err
                 return name, "fail", err
+            if forbid and forbid in p.stderr:
+                return name, "fail", f"stderr has '{forbid}': {p.stderr.strip()[-300:]}"
             for want_path in sorted(glob.glob(os.path.join(data, "output_*.pb"))):
                 got_path = os.path.join(out, os.path.basename(want_path))
                 if not os.path.exists(got_path):
@@ -66,6 +69,8 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--threads", default="1", help="intra-op threads per run")
+    ap.add_argument("--env", action="append", default=[], help="KEY=VALUE set for every run")
+    ap.add_argument("--forbid-stderr", default="", help="a run whose stderr contains this text fails")
     args = ap.parse_args()
     cases = sorted(d for d in glob.glob(os.path.join(args.tests, args.kind, "*")) if os.path.isdir(d))
     if args.filter:
@@ -74,8 +79,10 @@ def main():
         print(f"node_tests: no cases under {args.tests}/{args.kind}", file=sys.stderr)
         return 1
     extra = ["--threads", args.threads]
+    env = dict(os.environ)
+    env.update(kv.split("=", 1) for kv in args.env)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda c: run_case(args.nxrt, args.ep, c, args.rtol, args.atol, extra), cases))
+        results = list(pool.map(lambda c: run_case(args.nxrt, args.ep, c, args.rtol, args.atol, extra, env, args.forbid_stderr), cases))
     counts = {"pass": 0, "fail": 0, "unsupported": 0}
     for name, verdict, why in results:
         counts[verdict] += 1

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Bad input through the nxrt CLI: each case must exit 1 or 2 with one clear line that
-names the problem, never crash or hang. Uses the always-built `sample` plugin.
+"""The nxrt CLI. Good paths: plugins, run (outputs written), inspect, bench JSON keys.
+Bad input: each case must exit 1 or 2 with one clear line that names the problem, never
+crash or hang. Uses the always-built `sample` plugin.
 
 Usage: cli_errors.py --nxrt BIN --test-plugins DIR
 """
@@ -28,6 +29,52 @@ def relu_add_model(path, op="Relu", domain=""):
 
 def tensor(path, arr, name="x"):
     onnx.save_tensor(numpy_helper.from_array(arr, name), path)
+
+
+GOOD_CHECKS = 4
+
+
+def good_paths(nxrt, model, tmp):
+    """Returns the number of failed checks."""
+    import json
+    failures = 0
+
+    def check(name, ok, detail):
+        nonlocal failures
+        print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f": {detail}"))
+        failures += 0 if ok else 1
+
+    p = subprocess.run([nxrt, "plugins"], capture_output=True, text=True, timeout=60)
+    check("plugins lists sample with ABI and device", p.returncode == 0 and "sample" in p.stdout
+          and "abi: 1.0" in p.stdout and "kind: cpu" in p.stdout, p.stdout + p.stderr)
+    out = os.path.join(tmp, "out")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    tensor(os.path.join(tmp, "x_good.pb"), x)
+    p = subprocess.run([nxrt, "run", model, "--ep", "sample", "--input", "x=" + os.path.join(tmp, "x_good.pb"),
+                        "--output-dir", out], capture_output=True, text=True, timeout=60)
+    ok = p.returncode == 0 and os.path.exists(os.path.join(out, "output_0.pb"))
+    if ok:
+        y = numpy_helper.to_array(onnx.load_tensor(os.path.join(out, "output_0.pb")))
+        ok = y.dtype == np.float32 and np.array_equal(y, np.maximum(x, 0) + x)
+    check("run writes output_0.pb with the right values", ok, p.stdout + p.stderr)
+    p = subprocess.run([nxrt, "inspect", model, "--ep", "sample", "--json"], capture_output=True, text=True, timeout=60)
+    try:
+        j = json.loads(p.stdout)
+        ok = [n["ep"] for n in j["nodes"]] == ["sample", "sample"] and j["copies"] == 0
+    except ValueError:
+        ok = False
+    check("inspect --json names the EP of every node", ok, p.stdout + p.stderr)
+    p = subprocess.run([nxrt, "bench", model, "--ep", "sample", "--threads", "1", "--warmup", "1", "--iters", "3",
+                        "--json"], capture_output=True, text=True, timeout=60)
+    keys = {"engine", "model", "ep", "threads", "iters", "median_ms", "p90_ms", "min_ms", "load_ms", "peak_rss_mb"}
+    try:
+        lines = p.stdout.strip().splitlines()
+        j = json.loads(lines[0])
+        ok = len(lines) == 1 and keys <= set(j) and j["engine"] == "nxrt" and j["iters"] == 3 and j["median_ms"] >= 0
+    except (ValueError, IndexError):
+        ok = False
+    check("bench --json prints one line with the anchor's keys", ok, p.stdout + p.stderr)
+    return failures
 
 
 def main():
@@ -112,7 +159,8 @@ def main():
         print(f"FAIL plugins listing with a broken plugin: exit {p.returncode}\n{p.stdout}{p.stderr}")
     else:
         print("ok   plugins lists the broken plugin with its reason")
-    total = len(cases) + 1
+    failures += good_paths(args.nxrt, good, t)
+    total = len(cases) + 1 + GOOD_CHECKS
     print(f"{total - failures} passed, {failures} failed")
     return 1 if failures else 0
 

@@ -1,0 +1,52 @@
+// 2-D convolution, NCHW in and out (1-D runs as 2-D with H = 1).
+//
+//   general: weights packed once as GEMM A ([OC/g] x [IC/g*KH*KW] per group),
+//            the input unfolded straight into packed-B panels (im2col fused
+//            with packing), bias added in the GEMM store.
+//   depthwise (IC/g == 1): direct sliding-window kernel, vectorised along
+//            output columns, bias fused.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "scratch.hpp"
+#include "thread_pool.hpp"
+
+namespace nxrt::cpu {
+
+struct ConvShape {
+  int64_t batch = 1, in_c = 0, in_h = 1, in_w = 0;
+  int64_t out_c = 0, out_h = 1, out_w = 0;
+  int64_t group = 1;
+  int64_t k_h = 1, k_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t dil_h = 1, dil_w = 1;
+  int64_t pad_top = 0, pad_left = 0;  // begin pads; end pads only shape out_h/out_w
+  int64_t icg() const { return in_c / group; }
+  int64_t ocg() const { return out_c / group; }
+  int64_t gemm_k() const { return icg() * k_h * k_w; }
+};
+
+// Weights [OC][IC/g][KH][KW] packed per group as GEMM A operands.
+struct PackedConvWeights {
+  AlignedFloats data;
+  int64_t per_group = 0;  // floats per group
+  bool depthwise = false;
+  std::vector<float> raw;  // depthwise: weights as given
+};
+
+bool conv_is_depthwise(const ConvShape& s);
+PackedConvWeights pack_conv_weights(const ConvShape& s, const float* w);
+
+// out[N][OC][OH][OW] = conv(x, w) + bias (bias may be null).
+void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,
+            ThreadPool* pool);
+
+// Reference implementation (tests).
+void conv2d_reference(const ConvShape& s, const float* x, const float* w, const float* bias, float* out);
+
+// Unfolds the input of image n / group g into packed-B panels [p0, p1)
+// (exposed for tests).
+void im2col_pack(const ConvShape& s, const float* x_image_group, float* dst, int64_t p0, int64_t p1);
+
+}  // namespace nxrt::cpu

@@ -1,0 +1,191 @@
+#include "gemm.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "cpu_info.hpp"
+#include "scratch.hpp"
+
+namespace nxrt::cpu {
+
+void pack_a(const float* a, int64_t lda, bool trans, int64_t M, int64_t K, float alpha, float* dst) {
+  const int64_t tiles = gemm_tiles(M);
+  for (int64_t t = 0; t < tiles; ++t) {
+    float* d = dst + t * kGemmMR * K;
+    const int64_t m0 = t * kGemmMR, mr = std::min<int64_t>(kGemmMR, M - m0);
+    if (!trans) {
+      for (int64_t m = 0; m < mr; ++m) {
+        const float* src = a + (m0 + m) * lda;
+        for (int64_t k = 0; k < K; ++k) d[k * kGemmMR + m] = alpha * src[k];
+      }
+    } else {
+      for (int64_t k = 0; k < K; ++k) {
+        const float* src = a + k * lda + m0;
+        for (int64_t m = 0; m < mr; ++m) d[k * kGemmMR + m] = alpha * src[m];
+      }
+    }
+    for (int64_t m = mr; m < kGemmMR; ++m)
+      for (int64_t k = 0; k < K; ++k) d[k * kGemmMR + m] = 0.f;
+  }
+}
+
+void pack_b(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst, int64_t p0, int64_t p1) {
+  if (p1 < 0) p1 = gemm_panels(N);
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t n0 = p * kGemmNR, w = gemm_panel_width(N, p), cols = std::min(kGemmNR, N - n0);
+    float* d = dst + p * kGemmNR * K;
+    if (!trans) {
+      for (int64_t k = 0; k < K; ++k) {
+        const float* src = b + k * ldb + n0;
+        float* row = d + k * w;
+        std::memcpy(row, src, size_t(cols) * sizeof(float));
+        for (int64_t j = cols; j < w; ++j) row[j] = 0.f;
+      }
+    } else {
+      for (int64_t j = 0; j < cols; ++j) {
+        const float* src = b + (n0 + j) * ldb;
+        for (int64_t k = 0; k < K; ++k) d[k * w + j] = src[k];
+      }
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = cols; j < w; ++j) d[k * w + j] = 0.f;
+    }
+  }
+}
+
+void pack_b_parallel(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst, ThreadPool* pool) {
+  const int64_t panels = gemm_panels(N);
+  const int t = threads_for(pool, double(K) * double(N), 1 << 16);
+  if (t <= 1) {
+    pack_b(b, ldb, trans, K, N, dst);
+    return;
+  }
+  parallel_for(pool, t, [&](int64_t i) {
+    int64_t p0, p1;
+    split_range(panels, t, i, p0, p1);
+    pack_b(b, ldb, trans, K, N, dst, p0, p1);
+  });
+}
+
+// ------------------------------------------------------------ generic tile
+
+static void tile_generic(int64_t kc, const float* a, const float* b, int64_t w, float* c, int64_t ldc, int64_t mr,
+                         int64_t ncols, const float* row_bias, const float* col_bias, bool accumulate) {
+  float acc[kGemmMR][kGemmNR];
+  for (int64_t m = 0; m < kGemmMR; ++m)
+    for (int64_t j = 0; j < kGemmNR; ++j) acc[m][j] = 0.f;
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* bk = b + k * w;
+    const float* ak = a + k * kGemmMR;
+    for (int64_t m = 0; m < mr; ++m) {
+      const float am = ak[m];
+      for (int64_t j = 0; j < w; ++j) acc[m][j] += am * bk[j];
+    }
+  }
+  for (int64_t m = 0; m < mr; ++m) {
+    float* cr = c + m * ldc;
+    const float rb = row_bias ? row_bias[m] : 0.f;
+    for (int64_t j = 0; j < ncols; ++j) {
+      float v = acc[m][j] + rb;
+      if (col_bias) v += col_bias[j];
+      cr[j] = accumulate ? cr[j] + v : v;
+    }
+  }
+}
+
+GemmTileFn gemm_tile_generic() { return &tile_generic; }
+
+GemmTileFn gemm_tile_active() {
+  static const GemmTileFn fn = [] {
+    GemmTileFn f = nullptr;
+    if (active_isa() == Isa::avx512) f = gemm_tile_avx512();
+    return f ? f : gemm_tile_generic();
+  }();
+  return fn;
+}
+
+const char* gemm_kernel_name() { return gemm_tile_active() == gemm_tile_generic() ? "generic" : "avx512f-8x48"; }
+
+// ------------------------------------------------------------- the driver
+
+namespace {
+
+struct Rect {
+  int64_t t0, t1, p0, p1;
+};
+
+void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
+               const GemmEpilogue& ep, const Rect& r, GemmTileFn fn) {
+  // Panels are taken in groups (NC = kGemmNcPanels * 48 columns) so the C
+  // block of a group stays in L2 across the K blocks; within a K block the
+  // B panel slice (KC x 48) is reused by every row tile.
+  for (int64_t g0 = r.p0; g0 < r.p1; g0 += kGemmNcPanels) {
+    const int64_t g1 = std::min(r.p1, g0 + kGemmNcPanels);
+    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kGemmKC) {
+      const int64_t kc = std::min(kGemmKC, K - k0);
+      const bool first = k0 == 0;
+      const bool acc = ep.accumulate || !first;
+      for (int64_t p = g0; p < g1; ++p) {
+        const int64_t n0 = p * kGemmNR, w = gemm_panel_width(N, p), cols = std::min(kGemmNR, N - n0);
+        const float* bp = pb + n0 * K + k0 * w;
+        const float* cb = first && ep.col_bias ? ep.col_bias + n0 : nullptr;
+        for (int64_t t = r.t0; t < r.t1; ++t) {
+          const int64_t m0 = t * kGemmMR, mr = std::min(kGemmMR, M - m0);
+          const float* rb = first && ep.row_bias ? ep.row_bias + m0 : nullptr;
+          fn(kc, pa + m0 * K + k0 * kGemmMR, bp, w, c + m0 * ldc + n0, ldc, mr, cols, rb, cb, acc);
+        }
+      }
+      if (K == 0) break;
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_packed_serial(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
+                        const GemmEpilogue& ep) {
+  if (M <= 0 || N <= 0) return;
+  gemm_rect(M, N, K, pa, pb, c, ldc, ep, Rect{0, gemm_tiles(M), 0, gemm_panels(N)}, gemm_tile_active());
+}
+
+void gemm_packed(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
+                 const GemmEpilogue& ep, ThreadPool* pool) {
+  if (M <= 0 || N <= 0) return;
+  const int64_t tiles = gemm_tiles(M), panels = gemm_panels(N);
+  const int t = threads_for(pool, double(M) * double(N) * double(K));
+  GemmTileFn fn = gemm_tile_active();
+  if (t <= 1) {
+    gemm_rect(M, N, K, pa, pb, c, ldc, ep, Rect{0, tiles, 0, panels}, fn);
+    return;
+  }
+  // Tasks form a grid over (tiles, panels); several per thread so the dynamic
+  // claiming evens out uneven pieces. Prefer splitting N (disjoint B panels).
+  const int64_t want = int64_t(t) * 4;
+  int64_t tn = std::min(panels, want);
+  int64_t tm = std::min(tiles, std::max<int64_t>(1, (want + tn - 1) / tn));
+  if (tn * tm < t) tm = std::min(tiles, (int64_t(t) + tn - 1) / tn);
+  parallel_for(pool, tn * tm, [&](int64_t i) {
+    Rect r;
+    split_range(panels, tn, i % tn, r.p0, r.p1);
+    split_range(tiles, tm, i / tn, r.t0, r.t1);
+    gemm_rect(M, N, K, pa, pb, c, ldc, ep, r, fn);
+  });
+}
+
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, ThreadPool* pool) {
+  if (M <= 0 || N <= 0) return;
+  GemmEpilogue ep;
+  if (beta != 0.f) {
+    ep.accumulate = true;
+    if (beta != 1.f)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) c[m * ldc + n] *= beta;
+  }
+  float* pa = scratch_floats(kScratchA, packed_a_floats(M, K));
+  float* pb = scratch_floats(kScratchB, packed_b_floats(K, N));
+  pack_a(a, lda, trans_a, M, K, alpha, pa);
+  pack_b_parallel(b, ldb, trans_b, K, N, pb, pool);
+  gemm_packed(M, N, K, pa, pb, c, ldc, ep, pool);
+}
+
+}  // namespace nxrt::cpu

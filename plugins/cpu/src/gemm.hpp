@@ -1,0 +1,72 @@
+// Single-precision GEMM on packed operands.
+//
+// Layouts (both 64-byte aligned):
+//   packed A: ceil(M/8) tiles of 8 rows; tile t holds [K][8] (row m of the
+//             tile at column m), rows past M are zero. alpha is folded in.
+//   packed B: ceil(N/48) panels; panel p starts at p*48*K and holds [K][w]
+//             with w = 48, or for the last panel N-p*48 rounded up to 16
+//             (padding columns are zero).
+// Constant operands (weights) are packed once at kernel creation; runtime
+// operands are packed per call into per-thread scratch.
+// The micro-kernel computes an 8x48 tile in 24 AVX-512 accumulators (or a
+// generic C++ fallback), chosen at run time from CPUID bits.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "thread_pool.hpp"
+
+namespace nxrt::cpu {
+
+constexpr int64_t kGemmMR = 8;
+constexpr int64_t kGemmNR = 48;
+constexpr int64_t kGemmKC = 256;
+constexpr int64_t kGemmNcPanels = 8;  // panels per L2 block of C
+
+inline int64_t gemm_tiles(int64_t M) { return (M + kGemmMR - 1) / kGemmMR; }
+inline int64_t gemm_panels(int64_t N) { return (N + kGemmNR - 1) / kGemmNR; }
+inline int64_t gemm_panel_width(int64_t N, int64_t p) {
+  int64_t cols = N - p * kGemmNR;
+  if (cols >= kGemmNR) return kGemmNR;
+  return (cols + 15) / 16 * 16;
+}
+inline size_t packed_a_floats(int64_t M, int64_t K) { return size_t(gemm_tiles(M) * kGemmMR * K); }
+inline size_t packed_b_floats(int64_t K, int64_t N) { return size_t(gemm_panels(N) * kGemmNR * K); }
+
+// A(m, k) = trans ? a[k*lda + m] : a[m*lda + k], multiplied by alpha.
+void pack_a(const float* a, int64_t lda, bool trans, int64_t M, int64_t K, float alpha, float* dst);
+// B(k, n) = trans ? b[n*ldb + k] : b[k*ldb + n]. Packs panels [p0, p1) (p1 < 0: all).
+void pack_b(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst, int64_t p0 = 0,
+            int64_t p1 = -1);
+// pack_b over all panels, split over the pool.
+void pack_b_parallel(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst, ThreadPool* pool);
+
+struct GemmEpilogue {
+  const float* row_bias = nullptr;  // M values added to each row (conv bias)
+  const float* col_bias = nullptr;  // N values added to each column (Gemm bias)
+  bool accumulate = false;          // add to the existing C instead of overwriting
+};
+
+// C[M,N] (row stride ldc) = (accumulate ? C : 0) + row_bias + col_bias + A*B.
+void gemm_packed(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* packed_b, float* c,
+                 int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool);
+// Same, single-threaded, for callers that parallelise over something else.
+void gemm_packed_serial(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* packed_b, float* c,
+                        int64_t ldc, const GemmEpilogue& ep);
+
+// Plain row-major SGEMM: C = alpha * op(A) * op(B) + beta * C.
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, ThreadPool* pool);
+
+// --- internal: one micro-tile, dispatched by ISA --------------------------
+// Computes rows [0, mr) x columns [0, ncols) of an 8 x w tile over kc steps.
+// a: packed A at the k offset (stride 8), b: packed B panel at the k offset
+// (stride w). Bias pointers are already offset to the tile (or null).
+using GemmTileFn = void (*)(int64_t kc, const float* a, const float* b, int64_t w, float* c, int64_t ldc, int64_t mr,
+                            int64_t ncols, const float* row_bias, const float* col_bias, bool accumulate);
+GemmTileFn gemm_tile_generic();
+GemmTileFn gemm_tile_avx512();  // null when not compiled for x86
+GemmTileFn gemm_tile_active();
+const char* gemm_kernel_name();
+
+}  // namespace nxrt::cpu

@@ -1,0 +1,176 @@
+// Conv (1-D and 2-D, NCHW): weights packed at kernel creation when constant.
+#include <algorithm>
+
+#include "conv.hpp"
+#include "ops.hpp"
+
+namespace nxrt::cpu {
+namespace {
+
+constexpr nxrt_dtype kF32[] = {NXRT_DTYPE_FLOAT32};
+
+// Spatial rank from what is known before run time; -1 if unknown.
+int64_t conv_spatial_rank(const Node& n) {
+  auto w = n.input(1);
+  if (w.present() && w.rank() >= 0) return w.rank() - 2;
+  auto x = n.input(0);
+  if (x.present() && x.rank() >= 0) return x.rank() - 2;
+  if (auto k = n.attr("kernel_shape")) return int64_t(k->ints().size());
+  return -1;
+}
+
+Check conv_check(const Node& n) {
+  if (auto r = require_types(n, kF32)) return r;
+  const int64_t sr = conv_spatial_rank(n);
+  if (sr < 0) return sdk::refuse(NXRT_REFUSE_SHAPE, "Conv: rank of X and W unknown before run time");
+  if (sr < 1 || sr > 2) return sdk::refuse(NXRT_REFUSE_SHAPE, "Conv with {} spatial dims is not implemented (1-D and 2-D only)", sr);
+  const std::string ap = n.attr_string("auto_pad", "NOTSET");
+  if (ap != "NOTSET" && ap != "VALID" && ap != "SAME_UPPER" && ap != "SAME_LOWER")
+    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "Conv: auto_pad '{}' is not valid", ap);
+  auto sized = [&](const char* name, size_t want) -> Check {
+    auto a = n.attr(name);
+    if (a && a->ints().size() != want)
+      return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "Conv: {} has {} values, expected {}", name, a->ints().size(), want);
+    return std::nullopt;
+  };
+  if (auto r = sized("kernel_shape", size_t(sr))) return r;
+  if (auto r = sized("strides", size_t(sr))) return r;
+  if (auto r = sized("dilations", size_t(sr))) return r;
+  if (auto r = sized("pads", size_t(2 * sr))) return r;
+  for (auto v : n.attr_ints("strides"))
+    if (v < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "Conv: stride {} < 1", v);
+  for (auto v : n.attr_ints("dilations"))
+    if (v < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "Conv: dilation {} < 1", v);
+  for (auto v : n.attr_ints("pads"))
+    if (v < 0) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "Conv: negative pad {}", v);
+  if (n.attr_int("group", 1) < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "Conv: group < 1");
+  return std::nullopt;
+}
+
+struct ConvAttrs {
+  int64_t sr = 2;
+  std::string auto_pad;
+  int64_t group = 1;
+  std::vector<int64_t> kernel_shape, strides, dilations, pads;
+};
+
+// Output size and begin pad of one spatial dim.
+void out_dim(const ConvAttrs& a, int64_t i, int64_t in, int64_t k, int64_t& out, int64_t& pad_begin) {
+  const int64_t s = a.strides.empty() ? 1 : a.strides[size_t(i)];
+  const int64_t d = a.dilations.empty() ? 1 : a.dilations[size_t(i)];
+  const int64_t ek = (k - 1) * d + 1;
+  if (a.auto_pad == "VALID") {
+    pad_begin = 0;
+    out = in >= ek ? (in - ek) / s + 1 : 0;
+  } else if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
+    out = (in + s - 1) / s;
+    const int64_t total = std::max<int64_t>(0, (out - 1) * s + ek - in);
+    pad_begin = a.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+  } else {
+    const int64_t pb = a.pads.empty() ? 0 : a.pads[size_t(i)];
+    const int64_t pe = a.pads.empty() ? 0 : a.pads[size_t(i + a.sr)];
+    pad_begin = pb;
+    const int64_t span = in + pb + pe - ek;
+    out = span >= 0 ? span / s + 1 : 0;
+  }
+}
+
+ConvShape make_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<const int64_t> wd) {
+  ConvShape s;
+  const size_t r = size_t(a.sr) + 2;
+  if (xd.size() != r || wd.size() != r)
+    sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: X {} and W {} must have rank {}", dims_str(xd), dims_str(wd), r);
+  s.batch = xd[0];
+  s.in_c = xd[1];
+  s.out_c = wd[0];
+  s.group = a.group;
+  if (wd[1] * a.group != s.in_c || s.out_c % a.group != 0)
+    sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: X {} / W {} do not fit group={}", dims_str(xd), dims_str(wd), a.group);
+  for (int64_t i = 0; i < a.sr; ++i)
+    if (!a.kernel_shape.empty() && a.kernel_shape[size_t(i)] != wd[size_t(2 + i)])
+      sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: kernel_shape disagrees with W {}", dims_str(wd));
+  const int64_t off = a.sr == 1 ? 1 : 0;  // 1-D runs as H = 1
+  int64_t in[2] = {1, 1}, k[2] = {1, 1}, st[2] = {1, 1}, dl[2] = {1, 1}, outd[2] = {1, 1}, pb[2] = {0, 0};
+  for (int64_t i = 0; i < a.sr; ++i) {
+    in[i + off] = xd[size_t(2 + i)];
+    k[i + off] = wd[size_t(2 + i)];
+    st[i + off] = a.strides.empty() ? 1 : a.strides[size_t(i)];
+    dl[i + off] = a.dilations.empty() ? 1 : a.dilations[size_t(i)];
+    out_dim(a, i, in[i + off], k[i + off], outd[i + off], pb[i + off]);
+  }
+  s.in_h = in[0]; s.in_w = in[1];
+  s.k_h = k[0]; s.k_w = k[1];
+  s.stride_h = st[0]; s.stride_w = st[1];
+  s.dil_h = dl[0]; s.dil_w = dl[1];
+  s.out_h = outd[0]; s.out_w = outd[1];
+  s.pad_top = pb[0]; s.pad_left = pb[1];
+  return s;
+}
+
+std::unique_ptr<Kernel> conv_create(const Node& n, CpuSession& session) {
+  ConvAttrs a;
+  a.sr = conv_spatial_rank(n);
+  a.auto_pad = n.attr_string("auto_pad", "NOTSET");
+  a.group = n.attr_int("group", 1);
+  a.kernel_shape = n.attr_ints("kernel_shape");
+  a.strides = n.attr_ints("strides");
+  a.dilations = n.attr_ints("dilations");
+  a.pads = n.attr_ints("pads");
+  struct State {
+    ConvAttrs a;
+    std::vector<int64_t> w_dims;
+    std::shared_ptr<PackedConvWeights> packed;  // when W is constant
+    std::vector<float> bias;
+    bool bias_const = false;
+  } st;
+  st.a = a;
+  auto w = n.input(1);
+  if (w.is_constant()) {
+    TensorView t = w.constant();
+    st.w_dims = t.dims();
+    if (t.rank() != size_t(a.sr) + 2) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: W {} has the wrong rank", dims_str(t.dims()));
+    ConvShape s;
+    s.group = a.group;
+    s.out_c = t.dim(0);
+    s.in_c = t.dim(1) * a.group;
+    s.k_h = a.sr == 2 ? t.dim(2) : 1;
+    s.k_w = t.dim(t.rank() - 1);
+    if (s.out_c % a.group != 0) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: {} output channels not divisible by group {}", s.out_c, a.group);
+    st.packed = std::make_shared<PackedConvWeights>(pack_conv_weights(s, static_cast<const float*>(t.raw())));
+  }
+  auto bc = copy_constant(n, 2);
+  if (bc.present) {
+    st.bias.assign(bc.as<float>(), bc.as<float>() + bc.numel());
+    st.bias_const = true;
+  }
+  ThreadPool* pool = session.pool();
+  return make_kernel([st = std::move(st), pool](Context& ctx) {
+    TensorView x = ctx.input(0), w = ctx.input(1);
+    auto b = ctx.optional_input(2);
+    ConvShape s = make_shape(st.a, x.dims(), w.dims());
+    if (st.packed && w.dims() != st.w_dims) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: W shape changed");
+    const float* bias = nullptr;
+    if (b) {
+      if (b->numel() != s.out_c) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: bias {} must have {} values", dims_str(b->dims()), s.out_c);
+      bias = st.bias_const ? st.bias.data() : b->data<float>();
+    }
+    int64_t od_buf[4] = {s.batch, s.out_c, s.out_h, s.out_w};
+    std::span<const int64_t> od = st.a.sr == 2 ? std::span<const int64_t>(od_buf, 4)
+                                               : std::span<const int64_t>(od_buf, 3);
+    if (st.a.sr == 1) od_buf[2] = s.out_w;
+    TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
+    if (y.numel() == 0) return;
+    if (st.packed) {
+      conv2d(s, x.data<float>(), *st.packed, bias, y.data<float>(), pool);
+    } else {
+      PackedConvWeights pw = pack_conv_weights(s, w.data<float>());
+      conv2d(s, x.data<float>(), pw, bias, y.data<float>(), pool);
+    }
+  });
+}
+
+}  // namespace
+
+void register_conv_ops(Registry& r) { r.add(Def{"Conv", "", 1, INT_MAX, conv_check, conv_create}); }
+
+}  // namespace nxrt::cpu

@@ -1,0 +1,237 @@
+// Gemm and MatMul: constant B operands are packed once at kernel creation.
+#include <algorithm>
+
+#include "gemm.hpp"
+#include "ops.hpp"
+#include "scratch.hpp"
+
+namespace nxrt::cpu {
+namespace {
+
+constexpr nxrt_dtype kF32[] = {NXRT_DTYPE_FLOAT32};
+
+Check rank_is(const Node& n, size_t i, int64_t want, const char* what) {
+  auto v = n.input(i);
+  if (v.present() && v.rank() >= 0 && v.rank() != want)
+    return sdk::refuse(NXRT_REFUSE_SHAPE, "{}: input {} ({}) has rank {}, expected {}", n.op_type(), i, what, v.rank(), want);
+  return std::nullopt;
+}
+
+// ------------------------------------------------------------------ Gemm
+
+struct GemmState {
+  float alpha = 1.f, beta = 1.f;
+  bool trans_a = false, trans_b = false;
+  bool b_packed = false;
+  int64_t pk = 0, pn = 0;  // K, N of the packed B
+  std::shared_ptr<AlignedFloats> packed_b;
+};
+
+Check gemm_check(const Node& n) {
+  return first_refusal([&] { return require_types(n, kF32); },
+                       [&] { return rank_is(n, 0, 2, "A"); },
+                       [&] { return rank_is(n, 1, 2, "B"); },
+                       [&] {
+                         auto c = n.input(2);
+                         if (c.present() && c.rank() > 2)
+                           return Check(sdk::refuse(NXRT_REFUSE_SHAPE, "Gemm: C has rank {}, at most 2 broadcasts", c.rank()));
+                         return Check();
+                       });
+}
+
+std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s) {
+  GemmState st;
+  st.alpha = n.attr_float("alpha", 1.f);
+  st.beta = n.attr_float("beta", 1.f);
+  st.trans_a = n.attr_int("transA", 0) != 0;
+  st.trans_b = n.attr_int("transB", 0) != 0;
+  auto b = n.input(1);
+  if (b.is_constant()) {
+    TensorView t = b.constant();
+    if (t.rank() != 2) sdk::fail(NXRT_INVALID_ARGUMENT, "Gemm: B has rank {}, expected 2", t.rank());
+    st.pk = st.trans_b ? t.dim(1) : t.dim(0);
+    st.pn = st.trans_b ? t.dim(0) : t.dim(1);
+    st.packed_b = std::make_shared<AlignedFloats>(packed_b_floats(st.pk, st.pn));
+    pack_b(static_cast<const float*>(t.raw()), t.dim(1), st.trans_b, st.pk, st.pn, st.packed_b->data());
+    st.b_packed = true;
+  }
+  ThreadPool* pool = s.pool();
+  return make_kernel([st, pool](Context& ctx) {
+    TensorView a = ctx.input(0), b = ctx.input(1);
+    auto c = ctx.optional_input(2);
+    if (a.rank() != 2 || b.rank() != 2)
+      sdk::fail(NXRT_INVALID_ARGUMENT, "Gemm: A {} and B {} must be 2-D", dims_str(a.dims()), dims_str(b.dims()));
+    const int64_t M = st.trans_a ? a.dim(1) : a.dim(0), K = st.trans_a ? a.dim(0) : a.dim(1);
+    const int64_t KB = st.trans_b ? b.dim(1) : b.dim(0), N = st.trans_b ? b.dim(0) : b.dim(1);
+    if (K != KB)
+      sdk::fail(NXRT_INVALID_ARGUMENT, "Gemm: inner dimensions differ: A {} (transA={}) and B {} (transB={})",
+                dims_str(a.dims()), int(st.trans_a), dims_str(b.dims()), int(st.trans_b));
+    if (st.b_packed && (st.pk != K || st.pn != N)) sdk::fail(NXRT_INVALID_ARGUMENT, "Gemm: B shape changed");
+    TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, {M, N});
+    float* yp = y.data<float>();
+    GemmEpilogue ep;
+    if (c && st.beta != 0.f) {
+      const auto& cd = c->dims();
+      const int64_t cm = cd.size() == 2 ? cd[0] : 1, cn = cd.empty() ? 1 : cd.back();
+      if (cd.size() > 2 || (cm != 1 && cm != M) || (cn != 1 && cn != N))
+        sdk::fail(NXRT_INVALID_ARGUMENT, "Gemm: C {} does not broadcast to [{},{}]", dims_str(cd), M, N);
+      const float* cp = c->data<float>();
+      if (st.beta == 1.f && cm == 1 && cn == N && N > 1) {
+        ep.col_bias = cp;
+      } else if (st.beta == 1.f && cn == 1 && cm == M && M > 1) {
+        ep.row_bias = cp;
+      } else {
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) yp[i * N + j] = st.beta * cp[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+        ep.accumulate = true;
+      }
+    }
+    if (M == 0 || N == 0) return;
+    float* pa = scratch_floats(kScratchA, packed_a_floats(M, K));
+    pack_a(a.data<float>(), a.dim(1), st.trans_a, M, K, st.alpha, pa);
+    const float* pb = st.b_packed ? st.packed_b->data() : nullptr;
+    if (!pb) {
+      float* buf = scratch_floats(kScratchB, packed_b_floats(K, N));
+      pack_b_parallel(b.data<float>(), b.dim(1), st.trans_b, K, N, buf, pool);
+      pb = buf;
+    }
+    gemm_packed(M, N, K, pa, pb, yp, N, ep, pool);
+  });
+}
+
+// ---------------------------------------------------------------- MatMul
+
+struct MatMulState {
+  bool b_packed = false;
+  std::vector<int64_t> b_dims;  // as given
+  int64_t pk = 0, pn = 0, b_batches = 1;
+  std::shared_ptr<AlignedFloats> packed_b;  // b_batches packed matrices
+};
+
+std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s) {
+  MatMulState st;
+  auto b = n.input(1);
+  if (b.is_constant()) {
+    TensorView t = b.constant();
+    st.b_dims = t.dims();
+    if (t.rank() >= 1) {
+      const bool vec = t.rank() == 1;
+      st.pk = vec ? t.dim(0) : t.dim(t.rank() - 2);
+      st.pn = vec ? 1 : t.dim(t.rank() - 1);
+      st.b_batches = vec ? 1 : t.numel() / std::max<int64_t>(1, st.pk * st.pn);
+      if (st.pk * st.pn > 0) {
+        const size_t per = packed_b_floats(st.pk, st.pn);
+        st.packed_b = std::make_shared<AlignedFloats>(per * size_t(st.b_batches));
+        const float* src = static_cast<const float*>(t.raw());
+        for (int64_t i = 0; i < st.b_batches; ++i)
+          pack_b(src + i * st.pk * st.pn, st.pn, false, st.pk, st.pn, st.packed_b->data() + per * size_t(i));
+        st.b_packed = true;
+      }
+    }
+  }
+  ThreadPool* pool = s.pool();
+  return make_kernel([st, pool](Context& ctx) {
+    TensorView a = ctx.input(0), b = ctx.input(1);
+    if (a.rank() == 0 || b.rank() == 0) sdk::fail(NXRT_INVALID_ARGUMENT, "MatMul: operands must have rank >= 1");
+    std::vector<int64_t> ad = a.dims(), bd = b.dims();
+    const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
+    if (a_vec) ad.insert(ad.begin(), 1);
+    if (b_vec) bd.push_back(1);
+    const int64_t M = ad[ad.size() - 2], K = ad.back(), KB = bd[bd.size() - 2], N = bd.back();
+    if (K != KB)
+      sdk::fail(NXRT_INVALID_ARGUMENT, "MatMul: inner dimensions differ: {} x {}", dims_str(a.dims()), dims_str(b.dims()));
+    std::vector<int64_t> abat(ad.begin(), ad.end() - 2), bbat(bd.begin(), bd.end() - 2), obat;
+    // broadcast batch dims
+    const size_t r = std::max(abat.size(), bbat.size());
+    obat.assign(r, 1);
+    for (size_t i = 0; i < r; ++i) {
+      const int64_t x = i < r - abat.size() ? 1 : abat[i - (r - abat.size())];
+      const int64_t y = i < r - bbat.size() ? 1 : bbat[i - (r - bbat.size())];
+      if (x != y && x != 1 && y != 1)
+        sdk::fail(NXRT_INVALID_ARGUMENT, "MatMul: batch dims of {} and {} do not broadcast", dims_str(a.dims()), dims_str(b.dims()));
+      obat[i] = x == 1 ? y : x;
+    }
+    std::vector<int64_t> od = obat;
+    if (!a_vec) od.push_back(M);
+    if (!b_vec) od.push_back(N);
+    TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
+    float* yp = y.data<float>();
+    const float* ap = a.data<float>();
+    const float* bp = b.data<float>();
+    int64_t nbatch = 1;
+    for (auto d : obat) nbatch *= d;
+    if (nbatch == 0 || M == 0 || N == 0) return;
+    if (K == 0) {
+      std::fill(yp, yp + nbatch * M * N, 0.f);
+      return;
+    }
+    if (st.b_packed && (st.pk != K || st.pn != N)) sdk::fail(NXRT_INVALID_ARGUMENT, "MatMul: B shape changed");
+    const size_t per_b = packed_b_floats(K, N);
+    int64_t bbatches = 1;
+    for (auto d : bbat) bbatches *= d;
+    // B without batch dims: fold A's batches into M (A is contiguous).
+    if (bbatches == 1 && bbat.size() <= abat.size()) {
+      const int64_t MM = nbatch * M;
+      float* pa = scratch_floats(kScratchA, packed_a_floats(MM, K));
+      pack_a(ap, K, false, MM, K, 1.f, pa);
+      const float* pb = st.b_packed ? st.packed_b->data() : nullptr;
+      if (!pb) {
+        float* buf = scratch_floats(kScratchB, per_b);
+        pack_b_parallel(bp, N, false, K, N, buf, pool);
+        pb = buf;
+      }
+      gemm_packed(MM, N, K, pa, pb, yp, N, GemmEpilogue{}, pool);
+      return;
+    }
+    // General batched case: map each output batch to its A and B batch.
+    std::vector<int64_t> amap(static_cast<size_t>(nbatch)), bmap(static_cast<size_t>(nbatch));
+    {
+      std::vector<int64_t> idx(r, 0);
+      for (int64_t o = 0; o < nbatch; ++o) {
+        int64_t ai = 0, bi = 0;
+        for (size_t i = 0; i < r; ++i) {
+          const int64_t x = i < r - abat.size() ? 1 : abat[i - (r - abat.size())];
+          const int64_t y2 = i < r - bbat.size() ? 1 : bbat[i - (r - bbat.size())];
+          ai = ai * x + (x == 1 ? 0 : idx[i]);
+          bi = bi * y2 + (y2 == 1 ? 0 : idx[i]);
+        }
+        amap[size_t(o)] = ai;
+        bmap[size_t(o)] = bi;
+        for (size_t i = r; i-- > 0;) {
+          if (++idx[i] < obat[i]) break;
+          idx[i] = 0;
+        }
+      }
+    }
+    auto one = [&](int64_t o, ThreadPool* p) {
+      float* pa = scratch_floats(kScratchA, packed_a_floats(M, K));
+      pack_a(ap + amap[size_t(o)] * M * K, K, false, M, K, 1.f, pa);
+      const float* pb;
+      if (st.b_packed) {
+        pb = st.packed_b->data() + per_b * size_t(bmap[size_t(o)]);
+      } else {
+        float* buf = scratch_floats(kScratchB, per_b);
+        pack_b_parallel(bp + bmap[size_t(o)] * K * N, N, false, K, N, buf, p);
+        pb = buf;
+      }
+      gemm_packed(M, N, K, pa, pb, yp + o * M * N, N, GemmEpilogue{}, p);
+    };
+    const int threads = pool ? pool->threads() : 1;
+    const double per = double(M) * double(N) * double(K);
+    if (pool && nbatch >= threads && per < double(1 << 24)) {
+      parallel_for(pool, nbatch, [&](int64_t o) { one(o, nullptr); });
+    } else {
+      for (int64_t o = 0; o < nbatch; ++o) one(o, pool);
+    }
+  });
+}
+
+}  // namespace
+
+void register_gemm_ops(Registry& r) {
+  r.add(Def{"Gemm", "", 7, INT_MAX, gemm_check, gemm_create});
+  r.add(Def{"MatMul", "", 1, INT_MAX,
+            [](const Node& n) { return require_types(n, kF32); }, matmul_create});
+}
+
+}  // namespace nxrt::cpu

@@ -1,0 +1,117 @@
+#include "pooling.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "simd.hpp"
+
+namespace nxrt::cpu {
+
+template <typename T>
+static void max_pool_plane(const PoolShape& s, const T* x, T* y) {
+  for (int64_t od = 0; od < s.out[0]; ++od)
+    for (int64_t oh = 0; oh < s.out[1]; ++oh)
+      for (int64_t ow = 0; ow < s.out[2]; ++ow) {
+        T best = std::numeric_limits<T>::lowest();
+        bool any = false;
+        for (int64_t kd = 0; kd < s.kernel[0]; ++kd) {
+          const int64_t id = od * s.stride[0] - s.pad_begin[0] + kd * s.dilation[0];
+          if (id < 0 || id >= s.in[0]) continue;
+          for (int64_t kh = 0; kh < s.kernel[1]; ++kh) {
+            const int64_t ih = oh * s.stride[1] - s.pad_begin[1] + kh * s.dilation[1];
+            if (ih < 0 || ih >= s.in[1]) continue;
+            const T* row = x + (id * s.in[1] + ih) * s.in[2];
+            for (int64_t kw = 0; kw < s.kernel[2]; ++kw) {
+              const int64_t iw = ow * s.stride[2] - s.pad_begin[2] + kw * s.dilation[2];
+              if (iw < 0 || iw >= s.in[2]) continue;
+              const T v = row[iw];
+              if (!any || v > best || v != v) best = v;
+              any = true;
+            }
+          }
+        }
+        y[(od * s.out[1] + oh) * s.out[2] + ow] = best;
+      }
+}
+
+// Fast path: 2-D, no dilation, float; interior windows without bounds checks.
+NXRT_CLONES
+static void max_pool_plane_2d(const PoolShape& s, const float* x, float* y) {
+  const int64_t H = s.in[1], W = s.in[2], OH = s.out[1], OW = s.out[2];
+  const int64_t KH = s.kernel[1], KW = s.kernel[2], SH = s.stride[1], SW = s.stride[2];
+  const int64_t PT = s.pad_begin[1], PL = s.pad_begin[2];
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const int64_t h0 = oh * SH - PT;
+    const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + KH, H);
+    float* yrow = y + oh * OW;
+    for (int64_t ow = 0; ow < OW; ++ow) yrow[ow] = -std::numeric_limits<float>::infinity();
+    for (int64_t ih = hb; ih < he; ++ih) {
+      const float* row = x + ih * W;
+      for (int64_t kw = 0; kw < KW; ++kw) {
+        const int64_t off = kw - PL;  // iw = ow*SW + off
+        int64_t lo = off >= 0 ? 0 : (-off + SW - 1) / SW;
+        int64_t hi = off >= W ? 0 : (W - 1 - off) / SW + 1;
+        lo = std::min(lo, OW);
+        hi = std::clamp(hi, lo, OW);
+        for (int64_t ow = lo; ow < hi; ++ow) {
+          const float v = row[ow * SW + off];
+          yrow[ow] = v > yrow[ow] ? v : yrow[ow];
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void max_pool(const PoolShape& s, const T* x, T* y, ThreadPool* pool) {
+  const int64_t planes = s.batch * s.channels;
+  const int64_t in_plane = s.in[0] * s.in[1] * s.in[2], out_plane = s.out[0] * s.out[1] * s.out[2];
+  bool fast = false;
+  if constexpr (std::is_same_v<T, float>)
+    fast = s.out[0] == 1 && s.in[0] == 1 && s.kernel[0] == 1 && s.dilation[1] == 1 && s.dilation[2] == 1;
+  const double work = double(planes) * double(out_plane) * double(s.kernel[0] * s.kernel[1] * s.kernel[2]);
+  const int t = threads_for(pool, work);
+  const int64_t tasks = t <= 1 ? 1 : std::min<int64_t>(planes, int64_t(t) * 4);
+  parallel_for(t <= 1 ? nullptr : pool, tasks, [&](int64_t i) {
+    int64_t b, e;
+    split_range(planes, tasks, i, b, e);
+    for (int64_t p = b; p < e; ++p) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (fast) {
+          max_pool_plane_2d(s, x + p * in_plane, y + p * out_plane);
+          continue;
+        }
+      }
+      max_pool_plane(s, x + p * in_plane, y + p * out_plane);
+    }
+  });
+}
+
+template void max_pool<float>(const PoolShape&, const float*, float*, ThreadPool*);
+template void max_pool<int8_t>(const PoolShape&, const int8_t*, int8_t*, ThreadPool*);
+template void max_pool<uint8_t>(const PoolShape&, const uint8_t*, uint8_t*, ThreadPool*);
+
+NXRT_CLONES
+static float plane_sum(const float* x, int64_t n) {
+  float acc[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += x[i + j];
+  float s = 0.f;
+  for (; i < n; ++i) s += x[i];
+  for (int j = 0; j < 16; ++j) s += acc[j];
+  return s;
+}
+
+void global_average_pool(int64_t planes, int64_t spatial, const float* x, float* y, ThreadPool* pool) {
+  const int t = threads_for(pool, double(planes) * double(spatial), 1 << 17);
+  const int64_t tasks = t <= 1 ? 1 : std::min<int64_t>(planes, int64_t(t) * 4);
+  const float inv = spatial ? 1.f / float(spatial) : 0.f;
+  parallel_for(t <= 1 ? nullptr : pool, tasks, [&](int64_t i) {
+    int64_t b, e;
+    split_range(planes, tasks, i, b, e);
+    for (int64_t p = b; p < e; ++p) y[p] = plane_sum(x + p * spatial, spatial) * inv;
+  });
+}
+
+}  // namespace nxrt::cpu

@@ -1,0 +1,27 @@
+// MaxPool (1-3 spatial dims, dilations, asymmetric pads; ceil_mode is folded
+// into the output shape) and GlobalAveragePool, NC... layout.
+#pragma once
+#include <cstdint>
+
+#include "thread_pool.hpp"
+
+namespace nxrt::cpu {
+
+struct PoolShape {
+  int64_t batch = 1, channels = 1;
+  int spatial = 2;                 // 1..3
+  int64_t in[3] = {1, 1, 1};       // spatial input dims (unused ones 1)
+  int64_t out[3] = {1, 1, 1};
+  int64_t kernel[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1};
+  int64_t dilation[3] = {1, 1, 1};
+  int64_t pad_begin[3] = {0, 0, 0};
+};
+
+template <typename T>
+void max_pool(const PoolShape& s, const T* x, T* y, ThreadPool* pool);
+
+// y[n][c] = mean over the `spatial` elements of x[n][c][...].
+void global_average_pool(int64_t planes, int64_t spatial, const float* x, float* y, ThreadPool* pool);
+
+}  // namespace nxrt::cpu

@@ -1,0 +1,62 @@
+#include "softmax.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "simd.hpp"
+#include "vmath.hpp"
+
+namespace nxrt::cpu {
+
+NXRT_CLONES
+static void softmax_row(const float* x, float* y, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  float s = 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = vm::exp(x[i] - m);
+    y[i] = e;
+    s += e;
+  }
+  const float inv = 1.f / s;
+  for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+}
+
+// Strided case: softmax along `axis` for `inner` interleaved columns.
+NXRT_CLONES
+static void softmax_strided(const float* x, float* y, int64_t axis, int64_t inner) {
+  for (int64_t j = 0; j < inner; ++j) y[j] = -std::numeric_limits<float>::infinity();
+  for (int64_t a = 0; a < axis; ++a)
+    for (int64_t j = 0; j < inner; ++j) y[j] = x[a * inner + j] > y[j] ? x[a * inner + j] : y[j];
+  // Row 0 of y holds the running max; rows 1.. get their exponentials first,
+  // row 0 last (each element reads its max before overwriting it).
+  const float* mx = y;
+  for (int64_t a = axis - 1; a >= 1; --a)
+    for (int64_t j = 0; j < inner; ++j) y[a * inner + j] = vm::exp(x[a * inner + j] - mx[j]);
+  for (int64_t j = 0; j < inner; ++j) y[j] = vm::exp(x[j] - mx[j]);
+  for (int64_t j = 0; j < inner; ++j) {
+    float s = 0.f;
+    for (int64_t a = 0; a < axis; ++a) s += y[a * inner + j];
+    const float inv = 1.f / s;
+    for (int64_t a = 0; a < axis; ++a) y[a * inner + j] *= inv;
+  }
+}
+
+void softmax(int64_t outer, int64_t axis, int64_t inner, const float* x, float* y, ThreadPool* pool) {
+  if (outer == 0 || axis == 0 || inner == 0) return;
+  const int64_t rows = outer;
+  const int t = threads_for(pool, double(outer) * double(axis) * double(inner), 1 << 14);
+  const int64_t tasks = t <= 1 ? 1 : std::min<int64_t>(rows, int64_t(t) * 4);
+  auto body = [&](int64_t i) {
+    int64_t b, e;
+    split_range(rows, tasks, i, b, e);
+    for (int64_t r = b; r < e; ++r) {
+      if (inner == 1) softmax_row(x + r * axis, y + r * axis, axis);
+      else softmax_strided(x + r * axis * inner, y + r * axis * inner, axis, inner);
+    }
+  };
+  if (tasks <= 1) body(0);
+  else parallel_for(pool, tasks, body);
+}
+
+}  // namespace nxrt::cpu

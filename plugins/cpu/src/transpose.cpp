@@ -1,0 +1,101 @@
+#include "transpose.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace nxrt::cpu {
+
+namespace {
+
+template <typename T>
+void copy_strided(const T* src, int64_t stride, T* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i * stride];
+}
+
+struct Plan {
+  int nd = 0;
+  std::vector<int64_t> odims, istride;  // per output dim: size and input stride (elements)
+};
+
+}  // namespace
+
+void transpose(const void* in, void* out, size_t es, std::span<const int64_t> in_dims, std::span<const int64_t> perm,
+               ThreadPool* pool) {
+  const size_t r = in_dims.size();
+  if (perm.size() != r) throw std::invalid_argument("transpose: perm rank mismatch");
+  int64_t total = 1;
+  for (auto d : in_dims) total *= d;
+  if (total == 0) return;
+  std::vector<int64_t> istr(r);
+  int64_t m = 1;
+  for (size_t i = r; i-- > 0;) {
+    istr[i] = m;
+    m *= in_dims[i];
+  }
+  // Output dims with their input strides; drop size-1 dims and merge dims
+  // that are contiguous in both layouts.
+  Plan p;
+  for (size_t k = 0; k < r; ++k) {
+    const int64_t n = in_dims[size_t(perm[k])];
+    if (n == 1) continue;
+    const int64_t s = istr[size_t(perm[k])];
+    if (p.nd > 0 && p.istride.back() == s * n) {
+      p.odims.back() *= n;
+      p.istride.back() = s;
+    } else {
+      p.odims.push_back(n);
+      p.istride.push_back(s);
+      ++p.nd;
+    }
+  }
+  if (p.nd <= 1 && (p.nd == 0 || p.istride[0] == 1)) {
+    std::memcpy(out, in, size_t(total) * es);
+    return;
+  }
+  const int nd = p.nd;
+  const int64_t inner = p.odims[size_t(nd - 1)], istep = p.istride[size_t(nd - 1)];
+  const int64_t outer = total / inner;
+  auto rows = [&](int64_t o0, int64_t o1) {
+    std::vector<int64_t> idx(size_t(nd), 0);
+    int64_t rem = o0, off = 0;
+    for (int i = nd - 2; i >= 0; --i) {
+      idx[size_t(i)] = rem % p.odims[size_t(i)];
+      rem /= p.odims[size_t(i)];
+      off += idx[size_t(i)] * p.istride[size_t(i)];
+    }
+    for (int64_t o = o0; o < o1; ++o) {
+      char* dst = static_cast<char*>(out) + size_t(o * inner) * es;
+      const char* src = static_cast<const char*>(in) + size_t(off) * es;
+      if (istep == 1) {
+        std::memcpy(dst, src, size_t(inner) * es);
+      } else {
+        switch (es) {
+          case 1: copy_strided(reinterpret_cast<const uint8_t*>(src), istep, reinterpret_cast<uint8_t*>(dst), inner); break;
+          case 2: copy_strided(reinterpret_cast<const uint16_t*>(src), istep, reinterpret_cast<uint16_t*>(dst), inner); break;
+          case 4: copy_strided(reinterpret_cast<const uint32_t*>(src), istep, reinterpret_cast<uint32_t*>(dst), inner); break;
+          case 8: copy_strided(reinterpret_cast<const uint64_t*>(src), istep, reinterpret_cast<uint64_t*>(dst), inner); break;
+          default:
+            for (int64_t i = 0; i < inner; ++i) std::memcpy(dst + size_t(i) * es, src + size_t(i * istep) * es, es);
+        }
+      }
+      for (int i = nd - 2; i >= 0; --i) {
+        off += p.istride[size_t(i)];
+        if (++idx[size_t(i)] < p.odims[size_t(i)]) break;
+        off -= p.istride[size_t(i)] * p.odims[size_t(i)];
+        idx[size_t(i)] = 0;
+      }
+    }
+  };
+  const int t = threads_for(pool, double(total), 1 << 17);
+  if (t <= 1 || outer < 2) {
+    rows(0, outer);
+    return;
+  }
+  parallel_for(pool, t, [&](int64_t i) {
+    int64_t s, e;
+    split_range(outer, t, i, s, e);
+    rows(s, e);
+  });
+}
+
+}  // namespace nxrt::cpu

@@ -1,0 +1,101 @@
+#include <doctest/doctest.h>
+
+#include "cpu_info.hpp"
+#include "gemm.hpp"
+#include "scratch.hpp"
+#include "thread_pool.hpp"
+#include "util.hpp"
+
+using namespace nxrt::cpu;
+using namespace nxrt::cpu::test;
+
+static std::vector<float> naive(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const std::vector<float>& a,
+                                const std::vector<float>& b, float beta, const std::vector<float>& c) {
+  std::vector<float> out(size_t(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k)
+        s += double(ta ? a[size_t(k * M + m)] : a[size_t(m * K + k)]) * double(tb ? b[size_t(n * K + k)] : b[size_t(k * N + n)]);
+      out[size_t(m * N + n)] = float(alpha * s + (beta != 0.f ? beta * c[size_t(m * N + n)] : 0.0));
+    }
+  return out;
+}
+
+static void check_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, float beta, ThreadPool* pool) {
+  auto a = random_floats(size_t(M * K), uint32_t(M * 131 + K));
+  auto b = random_floats(size_t(K * N), uint32_t(N * 17 + K));
+  auto c = random_floats(size_t(M * N), 7);
+  auto want = naive(ta, tb, M, N, K, alpha, a, b, beta, c);
+  std::vector<float> got = c;
+  sgemm(ta, tb, M, N, K, alpha, a.data(), ta ? M : K, b.data(), tb ? K : N, beta, got.data(), N, pool);
+  INFO("M=" << M << " N=" << N << " K=" << K << " ta=" << ta << " tb=" << tb << " alpha=" << alpha << " beta=" << beta);
+  CHECK(worst(got, want) <= 1.0);
+}
+
+TEST_CASE("sgemm matches the naive product on odd sizes and transposes") {
+  ThreadPool pool(2);
+  const int64_t sizes[] = {1, 2, 7, 8, 9, 15, 16, 17, 33, 47, 48, 49, 65, 97};
+  for (int64_t M : {1, 3, 8, 9, 17, 64})
+    for (int64_t N : sizes)
+      for (int64_t K : {1, 5, 16, 31}) check_sgemm(false, false, M, N, K, 1.f, 0.f, nullptr);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      check_sgemm(ta, tb, 13, 29, 11, 0.5f, 0.f, nullptr);
+      check_sgemm(ta, tb, 70, 100, 300, 1.f, 1.f, &pool);  // K spans two KC blocks
+      check_sgemm(ta, tb, 5, 3, 2, -2.f, 0.25f, &pool);
+    }
+  check_sgemm(false, true, 64, 1000, 512, 1.f, 0.f, &pool);  // threaded, N split
+  check_sgemm(false, false, 300, 40, 600, 1.f, 0.f, &pool);  // threaded, M split
+}
+
+TEST_CASE("sgemm with K = 0 writes beta*C") {
+  std::vector<float> c = {1, 2, 3, 4};
+  sgemm(false, false, 2, 2, 0, 1.f, nullptr, 0, nullptr, 2, 0.f, c.data(), 2, nullptr);
+  CHECK(c == std::vector<float>{0, 0, 0, 0});
+}
+
+TEST_CASE("gemm epilogue adds row and column bias") {
+  const int64_t M = 11, N = 50, K = 9;
+  auto a = random_floats(size_t(M * K), 1), b = random_floats(size_t(K * N), 2);
+  auto rb = random_floats(size_t(M), 3), cb = random_floats(size_t(N), 4);
+  std::vector<float> pa(packed_a_floats(M, K)), pb(packed_b_floats(K, N));
+  AlignedFloats apa(pa.size()), apb(pb.size());
+  pack_a(a.data(), K, false, M, K, 1.f, apa.data());
+  pack_b(b.data(), N, false, K, N, apb.data());
+  std::vector<float> got(size_t(M * N));
+  GemmEpilogue ep;
+  ep.row_bias = rb.data();
+  ep.col_bias = cb.data();
+  gemm_packed(M, N, K, apa.data(), apb.data(), got.data(), N, ep, nullptr);
+  auto want = naive(false, false, M, N, K, 1.f, a, b, 0.f, got);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) want[size_t(m * N + n)] += rb[size_t(m)] + cb[size_t(n)];
+  CHECK(worst(got, want) <= 1.0);
+}
+
+TEST_CASE("AVX-512 and generic micro-kernels agree") {
+  GemmTileFn fast = gemm_tile_avx512();
+  if (!fast || !cpu_info().avx512f) return;  // nothing to compare on this machine
+  const int64_t K = 37, N = 48;
+  auto a = random_floats(size_t(8 * K), 5), b = random_floats(size_t(K * N), 6);
+  AlignedFloats pa(packed_a_floats(8, K)), pb(packed_b_floats(K, N));
+  pack_a(a.data(), K, false, 8, K, 1.f, pa.data());
+  pack_b(b.data(), N, false, K, N, pb.data());
+  for (int64_t mr : {1, 5, 8})
+    for (int64_t cols : {1, 16, 20, 48}) {
+      const int64_t w = (cols + 15) / 16 * 16;
+      // repack B with this width
+      AlignedFloats pw(size_t(K * w));
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < w; ++j) pw.data()[k * w + j] = j < cols ? b[size_t(k * N + j)] : 0.f;
+      std::vector<float> c1(8 * 48, 3.f), c2(8 * 48, 3.f);
+      fast(K, pa.data(), pw.data(), w, c1.data(), 48, mr, cols, nullptr, nullptr, true);
+      gemm_tile_generic()(K, pa.data(), pw.data(), w, c2.data(), 48, mr, cols, nullptr, nullptr, true);
+      INFO("mr=" << mr << " cols=" << cols);
+      CHECK(worst(c1, c2) <= 1.0);
+      for (int64_t m = 0; m < 8; ++m)  // untouched outside the tile
+        for (int64_t j = 0; j < 48; ++j)
+          if (m >= mr || j >= cols) CHECK(c1[size_t(m * 48 + j)] == 3.f);
+    }
+}

@@ -1,0 +1,81 @@
+#include <doctest/doctest.h>
+
+#include <limits>
+
+#include "pooling.hpp"
+#include "util.hpp"
+
+using namespace nxrt::cpu;
+using namespace nxrt::cpu::test;
+
+template <typename T>
+static std::vector<T> naive_pool(const PoolShape& s, const std::vector<T>& x) {
+  const int64_t planes = s.batch * s.channels, ip = s.in[0] * s.in[1] * s.in[2], op = s.out[0] * s.out[1] * s.out[2];
+  std::vector<T> y(size_t(planes * op));
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t a = 0; a < s.out[0]; ++a)
+      for (int64_t b = 0; b < s.out[1]; ++b)
+        for (int64_t c = 0; c < s.out[2]; ++c) {
+          T m = std::numeric_limits<T>::lowest();
+          for (int64_t i = 0; i < s.kernel[0]; ++i)
+            for (int64_t j = 0; j < s.kernel[1]; ++j)
+              for (int64_t k = 0; k < s.kernel[2]; ++k) {
+                int64_t d = a * s.stride[0] - s.pad_begin[0] + i * s.dilation[0];
+                int64_t h = b * s.stride[1] - s.pad_begin[1] + j * s.dilation[1];
+                int64_t w = c * s.stride[2] - s.pad_begin[2] + k * s.dilation[2];
+                if (d < 0 || h < 0 || w < 0 || d >= s.in[0] || h >= s.in[1] || w >= s.in[2]) continue;
+                m = std::max(m, x[size_t(p * ip + (d * s.in[1] + h) * s.in[2] + w)]);
+              }
+          y[size_t(p * op + (a * s.out[1] + b) * s.out[2] + c)] = m;
+        }
+  return y;
+}
+
+static PoolShape pool2d(int64_t c, int64_t h, int64_t w, int64_t k, int64_t stride, int64_t pad, int64_t dil, bool ceil_mode) {
+  PoolShape s;
+  s.batch = 2; s.channels = c;
+  s.in[1] = h; s.in[2] = w;
+  s.kernel[1] = s.kernel[2] = k;
+  s.stride[1] = s.stride[2] = stride;
+  s.dilation[1] = s.dilation[2] = dil;
+  s.pad_begin[1] = s.pad_begin[2] = pad;
+  for (int i = 1; i < 3; ++i) {
+    int64_t span = s.in[i] + 2 * pad - ((k - 1) * dil + 1);
+    s.out[i] = ceil_mode ? (span + stride - 1) / stride + 1 : span / stride + 1;
+    if (ceil_mode && (s.out[i] - 1) * stride >= s.in[i] + pad) --s.out[i];
+  }
+  return s;
+}
+
+TEST_CASE("max_pool matches the naive pool") {
+  ThreadPool tp(2);
+  for (auto s : {pool2d(3, 9, 10, 3, 2, 1, 1, false), pool2d(3, 9, 10, 3, 2, 1, 1, true), pool2d(4, 8, 8, 2, 2, 0, 1, false),
+                 pool2d(2, 10, 10, 3, 1, 2, 2, false), pool2d(64, 56, 56, 3, 2, 1, 1, false)}) {
+    auto x = random_floats(size_t(s.batch * s.channels * s.in[1] * s.in[2]), 3);
+    std::vector<float> y(size_t(s.batch * s.channels * s.out[1] * s.out[2]));
+    max_pool(s, x.data(), y.data(), &tp);
+    CHECK(y == naive_pool(s, x));
+  }
+  // 1-D and 3-D through the generic path, int8
+  PoolShape s;
+  s.batch = 1; s.channels = 2; s.spatial = 3;
+  s.in[0] = 4; s.in[1] = 5; s.in[2] = 6;
+  s.kernel[0] = s.kernel[1] = s.kernel[2] = 2;
+  s.out[0] = 3; s.out[1] = 4; s.out[2] = 5;
+  std::vector<int8_t> x(size_t(2 * 4 * 5 * 6));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = int8_t((i * 37) % 251 - 125);
+  std::vector<int8_t> y(size_t(2 * 3 * 4 * 5));
+  max_pool(s, x.data(), y.data(), nullptr);
+  CHECK(y == naive_pool(s, x));
+}
+
+TEST_CASE("global_average_pool") {
+  auto x = random_floats(3 * 49, 9);
+  std::vector<float> y(3);
+  global_average_pool(3, 49, x.data(), y.data(), nullptr);
+  for (int p = 0; p < 3; ++p) {
+    double s = 0;
+    for (int i = 0; i < 49; ++i) s += x[size_t(p * 49 + i)];
+    CHECK(y[size_t(p)] == doctest::Approx(s / 49).epsilon(1e-5));
+  }
+}

@@ -1,0 +1,61 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "transpose.hpp"
+
+using namespace nxrt::cpu;
+
+template <typename T>
+static std::vector<T> naive_transpose(const std::vector<T>& x, const std::vector<int64_t>& d, const std::vector<int64_t>& p) {
+  const size_t r = d.size();
+  std::vector<int64_t> od(r), istr(r);
+  int64_t m = 1;
+  for (size_t i = r; i-- > 0;) { istr[i] = m; m *= d[i]; }
+  for (size_t i = 0; i < r; ++i) od[i] = d[size_t(p[i])];
+  std::vector<T> y(x.size());
+  std::vector<int64_t> idx(r, 0);
+  for (size_t o = 0; o < y.size(); ++o) {
+    int64_t off = 0;
+    for (size_t i = 0; i < r; ++i) off += idx[i] * istr[size_t(p[i])];
+    y[o] = x[size_t(off)];
+    for (size_t i = r; i-- > 0;) { if (++idx[i] < od[i]) break; idx[i] = 0; }
+  }
+  return y;
+}
+
+TEST_CASE("transpose: every permutation of a 4-D tensor, several element sizes") {
+  ThreadPool pool(2);
+  std::vector<int64_t> d = {2, 3, 1, 5};
+  std::vector<int64_t> p = {0, 1, 2, 3};
+  std::vector<float> x(30);
+  std::iota(x.begin(), x.end(), 0.f);
+  std::vector<int64_t> xl(30);
+  std::iota(xl.begin(), xl.end(), 0);
+  std::vector<uint8_t> xb(30);
+  std::iota(xb.begin(), xb.end(), uint8_t(0));
+  do {
+    std::vector<float> y(30);
+    transpose(x.data(), y.data(), 4, d, p, &pool);
+    CHECK(y == naive_transpose(x, d, p));
+    std::vector<int64_t> yl(30);
+    transpose(xl.data(), yl.data(), 8, d, p, nullptr);
+    CHECK(yl == naive_transpose(xl, d, p));
+    std::vector<uint8_t> yb(30);
+    transpose(xb.data(), yb.data(), 1, d, p, nullptr);
+    CHECK(yb == naive_transpose(xb, d, p));
+  } while (std::next_permutation(p.begin(), p.end()));
+}
+
+TEST_CASE("transpose: attention head split, large and threaded") {
+  ThreadPool pool(2);
+  std::vector<int64_t> d = {1, 128, 12, 64};
+  std::vector<float> x(size_t(128 * 12 * 64));
+  std::iota(x.begin(), x.end(), 0.f);
+  for (auto p : {std::vector<int64_t>{0, 2, 1, 3}, std::vector<int64_t>{0, 2, 3, 1}}) {
+    std::vector<float> y(x.size());
+    transpose(x.data(), y.data(), 4, d, p, &pool);
+    CHECK(y == naive_transpose(x, d, p));
+  }
+}

@@ -1,0 +1,304 @@
+// nxrt Vulkan execution provider: the SDK glue over the Vulkan core.
+#include "program.hpp"
+
+#include <nxrt_sdk/sdk.hpp>
+
+#include <cstring>
+#include <deque>
+
+namespace nxrt::vk {
+namespace {
+
+using namespace nxrt::sdk;
+
+struct VkStreamW : sdk::Stream {
+  std::unique_ptr<vk::Stream> s;
+  explicit VkStreamW(Device& d) : s(std::make_unique<vk::Stream>(d)) {}
+  void synchronize() override { s->synchronize(); }
+  void wait(sdk::Event& e) override;
+};
+struct VkEventW : sdk::Event {
+  vk::Event e;
+  void record(sdk::Stream& s) override { e.record(*static_cast<VkStreamW&>(s).s); }
+  void synchronize() override { e.synchronize(); }
+};
+void VkStreamW::wait(sdk::Event& e) { static_cast<VkEventW&>(e).e.wait_on(*s); }
+
+vk::Stream* native(nxrt_stream* st) {
+  if (!st) return nullptr;
+  auto* box = reinterpret_cast<detail::StreamBox*>(st);
+  return static_cast<VkStreamW*>(box->s.get())->s.get();
+}
+
+// ------------------------------------------------------- graph -> IR
+
+// Constants up to this size are copied into the IR (shapes, axes, Clip bounds...).
+constexpr size_t kSmallConst = 1 << 16;
+
+struct IrBuilder {
+  IrGraph g;
+  std::map<const nxrt_value*, int> ids;
+
+  int value(Value v) {
+    if (!v.present()) return -1;
+    auto it = ids.find(v.raw());
+    if (it != ids.end()) return it->second;
+    IrValue iv;
+    iv.name = std::string(v.name());
+    iv.dtype = v.dtype();
+    iv.rank = v.rank();
+    auto d = v.dims();
+    iv.dims.assign(d.begin(), d.end());
+    iv.is_const = v.is_constant();
+    if (iv.is_const) {
+      nxrt_tensor t{};
+      t.struct_size = sizeof t;
+      if (host().value_constant(v.raw(), &t) == 0 && t.memory != NXRT_MEMORY_DEVICE) {
+        size_t n = dtype_size(t.dtype);
+        for (uint32_t i = 0; i < t.rank; ++i) n *= size_t(t.dims[i]);
+        if (n <= kSmallConst && (t.data || n == 0)) {
+          iv.has_data = true;
+          iv.data.dtype = t.dtype;
+          iv.data.dims.assign(t.dims, t.dims + t.rank);
+          auto* p = static_cast<const uint8_t*>(t.data) + t.byte_offset;
+          iv.data.bytes.assign(p, p + n);
+        }
+      }
+    }
+    int id = g.add_value(std::move(iv));
+    ids[v.raw()] = id;
+    return id;
+  }
+
+  void node(const Graph& graph, Node n) {
+    IrNode in;
+    in.op = std::string(n.op_type());
+    in.domain = std::string(n.domain());
+    if (in.domain == "ai.onnx") in.domain.clear();
+    in.opset = graph.opset(in.domain.c_str());
+    in.index = n.index();
+    in.name = std::string(n.name());
+    for (size_t i = 0; i < n.attribute_count(); ++i) {
+      Attribute a = n.attribute_at(i);
+      Attr at;
+      at.type = a.type();
+      switch (at.type) {
+        case NXRT_ATTR_INT: at.i = a.i(); break;
+        case NXRT_ATTR_FLOAT: at.f = a.f(); break;
+        case NXRT_ATTR_STRING: at.s = a.s(); break;
+        case NXRT_ATTR_INTS: at.ints = a.ints(); break;
+        case NXRT_ATTR_FLOATS: at.floats = a.floats(); break;
+        default: break;
+      }
+      in.attrs[std::string(a.name())] = std::move(at);
+    }
+    for (size_t i = 0; i < n.input_count(); ++i) in.in.push_back(value(n.input(i)));
+    for (size_t i = 0; i < n.output_count(); ++i) in.out.push_back(value(n.output(i)));
+    g.nodes.push_back(std::move(in));
+  }
+};
+
+// ------------------------------------------------------- kernel
+
+class VkKernel : public Kernel {
+ public:
+  VkKernel(Device& d, IrGraph g) : dev_(d), prog_(d, std::move(g)) {}
+  void compute(Context& ctx) override {
+    const IrGraph& g = prog_.graph();
+    std::vector<Program::Input> in(g.inputs.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      auto t = ctx.optional_input(i);
+      if (!t) continue;
+      in[i].dims = t->dims();
+      in[i].loc = resolve(*t, "input", i);
+    }
+    vk::Stream* s = native(ctx.stream());
+    bool own = !s;
+    if (own) s = &dev_.default_stream();
+    prog_.run(in, [&](size_t i, nxrt_dtype dt, const Shape& dims) {
+      auto t = ctx.output(i, dt, std::span<const int64_t>(dims.data(), dims.size()));
+      return resolve(t, "output", i);
+    }, *s);
+    if (own) s->synchronize();
+  }
+
+ private:
+  Loc resolve(const TensorView& t, const char* what, size_t i) {
+    Loc l;
+    l.bytes = t.bytes();
+    l.off = t.byte_offset();
+    if (t.memory() == NXRT_MEMORY_DEVICE) {
+      l.a = static_cast<Alloc*>(t.handle());
+    } else if (t.memory() == NXRT_MEMORY_HOST_PINNED) {
+      char* p = static_cast<char*>(t.handle()) + t.byte_offset();
+      l.a = dev_.find_pinned(p);
+      if (l.a) l.off = uint64_t(p - l.a->mapped);
+    }
+    if (!l.a) fail(NXRT_INVALID_ARGUMENT, "Vulkan kernel {} {} is in host memory; it must be in this session's memory", what, i);
+    if (l.off + l.bytes > l.a->size) fail(NXRT_INVALID_ARGUMENT, "Vulkan kernel {} {} overruns its allocation", what, i);
+    if (l.off % dev_.limits().minStorageBufferOffsetAlignment)
+      fail(NXRT_INVALID_ARGUMENT, "Vulkan kernel {} {} at offset {} is not aligned to {}", what, i, l.off, dev_.limits().minStorageBufferOffsetAlignment);
+    return l;
+  }
+  Device& dev_;
+  Program prog_;
+};
+
+// ------------------------------------------------------- session
+
+class VkSession : public Session {
+ public:
+  VkSession(uint32_t index, const Options& o) {
+    for (auto& [k, v] : o)
+      if (k.rfind("vulkan.", 0) == 0 && k != "vulkan.device" && k != "vulkan.pipeline_cache")
+        fail(NXRT_INVALID_ARGUMENT, "unknown Vulkan option '{}' (known: vulkan.device, vulkan.pipeline_cache)", k);
+    int64_t dev = option_int(o, "vulkan.device", index);
+    auto& inst = Instance::get();
+    if (dev < 0 || size_t(dev) >= inst.devices().size())
+      fail(NXRT_NOT_FOUND, "vulkan.device={} but there are {} Vulkan devices", dev, inst.devices().size());
+    auto it = o.find("vulkan.pipeline_cache");
+    dev_ = std::make_unique<Device>(uint32_t(dev), it == o.end() ? std::string() : it->second);
+    limits_.max_storage_range = dev_->limits().maxStorageBufferRange;
+  }
+
+  void get_capability(const Graph& g, nxrt_claim_sink* sink) override {
+    std::vector<size_t> run;
+    size_t prev = SIZE_MAX;
+    auto flush = [&] {
+      if (!run.empty()) check(host().claim_nodes(sink, run.data(), run.size(), 0.0));
+      run.clear();
+    };
+    for (size_t i = 0; i < g.node_count(); ++i) {
+      Node n = g.node(i);
+      IrBuilder b;
+      b.node(g, n);
+      auto r = check_node(b.g, b.g.nodes[0], limits_);
+      size_t idx = n.index();
+      if (r) {
+        flush();
+        check(host().refuse_node(sink, idx, r->reason, r->message.c_str()));
+        prev = SIZE_MAX;
+        continue;
+      }
+      // Runs of consecutive model indices (topological order) are convex.
+      if (prev == SIZE_MAX || idx != prev + 1) flush();
+      run.push_back(idx);
+      prev = idx;
+    }
+    flush();
+  }
+
+  std::unique_ptr<Kernel> create_kernel(const Graph& sg) override {
+    IrBuilder b;
+    for (size_t i = 0; i < sg.input_count(); ++i) b.g.inputs.push_back(b.value(sg.input(i)));
+    for (size_t i = 0; i < sg.node_count(); ++i) b.node(sg, sg.node(i));
+    for (size_t i = 0; i < sg.output_count(); ++i) b.g.outputs.push_back(b.value(sg.output(i)));
+    for (auto& n : b.g.nodes)
+      if (auto r = check_node(b.g, n, limits_)) fail(NXRT_UNSUPPORTED, "node {} ({}): {}", n.index, n.op, r->message);
+    return std::make_unique<VkKernel>(*dev_, std::move(b.g));
+  }
+
+  void* alloc(nxrt_memory_kind kind, uint64_t bytes, uint64_t alignment) override {
+    if (alignment & (alignment - 1)) fail(NXRT_INVALID_ARGUMENT, "alignment {} is not a power of two", alignment);
+    if (kind == NXRT_MEMORY_DEVICE) return dev_->alloc(bytes, false, alignment);
+    if (kind == NXRT_MEMORY_HOST_PINNED) return dev_->alloc(bytes, true, alignment)->mapped;
+    fail(NXRT_INVALID_ARGUMENT, "memory_alloc: kind {} is not allocated by the Vulkan plugin", int(kind));
+  }
+  void free(nxrt_memory_kind kind, void* h) override {
+    if (kind == NXRT_MEMORY_DEVICE) dev_->free(static_cast<Alloc*>(h));
+    else if (kind == NXRT_MEMORY_HOST_PINNED) dev_->free(dev_->find_pinned(h));
+  }
+  void copy(std::span<const nxrt_copy_region> regions, sdk::Stream* stream) override {
+    std::vector<CopyOp> ops;
+    auto ep = [](nxrt_memory_kind k, const void* p, uint64_t off) {
+      Endpoint e;
+      if (k == NXRT_MEMORY_DEVICE) e.alloc = static_cast<Alloc*>(const_cast<void*>(p));
+      else e.host = static_cast<char*>(const_cast<void*>(p));
+      e.offset = off;
+      if (!p) fail(NXRT_INVALID_ARGUMENT, "copy region with a null buffer");
+      return e;
+    };
+    for (auto& r : regions) {
+      if (r.bytes == 0) continue;
+      ops.push_back({ep(r.src_memory, r.src, r.src_offset), ep(r.dst_memory, r.dst, r.dst_offset), r.bytes});
+    }
+    vk::copy(*dev_, ops, stream ? static_cast<VkStreamW*>(stream)->s.get() : nullptr);
+  }
+  std::unique_ptr<sdk::Stream> create_stream() override { return std::make_unique<VkStreamW>(*dev_); }
+  std::unique_ptr<sdk::Event> create_event() override { return std::make_unique<VkEventW>(); }
+
+ private:
+  std::unique_ptr<Device> dev_;
+  DeviceLimits limits_;
+};
+
+// ------------------------------------------------------- plugin
+
+const char* vendor_name(uint32_t id) {
+  switch (id) {
+    case 0x1002: return "AMD";
+    case 0x10DE: return "NVIDIA";
+    case 0x8086: return "Intel";
+    case 0x13B5: return "ARM";
+    case 0x5143: return "Qualcomm";
+    case 0x106B: return "Apple";
+    case 0x10005: return "Mesa";
+    default: return "unknown";
+  }
+}
+
+class VkPlugin : public Plugin {
+ public:
+  VkPlugin() {
+    auto& inst = Instance::get();
+    for (auto& d : inst.devices()) {
+      auto& p = props_.emplace_back();
+      for (auto& [k, v] : d.properties) p.push_back({k, v});
+      auto& arr = arrays_.emplace_back();
+      for (auto& [k, v] : p) arr.push_back({k.c_str(), v.c_str()});
+    }
+  }
+  const char* name() const override { return "vulkan"; }
+  const char* version() const override { return "0.1.0"; }
+  uint64_t features() const override { return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS; }
+  uint32_t device_count() override { return uint32_t(Instance::get().devices().size()); }
+  const char* no_device_reason() override {
+    auto& r = Instance::get().reason();
+    return r.empty() ? "" : r.c_str();
+  }
+  void device_info(uint32_t index, nxrt_device_info& out) override {
+    auto& d = Instance::get().devices()[index];
+    nxrt_device_info full{};
+    full.struct_size = sizeof full;
+    switch (d.props.deviceType) {
+      case VK_PHYSICAL_DEVICE_TYPE_CPU: full.kind = NXRT_DEVICE_CPU; break;
+      case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: full.kind = NXRT_DEVICE_GPU; break;
+      default: full.kind = NXRT_DEVICE_OTHER;
+    }
+    full.name = d.props.deviceName;
+    full.vendor = vendor_name(d.props.vendorID);
+    full.vendor_id = d.props.vendorID <= 0xffff ? d.props.vendorID : 0;
+    full.device_id = d.props.vendorID <= 0xffff ? d.props.deviceID : 0;
+    std::memcpy(full.uuid, d.uuid, 16);
+    full.memory_bytes = d.device_local_bytes;
+    full.dtypes = (1ull << NXRT_DTYPE_FLOAT32) | (1ull << NXRT_DTYPE_INT32) | (1ull << NXRT_DTYPE_INT64);
+    full.host_addressable = 0;
+    full.property_count = uint32_t(arrays_[index].size());
+    full.properties = arrays_[index].data();
+    copy_device_info(full, out);
+  }
+  std::unique_ptr<Session> create_session(uint32_t device, const Options& o) override {
+    return std::make_unique<VkSession>(device, o);
+  }
+
+ private:
+  std::deque<std::vector<std::pair<std::string, std::string>>> props_;
+  std::deque<std::vector<nxrt_property>> arrays_;
+};
+
+}  // namespace
+}  // namespace nxrt::vk
+
+NXRT_SDK_DEFINE_PLUGIN(nxrt::vk::VkPlugin)

@@ -1,0 +1,64 @@
+// SPIR-V compiled by glslc at build time (see ../CMakeLists.txt) and embedded.
+#include "vk_core.hpp"
+
+namespace nxrt::vk {
+namespace {
+#define NXRT_SPV(name) const uint32_t name##_spv[] = {
+#define NXRT_END };
+NXRT_SPV(unary)
+#include "unary.spv.inc"
+NXRT_END
+NXRT_SPV(binary)
+#include "binary.spv.inc"
+NXRT_END
+NXRT_SPV(copy)
+#include "copy.spv.inc"
+NXRT_END
+NXRT_SPV(gather)
+#include "gather.spv.inc"
+NXRT_END
+NXRT_SPV(softmax)
+#include "softmax.spv.inc"
+NXRT_END
+NXRT_SPV(layernorm)
+#include "layernorm.spv.inc"
+NXRT_END
+NXRT_SPV(reduce)
+#include "reduce.spv.inc"
+NXRT_END
+NXRT_SPV(batchnorm)
+#include "batchnorm.spv.inc"
+NXRT_END
+NXRT_SPV(pool)
+#include "pool.spv.inc"
+NXRT_END
+NXRT_SPV(conv_direct)
+#include "conv_direct.spv.inc"
+NXRT_END
+NXRT_SPV(matmul)
+#include "matmul.spv.inc"
+NXRT_END
+NXRT_SPV(conv_gemm)
+#include "conv_gemm.spv.inc"
+NXRT_END
+}  // namespace
+
+std::span<const uint32_t> shader_spirv(Shader s) {
+  switch (s) {
+    case Shader::unary: return unary_spv;
+    case Shader::binary: return binary_spv;
+    case Shader::copy: return copy_spv;
+    case Shader::gather: return gather_spv;
+    case Shader::softmax: return softmax_spv;
+    case Shader::layernorm: return layernorm_spv;
+    case Shader::reduce: return reduce_spv;
+    case Shader::batchnorm: return batchnorm_spv;
+    case Shader::pool: return pool_spv;
+    case Shader::conv_direct: return conv_direct_spv;
+    case Shader::matmul: return matmul_spv;
+    case Shader::conv_gemm: return conv_gemm_spv;
+    default: return {};
+  }
+}
+
+}  // namespace nxrt::vk

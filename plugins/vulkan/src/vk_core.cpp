@@ -1,0 +1,759 @@
+#include "vk_core.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace nxrt::vk {
+
+using sdk::fail;
+
+void check_vk(VkResult r, const char* what) {
+  if (r == VK_SUCCESS) return;
+  nxrt_status_code code = NXRT_INTERNAL;
+  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) code = NXRT_OUT_OF_MEMORY;
+  if (r == VK_ERROR_DEVICE_LOST) code = NXRT_DEVICE_LOST;
+  fail(code, "{} failed: {} ({})", what, result_name(r), int(r));
+}
+
+// ------------------------------------------------------------- instance
+
+std::atomic<uint64_t>& Instance::message_count() {
+  static std::atomic<uint64_t> n{0};
+  return n;
+}
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL debug_callback(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                     VkDebugUtilsMessageTypeFlagsEXT,
+                                                     const VkDebugUtilsMessengerCallbackDataEXT* data, void*) {
+  if (severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
+    Instance::message_count()++;
+    std::fprintf(stderr, "nxrt-vulkan validation: %s\n", data && data->pMessage ? data->pMessage : "(no message)");
+  }
+  return VK_FALSE;
+}
+
+static bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+Instance& Instance::get() {
+  static Instance inst;
+  return inst;
+}
+
+Instance::Instance() {
+  try {
+    if (!load_loader(reason_)) return;
+    uint32_t api = VK_API_VERSION_1_0;
+    if (vkEnumerateInstanceVersion) vkEnumerateInstanceVersion(&api);
+    if (api < VK_API_VERSION_1_2) {
+      reason_ = fmt::format("Vulkan loader is version {}.{}, the plugin needs 1.2", VK_VERSION_MAJOR(api), VK_VERSION_MINOR(api));
+      return;
+    }
+    std::vector<const char*> layers, exts;
+    bool want_validation = env_on("NXRT_VULKAN_VALIDATION");
+    if (want_validation) {
+      uint32_t n = 0;
+      vkEnumerateInstanceLayerProperties(&n, nullptr);
+      std::vector<VkLayerProperties> lp(n);
+      vkEnumerateInstanceLayerProperties(&n, lp.data());
+      for (auto& l : lp)
+        if (std::strcmp(l.layerName, "VK_LAYER_KHRONOS_validation") == 0) validation_ = true;
+      if (validation_) {
+        layers.push_back("VK_LAYER_KHRONOS_validation");
+        exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+      } else {
+        std::fprintf(stderr, "nxrt-vulkan: NXRT_VULKAN_VALIDATION is set but VK_LAYER_KHRONOS_validation is not installed\n");
+      }
+    }
+    VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+    app.pApplicationName = "nxrt";
+    app.pEngineName = "nxrt-vulkan";
+    app.apiVersion = VK_API_VERSION_1_2;
+    VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    ci.pApplicationInfo = &app;
+    ci.enabledLayerCount = uint32_t(layers.size());
+    ci.ppEnabledLayerNames = layers.data();
+    ci.enabledExtensionCount = uint32_t(exts.size());
+    ci.ppEnabledExtensionNames = exts.data();
+    VkValidationFeatureEnableEXT enables[] = {VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+    VkValidationFeaturesEXT vf{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+    vf.enabledValidationFeatureCount = 1;
+    vf.pEnabledValidationFeatures = enables;
+    VkDebugUtilsMessengerCreateInfoEXT dci{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+    dci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    dci.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                      VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+    dci.pfnUserCallback = debug_callback;
+    if (validation_) {
+      if (!env_on("NXRT_VULKAN_NO_SYNC_VALIDATION")) dci.pNext = &vf;
+      ci.pNext = &dci;
+    }
+    VkResult r = vkCreateInstance(&ci, nullptr, &instance_);
+    if (r != VK_SUCCESS) {
+      instance_ = VK_NULL_HANDLE;
+      reason_ = r == VK_ERROR_INCOMPATIBLE_DRIVER
+                    ? "no Vulkan driver (ICD) found: vkCreateInstance returned VK_ERROR_INCOMPATIBLE_DRIVER"
+                    : fmt::format("vkCreateInstance failed: {}", result_name(r));
+      return;
+    }
+    load_instance_fns(instance_);
+    if (validation_ && vkCreateDebugUtilsMessengerEXT) {
+      dci.pNext = nullptr;
+      vkCreateDebugUtilsMessengerEXT(instance_, &dci, nullptr, &messenger_);
+    }
+    uint32_t n = 0;
+    r = vkEnumeratePhysicalDevices(instance_, &n, nullptr);
+    std::vector<VkPhysicalDevice> pds(n);
+    if (n) r = vkEnumeratePhysicalDevices(instance_, &n, pds.data());
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+      reason_ = fmt::format("vkEnumeratePhysicalDevices failed: {}", result_name(r));
+      return;
+    }
+    std::string skipped;
+    for (auto pd : pds) {
+      PhysicalDeviceInfo d;
+      d.handle = pd;
+      vkGetPhysicalDeviceProperties(pd, &d.props);
+      vkGetPhysicalDeviceMemoryProperties(pd, &d.mem);
+      if (d.props.apiVersion < VK_API_VERSION_1_2) {
+        skipped += fmt::format("; {} supports only Vulkan {}.{}", d.props.deviceName, VK_VERSION_MAJOR(d.props.apiVersion),
+                               VK_VERSION_MINOR(d.props.apiVersion));
+        continue;
+      }
+      VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+      VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+      f12.pNext = &f11;
+      VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+      f2.pNext = &f12;
+      vkGetPhysicalDeviceFeatures2(pd, &f2);
+      VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+      VkPhysicalDeviceIDProperties idp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
+      VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+      sg.pNext = &idp;
+      idp.pNext = &drv;
+      VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+      p2.pNext = &sg;
+      vkGetPhysicalDeviceProperties2(pd, &p2);
+      d.subgroup_size = sg.subgroupSize;
+      d.fp16 = f12.shaderFloat16;
+      d.int8 = f12.shaderInt8;
+      d.storage16 = f11.storageBuffer16BitAccess;
+      d.timeline = f12.timelineSemaphore;
+      std::memcpy(d.uuid, idp.deviceUUID, 16);
+      d.driver = fmt::format("{} {}", drv.driverName, drv.driverInfo);
+      uint32_t qn = 0;
+      vkGetPhysicalDeviceQueueFamilyProperties(pd, &qn, nullptr);
+      std::vector<VkQueueFamilyProperties> qf(qn);
+      vkGetPhysicalDeviceQueueFamilyProperties(pd, &qn, qf.data());
+      bool found = false;
+      for (uint32_t i = 0; i < qn && !found; ++i)
+        if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) { d.queue_family = i; found = true; }
+      if (!found || !d.timeline) {
+        skipped += fmt::format("; {} has no {}", d.props.deviceName, found ? "timeline semaphores" : "compute queue");
+        continue;
+      }
+      uint32_t en = 0;
+      vkEnumerateDeviceExtensionProperties(pd, nullptr, &en, nullptr);
+      std::vector<VkExtensionProperties> ep(en);
+      vkEnumerateDeviceExtensionProperties(pd, nullptr, &en, ep.data());
+      for (auto& e : ep)
+        if (std::strcmp(e.extensionName, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) == 0) d.push_descriptor = true;
+      std::string heaps;
+      for (uint32_t h = 0; h < d.mem.memoryHeapCount; ++h) {
+        auto& hp = d.mem.memoryHeaps[h];
+        if (hp.flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) d.device_local_bytes += hp.size;
+        heaps += fmt::format("{}{}MiB{}", h ? "," : "", hp.size >> 20, (hp.flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) ? ":device_local" : "");
+      }
+      const char* types[] = {"other", "integrated_gpu", "discrete_gpu", "virtual_gpu", "cpu"};
+      auto& L = d.props.limits;
+      d.properties = {
+          {"vulkan.device_type", types[std::min<int>(d.props.deviceType, 4)]},
+          {"vulkan.api_version", fmt::format("{}.{}.{}", VK_VERSION_MAJOR(d.props.apiVersion), VK_VERSION_MINOR(d.props.apiVersion), VK_VERSION_PATCH(d.props.apiVersion))},
+          {"vulkan.driver", d.driver},
+          {"vulkan.memory_heaps", heaps},
+          {"vulkan.subgroup_size", std::to_string(d.subgroup_size)},
+          {"vulkan.shader_float16", d.fp16 ? "1" : "0"},
+          {"vulkan.shader_int8", d.int8 ? "1" : "0"},
+          {"vulkan.storage_buffer_16bit", d.storage16 ? "1" : "0"},
+          {"vulkan.push_descriptor", d.push_descriptor ? "1" : "0"},
+          {"vulkan.max_compute_shared_memory", std::to_string(L.maxComputeSharedMemorySize)},
+          {"vulkan.max_storage_buffer_range", std::to_string(L.maxStorageBufferRange)},
+          {"vulkan.max_push_constants", std::to_string(L.maxPushConstantsSize)},
+          {"vulkan.max_workgroup_invocations", std::to_string(L.maxComputeWorkGroupInvocations)},
+          {"vulkan.kernel_dtypes", "float32 (compute); int32/int64 for data movement"},
+      };
+      devices_.push_back(std::move(d));
+    }
+    if (devices_.empty())
+      reason_ = pds.empty() ? "Vulkan instance created but no physical device is present (no usable ICD)"
+                            : "no Vulkan device is usable" + skipped;
+  } catch (const std::exception& e) {
+    reason_ = std::string("Vulkan initialisation failed: ") + e.what();
+  }
+}
+
+Instance::~Instance() {
+  // Devices are owned by sessions, released before unload; the instance is
+  // left to process exit: destroying it from a static destructor races with
+  // the loader's own teardown.
+}
+
+// ------------------------------------------------------------- memory
+
+struct Block {
+  VkDeviceMemory mem = VK_NULL_HANDLE;
+  VkDeviceSize size = 0;
+  uint32_t type = 0;
+  char* mapped = nullptr;
+  bool dedicated = false;
+  std::map<VkDeviceSize, VkDeviceSize> free;  // offset -> size
+};
+
+static constexpr VkDeviceSize kBlockSize = 64ull << 20;
+static constexpr VkDeviceSize kDedicated = 16ull << 20;
+
+static VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
+
+Device::Device(uint32_t index, std::string cache_path) : cache_path_(std::move(cache_path)) {
+  auto& inst = Instance::get();
+  if (index >= inst.devices().size()) fail(NXRT_NOT_FOUND, "no Vulkan device {}", index);
+  info_ = &inst.devices()[index];
+  float prio = 1.0f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = info_->queue_family;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &prio;
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  f12.timelineSemaphore = VK_TRUE;
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dci.pNext = &f12;
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  check_vk(vkCreateDevice(info_->handle, &dci, nullptr, &device_), "vkCreateDevice");
+  vkGetDeviceQueue(device_, info_->queue_family, 0, &queue_);
+
+  // Memory types, from a probe buffer's requirements.
+  VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bci.size = 256;
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  VkBuffer probe;
+  check_vk(vkCreateBuffer(device_, &bci, nullptr, &probe), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(device_, probe, &req);
+  vkDestroyBuffer(device_, probe, nullptr);
+  const auto DL = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
+             HC = VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  uint32_t t = find_type(req.memoryTypeBits, DL | HV | HC);
+  // The host-visible fast path only where device-local memory is all host
+  // visible (UMA, CPU devices); a small ReBAR window is not used for arenas.
+  bool uma = t != UINT32_MAX && info_->mem.memoryHeaps[info_->mem.memoryTypes[t].heapIndex].size >= (info_->device_local_bytes * 9) / 10;
+  if (uma) {
+    device_type_ = t;
+    device_type_host_visible_ = true;
+  } else {
+    device_type_ = find_type(req.memoryTypeBits, DL);
+    if (device_type_ == UINT32_MAX) device_type_ = find_type(req.memoryTypeBits, 0);
+  }
+  pinned_type_ = find_type(req.memoryTypeBits, HV | HC | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+  if (pinned_type_ == UINT32_MAX) pinned_type_ = find_type(req.memoryTypeBits, HV | HC);
+  if (device_type_ == UINT32_MAX || pinned_type_ == UINT32_MAX) fail(NXRT_UNSUPPORTED, "Vulkan device has no usable memory type");
+
+  // Pipeline cache, optionally loaded from a file written by an earlier session.
+  std::vector<char> blob;
+  if (!cache_path_.empty()) {
+    std::ifstream f(cache_path_, std::ios::binary);
+    if (f) blob.assign(std::istreambuf_iterator<char>(f), {});
+    // Our header: magic, vendor, device, driver version, pipelineCacheUUID.
+    const size_t hdr = 8 + 12 + VK_UUID_SIZE;
+    bool ok = blob.size() > hdr && std::memcmp(blob.data(), "NXVKPC01", 8) == 0;
+    if (ok) {
+      uint32_t ids[3];
+      std::memcpy(ids, blob.data() + 8, 12);
+      ok = ids[0] == info_->props.vendorID && ids[1] == info_->props.deviceID && ids[2] == info_->props.driverVersion &&
+           std::memcmp(blob.data() + 20, info_->props.pipelineCacheUUID, VK_UUID_SIZE) == 0;
+    }
+    blob = ok ? std::vector<char>(blob.begin() + hdr, blob.end()) : std::vector<char>{};
+  }
+  VkPipelineCacheCreateInfo pci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  pci.initialDataSize = blob.size();
+  pci.pInitialData = blob.empty() ? nullptr : blob.data();
+  check_vk(vkCreatePipelineCache(device_, &pci, nullptr, &cache_), "vkCreatePipelineCache");
+}
+
+Device::~Device() {
+  if (device_ == VK_NULL_HANDLE) return;
+  vkDeviceWaitIdle(device_);
+  default_stream_.reset();
+  try {
+    save_pipeline_cache();
+  } catch (...) {
+  }
+  for (auto& [k, p] : pipelines_) {
+    vkDestroyPipeline(device_, p.pipeline, nullptr);
+    vkDestroyPipelineLayout(device_, p.layout, nullptr);
+  }
+  for (auto& [n, l] : set_layouts_) vkDestroyDescriptorSetLayout(device_, l, nullptr);
+  for (auto& [n, m] : modules_) vkDestroyShaderModule(device_, m, nullptr);
+  vkDestroyPipelineCache(device_, cache_, nullptr);
+  for (auto& b : blocks_) vkFreeMemory(device_, b->mem, nullptr);
+  vkDestroyDevice(device_, nullptr);
+}
+
+uint32_t Device::find_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid) {
+  for (uint32_t i = 0; i < info_->mem.memoryTypeCount; ++i) {
+    auto f = info_->mem.memoryTypes[i].propertyFlags;
+    if ((bits & (1u << i)) && (f & want) == want && !(f & avoid)) return i;
+  }
+  return UINT32_MAX;
+}
+
+Block* Device::new_block(uint32_t type, VkDeviceSize bytes, bool map) {
+  auto b = std::make_unique<Block>();
+  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  ai.allocationSize = bytes;
+  ai.memoryTypeIndex = type;
+  check_vk(vkAllocateMemory(device_, &ai, nullptr, &b->mem), "vkAllocateMemory");
+  b->size = bytes;
+  b->type = type;
+  if (map) {
+    void* p = nullptr;
+    VkResult r = vkMapMemory(device_, b->mem, 0, VK_WHOLE_SIZE, 0, &p);
+    if (r != VK_SUCCESS) {
+      vkFreeMemory(device_, b->mem, nullptr);
+      check_vk(r, "vkMapMemory");
+    }
+    b->mapped = static_cast<char*>(p);
+  }
+  b->free[0] = bytes;
+  blocks_.push_back(std::move(b));
+  return blocks_.back().get();
+}
+
+Alloc* Device::alloc(uint64_t bytes, bool pinned, uint64_t alignment) {
+  uint64_t size = align_up(std::max<uint64_t>(bytes, 256), 256);
+  VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bci.size = size;
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  auto a = std::make_unique<Alloc>();
+  a->size = size;
+  a->pinned = pinned;
+  check_vk(vkCreateBuffer(device_, &bci, nullptr, &a->buffer), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(device_, a->buffer, &req);
+  if (pinned) req.alignment = std::max<VkDeviceSize>(req.alignment, std::max<uint64_t>(alignment, 256));
+  uint32_t type = pinned ? pinned_type_ : device_type_;
+  bool map = pinned || device_type_host_visible_;
+  std::lock_guard lock(mem_mu_);
+  try {
+    Block* blk = nullptr;
+    VkDeviceSize off = 0;
+    if (req.size >= kDedicated) {
+      blk = new_block(type, req.size, map);
+      blk->dedicated = true;
+      blk->free.clear();
+    } else {
+      for (auto& b : blocks_) {
+        if (b->dedicated || b->type != type) continue;
+        for (auto it = b->free.begin(); it != b->free.end(); ++it) {
+          VkDeviceSize o = align_up(it->first, req.alignment);
+          if (o + req.size <= it->first + it->second) {
+            VkDeviceSize fo = it->first, fs = it->second;
+            b->free.erase(it);
+            if (o > fo) b->free[fo] = o - fo;
+            if (o + req.size < fo + fs) b->free[o + req.size] = fo + fs - (o + req.size);
+            blk = b.get();
+            off = o;
+            break;
+          }
+        }
+        if (blk) break;
+      }
+      if (!blk) {
+        blk = new_block(type, kBlockSize, map);
+        blk->free.clear();
+        if (req.size < kBlockSize) blk->free[req.size] = kBlockSize - req.size;
+      }
+    }
+    a->block = blk;
+    a->block_offset = off;
+    a->block_size = req.size;
+    check_vk(vkBindBufferMemory(device_, a->buffer, blk->mem, off), "vkBindBufferMemory");
+    if (blk->mapped) a->mapped = blk->mapped + off;
+  } catch (...) {
+    vkDestroyBuffer(device_, a->buffer, nullptr);
+    throw;
+  }
+  in_use_ += a->block_size;
+  if (pinned) pinned_[uintptr_t(a->mapped)] = a.get();
+  return a.release();
+}
+
+void Device::free(Alloc* a) {
+  if (!a) return;
+  vkDestroyBuffer(device_, a->buffer, nullptr);
+  std::lock_guard lock(mem_mu_);
+  if (a->pinned) pinned_.erase(uintptr_t(a->mapped));
+  in_use_ -= a->block_size;
+  Block* b = a->block;
+  if (b->dedicated) {
+    vkFreeMemory(device_, b->mem, nullptr);
+    blocks_.erase(std::find_if(blocks_.begin(), blocks_.end(), [&](auto& p) { return p.get() == b; }));
+  } else {
+    VkDeviceSize o = a->block_offset, s = a->block_size;
+    auto next = b->free.lower_bound(o);
+    if (next != b->free.end() && next->first == o + s) {
+      s += next->second;
+      b->free.erase(next);
+    }
+    auto prev = b->free.lower_bound(o);
+    if (prev != b->free.begin()) {
+      --prev;
+      if (prev->first + prev->second == o) {
+        o = prev->first;
+        s += prev->second;
+        b->free.erase(prev);
+      }
+    }
+    b->free[o] = s;
+  }
+  delete a;
+}
+
+Alloc* Device::find_pinned(const void* p) {
+  std::lock_guard lock(mem_mu_);
+  auto it = pinned_.upper_bound(uintptr_t(p));
+  if (it == pinned_.begin()) return nullptr;
+  --it;
+  if (uintptr_t(p) < it->first + it->second->size) return it->second;
+  return nullptr;
+}
+
+// ------------------------------------------------------------- pipelines
+
+std::span<const uint32_t> shader_spirv(Shader s);  // shaders.cpp
+static const uint32_t kBindings[] = {2, 3, 2, 3, 2, 4, 2, 6, 2, 4, 4, 4};
+
+const Pipeline& Device::pipeline(Shader s, std::span<const uint32_t> spec) {
+  std::lock_guard lock(pipe_mu_);
+  auto key = std::make_pair(int(s), std::vector<uint32_t>(spec.begin(), spec.end()));
+  auto it = pipelines_.find(key);
+  if (it != pipelines_.end()) return it->second;
+  auto& mod = modules_[int(s)];
+  if (!mod) {
+    auto code = shader_spirv(s);
+    VkShaderModuleCreateInfo mci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    mci.codeSize = code.size() * 4;
+    mci.pCode = code.data();
+    check_vk(vkCreateShaderModule(device_, &mci, nullptr, &mod), "vkCreateShaderModule");
+  }
+  uint32_t nb = kBindings[int(s)];
+  auto& sl = set_layouts_[nb];
+  if (!sl) {
+    std::vector<VkDescriptorSetLayoutBinding> b(nb);
+    for (uint32_t i = 0; i < nb; ++i) b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+    VkDescriptorSetLayoutCreateInfo lci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    lci.bindingCount = nb;
+    lci.pBindings = b.data();
+    check_vk(vkCreateDescriptorSetLayout(device_, &lci, nullptr, &sl), "vkCreateDescriptorSetLayout");
+  }
+  Pipeline p;
+  p.bindings = nb;
+  p.set_layout = sl;
+  VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, 128};
+  VkPipelineLayoutCreateInfo plci{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  plci.setLayoutCount = 1;
+  plci.pSetLayouts = &sl;
+  plci.pushConstantRangeCount = 1;
+  plci.pPushConstantRanges = &pcr;
+  check_vk(vkCreatePipelineLayout(device_, &plci, nullptr, &p.layout), "vkCreatePipelineLayout");
+  std::vector<VkSpecializationMapEntry> entries(spec.size());
+  for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4, 4};
+  VkSpecializationInfo si{uint32_t(entries.size()), entries.data(), spec.size() * 4, spec.data()};
+  VkComputePipelineCreateInfo cci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  cci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  cci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  cci.stage.module = mod;
+  cci.stage.pName = "main";
+  cci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
+  cci.layout = p.layout;
+  VkResult r = vkCreateComputePipelines(device_, cache_, 1, &cci, nullptr, &p.pipeline);
+  if (r != VK_SUCCESS) {
+    vkDestroyPipelineLayout(device_, p.layout, nullptr);
+    check_vk(r, "vkCreateComputePipelines");
+  }
+  return pipelines_.emplace(key, p).first->second;
+}
+
+std::vector<uint8_t> Device::pipeline_cache_data() {
+  size_t n = 0;
+  check_vk(vkGetPipelineCacheData(device_, cache_, &n, nullptr), "vkGetPipelineCacheData");
+  std::vector<uint8_t> d(n);
+  check_vk(vkGetPipelineCacheData(device_, cache_, &n, d.data()), "vkGetPipelineCacheData");
+  d.resize(n);
+  return d;
+}
+
+void Device::save_pipeline_cache() {
+  if (cache_path_.empty()) return;
+  auto data = pipeline_cache_data();
+  std::string tmp = cache_path_ + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) fail(NXRT_INVALID_ARGUMENT, "cannot write pipeline cache '{}'", tmp);
+    uint32_t ids[3] = {info_->props.vendorID, info_->props.deviceID, info_->props.driverVersion};
+    f.write("NXVKPC01", 8);
+    f.write(reinterpret_cast<const char*>(ids), 12);
+    f.write(reinterpret_cast<const char*>(info_->props.pipelineCacheUUID), VK_UUID_SIZE);
+    f.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
+  }
+  std::rename(tmp.c_str(), cache_path_.c_str());
+}
+
+// ------------------------------------------------------------- submission
+
+void Device::submit(const VkSubmitInfo& info) {
+  std::lock_guard lock(queue_mu_);
+  check_vk(vkQueueSubmit(queue_, 1, &info, VK_NULL_HANDLE), "vkQueueSubmit");
+}
+
+Stream& Device::default_stream() {
+  std::lock_guard lock(queue_mu_);
+  if (!default_stream_) default_stream_ = std::make_unique<Stream>(*this);
+  return *default_stream_;
+}
+
+void Device::run_now(const std::function<void(VkCommandBuffer)>& record) {
+  Stream s(*this);
+  VkCommandBuffer cmd = s.begin_transient();
+  record(cmd);
+  s.submit_transient(cmd);
+  s.synchronize();
+}
+
+void full_barrier(VkCommandBuffer cmd) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  const auto st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  vkCmdPipelineBarrier(cmd, st, st, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+void host_barrier(VkCommandBuffer cmd) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                       &mb, 0, nullptr, 0, nullptr);
+}
+
+Timeline::Timeline(Device* d) : dev(d) {
+  VkSemaphoreTypeCreateInfo tci{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+  tci.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+  tci.initialValue = 0;
+  VkSemaphoreCreateInfo sci{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+  sci.pNext = &tci;
+  check_vk(vkCreateSemaphore(dev->handle(), &sci, nullptr, &sem), "vkCreateSemaphore");
+}
+Timeline::~Timeline() { vkDestroySemaphore(dev->handle(), sem, nullptr); }
+uint64_t Timeline::completed() const {
+  uint64_t v = 0;
+  check_vk(vkGetSemaphoreCounterValue(dev->handle(), sem, &v), "vkGetSemaphoreCounterValue");
+  return v;
+}
+void Timeline::wait(uint64_t value) const {
+  if (value == 0) return;
+  VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+  wi.semaphoreCount = 1;
+  wi.pSemaphores = &sem;
+  wi.pValues = &value;
+  check_vk(vkWaitSemaphores(dev->handle(), &wi, UINT64_MAX), "vkWaitSemaphores");
+}
+
+Stream::Stream(Device& d) : dev_(d), timeline_(std::make_shared<Timeline>(&d)) {
+  VkCommandPoolCreateInfo ci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  ci.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
+  ci.queueFamilyIndex = d.info().queue_family;
+  check_vk(vkCreateCommandPool(d.handle(), &ci, nullptr, &pool_), "vkCreateCommandPool");
+}
+
+Stream::~Stream() {
+  try {
+    timeline_->wait(value_);
+  } catch (...) {
+  }
+  for (auto& p : pending_)
+    if (p.cmd) vkFreeCommandBuffers(dev_.handle(), pool_, 1, &p.cmd);
+  pending_.clear();
+  vkDestroyCommandPool(dev_.handle(), pool_, nullptr);
+}
+
+uint64_t Stream::submit(VkCommandBuffer cmd, std::shared_ptr<void> keep) {
+  std::vector<VkSemaphore> wsem;
+  std::vector<uint64_t> wval;
+  std::vector<VkPipelineStageFlags> wstage;
+  if (value_ > 0) {
+    wsem.push_back(timeline_->sem);
+    wval.push_back(value_);
+  }
+  for (auto& [t, v] : waits_) {
+    wsem.push_back(t->sem);
+    wval.push_back(v);
+  }
+  wstage.assign(wsem.size(), VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
+  uint64_t signal = value_ + 1;
+  VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+  ti.waitSemaphoreValueCount = uint32_t(wval.size());
+  ti.pWaitSemaphoreValues = wval.data();
+  ti.signalSemaphoreValueCount = 1;
+  ti.pSignalSemaphoreValues = &signal;
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.pNext = &ti;
+  si.waitSemaphoreCount = uint32_t(wsem.size());
+  si.pWaitSemaphores = wsem.data();
+  si.pWaitDstStageMask = wstage.data();
+  si.commandBufferCount = cmd ? 1 : 0;
+  si.pCommandBuffers = &cmd;
+  si.signalSemaphoreCount = 1;
+  si.pSignalSemaphores = &timeline_->sem;
+  dev_.submit(si);
+  value_ = signal;
+  // Keep the waited-on timelines alive until this submission completes.
+  if (!waits_.empty() || keep) {
+    auto hold = std::make_shared<std::pair<std::shared_ptr<void>, decltype(waits_)>>(std::move(keep), std::move(waits_));
+    pending_.push_back({value_, VK_NULL_HANDLE, hold});
+  }
+  waits_.clear();
+  retire();
+  return value_;
+}
+
+VkCommandBuffer Stream::begin_transient() {
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkCommandBuffer cmd;
+  check_vk(vkAllocateCommandBuffers(dev_.handle(), &ai, &cmd), "vkAllocateCommandBuffers");
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  vkBeginCommandBuffer(cmd, &bi);
+  return cmd;
+}
+
+uint64_t Stream::submit_transient(VkCommandBuffer cmd, std::shared_ptr<void> keep) {
+  host_barrier(cmd);
+  check_vk(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+  uint64_t v = submit(cmd, std::move(keep));
+  pending_.push_back({v, cmd, nullptr});
+  return v;
+}
+
+void Stream::retire() {
+  if (pending_.empty()) return;
+  uint64_t done = timeline_->completed();
+  auto it = std::remove_if(pending_.begin(), pending_.end(), [&](Pending& p) {
+    if (p.value > done) return false;
+    if (p.cmd) vkFreeCommandBuffers(dev_.handle(), pool_, 1, &p.cmd);
+    return true;
+  });
+  pending_.erase(it, pending_.end());
+}
+
+void Stream::synchronize() {
+  if (!waits_.empty()) submit(VK_NULL_HANDLE);
+  timeline_->wait(value_);
+  retire();
+}
+
+void Stream::wait_for(std::shared_ptr<Timeline> t, uint64_t value) {
+  if (value == 0 || t == timeline_) return;
+  waits_.emplace_back(std::move(t), value);
+}
+
+std::pair<std::shared_ptr<Timeline>, uint64_t> Stream::mark() {
+  if (!waits_.empty()) submit(VK_NULL_HANDLE);
+  return {timeline_, value_};
+}
+
+// ------------------------------------------------------------- transfers
+
+void copy(Device& d, std::span<const CopyOp> ops, Stream* stream) {
+  // Resolve host pointers that live in our pinned memory to their allocation.
+  std::vector<CopyOp> gpu;
+  struct Readback { char* dst; Alloc* staging; uint64_t off; uint64_t bytes; };
+  std::vector<Readback> readbacks;
+  auto free_staging = [&d](std::vector<Alloc*>* v) {
+    for (Alloc* a : *v) d.free(a);
+    delete v;
+  };
+  std::shared_ptr<std::vector<Alloc*>> keep(new std::vector<Alloc*>, free_staging);
+  const bool idle = !stream || stream->idle();
+  bool synced = idle;
+  auto ensure_synced = [&] {
+    if (!synced && stream) stream->synchronize();
+    synced = true;
+  };
+  for (CopyOp op : ops) {
+    if (op.bytes == 0) continue;
+    for (Endpoint* e : {&op.src, &op.dst}) {
+      if (!e->alloc) {
+        if (!e->host) fail(NXRT_INVALID_ARGUMENT, "copy region with a null buffer");
+        if (Alloc* p = d.find_pinned(e->host)) {
+          e->offset += uint64_t(e->host - p->mapped);
+          e->alloc = p;
+          e->host = nullptr;
+        }
+      } else if (e->offset + op.bytes > e->alloc->size) {
+        fail(NXRT_INVALID_ARGUMENT, "copy of {} bytes at offset {} overruns an allocation of {} bytes", op.bytes, e->offset, e->alloc->size);
+      }
+    }
+    auto host_ptr = [](const Endpoint& e) -> char* {
+      if (!e.alloc) return e.host + e.offset;
+      return e.alloc->mapped ? e.alloc->mapped + e.offset : nullptr;
+    };
+    char* s = host_ptr(op.src);
+    char* t = host_ptr(op.dst);
+    // Fast path: both ends host-addressable and nothing queued that could touch them.
+    if (s && t && (synced || (!op.dst.alloc))) {
+      if (op.src.alloc) ensure_synced();
+      std::memmove(t, s, op.bytes);
+      continue;
+    }
+    CopyOp g = op;
+    if (!op.src.alloc) {  // host source: stage now
+      Alloc* st = d.alloc(op.bytes, true);
+      keep->push_back(st);
+      std::memcpy(st->mapped, s, op.bytes);
+      g.src = {st, nullptr, 0};
+    }
+    if (!op.dst.alloc) {  // host destination: read back after completion
+      Alloc* st = d.alloc(op.bytes, true);
+      keep->push_back(st);
+      readbacks.push_back({op.dst.host + op.dst.offset, st, 0, op.bytes});
+      g.dst = {st, nullptr, 0};
+    }
+    gpu.push_back(g);
+  }
+  if (gpu.empty()) return;
+  Stream& s = stream ? *stream : d.default_stream();
+  VkCommandBuffer cmd = s.begin_transient();
+  for (auto& g : gpu) {
+    VkBufferCopy r{g.src.offset, g.dst.offset, g.bytes};
+    vkCmdCopyBuffer(cmd, g.src.alloc->buffer, g.dst.alloc->buffer, 1, &r);
+  }
+  s.submit_transient(cmd, keep);
+  if (!stream || !readbacks.empty()) {
+    s.synchronize();
+    for (auto& r : readbacks) std::memcpy(r.dst, r.staging->mapped + r.off, r.bytes);
+  }
+}
+
+}  // namespace nxrt::vk

@@ -1,0 +1,209 @@
+// Vulkan core of the nxrt Vulkan plugin: instance and device enumeration,
+// logical devices, the sub-allocating buffer arena, pipelines, streams and
+// events. Independent of the host services, so unit tests drive it directly.
+// Errors are thrown as nxrt::sdk::Error.
+#pragma once
+#include "vk_api.hpp"
+
+#include <nxrt_sdk/status.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace nxrt::vk {
+
+void check_vk(VkResult r, const char* what);
+
+// ------------------------------------------------------------- instance
+
+struct PhysicalDeviceInfo {
+  VkPhysicalDevice handle = VK_NULL_HANDLE;
+  VkPhysicalDeviceProperties props{};
+  VkPhysicalDeviceMemoryProperties mem{};
+  uint32_t subgroup_size = 0;
+  bool fp16 = false, int8 = false, storage16 = false, timeline = false, push_descriptor = false;
+  uint32_t queue_family = 0;
+  uint64_t device_local_bytes = 0;
+  uint8_t uuid[16]{};
+  std::string driver;
+  std::vector<std::pair<std::string, std::string>> properties;  // for device_info
+};
+
+class Instance {
+ public:
+  // The process-wide instance, created on first use. Never throws.
+  static Instance& get();
+  bool ok() const { return instance_ != VK_NULL_HANDLE; }
+  const std::string& reason() const { return reason_; }  // why there is no device
+  const std::vector<PhysicalDeviceInfo>& devices() const { return devices_; }
+  VkInstance handle() const { return instance_; }
+  bool validation() const { return validation_; }
+  // Validation-layer messages (warnings and errors) seen so far.
+  static std::atomic<uint64_t>& message_count();
+  ~Instance();
+
+ private:
+  Instance();
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  bool validation_ = false;
+  std::string reason_;
+  std::vector<PhysicalDeviceInfo> devices_;
+};
+
+// ------------------------------------------------------------- memory
+
+struct Block;
+// One allocation handed out as an nxrt handle: a VkBuffer over a range of a
+// (possibly shared) VkDeviceMemory block.
+struct Alloc {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceSize size = 0;
+  char* mapped = nullptr;  // host pointer when the memory is host-visible
+  Block* block = nullptr;
+  VkDeviceSize block_offset = 0, block_size = 0;
+  bool pinned = false;
+};
+
+struct Pipeline {
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  uint32_t bindings = 0;
+};
+
+enum class Shader { unary, binary, copy, gather, softmax, layernorm, reduce, batchnorm, pool, conv_direct, matmul, conv_gemm, count };
+
+class Stream;
+
+class Device {
+ public:
+  Device(uint32_t index, std::string pipeline_cache_path = {});
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const PhysicalDeviceInfo& info() const { return *info_; }
+  VkDevice handle() const { return device_; }
+  const VkPhysicalDeviceLimits& limits() const { return info_->props.limits; }
+
+  // DEVICE memory (device-local; mapped when the device allows) or HOST_PINNED
+  // (host-visible, coherent, mapped).
+  Alloc* alloc(uint64_t bytes, bool pinned, uint64_t alignment = 256);
+  void free(Alloc* a);
+  Alloc* find_pinned(const void* p);  // the pinned allocation containing p
+  bool device_mapped() const { return device_type_host_visible_; }
+  uint64_t bytes_in_use() const { return in_use_; }
+
+  const Pipeline& pipeline(Shader s, std::span<const uint32_t> spec = {});
+  std::vector<uint8_t> pipeline_cache_data();
+  void save_pipeline_cache();
+
+  void submit(const VkSubmitInfo& info);
+  // Runs `record` in a one-off command buffer and waits for it.
+  void run_now(const std::function<void(VkCommandBuffer)>& record);
+  Stream& default_stream();
+
+ private:
+  friend class Stream;
+  uint32_t find_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid = 0);
+  Block* new_block(uint32_t type, VkDeviceSize bytes, bool map);
+
+  const PhysicalDeviceInfo* info_;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  std::mutex queue_mu_;
+  uint32_t device_type_ = 0, pinned_type_ = 0;
+  bool device_type_host_visible_ = false;
+  std::mutex mem_mu_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  std::map<uintptr_t, Alloc*> pinned_;  // mapped address -> allocation
+  uint64_t in_use_ = 0;
+  std::mutex pipe_mu_;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  std::string cache_path_;
+  std::map<std::pair<int, std::vector<uint32_t>>, Pipeline> pipelines_;
+  std::map<uint32_t, VkDescriptorSetLayout> set_layouts_;
+  std::map<int, VkShaderModule> modules_;
+  std::unique_ptr<Stream> default_stream_;
+};
+
+// ------------------------------------------------------------- streams
+
+// A timeline semaphore shared by a stream and the events recorded on it.
+struct Timeline {
+  Device* dev;
+  VkSemaphore sem = VK_NULL_HANDLE;
+  explicit Timeline(Device* d);
+  ~Timeline();
+  uint64_t completed() const;
+  void wait(uint64_t value) const;
+};
+
+class Stream {
+ public:
+  explicit Stream(Device& d);
+  ~Stream();
+  Device& device() { return dev_; }
+  // Submits `cmd` after everything queued before; returns the timeline value
+  // that signals its completion. `keep` lives until then.
+  uint64_t submit(VkCommandBuffer cmd, std::shared_ptr<void> keep = {});
+  // A command buffer from the stream's pool, freed once its work completes.
+  VkCommandBuffer begin_transient();
+  uint64_t submit_transient(VkCommandBuffer cmd, std::shared_ptr<void> keep = {});
+  void synchronize();
+  bool idle() const { return timeline_->completed() >= value_; }
+  void wait_for(std::shared_ptr<Timeline> t, uint64_t value);
+  std::pair<std::shared_ptr<Timeline>, uint64_t> mark();  // flushes pending waits
+  const std::shared_ptr<Timeline>& timeline() const { return timeline_; }
+  uint64_t value() const { return value_; }
+
+ private:
+  void retire();
+  Device& dev_;
+  std::shared_ptr<Timeline> timeline_;
+  uint64_t value_ = 0;
+  std::vector<std::pair<std::shared_ptr<Timeline>, uint64_t>> waits_;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  struct Pending { uint64_t value; VkCommandBuffer cmd; std::shared_ptr<void> keep; };
+  std::vector<Pending> pending_;
+};
+
+class Event {
+ public:
+  void record(Stream& s) { std::tie(timeline_, value_) = s.mark(); }
+  void wait_on(Stream& s) { if (timeline_) s.wait_for(timeline_, value_); }
+  void synchronize() { if (timeline_) timeline_->wait(value_); }
+
+ private:
+  std::shared_ptr<Timeline> timeline_;
+  uint64_t value_ = 0;
+};
+
+// ------------------------------------------------------------- transfers
+
+// One side of a copy: host memory (pointer) or a device/pinned allocation.
+struct Endpoint {
+  Alloc* alloc = nullptr;  // null: host pointer
+  char* host = nullptr;
+  uint64_t offset = 0;
+};
+struct CopyOp { Endpoint src, dst; uint64_t bytes; };
+
+// Performs copies, ordered on `stream` when given (else complete on return).
+void copy(Device& d, std::span<const CopyOp> ops, Stream* stream);
+
+// The compute-to-compute/transfer barrier used between dependent commands.
+void full_barrier(VkCommandBuffer cmd);
+// Makes device writes visible to host reads after the submission completes.
+void host_barrier(VkCommandBuffer cmd);
+
+}  // namespace nxrt::vk

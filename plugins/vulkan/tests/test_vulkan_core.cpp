@@ -1,0 +1,556 @@
+// Unit tests of the Vulkan core on whatever device is present (lavapipe in
+// CI), with the Khronos validation layer when NXRT_VULKAN_VALIDATION=1 (set
+// by ctest): every test ends by asserting zero validation messages.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "program.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+using namespace nxrt::vk;
+
+namespace {
+
+bool have_device() { return !Instance::get().devices().empty(); }
+
+Device& device() {
+  static Device d(0);
+  return d;
+}
+
+void no_validation_messages() { CHECK(Instance::message_count().load() == 0); }
+
+std::vector<float> randv(size_t n, float lo = -1.f, float hi = 1.f, unsigned seed = 1) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+int64_t numel(const Shape& s) { return std::accumulate(s.begin(), s.end(), int64_t(1), std::multiplies<>()); }
+
+// A device tensor owning its allocation.
+struct DT {
+  Alloc* a = nullptr;
+  Shape dims;
+  nxrt_dtype dt = NXRT_DTYPE_FLOAT32;
+  DT() = default;
+  DT(const void* data, Shape d, nxrt_dtype t = NXRT_DTYPE_FLOAT32) : dims(std::move(d)), dt(t) {
+    size_t bytes = size_t(numel(dims)) * nxrt::sdk::dtype_size(t);
+    a = device().alloc(bytes, false);
+    CopyOp op{{nullptr, (char*)data, 0}, {a, nullptr, 0}, bytes};
+    copy(device(), std::span(&op, 1), nullptr);
+  }
+  Loc loc() const { return Loc{a, 0, uint64_t(numel(dims)) * nxrt::sdk::dtype_size(dt)}; }
+};
+
+// Builds a graph, runs it, returns the outputs.
+struct G {
+  IrGraph g;
+  std::vector<DT> inputs;
+  std::vector<std::pair<Alloc*, Shape>> outs;
+  int input(const std::vector<float>& v, Shape d) {
+    IrValue iv;
+    iv.name = "in" + std::to_string(g.inputs.size());
+    iv.dtype = NXRT_DTYPE_FLOAT32;
+    iv.rank = int64_t(d.size());
+    iv.dims = d;
+    int id = g.add_value(iv);
+    g.inputs.push_back(id);
+    inputs.emplace_back(v.data(), d);
+    return id;
+  }
+  int const_i64(const std::vector<int64_t>& v) {
+    IrValue iv;
+    iv.name = "c" + std::to_string(g.values.size());
+    iv.dtype = NXRT_DTYPE_INT64;
+    iv.rank = 1;
+    iv.dims = {int64_t(v.size())};
+    iv.is_const = iv.has_data = true;
+    iv.data.dtype = NXRT_DTYPE_INT64;
+    iv.data.dims = iv.dims;
+    iv.data.bytes.resize(v.size() * 8);
+    std::memcpy(iv.data.bytes.data(), v.data(), v.size() * 8);
+    int id = g.add_value(iv);
+    g.inputs.push_back(id);
+    inputs.emplace_back(v.data(), iv.dims, NXRT_DTYPE_INT64);
+    return id;
+  }
+  int node(const std::string& op, std::vector<int> in, std::map<std::string, Attr> attrs = {}, int64_t opset = 17,
+           nxrt_dtype out_dt = NXRT_DTYPE_FLOAT32) {
+    IrValue ov;
+    ov.name = op + std::to_string(g.values.size());
+    ov.dtype = out_dt;
+    int o = g.add_value(ov);
+    IrNode n;
+    n.op = op;
+    n.opset = opset;
+    n.in = std::move(in);
+    n.out = {o};
+    n.attrs = std::move(attrs);
+    n.index = g.nodes.size();
+    g.nodes.push_back(n);
+    return o;
+  }
+  std::vector<std::vector<float>> run(std::vector<int> outputs, int times = 1, Program** keep = nullptr) {
+    g.outputs = outputs;
+    for (auto& n : g.nodes) {
+      auto r = check_node(g, n, DeviceLimits{});
+      if (r) FAIL("refused: " << r->message);
+    }
+    static std::vector<std::unique_ptr<Program>> programs;
+    programs.push_back(std::make_unique<Program>(device(), g));
+    Program& p = *programs.back();
+    if (keep) *keep = &p;
+    std::vector<Program::Input> in;
+    for (auto& t : inputs) in.push_back({t.loc(), t.dims});
+    Stream s(device());
+    for (int t = 0; t < times; ++t) {
+      for (auto& [a, sh] : outs) device().free(a);
+      outs.clear();
+      p.run(in, [&](size_t, nxrt_dtype dt, const Shape& d) {
+        uint64_t bytes = uint64_t(numel(d)) * nxrt::sdk::dtype_size(dt);
+        Alloc* a = device().alloc(bytes, false);
+        outs.push_back({a, d});
+        return Loc{a, 0, bytes};
+      }, s);
+      s.synchronize();
+    }
+    std::vector<std::vector<float>> res;
+    for (auto& [a, d] : outs) {
+      std::vector<float> h(size_t(numel(d)));
+      CopyOp op{{a, nullptr, 0}, {nullptr, (char*)h.data(), 0}, h.size() * 4};
+      copy(device(), std::span(&op, 1), nullptr);
+      res.push_back(h);
+    }
+    return res;
+  }
+  ~G() {
+    for (auto& t : inputs) device().free(t.a);
+    for (auto& [a, d] : outs) device().free(a);
+  }
+};
+
+Attr ai(int64_t v) { Attr a; a.type = NXRT_ATTR_INT; a.i = v; return a; }
+Attr af(float v) { Attr a; a.type = NXRT_ATTR_FLOAT; a.f = v; return a; }
+Attr ais(std::vector<int64_t> v) { Attr a; a.type = NXRT_ATTR_INTS; a.ints = std::move(v); return a; }
+
+void close(const std::vector<float>& got, const std::vector<float>& want, float rtol = 1e-4f, float atol = 1e-5f) {
+  REQUIRE(got.size() == want.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]))) {
+      if (bad++ < 5) MESSAGE("mismatch at " << i << ": got " << got[i] << " want " << want[i]);
+    }
+  CHECK(bad == 0);
+}
+
+// CPU references.
+std::vector<float> ref_matmul(const std::vector<float>& a, const std::vector<float>& b, int64_t batch, int64_t M, int64_t K,
+                              int64_t N, bool b_shared) {
+  std::vector<float> c(size_t(batch * M * N));
+  for (int64_t z = 0; z < batch; ++z)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += double(a[size_t(z * M * K + i * K + k)]) * b[size_t((b_shared ? 0 : z) * K * N + k * N + j)];
+        c[size_t(z * M * N + i * N + j)] = float(s);
+      }
+  return c;
+}
+std::vector<float> ref_conv(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>* bias, int64_t N,
+                            int64_t C, int64_t H, int64_t W, int64_t Co, int64_t kh, int64_t kw, int64_t s, int64_t p, int64_t grp,
+                            int64_t& OH, int64_t& OW) {
+  OH = (H + 2 * p - kh) / s + 1;
+  OW = (W + 2 * p - kw) / s + 1;
+  int64_t cg = C / grp, og = Co / grp;
+  std::vector<float> y(size_t(N * Co * OH * OW));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t co = 0; co < Co; ++co)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double acc = bias ? (*bias)[size_t(co)] : 0.0;
+          int64_t g = co / og;
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                int64_t h = oh * s - p + i, ww = ow * s - p + j;
+                if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
+                acc += double(x[size_t(((n * C + g * cg + ci) * H + h) * W + ww)]) * w[size_t(((co * cg + ci) * kh + i) * kw + j)];
+              }
+          y[size_t(((n * Co + co) * OH + oh) * OW + ow)] = float(acc);
+        }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("instance and device properties") {
+  auto& inst = Instance::get();
+  if (!have_device()) {
+    MESSAGE("no Vulkan device: " << inst.reason());
+    CHECK(!inst.reason().empty());
+    return;
+  }
+  auto& d = inst.devices()[0];
+  CHECK(d.subgroup_size > 0);
+  CHECK(d.timeline);
+  CHECK(!d.properties.empty());
+  if (std::getenv("NXRT_VULKAN_VALIDATION")) CHECK(inst.validation());
+  MESSAGE("device: " << d.props.deviceName << " (" << d.driver << "), subgroup " << d.subgroup_size);
+  device();
+  no_validation_messages();
+}
+
+TEST_CASE("arena sub-allocation and copy round trips") {
+  if (!have_device()) return;
+  Device& d = device();
+  uint64_t before = d.bytes_in_use();
+  std::vector<Alloc*> v;
+  for (int i = 0; i < 50; ++i) v.push_back(d.alloc(1000 + uint64_t(i) * 4096, false));
+  Alloc* big = d.alloc(40ull << 20, false);  // dedicated block
+  for (size_t i = 0; i < v.size(); i += 2) d.free(v[i]);
+  for (size_t i = 0; i < v.size(); i += 2) v[i] = d.alloc(1000, false);
+  // Round trip through device, device->device, pinned, with and without a stream.
+  auto h = randv(100000);
+  std::vector<float> back(h.size());
+  Alloc* a = d.alloc(h.size() * 4, false);
+  Alloc* b = d.alloc(h.size() * 4 + 512, false);
+  Alloc* pin = d.alloc(h.size() * 4, true);
+  Stream s(d);
+  for (Stream* st : {(Stream*)nullptr, &s}) {
+    std::fill(back.begin(), back.end(), 0.f);
+    CopyOp ops1[] = {{{nullptr, (char*)h.data(), 0}, {a, nullptr, 0}, h.size() * 4}};
+    copy(d, ops1, st);
+    CopyOp ops2[] = {{{a, nullptr, 0}, {b, nullptr, 256}, h.size() * 4}};
+    copy(d, ops2, st);
+    CopyOp ops3[] = {{{b, nullptr, 256}, {nullptr, pin->mapped, 0}, h.size() * 4}};
+    copy(d, ops3, st);
+    if (st) st->synchronize();
+    std::memcpy(back.data(), pin->mapped, h.size() * 4);
+    CHECK(back == h);
+    CopyOp ops4[] = {{{nullptr, pin->mapped, 0}, {a, nullptr, 0}, h.size() * 4}, {{a, nullptr, 0}, {nullptr, (char*)back.data(), 0}, 16}};
+    copy(d, std::span(ops4, 1), st);
+    copy(d, std::span(ops4 + 1, 1), st);
+    CHECK(back[3] == h[3]);
+  }
+  CHECK(d.find_pinned(pin->mapped + 100) == pin);
+  for (auto* x : v) d.free(x);
+  d.free(big);
+  d.free(a);
+  d.free(b);
+  d.free(pin);
+  CHECK(d.bytes_in_use() == before);
+  no_validation_messages();
+}
+
+TEST_CASE("streams and events order work across streams") {
+  if (!have_device()) return;
+  Device& d = device();
+  auto h = randv(4096);
+  Alloc* a = d.alloc(h.size() * 4, false);
+  Alloc* b = d.alloc(h.size() * 4, false);
+  Stream s1(d), s2(d);
+  Event e;
+  CopyOp up[] = {{{nullptr, (char*)h.data(), 0}, {a, nullptr, 0}, h.size() * 4}};
+  copy(d, up, &s1);
+  e.record(s1);
+  e.wait_on(s2);
+  CopyOp dd[] = {{{a, nullptr, 0}, {b, nullptr, 0}, h.size() * 4}};
+  // Force the GPU path: a device->device copy on a stream with a pending wait.
+  copy(d, dd, &s2);
+  s2.synchronize();
+  e.synchronize();
+  std::vector<float> back(h.size());
+  CopyOp down[] = {{{b, nullptr, 0}, {nullptr, (char*)back.data(), 0}, h.size() * 4}};
+  copy(d, down, nullptr);
+  CHECK(back == h);
+  d.free(a);
+  d.free(b);
+  no_validation_messages();
+}
+
+TEST_CASE("elementwise: unary and broadcasting binary") {
+  if (!have_device()) return;
+  G g;
+  auto x = randv(2 * 3 * 4 * 5, -3, 3, 2), y = randv(3 * 1 * 5, 0.5f, 2, 3);
+  int a = g.input(x, {2, 3, 4, 5}), b = g.input(y, {3, 1, 5});
+  int add = g.node("Add", {a, b}), mul = g.node("Mul", {a, b}), dv = g.node("Div", {a, b}), sub = g.node("Sub", {b, a});
+  int relu = g.node("Relu", {a}), erf = g.node("Erf", {a}), sig = g.node("Sigmoid", {a}), th = g.node("Tanh", {a});
+  int pw = g.node("Pow", {b, a}), mx = g.node("Max", {a, b});
+  auto r = g.run({add, mul, dv, sub, relu, erf, sig, th, pw, mx});
+  std::vector<std::vector<float>> want(10, std::vector<float>(x.size()));
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k)
+        for (int l = 0; l < 5; ++l) {
+          size_t o = size_t(((i * 3 + j) * 4 + k) * 5 + l);
+          float u = x[o], v = y[size_t(j * 5 + l)];
+          float vals[] = {u + v, u * v, u / v, v - u, std::max(u, 0.f), std::erf(u), 1 / (1 + std::exp(-u)), std::tanh(u),
+                          std::pow(v, u), std::max(u, v)};
+          for (int t = 0; t < 10; ++t) want[size_t(t)][o] = vals[t];
+        }
+  for (int t = 0; t < 10; ++t) {
+    CAPTURE(t);
+    close(r[size_t(t)], want[size_t(t)], 1e-4f, 1e-6f);
+  }
+  no_validation_messages();
+}
+
+TEST_CASE("matmul: batched, broadcast B, gemm with bias and transB") {
+  if (!have_device()) return;
+  for (auto [M, K, N] : {std::tuple{5, 7, 3}, {64, 96, 80}, {130, 33, 70}, {1, 512, 100}}) {
+    G g;
+    auto a = randv(size_t(2 * 3 * M * K), -1, 1, 4), b = randv(size_t(K * N), -1, 1, 5);
+    int ia = g.input(a, {2, 3, M, K}), ib = g.input(b, {K, N});
+    int mm = g.node("MatMul", {ia, ib});
+    auto r = g.run({mm});
+    close(r[0], ref_matmul(a, b, 6, M, K, N, true), 1e-4f, 1e-4f);
+  }
+  {
+    G g;  // batched both sides (attention-like)
+    auto a = randv(2 * 4 * 16 * 8, -1, 1, 6), b = randv(2 * 4 * 8 * 16, -1, 1, 7);
+    int ia = g.input(a, {2, 4, 16, 8}), ib = g.input(b, {2, 4, 8, 16});
+    auto r = g.run({g.node("MatMul", {ia, ib})});
+    close(r[0], ref_matmul(a, b, 8, 16, 8, 16, false), 1e-4f, 1e-5f);
+  }
+  {
+    G g;  // Gemm transB with a row bias, alpha/beta
+    int64_t M = 9, K = 20, N = 70;
+    auto a = randv(size_t(M * K), -1, 1, 8), bt = randv(size_t(N * K), -1, 1, 9), c = randv(size_t(N), -1, 1, 10);
+    int ia = g.input(a, {M, K}), ib = g.input(bt, {N, K}), ic = g.input(c, {N});
+    auto r = g.run({g.node("Gemm", {ia, ib, ic}, {{"transB", ai(1)}, {"alpha", af(0.5f)}, {"beta", af(2.f)}})});
+    std::vector<float> b(size_t(K * N));
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) b[size_t(k * N + n)] = bt[size_t(n * K + k)];
+    auto w = ref_matmul(a, b, 1, M, K, N, true);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) w[size_t(m * N + n)] = 0.5f * w[size_t(m * N + n)] + 2.f * c[size_t(n)];
+    close(r[0], w, 1e-4f, 1e-5f);
+  }
+  no_validation_messages();
+}
+
+TEST_CASE("conv: dense (implicit GEMM), grouped, depthwise") {
+  if (!have_device()) return;
+  struct Case { int64_t N, C, H, W, Co, k, s, p, grp; };
+  for (auto cs : {Case{1, 3, 17, 15, 32, 3, 2, 1, 1}, Case{2, 16, 9, 9, 32, 3, 1, 1, 1}, Case{1, 8, 10, 10, 8, 3, 1, 1, 8},
+                  Case{1, 8, 7, 7, 16, 1, 1, 0, 2}, Case{1, 32, 8, 8, 64, 3, 1, 1, 2}}) {
+    CAPTURE(cs.C);
+    CAPTURE(cs.grp);
+    G g;
+    auto x = randv(size_t(cs.N * cs.C * cs.H * cs.W), -1, 1, 11);
+    auto w = randv(size_t(cs.Co * cs.C / cs.grp * cs.k * cs.k), -1, 1, 12);
+    auto b = randv(size_t(cs.Co), -1, 1, 13);
+    int ix = g.input(x, {cs.N, cs.C, cs.H, cs.W}), iw = g.input(w, {cs.Co, cs.C / cs.grp, cs.k, cs.k}), ib = g.input(b, {cs.Co});
+    int y = g.node("Conv", {ix, iw, ib}, {{"kernel_shape", ais({cs.k, cs.k})}, {"strides", ais({cs.s, cs.s})},
+                                          {"pads", ais({cs.p, cs.p, cs.p, cs.p})}, {"group", ai(cs.grp)}});
+    auto r = g.run({y});
+    int64_t OH, OW;
+    close(r[0], ref_conv(x, w, &b, cs.N, cs.C, cs.H, cs.W, cs.Co, cs.k, cs.k, cs.s, cs.p, cs.grp, OH, OW), 1e-4f, 1e-4f);
+  }
+  no_validation_messages();
+}
+
+TEST_CASE("pooling, batchnorm, softmax, layernorm, reduce") {
+  if (!have_device()) return;
+  G g;
+  auto x = randv(2 * 3 * 6 * 6, -2, 2, 14);
+  auto sc = randv(3, 0.5f, 1.5f, 15), bi = randv(3, -1, 1, 16), mean = randv(3, -1, 1, 17), var = randv(3, 0.1f, 2, 18);
+  int ix = g.input(x, {2, 3, 6, 6});
+  int is = g.input(sc, {3}), ib = g.input(bi, {3}), im = g.input(mean, {3}), iv = g.input(var, {3});
+  int mp = g.node("MaxPool", {ix}, {{"kernel_shape", ais({3, 3})}, {"strides", ais({2, 2})}, {"pads", ais({1, 1, 1, 1})}});
+  int ap = g.node("AveragePool", {ix}, {{"kernel_shape", ais({2, 2})}, {"strides", ais({2, 2})}});
+  int gap = g.node("GlobalAveragePool", {ix});
+  int bn = g.node("BatchNormalization", {ix, is, ib, im, iv}, {{"epsilon", af(1e-3f)}});
+  int sm = g.node("Softmax", {ix}, {{"axis", ai(1)}});
+  int ln_s = g.input(randv(36, 0.5f, 1.5f, 19), {6, 6}), ln_b = g.input(randv(36, -1, 1, 20), {6, 6});
+  int ln = g.node("LayerNormalization", {ix, ln_s, ln_b}, {{"axis", ai(2)}});
+  int rm = g.node("ReduceMean", {ix}, {{"axes", ais({2, 3})}, {"keepdims", ai(0)}}, 13);
+  auto r = g.run({mp, ap, gap, bn, sm, ln, rm});
+  auto X = [&](int n, int c, int h, int w) { return x[size_t(((n * 3 + c) * 6 + h) * 6 + w)]; };
+  std::vector<float> wmp, wap, wgap, wbn(x.size()), wsm(x.size()), wln(x.size()), wrm;
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 3; ++c) {
+      for (int oh = 0; oh < 3; ++oh)
+        for (int ow = 0; ow < 3; ++ow) {
+          float m = -1e30f;
+          for (int i = 0; i < 3; ++i)
+            for (int j = 0; j < 3; ++j) {
+              int h = oh * 2 - 1 + i, w = ow * 2 - 1 + j;
+              if (h >= 0 && h < 6 && w >= 0 && w < 6) m = std::max(m, X(n, c, h, w));
+            }
+          wmp.push_back(m);
+          wap.push_back((X(n, c, oh * 2, ow * 2) + X(n, c, oh * 2 + 1, ow * 2) + X(n, c, oh * 2, ow * 2 + 1) + X(n, c, oh * 2 + 1, ow * 2 + 1)) / 4);
+        }
+      double s = 0;
+      for (int h = 0; h < 6; ++h)
+        for (int w = 0; w < 6; ++w) {
+          s += X(n, c, h, w);
+          wbn[size_t(((n * 3 + c) * 6 + h) * 6 + w)] = (X(n, c, h, w) - mean[size_t(c)]) / std::sqrt(var[size_t(c)] + 1e-3f) * sc[size_t(c)] + bi[size_t(c)];
+        }
+      wgap.push_back(float(s / 36));
+      wrm.push_back(float(s / 36));
+      double mu = s / 36, v2 = 0;
+      for (int h = 0; h < 6; ++h)
+        for (int w = 0; w < 6; ++w) v2 += (X(n, c, h, w) - mu) * (X(n, c, h, w) - mu);
+      auto& lsc = g.inputs[5];
+      (void)lsc;
+    }
+  // Softmax over channels and LayerNorm over (H, W).
+  std::vector<float> lsv(36), lbv(36);
+  CopyOp c1[] = {{{g.inputs[5].a, nullptr, 0}, {nullptr, (char*)lsv.data(), 0}, 144}, {{g.inputs[6].a, nullptr, 0}, {nullptr, (char*)lbv.data(), 0}, 144}};
+  copy(device(), c1, nullptr);
+  for (int n = 0; n < 2; ++n) {
+    for (int hw = 0; hw < 36; ++hw) {
+      double mx = -1e30, s = 0;
+      for (int c = 0; c < 3; ++c) mx = std::max<double>(mx, x[size_t((n * 3 + c) * 36 + hw)]);
+      for (int c = 0; c < 3; ++c) s += std::exp(x[size_t((n * 3 + c) * 36 + hw)] - mx);
+      for (int c = 0; c < 3; ++c) wsm[size_t((n * 3 + c) * 36 + hw)] = float(std::exp(x[size_t((n * 3 + c) * 36 + hw)] - mx) / s);
+    }
+    for (int c = 0; c < 3; ++c) {
+      const float* row = &x[size_t((n * 3 + c) * 36)];
+      double mu = 0, v = 0;
+      for (int i = 0; i < 36; ++i) mu += row[i];
+      mu /= 36;
+      for (int i = 0; i < 36; ++i) v += (row[i] - mu) * (row[i] - mu);
+      v /= 36;
+      for (int i = 0; i < 36; ++i) wln[size_t((n * 3 + c) * 36 + i)] = float((row[i] - mu) / std::sqrt(v + 1e-5) * lsv[size_t(i)] + lbv[size_t(i)]);
+    }
+  }
+  close(r[0], wmp);
+  close(r[1], wap);
+  close(r[2], wgap);
+  close(r[3], wbn);
+  close(r[4], wsm);
+  close(r[5], wln, 1e-4f, 1e-5f);
+  close(r[6], wrm);
+  no_validation_messages();
+}
+
+TEST_CASE("data movement: transpose, concat, gather, slice, views") {
+  if (!have_device()) return;
+  G g;
+  auto x = randv(2 * 3 * 4, -1, 1, 21), y = randv(2 * 2 * 4, -1, 1, 22);
+  int ix = g.input(x, {2, 3, 4}), iy = g.input(y, {2, 2, 4});
+  int tr = g.node("Transpose", {ix}, {{"perm", ais({2, 0, 1})}});
+  int cc = g.node("Concat", {ix, iy}, {{"axis", ai(1)}});
+  int idx = g.const_i64({2, 0, -1});
+  int ga = g.node("Gather", {ix, idx}, {{"axis", ai(1)}});
+  int st = g.const_i64({1}), en = g.const_i64({100}), ax = g.const_i64({2});
+  int sl = g.node("Slice", {ix, st, en, ax});
+  int shp = g.const_i64({6, -1});
+  int rs = g.node("Reshape", {ix, shp});              // view, internal
+  int rl = g.node("Relu", {rs});                      // reads through the view
+  int fl = g.node("Flatten", {ix}, {{"axis", ai(2)}});  // view as graph output: copied
+  auto r = g.run({tr, cc, ga, sl, rl, fl}, 3);
+  auto X = [&](int a, int b, int c) { return x[size_t((a * 3 + b) * 4 + c)]; };
+  std::vector<float> wtr, wcc, wga, wsl, wrl, wfl = x;
+  for (int c = 0; c < 4; ++c)
+    for (int a = 0; a < 2; ++a)
+      for (int b = 0; b < 3; ++b) wtr.push_back(X(a, b, c));
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 5; ++b)
+      for (int c = 0; c < 4; ++c) wcc.push_back(b < 3 ? X(a, b, c) : y[size_t((a * 2 + b - 3) * 4 + c)]);
+  for (int a = 0; a < 2; ++a)
+    for (int b : {2, 0, 2})
+      for (int c = 0; c < 4; ++c) wga.push_back(X(a, b, c));
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 3; ++b)
+      for (int c = 1; c < 4; ++c) wsl.push_back(X(a, b, c));
+  for (float v : x) wrl.push_back(std::max(v, 0.f));
+  close(r[0], wtr);
+  close(r[1], wcc);
+  close(r[2], wga);
+  close(r[3], wsl);
+  close(r[4], wrl);
+  close(r[5], wfl);
+  no_validation_messages();
+}
+
+TEST_CASE("fused group: one command buffer, barriers only on hazards, reuse") {
+  if (!have_device()) return;
+  G g;
+  auto x = randv(4 * 8, -1, 1, 23), w = randv(8 * 16, -1, 1, 24), b = randv(16, -1, 1, 25);
+  int ix = g.input(x, {4, 8}), iw = g.input(w, {8, 16}), ib = g.input(b, {16});
+  int mm = g.node("MatMul", {ix, iw});
+  int ad = g.node("Add", {mm, ib});
+  int r1 = g.node("Relu", {ad});
+  int e1 = g.node("Erf", {ix});   // independent of the chain: no barrier needed before it
+  int m2 = g.node("Mul", {r1, r1});
+  Program* p = nullptr;
+  auto r = g.run({m2, e1}, 3, &p);
+  auto ref = ref_matmul(x, w, 1, 4, 8, 16, true);
+  for (size_t i = 0; i < ref.size(); ++i) {
+    float v = std::max(ref[i] + b[i % 16], 0.f);
+    ref[i] = v * v;
+  }
+  close(r[0], ref, 1e-4f, 1e-5f);
+  REQUIRE(p);
+  CHECK(p->dispatch_count() == 5);
+  CHECK(p->barrier_count() == 3);
+  CHECK(p->last_run_reused() == false);  // outputs are fresh allocations every run here
+  no_validation_messages();
+}
+
+TEST_CASE("claims are exact") {
+  IrGraph g;
+  IrValue f;
+  f.dtype = NXRT_DTYPE_FLOAT32;
+  f.rank = 4;
+  f.dims = {1, 3, 8, 8};
+  int a = g.add_value(f), o = g.add_value(f);
+  IrValue h = f;
+  h.dtype = NXRT_DTYPE_FLOAT16;
+  int hv = g.add_value(h);
+  IrNode n;
+  n.op = "Relu";
+  n.opset = 17;
+  n.in = {hv};
+  n.out = {o};
+  CHECK(check_node(g, n, {})->reason == NXRT_REFUSE_DTYPE);
+  n.op = "MaxPool";
+  n.in = {a};
+  n.attrs["kernel_shape"] = ais({2, 2});
+  CHECK(!check_node(g, n, {}));
+  n.attrs["bogus"] = ai(1);
+  CHECK(check_node(g, n, {})->reason == NXRT_REFUSE_ATTRIBUTE);
+  n.attrs.erase("bogus");
+  n.attrs["auto_pad"].type = NXRT_ATTR_STRING;
+  n.attrs["auto_pad"].s = "WEIRD";
+  CHECK(check_node(g, n, {})->reason == NXRT_REFUSE_ATTRIBUTE);
+  n.op = "NonZero";
+  CHECK(check_node(g, n, {})->reason == NXRT_REFUSE_OP);
+  DeviceLimits tiny;
+  tiny.max_storage_range = 16;
+  n.op = "Relu";
+  n.attrs.clear();
+  CHECK(check_node(g, n, tiny)->reason == NXRT_REFUSE_SHAPE);
+}
+
+TEST_CASE("pipeline cache saves and loads") {
+  if (!have_device()) return;
+  std::string path = "/tmp/nxrt_vk_test_cache.bin";
+  std::remove(path.c_str());
+  {
+    Device d(0, path);
+    d.pipeline(Shader::matmul, std::vector<uint32_t>{256, 64, 64, 16, 4, 4});
+  }
+  FILE* f = std::fopen(path.c_str(), "rb");
+  REQUIRE(f);
+  std::fseek(f, 0, SEEK_END);
+  CHECK(std::ftell(f) > 36);
+  std::fclose(f);
+  {
+    Device d(0, path);  // loads it back (a corrupt or foreign file would be ignored)
+    d.pipeline(Shader::matmul, std::vector<uint32_t>{256, 64, 64, 16, 4, 4});
+  }
+  std::remove(path.c_str());
+  no_validation_messages();
+}
