@@ -3,6 +3,10 @@
 set(NXRT_TEST_ENV "NXRT_PLUGIN_PATH=${CMAKE_BINARY_DIR}/lib" "NXRT_BUILD_DIR=${CMAKE_BINARY_DIR}"
     "NXRT_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
 
+# Generated test data (ONNX node tests, bench models) and the Python that has onnx + numpy.
+set(NXRT_TESTDATA ${CMAKE_BINARY_DIR}/testdata)
+find_program(SYSTEM_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+
 # nxrt_add_doctest(NAME SOURCES... LIBS ...): a doctest executable registered with ctest.
 function(nxrt_add_doctest name)
   cmake_parse_arguments(T "" "" "SOURCES;LIBS;LABELS" ${ARGN})

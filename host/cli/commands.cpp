@@ -43,8 +43,12 @@ Env make_env(const Options& o) {
 
 std::string shape_str(const int64_t* dims, size_t rank) {
   std::string s = "[";
-  for (size_t i = 0; i < rank; ++i) s += (i ? "," : "") + (dims[i] < 0 ? std::string("?") : std::to_string(dims[i]));
-  return s + "]";
+  for (size_t i = 0; i < rank; ++i) {
+    if (i) s += ',';
+    s += dims[i] < 0 ? std::string("?") : std::to_string(dims[i]);
+  }
+  s += ']';
+  return s;
 }
 
 std::string json_escape(const std::string& s) {

@@ -15,8 +15,12 @@ namespace {
 
 std::string shape_str(const std::vector<int64_t>& d) {
   std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + (d[i] < 0 ? std::string("?") : std::to_string(d[i]));
-  return s + "]";
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i) s += ',';
+    s += d[i] < 0 ? std::string("?") : std::to_string(d[i]);
+  }
+  s += ']';
+  return s;
 }
 
 void* host_alloc(uint64_t bytes) {

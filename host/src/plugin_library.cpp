@@ -20,7 +20,10 @@ std::string DeviceInfo::describe() const {
   out += fmt::format("memory: {} MiB\nhost_addressable: {}\n", memory_bytes >> 20, host_addressable ? "yes" : "no");
   std::string types;
   for (int t = 1; t < 64; ++t)
-    if (dtypes & (1ull << t)) types += (types.empty() ? "" : ",") + std::string(dtype_name(nxrt_dtype(t)));
+    if (dtypes & (1ull << t)) {
+      if (!types.empty()) types += ',';
+      types += dtype_name(nxrt_dtype(t));
+    }
   out += fmt::format("dtypes: {}\n", types);
   for (auto& [k, v] : properties) out += fmt::format("{}: {}\n", k, v);
   return out;
@@ -29,9 +32,9 @@ std::string DeviceInfo::describe() const {
 void check_plugin(const PluginLibrary& lib, nxrt_status* status, const std::string& what) {
   if (!status) return;
   std::unique_ptr<nxrt_status> s(status);
-  nxrt_error_code code = NXRT_ERR_PLUGIN;
-  if (s->code == NXRT_INVALID_ARGUMENT) code = NXRT_ERR_INVALID_ARGUMENT;
-  else if (s->code == NXRT_UNSUPPORTED) code = NXRT_ERR_UNSUPPORTED;
+  // A plugin refusing work it already claimed is a plugin failure: NXRT_ERR_UNSUPPORTED is
+  // kept for nodes nobody claims, so callers can tell the two apart by code.
+  nxrt_error_code code = s->code == NXRT_INVALID_ARGUMENT ? NXRT_ERR_INVALID_ARGUMENT : NXRT_ERR_PLUGIN;
   std::string msg = s->message.empty() ? "(the plugin gave no message)" : s->message;
   raise(code, "{} ({}): {}: {}", what, lib.name(), status_code_name(s->code), msg);
 }

@@ -31,7 +31,7 @@ def tensor(path, arr, name="x"):
     onnx.save_tensor(numpy_helper.from_array(arr, name), path)
 
 
-GOOD_CHECKS = 4
+GOOD_CHECKS = 5
 
 
 def good_paths(nxrt, model, tmp):
@@ -44,6 +44,10 @@ def good_paths(nxrt, model, tmp):
         print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f": {detail}"))
         failures += 0 if ok else 1
 
+    env = {k: v for k, v in os.environ.items() if k != "NXRT_PLUGIN_PATH"}
+    p = subprocess.run([nxrt, "plugins"], capture_output=True, text=True, timeout=60, env=env)
+    check("plugins are found in ../lib beside nxrt without NXRT_PLUGIN_PATH",
+          p.returncode == 0 and "libnxrt_ep_sample.so" in p.stdout, p.stdout + p.stderr)
     p = subprocess.run([nxrt, "plugins"], capture_output=True, text=True, timeout=60)
     check("plugins lists sample with ABI and device", p.returncode == 0 and "sample" in p.stdout
           and "abi: 1.0" in p.stdout and "kind: cpu" in p.stdout, p.stdout + p.stderr)

@@ -28,9 +28,9 @@ typedef struct nxrt_outputs nxrt_outputs;
 typedef enum nxrt_error_code {
   NXRT_ERR_INVALID_ARGUMENT = 1, /* bad input: shape, dtype, name, option */
   NXRT_ERR_NOT_FOUND = 2,        /* file, plugin, EP or device missing */
-  NXRT_ERR_UNSUPPORTED = 3,      /* nodes no requested EP claims, unknown op */
+  NXRT_ERR_UNSUPPORTED = 3,      /* nodes no requested EP claims, or a tensor type the host lacks */
   NXRT_ERR_MODEL = 4,            /* corrupt or invalid model */
-  NXRT_ERR_PLUGIN = 5,           /* plugin failed to load, negotiate or run */
+  NXRT_ERR_PLUGIN = 5,           /* plugin failed to load, negotiate, create a claimed kernel or run */
   NXRT_ERR_BUSY = 6,             /* e.g. unregistering a plugin still in use */
   NXRT_ERR_RUNTIME = 7           /* anything else during execution */
 } nxrt_error_code;

@@ -69,26 +69,6 @@ inline constexpr nxrt_dtype kAllFixed[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_UINT8,
                                            NXRT_DTYPE_FLOAT16, NXRT_DTYPE_FLOAT64, NXRT_DTYPE_UINT32, NXRT_DTYPE_UINT64,
                                            NXRT_DTYPE_BFLOAT16};
 
-// Like sdk::require_dtypes over a span (inputs from `first_input` on).
-inline Check require_types(const Node& n, std::span<const nxrt_dtype> allowed, size_t first_input = 0,
-                           size_t input_end = SIZE_MAX) {
-  auto ok = [&](nxrt_dtype t) {
-    for (auto a : allowed) if (a == t) return true;
-    return false;
-  };
-  for (size_t i = first_input; i < n.input_count() && i < input_end; ++i) {
-    auto v = n.input(i);
-    if (v.present() && !ok(v.dtype()))
-      return sdk::refuse(NXRT_REFUSE_DTYPE, "{} input {} is {}", n.op_type(), i, sdk::dtype_name(v.dtype()));
-  }
-  for (size_t i = 0; i < n.output_count(); ++i) {
-    auto v = n.output(i);
-    if (v.present() && !ok(v.dtype()))
-      return sdk::refuse(NXRT_REFUSE_DTYPE, "{} output {} is {}", n.op_type(), i, sdk::dtype_name(v.dtype()));
-  }
-  return std::nullopt;
-}
-
 // Refuses unless the given input has dtype `t` (when present).
 inline Check input_dtype_is(const Node& n, size_t i, nxrt_dtype t, const char* what) {
   auto v = n.input(i);

@@ -20,7 +20,7 @@ int64_t conv_spatial_rank(const Node& n) {
 }
 
 Check conv_check(const Node& n) {
-  if (auto r = require_types(n, kF32)) return r;
+  if (auto r = sdk::require_dtypes(n, kF32)) return r;
   const int64_t sr = conv_spatial_rank(n);
   if (sr < 0) return sdk::refuse(NXRT_REFUSE_SHAPE, "Conv: rank of X and W unknown before run time");
   if (sr < 1 || sr > 2) return sdk::refuse(NXRT_REFUSE_SHAPE, "Conv with {} spatial dims is not implemented (1-D and 2-D only)", sr);

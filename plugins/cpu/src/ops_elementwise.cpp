@@ -21,8 +21,8 @@ constexpr nxrt_dtype kClipTypes[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_INT8,   NXRT
 
 Def binary_def(const char* op, BinaryOp kind) {
   auto check = [kind](const Node& n) -> Check {
-    if (kind == BinaryOp::Pow) return require_types(n, kF32);
-    if (auto r = require_types(n, kArith)) return r;
+    if (kind == BinaryOp::Pow) return sdk::require_dtypes(n, kF32);
+    if (auto r = sdk::require_dtypes(n, kArith)) return r;
     return same_dtype(n);
   };
   auto create = [kind, op = std::string(op)](const Node&, CpuSession& s) {
@@ -60,7 +60,7 @@ Def unary_def(const char* op, UnaryOp kind, int since) {
       unary(kind, x.data<float>(), y.data<float>(), x.numel(), pool);
     });
   };
-  return Def{op, "", since, INT_MAX, [](const Node& n) { return require_types(n, kF32); }, create};
+  return Def{op, "", since, INT_MAX, [](const Node& n) { return sdk::require_dtypes(n, kF32); }, create};
 }
 
 template <typename T>
@@ -140,13 +140,13 @@ void register_elementwise_ops(Registry& r) {
   r.add(binary_def("Mul", BinaryOp::Mul));
   r.add(binary_def("Div", BinaryOp::Div));
   r.add(binary_def("Pow", BinaryOp::Pow));
-  r.add(Def{"Relu", "", 6, 13, [](const Node& n) { return require_types(n, kF32); }, relu_create});
-  r.add(Def{"Relu", "", 14, INT_MAX, [](const Node& n) { return require_types(n, kReluTypes); }, relu_create});
-  r.add(Def{"Clip", "", 6, 10, [](const Node& n) { return require_types(n, kF32); }, clip6_create});
-  r.add(Def{"Clip", "", 11, 11, [](const Node& n) { return require_types(n, kF32); }, clip11_create});
+  r.add(Def{"Relu", "", 6, 13, [](const Node& n) { return sdk::require_dtypes(n, kF32); }, relu_create});
+  r.add(Def{"Relu", "", 14, INT_MAX, [](const Node& n) { return sdk::require_dtypes(n, kReluTypes); }, relu_create});
+  r.add(Def{"Clip", "", 6, 10, [](const Node& n) { return sdk::require_dtypes(n, kF32); }, clip6_create});
+  r.add(Def{"Clip", "", 11, 11, [](const Node& n) { return sdk::require_dtypes(n, kF32); }, clip11_create});
   r.add(Def{"Clip", "", 12, INT_MAX,
             [](const Node& n) {
-              if (auto c = require_types(n, kClipTypes)) return c;
+              if (auto c = sdk::require_dtypes(n, kClipTypes)) return c;
               return same_dtype(n);
             },
             clip11_create});

@@ -28,7 +28,7 @@ struct GemmState {
 };
 
 Check gemm_check(const Node& n) {
-  return first_refusal([&] { return require_types(n, kF32); },
+  return first_refusal([&] { return sdk::require_dtypes(n, kF32); },
                        [&] { return rank_is(n, 0, 2, "A"); },
                        [&] { return rank_is(n, 1, 2, "B"); },
                        [&] {
@@ -231,7 +231,7 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s) {
 void register_gemm_ops(Registry& r) {
   r.add(Def{"Gemm", "", 7, INT_MAX, gemm_check, gemm_create});
   r.add(Def{"MatMul", "", 1, INT_MAX,
-            [](const Node& n) { return require_types(n, kF32); }, matmul_create});
+            [](const Node& n) { return sdk::require_dtypes(n, kF32); }, matmul_create});
 }
 
 }  // namespace nxrt::cpu

@@ -16,7 +16,7 @@ constexpr nxrt_dtype kPoolTypes[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_INT8, NXRT_D
 // ---------------------------------------------------------------- MaxPool
 
 Check maxpool_check(const Node& n) {
-  if (auto r = require_types(n, kPoolTypes)) return r;
+  if (auto r = sdk::require_dtypes(n, kPoolTypes)) return r;
   if (auto r = no_outputs_from(n, 1, "Indices")) return r;
   auto ks = n.attr_ints("kernel_shape");
   if (ks.empty()) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "MaxPool: kernel_shape is required");
@@ -122,7 +122,7 @@ std::unique_ptr<Kernel> gap_create(const Node&, CpuSession& session) {
 // ---------------------------------------------------- BatchNormalization
 
 Check bn_check(const Node& n) {
-  return first_refusal([&] { return require_types(n, kF32); },
+  return first_refusal([&] { return sdk::require_dtypes(n, kF32); },
                        [&] { return no_outputs_from(n, 1, "running statistics (training mode)"); },
                        [&] { return attr_int_is(n, "training_mode", 0); },
                        [&] { return attr_int_is(n, "spatial", 1); });
@@ -174,7 +174,7 @@ std::unique_ptr<Kernel> bn_create(const Node& n, CpuSession& session) {
 // ---------------------------------------------------- LayerNormalization
 
 Check ln_check(const Node& n) {
-  return first_refusal([&] { return require_types(n, kF32); },
+  return first_refusal([&] { return sdk::require_dtypes(n, kF32); },
                        [&] { return attr_int_is(n, "stash_type", 1); });
 }
 
@@ -274,12 +274,12 @@ std::unique_ptr<Kernel> softmax_create(const Node& n, CpuSession& session, bool 
 
 void register_nn_ops(Registry& r) {
   r.add(Def{"MaxPool", "", 1, INT_MAX, maxpool_check, maxpool_create});
-  r.add(Def{"GlobalAveragePool", "", 1, INT_MAX, [](const Node& n) { return require_types(n, kF32); }, gap_create});
+  r.add(Def{"GlobalAveragePool", "", 1, INT_MAX, [](const Node& n) { return sdk::require_dtypes(n, kF32); }, gap_create});
   r.add(Def{"BatchNormalization", "", 7, INT_MAX, bn_check, bn_create});
   r.add(Def{"LayerNormalization", "", 17, INT_MAX, ln_check, ln_create});
-  r.add(Def{"Softmax", "", 1, 12, [](const Node& n) { return require_types(n, kF32); },
+  r.add(Def{"Softmax", "", 1, 12, [](const Node& n) { return sdk::require_dtypes(n, kF32); },
             [](const Node& n, CpuSession& s) { return softmax_create(n, s, false); }});
-  r.add(Def{"Softmax", "", 13, INT_MAX, [](const Node& n) { return require_types(n, kF32); },
+  r.add(Def{"Softmax", "", 13, INT_MAX, [](const Node& n) { return sdk::require_dtypes(n, kF32); },
             [](const Node& n, CpuSession& s) { return softmax_create(n, s, true); }});
 }
 

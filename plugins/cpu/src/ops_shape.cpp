@@ -16,7 +16,7 @@ void copy_bytes(const TensorView& x, TensorView& y) {
 }
 
 Check data_types(const Node& n, size_t data_inputs = SIZE_MAX) {
-  if (auto r = require_types(n, kAllFixed, 0, data_inputs)) return r;
+  if (auto r = sdk::require_dtypes(n, kAllFixed, 0, data_inputs)) return r;
   return same_dtype(n, data_inputs);
 }
 

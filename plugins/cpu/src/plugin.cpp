@@ -77,9 +77,6 @@ class CpuPlugin final : public sdk::Plugin {
   const char* no_device_reason() override { return "the CPU is always available"; }
   void device_info(uint32_t, nxrt_device_info& info) override { sdk::copy_device_info(info_, info); }
   std::unique_ptr<sdk::Session> create_session(uint32_t, const sdk::Options& options) override {
-    for (auto& [key, value] : options)
-      if (key.rfind("cpu.", 0) == 0)
-        sdk::fail(NXRT_INVALID_ARGUMENT, "unknown cpu option '{}' (the cpu plugin knows: threads)", key);
     return std::make_unique<CpuSession>(parse_threads(options));
   }
 

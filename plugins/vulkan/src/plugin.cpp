@@ -24,10 +24,9 @@ struct VkEventW : sdk::Event {
 };
 void VkStreamW::wait(sdk::Event& e) { static_cast<VkEventW&>(e).e.wait_on(*s); }
 
-vk::Stream* native(nxrt_stream* st) {
-  if (!st) return nullptr;
-  auto* box = reinterpret_cast<detail::StreamBox*>(st);
-  return static_cast<VkStreamW*>(box->s.get())->s.get();
+vk::Stream* native(const Context& ctx) {
+  auto* w = stream_of<VkStreamW>(ctx);
+  return w ? w->s.get() : nullptr;
 }
 
 // ------------------------------------------------------- graph -> IR
@@ -112,9 +111,13 @@ class VkKernel : public Kernel {
       in[i].dims = t->dims();
       in[i].loc = resolve(*t, "input", i);
     }
-    vk::Stream* s = native(ctx.stream());
+    vk::Stream* s = native(ctx);
     bool own = !s;
-    if (own) s = &dev_.default_stream();
+    std::unique_lock<std::mutex> shared;
+    if (own) {
+      shared = dev_.default_stream_lock();
+      s = &dev_.default_stream();
+    }
     prog_.run(in, [&](size_t i, nxrt_dtype dt, const Shape& dims) {
       auto t = ctx.output(i, dt, std::span<const int64_t>(dims.data(), dims.size()));
       return resolve(t, "output", i);
@@ -149,9 +152,6 @@ class VkKernel : public Kernel {
 class VkSession : public Session {
  public:
   VkSession(uint32_t index, const Options& o) {
-    for (auto& [k, v] : o)
-      if (k.rfind("vulkan.", 0) == 0 && k != "vulkan.device" && k != "vulkan.pipeline_cache")
-        fail(NXRT_INVALID_ARGUMENT, "unknown Vulkan option '{}' (known: vulkan.device, vulkan.pipeline_cache)", k);
     int64_t dev = option_int(o, "vulkan.device", index);
     auto& inst = Instance::get();
     if (dev < 0 || size_t(dev) >= inst.devices().size())
@@ -258,6 +258,7 @@ class VkPlugin : public Plugin {
       for (auto& [k, v] : p) arr.push_back({k.c_str(), v.c_str()});
     }
   }
+  ~VkPlugin() override { Instance::release(); }
   const char* name() const override { return "vulkan"; }
   const char* version() const override { return "0.1.0"; }
   uint64_t features() const override { return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS; }
@@ -289,6 +290,7 @@ class VkPlugin : public Plugin {
     full.properties = arrays_[index].data();
     copy_device_info(full, out);
   }
+  std::vector<std::string> option_keys() const override { return {"vulkan.device", "vulkan.pipeline_cache"}; }
   std::unique_ptr<Session> create_session(uint32_t device, const Options& o) override {
     return std::make_unique<VkSession>(device, o);
   }

@@ -1,3 +1,4 @@
+#include <mutex>
 #include "vk_core.hpp"
 
 #include <fmt/format.h>
@@ -43,9 +44,25 @@ static bool env_on(const char* name) {
   return v && *v && std::strcmp(v, "0") != 0;
 }
 
-Instance& Instance::get() {
-  static Instance inst;
+static std::unique_ptr<Instance>& instance_slot() {
+  static std::unique_ptr<Instance> inst;
   return inst;
+}
+static std::mutex& instance_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+Instance& Instance::get() {
+  std::lock_guard lock(instance_mutex());
+  auto& slot = instance_slot();
+  if (!slot) slot.reset(new Instance());
+  return *slot;
+}
+
+void Instance::release() {
+  std::lock_guard lock(instance_mutex());
+  instance_slot().reset();
 }
 
 Instance::Instance() {
@@ -201,9 +218,11 @@ Instance::Instance() {
 }
 
 Instance::~Instance() {
-  // Devices are owned by sessions, released before unload; the instance is
-  // left to process exit: destroying it from a static destructor races with
-  // the loader's own teardown.
+  // Runs from the plugin's shutdown (never from a static destructor, which could race
+  // with the loader's own teardown): every session, hence every VkDevice, is gone.
+  if (messenger_ != VK_NULL_HANDLE && vkDestroyDebugUtilsMessengerEXT)
+    vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
+  if (instance_ != VK_NULL_HANDLE) vkDestroyInstance(instance_, nullptr);
 }
 
 // ------------------------------------------------------------- memory
@@ -743,6 +762,8 @@ void copy(Device& d, std::span<const CopyOp> ops, Stream* stream) {
     gpu.push_back(g);
   }
   if (gpu.empty()) return;
+  std::unique_lock<std::mutex> shared;
+  if (!stream) shared = d.default_stream_lock();
   Stream& s = stream ? *stream : d.default_stream();
   VkCommandBuffer cmd = s.begin_transient();
   for (auto& g : gpu) {

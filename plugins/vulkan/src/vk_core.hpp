@@ -39,8 +39,10 @@ struct PhysicalDeviceInfo {
 
 class Instance {
  public:
-  // The process-wide instance, created on first use. Never throws.
+  // The instance, created on first use and destroyed by release() at plugin shutdown,
+  // so load/unload cycles do not accumulate instances. Never throws.
   static Instance& get();
+  static void release();
   bool ok() const { return instance_ != VK_NULL_HANDLE; }
   const std::string& reason() const { return reason_; }  // why there is no device
   const std::vector<PhysicalDeviceInfo>& devices() const { return devices_; }
@@ -110,7 +112,10 @@ class Device {
   void submit(const VkSubmitInfo& info);
   // Runs `record` in a one-off command buffer and waits for it.
   void run_now(const std::function<void(VkCommandBuffer)>& record);
+  // The stream used when the caller gives none (copies, or a host without streams).
+  // Callers hold default_stream_lock() for as long as they use it: it is shared by threads.
   Stream& default_stream();
+  std::unique_lock<std::mutex> default_stream_lock() { return std::unique_lock<std::mutex>(default_stream_mu_); }
 
  private:
   friend class Stream;
@@ -134,6 +139,7 @@ class Device {
   std::map<uint32_t, VkDescriptorSetLayout> set_layouts_;
   std::map<int, VkShaderModule> modules_;
   std::unique_ptr<Stream> default_stream_;
+  std::mutex default_stream_mu_;
 };
 
 // ------------------------------------------------------------- streams

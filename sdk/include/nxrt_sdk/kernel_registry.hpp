@@ -11,6 +11,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,13 +34,15 @@ Refusal refuse(nxrt_refusal reason, fmt::format_string<Args...> f, Args&&... arg
   return Refusal{reason, fmt::format(f, std::forward<Args>(args)...)};
 }
 
-// Returns a refusal when the node's inputs or outputs use a dtype outside `allowed`.
-inline std::optional<Refusal> require_dtypes(const Node& n, std::initializer_list<nxrt_dtype> allowed) {
+// Returns a refusal when an input in [first_input, input_end) or any output uses a dtype
+// outside `allowed` (inputs outside the range, e.g. an int64 shape, are checked elsewhere).
+inline std::optional<Refusal> require_dtypes(const Node& n, std::span<const nxrt_dtype> allowed, size_t first_input = 0,
+                                             size_t input_end = SIZE_MAX) {
   auto ok = [&](nxrt_dtype t) {
     for (auto a : allowed) if (a == t) return true;
     return false;
   };
-  for (size_t i = 0; i < n.input_count(); ++i) {
+  for (size_t i = first_input; i < n.input_count() && i < input_end; ++i) {
     auto v = n.input(i);
     if (v.present() && !ok(v.dtype()))
       return refuse(NXRT_REFUSE_DTYPE, "{} input {} is {}", n.op_type(), i, dtype_name(v.dtype()));
@@ -49,6 +53,9 @@ inline std::optional<Refusal> require_dtypes(const Node& n, std::initializer_lis
       return refuse(NXRT_REFUSE_DTYPE, "{} output {} is {}", n.op_type(), i, dtype_name(v.dtype()));
   }
   return std::nullopt;
+}
+inline std::optional<Refusal> require_dtypes(const Node& n, std::initializer_list<nxrt_dtype> allowed) {
+  return require_dtypes(n, std::span<const nxrt_dtype>(allowed.begin(), allowed.size()));
 }
 
 template <typename Session>

@@ -11,7 +11,9 @@
 #include "graph.hpp"
 #include "kernel_registry.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <vector>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -92,6 +94,9 @@ class Plugin {
   virtual uint32_t device_count() = 0;
   virtual const char* no_device_reason() { return "no device"; }
   virtual void device_info(uint32_t index, nxrt_device_info& info) = 0;
+  // Option keys this plugin reads under its own prefix ("<name>.key"). The SDK rejects any
+  // other "<name>." key with INVALID_ARGUMENT naming it, as the ABI requires.
+  virtual std::vector<std::string> option_keys() const { return {}; }
   virtual std::unique_ptr<Session> create_session(uint32_t device, const Options& options) = 0;
 };
 
@@ -130,7 +135,10 @@ namespace detail {
 
 template <typename P>
 struct Entry {
-  static inline std::unique_ptr<Plugin> plugin;
+  // Owned by hand: destroyed by shutdown() only. A host that unloads without calling
+  // shutdown leaks it rather than running device teardown inside dlclose's static
+  // destructors (where drivers such as the Vulkan loader may crash).
+  static inline Plugin* plugin = nullptr;
   static inline nxrt_plugin_api api{};
   static inline std::mutex mu;
 
@@ -157,9 +165,17 @@ struct Entry {
       if (n && !opts) fail(NXRT_INVALID_ARGUMENT, "session_create: options is NULL");
       if (device >= plugin->device_count()) fail(NXRT_NOT_FOUND, "no device {} (plugin has {})", device, plugin->device_count());
       Options o;
+      const std::string prefix = std::string(plugin->name()) + ".";
+      const auto known = plugin->option_keys();
       for (size_t i = 0; i < n; ++i) {
         if (!opts[i].key || !opts[i].value) fail(NXRT_INVALID_ARGUMENT, "option {} has a NULL key or value", i);
-        o[opts[i].key] = opts[i].value;
+        std::string key = opts[i].key;
+        if (key.rfind(prefix, 0) == 0 && std::find(known.begin(), known.end(), key) == known.end()) {
+          std::string list;
+          for (auto& k : known) list += (list.empty() ? "" : ", ") + k;
+          fail(NXRT_INVALID_ARGUMENT, "unknown {} option '{}' (known: {})", plugin->name(), key, list.empty() ? "none" : list);
+        }
+        o[key] = opts[i].value;
       }
       auto box = std::make_unique<SessionBox>();
       box->s = plugin->create_session(device, o);
@@ -252,7 +268,8 @@ struct Entry {
 
   static void shutdown() {
     std::lock_guard lock(mu);
-    plugin.reset();
+    delete plugin;
+    plugin = nullptr;
   }
 
   static void set_message(nxrt_negotiate_reply* reply, const std::string& m) {
@@ -282,7 +299,7 @@ struct Entry {
     std::lock_guard lock(mu);
     try {
       host_services_slot() = rq->host;
-      if (!plugin) plugin = std::make_unique<P>();
+      if (!plugin) plugin = new P();
     } catch (const std::exception& e) {
       set_message(rp, fmt::format("plugin initialisation failed: {}", e.what()));
       return NXRT_INTERNAL;

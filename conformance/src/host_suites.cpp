@@ -1,0 +1,369 @@
+// The ops and models suites: whole ONNX models through libnxrt (nxrt.h),
+// with the plugin under test as the only EP and fallback off.
+#include <nxrt/nxrt.h>
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "checks.hpp"
+#include "tensor_proto.hpp"
+
+namespace fs = std::filesystem;
+
+namespace conf {
+
+bool host_suites_available() { return true; }
+
+namespace {
+
+std::string take_error(nxrt_error* e, nxrt_error_code* code = nullptr) {
+  if (!e) return "";
+  std::string m = nxrt_error_message(e);
+  if (code) *code = nxrt_error_code_of(e);
+  nxrt_error_release(e);
+  return m.empty() ? "(no message)" : m;
+}
+
+const char* error_code_name(nxrt_error_code c) {
+  switch (c) {
+    case NXRT_ERR_INVALID_ARGUMENT: return "NXRT_ERR_INVALID_ARGUMENT";
+    case NXRT_ERR_NOT_FOUND: return "NXRT_ERR_NOT_FOUND";
+    case NXRT_ERR_UNSUPPORTED: return "NXRT_ERR_UNSUPPORTED";
+    case NXRT_ERR_MODEL: return "NXRT_ERR_MODEL";
+    case NXRT_ERR_PLUGIN: return "NXRT_ERR_PLUGIN";
+    case NXRT_ERR_BUSY: return "NXRT_ERR_BUSY";
+    case NXRT_ERR_RUNTIME: return "NXRT_ERR_RUNTIME";
+    default: return "NXRT_ERR_?";
+  }
+}
+
+struct ModelInfo {
+  std::vector<std::string> inputs, outputs;  // graph inputs (no initializers), outputs
+  std::vector<HostTensor> input_shapes;      // dtype + dims for generated inputs (-1 -> 1)
+  std::string op, dtype;
+  std::string non_tensor;  // why the model cannot go through the C API
+  size_t nodes = 0;
+};
+
+std::string read_model(const std::string& path, ModelInfo& info) {
+  std::ifstream f(path, std::ios::binary);
+  onnx::ModelProto m;
+  if (!f || !m.ParseFromIstream(&f)) return "cannot parse " + path;
+  const auto& g = m.graph();
+  std::set<std::string> inits;
+  for (auto& t : g.initializer()) inits.insert(t.name());
+  auto type_ok = [&](const onnx::ValueInfoProto& v) {
+    if (!v.type().has_tensor_type()) {
+      info.non_tensor = "'" + v.name() + "' is a sequence/optional/map; the nxrt C API passes tensors only";
+      return false;
+    }
+    if (v.type().tensor_type().elem_type() == onnx::TensorProto::STRING) {
+      info.non_tensor = "'" + v.name() + "' is a string tensor; the nxrt C API passes numeric tensors only";
+      return false;
+    }
+    return true;
+  };
+  for (auto& v : g.input()) {
+    if (inits.count(v.name())) continue;
+    info.inputs.push_back(v.name());
+    if (!type_ok(v)) continue;
+    HostTensor t;
+    t.dtype = nxrt_dtype(v.type().tensor_type().elem_type());
+    for (auto& d : v.type().tensor_type().shape().dim()) t.dims.push_back(d.has_dim_value() ? d.dim_value() : 1);
+    info.input_shapes.push_back(t);
+    if (info.dtype.empty()) info.dtype = dtype_name(t.dtype);
+  }
+  for (auto& v : g.output()) {
+    info.outputs.push_back(v.name());
+    if (type_ok(v) && info.dtype.empty()) info.dtype = dtype_name(nxrt_dtype(v.type().tensor_type().elem_type()));
+  }
+  info.nodes = size_t(g.node_size());
+  if (g.node_size() >= 1) {
+    auto& n = g.node(0);
+    info.op = (n.domain().empty() || n.domain() == "ai.onnx" ? "" : n.domain() + "::") + n.op_type();
+  }
+  return "";
+}
+
+// One plugin loaded into a fresh libnxrt environment, one model session.
+class HostRun {
+ public:
+  ~HostRun() {
+    if (s_) nxrt_session_release(s_);
+    if (m_) nxrt_model_release(m_);
+    if (env_) nxrt_env_release(env_);
+  }
+  // kind: "ok", "plugin" (registration failed), "model" (host cannot load it),
+  // "unsupported" (the plugin does not claim every node), "fail".
+  std::string open(const std::string& plugin, const std::string& model, uint32_t device, std::string* kind) {
+    std::string e = take_error(nxrt_env_create_empty(&env_));
+    if (!e.empty()) return *kind = "fail", "nxrt_env_create_empty: " + e;
+    const char* name = nullptr;
+    nxrt_error_code code{};
+    e = take_error(nxrt_env_register_plugin(env_, plugin.c_str(), &name), &code);
+    if (!e.empty()) return *kind = "plugin", "libnxrt refused the plugin (" + std::string(error_code_name(code)) + "): " + e;
+    name_ = name ? name : "";
+    e = take_error(nxrt_model_load(model.c_str(), &m_), &code);
+    if (!e.empty()) return *kind = "model", "libnxrt cannot load the model (" + std::string(error_code_name(code)) + "): " + e;
+    nxrt_session_options o{};
+    o.eps = name_.c_str();
+    o.fallback = 0;
+    o.threads = 0;
+    o.device = device;
+    {
+      Phase ph("nxrt_session_create");
+      e = take_error(nxrt_session_create(env_, m_, &o, &s_), &code);
+    }
+    if (!e.empty()) {
+      if (code == NXRT_ERR_UNSUPPORTED && e.find("not supported by the requested EPs") != std::string::npos)
+        return *kind = "unsupported", e;
+      return *kind = "fail", std::string("session_create on the plugin alone failed (") + error_code_name(code) + "): " + e;
+    }
+    *kind = "ok";
+    return "";
+  }
+
+  std::string run(const std::vector<std::string>& names, const std::vector<HostTensor>& in, std::vector<HostTensor>& out) {
+    std::vector<nxrt_host_tensor> ts(in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      ts[i].name = names[i].c_str();
+      ts[i].dtype = in[i].dtype;
+      ts[i].rank = uint32_t(in[i].dims.size());
+      ts[i].dims = in[i].dims.data();
+      ts[i].data = in[i].bytes.data();
+    }
+    nxrt_outputs* o = nullptr;
+    nxrt_error_code code{};
+    std::string e;
+    {
+      Phase ph("nxrt_session_run");
+      e = take_error(nxrt_session_run(s_, ts.data(), ts.size(), &o), &code);
+    }
+    if (!e.empty()) return std::string("nxrt_session_run failed (") + error_code_name(code) + "): " + e;
+    out.clear();
+    for (size_t i = 0; i < nxrt_outputs_count(o); ++i) {
+      nxrt_host_tensor t = nxrt_outputs_get(o, i);
+      HostTensor h;
+      h.dtype = nxrt_dtype(t.dtype);
+      h.dims.assign(t.dims, t.dims + t.rank);
+      size_t bytes = size_t(numel(h.dims)) * dtype_size(h.dtype);
+      const uint8_t* p = static_cast<const uint8_t*>(t.data);
+      h.bytes.assign(p, p + (p ? bytes : 0));
+      out.push_back(std::move(h));
+    }
+    nxrt_outputs_release(o);
+    return "";
+  }
+
+  // Every node placed on the plugin under test.
+  std::string placement() const {
+    for (size_t i = 0; i < nxrt_session_node_count(s_); ++i) {
+      nxrt_node_assignment a = nxrt_session_node(s_, i);
+      if (a.ep && *a.ep && name_ != a.ep)
+        return std::string("node '") + (a.node_name ? a.node_name : "?") + "' ran on '" + a.ep + "', not on the plugin";
+    }
+    return "";
+  }
+
+ private:
+  nxrt_env* env_ = nullptr;
+  nxrt_model* m_ = nullptr;
+  nxrt_session* s_ = nullptr;
+  std::string name_;
+};
+
+Record status_record(const std::string& kind, const std::string& msg) {
+  if (kind == "unsupported") return make_record("unsupported", msg);
+  if (kind == "model") return skip("not run: " + msg);
+  return fail(msg);
+}
+
+// An ONNX backend test case: model.onnx + test_data_set_*/{input,output}_K.pb.
+Record run_backend_case(const Config& c, const std::string& dir, double rtol, double atol) {
+  ModelInfo info;
+  std::string e = read_model(dir + "/model.onnx", info);
+  if (!e.empty()) return skip("not run: " + e);
+  if (!info.non_tensor.empty()) return skip("not run: " + info.non_tensor);
+  HostRun run;
+  std::string kind;
+  e = run.open(c.plugin, dir + "/model.onnx", c.device, &kind);
+  if (!e.empty()) return status_record(kind, e);
+  e = run.placement();
+  if (!e.empty()) return fail(e);
+  std::vector<std::string> sets;
+  for (auto& d : fs::directory_iterator(dir))
+    if (d.is_directory() && d.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(d.path().string());
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) return skip("not run: no test_data_set_* folder");
+  for (auto& set : sets) {
+    std::vector<HostTensor> ins, exp;
+    std::vector<std::string> names;
+    for (size_t k = 0;; ++k) {
+      std::string p = set + "/input_" + std::to_string(k) + ".pb";
+      if (!fs::exists(p)) break;
+      HostTensor t;
+      e = read_tensor_pb(p, t);
+      if (!e.empty()) return skip("not run: " + e);
+      if (k >= info.inputs.size()) return skip("not run: more input files than graph inputs");
+      names.push_back(info.inputs[k]);
+      ins.push_back(std::move(t));
+    }
+    for (size_t k = 0;; ++k) {
+      std::string p = set + "/output_" + std::to_string(k) + ".pb";
+      if (!fs::exists(p)) break;
+      HostTensor t;
+      e = read_tensor_pb(p, t);
+      if (!e.empty()) return skip("not run: " + e);
+      exp.push_back(std::move(t));
+    }
+    std::vector<HostTensor> got;
+    e = run.run(names, ins, got);
+    std::string where = fs::path(set).filename().string();
+    if (!e.empty()) return fail(where + ": " + e);
+    if (got.size() != exp.size())
+      return fail(where + ": " + std::to_string(got.size()) + " outputs, expected " + std::to_string(exp.size()));
+    for (size_t k = 0; k < exp.size(); ++k) {
+      e = compare(got[k], exp[k], rtol, atol);
+      if (!e.empty()) return fail(where + " output " + std::to_string(k) + " '" + info.outputs[k] + "': " + e);
+    }
+  }
+  return pass(std::to_string(sets.size()) + " data set(s)");
+}
+
+std::vector<std::string> case_dirs(const std::string& root) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto& d : fs::directory_iterator(root, ec))
+    if (d.is_directory() && fs::exists(d.path() / "model.onnx")) out.push_back(d.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+HostTensor random_input(const HostTensor& shape, uint32_t seed) {
+  HostTensor t = shape;
+  size_t n = size_t(numel(t.dims));
+  t.bytes.assign(n * dtype_size(t.dtype), 0);
+  uint32_t x = seed * 2246822519u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    double u = double(x >> 8) / double(1 << 24);  // [0, 1)
+    switch (t.dtype) {
+      case NXRT_DTYPE_FLOAT32: { float v = float(u * 2 - 1); std::memcpy(&t.bytes[i * 4], &v, 4); break; }
+      case NXRT_DTYPE_FLOAT64: { double v = u * 2 - 1; std::memcpy(&t.bytes[i * 8], &v, 8); break; }
+      case NXRT_DTYPE_INT64: { int64_t v = int64_t(u * 10); std::memcpy(&t.bytes[i * 8], &v, 8); break; }
+      case NXRT_DTYPE_INT32: { int32_t v = int32_t(u * 10); std::memcpy(&t.bytes[i * 4], &v, 4); break; }
+      default: t.bytes[i * dtype_size(t.dtype)] = uint8_t(u * 2); break;
+    }
+  }
+  return t;
+}
+
+bool all_finite(const HostTensor& t) {
+  if (t.dtype != NXRT_DTYPE_FLOAT32) return true;
+  for (size_t i = 0; i < t.bytes.size() / 4; ++i) {
+    float v;
+    std::memcpy(&v, &t.bytes[i * 4], 4);
+    if (!std::isfinite(v)) return false;
+  }
+  return true;
+}
+
+// A bench model: the plugin against the reference plugin on the same inputs.
+Record run_bench(const Config& c, const std::string& model) {
+  ModelInfo info;
+  std::string e = read_model(model, info);
+  if (!e.empty()) return skip("not run: " + e);
+  if (!info.non_tensor.empty()) return skip("not run: " + info.non_tensor);
+  std::vector<HostTensor> ins;
+  for (size_t i = 0; i < info.input_shapes.size(); ++i) ins.push_back(random_input(info.input_shapes[i], uint32_t(i + 1)));
+  HostRun run;
+  std::string kind;
+  e = run.open(c.plugin, model, c.device, &kind);
+  if (!e.empty()) return status_record(kind, e);
+  e = run.placement();
+  if (!e.empty()) return fail(e);
+  std::vector<HostTensor> got, again;
+  e = run.run(info.inputs, ins, got);
+  if (!e.empty()) return fail(e);
+  e = run.run(info.inputs, ins, again);
+  if (!e.empty()) return fail("second run: " + e);
+  for (size_t k = 0; k < got.size(); ++k) {
+    if (!all_finite(got[k])) return fail("output '" + info.outputs[k] + "' has NaN or Inf for finite inputs");
+    std::string d = compare(again[k], got[k], 1e-5, 1e-6);
+    if (!d.empty()) return fail("two runs on the same inputs disagree on '" + info.outputs[k] + "': " + d);
+  }
+  bool self = c.reference.empty() || fs::equivalent(c.reference, c.plugin);
+  if (self)
+    return pass("ran twice, outputs finite and reproducible; no independent reference (" +
+                std::string(c.reference.empty() ? "no reference plugin found" : "the plugin is the reference") + ")");
+  HostRun ref;
+  e = ref.open(c.reference, model, 0, &kind);
+  if (!e.empty()) return skip("not run: the reference plugin cannot run it: " + e);
+  std::vector<HostTensor> want;
+  e = ref.run(info.inputs, ins, want);
+  if (!e.empty()) return skip("not run: the reference plugin failed: " + e);
+  for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
+    e = compare(got[k], want[k], 1e-3, 1e-4);
+    if (!e.empty()) return fail("output '" + info.outputs[k] + "' vs the reference plugin (rtol 1e-3, atol 1e-4): " + e);
+  }
+  return pass("matches " + fs::path(c.reference).filename().string() + " (rtol 1e-3, atol 1e-4)");
+}
+
+}  // namespace
+
+std::vector<Item> ops_items(const Config& cfg, std::string* error) {
+  std::string root = cfg.tests_dir + "/node";
+  auto dirs = case_dirs(root);
+  if (dirs.empty()) {
+    *error = "no ONNX node tests in " + root;
+    return {};
+  }
+  // Operator per case: the single node's op; "X_expanded" takes the op of "X".
+  std::map<std::string, std::string> op_of;
+  std::map<std::string, std::string> dtype_of;
+  for (auto& d : dirs) {
+    ModelInfo info;
+    read_model(d + "/model.onnx", info);
+    std::string name = fs::path(d).filename().string();
+    op_of[name] = info.nodes == 1 ? info.op : "";
+    dtype_of[name] = info.dtype;
+  }
+  std::vector<Item> items;
+  for (auto& d : dirs) {
+    std::string name = fs::path(d).filename().string();
+    std::string op = op_of[name];
+    auto pos = name.find("_expanded");
+    if (op.empty() && pos != std::string::npos && !op_of[name.substr(0, pos)].empty())
+      op = op_of[name.substr(0, pos)] + " (expanded)";
+    if (op.empty()) op = "(multi-node)";
+    Config c = cfg;
+    items.push_back(Item{name, [c, d] { return std::vector<Record>{run_backend_case(c, d, 1e-3, 1e-7)}; }, op, dtype_of[name]});
+  }
+  return items;
+}
+
+std::vector<Item> models_items(const Config& cfg, std::string* error) {
+  std::vector<Item> items;
+  for (auto& d : case_dirs(cfg.tests_dir + "/simple")) {
+    std::string name = "simple/" + fs::path(d).filename().string();
+    Config c = cfg;
+    items.push_back(Item{name, [c, d] { return std::vector<Record>{run_backend_case(c, d, 1e-3, 1e-7)}; }, "", ""});
+  }
+  std::vector<std::string> bench;
+  std::error_code ec;
+  for (auto& f : fs::directory_iterator(cfg.bench_dir, ec))
+    if (f.path().extension() == ".onnx") bench.push_back(f.path().string());
+  std::sort(bench.begin(), bench.end());
+  for (auto& m : bench) {
+    Config c = cfg;
+    items.push_back(Item{"bench/" + fs::path(m).stem().string(), [c, m] { return std::vector<Record>{run_bench(c, m)}; }, "", ""});
+  }
+  if (items.empty()) *error = "no models in " + cfg.tests_dir + "/simple or " + cfg.bench_dir;
+  return items;
+}
+
+}  // namespace conf

@@ -1,0 +1,320 @@
+// nxrt-conformance: certifies an EP plugin binary.
+//
+//   nxrt-conformance --plugin PATH|NAME [--device N] [--suite abi,ops,models,stress]
+//                    [--tests DIR] [--models DIR] [--reference PATH|NAME]
+//                    [--report-json F] [--report-md F] [--report-html F]
+//                    [--jobs N] [--timeout S] [--stress-seconds S] [--ops-filter REGEX]
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "checks.hpp"
+#include "report.hpp"
+
+namespace fs = std::filesystem;
+using namespace conf;
+
+namespace {
+
+void usage(FILE* f) {
+  std::fprintf(f,
+               "usage: nxrt-conformance --plugin PATH|NAME [options]\n"
+               "  --plugin PATH|NAME    plugin library, or EP name resolved to libnxrt_ep_NAME.so\n"
+               "                        (NXRT_PLUGIN_PATH, then <bin>/../lib)\n"
+               "  --device N            device index (default 0)\n"
+               "  --suite LIST          comma-separated: abi,ops,models,stress (default: all)\n"
+               "  --tests DIR           ONNX backend node tests (DIR/node/*, DIR/simple/*); default: generated\n"
+               "                        with tools/gen_onnx_node_tests.py into the cache folder\n"
+               "  --models DIR          bench models (*.onnx); default: generated with tools/gen_bench_models.py\n"
+               "  --reference PATH|NAME reference plugin for models without expected outputs (default: cpu)\n"
+               "  --report-json F, --report-md F, --report-html F\n"
+               "  --jobs N              parallel child processes (default: CPUs)\n"
+               "  --timeout S           seconds per check before it is killed (default 120)\n"
+               "  --stress-seconds S    duration of the long stress checks (default 10)\n"
+               "  --ops-filter REGEX    only node tests whose name matches\n"
+               "Exit status 0 only when every check that applies passes.\n");
+}
+
+std::string exe_dir() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : p.parent_path().string();
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, sep))
+    if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+// PATH, or NAME resolved to libnxrt_ep_NAME.so in the plugin search path.
+std::string resolve_plugin(const std::string& arg, const std::string& near = "") {
+  if (arg.find('/') != std::string::npos || (arg.size() > 3 && arg.substr(arg.size() - 3) == ".so")) {
+    std::error_code ec;
+    auto abs = fs::absolute(arg, ec);
+    return ec ? arg : abs.string();
+  }
+  std::string file = "libnxrt_ep_" + arg + ".so";
+  std::vector<std::string> dirs;
+  if (!near.empty()) dirs.push_back(near);
+  if (const char* p = std::getenv("NXRT_PLUGIN_PATH"))
+    for (auto& d : split(p, ':')) dirs.push_back(d);
+  dirs.push_back(exe_dir() + "/../lib");
+  dirs.push_back(exe_dir());
+  for (auto& d : dirs)
+    if (fs::exists(fs::path(d) / file)) return fs::weakly_canonical(fs::path(d) / file).string();
+  return "";
+}
+
+std::string source_dir() {
+  if (const char* s = std::getenv("NXRT_SOURCE_DIR")) return s;
+#ifdef NXRT_CONF_SOURCE_DIR
+  return NXRT_CONF_SOURCE_DIR;
+#else
+  return "";
+#endif
+}
+
+std::string cache_dir() {
+  if (const char* c = std::getenv("NXRT_CONFORMANCE_CACHE")) return c;
+  if (const char* x = std::getenv("XDG_CACHE_HOME")) return std::string(x) + "/nxrt";
+  if (const char* h = std::getenv("HOME")) return std::string(h) + "/.cache/nxrt";
+  return "/tmp/nxrt-cache";
+}
+
+// Runs a generator script into `dir` when it holds no data yet. "" or an error.
+std::string generate(const std::string& script, const std::string& dir, const std::string& probe) {
+  if (fs::exists(fs::path(dir) / probe)) return "";
+  std::error_code ec0;
+  if (fs::is_directory(dir, ec0) && !fs::is_empty(dir, ec0)) return "";  // the user's own data
+  std::string src = source_dir();
+  std::string tool = src + "/tools/" + script;
+  if (src.empty() || !fs::exists(tool)) return "no data in " + dir + " and tools/" + script + " not found (set NXRT_SOURCE_DIR)";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  std::fprintf(stderr, "generating %s with %s (once)...\n", dir.c_str(), script.c_str());
+  std::string cmd = "/usr/bin/python3 '" + tool + "' '" + dir + "' >&2";
+  int rc = std::system(cmd.c_str());
+  if (rc != 0 || !fs::exists(fs::path(dir) / probe)) return tool + " failed (exit " + std::to_string(rc) + ")";
+  return "";
+}
+
+std::vector<std::pair<std::string, std::string>> probe_plugin(const Config& cfg) {
+  Item it{"probe", [cfg] {
+            std::vector<Record> out;
+            auto kv = [&](const std::string& k, const std::string& v) {
+              Record r = make_record("info", v);
+              r.check = k;
+              out.push_back(r);
+            };
+            std::string err, stage;
+            auto p = Plugin::open(cfg.plugin, &err, &stage);
+            if (!p) {
+              kv("load error", err);
+              return out;
+            }
+            std::string e = p->negotiate();
+            if (!e.empty()) {
+              kv("load error", e);
+              return out;
+            }
+            auto& a = p->api();
+            kv("name", a.name ? a.name : "");
+            kv("version", a.version ? a.version : "");
+            kv("abi", std::to_string(p->reply().abi_major) + "." + std::to_string(p->reply().abi_minor));
+            std::string f;
+            if (p->features() & NXRT_FEATURE_FUSED_GROUPS) f += "fused_groups ";
+            if (p->features() & NXRT_FEATURE_STREAMS) f += "streams ";
+            if (p->features() & NXRT_FEATURE_CONCURRENT_RUN) f += "concurrent_run ";
+            kv("features", f.empty() ? "none" : f.substr(0, f.size() - 1));
+            uint32_t n = 0;
+            if (a.device_count && take(a.device_count(&n)).ok) {
+              kv("devices", std::to_string(n));
+              if (n == 0 && a.no_device_reason) kv("no_device_reason", a.no_device_reason() ? a.no_device_reason() : "");
+              for (uint32_t d = 0; d < n && a.device_info; ++d) {
+                nxrt_device_info i{};
+                i.struct_size = sizeof i;
+                if (take(a.device_info(d, &i)).ok)
+                  kv("device " + std::to_string(d), std::string(i.name ? i.name : "?") + " (" + (i.vendor ? i.vendor : "") +
+                                                        ", " + std::to_string(i.memory_bytes >> 20) + " MiB" +
+                                                        (i.host_addressable ? ", host-addressable" : "") + ")");
+              }
+            }
+            p->shutdown();
+            return out;
+          },
+          "", ""};
+  PoolOptions o;
+  o.timeout_s = 60;
+  std::vector<std::pair<std::string, std::string>> info;
+  for (auto& r : run_isolated("probe", {it}, o)) {
+    if (r.status == "info") info.emplace_back(r.check, r.message);
+    else info.emplace_back("load error", r.message);
+  }
+  return info;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string plugin_arg, suites_arg = "abi,ops,models,stress", json, mdf, htmlf, tests, models, reference = "cpu", filter;
+  Config cfg;
+  int jobs = int(std::max(1u, std::thread::hardware_concurrency()));
+  double timeout = 120;
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "nxrt-conformance: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--plugin") plugin_arg = next();
+    else if (a == "--device") cfg.device = uint32_t(std::stoul(next()));
+    else if (a == "--suite" || a == "--suites") suites_arg = next();
+    else if (a == "--tests") tests = next();
+    else if (a == "--models") models = next();
+    else if (a == "--reference") reference = next();
+    else if (a == "--report-json") json = next();
+    else if (a == "--report-md") mdf = next();
+    else if (a == "--report-html") htmlf = next();
+    else if (a == "--jobs" || a == "-j") jobs = std::max(1, std::stoi(next()));
+    else if (a == "--timeout") timeout = std::stod(next());
+    else if (a == "--stress-seconds") cfg.stress_seconds = std::stod(next());
+    else if (a == "--ops-filter") filter = next();
+    else if (a == "--help" || a == "-h") {
+      usage(stdout);
+      return 0;
+    } else {
+      std::fprintf(stderr, "nxrt-conformance: unknown argument '%s'\n", a.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (plugin_arg.empty()) {
+    usage(stderr);
+    return 2;
+  }
+  cfg.plugin = resolve_plugin(plugin_arg);
+  if (cfg.plugin.empty()) {
+    std::fprintf(stderr, "nxrt-conformance: no plugin '%s' (looked for libnxrt_ep_%s.so in NXRT_PLUGIN_PATH and %s/../lib)\n",
+                 plugin_arg.c_str(), plugin_arg.c_str(), exe_dir().c_str());
+    return 2;
+  }
+  std::set<std::string> known = {"abi", "ops", "models", "stress"};
+  std::vector<std::string> suites = split(suites_arg, ',');
+  for (auto& s : suites)
+    if (!known.count(s)) {
+      std::fprintf(stderr, "nxrt-conformance: unknown suite '%s' (abi, ops, models, stress)\n", s.c_str());
+      return 2;
+    }
+  cfg.source_dir = source_dir();
+  cfg.cache_dir = cache_dir();
+  cfg.reference = resolve_plugin(reference, fs::path(cfg.plugin).parent_path().string());
+  signal(SIGPIPE, SIG_IGN);
+
+  auto t0 = std::chrono::steady_clock::now();
+  Report rep;
+  rep.command = command;
+  rep.plugin_path = cfg.plugin;
+  rep.suites = suites;
+  rep.plugin = probe_plugin(cfg);
+  std::fprintf(stderr, "nxrt-conformance: %s\n", cfg.plugin.c_str());
+  for (auto& [k, v] : rep.plugin) std::fprintf(stderr, "  %s: %s\n", k.c_str(), v.c_str());
+  bool tty = isatty(2);
+
+  for (auto& suite : suites) {
+    std::vector<Item> items;
+    std::string setup_error;
+    PoolOptions o;
+    o.jobs = jobs;
+    o.timeout_s = timeout;
+    if (suite == "abi") {
+      items = abi_items(cfg);
+    } else if (suite == "stress") {
+      items = stress_items(cfg);
+      o.jobs = 1;  // the checks load the machine themselves
+      o.timeout_s = std::max(timeout, cfg.stress_seconds * 3 + 30);
+    } else if (!host_suites_available()) {
+      setup_error = "not run: this build of nxrt-conformance has no libnxrt (host library)";
+    } else if (suite == "ops") {
+      Config c = cfg;
+      c.tests_dir = tests.empty() ? cfg.cache_dir + "/onnx-node-tests" : tests;
+      setup_error = generate("gen_onnx_node_tests.py", c.tests_dir, "node");
+      if (setup_error.empty()) {
+        items = ops_items(c, &setup_error);
+        if (!filter.empty()) {
+          std::regex re(filter);
+          std::vector<Item> keep;
+          for (auto& it : items)
+            if (std::regex_search(it.name, re)) keep.push_back(it);
+          items = keep;
+        }
+      }
+      o.chunk = 24;
+    } else if (suite == "models") {
+      Config c = cfg;
+      c.tests_dir = tests.empty() ? cfg.cache_dir + "/onnx-node-tests" : tests;
+      c.bench_dir = models.empty() ? cfg.cache_dir + "/bench" : models;
+      setup_error = generate("gen_onnx_node_tests.py", c.tests_dir, "node");
+      if (setup_error.empty()) setup_error = generate("gen_bench_models.py", c.bench_dir, "mlp.onnx");
+      if (setup_error.empty()) items = models_items(c, &setup_error);
+      o.jobs = std::min(jobs, 2);
+      o.timeout_s = std::max(timeout, 300.0);
+    }
+    if (!setup_error.empty()) {
+      Record r = skip(setup_error);
+      r.suite = suite;
+      r.check = "setup";
+      if (setup_error.rfind("not run", 0) != 0) r.status = "fail";
+      rep.records.push_back(r);
+      std::fprintf(stderr, "[%s] %s\n", suite.c_str(), setup_error.c_str());
+      continue;
+    }
+    size_t last_pct = 0;
+    o.progress = [&](size_t done, size_t total, const std::string& cur) {
+      if (tty) {
+        std::fprintf(stderr, "\r\033[K[%s %zu/%zu] %s", suite.c_str(), done, total, cur.c_str());
+        if (done == total) std::fprintf(stderr, "\n");
+      } else {
+        size_t pct = total ? done * 10 / total : 10;
+        if (pct != last_pct || done == total) std::fprintf(stderr, "[%s %zu/%zu] %s\n", suite.c_str(), done, total, cur.c_str());
+        last_pct = pct;
+      }
+    };
+    auto recs = run_isolated(suite, items, o);
+    for (auto& r : recs) {
+      if (r.status == "fail") std::fprintf(stderr, "%sFAIL %s/%s: %s\n", tty ? "\r\033[K" : "", suite.c_str(), r.check.c_str(), r.message.c_str());
+      rep.records.push_back(r);
+    }
+  }
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  bool ok = true;
+  if (!json.empty() && !write_json(rep, json)) ok = false, std::fprintf(stderr, "cannot write %s\n", json.c_str());
+  if (!mdf.empty() && !write_markdown(rep, mdf)) ok = false, std::fprintf(stderr, "cannot write %s\n", mdf.c_str());
+  if (!htmlf.empty() && !write_html(rep, htmlf)) ok = false, std::fprintf(stderr, "cannot write %s\n", htmlf.c_str());
+  std::string text = summary_text(rep);
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+  for (auto& r : rep.records)
+    if (r.status == "fail") return 1;
+  return ok ? 0 : 1;
+}

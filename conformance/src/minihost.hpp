@@ -1,0 +1,222 @@
+// A minimal nxrt host, independent of libnxrt, used by the abi and stress
+// suites: it loads a plugin with dlopen, negotiates with hand-built requests,
+// serves the host-services table (real, inspectable status objects, graph
+// views of small hand-built graphs, claim sinks, kernel contexts) and records
+// every contract violation it sees so checks can fail on them.
+#pragma once
+#include <nxrt_ep.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+// The opaque ABI types, defined by this host.
+struct nxrt_status {
+  uint32_t magic;
+  nxrt_status_code code;
+  int retryable;
+  std::string message;
+};
+
+struct nxrt_value {
+  std::string name;
+  nxrt_dtype dtype = NXRT_DTYPE_FLOAT32;
+  int64_t rank = 0;
+  std::vector<int64_t> dims;
+  bool constant = false;
+  std::vector<uint8_t> data;
+};
+
+struct nxrt_attribute {
+  std::string name;
+  nxrt_attribute_type type = NXRT_ATTR_UNDEFINED;
+  int64_t i = 0;
+  float f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+};
+
+struct nxrt_node {
+  size_t index = 0;
+  std::string name, op_type, domain;
+  std::vector<const nxrt_value*> inputs, outputs;
+  std::vector<nxrt_attribute> attrs;
+};
+
+struct nxrt_graph {
+  std::vector<const nxrt_node*> nodes;
+  std::vector<const nxrt_value*> inputs, outputs;
+  std::map<std::string, int64_t> opsets;
+};
+
+struct nxrt_claim_sink {
+  const nxrt_graph* graph = nullptr;
+  uint64_t features = 0;
+  bool active = true;
+  std::mutex mu;
+  std::vector<std::vector<size_t>> claims;
+  std::map<size_t, std::pair<int, std::string>> refusals;
+  std::vector<std::string> violations;
+};
+
+namespace conf {
+
+class Plugin;
+
+// Process-wide record of what the plugin did with host services.
+struct HostLog {
+  std::atomic<long> statuses_created{0};
+  std::atomic<long> statuses_released{0};
+  std::mutex mu;
+  std::vector<std::string> violations;  // misuse of host services
+  void violation(const std::string& v);
+  std::vector<std::string> take();
+};
+HostLog& host_log();
+
+// Host-side status helpers.
+bool is_live_status(const nxrt_status* s);
+// Validates a status the plugin returned; consumes (frees) it. Returns a
+// description "CODE: message" and sets *problem when the status is malformed.
+std::string consume_status(nxrt_status* s, nxrt_status_code* code, std::string* problem);
+const char* status_code_name(int code);
+
+// The host services table. `full` is the ABI 1.0 table.
+const nxrt_host_services* host_table_full();
+// A table claiming minor 7 with a larger struct_size (fields appended).
+const nxrt_host_services* host_table_newer();
+// A truncated table: struct_size stops before ctx_cancelled; the fields past
+// it point at traps that record a violation when called.
+const nxrt_host_services* host_table_truncated();
+
+// A small owned graph.
+class GraphBuilder {
+ public:
+  const nxrt_value* value(const std::string& name, nxrt_dtype t, std::vector<int64_t> dims);
+  const nxrt_node* node(const std::string& op, const std::string& domain, std::vector<const nxrt_value*> in,
+                        std::vector<const nxrt_value*> out, std::vector<nxrt_attribute> attrs = {});
+  nxrt_graph& graph() { return g_; }
+  const nxrt_graph& graph() const { return g_; }
+  // The view of one claim: nodes by index, external inputs and outputs.
+  std::unique_ptr<nxrt_graph> subgraph(const std::vector<size_t>& node_indices) const;
+
+ private:
+  std::deque<nxrt_value> values_;
+  std::deque<nxrt_node> nodes_;
+  nxrt_graph g_;
+};
+
+// A host buffer given to or taken from a kernel.
+struct HostTensor {
+  nxrt_dtype dtype = NXRT_DTYPE_FLOAT32;
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> bytes;
+};
+
+struct NegotiateResult {
+  int32_t rc = -1;
+  nxrt_negotiate_reply reply{};
+  bool canary_ok = true;  // nothing written past reply.struct_size
+};
+
+// A loaded plugin library.
+class Plugin {
+ public:
+  ~Plugin();
+  // dlopen + dlsym. Returns null and sets *err on failure; *stage is "dlopen" or "symbol".
+  static std::unique_ptr<Plugin> open(const std::string& path, std::string* err, std::string* stage);
+  // Calls the entry point with a request; reply_size is the reply struct_size.
+  NegotiateResult negotiate_raw(uint32_t major, uint32_t minor, const nxrt_host_services* host,
+                                uint32_t request_size = sizeof(nxrt_negotiate_request),
+                                uint32_t reply_size = sizeof(nxrt_negotiate_reply));
+  // Standard negotiation (1.0, full table). Fills api(); returns "" or why it failed.
+  std::string negotiate();
+  void shutdown();
+  const nxrt_plugin_api& api() const { return api_; }
+  uint32_t api_struct_size() const { return api_size_; }
+  uint64_t features() const { return features_; }
+  const nxrt_negotiate_reply& reply() const { return reply_; }
+  bool negotiated() const { return negotiated_; }
+  nxrt_ep_negotiate_fn entry() const { return fn_; }
+
+ private:
+  void* dl_ = nullptr;
+  nxrt_ep_negotiate_fn fn_ = nullptr;
+  nxrt_plugin_api api_{};
+  uint32_t api_size_ = 0;
+  uint64_t features_ = 0;
+  nxrt_negotiate_reply reply_{};
+  bool negotiated_ = false;
+};
+
+// Wraps a plugin status: ok or code + message.
+struct Result {
+  bool ok = true;
+  nxrt_status_code code = NXRT_OK;
+  std::string message;
+  std::string problem;  // malformed status (not ours, empty message)
+  std::string str() const;
+};
+Result take(nxrt_status* s);
+
+// One device session with helpers for memory, transfers and kernels.
+class Session {
+ public:
+  Session(Plugin& p, uint32_t device) : p_(p), device_(device) {}
+  ~Session();
+  Result create(const std::vector<nxrt_option>& options = {});
+  nxrt_ep_session* raw() const { return s_; }
+  Plugin& plugin() { return p_; }
+  bool host_addressable() const { return host_addressable_; }
+  void set_host_addressable(bool v) { host_addressable_ = v; }
+
+  // Uploads host bytes into a fresh DEVICE allocation.
+  Result upload(const void* data, size_t bytes, void** handle, nxrt_stream* stream = nullptr);
+  Result download(void* handle, uint64_t offset, void* dst, size_t bytes, nxrt_stream* stream = nullptr);
+  void free(void* handle, nxrt_memory_kind kind = NXRT_MEMORY_DEVICE);
+
+  // Capability on a graph; fills the sink.
+  Result capability(const nxrt_graph& g, nxrt_claim_sink& sink);
+
+ private:
+  Plugin& p_;
+  uint32_t device_;
+  nxrt_ep_session* s_ = nullptr;
+  bool host_addressable_ = false;
+};
+
+// Kernel compute options (fault injection).
+struct ComputeOptions {
+  int fail_output = -1;  // ctx_output(i) returns OUT_OF_MEMORY
+  int fail_input = -1;   // ctx_input(i) returns INTERNAL
+  bool cancelled = false;
+  nxrt_stream* stream = nullptr;
+};
+
+struct ComputeResult {
+  Result status;
+  std::vector<HostTensor> outputs;
+  std::vector<std::string> violations;  // context misuse
+  std::string problem;                  // host-side failure (upload/download)
+};
+
+// Runs one kernel on host inputs. `n_outputs` is the subgraph's output count.
+ComputeResult compute(Session& s, nxrt_kernel* k, const std::vector<HostTensor>& inputs, size_t n_outputs,
+                      const ComputeOptions& o = {});
+
+size_t dtype_size(nxrt_dtype t);
+const char* dtype_name(nxrt_dtype t);
+int64_t numel(const std::vector<int64_t>& dims);
+
+// Memory figures of this process.
+size_t rss_bytes();
+size_t malloc_bytes();
+
+}  // namespace conf

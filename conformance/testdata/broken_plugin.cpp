@@ -1,0 +1,214 @@
+// Test plugins for nxrt-conformance. Built without a BROKEN_* switch this is
+// a small, well-behaved plugin ("conftest_good": float32 Add and Relu on the
+// host, synchronous streams); each BROKEN_* switch breaks exactly one rule so
+// the conformance runner can be shown to catch it and name it.
+#include <nxrt_sdk/sdk.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#ifndef CONFTEST_NAME
+#define CONFTEST_NAME "conftest_good"
+#endif
+
+namespace {
+using namespace nxrt::sdk;
+
+class SyncStream : public Stream {
+ public:
+  void synchronize() override {}
+  void wait(Event&) override {}
+};
+class SyncEvent : public Event {
+ public:
+  void record(Stream&) override {}
+  void synchronize() override {}
+};
+
+class RefSession;
+
+class AddKernel : public Kernel {
+ public:
+  void compute(Context& ctx) override {
+#ifdef BROKEN_SEGFAULT_KERNEL
+    volatile int* p = nullptr;
+    *p = 42;  // a kernel that crashes
+#endif
+#ifdef BROKEN_HANGS
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // never returns
+#endif
+#ifdef BROKEN_LEAKS
+    {
+      void* leak = std::malloc(1 << 20);  // 1 MiB lost per run
+      if (leak) std::memset(leak, 1, 1 << 20);
+    }
+#endif
+    auto a = ctx.input(0);
+    auto b = ctx.input(1);
+    if (a.dims() != b.dims()) fail(NXRT_INVALID_ARGUMENT, "Add: input shapes differ");
+    auto y = ctx.output(0, NXRT_DTYPE_FLOAT32, std::span<const int64_t>(a.dims()));
+    const float* x0 = a.data<float>();
+    const float* x1 = b.data<float>();
+    float* out = y.data<float>();
+    for (int64_t i = 0; i < a.numel(); ++i) {
+#ifdef BROKEN_WRONG_RESULTS
+      out[i] = x0[i] - x1[i];  // claims Add, computes Sub
+#else
+      out[i] = x0[i] + x1[i];
+#endif
+    }
+  }
+};
+
+class ReluKernel : public Kernel {
+ public:
+  void compute(Context& ctx) override {
+    auto a = ctx.input(0);
+    auto y = ctx.output(0, NXRT_DTYPE_FLOAT32, std::span<const int64_t>(a.dims()));
+    const float* x = a.data<float>();
+    float* out = y.data<float>();
+    for (int64_t i = 0; i < a.numel(); ++i) out[i] = x[i] > 0 ? x[i] : 0.f;
+  }
+};
+
+const KernelRegistry<RefSession>& registry() {
+  static KernelRegistry<RefSession> r = [] {
+    KernelRegistry<RefSession> k;
+    k.add({"Add", "", 7, INT_MAX,
+           [](const Node& n) -> std::optional<Refusal> {
+             if (auto r = require_dtypes(n, {NXRT_DTYPE_FLOAT32})) return r;
+             auto a = n.input(0), b = n.input(1);
+             if (!a.static_shape() || !b.static_shape() || a.rank() != b.rank() ||
+                 !std::equal(a.dims().begin(), a.dims().end(), b.dims().begin()))
+               return refuse(NXRT_REFUSE_SHAPE, "Add: only equal static shapes (no broadcasting)");
+             return std::nullopt;
+           },
+           [](const Node&, RefSession&) -> std::unique_ptr<Kernel> { return std::make_unique<AddKernel>(); }});
+    k.add({"Relu", "", 6, INT_MAX,
+           [](const Node& n) -> std::optional<Refusal> { return require_dtypes(n, {NXRT_DTYPE_FLOAT32}); },
+           [](const Node&, RefSession&) -> std::unique_ptr<Kernel> { return std::make_unique<ReluKernel>(); }});
+    return k;
+  }();
+  return r;
+}
+
+class RefSession : public HostMemorySession {
+ public:
+  void get_capability(const Graph& g, nxrt_claim_sink* sink) override { registry().claim(g, sink); }
+  std::unique_ptr<Kernel> create_kernel(const Graph& sub) override { return registry().create(sub, *this); }
+  std::unique_ptr<Stream> create_stream() override { return std::make_unique<SyncStream>(); }
+  std::unique_ptr<Event> create_event() override { return std::make_unique<SyncEvent>(); }
+};
+
+class RefPlugin : public Plugin {
+ public:
+  const char* name() const override { return CONFTEST_NAME; }
+  const char* version() const override { return "0.1.0"; }
+  uint64_t features() const override { return NXRT_FEATURE_STREAMS | NXRT_FEATURE_CONCURRENT_RUN; }
+  uint32_t device_count() override { return 1; }
+  void device_info(uint32_t, nxrt_device_info& info) override {
+    nxrt_device_info full{};
+    full.struct_size = sizeof full;
+    full.kind = NXRT_DEVICE_CPU;
+    full.name = "conformance test device";
+    full.vendor = "nxrt";
+    full.memory_bytes = 1ull << 32;
+    for (int b : {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16}) full.dtypes |= 1ull << b;
+    full.host_addressable = 1;
+    copy_device_info(full, info);
+  }
+  std::unique_ptr<Session> create_session(uint32_t, const Options& o) override {
+#ifdef BROKEN_ABORTS
+    std::abort();  // dies inside session_create
+#endif
+    for (auto& [k, v] : o)
+      if (k.rfind(std::string(CONFTEST_NAME) + ".", 0) == 0) fail(NXRT_INVALID_ARGUMENT, "unknown option '{}'", k);
+    option_int(o, "threads", 0);
+    return std::make_unique<RefSession>();
+  }
+};
+
+using Entry = detail::Entry<RefPlugin>;
+nxrt_plugin_api g_api;  // the table handed out, patched by the BROKEN_* switches
+
+#ifdef BROKEN_THROWS
+nxrt_status* throwing_capability(nxrt_ep_session*, const nxrt_graph*, nxrt_claim_sink*) {
+  throw std::runtime_error("get_capability threw a C++ exception");  // crosses the C ABI
+}
+#endif
+
+#ifdef BROKEN_PHANTOM_CLAIM
+nxrt_status* phantom_capability(nxrt_ep_session* s, const nxrt_graph* g, nxrt_claim_sink* sink) {
+  size_t ghost = host().graph_node_count(g) + 5;  // a node that does not exist
+  nxrt_status* st = host().claim_nodes(sink, &ghost, 1, 0.0);
+  if (st) host().status_release(st);
+  return Entry::get_capability(s, g, sink);
+}
+#endif
+
+#ifdef BROKEN_EMPTY_MESSAGE
+nxrt_status* blank(nxrt_status* st) {
+  if (!st) return st;
+  nxrt_status_code code = host().status_code(st);
+  host().status_release(st);
+  return host().status_create(code, 0, "");
+}
+nxrt_status* blank_device_info(uint32_t i, nxrt_device_info* info) { return blank(Entry::device_info(i, info)); }
+nxrt_status* blank_session_create(uint32_t d, const nxrt_option* o, size_t n, nxrt_ep_session** out) {
+  return blank(Entry::session_create(d, o, n, out));
+}
+nxrt_status* blank_alloc(nxrt_ep_session* s, nxrt_memory_kind k, uint64_t b, uint64_t a, void** h) {
+  return blank(Entry::memory_alloc(s, k, b, a, h));
+}
+nxrt_status* blank_kernel_create(nxrt_ep_session* s, const nxrt_graph* g, nxrt_kernel** out) {
+  return blank(Entry::kernel_create(s, g, out));
+}
+#endif
+
+}  // namespace
+
+#ifndef BROKEN_NO_ENTRY
+extern "C" NXRT_EP_EXPORT int32_t nxrt_ep_negotiate(const nxrt_negotiate_request* rq, nxrt_negotiate_reply* rp) {
+#ifdef BROKEN_WRONG_MAJOR
+  // Speaks "2.x": answers any offer with major 2.
+  nxrt_negotiate_request copy{};
+  if (rq && rq->struct_size >= sizeof copy) {
+    copy = *rq;
+    copy.abi_major = NXRT_EP_ABI_MAJOR;
+    rq = &copy;
+  }
+#endif
+  int32_t rc = Entry::negotiate(rq, rp);
+  if (rc != NXRT_OK) return rc;
+  g_api = *rp->api;
+#ifdef BROKEN_WRONG_MAJOR
+  rp->abi_major = 2;
+#endif
+#ifdef BROKEN_SHORT_STRUCT_SIZE
+  g_api.struct_size = uint32_t(offsetof(nxrt_plugin_api, session_create));  // claims an older, shorter table
+#endif
+#ifdef BROKEN_THROWS
+  g_api.get_capability = throwing_capability;
+#endif
+#ifdef BROKEN_PHANTOM_CLAIM
+  g_api.get_capability = phantom_capability;
+#endif
+#ifdef BROKEN_EMPTY_MESSAGE
+  g_api.device_info = blank_device_info;
+  g_api.session_create = blank_session_create;
+  g_api.memory_alloc = blank_alloc;
+  g_api.kernel_create = blank_kernel_create;
+#endif
+  rp->api = &g_api;
+#ifdef BROKEN_NULL_TABLE
+  rp->api = nullptr;
+#endif
+  return rc;
+}
+#else
+// No entry symbol: something else is exported instead.
+extern "C" NXRT_EP_EXPORT int32_t nxrt_ep_negotiate_v2(const nxrt_negotiate_request*, nxrt_negotiate_reply*) { return 0; }
+#endif
