@@ -1,6 +1,7 @@
 // The ops and models suites: whole ONNX models through libnxrt (nxrt.h),
 // with the plugin under test as the only EP and fallback off.
 #include <nxrt/nxrt.h>
+#include <fmt/format.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -272,6 +273,18 @@ bool all_finite(const HostTensor& t) {
   return true;
 }
 
+// Largest |value| of a float32 tensor (0 for other types).
+double max_abs(const HostTensor& t) {
+  if (t.dtype != NXRT_DTYPE_FLOAT32) return 0;
+  double m = 0;
+  for (size_t i = 0; i < t.bytes.size() / 4; ++i) {
+    float v;
+    std::memcpy(&v, &t.bytes[i * 4], 4);
+    if (std::isfinite(v)) m = std::max(m, double(std::fabs(v)));
+  }
+  return m;
+}
+
 // A bench model: the plugin against the reference plugin on the same inputs.
 Record run_bench(const Config& c, const std::string& model) {
   ModelInfo info;
@@ -306,11 +319,17 @@ Record run_bench(const Config& c, const std::string& model) {
   std::vector<HostTensor> want;
   e = ref.run(info.inputs, ins, want);
   if (!e.empty()) return skip("not run: the reference plugin failed: " + e);
+  // Two float32 engines summing in different orders differ in proportion to the size of
+  // the values a deep model carries (dwconv: ~5e-4 at outputs up to 15, for ONNX Runtime
+  // and nxrt alike against float64), so the absolute tolerance scales with the output.
+  std::string rule;
   for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
-    e = compare(got[k], want[k], 1e-3, 1e-4);
-    if (!e.empty()) return fail("output '" + info.outputs[k] + "' vs the reference plugin (rtol 1e-3, atol 1e-4): " + e);
+    double atol = 1e-4 * std::max(1.0, max_abs(want[k]));
+    rule = fmt::format("rtol 1e-3, atol 1e-4 x max(1, max|ref|) = {:.3g}", atol);
+    e = compare(got[k], want[k], 1e-3, atol);
+    if (!e.empty()) return fail("output '" + info.outputs[k] + "' vs the reference plugin (" + rule + "): " + e);
   }
-  return pass("matches " + fs::path(c.reference).filename().string() + " (rtol 1e-3, atol 1e-4)");
+  return pass("matches " + fs::path(c.reference).filename().string() + " (" + rule + ")");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // every contract violation it sees so checks can fail on them.
 #pragma once
 #include <nxrt_ep.h>
+#include <nxrt_sdk/dtype.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -211,8 +212,8 @@ struct ComputeResult {
 ComputeResult compute(Session& s, nxrt_kernel* k, const std::vector<HostTensor>& inputs, size_t n_outputs,
                       const ComputeOptions& o = {});
 
-size_t dtype_size(nxrt_dtype t);
-const char* dtype_name(nxrt_dtype t);
+using nxrt::sdk::dtype_name;  // element-type helpers shared with plugins
+using nxrt::sdk::dtype_size;
 int64_t numel(const std::vector<int64_t>& dims);
 
 // Memory figures of this process.

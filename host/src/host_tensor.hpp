@@ -1,6 +1,7 @@
 // Dense host tensors and their ONNX TensorProto encoding (.pb files, initializers).
 #pragma once
 #include <nxrt_ep.h>
+#include <nxrt_sdk/dtype.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -37,8 +38,8 @@ struct HostTensor {
 };
 
 int64_t element_count(const std::vector<int64_t>& dims);
-size_t dtype_size(nxrt_dtype t);       // 0 for unsupported types
-const char* dtype_name(nxrt_dtype t);
+using sdk::dtype_name;  // element-type helpers shared with plugins (header-only, ABI types only)
+using sdk::dtype_size;  // 0 for types without a fixed size
 
 // Decodes a TensorProto; `base_dir` resolves external data, which must stay inside it.
 HostTensor decode_tensor(const onnx::TensorProto& t, const std::filesystem::path& base_dir = {});
