@@ -132,7 +132,7 @@ class RefPlugin : public Plugin {
 };
 
 using Entry = detail::Entry<RefPlugin>;
-nxrt_plugin_api g_api;  // the table handed out, patched by the BROKEN_* switches
+[[maybe_unused]] nxrt_plugin_api g_api;  // the table handed out, patched by the BROKEN_* switches
 
 #ifdef BROKEN_THROWS
 nxrt_status* throwing_capability(nxrt_ep_session*, const nxrt_graph*, nxrt_claim_sink*) {

@@ -78,10 +78,12 @@ std::unique_ptr<nxrt_model_ir> build_ir(onnx::ModelProto& m, const fs::path& bas
     by_name[name] = raw;
     return raw;
   };
-  const auto& g = m.graph();
-  for (const auto& init : g.initializer()) {
+  auto& g = *m.mutable_graph();
+  for (auto& init : *g.mutable_initializer()) {
     nxrt_value* v = value(init.name());
     auto t = std::make_shared<HostTensor>(decode_tensor(init, base_dir));
+    init.clear_raw_data();  // decoded: do not hold the weights twice while loading
+    init.clear_float_data();
     v->dtype = t->dtype;
     v->rank = int64_t(t->dims.size());
     v->dims = t->dims;
@@ -171,6 +173,7 @@ std::unique_ptr<nxrt_model_ir> load_model_file(const std::string& path) {
   onnx::ModelProto m;
   if (bytes.empty() || !m.ParseFromString(bytes))
     raise(NXRT_ERR_MODEL, "'{}' is not a valid ONNX model (corrupt or truncated protobuf, {} bytes)", path, bytes.size());
+  std::string().swap(bytes);  // parsed: free the file's copy before decoding weights
   if (!m.has_graph()) raise(NXRT_ERR_MODEL, "'{}' is not a valid ONNX model: it has no graph", path);
   return load(m, fs::path(path).parent_path(), path);
 }

@@ -310,3 +310,43 @@ TEST_CASE("partitioner: a claim made non-convex by a hidden node is split") {
   auto y = run(*s, {-2, 1, 3}, {3});
   CHECK(y == std::vector<float>{16, 1, 81});
 }
+
+TEST_CASE("optimizer: BatchNormalization after a constant-weight Conv is folded into it") {
+  ModelBuilder b;
+  b.io(true, "x", {1, 2, 3, 3});
+  auto add_const = [&](const std::string& name, std::vector<int64_t> dims, std::vector<float> v) {
+    auto* t = b.m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (auto d : dims) t->add_dims(d);
+    for (float f : v) t->add_float_data(f);
+  };
+  add_const("w", {2, 2, 1, 1}, {1, 2, 3, 4});
+  add_const("scale", {2}, {2, 0.5});
+  add_const("shift", {2}, {1, -1});
+  add_const("mean", {2}, {0.5, 1});
+  add_const("var", {2}, {3, 0});  // eps below makes the divisor 1 and 0.5's
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"y"});
+  auto* eps = b.m.mutable_graph()->mutable_node(1)->add_attribute();
+  eps->set_name("epsilon");
+  eps->set_type(onnx::AttributeProto::FLOAT);
+  eps->set_f(1.0f);
+  b.io(false, "y", {1, 2, 3, 3});
+  auto m = b.load();
+  auto live = m->live_nodes();
+  REQUIRE(live.size() == 1);
+  CHECK(live[0]->op_type == "Conv");
+  CHECK(live[0]->outputs[0]->name == "y");
+  REQUIRE(live[0]->inputs.size() == 3);
+  const float* w = reinterpret_cast<const float*>(live[0]->inputs[1]->constant->data.data());
+  const float* bias = reinterpret_cast<const float*>(live[0]->inputs[2]->constant->data.data());
+  // k = scale / sqrt(var + eps): 2/2 = 1 and 0.5/1 = 0.5
+  CHECK(w[0] == doctest::Approx(1));
+  CHECK(w[1] == doctest::Approx(2));
+  CHECK(w[2] == doctest::Approx(1.5));
+  CHECK(w[3] == doctest::Approx(2));
+  CHECK(bias[0] == doctest::Approx((0 - 0.5) * 1 + 1));
+  CHECK(bias[1] == doctest::Approx((0 - 1) * 0.5 - 1));
+  CHECK(!m->find_value("w")->constant);  // the unfolded weights are freed
+}

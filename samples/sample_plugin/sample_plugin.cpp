@@ -37,9 +37,9 @@ class Add : public Kernel {
 class SampleSession : public nxrt::sdk::HostMemorySession {
  public:
   SampleSession() {
-    registry_.add({.op = "Relu", .since = 6, .check = [](const Node& n) { return nxrt::sdk::require_dtypes(n, {NXRT_DTYPE_FLOAT32}); },
+    registry_.add({.op = "Relu", .domain = "", .since = 6, .check = [](const Node& n) { return nxrt::sdk::require_dtypes(n, {NXRT_DTYPE_FLOAT32}); },
                    .create = [](const Node&, SampleSession&) { return std::make_unique<Relu>(); }});
-    registry_.add({.op = "Add", .since = 7,
+    registry_.add({.op = "Add", .domain = "", .since = 7,
                    .check = [](const Node& n) -> std::optional<nxrt::sdk::Refusal> {
                      if (auto r = nxrt::sdk::require_dtypes(n, {NXRT_DTYPE_FLOAT32})) return r;
                      auto a = n.input(0), b = n.input(1);

@@ -136,7 +136,7 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s) {
     std::vector<int64_t> ad = a.dims(), bd = b.dims();
     const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
     if (a_vec) ad.insert(ad.begin(), 1);
-    if (b_vec) bd.push_back(1);
+    if (b_vec) bd = {bd[0], 1};
     const int64_t M = ad[ad.size() - 2], K = ad.back(), KB = bd[bd.size() - 2], N = bd.back();
     if (K != KB)
       sdk::fail(NXRT_INVALID_ARGUMENT, "MatMul: inner dimensions differ: {} x {}", dims_str(a.dims()), dims_str(b.dims()));

@@ -26,6 +26,7 @@ Program::~Program() {
     wait_idle();
   } catch (...) {
   }
+  dev_.queue_wait_idle();
   if (dpool_) vkDestroyDescriptorPool(dev_.handle(), dpool_, nullptr);
   vkDestroyCommandPool(dev_.handle(), pool_, nullptr);
   if (scratch_) dev_.free(scratch_);

@@ -31,6 +31,7 @@ namespace nxrt::vk {
   X(vkDestroyDevice)                     \
   X(vkGetDeviceQueue)                    \
   X(vkDeviceWaitIdle)                    \
+  X(vkQueueWaitIdle)                     \
   X(vkQueueSubmit)                       \
   X(vkCreateBuffer)                      \
   X(vkDestroyBuffer)                     \

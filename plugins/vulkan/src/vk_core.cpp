@@ -543,6 +543,11 @@ void Device::submit(const VkSubmitInfo& info) {
   check_vk(vkQueueSubmit(queue_, 1, &info, VK_NULL_HANDLE), "vkQueueSubmit");
 }
 
+void Device::queue_wait_idle() {
+  std::lock_guard lock(queue_mu_);
+  vkQueueWaitIdle(queue_);
+}
+
 Stream& Device::default_stream() {
   std::lock_guard lock(queue_mu_);
   if (!default_stream_) default_stream_ = std::make_unique<Stream>(*this);
@@ -608,6 +613,7 @@ Stream::~Stream() {
     timeline_->wait(value_);
   } catch (...) {
   }
+  dev_.queue_wait_idle();
   for (auto& p : pending_)
     if (p.cmd) vkFreeCommandBuffers(dev_.handle(), pool_, 1, &p.cmd);
   pending_.clear();

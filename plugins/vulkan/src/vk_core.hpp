@@ -110,6 +110,10 @@ class Device {
   void save_pipeline_cache();
 
   void submit(const VkSubmitInfo& info);
+  // Waits until the queue has retired every submission. A signalled timeline value does not
+  // promise the driver is done with the command buffer (lavapipe's queue thread may still
+  // touch it), so command pools are destroyed only after this.
+  void queue_wait_idle();
   // Runs `record` in a one-off command buffer and waits for it.
   void run_now(const std::function<void(VkCommandBuffer)>& record);
   // The stream used when the caller gives none (copies, or a host without streams).
