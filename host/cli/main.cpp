@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <stdexcept>
 
 namespace {
@@ -73,6 +74,14 @@ nxrt::cli::Options parse(int argc, char** argv) {
   return o;
 }
 
+// Error lines may quote names from a corrupt model: keep control characters (terminal
+// escapes, newlines) out of them so each error stays one harmless line.
+std::string printable(std::string s) {
+  for (auto& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return s;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,14 +92,14 @@ int main(int argc, char** argv) {
     if (o.command == "inspect") return nxrt::cli::cmd_inspect(o);
     return nxrt::cli::cmd_bench(o);
   } catch (const nxrt::cli::UsageError& e) {
-    fmt::print(stderr, "nxrt: error: {}\n{}", e.message, kUsage);
+    fmt::print(stderr, "nxrt: error: {}\n{}", printable(e.message), kUsage);
     return 2;
   } catch (const nxrt::Error& e) {
-    fmt::print(stderr, "nxrt: error: {}\n", e.what());
+    fmt::print(stderr, "nxrt: error: {}\n", printable(e.what()));
     bool bad_request = e.code() == NXRT_ERR_INVALID_ARGUMENT || e.code() == NXRT_ERR_NOT_FOUND;
     return bad_request ? 2 : 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "nxrt: error: {}\n", e.what());
+    fmt::print(stderr, "nxrt: error: {}\n", printable(e.what()));
     return 1;
   }
 }
