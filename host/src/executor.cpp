@@ -46,10 +46,10 @@ void fill(nxrt_tensor* out, nxrt_dtype dtype, const std::vector<int64_t>& dims, 
 
 // Gives slot `id` memory for `dims`: its planned place, the caller's output
 // buffer, or a fresh allocation freed after the run.
-void bind_slot(const Session& s, RunState& rs, int id, const std::vector<int64_t>& dims) {
+void bind_slot(const Session& s, RunState& rs, int id, const std::vector<int64_t>& dims, nxrt_dtype dtype) {
   const Slot& slot = s.slots()[size_t(id)];
   SlotState& st = rs.state[size_t(id)];
-  uint64_t bytes = uint64_t(element_count(dims)) * dtype_size(slot.dtype);
+  uint64_t bytes = uint64_t(element_count(dims)) * dtype_size(dtype);
   if (slot.planned && dims == slot.dims) {
     st.handle = rs.arenas[size_t(slot.location)];
     st.offset = slot.offset;
@@ -72,23 +72,26 @@ void bind_slot(const Session& s, RunState& rs, int id, const std::vector<int64_t
     st.offset = 0;
   }
   st.dims = dims;
+  st.dtype = dtype;
   st.ready = true;
 }
 
 // Reads a slot's current binding (fixed constants or this run's state).
-void read_slot(const Session& s, const RunState& rs, int id, void** handle, uint64_t* offset, const std::vector<int64_t>** dims) {
+nxrt_dtype read_slot(const Session& s, const RunState& rs, int id, void** handle, uint64_t* offset,
+                     const std::vector<int64_t>** dims) {
   const Slot& slot = s.slots()[size_t(id)];
   if (slot.fixed) {
     *handle = slot.fixed_handle;
     *offset = slot.fixed_offset;
     *dims = &slot.fixed_dims;
-    return;
+    return slot.dtype;
   }
   const SlotState& st = rs.state[size_t(id)];
   if (!st.ready) raise(NXRT_ERR_RUNTIME, "value '{}' is read before it was produced", slot.value->name);
   *handle = st.handle;
   *offset = st.offset;
   *dims = &st.dims;
+  return st.dtype;
 }
 
 template <typename F>
@@ -120,9 +123,8 @@ nxrt_status* ctx_input(const nxrt_kernel_context* ctx, size_t i, nxrt_tensor* ou
     void* h;
     uint64_t off;
     const std::vector<int64_t>* dims;
-    read_slot(*ctx->session, *ctx->rs, id, &h, &off, &dims);
-    const Slot& slot = ctx->session->slots()[size_t(id)];
-    fill(out, slot.dtype, *dims, h, off, slot.location);
+    nxrt_dtype dtype = read_slot(*ctx->session, *ctx->rs, id, &h, &off, &dims);
+    fill(out, dtype, *dims, h, off, ctx->session->slots()[size_t(id)].location);
   });
 }
 
@@ -153,8 +155,7 @@ nxrt_status* ctx_output(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, ui
                                                            step.label, slot.value->name, shape_str(d), shape_str(slot.value->dims)));
   }
   return to_status([&] {
-    if (slot.dtype == NXRT_DTYPE_UNDEFINED) const_cast<Slot&>(slot).dtype = dtype;  // only for untyped values
-    bind_slot(*ctx->session, *ctx->rs, id, d);
+    bind_slot(*ctx->session, *ctx->rs, id, d, dtype);
     if (i < 64) ctx->bound |= 1ull << i;
     else {
       if (ctx->more.size() <= i - 64) ctx->more.resize(i - 63);
@@ -281,6 +282,7 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
     st.handle = const_cast<void*>(t.data);
     st.offset = 0;
     st.dims.assign(t.dims, t.dims + t.rank);
+    st.dtype = nxrt_dtype(t.dtype);
     st.ready = true;
   }
 
@@ -313,9 +315,9 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
         void* h;
         uint64_t off;
         const std::vector<int64_t>* dims;
-        read_slot(*this, *rs, src, &h, &off, &dims);
+        nxrt_dtype dtype = read_slot(*this, *rs, src, &h, &off, &dims);
         std::vector<int64_t> d = *dims;
-        bind_slot(*this, *rs, dst, d);
+        bind_slot(*this, *rs, dst, d, dtype);
         const SlotState& ds = rs->state[size_t(dst)];
         nxrt_copy_region r{};
         r.struct_size = sizeof r;
@@ -325,7 +327,7 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
         r.dst_memory = slots_[size_t(dst)].location == 0 ? NXRT_MEMORY_HOST : NXRT_MEMORY_DEVICE;
         r.dst = ds.handle;
         r.dst_offset = ds.offset;
-        r.bytes = uint64_t(element_count(d)) * dtype_size(slots_[size_t(dst)].dtype);
+        r.bytes = uint64_t(element_count(d)) * dtype_size(dtype);
         nxrt_stream* stream = rs->streams[size_t(step.ep)];
         if (r.bytes) check_plugin(*ep.lib, api.copy(ep.session, &r, 1, stream), step.label);
         // The host reads downloads right away: wait for them.
@@ -362,16 +364,19 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
       void* h;
       uint64_t off;
       const std::vector<int64_t>* dims;
-      read_slot(*this, *rs, id, &h, &off, &dims);
+      nxrt_dtype dtype = read_slot(*this, *rs, id, &h, &off, &dims);
       HostTensor& out = rs->outputs[k];
       out.dims = *dims;
-      out.dtype = slots_[size_t(id)].dtype;
+      out.dtype = dtype;
       out.data.resize(size_t(element_count(out.dims)) * dtype_size(out.dtype));
       if (!out.data.empty()) std::memcpy(out.data.data(), static_cast<char*>(h) + off, out.data.size());
     }
     for (size_t k = 0; k < m.outputs.size(); ++k) {
       int id = output_slot_[k];
-      if (slots_[size_t(id)].graph_output == int(k)) rs->outputs[k].dims = rs->state[size_t(id)].dims;
+      if (slots_[size_t(id)].graph_output == int(k)) {
+        rs->outputs[k].dims = rs->state[size_t(id)].dims;
+        rs->outputs[k].dtype = rs->state[size_t(id)].dtype;
+      }
     }
   } catch (...) {
     finish(false);

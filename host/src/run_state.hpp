@@ -11,6 +11,7 @@ namespace nxrt {
 struct SlotState {
   void* handle = nullptr;
   uint64_t offset = 0;
+  nxrt_dtype dtype = NXRT_DTYPE_UNDEFINED;  // per run: values without a static type get it here
   std::vector<int64_t> dims;
   bool ready = false;
 };
