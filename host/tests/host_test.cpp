@@ -350,3 +350,35 @@ TEST_CASE("optimizer: BatchNormalization after a constant-weight Conv is folded 
   CHECK(bias[1] == doctest::Approx((0 - 1) * 0.5 - 1));
   CHECK(!m->find_value("w")->constant);  // the unfolded weights are freed
 }
+
+TEST_CASE("executor: concurrent runs on the CPU plugin, whose kernels use its thread pool") {
+  Env env;
+  auto cpu = plugin(env, "libnxrt_ep_cpu.so");
+  ModelBuilder b;
+  b.io(true, "x", {64, 128});
+  auto* w = b.m.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(128);
+  w->add_dims(96);
+  for (int i = 0; i < 128 * 96; ++i) w->add_float_data(float((i * 37) % 17 - 8) / 16.0f);
+  b.node("MatMul", {"x", "w"}, {"m"});
+  b.node("Relu", {"m"}, {"y"});
+  b.io(false, "y", {64, 96});
+  std::vector<std::unique_ptr<EpInstance>> inst;
+  inst.push_back(EpInstance::create(cpu, 0, 2));  // two intra-op threads per run
+  Session s(b.load(), std::move(inst), false, {}, 2, 0);
+  std::vector<float> x(64 * 128);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) / 8.0f;
+  auto expect = run(s, x, {64, 128});
+  std::vector<int> ok(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      bool same = true;
+      for (int i = 0; i < 20; ++i) same &= run(s, x, {64, 128}) == expect;
+      ok[size_t(t)] = same;
+    });
+  for (auto& t : threads) t.join();
+  for (int t = 0; t < 4; ++t) CHECK(ok[size_t(t)] == 1);
+}
