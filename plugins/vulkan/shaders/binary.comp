@@ -1,9 +1,10 @@
 #version 450
+#include "dtype.glsl"
 #include "common.glsl"
 layout(local_size_x = 256) in;
-layout(std430, binding = 0) readonly buffer A { float a[]; };
-layout(std430, binding = 1) readonly buffer B { float b[]; };
-layout(std430, binding = 2) writeonly buffer C { float c[]; };
+layout(std430, binding = 0) readonly buffer A { elem_t a[]; };
+layout(std430, binding = 1) readonly buffer B { elem_t b[]; };
+layout(std430, binding = 2) writeonly buffer C { elem_t c[]; };
 // rank 0: same shape, dense. Otherwise up to 6 collapsed dims with element
 // strides of a and b (0 for a broadcast dimension).
 layout(push_constant) uniform P { uint n; uint op; uint rank; uint pad; uint dims[6]; uint sa[6]; uint sb[6]; } p;
@@ -22,7 +23,7 @@ void main() {
       ib += c * p.sb[d];
     }
   }
-  float x = a[ia], y = b[ib], z;
+  float x = float(a[ia]), y = float(b[ib]), z;
   switch (p.op) {
     case 0: z = x + y; break;
     case 1: z = x - y; break;
@@ -34,5 +35,5 @@ void main() {
     case 7: z = x < 0.0 ? x * y : x; break; // PRelu
     default: z = x;
   }
-  c[i] = z;
+  c[i] = elem_t(z);
 }

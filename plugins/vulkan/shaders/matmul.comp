@@ -1,4 +1,5 @@
 #version 450
+#include "dtype.glsl"
 // Tiled GEMM in shared memory. C[b] = alpha * A[b] x B[b] + beta * bias, then an
 // optional clamp (fused Relu/Clip). With -DCONV the B operand is the implicit
 // im2col of a convolution input and A is the [Cout, Cin/g*KH*KW] weight.
@@ -11,10 +12,10 @@ layout(constant_id = 3) const uint BK = 16;
 layout(constant_id = 4) const uint TM = 4;
 layout(constant_id = 5) const uint TN = 4;
 
-layout(std430, binding = 0) readonly buffer A { float a[]; };
-layout(std430, binding = 1) readonly buffer B { float b[]; };
-layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
-layout(std430, binding = 3) writeonly buffer C { float c[]; };
+layout(std430, binding = 0) readonly buffer A { elem_t a[]; };
+layout(std430, binding = 1) readonly buffer B { elem_t b[]; };
+layout(std430, binding = 2) readonly buffer Bias { elem_t bias[]; };
+layout(std430, binding = 3) writeonly buffer C { elem_t c[]; };
 
 #ifdef CONV
 layout(push_constant) uniform P {
@@ -58,9 +59,9 @@ void main() {
       uint gm = m0 + r, gk = k0 + kk;
       float v = 0.0;
 #ifdef CONV
-      if (gm < p.M && gk < p.K) v = a[aoff + gm * p.K + gk];
+      if (gm < p.M && gk < p.K) v = float(a[aoff + gm * p.K + gk]);
 #else
-      if (gm < p.M && gk < p.K) v = a[aoff + gm * p.sam + gk * p.sak];
+      if (gm < p.M && gk < p.K) v = float(a[aoff + gm * p.sam + gk * p.sak]);
 #endif
       As[kk * BM + r] = v;
     }
@@ -75,9 +76,9 @@ void main() {
         uint oh = gn / p.OW, ow = gn % p.OW;
         int h = int(oh * p.sh + kh * p.dh) - p.ph;
         int w = int(ow * p.sw + kw * p.dw) - p.pw;
-        if (h >= 0 && h < int(p.H) && w >= 0 && w < int(p.W)) v = b[xoff + (ci * p.H + uint(h)) * p.W + uint(w)];
+        if (h >= 0 && h < int(p.H) && w >= 0 && w < int(p.W)) v = float(b[xoff + (ci * p.H + uint(h)) * p.W + uint(w)]);
 #else
-        v = b[boff + gk * p.sbk + gn * p.sbn];
+        v = float(b[boff + gk * p.sbk + gn * p.sbn]);
 #endif
       }
       Bs[kk * BN + cn] = v;
@@ -102,14 +103,14 @@ void main() {
       if (gn >= p.N) continue;
 #ifdef CONV
       float v = acc[i * TN + j];
-      if ((p.flags & 1u) != 0) v += bias[g * p.M + gm];
+      if ((p.flags & 1u) != 0) v += float(bias[g * p.M + gm]);
       if ((p.flags & 2u) != 0) v = clamp(v, p.lo, p.hi);
-      c[(nb * p.Cout + g * p.M + gm) * p.N + gn] = v;
+      c[(nb * p.Cout + g * p.M + gm) * p.N + gn] = elem_t(v);
 #else
       float v = p.alpha * acc[i * TN + j];
-      if ((p.flags & 1u) != 0) v += p.beta * bias[gm * p.scm + gn * p.scn];
+      if ((p.flags & 1u) != 0) v += p.beta * float(bias[gm * p.scm + gn * p.scn]);
       if ((p.flags & 2u) != 0) v = clamp(v, p.lo, p.hi);
-      c[bz * p.M * p.N + gm * p.N + gn] = v;
+      c[bz * p.M * p.N + gm * p.N + gn] = elem_t(v);
 #endif
     }
   }

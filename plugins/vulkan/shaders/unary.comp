@@ -1,8 +1,9 @@
 #version 450
+#include "dtype.glsl"
 #include "common.glsl"
 layout(local_size_x = 256) in;
-layout(std430, binding = 0) readonly buffer X { float x[]; };
-layout(std430, binding = 1) writeonly buffer Y { float y[]; };
+layout(std430, binding = 0) readonly buffer X { elem_t x[]; };
+layout(std430, binding = 1) writeonly buffer Y { elem_t y[]; };
 layout(push_constant) uniform P { uint n; uint op; float alpha; float beta; } p;
 
 // Abramowitz & Stegun 7.1.26 is too coarse near 0; use erf via erfc
@@ -19,7 +20,7 @@ float erf_approx(float v) {
 void main() {
   uint i = global_index(256);
   if (i >= p.n) return;
-  float v = x[i];
+  float v = float(x[i]);
   float r;
   switch (p.op) {
     case 0: r = max(v, 0.0); break;                                  // Relu
@@ -47,5 +48,5 @@ void main() {
     case 22: r = sign(v); break;                                     // Sign
     default: r = v;
   }
-  y[i] = r;
+  y[i] = elem_t(r);
 }

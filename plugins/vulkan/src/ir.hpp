@@ -2,6 +2,8 @@
 // claimed group during kernel_create), so op code and unit tests do not
 // depend on the host's graph services.
 #pragma once
+#include "half.hpp"
+
 #include <nxrt_ep.h>
 
 #include <cstdint>
@@ -103,8 +105,19 @@ inline std::optional<std::vector<int64_t>> const_ints(const IrValue* v) {
   }
   return out;
 }
+// float32 or float16 constant data, widened to float.
 inline std::optional<std::vector<float>> const_floats(const IrValue* v) {
-  if (!v || !v->has_data || v->data.dtype != NXRT_DTYPE_FLOAT32) return std::nullopt;
+  if (!v || !v->has_data) return std::nullopt;
+  if (v->data.dtype == NXRT_DTYPE_FLOAT16) {
+    std::vector<float> out(v->data.bytes.size() / 2);
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint16_t h;
+      std::memcpy(&h, v->data.bytes.data() + i * 2, 2);
+      out[i] = half_to_float(h);
+    }
+    return out;
+  }
+  if (v->data.dtype != NXRT_DTYPE_FLOAT32) return std::nullopt;
   std::vector<float> out(v->data.bytes.size() / 4);
   std::memcpy(out.data(), v->data.bytes.data(), out.size() * 4);
   return out;

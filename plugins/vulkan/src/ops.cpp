@@ -46,10 +46,16 @@ struct OpDef {
   // Inputs exempt from the dtype check (indices, shapes, axes...).
   std::set<size_t> meta_inputs;
   std::set<size_t> meta_outputs;
+  // A float16-storage variant of the kernel exists: float16 nodes (all data
+  // tensors float16) are claimed where the device has 16-bit storage.
+  bool f16 = false;
 };
 
 const std::vector<nxrt_dtype> F32 = {NXRT_DTYPE_FLOAT32};
 const std::vector<nxrt_dtype> MOVE = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_INT32, NXRT_DTYPE_INT64};
+// Views alias their input (a materialised graph output is a byte copy): no
+// kernel, so float16 needs no device feature.
+const std::vector<nxrt_dtype> VIEW = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_INT32, NXRT_DTYPE_INT64, NXRT_DTYPE_FLOAT16};
 
 enum UnaryOp { U_RELU, U_ERF, U_SIGMOID, U_TANH, U_EXP, U_LOG, U_SQRT, U_NEG, U_ABS, U_RECIP, U_CLIP, U_LEAKY, U_IDENT,
                U_FLOOR, U_CEIL, U_ELU, U_HSIG, U_SOFTPLUS, U_SIN, U_COS, U_HSWISH, U_SILU, U_SIGN };
@@ -266,6 +272,7 @@ std::map<std::string, OpDef> build_table() {
   for (auto& [name, code] : kUnary) {
     OpDef d;
     d.dtypes = F32;
+    d.f16 = true;
     d.infer = same_shape;
     if (name == "Clip") {
       d.attrs = {"min", "max"};
@@ -273,8 +280,8 @@ std::map<std::string, OpDef> build_table() {
       d.check = [](const IrGraph& g, const IrNode& n) -> R {
         for (size_t i = 1; i < 3; ++i) {
           auto v = g.in(n, i);
-          if (v && (!v->is_const || !const_floats(v)))
-            return refuse(NXRT_REFUSE_ATTRIBUTE, "Clip {} must be a float32 constant", i == 1 ? "min" : "max");
+          if (v && (!v->is_const || !const_floats(v) || v->dtype != g.in(n, 0)->dtype))
+            return refuse(NXRT_REFUSE_ATTRIBUTE, "Clip {} must be a constant of the input's type", i == 1 ? "min" : "max");
         }
         return std::nullopt;
       };
@@ -286,6 +293,7 @@ std::map<std::string, OpDef> build_table() {
   for (auto& [name, code] : kBinary) {
     OpDef d;
     d.dtypes = F32;
+    d.f16 = true;
     d.check = [](const IrGraph&, const IrNode& n) -> R {
       if (n.in.size() != 2) return refuse(NXRT_REFUSE_OTHER, "{} with {} inputs (only 2 are implemented)", n.op, n.in.size());
       if (n.opset < 7) return refuse(NXRT_REFUSE_OPSET, "{} before opset 7 (legacy broadcast) is not implemented", n.op);
@@ -300,6 +308,7 @@ std::map<std::string, OpDef> build_table() {
   {
     OpDef d;
     d.dtypes = F32;
+    d.f16 = true;
     d.check = [](const IrGraph& g, const IrNode& n) -> R {
       auto a = g.in(n, 0), b = g.in(n, 1);
       if (a->rank < 0 || b->rank < 0) return refuse(NXRT_REFUSE_SHAPE, "MatMul needs known ranks");
@@ -323,6 +332,7 @@ std::map<std::string, OpDef> build_table() {
   {
     OpDef d;
     d.dtypes = F32;
+    d.f16 = true;
     d.attrs = {"alpha", "beta", "transA", "transB"};
     d.check = [](const IrGraph& g, const IrNode& n) -> R {
       if (n.opset < 7) return refuse(NXRT_REFUSE_OPSET, "Gemm before opset 7 is not implemented");
@@ -410,6 +420,7 @@ std::map<std::string, OpDef> build_table() {
   for (std::string name : {"Softmax", "LogSoftmax"}) {
     OpDef d;
     d.dtypes = F32;
+    d.f16 = true;
     d.attrs = {"axis"};
     d.check = [](const IrGraph& g, const IrNode& n) -> R {
       if (g.in(n, 0)->rank < 0) return refuse(NXRT_REFUSE_SHAPE, "{} needs a known rank", n.op);
@@ -564,7 +575,7 @@ std::map<std::string, OpDef> build_table() {
   // Views.
   {
     OpDef d;
-    d.dtypes = MOVE;
+    d.dtypes = VIEW;
     d.view = true;
     d.attrs = {"allowzero"};
     d.meta_inputs = {1};
@@ -579,7 +590,7 @@ std::map<std::string, OpDef> build_table() {
   }
   {
     OpDef d;
-    d.dtypes = MOVE;
+    d.dtypes = VIEW;
     d.view = true;
     d.attrs = {"axis"};
     d.infer = [](const IrGraph&, const IrNode& n, const std::vector<const Shape*>& in, std::vector<Shape>& out) {
@@ -593,7 +604,7 @@ std::map<std::string, OpDef> build_table() {
   }
   for (std::string name : {"Squeeze", "Unsqueeze"}) {
     OpDef d;
-    d.dtypes = MOVE;
+    d.dtypes = VIEW;
     d.view = true;
     d.attrs = {"axes"};
     d.meta_inputs = {1};
@@ -629,7 +640,7 @@ std::map<std::string, OpDef> build_table() {
   }
   {
     OpDef d;
-    d.dtypes = MOVE;
+    d.dtypes = VIEW;
     d.view = true;
     d.infer = same_shape;
     t["Identity"] = d;
@@ -796,13 +807,13 @@ std::vector<uint32_t> tile_spec(int64_t M, int64_t N) {
 
 void emit_matmul(Emitter& e, Loc a, Loc b, Loc bias, Loc c, int64_t M, int64_t N, int64_t K, int64_t sam, int64_t sak,
                  int64_t sbk, int64_t sbn, int64_t batch1, int64_t batch2, int64_t sab1, int64_t sab2, int64_t sbb1,
-                 int64_t sbb2, int64_t scm, int64_t scn, float alpha, float beta) {
+                 int64_t sbb2, int64_t scm, int64_t scn, float alpha, float beta, bool f16) {
   if (M == 0 || N == 0) return;
   MatmulPush p{u32(M), u32(N), u32(K), u32(sam), u32(sak), u32(sbk), u32(sbn), u32(batch2), u32(sab1), u32(sab2),
                u32(sbb1), u32(sbb2), u32(scm), u32(scn), bias.a ? 1u : 0u, alpha, beta, 0.f, 0.f};
   auto spec = tile_spec(M, N);
   uint32_t gx = u32((N + spec[2] - 1) / spec[2]), gy = u32((M + spec[1] - 1) / spec[1]);
-  e.dispatch(Shader::matmul, spec, {a, b, bias.a ? bias : a, c}, 1, p, gx, gy, u32(batch1 * batch2));
+  e.dispatch(f16 ? Shader::matmul_f16 : Shader::matmul, spec, {a, b, bias.a ? bias : a, c}, 1, p, gx, gy, u32(batch1 * batch2));
 }
 
 struct UnaryPush { uint32_t n, op; float alpha, beta; };
@@ -818,6 +829,37 @@ struct PoolPush {
 };
 struct GatherPush { uint32_t n, axis, inner, ni, ew, idx64; };
 
+// Data inputs/outputs against the op's dtypes. A float16 node needs the op's
+// float16 kernel, 16-bit storage on the device, and float16 on every data tensor.
+R check_dtypes(const IrGraph& g, const IrNode& n, const OpDef& d, const DeviceLimits& lim) {
+  auto ok = [&](nxrt_dtype t) { return std::find(d.dtypes.begin(), d.dtypes.end(), t) != d.dtypes.end(); };
+  bool any16 = false, all16 = true;
+  auto visit = [&](const IrValue* v, const char* role, size_t i) -> R {
+    if (v->dtype == NXRT_DTYPE_FLOAT16 && d.f16) {
+      any16 = true;
+      return std::nullopt;
+    }
+    all16 = false;
+    if (ok(v->dtype)) return std::nullopt;
+    if (v->dtype == NXRT_DTYPE_FLOAT16)
+      return refuse(NXRT_REFUSE_DTYPE, "{} {} {} is float16 (no float16 Vulkan kernel for {})", n.op, role, i, n.op);
+    std::string takes;
+    for (auto t : d.dtypes) takes += (takes.empty() ? "" : "/") + std::string(sdk::dtype_name(t));
+    if (d.f16) takes += "/float16";
+    return refuse(NXRT_REFUSE_DTYPE, "{} {} {} is {} (the Vulkan kernel takes {})", n.op, role, i, sdk::dtype_name(v->dtype), takes);
+  };
+  for (size_t i = 0; i < n.in.size(); ++i)
+    if (auto v = g.in(n, i); v && !d.meta_inputs.count(i))
+      if (auto r = visit(v, "input", i)) return r;
+  for (size_t i = 0; i < n.out.size(); ++i)
+    if (auto v = g.out(n, i); v && !d.meta_outputs.count(i))
+      if (auto r = visit(v, "output", i)) return r;
+  if (any16 && !all16) return refuse(NXRT_REFUSE_DTYPE, "{} mixes float16 with other types", n.op);
+  if (any16 && !lim.storage16)
+    return refuse(NXRT_REFUSE_DTYPE, "{} is float16 but the device lacks storageBuffer16BitAccess", n.op);
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<Refusal> check_node(const IrGraph& g, const IrNode& n, const DeviceLimits& lim) {
@@ -827,18 +869,7 @@ std::optional<Refusal> check_node(const IrGraph& g, const IrNode& n, const Devic
   const OpDef& d = it->second;
   for (auto& [name, a] : n.attrs)
     if (!d.attrs.count(name)) return refuse(NXRT_REFUSE_ATTRIBUTE, "{} attribute '{}' is not implemented", n.op, name);
-  auto ok = [&](nxrt_dtype t) { return std::find(d.dtypes.begin(), d.dtypes.end(), t) != d.dtypes.end(); };
-  for (size_t i = 0; i < n.in.size(); ++i) {
-    auto v = g.in(n, i);
-    if (!v || d.meta_inputs.count(i)) continue;
-    if (!ok(v->dtype)) return refuse(NXRT_REFUSE_DTYPE, "{} input {} is {} (Vulkan kernels here take float32{})", n.op, i,
-                                     sdk::dtype_name(v->dtype), d.dtypes.size() > 1 ? "/int32/int64" : "");
-  }
-  for (size_t i = 0; i < n.out.size(); ++i) {
-    auto v = g.out(n, i);
-    if (!v || d.meta_outputs.count(i)) continue;
-    if (!ok(v->dtype)) return refuse(NXRT_REFUSE_DTYPE, "{} output {} is {}", n.op, i, sdk::dtype_name(v->dtype));
-  }
+  if (auto r = check_dtypes(g, n, d, lim)) return r;
   if (n.in.empty() || !g.in(n, 0)) return refuse(NXRT_REFUSE_OTHER, "{} without a first input", n.op);
   // Every tensor must fit one storage-buffer binding.
   for (size_t k = 0; k < n.in.size() + n.out.size(); ++k) {
@@ -883,6 +914,9 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
   const int64_t ny = numel(y);
   if (ny == 0) return;
   uint32_t gx, gy;
+  // check_node claims float16 only with every data tensor float16: pick the
+  // 16-bit storage variant from the output's type.
+  const bool f16 = g.out(n, 0)->dtype == NXRT_DTYPE_FLOAT16;
 
   if (auto u = kUnary.find(op); u != kUnary.end()) {
     UnaryPush p{u32(ny), uint32_t(u->second), 0.f, 0.f};
@@ -904,7 +938,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
       }
     }
     Emitter::grid(uint64_t(ny), 256, gx, gy);
-    e.dispatch(Shader::unary, {}, {il[0], ol[0]}, 1, p, gx, gy);
+    e.dispatch(f16 ? Shader::unary_f16 : Shader::unary, {}, {il[0], ol[0]}, 1, p, gx, gy);
     return;
   }
   if (auto b = kBinary.find(op); b != kBinary.end()) {
@@ -952,7 +986,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
       }
     }
     Emitter::grid(uint64_t(ny), 256, gx, gy);
-    e.dispatch(Shader::binary, {}, {il[0], il[1], ol[0]}, 1, p, gx, gy);
+    e.dispatch(f16 ? Shader::binary_f16 : Shader::binary, {}, {il[0], il[1], ol[0]}, 1, p, gx, gy);
     return;
   }
   if (op == "MatMul") {
@@ -991,7 +1025,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
       sa2.insert(sa2.begin(), 0);
       sb2.insert(sb2.begin(), 0);
     }
-    emit_matmul(e, il[0], il[1], Loc{}, ol[0], M, N, K, K, 1, N, 1, d2[0], d2[1], sa2[0], sa2[1], sb2[0], sb2[1], 0, 0, 1.f, 0.f);
+    emit_matmul(e, il[0], il[1], Loc{}, ol[0], M, N, K, K, 1, N, 1, d2[0], d2[1], sa2[0], sa2[1], sb2[0], sb2[1], 0, 0, 1.f, 0.f, f16);
     return;
   }
   if (op == "Gemm") {
@@ -1008,7 +1042,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
       scn = C[1] == 1 ? 0 : 1;
     }
     emit_matmul(e, il[0], il[1], bias, ol[0], M, N, K, ta ? 1 : K, ta ? M : 1, tb ? 1 : N, tb ? K : 1, 1, 1, 0, 0, 0, 0, scm,
-                scn, attr_f(n, "alpha", 1.f), attr_f(n, "beta", 1.f));
+                scn, attr_f(n, "alpha", 1.f), attr_f(n, "beta", 1.f), f16);
     return;
   }
   if (op == "Conv") {
@@ -1086,7 +1120,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
     }
     SoftmaxPush p{u32(outer * inner), u32(len), u32(inner), op == "LogSoftmax" ? 1u : 0u};
     Emitter::grid(uint64_t(outer * inner), 1, gx, gy);
-    e.dispatch(Shader::softmax, {}, {il[0], ol[0]}, 1, p, gx, gy);
+    e.dispatch(f16 ? Shader::softmax_f16 : Shader::softmax, {}, {il[0], ol[0]}, 1, p, gx, gy);
     return;
   }
   if (op == "LayerNormalization") {

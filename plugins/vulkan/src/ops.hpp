@@ -34,6 +34,7 @@ struct Cmd {
 
 struct DeviceLimits {
   uint64_t max_storage_range = 128ull << 20;
+  bool storage16 = false;  // storageBuffer16BitAccess: float16 kernels may be claimed
 };
 
 // nullopt: the node is supported exactly as it is.

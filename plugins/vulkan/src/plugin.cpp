@@ -159,6 +159,7 @@ class VkSession : public Session {
     auto it = o.find("vulkan.pipeline_cache");
     dev_ = std::make_unique<Device>(uint32_t(dev), it == o.end() ? std::string() : it->second);
     limits_.max_storage_range = dev_->limits().maxStorageBufferRange;
+    limits_.storage16 = dev_->info().storage16;
   }
 
   void get_capability(const Graph& g, nxrt_claim_sink* sink) override {
@@ -284,7 +285,8 @@ class VkPlugin : public Plugin {
     full.device_id = d.props.vendorID <= 0xffff ? d.props.deviceID : 0;
     std::memcpy(full.uuid, d.uuid, 16);
     full.memory_bytes = d.device_local_bytes;
-    full.dtypes = (1ull << NXRT_DTYPE_FLOAT32) | (1ull << NXRT_DTYPE_INT32) | (1ull << NXRT_DTYPE_INT64);
+    full.dtypes = (1ull << NXRT_DTYPE_FLOAT32) | (1ull << NXRT_DTYPE_INT32) | (1ull << NXRT_DTYPE_INT64) |
+                  (d.storage16 ? 1ull << NXRT_DTYPE_FLOAT16 : 0);
     full.host_addressable = 0;
     full.property_count = uint32_t(arrays_[index].size());
     full.properties = arrays_[index].data();

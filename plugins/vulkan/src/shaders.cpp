@@ -41,6 +41,18 @@ NXRT_END
 NXRT_SPV(conv_gemm)
 #include "conv_gemm.spv.inc"
 NXRT_END
+NXRT_SPV(unary_f16)
+#include "unary_f16.spv.inc"
+NXRT_END
+NXRT_SPV(binary_f16)
+#include "binary_f16.spv.inc"
+NXRT_END
+NXRT_SPV(softmax_f16)
+#include "softmax_f16.spv.inc"
+NXRT_END
+NXRT_SPV(matmul_f16)
+#include "matmul_f16.spv.inc"
+NXRT_END
 }  // namespace
 
 std::span<const uint32_t> shader_spirv(Shader s) {
@@ -57,6 +69,10 @@ std::span<const uint32_t> shader_spirv(Shader s) {
     case Shader::conv_direct: return conv_direct_spv;
     case Shader::matmul: return matmul_spv;
     case Shader::conv_gemm: return conv_gemm_spv;
+    case Shader::unary_f16: return unary_f16_spv;
+    case Shader::binary_f16: return binary_f16_spv;
+    case Shader::softmax_f16: return softmax_f16_spv;
+    case Shader::matmul_f16: return matmul_f16_spv;
     default: return {};
   }
 }

@@ -205,7 +205,9 @@ Instance::Instance() {
           {"vulkan.max_storage_buffer_range", std::to_string(L.maxStorageBufferRange)},
           {"vulkan.max_push_constants", std::to_string(L.maxPushConstantsSize)},
           {"vulkan.max_workgroup_invocations", std::to_string(L.maxComputeWorkGroupInvocations)},
-          {"vulkan.kernel_dtypes", "float32 (compute); int32/int64 for data movement"},
+          {"vulkan.kernel_dtypes", d.storage16 ? "float32; float16 (16-bit storage, float32 arithmetic) for elementwise, "
+                                                 "MatMul/Gemm, Softmax; int32/int64 for data movement"
+                                               : "float32 (compute); int32/int64 for data movement"},
       };
       devices_.push_back(std::move(d));
     }
@@ -252,6 +254,10 @@ Device::Device(uint32_t index, std::string cache_path) : cache_path_(std::move(c
   qci.pQueuePriorities = &prio;
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   f12.timelineSemaphore = VK_TRUE;
+  // 16-bit storage for the float16 kernels (loads/stores only; arithmetic is float32).
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  f11.storageBuffer16BitAccess = info_->storage16 ? VK_TRUE : VK_FALSE;
+  f12.pNext = &f11;
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &f12;
   dci.queueCreateInfoCount = 1;
@@ -458,7 +464,8 @@ Alloc* Device::find_pinned(const void* p) {
 // ------------------------------------------------------------- pipelines
 
 std::span<const uint32_t> shader_spirv(Shader s);  // shaders.cpp
-static const uint32_t kBindings[] = {2, 3, 2, 3, 2, 4, 2, 6, 2, 4, 4, 4};
+static const uint32_t kBindings[] = {2, 3, 2, 3, 2, 4, 2, 6, 2, 4, 4, 4, 2, 3, 2, 4};
+static_assert(std::size(kBindings) == size_t(Shader::count));
 
 const Pipeline& Device::pipeline(Shader s, std::span<const uint32_t> spec) {
   std::lock_guard lock(pipe_mu_);

@@ -29,6 +29,8 @@ struct PhysicalDeviceInfo {
   VkPhysicalDeviceProperties props{};
   VkPhysicalDeviceMemoryProperties mem{};
   uint32_t subgroup_size = 0;
+  // storage16 (storageBuffer16BitAccess) is enabled on the logical device when present:
+  // the float16 kernels need it.
   bool fp16 = false, int8 = false, storage16 = false, timeline = false, push_descriptor = false;
   uint32_t queue_family = 0;
   uint64_t device_local_bytes = 0;
@@ -82,7 +84,11 @@ struct Pipeline {
   uint32_t bindings = 0;
 };
 
-enum class Shader { unary, binary, copy, gather, softmax, layernorm, reduce, batchnorm, pool, conv_direct, matmul, conv_gemm, count };
+// *_f16: the same kernel over float16 storage buffers (needs storageBuffer16BitAccess).
+enum class Shader {
+  unary, binary, copy, gather, softmax, layernorm, reduce, batchnorm, pool, conv_direct, matmul, conv_gemm,
+  unary_f16, binary_f16, softmax_f16, matmul_f16, count
+};
 
 class Stream;
 

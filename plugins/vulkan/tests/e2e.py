@@ -7,6 +7,10 @@ Usage: e2e.py MODE --build BUILD_DIR
             partition (with transfers) and match `--ep cpu`.
   nodriver  with no Vulkan driver or loader the plugin loads and reports no device
             with a reason.
+  fp16      a float16 model (MatMul, Add, Relu, Reshape, Gemm, Tanh, Sigmoid, Mul,
+            Softmax, LogSoftmax) runs wholly on `--ep vulkan` and matches numpy
+            (float32 arithmetic on the float16 values, rounded to float16 at each
+            tensor; rtol 2e-3, atol 1e-4). Skipped where the device lacks 16-bit storage.
 Validation layers are enabled (NXRT_VULKAN_VALIDATION=1); any validation message fails
 the run. A missing nxrt binary is a failure, not a skip.
 """
@@ -129,6 +133,77 @@ def mode_mixed(args):
     return 1 if err else 0
 
 
+def fp16_model(rng):
+    """The model, its input and the numpy reference outputs."""
+    h16 = lambda *shape: rng.uniform(-1, 1, shape).astype(np.float16)
+    W1, b1, W2, b2 = h16(16, 72), h16(72), h16(10, 72), h16(10)
+    nodes = [
+        helper.make_node("MatMul", ["x", "W1"], ["m"]),  # 80 x 72: the 64x64 GEMM tile class
+        helper.make_node("Add", ["m", "b1"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Reshape", ["r", "shp"], ["r2"]),
+        helper.make_node("Gemm", ["r2", "W2", "b2"], ["g"], transB=1, alpha=0.5),
+        helper.make_node("Tanh", ["g"], ["t"]),
+        helper.make_node("Sigmoid", ["g"], ["s"]),
+        helper.make_node("Mul", ["t", "s"], ["ts"]),
+        helper.make_node("Softmax", ["ts"], ["y"], axis=-1),
+        helper.make_node("LogSoftmax", ["g"], ["z"], axis=-1),
+    ]
+    inits = [numpy_helper.from_array(v, n) for v, n in ((W1, "W1"), (b1, "b1"), (W2, "W2"), (b2, "b2"))]
+    inits.append(numpy_helper.from_array(np.array([80, 72], np.int64), "shp"))
+    F16 = TensorProto.FLOAT16
+    g = helper.make_graph(nodes, "fp16", [helper.make_tensor_value_info("x", F16, [2, 40, 16])],
+                          [helper.make_tensor_value_info("y", F16, [80, 10]), helper.make_tensor_value_info("z", F16, [80, 10])],
+                          initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    x = rng.uniform(-2, 2, (2, 40, 16)).astype(np.float16)
+    f = lambda v: v.astype(np.float16).astype(np.float32)
+    r = f(np.maximum(f(f(x.astype(np.float32) @ W1.astype(np.float32)) + b1.astype(np.float32)), 0)).reshape(80, 72)
+    gg = f(0.5 * (r @ W2.astype(np.float32).T) + b2.astype(np.float32))
+    ts = f(f(np.tanh(gg)) * f(1 / (1 + np.exp(-gg))))
+    e = np.exp(ts - ts.max(-1, keepdims=True))
+    y = f(e / e.sum(-1, keepdims=True))
+    sh = gg - gg.max(-1, keepdims=True)
+    z = f(sh - np.log(np.exp(sh).sum(-1, keepdims=True)))
+    return m, x, [y, z]
+
+
+def mode_fp16(args):
+    exe = nxrt(args.build)
+    if not exe:
+        print("FAIL: no nxrt binary under --build")
+        return 1
+    r = run([exe, "plugins"])
+    if "vulkan.storage_buffer_16bit: 1" not in r.stdout + r.stderr:
+        print("skip: no Vulkan device with storageBuffer16BitAccess")
+        return 77  # reported by ctest as skipped, never as a pass
+    m, x, refs = fp16_model(np.random.default_rng(7))
+    with tempfile.TemporaryDirectory() as tmp:
+        path, out = os.path.join(tmp, "fp16.onnx"), os.path.join(tmp, "out")
+        onnx.save(m, path)
+        with open(os.path.join(tmp, "x.pb"), "wb") as fh:
+            fh.write(numpy_helper.from_array(x, "x").SerializeToString())
+        r = run([exe, "run", path, "--ep", "vulkan", "--input", f"x={tmp}/x.pb", "--output-dir", out], vk_env(True))
+        if r.returncode != 0 or not validation_clean(r):
+            print(f"FAIL: rc={r.returncode}\n{r.stderr[-800:]}")
+            return 1
+        placement = [l for l in (r.stdout + r.stderr).splitlines() if l.startswith("placement")]
+        bad = []
+        for k, want in enumerate(refs):
+            got = tools_compare.load(os.path.join(out, f"output_{k}.pb"))
+            if got.dtype != np.float16:
+                bad.append(f"output {k} is {got.dtype}")
+                continue
+            d = np.abs(got.astype(np.float32) - want)
+            if not np.all(d <= 1e-4 + 2e-3 * np.abs(want)):
+                bad.append(f"output {k}: max abs diff {d.max()}")
+            print(f"output {k}: float16 {list(got.shape)}, max abs diff {d.max():.3g}")
+    print(f"fp16: {'FAIL ' + '; '.join(bad) if bad else 'ok'} {placement}")
+    return 1 if bad else 0
+
+
 def mode_nodriver(args):
     exe = nxrt(args.build)
     if not exe:
@@ -151,10 +226,10 @@ def mode_nodriver(args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["mixed", "nodriver"])
+    ap.add_argument("mode", choices=["mixed", "nodriver", "fp16"])
     ap.add_argument("--build", default=os.environ.get("NXRT_BUILD_DIR", os.path.join(SRC, "build")))
     args = ap.parse_args()
-    return {"mixed": mode_mixed, "nodriver": mode_nodriver}[args.mode](args)
+    return {"mixed": mode_mixed, "nodriver": mode_nodriver, "fp16": mode_fp16}[args.mode](args)
 
 
 if __name__ == "__main__":

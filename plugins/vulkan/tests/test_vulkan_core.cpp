@@ -34,6 +34,16 @@ std::vector<float> randv(size_t n, float lo = -1.f, float hi = 1.f, unsigned see
   return v;
 }
 int64_t numel(const Shape& s) { return std::accumulate(s.begin(), s.end(), int64_t(1), std::multiplies<>()); }
+std::vector<uint16_t> to_half(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
+  return h;
+}
+// The values a float16 tensor holds: v rounded to half and widened back.
+std::vector<float> rounded(std::vector<float> v) {
+  for (auto& x : v) x = round_to_half(x);
+  return v;
+}
 
 // A device tensor owning its allocation.
 struct DT {
@@ -54,16 +64,41 @@ struct DT {
 struct G {
   IrGraph g;
   std::vector<DT> inputs;
-  std::vector<std::pair<Alloc*, Shape>> outs;
-  int input(const std::vector<float>& v, Shape d) {
+  struct Out { Alloc* a; Shape dims; nxrt_dtype dt; };
+  std::vector<Out> outs;
+  // A float input; float16 uploads v rounded to half.
+  int input(const std::vector<float>& v, Shape d, nxrt_dtype t = NXRT_DTYPE_FLOAT32) {
     IrValue iv;
     iv.name = "in" + std::to_string(g.inputs.size());
-    iv.dtype = NXRT_DTYPE_FLOAT32;
+    iv.dtype = t;
     iv.rank = int64_t(d.size());
     iv.dims = d;
     int id = g.add_value(iv);
     g.inputs.push_back(id);
-    inputs.emplace_back(v.data(), d);
+    if (t == NXRT_DTYPE_FLOAT16) {
+      auto h = to_half(v);
+      inputs.emplace_back(h.data(), d, t);
+    } else {
+      inputs.emplace_back(v.data(), d);
+    }
+    return id;
+  }
+  // A float16 constant (Clip bounds), also bound as an input like const_i64.
+  int const_f16(const std::vector<float>& v) {
+    IrValue iv;
+    iv.name = "c" + std::to_string(g.values.size());
+    iv.dtype = NXRT_DTYPE_FLOAT16;
+    iv.rank = 1;
+    iv.dims = {int64_t(v.size())};
+    iv.is_const = iv.has_data = true;
+    iv.data.dtype = NXRT_DTYPE_FLOAT16;
+    iv.data.dims = iv.dims;
+    auto h = to_half(v);
+    iv.data.bytes.resize(h.size() * 2);
+    std::memcpy(iv.data.bytes.data(), h.data(), h.size() * 2);
+    int id = g.add_value(iv);
+    g.inputs.push_back(id);
+    inputs.emplace_back(h.data(), iv.dims, NXRT_DTYPE_FLOAT16);
     return id;
   }
   int const_i64(const std::vector<int64_t>& v) {
@@ -100,8 +135,10 @@ struct G {
   }
   std::vector<std::vector<float>> run(std::vector<int> outputs, int times = 1, Program** keep = nullptr) {
     g.outputs = outputs;
+    DeviceLimits lim;
+    lim.storage16 = device().info().storage16;
     for (auto& n : g.nodes) {
-      auto r = check_node(g, n, DeviceLimits{});
+      auto r = check_node(g, n, lim);
       if (r) FAIL("refused: " << r->message);
     }
     static std::vector<std::unique_ptr<Program>> programs;
@@ -112,28 +149,35 @@ struct G {
     for (auto& t : inputs) in.push_back({t.loc(), t.dims});
     Stream s(device());
     for (int t = 0; t < times; ++t) {
-      for (auto& [a, sh] : outs) device().free(a);
+      for (auto& o : outs) device().free(o.a);
       outs.clear();
       p.run(in, [&](size_t, nxrt_dtype dt, const Shape& d) {
         uint64_t bytes = uint64_t(numel(d)) * nxrt::sdk::dtype_size(dt);
         Alloc* a = device().alloc(bytes, false);
-        outs.push_back({a, d});
+        outs.push_back({a, d, dt});
         return Loc{a, 0, bytes};
       }, s);
       s.synchronize();
     }
     std::vector<std::vector<float>> res;
-    for (auto& [a, d] : outs) {
-      std::vector<float> h(size_t(numel(d)));
-      CopyOp op{{a, nullptr, 0}, {nullptr, (char*)h.data(), 0}, h.size() * 4};
-      copy(device(), std::span(&op, 1), nullptr);
+    for (auto& o : outs) {
+      std::vector<float> h(size_t(numel(o.dims)));
+      if (o.dt == NXRT_DTYPE_FLOAT16) {  // widened to float
+        std::vector<uint16_t> hh(h.size());
+        CopyOp op{{o.a, nullptr, 0}, {nullptr, (char*)hh.data(), 0}, hh.size() * 2};
+        copy(device(), std::span(&op, 1), nullptr);
+        for (size_t i = 0; i < h.size(); ++i) h[i] = half_to_float(hh[i]);
+      } else {
+        CopyOp op{{o.a, nullptr, 0}, {nullptr, (char*)h.data(), 0}, h.size() * 4};
+        copy(device(), std::span(&op, 1), nullptr);
+      }
       res.push_back(h);
     }
     return res;
   }
   ~G() {
     for (auto& t : inputs) device().free(t.a);
-    for (auto& [a, d] : outs) device().free(a);
+    for (auto& o : outs) device().free(o.a);
   }
 };
 
@@ -497,6 +541,204 @@ TEST_CASE("fused group: one command buffer, barriers only on hazards, reuse") {
   CHECK(p->barrier_count() == 3);
   CHECK(p->last_run_reused() == false);  // outputs are fresh allocations every run here
   no_validation_messages();
+}
+
+// float16 kernels: 16-bit storage, float32 arithmetic in the shader. The
+// references are computed in float/double on the same half-rounded inputs and
+// then rounded to half; rtol 2e-3 allows the one-ulp (2^-10) rounding flips a
+// different summation order can cause.
+constexpr float kHalfRtol = 2e-3f;
+bool have_fp16_device() {
+  if (!have_device()) return false;
+  if (!device().info().storage16) MESSAGE("device lacks storageBuffer16BitAccess: float16 kernels not tested");
+  return device().info().storage16;
+}
+
+TEST_CASE("float16: unary and broadcasting binary") {
+  if (!have_fp16_device()) return;
+  const auto H = NXRT_DTYPE_FLOAT16;
+  G g;
+  // 105 elements: odd, so the last half-word of the output stands alone.
+  auto x = rounded(randv(3 * 7 * 5, -3, 3, 21)), y = rounded(randv(7, 0.5f, 2, 22));
+  int a = g.input(x, {3, 7, 5}, H), b = g.input(y, {7, 1}, H);
+  struct U { const char* op; float (*f)(float); std::map<std::string, Attr> attrs; };
+  const std::vector<U> unary = {
+      {"Relu", [](float v) { return std::max(v, 0.f); }, {}},
+      {"Sigmoid", [](float v) { return 1 / (1 + std::exp(-v)); }, {}},
+      {"Tanh", [](float v) { return std::tanh(v); }, {}},
+      {"Exp", [](float v) { return std::exp(v); }, {}},
+      {"Erf", [](float v) { return std::erf(v); }, {}},
+      {"Neg", [](float v) { return -v; }, {}},
+      {"Abs", [](float v) { return std::fabs(v); }, {}},
+      {"Sin", [](float v) { return std::sin(v); }, {}},
+      {"Floor", [](float v) { return std::floor(v); }, {}},
+      {"Sign", [](float v) { return float((v > 0) - (v < 0)); }, {}},
+      {"HardSwish", [](float v) { return v * std::clamp(v / 6 + 0.5f, 0.f, 1.f); }, {}},
+      {"Softplus", [](float v) { return std::log1p(std::exp(v)); }, {}},
+      {"LeakyRelu", [](float v) { return v < 0 ? 0.1f * v : v; }, {{"alpha", af(0.1f)}}},
+      {"Elu", [](float v) { return v < 0 ? 0.5f * (std::exp(v) - 1) : v; }, {{"alpha", af(0.5f)}}},
+  };
+  std::vector<int> outs;
+  for (auto& u : unary) outs.push_back(g.node(u.op, {a}, u.attrs, 17, H));
+  // Log / Sqrt / Reciprocal on the positive operand.
+  int lg = g.node("Log", {b}, {}, 17, H), sq = g.node("Sqrt", {b}, {}, 17, H), rc = g.node("Reciprocal", {b}, {}, 17, H);
+  int clip = g.node("Clip", {a, g.const_f16({-0.5f}), g.const_f16({1.25f})}, {}, 13, H);
+  const char* bin[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "PRelu"};
+  for (auto op : bin) outs.push_back(std::string(op) == "Pow" ? g.node(op, {b, a}, {}, 15, H) : g.node(op, {a, b}, {}, 16, H));
+  outs.insert(outs.end(), {lg, sq, rc, clip});
+  auto r = g.run(outs);
+  size_t k = 0;
+  for (auto& u : unary) {
+    CAPTURE(u.op);
+    std::vector<float> w(x.size());
+    for (size_t i = 0; i < x.size(); ++i) w[i] = u.f(x[i]);
+    close(r[k++], rounded(w), kHalfRtol, 1e-4f);
+  }
+  for (auto op : bin) {
+    CAPTURE(op);
+    std::string o = op;
+    std::vector<float> w(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      float u = x[i], v = y[(i / 5) % 7];
+      w[i] = o == "Add" ? u + v : o == "Sub" ? u - v : o == "Mul" ? u * v : o == "Div" ? u / v : o == "Pow" ? std::pow(v, u)
+           : o == "Max" ? std::max(u, v) : o == "Min" ? std::min(u, v) : (u < 0 ? u * v : u);
+    }
+    close(r[k++], rounded(w), kHalfRtol, 1e-4f);
+  }
+  std::vector<float> wl, ws, wr, wc;
+  for (float v : y) {
+    wl.push_back(std::log(v));
+    ws.push_back(std::sqrt(v));
+    wr.push_back(1 / v);
+  }
+  for (float v : x) wc.push_back(std::clamp(v, -0.5f, 1.25f));
+  close(r[k++], rounded(wl), kHalfRtol, 1e-4f);
+  close(r[k++], rounded(ws), kHalfRtol, 1e-4f);
+  close(r[k++], rounded(wr), kHalfRtol, 1e-4f);
+  close(r[k++], rounded(wc), 0.f, 0.f);  // exact: clamping half values to half bounds
+  no_validation_messages();
+}
+
+TEST_CASE("float16: matmul (all tile classes, batch broadcast) and gemm") {
+  if (!have_fp16_device()) return;
+  const auto H = NXRT_DTYPE_FLOAT16;
+  for (auto [M, K, N] : {std::tuple{5, 7, 3}, {64, 96, 80}, {130, 33, 70}, {1, 512, 101}}) {
+    CAPTURE(M);
+    G g;
+    auto a = rounded(randv(size_t(2 * 3 * M * K), -1, 1, 23)), b = rounded(randv(size_t(K * N), -1, 1, 24));
+    int ia = g.input(a, {2, 3, M, K}, H), ib = g.input(b, {K, N}, H);
+    auto r = g.run({g.node("MatMul", {ia, ib}, {}, 13, H)});
+    close(r[0], rounded(ref_matmul(a, b, 6, M, K, N, true)), kHalfRtol, 1e-4f);
+  }
+  {
+    G g;  // transA and transB, a column bias C[M, 1], alpha/beta
+    int64_t M = 9, K = 20, N = 70;
+    auto at = rounded(randv(size_t(K * M), -1, 1, 25)), bt = rounded(randv(size_t(N * K), -1, 1, 26));
+    auto c = rounded(randv(size_t(M), -1, 1, 27));
+    int ia = g.input(at, {K, M}, H), ib = g.input(bt, {N, K}, H), ic = g.input(c, {M, 1}, H);
+    auto r = g.run({g.node("Gemm", {ia, ib, ic}, {{"transA", ai(1)}, {"transB", ai(1)}, {"alpha", af(0.5f)}, {"beta", af(2.f)}},
+                           13, H)});
+    std::vector<float> a(size_t(M * K)), b(size_t(K * N));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) a[size_t(m * K + k)] = at[size_t(k * M + m)];
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) b[size_t(k * N + n)] = bt[size_t(n * K + k)];
+    auto w = ref_matmul(a, b, 1, M, K, N, true);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) w[size_t(m * N + n)] = 0.5f * w[size_t(m * N + n)] + 2.f * c[size_t(m)];
+    close(r[0], rounded(w), kHalfRtol, 1e-4f);
+  }
+  no_validation_messages();
+}
+
+TEST_CASE("float16: softmax, logsoftmax and a fused chain") {
+  if (!have_fp16_device()) return;
+  const auto H = NXRT_DTYPE_FLOAT16;
+  auto softmax = [](const std::vector<float>& x, int64_t outer, int64_t len, int64_t inner, bool log) {
+    std::vector<float> y(x.size());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t in = 0; in < inner; ++in) {
+        auto at = [&](int64_t k) { return size_t((o * len + k) * inner + in); };
+        double m = -1e30, s = 0;
+        for (int64_t k = 0; k < len; ++k) m = std::max<double>(m, x[at(k)]);
+        for (int64_t k = 0; k < len; ++k) s += std::exp(x[at(k)] - m);
+        for (int64_t k = 0; k < len; ++k) y[at(k)] = float(log ? x[at(k)] - m - std::log(s) : std::exp(x[at(k)] - m) / s);
+      }
+    return y;
+  };
+  {
+    G g;
+    auto x = rounded(randv(2 * 37 * 3, -4, 4, 28));
+    int ix = g.input(x, {2, 37, 3}, H);
+    int sm = g.node("Softmax", {ix}, {{"axis", ai(1)}}, 13, H), ls = g.node("LogSoftmax", {ix}, {}, 13, H);
+    int sm_legacy = g.node("Softmax", {ix}, {{"axis", ai(1)}}, 11, H);  // coerced to 2-D: rows of 37 * 3
+    auto r = g.run({sm, ls, sm_legacy});
+    close(r[0], rounded(softmax(x, 2, 37, 3, false)), kHalfRtol, 1e-4f);
+    close(r[1], rounded(softmax(x, 74, 3, 1, true)), kHalfRtol, 1e-4f);
+    close(r[2], rounded(softmax(x, 2, 111, 1, false)), kHalfRtol, 1e-4f);
+  }
+  {
+    G g;  // MatMul -> Add -> Relu -> Softmax in one program: 2-byte intermediates in the scratch arena
+    int64_t M = 7, K = 13, N = 11;
+    auto a = rounded(randv(size_t(M * K), -1, 1, 29)), b = rounded(randv(size_t(K * N), -1, 1, 30));
+    auto c = rounded(randv(size_t(N), -1, 1, 31));
+    int ia = g.input(a, {M, K}, H), ib = g.input(b, {K, N}, H), ic = g.input(c, {N}, H);
+    int mm = g.node("MatMul", {ia, ib}, {}, 13, H);
+    int rl = g.node("Relu", {g.node("Add", {mm, ic}, {}, 14, H)}, {}, 14, H);
+    g.g.values[size_t(rl)].rank = 2;  // Softmax is claimed only with a known rank
+    int sm = g.node("Softmax", {rl}, {}, 13, H);
+    auto r = g.run({sm});
+    auto w = rounded(ref_matmul(a, b, 1, M, K, N, true));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = round_to_half(std::max(round_to_half(w[i] + c[i % size_t(N)]), 0.f));
+    close(r[0], rounded(softmax(w, M, N, 1, false)), kHalfRtol, 1e-4f);
+  }
+  no_validation_messages();
+}
+
+TEST_CASE("float16 claims: only with 16-bit storage, only implemented ops, no mixed types") {
+  IrGraph g;
+  IrValue h;
+  h.dtype = NXRT_DTYPE_FLOAT16;
+  h.rank = 2;
+  h.dims = {4, 4};
+  IrValue f = h;
+  f.dtype = NXRT_DTYPE_FLOAT32;
+  int h0 = g.add_value(h), h1 = g.add_value(h), ho = g.add_value(h), f0 = g.add_value(f);
+  DeviceLimits with16, without16;
+  with16.storage16 = true;
+  IrNode n;
+  n.opset = 17;
+  n.out = {ho};
+  for (auto [op, ins] : {std::pair<const char*, std::vector<int>>{"Relu", {h0}}, {"Add", {h0, h1}}, {"MatMul", {h0, h1}},
+                         {"Gemm", {h0, h1}}, {"Softmax", {h0}}, {"LogSoftmax", {h0}}}) {
+    CAPTURE(op);
+    n.op = op;
+    n.in = ins;
+    CHECK(!check_node(g, n, with16));
+    auto r = check_node(g, n, without16);
+    REQUIRE(r);
+    CHECK(r->reason == NXRT_REFUSE_DTYPE);
+    CHECK(r->message.find("storageBuffer16BitAccess") != std::string::npos);
+  }
+  n.op = "Add";
+  n.in = {h0, f0};  // mixed inputs
+  CHECK(check_node(g, n, with16)->reason == NXRT_REFUSE_DTYPE);
+  n.op = "Pow";
+  CHECK(check_node(g, n, with16)->reason == NXRT_REFUSE_DTYPE);
+  n.op = "Relu";
+  n.in = {h0};
+  n.out = {f0};  // mixed input/output
+  CHECK(check_node(g, n, with16)->reason == NXRT_REFUSE_DTYPE);
+  n.out = {ho};
+  n.op = "Identity";  // a view runs no kernel: float16 needs no device feature
+  CHECK(!check_node(g, n, without16));
+  for (const char* op : {"ReduceSum", "LayerNormalization", "Transpose", "GlobalAveragePool"}) {  // no float16 kernel
+    CAPTURE(op);
+    n.op = op;
+    auto r = check_node(g, n, with16);
+    REQUIRE(r);
+    CHECK(r->reason == NXRT_REFUSE_DTYPE);
+  }
 }
 
 TEST_CASE("claims are exact") {
