@@ -41,16 +41,6 @@ Env make_env(const Options& o) {
   return env;
 }
 
-std::string shape_str(const int64_t* dims, size_t rank) {
-  std::string s = "[";
-  for (size_t i = 0; i < rank; ++i) {
-    if (i) s += ',';
-    s += dims[i] < 0 ? std::string("?") : std::to_string(dims[i]);
-  }
-  s += ']';
-  return s;
-}
-
 std::string json_escape(const std::string& s) {
   std::string out;
   for (char c : s) {

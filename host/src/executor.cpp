@@ -13,16 +13,6 @@
 namespace nxrt {
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (i) s += ',';
-    s += d[i] < 0 ? std::string("?") : std::to_string(d[i]);
-  }
-  s += ']';
-  return s;
-}
-
 void* host_alloc(uint64_t bytes) {
   void* p = std::aligned_alloc(NXRT_TENSOR_ALIGNMENT, (std::max<uint64_t>(bytes, 1) + NXRT_TENSOR_ALIGNMENT - 1) /
                                                            NXRT_TENSOR_ALIGNMENT * NXRT_TENSOR_ALIGNMENT);
@@ -340,17 +330,11 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
       ctx.session = this;
       ctx.step = &step;
       ctx.stream = rs->streams[size_t(step.ep)];
-      nxrt_status* st;
-      try {
-        if (step.serial) {
-          std::lock_guard lock(*step.serial);
-          st = api.kernel_compute(step.kernel, &ctx);
-        } else {
-          st = api.kernel_compute(step.kernel, &ctx);
-        }
-      } catch (...) {
-        raise(NXRT_ERR_PLUGIN, "plugin '{}' threw a C++ exception through the ABI in kernel_compute for {}", ep.lib->name(), step.label);
-      }
+      nxrt_status* st = guarded(ep.lib->name(), "kernel_compute for " + step.label, [&] {
+        std::unique_lock<std::mutex> lock;
+        if (step.serial) lock = std::unique_lock<std::mutex>(*step.serial);
+        return api.kernel_compute(step.kernel, &ctx);
+      });
       check_plugin(*ep.lib, st, fmt::format("running {}", step.label));
       for (size_t o = 0; o < step.outputs.size(); ++o)
         if (step.outputs[o] >= 0 && !rs->state[size_t(step.outputs[o])].ready)

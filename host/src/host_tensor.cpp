@@ -16,6 +16,16 @@ int64_t element_count(const std::vector<int64_t>& dims) {
   return n;
 }
 
+std::string shape_str(const int64_t* dims, size_t rank) {
+  std::string s = "[";
+  for (size_t i = 0; i < rank; ++i) {
+    if (i) s += ',';
+    s += dims[i] < 0 ? std::string("?") : std::to_string(dims[i]);
+  }
+  s += ']';
+  return s;
+}
+
 int64_t HostTensor::numel() const { return element_count(dims); }
 
 namespace {

@@ -38,6 +38,9 @@ struct HostTensor {
 };
 
 int64_t element_count(const std::vector<int64_t>& dims);
+// "[2,?,3]": a shape for messages, "?" for a dimension unknown before run time.
+std::string shape_str(const int64_t* dims, size_t rank);
+inline std::string shape_str(const std::vector<int64_t>& dims) { return shape_str(dims.data(), dims.size()); }
 using sdk::dtype_name;  // element-type helpers shared with plugins (header-only, ABI types only)
 using sdk::dtype_size;  // 0 for types without a fixed size
 

@@ -39,17 +39,11 @@ void check_plugin(const PluginLibrary& lib, nxrt_status* status, const std::stri
   raise(code, "{} ({}): {}: {}", what, lib.name(), status_code_name(s->code), msg);
 }
 
-namespace {
-
-// Guards a call into plugin code against C++ exceptions thrown through the ABI.
-template <typename F>
-auto guarded(const std::filesystem::path& path, const char* fn, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (...) {
-    raise(NXRT_ERR_PLUGIN, "plugin '{}' threw a C++ exception through the ABI in {}", path.string(), fn);
-  }
+void throw_abi_exception(const std::string& who, std::string_view fn) {
+  raise(NXRT_ERR_PLUGIN, "plugin '{}' threw a C++ exception through the ABI in {}", who, fn);
 }
+
+namespace {
 
 void require_functions(const nxrt_plugin_api& a, uint64_t features, const std::filesystem::path& path) {
   struct Fn { const char* name; const void* p; };
@@ -105,7 +99,7 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
   rq.host = &host_services();
   nxrt_negotiate_reply rp{};
   rp.struct_size = sizeof rp;
-  int32_t rc = guarded(path, "nxrt_ep_negotiate", [&] { return negotiate(&rq, &rp); });
+  int32_t rc = guarded(path.string(), "nxrt_ep_negotiate", [&] { return negotiate(&rq, &rp); });
   rp.message[sizeof rp.message - 1] = '\0';
   if (rc != NXRT_OK)
     raise(NXRT_ERR_PLUGIN, "plugin '{}' refused negotiation ({}): {}", path.string(), status_code_name(nxrt_status_code(rc)),
@@ -134,16 +128,16 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
   lib->version_ = rp.api->version ? rp.api->version : "";
 
   uint32_t count = 0;
-  check_plugin(*lib, guarded(path, "device_count", [&] { return rp.api->device_count(&count); }), "listing devices");
+  check_plugin(*lib, guarded(path.string(), "device_count", [&] { return rp.api->device_count(&count); }), "listing devices");
   if (count > 1024) raise(NXRT_ERR_PLUGIN, "plugin '{}' reports {} devices", path.string(), count);
   if (count == 0) {
-    const char* why = guarded(path, "no_device_reason", [&] { return rp.api->no_device_reason(); });
+    const char* why = guarded(path.string(), "no_device_reason", [&] { return rp.api->no_device_reason(); });
     lib->no_device_reason_ = why && *why ? why : "the plugin found no device and gave no reason";
   }
   for (uint32_t i = 0; i < count; ++i) {
     nxrt_device_info info{};
     info.struct_size = sizeof info;
-    check_plugin(*lib, guarded(path, "device_info", [&] { return rp.api->device_info(i, &info); }),
+    check_plugin(*lib, guarded(path.string(), "device_info", [&] { return rp.api->device_info(i, &info); }),
                  fmt::format("reading device {}", i));
     DeviceInfo d;
     auto field = [&](auto member) { return info.struct_size >= member; };

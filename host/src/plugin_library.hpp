@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace nxrt {
@@ -55,6 +56,19 @@ class PluginLibrary {
   uint64_t features_ = 0;
   std::vector<DeviceInfo> devices_;
 };
+
+[[noreturn]] void throw_abi_exception(const std::string& who, std::string_view fn);
+
+// Runs a call into plugin code; a C++ exception thrown through the ABI becomes a HostError
+// naming the plugin (`who`: its name, or its path before it has one) and the function.
+template <typename F>
+auto guarded(const std::string& who, std::string_view fn, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (...) {
+    throw_abi_exception(who, fn);
+  }
+}
 
 // Takes ownership of a status returned by a plugin call: throws HostError with
 // `what` and the plugin's message when it is an error.

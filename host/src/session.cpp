@@ -34,12 +34,7 @@ std::unique_ptr<EpInstance> EpInstance::create(std::shared_ptr<PluginLibrary> li
   inst->device = device;
   const std::string t = std::to_string(threads);
   nxrt_option opt{"threads", t.c_str()};
-  nxrt_status* st = nullptr;
-  try {
-    st = lib->api().session_create(device, &opt, 1, &inst->session);
-  } catch (...) {
-    raise(NXRT_ERR_PLUGIN, "plugin '{}' threw a C++ exception through the ABI in session_create", name);
-  }
+  nxrt_status* st = guarded(name, "session_create", [&] { return lib->api().session_create(device, &opt, 1, &inst->session); });
   check_plugin(*lib, st, "creating an EP session");
   if (!inst->session) raise(NXRT_ERR_PLUGIN, "plugin '{}' returned no session", name);
   inst->host_addressable = lib->devices()[device].host_addressable;
@@ -109,15 +104,6 @@ std::vector<std::vector<size_t>> convex_parts(const nxrt_model_ir& m, const std:
   return parts;
 }
 
-template <typename F>
-auto guarded(const PluginLibrary& lib, const char* fn, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (...) {
-    raise(NXRT_ERR_PLUGIN, "plugin '{}' threw a C++ exception through the ABI in {}", lib.name(), fn);
-  }
-}
-
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
@@ -167,7 +153,7 @@ void Session::partition(bool fallback, const std::vector<std::shared_ptr<PluginL
     sink.plugin = ep.lib->name();
     sink.fused_allowed = ep.lib->has(NXRT_FEATURE_FUSED_GROUPS);
     sink.in_view = unassigned;
-    check_plugin(*ep.lib, guarded(*ep.lib, "get_capability", [&] { return ep.lib->api().get_capability(ep.session, &view, &sink); }),
+    check_plugin(*ep.lib, guarded(ep.lib->name(), "get_capability", [&] { return ep.lib->api().get_capability(ep.session, &view, &sink); }),
                  "asking which nodes it supports");
     if (!sink.error.empty()) raise(NXRT_ERR_PLUGIN, "plugin '{}' broke the claim protocol: {}", ep.lib->name(), sink.error);
     for (auto& group : sink.groups) {
@@ -347,7 +333,7 @@ void Session::bind_kernels() {
                                 : fmt::format("group of {} nodes starting at '{}' ({})", group.size(), first.name, first.op_type);
     for (auto* in : view.inputs) s.inputs.push_back(in ? need(in, ep.location) : -1);
     for (auto* out : view.outputs) s.outputs.push_back(out ? new_slot(out, ep.location, ep.location == 0 ? -1 : e) : -1);
-    check_plugin(*ep.lib, guarded(*ep.lib, "kernel_create", [&] { return ep.lib->api().kernel_create(ep.session, &view, &s.kernel); }),
+    check_plugin(*ep.lib, guarded(ep.lib->name(), "kernel_create", [&] { return ep.lib->api().kernel_create(ep.session, &view, &s.kernel); }),
                  fmt::format("creating the kernel for {}", s.label));
     if (!s.kernel) raise(NXRT_ERR_PLUGIN, "plugin '{}' returned no kernel for {}", ep.lib->name(), s.label);
     if (!ep.concurrent) s.serial = std::make_unique<std::mutex>();
@@ -431,7 +417,7 @@ void Session::upload_constants() {
       total += align_up(std::max<uint64_t>(slots_[size_t(id)].value->constant->data.size(), 1), NXRT_TENSOR_ALIGNMENT);
     }
     void* buffer = nullptr;
-    check_plugin(*ep.lib, guarded(*ep.lib, "memory_alloc", [&] { return ep.lib->api().memory_alloc(ep.session, NXRT_MEMORY_DEVICE, total, NXRT_TENSOR_ALIGNMENT, &buffer); }),
+    check_plugin(*ep.lib, guarded(ep.lib->name(), "memory_alloc", [&] { return ep.lib->api().memory_alloc(ep.session, NXRT_MEMORY_DEVICE, total, NXRT_TENSOR_ALIGNMENT, &buffer); }),
                  fmt::format("allocating {} bytes for constants", total));
     constant_buffers_.emplace_back(e, buffer);
     std::vector<nxrt_copy_region> regions;
@@ -448,7 +434,7 @@ void Session::upload_constants() {
       r.bytes = s.value->constant->data.size();
       if (r.bytes) regions.push_back(r);
     }
-    check_plugin(*ep.lib, guarded(*ep.lib, "copy", [&] { return ep.lib->api().copy(ep.session, regions.data(), regions.size(), nullptr); }),
+    check_plugin(*ep.lib, guarded(ep.lib->name(), "copy", [&] { return ep.lib->api().copy(ep.session, regions.data(), regions.size(), nullptr); }),
                  "uploading constants");
   }
 }
