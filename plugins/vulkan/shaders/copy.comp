@@ -1,10 +1,12 @@
 #version 450
+#include "dtype.glsl"
 #include "common.glsl"
-// Strided N-d copy of 32-bit words: Transpose, Concat, Slice, Expand, Split.
-// ew = 32-bit words per element (1: 4-byte types, 2: 8-byte types).
+// Strided N-d element copy: Transpose, Concat, Slice, Expand. Elements are moved
+// as ew raw_t units each (dtype.glsl): 32-bit words, ew = 1 for 4-byte and 2 for
+// 8-byte types; with -DFP16 one 16-bit unit per float16 element (ew = 1).
 layout(local_size_x = 256) in;
-layout(std430, binding = 0) readonly buffer S { uint src[]; };
-layout(std430, binding = 1) writeonly buffer D { uint dst[]; };
+layout(std430, binding = 0) readonly buffer S { raw_t src[]; };
+layout(std430, binding = 1) writeonly buffer D { raw_t dst[]; };
 layout(push_constant) uniform P { uint n; uint rank; uint ew; uint ibase; uint obase; uint dims[6]; int is[6]; uint os[6]; } p;
 
 void main() {

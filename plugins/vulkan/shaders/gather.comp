@@ -1,9 +1,12 @@
 #version 450
+#include "dtype.glsl"
 #include "common.glsl"
+// Elements are ew raw_t units (dtype.glsl): 32-bit words, or with -DFP16 one
+// 16-bit unit per float16 element. Indices are int32, or int64 read by low word.
 layout(local_size_x = 256) in;
-layout(std430, binding = 0) readonly buffer S { uint src[]; };
+layout(std430, binding = 0) readonly buffer S { raw_t src[]; };
 layout(std430, binding = 1) readonly buffer I { int idx[]; };
-layout(std430, binding = 2) writeonly buffer D { uint dst[]; };
+layout(std430, binding = 2) writeonly buffer D { raw_t dst[]; };
 // out (outer, ni, inner) = data (outer, axis, inner)[:, idx, :]
 layout(push_constant) uniform P { uint n; uint axis; uint inner; uint ni; uint ew; uint idx64; } p;
 

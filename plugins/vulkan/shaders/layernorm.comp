@@ -1,10 +1,12 @@
 #version 450
+#include "dtype.glsl"
 // One workgroup per row of `len` contiguous elements; scale/bias have `len` elements.
+// Mean and variance accumulate in float32 (also for float16 storage).
 layout(local_size_x = 128) in;
-layout(std430, binding = 0) readonly buffer X { float x[]; };
-layout(std430, binding = 1) readonly buffer S { float sc[]; };
-layout(std430, binding = 2) readonly buffer B { float bi[]; };
-layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+layout(std430, binding = 0) readonly buffer X { elem_t x[]; };
+layout(std430, binding = 1) readonly buffer S { elem_t sc[]; };
+layout(std430, binding = 2) readonly buffer B { elem_t bi[]; };
+layout(std430, binding = 3) writeonly buffer Y { elem_t y[]; };
 layout(push_constant) uniform P { uint rows; uint len; float eps; uint has_bias; } p;
 shared float red[128];
 
@@ -14,21 +16,21 @@ void main() {
   uint base = row * p.len;
   uint t = gl_LocalInvocationID.x;
   float s = 0.0;
-  for (uint k = t; k < p.len; k += 128) s += x[base + k];
+  for (uint k = t; k < p.len; k += 128) s += float(x[base + k]);
   red[t] = s;
   barrier();
   for (uint h = 64; h > 0; h >>= 1) { if (t < h) red[t] += red[t + h]; barrier(); }
   float mean = red[0] / float(p.len);
   barrier();
   float v = 0.0;
-  for (uint k = t; k < p.len; k += 128) { float d = x[base + k] - mean; v += d * d; }
+  for (uint k = t; k < p.len; k += 128) { float d = float(x[base + k]) - mean; v += d * d; }
   red[t] = v;
   barrier();
   for (uint h = 64; h > 0; h >>= 1) { if (t < h) red[t] += red[t + h]; barrier(); }
   float inv = 1.0 / sqrt(red[0] / float(p.len) + p.eps);
   for (uint k = t; k < p.len; k += 128) {
-    float r = (x[base + k] - mean) * inv * sc[k];
-    if (p.has_bias != 0) r += bi[k];
-    y[base + k] = r;
+    float r = (float(x[base + k]) - mean) * inv * float(sc[k]);
+    if (p.has_bias != 0) r += float(bi[k]);
+    y[base + k] = elem_t(r);
   }
 }

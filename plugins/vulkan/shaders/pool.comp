@@ -1,9 +1,11 @@
 #version 450
+#include "dtype.glsl"
 #include "common.glsl"
-// 2-D MaxPool / AveragePool, one thread per output element of (NC, OH, OW).
+// 2-D MaxPool / AveragePool, one thread per output element of (NC, OH, OW);
+// float32 max/sum, one rounding on the store.
 layout(local_size_x = 256) in;
-layout(std430, binding = 0) readonly buffer X { float x[]; };
-layout(std430, binding = 1) writeonly buffer Y { float y[]; };
+layout(std430, binding = 0) readonly buffer X { elem_t x[]; };
+layout(std430, binding = 1) writeonly buffer Y { elem_t y[]; };
 layout(push_constant) uniform P {
   uint n; uint H; uint W; uint OH; uint OW; uint KH; uint KW; uint sh; uint sw;
   int ph; int pw; int ph1; int pw1; uint dh; uint dw; uint mode; uint count_include_pad;
@@ -23,7 +25,7 @@ void main() {
     for (uint kw = 0; kw < p.KW; ++kw) {
       int w = w0 + int(kw * p.dw);
       if (w < 0 || w >= int(p.W)) continue;
-      float v = x[base + uint(h) * p.W + uint(w)];
+      float v = float(x[base + uint(h) * p.W + uint(w)]);
       if (p.mode == 0) acc = max(acc, v); else acc += v;
       cnt++;
     }
@@ -37,5 +39,5 @@ void main() {
       acc /= float(max(cnt, 1u));
     }
   }
-  y[i] = acc;
+  y[i] = elem_t(acc);
 }

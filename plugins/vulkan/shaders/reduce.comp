@@ -1,9 +1,11 @@
 #version 450
+#include "dtype.glsl"
 #include "common.glsl"
-// out(outer, inner) = reduce over k of x(outer, k, inner), k < len.
+// out(outer, inner) = reduce over k of x(outer, k, inner), k < len; accumulated
+// in float32 for either storage type.
 layout(local_size_x = 256) in;
-layout(std430, binding = 0) readonly buffer X { float x[]; };
-layout(std430, binding = 1) writeonly buffer Y { float y[]; };
+layout(std430, binding = 0) readonly buffer X { elem_t x[]; };
+layout(std430, binding = 1) writeonly buffer Y { elem_t y[]; };
 layout(push_constant) uniform P { uint n; uint len; uint inner; uint op; } p;
 
 void main() {
@@ -13,7 +15,7 @@ void main() {
   uint base = o * p.len * p.inner + in_;
   float acc = p.op == 2 ? -3.402823466e38 : (p.op == 3 ? 3.402823466e38 : (p.op == 4 ? 1.0 : 0.0));
   for (uint k = 0; k < p.len; ++k) {
-    float v = x[base + k * p.inner];
+    float v = float(x[base + k * p.inner]);
     switch (p.op) {
       case 0: case 1: acc += v; break;      // sum, mean
       case 2: acc = max(acc, v); break;
@@ -25,5 +27,5 @@ void main() {
   }
   if (p.op == 1) acc /= float(p.len);
   if (p.op == 6) acc = sqrt(acc);
-  y[i] = acc;
+  y[i] = elem_t(acc);
 }

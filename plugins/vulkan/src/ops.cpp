@@ -52,9 +52,10 @@ struct OpDef {
 };
 
 const std::vector<nxrt_dtype> F32 = {NXRT_DTYPE_FLOAT32};
+// Copy kernels move raw elements: 32-bit words, and 16-bit units for float16 (f16).
 const std::vector<nxrt_dtype> MOVE = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_INT32, NXRT_DTYPE_INT64};
-// Views alias their input (a materialised graph output is a byte copy): no
-// kernel, so float16 needs no device feature.
+// Views alias their input (a materialised graph output is a byte copy) and
+// Shape reads only the shape: no kernel, so float16 needs no device feature.
 const std::vector<nxrt_dtype> VIEW = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_INT32, NXRT_DTYPE_INT64, NXRT_DTYPE_FLOAT16};
 
 enum UnaryOp { U_RELU, U_ERF, U_SIGMOID, U_TANH, U_EXP, U_LOG, U_SQRT, U_NEG, U_ABS, U_RECIP, U_CLIP, U_LEAKY, U_IDENT,
@@ -353,6 +354,7 @@ std::map<std::string, OpDef> build_table() {
   {
     OpDef d;
     d.dtypes = F32;
+    d.f16 = true;
     d.attrs = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"};
     d.check = [](const IrGraph& g, const IrNode& n) -> R {
       if (auto r = check_spatial_attrs(g, n)) return r;
@@ -373,6 +375,7 @@ std::map<std::string, OpDef> build_table() {
   for (std::string name : {"MaxPool", "AveragePool"}) {
     OpDef d;
     d.dtypes = F32;
+    d.f16 = true;
     d.attrs = {"auto_pad", "ceil_mode", "kernel_shape", "pads", "strides"};
     if (name == "MaxPool") d.attrs.insert({"dilations", "storage_order"});
     else d.attrs.insert("count_include_pad");
@@ -392,6 +395,7 @@ std::map<std::string, OpDef> build_table() {
   for (std::string name : {"GlobalAveragePool", "GlobalMaxPool"}) {
     OpDef d;
     d.dtypes = F32;
+    d.f16 = true;
     d.check = [](const IrGraph& g, const IrNode& n) -> R {
       if (g.in(n, 0)->rank >= 0 && g.in(n, 0)->rank < 3) return refuse(NXRT_REFUSE_SHAPE, "{} needs rank >= 3", n.op);
       return std::nullopt;
@@ -405,6 +409,7 @@ std::map<std::string, OpDef> build_table() {
   {
     OpDef d;
     d.dtypes = F32;
+    d.f16 = true;
     d.attrs = {"epsilon", "momentum", "training_mode"};
     d.check = [](const IrGraph& g, const IrNode& n) -> R {
       if (n.opset < 9) return refuse(NXRT_REFUSE_OPSET, "BatchNormalization before opset 9 is not implemented");
@@ -432,6 +437,7 @@ std::map<std::string, OpDef> build_table() {
   {
     OpDef d;
     d.dtypes = F32;
+    d.f16 = true;
     d.attrs = {"axis", "epsilon", "stash_type"};
     d.check = [](const IrGraph& g, const IrNode& n) -> R {
       if (attr_i(n, "stash_type", 1) != 1) return refuse(NXRT_REFUSE_ATTRIBUTE, "LayerNormalization stash_type != 1");
@@ -452,6 +458,7 @@ std::map<std::string, OpDef> build_table() {
   for (auto& [name, code] : kReduce) {
     OpDef d;
     d.dtypes = F32;
+    d.f16 = true;
     d.attrs = {"keepdims", "noop_with_empty_axes"};
     d.meta_inputs = {1};
     std::string nm = name;
@@ -485,6 +492,7 @@ std::map<std::string, OpDef> build_table() {
   {
     OpDef d;
     d.dtypes = MOVE;
+    d.f16 = true;
     d.attrs = {"perm"};
     d.check = [](const IrGraph& g, const IrNode& n) -> R {
       auto x = g.in(n, 0);
@@ -503,6 +511,7 @@ std::map<std::string, OpDef> build_table() {
   {
     OpDef d;
     d.dtypes = MOVE;
+    d.f16 = true;
     d.attrs = {"axis"};
     d.check = [](const IrGraph& g, const IrNode& n) -> R {
       auto x = g.in(n, 0);
@@ -523,6 +532,7 @@ std::map<std::string, OpDef> build_table() {
   {
     OpDef d;
     d.dtypes = MOVE;
+    d.f16 = true;
     d.attrs = {"axis"};
     d.meta_inputs = {1};
     d.check = [](const IrGraph& g, const IrNode& n) -> R {
@@ -544,6 +554,7 @@ std::map<std::string, OpDef> build_table() {
   {
     OpDef d;
     d.dtypes = MOVE;
+    d.f16 = true;
     d.meta_inputs = {1, 2, 3, 4};
     d.attrs = {"starts", "ends", "axes"};
     d.check = [](const IrGraph& g, const IrNode& n) -> R {
@@ -561,6 +572,7 @@ std::map<std::string, OpDef> build_table() {
   {
     OpDef d;
     d.dtypes = MOVE;
+    d.f16 = true;
     d.meta_inputs = {1};
     d.check = [](const IrGraph& g, const IrNode& n) -> R {
       if (!const_ints(g.in(n, 1))) return refuse(NXRT_REFUSE_ATTRIBUTE, "Expand shape must be a constant");
@@ -660,7 +672,7 @@ std::map<std::string, OpDef> build_table() {
   }
   {
     OpDef d;
-    d.dtypes = MOVE;
+    d.dtypes = VIEW;  // reads only the input's shape: float16 needs no device feature
     d.attrs = {"start", "end"};
     d.meta_outputs = {0};
     d.check = [](const IrGraph& g, const IrNode& n) -> R {
@@ -725,8 +737,9 @@ struct Emitter {
 struct CopyPush { uint32_t n, rank, ew, ibase, obase, dims[6]; int32_t is[6]; uint32_t os[6]; };
 
 // Strided copy with dims/strides in elements (rank <= 6 after dropping size-1 dims).
+// ew: 32-bit words per element (words()), or 1 with f16 (16-bit elements, copy_f16).
 void strided_copy(Emitter& e, Loc src, Loc dst, const Shape& dims, const std::vector<int64_t>& is, const std::vector<int64_t>& os,
-                  int64_t ibase, int64_t obase, uint32_t ew) {
+                  int64_t ibase, int64_t obase, uint32_t ew, bool f16) {
   CopyPush p{};
   int64_t n = numel(dims);
   if (n == 0) return;
@@ -762,9 +775,10 @@ void strided_copy(Emitter& e, Loc src, Loc dst, const Shape& dims, const std::ve
   }
   uint32_t gx, gy;
   Emitter::grid(uint64_t(n), 256, gx, gy);
-  e.dispatch(Shader::copy, {}, {src, dst}, 1, p, gx, gy);
+  e.dispatch(f16 ? Shader::copy_f16 : Shader::copy, {}, {src, dst}, 1, p, gx, gy);
 }
 
+// Copy units per element: 32-bit words (2 for int64); a float16 element is one 16-bit unit of copy_f16.
 uint32_t words(nxrt_dtype t) { return t == NXRT_DTYPE_INT64 ? 2 : 1; }
 
 struct MatmulPush {
@@ -1058,13 +1072,15 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
                  u32(grp), bias.a ? 1u : 0u, 0.f, 0.f};
       auto spec = tile_spec(cout_g, ge.OH * ge.OW);
       uint32_t tx = u32((ge.OH * ge.OW + spec[2] - 1) / spec[2]), ty = u32((cout_g + spec[1] - 1) / spec[1]);
-      e.dispatch(Shader::conv_gemm, spec, {il[1], il[0], bias.a ? bias : il[1], ol[0]}, 1, p, tx, ty, u32(X[0] * grp));
+      e.dispatch(f16 ? Shader::conv_gemm_f16 : Shader::conv_gemm, spec, {il[1], il[0], bias.a ? bias : il[1], ol[0]}, 1, p, tx,
+                 ty, u32(X[0] * grp));
     } else {
       ConvDirectPush p{u32(ny), u32(Cin), u32(ge.H), u32(ge.W), u32(Cout), u32(ge.OH), u32(ge.OW), u32(ge.KH), u32(ge.KW),
                        u32(ge.sh), u32(ge.sw), int32_t(ge.ph0), int32_t(ge.pw0), u32(ge.dh), u32(ge.dw), u32(cin_g),
                        u32(cout_g), bias.a ? 1u : 0u, 0.f, 0.f};
       Emitter::grid(uint64_t(ny), 256, gx, gy);
-      e.dispatch(Shader::conv_direct, {}, {il[0], il[1], bias.a ? bias : il[1], ol[0]}, 1, p, gx, gy);
+      e.dispatch(f16 ? Shader::conv_direct_f16 : Shader::conv_direct, {}, {il[0], il[1], bias.a ? bias : il[1], ol[0]}, 1, p,
+                 gx, gy);
     }
     return;
   }
@@ -1076,7 +1092,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
                int32_t(ge.ph0), int32_t(ge.pw0), int32_t(ge.ph1), int32_t(ge.pw1), u32(ge.dh), u32(ge.dw),
                op == "MaxPool" ? 0u : 1u, u32(attr_i(n, "count_include_pad", 0))};
     Emitter::grid(uint64_t(ny), 256, gx, gy);
-    e.dispatch(Shader::pool, {}, {il[0], ol[0]}, 1, p, gx, gy);
+    e.dispatch(f16 ? Shader::pool_f16 : Shader::pool, {}, {il[0], ol[0]}, 1, p, gx, gy);
     return;
   }
   if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
@@ -1084,7 +1100,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
     int64_t sp = numel(X) / std::max<int64_t>(1, X[0] * X[1]);
     ReducePush p{u32(ny), u32(sp), 1, op == "GlobalMaxPool" ? 2u : 1u};
     Emitter::grid(uint64_t(ny), 256, gx, gy);
-    e.dispatch(Shader::reduce, {}, {il[0], ol[0]}, 1, p, gx, gy);
+    e.dispatch(f16 ? Shader::reduce_f16 : Shader::reduce, {}, {il[0], ol[0]}, 1, p, gx, gy);
     return;
   }
   if (auto r = kReduce.find(op); r != kReduce.end()) {
@@ -1095,7 +1111,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
     }
     ReducePush p{u32(rg.outer * rg.inner), u32(rg.len), u32(rg.inner), r->second};
     Emitter::grid(uint64_t(p.n), 256, gx, gy);
-    e.dispatch(Shader::reduce, {}, {il[0], ol[0]}, 1, p, gx, gy);
+    e.dispatch(f16 ? Shader::reduce_f16 : Shader::reduce, {}, {il[0], ol[0]}, 1, p, gx, gy);
     return;
   }
   if (op == "BatchNormalization") {
@@ -1105,7 +1121,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
       if (numel(*is[i]) != C) fail(NXRT_INVALID_ARGUMENT, "BatchNormalization input {} has {} elements, expected {}", i, numel(*is[i]), C);
     BnPush p{u32(ny), u32(C), u32(sp), attr_f(n, "epsilon", 1e-5f)};
     Emitter::grid(uint64_t(ny), 256, gx, gy);
-    e.dispatch(Shader::batchnorm, {}, {il[0], il[1], il[2], il[3], il[4], ol[0]}, 1, p, gx, gy);
+    e.dispatch(f16 ? Shader::batchnorm_f16 : Shader::batchnorm, {}, {il[0], il[1], il[2], il[3], il[4], ol[0]}, 1, p, gx, gy);
     return;
   }
   if (op == "Softmax" || op == "LogSoftmax") {
@@ -1134,7 +1150,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
     if (has_b && numel(*is[2]) != len) fail(NXRT_UNSUPPORTED, "LayerNormalization bias of {} elements for rows of {}", numel(*is[2]), len);
     LnPush p{u32(rows), u32(len), attr_f(n, "epsilon", 1e-5f), has_b ? 1u : 0u};
     Emitter::grid(uint64_t(rows), 1, gx, gy);
-    e.dispatch(Shader::layernorm, {}, {il[0], il[1], has_b ? il[2] : il[1], ol[0]}, 1, p, gx, gy);
+    e.dispatch(f16 ? Shader::layernorm_f16 : Shader::layernorm, {}, {il[0], il[1], has_b ? il[2] : il[1], ol[0]}, 1, p, gx, gy);
     return;
   }
   uint32_t ew = words(g.out(n, 0)->dtype);
@@ -1144,7 +1160,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
     if (perm.empty()) for (int64_t i = int64_t(X.size()) - 1; i >= 0; --i) perm.push_back(i);
     Shape xs = dense_strides(X), ist;
     for (auto p : perm) ist.push_back(xs[size_t(p)]);
-    strided_copy(e, il[0], ol[0], y, ist, dense_strides(y), 0, 0, ew);
+    strided_copy(e, il[0], ol[0], y, ist, dense_strides(y), 0, 0, ew, f16);
     return;
   }
   if (op == "Concat") {
@@ -1153,7 +1169,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
     int64_t off = 0;
     for (size_t i = 0; i < il.size(); ++i) {
       const Shape& X = *is[i];
-      strided_copy(e, il[i], ol[0], X, dense_strides(X), ys, 0, off * ys[size_t(ax)], ew);
+      strided_copy(e, il[i], ol[0], X, dense_strides(X), ys, 0, off * ys[size_t(ax)], ew, f16);
       off += X[size_t(ax)];
     }
     return;
@@ -1167,7 +1183,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
       ist[i] = xs[i] * s.step[i];
       base += s.start[i] * xs[i];
     }
-    strided_copy(e, il[0], ol[0], y, ist, dense_strides(y), base, 0, ew);
+    strided_copy(e, il[0], ol[0], y, ist, dense_strides(y), base, 0, ew, f16);
     return;
   }
   if (op == "Expand") {
@@ -1177,7 +1193,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
     Shape xs = dense_strides(xp);
     for (size_t i = 0; i < y.size(); ++i)
       if (xp[i] == 1) xs[i] = 0;
-    strided_copy(e, il[0], ol[0], y, xs, dense_strides(y), 0, 0, ew);
+    strided_copy(e, il[0], ol[0], y, xs, dense_strides(y), 0, 0, ew, f16);
     return;
   }
   if (op == "Gather") {
@@ -1188,7 +1204,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
     GatherPush p{u32(ny), u32(X[size_t(ax)]), u32(inner), u32(numel(I)), ew, g.in(n, 1)->dtype == NXRT_DTYPE_INT64 ? 1u : 0u};
     if (X[size_t(ax)] == 0) fail(NXRT_INVALID_ARGUMENT, "Gather from an empty axis");
     Emitter::grid(uint64_t(ny), 256, gx, gy);
-    e.dispatch(Shader::gather, {}, {il[0], il[1], ol[0]}, 1, p, gx, gy);
+    e.dispatch(f16 ? Shader::gather_f16 : Shader::gather, {}, {il[0], il[1], ol[0]}, 1, p, gx, gy);
     return;
   }
   if (op == "Shape") {

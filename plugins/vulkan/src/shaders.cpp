@@ -53,6 +53,30 @@ NXRT_END
 NXRT_SPV(matmul_f16)
 #include "matmul_f16.spv.inc"
 NXRT_END
+NXRT_SPV(copy_f16)
+#include "copy_f16.spv.inc"
+NXRT_END
+NXRT_SPV(gather_f16)
+#include "gather_f16.spv.inc"
+NXRT_END
+NXRT_SPV(layernorm_f16)
+#include "layernorm_f16.spv.inc"
+NXRT_END
+NXRT_SPV(reduce_f16)
+#include "reduce_f16.spv.inc"
+NXRT_END
+NXRT_SPV(batchnorm_f16)
+#include "batchnorm_f16.spv.inc"
+NXRT_END
+NXRT_SPV(pool_f16)
+#include "pool_f16.spv.inc"
+NXRT_END
+NXRT_SPV(conv_direct_f16)
+#include "conv_direct_f16.spv.inc"
+NXRT_END
+NXRT_SPV(conv_gemm_f16)
+#include "conv_gemm_f16.spv.inc"
+NXRT_END
 }  // namespace
 
 std::span<const uint32_t> shader_spirv(Shader s) {
@@ -73,6 +97,14 @@ std::span<const uint32_t> shader_spirv(Shader s) {
     case Shader::binary_f16: return binary_f16_spv;
     case Shader::softmax_f16: return softmax_f16_spv;
     case Shader::matmul_f16: return matmul_f16_spv;
+    case Shader::copy_f16: return copy_f16_spv;
+    case Shader::gather_f16: return gather_f16_spv;
+    case Shader::layernorm_f16: return layernorm_f16_spv;
+    case Shader::reduce_f16: return reduce_f16_spv;
+    case Shader::batchnorm_f16: return batchnorm_f16_spv;
+    case Shader::pool_f16: return pool_f16_spv;
+    case Shader::conv_direct_f16: return conv_direct_f16_spv;
+    case Shader::conv_gemm_f16: return conv_gemm_f16_spv;
     default: return {};
   }
 }

@@ -205,8 +205,8 @@ Instance::Instance() {
           {"vulkan.max_storage_buffer_range", std::to_string(L.maxStorageBufferRange)},
           {"vulkan.max_push_constants", std::to_string(L.maxPushConstantsSize)},
           {"vulkan.max_workgroup_invocations", std::to_string(L.maxComputeWorkGroupInvocations)},
-          {"vulkan.kernel_dtypes", d.storage16 ? "float32; float16 (16-bit storage, float32 arithmetic) for elementwise, "
-                                                 "MatMul/Gemm, Softmax; int32/int64 for data movement"
+          {"vulkan.kernel_dtypes", d.storage16 ? "float32; float16 (16-bit storage, float32 arithmetic) for every "
+                                                 "float kernel; int32/int64 for data movement"
                                                : "float32 (compute); int32/int64 for data movement"},
       };
       devices_.push_back(std::move(d));
@@ -464,7 +464,7 @@ Alloc* Device::find_pinned(const void* p) {
 // ------------------------------------------------------------- pipelines
 
 std::span<const uint32_t> shader_spirv(Shader s);  // shaders.cpp
-static const uint32_t kBindings[] = {2, 3, 2, 3, 2, 4, 2, 6, 2, 4, 4, 4, 2, 3, 2, 4};
+static const uint32_t kBindings[] = {2, 3, 2, 3, 2, 4, 2, 6, 2, 4, 4, 4, 2, 3, 2, 4, 2, 3, 4, 2, 6, 2, 4, 4};
 static_assert(std::size(kBindings) == size_t(Shader::count));
 
 const Pipeline& Device::pipeline(Shader s, std::span<const uint32_t> spec) {

@@ -117,6 +117,17 @@ struct G {
     inputs.emplace_back(v.data(), iv.dims, NXRT_DTYPE_INT64);
     return id;
   }
+  int const_i32(const std::vector<int32_t>& v) {  // Gather indices
+    IrValue iv;
+    iv.name = "c" + std::to_string(g.values.size());
+    iv.dtype = NXRT_DTYPE_INT32;
+    iv.rank = 1;
+    iv.dims = {int64_t(v.size())};
+    int id = g.add_value(iv);
+    g.inputs.push_back(id);
+    inputs.emplace_back(v.data(), iv.dims, NXRT_DTYPE_INT32);
+    return id;
+  }
   int node(const std::string& op, std::vector<int> in, std::map<std::string, Attr> attrs = {}, int64_t opset = 17,
            nxrt_dtype out_dt = NXRT_DTYPE_FLOAT32) {
     IrValue ov;
@@ -695,6 +706,165 @@ TEST_CASE("float16: softmax, logsoftmax and a fused chain") {
   no_validation_messages();
 }
 
+TEST_CASE("float16: conv (implicit GEMM dense and grouped, direct grouped and depthwise)") {
+  if (!have_fp16_device()) return;
+  const auto H = NXRT_DTYPE_FLOAT16;
+  struct Case { int64_t N, C, H, W, Co, k, s, p, grp; bool bias; };
+  // GEMM path when Cout/group >= 16 and Cin/group*k*k >= 16, direct otherwise.
+  for (auto cs : {Case{1, 3, 17, 15, 32, 3, 2, 1, 1, true}, Case{2, 16, 9, 9, 32, 3, 1, 1, 2, true},
+                  Case{1, 8, 10, 9, 8, 3, 1, 1, 8, true}, Case{2, 8, 7, 7, 12, 1, 1, 0, 4, false},
+                  Case{1, 6, 11, 11, 6, 3, 2, 1, 6, false}}) {
+    CAPTURE(cs.C);
+    CAPTURE(cs.grp);
+    G g;
+    auto x = rounded(randv(size_t(cs.N * cs.C * cs.H * cs.W), -1, 1, 41));
+    auto w = rounded(randv(size_t(cs.Co * cs.C / cs.grp * cs.k * cs.k), -1, 1, 42));
+    auto b = rounded(randv(size_t(cs.Co), -1, 1, 43));
+    std::vector<int> in = {g.input(x, {cs.N, cs.C, cs.H, cs.W}, H), g.input(w, {cs.Co, cs.C / cs.grp, cs.k, cs.k}, H)};
+    if (cs.bias) in.push_back(g.input(b, {cs.Co}, H));
+    int y = g.node("Conv", in, {{"kernel_shape", ais({cs.k, cs.k})}, {"strides", ais({cs.s, cs.s})},
+                                {"pads", ais({cs.p, cs.p, cs.p, cs.p})}, {"group", ai(cs.grp)}}, 11, H);
+    auto r = g.run({y});
+    int64_t OH, OW;
+    auto want = ref_conv(x, w, cs.bias ? &b : nullptr, cs.N, cs.C, cs.H, cs.W, cs.Co, cs.k, cs.k, cs.s, cs.p, cs.grp, OH, OW);
+    close(r[0], rounded(want), kHalfRtol, 1e-4f);
+  }
+  no_validation_messages();
+}
+
+TEST_CASE("float16: pooling, batchnorm, layernorm, reductions") {
+  if (!have_fp16_device()) return;
+  const auto H = NXRT_DTYPE_FLOAT16;
+  G g;
+  const int N = 2, C = 3, S = 7;  // odd spatial size: odd element counts everywhere
+  auto x = rounded(randv(N * C * S * S, -2, 2, 44));
+  auto sc = rounded(randv(C, 0.5f, 1.5f, 45)), bi = rounded(randv(C, -1, 1, 46)), mean = rounded(randv(C, -1, 1, 47)),
+       var = rounded(randv(C, 0.1f, 2, 48)), lsc = rounded(randv(S, 0.5f, 1.5f, 49)), lbi = rounded(randv(S, -1, 1, 50));
+  int ix = g.input(x, {N, C, S, S}, H);
+  int is = g.input(sc, {C}, H), ib = g.input(bi, {C}, H), im = g.input(mean, {C}, H), iv = g.input(var, {C}, H);
+  int ils = g.input(lsc, {S}, H), ilb = g.input(lbi, {S}, H);
+  int mp = g.node("MaxPool", {ix}, {{"kernel_shape", ais({3, 3})}, {"strides", ais({2, 2})}, {"pads", ais({1, 1, 1, 1})}}, 12, H);
+  int ap = g.node("AveragePool", {ix}, {{"kernel_shape", ais({3, 3})}, {"strides", ais({2, 2})}, {"pads", ais({1, 1, 1, 1})}}, 11, H);
+  int gap = g.node("GlobalAveragePool", {ix}, {}, 1, H), gmp = g.node("GlobalMaxPool", {ix}, {}, 1, H);
+  int bn = g.node("BatchNormalization", {ix, is, ib, im, iv}, {{"epsilon", af(1e-3f)}}, 15, H);
+  int ln = g.node("LayerNormalization", {ix, ils, ilb}, {{"axis", ai(-1)}}, 17, H);
+  int rm = g.node("ReduceMean", {ix}, {{"axes", ais({2, 3})}, {"keepdims", ai(0)}}, 13, H);
+  int rs = g.node("ReduceSum", {ix, g.const_i64({1})}, {}, 13, H);
+  int rx = g.node("ReduceMax", {ix}, {{"axes", ais({1, 2})}}, 13, H);
+  int r2 = g.node("ReduceL2", {ix}, {{"axes", ais({3})}, {"keepdims", ai(0)}}, 13, H);
+  auto r = g.run({mp, ap, gap, gmp, bn, ln, rm, rs, rx, r2});
+  auto X = [&](int n, int c, int h, int w) { return double(x[size_t(((n * C + c) * S + h) * S + w)]); };
+  std::vector<float> wmp, wap, wgap, wgmp, wbn(x.size()), wln(x.size()), wrm, wrs(size_t(N * S * S)), wrx, wr2;
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c) {
+      for (int oh = 0; oh < 4; ++oh)
+        for (int ow = 0; ow < 4; ++ow) {
+          double m = -1e30, s = 0;
+          int cnt = 0;
+          for (int i = 0; i < 3; ++i)
+            for (int j = 0; j < 3; ++j) {
+              int h = oh * 2 - 1 + i, w = ow * 2 - 1 + j;
+              if (h < 0 || h >= S || w < 0 || w >= S) continue;
+              m = std::max(m, X(n, c, h, w));
+              s += X(n, c, h, w);
+              cnt++;
+            }
+          wmp.push_back(float(m));
+          wap.push_back(float(s / cnt));  // count_include_pad = 0
+        }
+      double s = 0, mx = -1e30;
+      for (int h = 0; h < S; ++h)
+        for (int w = 0; w < S; ++w) {
+          s += X(n, c, h, w);
+          mx = std::max(mx, X(n, c, h, w));
+          wbn[size_t(((n * C + c) * S + h) * S + w)] =
+              float((X(n, c, h, w) - mean[size_t(c)]) / std::sqrt(double(var[size_t(c)]) + double(1e-3f)) * sc[size_t(c)] + bi[size_t(c)]);
+        }
+      wgap.push_back(float(s / (S * S)));
+      wgmp.push_back(float(mx));
+      wrm.push_back(float(s / (S * S)));
+      for (int h = 0; h < S; ++h) {
+        double mu = 0, v = 0, l2 = 0;
+        for (int w = 0; w < S; ++w) mu += X(n, c, h, w);
+        mu /= S;
+        for (int w = 0; w < S; ++w) v += (X(n, c, h, w) - mu) * (X(n, c, h, w) - mu);
+        v /= S;
+        for (int w = 0; w < S; ++w) {
+          wln[size_t(((n * C + c) * S + h) * S + w)] = float((X(n, c, h, w) - mu) / std::sqrt(v + 1e-5) * lsc[size_t(w)] + lbi[size_t(w)]);
+          l2 += X(n, c, h, w) * X(n, c, h, w);
+        }
+        wr2.push_back(float(std::sqrt(l2)));
+      }
+    }
+  for (int n = 0; n < N; ++n)
+    for (int hw = 0; hw < S * S; ++hw) {
+      double s = 0;
+      for (int c = 0; c < C; ++c) s += x[size_t((n * C + c) * S * S + hw)];
+      wrs[size_t(n * S * S + hw)] = float(s);
+    }
+  for (int n = 0; n < N; ++n)
+    for (int w = 0; w < S; ++w) {
+      double m = -1e30;
+      for (int c = 0; c < C; ++c)
+        for (int h = 0; h < S; ++h) m = std::max(m, X(n, c, h, w));
+      wrx.push_back(float(m));
+    }
+  close(r[0], wmp, 0.f, 0.f);  // max of half values: exact
+  close(r[1], rounded(wap), kHalfRtol, 1e-4f);
+  close(r[2], rounded(wgap), kHalfRtol, 1e-4f);
+  close(r[3], wgmp, 0.f, 0.f);
+  close(r[4], rounded(wbn), kHalfRtol, 1e-4f);
+  close(r[5], rounded(wln), kHalfRtol, 1e-4f);
+  close(r[6], rounded(wrm), kHalfRtol, 1e-4f);
+  close(r[7], rounded(wrs), kHalfRtol, 1e-4f);
+  close(r[8], wrx, 0.f, 0.f);
+  close(r[9], rounded(wr2), kHalfRtol, 1e-4f);
+  no_validation_messages();
+}
+
+TEST_CASE("float16: data movement copies 16-bit elements (transpose, concat, gather, slice, expand)") {
+  if (!have_fp16_device()) return;
+  const auto H = NXRT_DTYPE_FLOAT16;
+  G g;
+  // Odd sizes and odd offsets: a copy of 32-bit words would shift, smear or drop halves.
+  auto x = rounded(randv(3 * 5 * 7, -4, 4, 51)), y = rounded(randv(3 * 5 * 2, -4, 4, 52)), z = rounded(randv(5, -4, 4, 53));
+  int ix = g.input(x, {3, 5, 7}, H), iy = g.input(y, {3, 5, 2}, H), iz = g.input(z, {5, 1}, H);
+  int tr = g.node("Transpose", {ix}, {{"perm", ais({2, 0, 1})}}, 13, H);
+  int cc = g.node("Concat", {ix, iy, ix}, {{"axis", ai(2)}}, 13, H);
+  int ga = g.node("Gather", {ix, g.const_i64({4, 0, -1})}, {{"axis", ai(1)}}, 13, H);
+  int gb = g.node("Gather", {ix, g.const_i32({1, 6, 3})}, {{"axis", ai(2)}}, 13, H);
+  int sl = g.node("Slice", {ix, g.const_i64({1, 6}), g.const_i64({5, 0}), g.const_i64({1, 2}), g.const_i64({2, -2})}, {}, 13, H);
+  int ex = g.node("Expand", {iz, g.const_i64({3, 5, 3})}, {}, 13, H);
+  auto r = g.run({tr, cc, ga, gb, sl, ex}, 2);
+  auto X = [&](int a, int b, int c) { return x[size_t((a * 5 + b) * 7 + c)]; };
+  std::vector<float> wtr, wcc, wga, wgb, wsl, wex;
+  for (int c = 0; c < 7; ++c)
+    for (int a = 0; a < 3; ++a)
+      for (int b = 0; b < 5; ++b) wtr.push_back(X(a, b, c));
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 5; ++b)
+      for (int c = 0; c < 16; ++c) wcc.push_back(c < 7 ? X(a, b, c) : c < 9 ? y[size_t((a * 5 + b) * 2 + c - 7)] : X(a, b, c - 9));
+  for (int a = 0; a < 3; ++a)
+    for (int b : {4, 0, 4})
+      for (int c = 0; c < 7; ++c) wga.push_back(X(a, b, c));
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 5; ++b)
+      for (int c : {1, 6, 3}) wgb.push_back(X(a, b, c));
+  for (int a = 0; a < 3; ++a)
+    for (int b : {1, 3})
+      for (int c : {6, 4, 2}) wsl.push_back(X(a, b, c));
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 5; ++b)
+      for (int c = 0; c < 3; ++c) wex.push_back(z[size_t(b)]);
+  close(r[0], wtr, 0.f, 0.f);  // copies are bit-exact
+  close(r[1], wcc, 0.f, 0.f);
+  close(r[2], wga, 0.f, 0.f);
+  close(r[3], wgb, 0.f, 0.f);
+  close(r[4], wsl, 0.f, 0.f);
+  close(r[5], wex, 0.f, 0.f);
+  no_validation_messages();
+}
+
 TEST_CASE("float16 claims: only with 16-bit storage, only implemented ops, no mixed types") {
   IrGraph g;
   IrValue h;
@@ -709,11 +879,41 @@ TEST_CASE("float16 claims: only with 16-bit storage, only implemented ops, no mi
   IrNode n;
   n.opset = 17;
   n.out = {ho};
-  for (auto [op, ins] : {std::pair<const char*, std::vector<int>>{"Relu", {h0}}, {"Add", {h0, h1}}, {"MatMul", {h0, h1}},
-                         {"Gemm", {h0, h1}}, {"Softmax", {h0}}, {"LogSoftmax", {h0}}}) {
+  IrValue h4 = h;  // NCHW operands for Conv, pooling, BatchNormalization
+  h4.rank = 4;
+  h4.dims = {1, 4, 6, 6};
+  IrValue hc = h;
+  hc.rank = 1;
+  hc.dims = {4};
+  IrValue i64 = h;
+  i64.dtype = NXRT_DTYPE_INT64;
+  i64.rank = 1;
+  i64.dims = {2};
+  i64.is_const = i64.has_data = true;
+  i64.data.dtype = NXRT_DTYPE_INT64;
+  i64.data.dims = i64.dims;
+  i64.data.bytes.assign(16, 0);  // {0, 0}
+  int x4 = g.add_value(h4), w4 = g.add_value(h4), c0 = g.add_value(hc), c1 = g.add_value(hc), c2 = g.add_value(hc),
+      c3 = g.add_value(hc), ix = g.add_value(i64);
+  IrValue ci = i64;
+  ci.dims = ci.data.dims = {1};
+  ci.data.bytes.assign(8, 0);
+  ci.data.bytes[0] = 1;  // {1}
+  int one = g.add_value(ci);
+  struct Case { const char* op; std::vector<int> in; std::map<std::string, Attr> attrs; };
+  const std::vector<Case> cases = {
+      {"Relu", {h0}, {}}, {"Add", {h0, h1}, {}}, {"MatMul", {h0, h1}, {}}, {"Gemm", {h0, h1}, {}}, {"Softmax", {h0}, {}},
+      {"LogSoftmax", {h0}, {}}, {"Conv", {x4, w4, c0}, {}}, {"MaxPool", {x4}, {{"kernel_shape", ais({2, 2})}}},
+      {"AveragePool", {x4}, {{"kernel_shape", ais({2, 2})}}}, {"GlobalAveragePool", {x4}, {}}, {"GlobalMaxPool", {x4}, {}},
+      {"BatchNormalization", {x4, c0, c1, c2, c3}, {}}, {"LayerNormalization", {h0, c0, c1}, {}},
+      {"ReduceMean", {h0}, {{"axes", ais({1})}}}, {"ReduceSum", {h0, one}, {}}, {"ReduceL2", {h0}, {}},
+      {"Transpose", {h0}, {}}, {"Concat", {h0, h1}, {{"axis", ai(0)}}}, {"Gather", {h0, ix}, {}},
+      {"Slice", {h0, one, one}, {}}, {"Expand", {h0, ix}, {}}};
+  for (auto& [op, ins, attrs] : cases) {
     CAPTURE(op);
     n.op = op;
     n.in = ins;
+    n.attrs = attrs;
     CHECK(!check_node(g, n, with16));
     auto r = check_node(g, n, without16);
     REQUIRE(r);
@@ -730,15 +930,29 @@ TEST_CASE("float16 claims: only with 16-bit storage, only implemented ops, no mi
   n.out = {f0};  // mixed input/output
   CHECK(check_node(g, n, with16)->reason == NXRT_REFUSE_DTYPE);
   n.out = {ho};
+  n.attrs.clear();
   n.op = "Identity";  // a view runs no kernel: float16 needs no device feature
   CHECK(!check_node(g, n, without16));
-  for (const char* op : {"ReduceSum", "LayerNormalization", "Transpose", "GlobalAveragePool"}) {  // no float16 kernel
-    CAPTURE(op);
-    n.op = op;
-    auto r = check_node(g, n, with16);
-    REQUIRE(r);
-    CHECK(r->reason == NXRT_REFUSE_DTYPE);
-  }
+  n.op = "Shape";  // reads only the shape
+  n.out = {ix};
+  CHECK(!check_node(g, n, without16));
+  n.out = {ho};
+  n.op = "Concat";  // float16 with float32 data
+  n.in = {h0, f0};
+  CHECK(check_node(g, n, with16)->reason == NXRT_REFUSE_DTYPE);
+  n.op = "BatchNormalization";  // float16 X, float32 parameters
+  IrValue fc = hc;
+  fc.dtype = NXRT_DTYPE_FLOAT32;
+  int f1 = g.add_value(fc);
+  n.in = {x4, c0, c1, c2, f1};
+  auto r = check_node(g, n, with16);
+  REQUIRE(r);
+  CHECK(r->reason == NXRT_REFUSE_DTYPE);
+  CHECK(r->message.find("mixes float16") != std::string::npos);
+  n.op = "Gather";  // int64 indices are meta: the data type decides
+  n.in = {f0, ix};
+  n.out = {ho};
+  CHECK(check_node(g, n, with16)->reason == NXRT_REFUSE_DTYPE);
 }
 
 TEST_CASE("claims are exact") {
