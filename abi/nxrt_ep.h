@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define NXRT_EP_ABI_MAJOR 1u
-#define NXRT_EP_ABI_MINOR 0u
+#define NXRT_EP_ABI_MINOR 1u
 
 /* The one exported symbol. */
 #define NXRT_EP_ENTRY_SYMBOL "nxrt_ep_negotiate"
@@ -316,6 +316,15 @@ typedef struct nxrt_host_services {
   nxrt_stream* (*ctx_stream)(const nxrt_kernel_context* ctx);
   /* Nonzero once the caller asked to cancel this run; long kernels poll it. */
   int (*ctx_cancelled)(const nxrt_kernel_context* ctx);
+
+  /* ---- ABI 1.1 (check with NXRT_HAS_FIELD and the agreed minor) ---- */
+
+  /* kernel_create only, on the graph it received: the kernel keeps its own copy of
+   * constant input `v` (prepacked weights, say) and will never read v's data again.
+   * ctx_input then gives v's dtype and dims with data = NULL, and the host may free
+   * its copy once nothing else needs it, so weights live once in memory. Fails with
+   * NXRT_INVALID_ARGUMENT if v is not a constant input of g or g is not being created. */
+  nxrt_status* (*graph_capture_constant)(const nxrt_graph* g, const nxrt_value* v);
 } nxrt_host_services;
 
 /* ------------------------------------------------------- plugin table */

@@ -383,9 +383,12 @@ int c_cancelled(const nxrt_kernel_context* c) { return c && c->opt.cancelled ? 1
 
 nxrt_host_services make_table() {
   nxrt_host_services h{};
-  h.struct_size = sizeof(nxrt_host_services);
+  // The mini-host is an ABI 1.0 host on purpose: every plugin is also certified
+  // against the oldest host of its major (1.1's graph_capture_constant is then
+  // absent, and the plugin must keep working without it).
+  h.struct_size = offsetof(nxrt_host_services, ctx_cancelled) + sizeof(h.ctx_cancelled);
   h.abi_major = NXRT_EP_ABI_MAJOR;
-  h.abi_minor = NXRT_EP_ABI_MINOR;
+  h.abi_minor = 0;
   h.status_create = h_status_create;
   h.status_release = h_status_release;
   h.status_code = h_status_code;
@@ -597,12 +600,12 @@ NegotiateResult Plugin::negotiate_raw(uint32_t major, uint32_t minor, const nxrt
 }
 
 std::string Plugin::negotiate() {
-  NegotiateResult r = negotiate_raw(NXRT_EP_ABI_MAJOR, NXRT_EP_ABI_MINOR, host_table_full());
+  NegotiateResult r = negotiate_raw(NXRT_EP_ABI_MAJOR, 0, host_table_full());
   if (r.rc != NXRT_OK)
     return std::string("the plugin refused ABI 1.0 with ") + status_code_name(r.rc) + ": '" + r.reply.message + "'";
   if (r.reply.abi_major != NXRT_EP_ABI_MAJOR)
     return "the plugin agreed to major " + std::to_string(r.reply.abi_major) + " but the host offered major 1";
-  if (r.reply.abi_minor > NXRT_EP_ABI_MINOR)
+  if (r.reply.abi_minor > 0)
     return "the plugin agreed to minor " + std::to_string(r.reply.abi_minor) + ", newer than the host's 0";
   if (!r.reply.api) return "negotiation returned NXRT_OK with reply.api = NULL (no function table)";
   reply_ = r.reply;

@@ -200,7 +200,7 @@ int cmd_run(const Options& o) {
   Env env = make_env(o);
   auto t0 = Clock::now();
   Model model(o.model);
-  Session session(env, model, o.eps, o.fallback, o.threads, o.device);
+  Session session(env, std::move(model), o.eps, o.fallback, o.threads, o.device);
   double load_ms = ms_since(t0);
   auto inputs = prepare_inputs(o, session);
   auto t1 = Clock::now();
@@ -241,7 +241,7 @@ int cmd_run(const Options& o) {
 int cmd_inspect(const Options& o) {
   Env env = make_env(o);
   Model model(o.model);
-  Session session(env, model, o.eps, o.fallback, o.threads, o.device);
+  Session session(env, std::move(model), o.eps, o.fallback, o.threads, o.device);
   auto nodes = session.nodes();
   if (o.json) {
     std::string s = fmt::format("{{\"model\":\"{}\",\"eps\":\"{}\",\"copies\":{},\"nodes\":[", json_escape(o.model), json_escape(o.eps), session.copies());
@@ -273,7 +273,7 @@ int cmd_bench(const Options& o) {
   Env env = make_env(o);
   auto t0 = Clock::now();
   Model model(o.model);
-  Session session(env, model, o.eps, o.fallback, o.threads, o.device);
+  Session session(env, std::move(model), o.eps, o.fallback, o.threads, o.device);
   double load_ms = ms_since(t0);
   auto infos = session.inputs();
   std::vector<HostTensor> inputs;

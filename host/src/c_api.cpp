@@ -172,9 +172,14 @@ nxrt_error* nxrt_model_load_bytes(const void* data, size_t size, nxrt_model** ou
 
 void nxrt_model_release(nxrt_model* model) { delete model; }
 
-nxrt_error* nxrt_session_create(nxrt_env* env, const nxrt_model* model, const nxrt_session_options* options, nxrt_session** out) {
+namespace {
+
+// owns: the caller handed the model over; no other session shares it, so the
+// session frees the constants it does not need (see nxrt_session_create_take_model).
+nxrt_error* create_session(nxrt_env* env, std::shared_ptr<const nxrt_model_ir> ir, bool owns,
+                           const nxrt_session_options* options, nxrt_session** out) {
   return wrap([&] {
-    if (!env || !model || !options || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "NULL argument to nxrt_session_create");
+    if (!env || !ir || !options || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "NULL argument to nxrt_session_create");
     if (options->threads < 0) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "threads must be >= 0, got {}", options->threads);
     std::vector<std::string> names;
     bool fallback = options->fallback != 0;
@@ -222,10 +227,25 @@ nxrt_error* nxrt_session_create(nxrt_env* env, const nxrt_model* model, const nx
     }
     if (eps.empty() && fallback_libs.empty()) nxrt::raise(NXRT_ERR_NOT_FOUND, "none of the requested EPs is available");
     auto s = std::make_unique<nxrt_session>();
-    s->impl = std::make_unique<nxrt::Session>(model->ir, std::move(eps), fallback, fallback_libs, options->threads,
-                                              options->device);
+    s->impl = std::make_unique<nxrt::Session>(std::move(ir), std::move(eps), fallback, fallback_libs, options->threads,
+                                              options->device, owns);
     *out = s.release();
   });
+}
+
+}  // namespace
+
+nxrt_error* nxrt_session_create(nxrt_env* env, const nxrt_model* model, const nxrt_session_options* options, nxrt_session** out) {
+  return create_session(env, model ? model->ir : nullptr, false, options, out);
+}
+
+nxrt_error* nxrt_session_create_take_model(nxrt_env* env, nxrt_model* model, const nxrt_session_options* options,
+                                           nxrt_session** out) {
+  std::shared_ptr<const nxrt_model_ir> ir;
+  if (model) ir = std::move(model->ir);
+  delete model;
+  const bool owns = ir && ir.use_count() == 1;  // no earlier session from this model shares it
+  return create_session(env, std::move(ir), owns, options, out);
 }
 
 void nxrt_session_release(nxrt_session* session) { delete session; }

@@ -109,6 +109,11 @@ nxrt_status* ctx_input(const nxrt_kernel_context* ctx, size_t i, nxrt_tensor* ou
     return new_status(NXRT_INVALID_ARGUMENT, fmt::format("ctx_input: {} has {} inputs, asked for {}", step.label, step.inputs.size(), i));
   int id = step.inputs[i];
   if (id < 0) return new_status(NXRT_NOT_FOUND, fmt::format("input {} of {} is absent", i, step.label));
+  if (i < step.captured.size() && step.captured[i]) {  // the kernel keeps its own copy: shape only
+    const Slot& slot = ctx->session->slots()[size_t(id)];
+    fill(out, slot.dtype, slot.fixed_dims, nullptr, 0, slot.location);
+    return nullptr;
+  }
   return to_status([&] {
     void* h;
     uint64_t off;

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -147,6 +148,17 @@ int value_constant(const nxrt_value* v, nxrt_tensor* out) {
   return 0;
 }
 
+nxrt_status* graph_capture_constant(const nxrt_graph* g, const nxrt_value* v) {
+  if (!g || !v) return new_status(NXRT_INVALID_ARGUMENT, "graph_capture_constant: NULL argument");
+  if (!g->captured)
+    return new_status(NXRT_INVALID_ARGUMENT, "graph_capture_constant: only valid inside kernel_create, on its graph");
+  if (!v->constant || std::find(g->inputs.begin(), g->inputs.end(), v) == g->inputs.end())
+    return new_status(NXRT_INVALID_ARGUMENT,
+                      fmt::format("graph_capture_constant: '{}' is not a constant input of this kernel", v->name));
+  if (std::find(g->captured->begin(), g->captured->end(), v) == g->captured->end()) g->captured->push_back(v);
+  return nullptr;
+}
+
 nxrt_status* claim_nodes(nxrt_claim_sink* sink, const size_t* idx, size_t count, double) {
   if (!sink) return new_status(NXRT_INVALID_ARGUMENT, "claim_nodes: sink is NULL");
   auto violation = [&](std::string msg) {
@@ -235,6 +247,7 @@ const nxrt_host_services kServices = [] {
   s.ctx_output = nxrt::ctx_output;
   s.ctx_stream = ctx_stream;
   s.ctx_cancelled = nxrt::ctx_cancelled;
+  s.graph_capture_constant = graph_capture_constant;
   return s;
 }();
 

@@ -62,6 +62,8 @@ struct nxrt_graph {
   std::vector<const nxrt_node*> nodes;
   std::vector<const nxrt_value*> inputs;
   std::vector<const nxrt_value*> outputs;
+  // Set only while kernel_create runs on this view: constants the kernel captured.
+  std::vector<const nxrt_value*>* captured = nullptr;
 };
 
 struct nxrt_model_ir {

@@ -8,9 +8,14 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 namespace nxrt {
@@ -82,8 +87,10 @@ std::unique_ptr<nxrt_model_ir> build_ir(onnx::ModelProto& m, const fs::path& bas
   for (auto& init : *g.mutable_initializer()) {
     nxrt_value* v = value(init.name());
     auto t = std::make_shared<HostTensor>(decode_tensor(init, base_dir));
-    init.clear_raw_data();  // decoded: do not hold the weights twice while loading
-    init.clear_float_data();
+    // Decoded: give the proto's buffers back (clear() would keep their capacity),
+    // so the weights are not held twice while loading.
+    std::string().swap(*init.mutable_raw_data());
+    google::protobuf::RepeatedField<float>().Swap(init.mutable_float_data());
     v->dtype = t->dtype;
     v->rank = int64_t(t->dims.size());
     v->dims = t->dims;
@@ -165,15 +172,19 @@ std::unique_ptr<nxrt_model_ir> load_model_file(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) raise(NXRT_ERR_NOT_FOUND, "model file '{}' does not exist", path);
   if (fs::is_directory(path, ec)) raise(NXRT_ERR_INVALID_ARGUMENT, "model path '{}' is a folder, not a file", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) raise(NXRT_ERR_NOT_FOUND, "cannot open model file '{}'", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string bytes = ss.str();
+  const auto size = fs::file_size(path, ec);
+  // Parsed straight from the file: no copy of its bytes is held next to the proto.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) raise(NXRT_ERR_NOT_FOUND, "cannot open model file '{}': {}", path, std::strerror(errno));
   onnx::ModelProto m;
-  if (bytes.empty() || !m.ParseFromString(bytes))
-    raise(NXRT_ERR_MODEL, "'{}' is not a valid ONNX model (corrupt or truncated protobuf, {} bytes)", path, bytes.size());
-  std::string().swap(bytes);  // parsed: free the file's copy before decoding weights
+  bool parsed = false;
+  {
+    google::protobuf::io::FileInputStream stream(fd);
+    stream.SetCloseOnDelete(true);
+    parsed = !ec && size > 0 && m.ParseFromZeroCopyStream(&stream);
+  }
+  if (!parsed)
+    raise(NXRT_ERR_MODEL, "'{}' is not a valid ONNX model (corrupt or truncated protobuf, {} bytes)", path, ec ? 0 : size);
   if (!m.has_graph()) raise(NXRT_ERR_MODEL, "'{}' is not a valid ONNX model: it has no graph", path);
   return load(m, fs::path(path).parent_path(), path);
 }

@@ -109,8 +109,9 @@ uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
 Session::Session(std::shared_ptr<const nxrt_model_ir> model, std::vector<std::unique_ptr<EpInstance>> eps, bool fallback,
-                 std::vector<std::shared_ptr<PluginLibrary>> fallback_libs, int threads, uint32_t device)
-    : model_(std::move(model)), eps_(std::move(eps)) {
+                 std::vector<std::shared_ptr<PluginLibrary>> fallback_libs, int threads, uint32_t device,
+                 bool owns_model)
+    : model_(std::move(model)), eps_(std::move(eps)), owns_model_(owns_model) {
   try {
     partition(fallback, fallback_libs, threads, device);
     bind_kernels();
@@ -279,6 +280,7 @@ void Session::bind_kernels() {
     if (v->constant) {
       int id = new_slot(v, loc, loc == 0 ? -1 : ep_at(loc));
       slots_[size_t(id)].fixed = true;
+      slots_[size_t(id)].fixed_dims = v->constant->dims;
       return id;
     }
     int home = -1;
@@ -333,9 +335,23 @@ void Session::bind_kernels() {
                                 : fmt::format("group of {} nodes starting at '{}' ({})", group.size(), first.name, first.op_type);
     for (auto* in : view.inputs) s.inputs.push_back(in ? need(in, ep.location) : -1);
     for (auto* out : view.outputs) s.outputs.push_back(out ? new_slot(out, ep.location, ep.location == 0 ? -1 : e) : -1);
+    std::vector<const nxrt_value*> captured;
+    view.captured = &captured;
     check_plugin(*ep.lib, guarded(ep.lib->name(), "kernel_create", [&] { return ep.lib->api().kernel_create(ep.session, &view, &s.kernel); }),
                  fmt::format("creating the kernel for {}", s.label));
+    view.captured = nullptr;
     if (!s.kernel) raise(NXRT_ERR_PLUGIN, "plugin '{}' returned no kernel for {}", ep.lib->name(), s.label);
+    s.captured.assign(view.inputs.size(), false);
+    for (size_t i = 0; i < view.inputs.size(); ++i)
+      if (std::find(captured.begin(), captured.end(), view.inputs[i]) != captured.end()) s.captured[i] = true;
+    // A captured weight that only this kernel reads is freed now, before the next
+    // kernel packs its own: the peak holds each weight about once.
+    if (owns_model_)
+      for (const nxrt_value* v : captured) {
+        bool only_here = !v->is_graph_output;
+        for (int c : v->consumers) only_here &= unit_of[size_t(c)] == int(u);
+        if (only_here) m.values[v->id]->constant.reset();
+      }
     if (!ep.concurrent) s.serial = std::make_unique<std::mutex>();
     steps_.push_back(std::move(s));
   }
@@ -397,21 +413,32 @@ void Session::plan_memory() {
 }
 
 void Session::upload_constants() {
+  // Constant slots some step still reads: kernels that did not capture them, copies,
+  // graph outputs. The rest (captured) the run never touches: no upload, no host copy.
+  std::vector<bool> read(slots_.size(), false);
+  for (const Step& st : steps_)
+    for (size_t i = 0; i < st.inputs.size(); ++i)
+      if (st.inputs[i] >= 0 && (st.kind == Step::Copy || i >= st.captured.size() || !st.captured[i]))
+        read[size_t(st.inputs[i])] = true;
+  for (int id : output_slot_) read[size_t(id)] = true;
+  std::set<const nxrt_value*> host_read;
+
   std::map<int, std::vector<int>> by_ep;
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
-    if (!s.fixed) continue;
-    s.fixed_dims = s.value->constant->dims;
+    if (!s.fixed || !read[i]) continue;
     if (s.location == 0) {
-      s.fixed_handle = const_cast<uint8_t*>(s.value->constant->data.data());
       s.fixed_offset = 0;
+      host_read.insert(s.value);
+      held_constants_.push_back(s.value->constant);
+      s.fixed_handle = const_cast<uint8_t*>(s.value->constant->data.data());
     } else {
       by_ep[s.ep].push_back(int(i));
     }
   }
   for (auto& [e, ids] : by_ep) {
     EpInstance& ep = *eps_[size_t(e)];
-    uint64_t total = 0;
+    uint64_t total = 0;  // one buffer per EP
     for (int id : ids) {
       slots_[size_t(id)].fixed_offset = total;
       total += align_up(std::max<uint64_t>(slots_[size_t(id)].value->constant->data.size(), 1), NXRT_TENSOR_ALIGNMENT);
@@ -437,6 +464,10 @@ void Session::upload_constants() {
     check_plugin(*ep.lib, guarded(ep.lib->name(), "copy", [&] { return ep.lib->api().copy(ep.session, regions.data(), regions.size(), nullptr); }),
                  "uploading constants");
   }
+  // The uploads are complete (no stream): what the host does not read can go.
+  if (owns_model_)
+    for (auto& v : model_->values)
+      if (v->constant && !host_read.count(v.get())) v->constant.reset();
 }
 
 }  // namespace nxrt

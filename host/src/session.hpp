@@ -57,6 +57,7 @@ struct Step {
   std::unique_ptr<std::mutex> serial;  // for plugins without CONCURRENT_RUN
   std::vector<int> inputs;   // slot ids, -1 absent
   std::vector<int> outputs;  // slot ids, -1 absent
+  std::vector<bool> captured;  // per input: a constant the kernel keeps itself (ABI 1.1)
   std::vector<size_t> nodes; // model node indices, for messages
   std::string label;         // "node 'conv_3' (Conv)" or "group of 12 nodes"
 };
@@ -71,8 +72,11 @@ struct RunState;
 
 class Session {
  public:
+  // owns_model: no one else will build a session from `model`, so constants that
+  // kernels captured or that were uploaded to a device are freed from it.
   Session(std::shared_ptr<const nxrt_model_ir> model, std::vector<std::unique_ptr<EpInstance>> eps,
-          bool fallback, std::vector<std::shared_ptr<PluginLibrary>> fallback_libs, int threads, uint32_t device);
+          bool fallback, std::vector<std::shared_ptr<PluginLibrary>> fallback_libs, int threads, uint32_t device,
+          bool owns_model = false);
   ~Session();
 
   void run(const nxrt_host_tensor* inputs, size_t count, std::vector<HostTensor>& outputs,
@@ -106,6 +110,9 @@ class Session {
   std::vector<Step> steps_;
   std::vector<uint64_t> arena_bytes_;  // per location
   std::vector<std::pair<int, void*>> constant_buffers_;  // (ep, handle) uploaded once
+  bool owns_model_ = false;
+  // Host constants the run reads: held here, so the model may drop its copies.
+  std::vector<std::shared_ptr<const HostTensor>> held_constants_;
   std::vector<int> output_slot_;       // per graph output: its host slot
   size_t copies_ = 0;
   std::mutex pool_mu_;

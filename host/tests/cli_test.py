@@ -50,7 +50,7 @@ def good_paths(nxrt, model, tmp):
           p.returncode == 0 and "libnxrt_ep_sample.so" in p.stdout, p.stdout + p.stderr)
     p = subprocess.run([nxrt, "plugins"], capture_output=True, text=True, timeout=60)
     check("plugins lists sample with ABI and device", p.returncode == 0 and "sample" in p.stdout
-          and "abi: 1.0" in p.stdout and "kind: cpu" in p.stdout, p.stdout + p.stderr)
+          and "abi: 1.1" in p.stdout and "kind: cpu" in p.stdout, p.stdout + p.stderr)
     out = os.path.join(tmp, "out")
     x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
     tensor(os.path.join(tmp, "x_good.pb"), x)

@@ -72,10 +72,19 @@ std::shared_ptr<PluginLibrary> test_plugin(Env& env, const std::string& name) {
 }
 
 std::unique_ptr<Session> make_session(std::shared_ptr<const nxrt_model_ir> m, std::vector<std::shared_ptr<PluginLibrary>> eps,
-                                      bool fallback = false, std::vector<std::shared_ptr<PluginLibrary>> fb = {}) {
+                                      bool fallback = false, std::vector<std::shared_ptr<PluginLibrary>> fb = {},
+                                      bool owns_model = false) {
   std::vector<std::unique_ptr<EpInstance>> inst;
   for (auto& l : eps) inst.push_back(EpInstance::create(l, 0, 1));
-  return std::make_unique<Session>(m, std::move(inst), fallback, fb, 1, 0);
+  return std::make_unique<Session>(m, std::move(inst), fallback, fb, 1, 0, owns_model);
+}
+
+void initializer(ModelBuilder& b, const std::string& name, const std::vector<float>& v) {
+  auto* w = b.m.mutable_graph()->add_initializer();
+  w->set_name(name);
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(int64_t(v.size()));
+  for (float f : v) w->add_float_data(f);
 }
 
 std::vector<float> run(Session& s, const std::vector<float>& x, std::vector<int64_t> dims) {
@@ -381,4 +390,72 @@ TEST_CASE("executor: concurrent runs on the CPU plugin, whose kernels use its th
     });
   for (auto& t : threads) t.join();
   for (int t = 0; t < 4; ++t) CHECK(ok[size_t(t)] == 1);
+}
+
+namespace {
+// y = ((x * c) + e) * e: the Muls run on the capture plugin (which captures its
+// constant), the Add on the sample plugin (which reads e at run time).
+std::shared_ptr<nxrt_model_ir> capture_model() {
+  ModelBuilder b;
+  b.io(true, "x", {4});
+  initializer(b, "c", {1, 2, 3, 4});
+  initializer(b, "e", {0.5f, -1, 2, 0});
+  b.node("Mul", {"x", "c"}, {"m"});
+  b.node("Add", {"m", "e"}, {"a"});
+  b.node("Mul", {"a", "e"}, {"y"});
+  b.io(false, "y", {4});
+  return b.load();
+}
+}  // namespace
+
+TEST_CASE("constants: captured weights are freed from a model the session owns, and only those") {
+  Env env;
+  auto cap = test_plugin(env, "capture");
+  auto sample = plugin(env, "libnxrt_ep_sample.so");
+  const std::vector<float> x{1, -1, 2, 3};
+  const std::vector<float> want{(1 * 1 + 0.5f) * 0.5f, (-1 * 2 - 1) * -1.f, (2 * 3 + 2) * 2.f, 0};
+  for (bool owns : {false, true}) {
+    CAPTURE(owns);
+    auto m = capture_model();
+    auto s = make_session(m, {cap, sample}, false, {}, owns);
+    CHECK(s->assignments()[0].ep == 0);
+    CHECK(s->assignments()[1].ep == 1);
+    // c: captured by its only reader; e: the sample Add still reads it.
+    CHECK((m->find_value("c")->constant == nullptr) == owns);
+    CHECK(m->find_value("e")->constant != nullptr);
+    CHECK(run(*s, x, {4}) == want);  // the kernel fails if it is handed c's data
+    CHECK(run(*s, x, {4}) == want);
+  }
+}
+
+TEST_CASE("constants: an owned model's weights uploaded to a device leave host memory") {
+  Env env;
+  auto devmem = test_plugin(env, "devmem");
+  ModelBuilder b;
+  b.io(true, "x", {2, 2});
+  auto* w = b.m.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  for (int d : {2, 2}) w->add_dims(d);
+  for (float f : {1.f, -2.f, 3.f, 0.5f}) w->add_float_data(f);
+  b.node("Mul", {"x", "w"}, {"y"});
+  b.io(false, "y", {2, 2});
+  auto m = b.load();
+  auto s = make_session(m, {devmem}, false, {}, true);
+  CHECK(m->find_value("w")->constant == nullptr);
+  CHECK(run(*s, {1, 2, 3, 4}, {2, 2}) == std::vector<float>{1, -4, 9, 2});
+}
+
+TEST_CASE("constants: capturing an input that is not a constant is refused, naming it") {
+  Env env;
+  auto cap = test_plugin(env, "capture");
+  ModelBuilder b;
+  b.io(true, "x", {4});
+  initializer(b, "c", {1, 2, 3, 4});
+  b.node("Mul", {"x", "c"}, {"y"});
+  b.m.mutable_graph()->mutable_node(0)->set_name("capture_x");
+  b.io(false, "y", {4});
+  auto err = error_of([&] { make_session(b.load(), {cap}); });
+  CHECK(err.find("creating the kernel for node 'capture_x' (Mul)") != std::string::npos);
+  CHECK(err.find("'x' is not a constant input of this kernel") != std::string::npos);
 }

@@ -96,6 +96,13 @@ typedef struct nxrt_session_options {
 /* Partitions the model over the EPs and prepares kernels and memory. */
 NXRT_API nxrt_error* nxrt_session_create(nxrt_env* env, const nxrt_model* model,
                                          const nxrt_session_options* options, nxrt_session** out);
+/* The same, but the session takes the model: the handle is released in every case
+ * (also on error) and must not be used again. Weights the kernels keep their own
+ * copies of (prepacked) or that live on a device are then freed from host memory,
+ * so a model's weights are held about once. Use it when one session per model is
+ * all you need. */
+NXRT_API nxrt_error* nxrt_session_create_take_model(nxrt_env* env, nxrt_model* model,
+                                                    const nxrt_session_options* options, nxrt_session** out);
 NXRT_API void nxrt_session_release(nxrt_session* session);
 
 /* Element types use ONNX TensorProto numbering (float = 1, int64 = 7...). */

@@ -3,6 +3,7 @@
 #include <nxrt/nxrt.h>
 
 #include <memory>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -64,6 +65,7 @@ class Model {
     model_.reset(m);
   }
   const nxrt_model* get() const { return model_.get(); }
+  nxrt_model* release() { return model_.release(); }
 
  private:
   struct Del { void operator()(nxrt_model* m) const { nxrt_model_release(m); } };
@@ -87,6 +89,13 @@ class Session {
     nxrt_session_options o{eps.c_str(), fallback ? 1 : 0, threads, device};
     nxrt_session* s = nullptr;
     check(nxrt_session_create(env.get(), model.get(), &o, &s));
+    s_.reset(s);
+  }
+  // Takes the model (nxrt_session_create_take_model): weights are held about once.
+  Session(Env& env, Model&& model, const std::string& eps, bool fallback = false, int threads = 0, uint32_t device = 0) {
+    nxrt_session_options o{eps.c_str(), fallback ? 1 : 0, threads, device};
+    nxrt_session* s = nullptr;
+    check(nxrt_session_create_take_model(env.get(), model.release(), &o, &s));
     s_.reset(s);
   }
   std::vector<nxrt_io_info> inputs() const {

@@ -15,7 +15,8 @@ namespace nxrt::sdk {
 
 class Value {
  public:
-  explicit Value(const nxrt_value* v = nullptr) : v_(v) {}
+  // g: the graph view the value was reached through (needed by capture()).
+  explicit Value(const nxrt_value* v = nullptr, const nxrt_graph* g = nullptr) : v_(v), g_(g) {}
   bool present() const { return v_ != nullptr; }
   const nxrt_value* raw() const { return v_; }
   std::string_view name() const { return host().value_name(v_); }
@@ -39,9 +40,20 @@ class Value {
     if (!v_ || host().value_constant(v_, &t) != 0) fail(NXRT_INVALID_ARGUMENT, "value '{}' is not a constant", name());
     return TensorView(t);
   }
+  // kernel_create only: the kernel has copied (prepacked) this constant input and
+  // will not read it again; at run time ctx.input() then has its shape and a null
+  // data pointer, and the host may free its copy after kernel_create returns.
+  // False where the host predates ABI 1.1 (it keeps the data; nothing changes).
+  bool capture() const {
+    if (!NXRT_HAS_FIELD(&host(), nxrt_host_services, graph_capture_constant) || !host().graph_capture_constant) return false;
+    if (!g_) fail(NXRT_INVALID_ARGUMENT, "capture(): value '{}' was not reached through the kernel's graph", name());
+    check(host().graph_capture_constant(g_, v_));
+    return true;
+  }
 
  private:
   const nxrt_value* v_;
+  const nxrt_graph* g_;
 };
 
 class Attribute {
@@ -79,17 +91,17 @@ class Attribute {
 
 class Node {
  public:
-  explicit Node(const nxrt_node* n) : n_(n) {}
+  explicit Node(const nxrt_node* n, const nxrt_graph* g = nullptr) : n_(n), g_(g) {}
   const nxrt_node* raw() const { return n_; }
   size_t index() const { return host().node_index(n_); }
   std::string_view name() const { return host().node_name(n_); }
   std::string_view op_type() const { return host().node_op_type(n_); }
   std::string_view domain() const { return host().node_domain(n_); }
   size_t input_count() const { return host().node_input_count(n_); }
-  Value input(size_t i) const { return Value(i < input_count() ? host().node_input(n_, i) : nullptr); }
+  Value input(size_t i) const { return Value(i < input_count() ? host().node_input(n_, i) : nullptr, g_); }
   bool has_input(size_t i) const { return input(i).present(); }
   size_t output_count() const { return host().node_output_count(n_); }
-  Value output(size_t i) const { return Value(i < output_count() ? host().node_output(n_, i) : nullptr); }
+  Value output(size_t i) const { return Value(i < output_count() ? host().node_output(n_, i) : nullptr, g_); }
   bool has_output(size_t i) const { return output(i).present(); }
 
   std::optional<Attribute> attr(const char* name) const {
@@ -122,6 +134,7 @@ class Node {
 
  private:
   const nxrt_node* n_;
+  const nxrt_graph* g_;
 };
 
 class Graph {
@@ -129,11 +142,11 @@ class Graph {
   explicit Graph(const nxrt_graph* g) : g_(g) {}
   const nxrt_graph* raw() const { return g_; }
   size_t node_count() const { return host().graph_node_count(g_); }
-  Node node(size_t i) const { return Node(host().graph_node(g_, i)); }
+  Node node(size_t i) const { return Node(host().graph_node(g_, i), g_); }
   size_t input_count() const { return host().graph_input_count(g_); }
-  Value input(size_t i) const { return Value(host().graph_input(g_, i)); }
+  Value input(size_t i) const { return Value(host().graph_input(g_, i), g_); }
   size_t output_count() const { return host().graph_output_count(g_); }
-  Value output(size_t i) const { return Value(host().graph_output(g_, i)); }
+  Value output(size_t i) const { return Value(host().graph_output(g_, i), g_); }
   int64_t opset(const char* domain = "") const { return host().graph_opset(g_, domain); }
 
  private:

@@ -289,7 +289,8 @@ struct Entry {
       return NXRT_VERSION_MISMATCH;
     }
     if (!NXRT_HAS_FIELD(rq->host, nxrt_host_services, ctx_cancelled)) {
-      set_message(rp, fmt::format("host services table is {} bytes, plugin needs the ABI 1.0 table ({} bytes)", rq->host->struct_size, sizeof(nxrt_host_services)));
+      set_message(rp, fmt::format("host services table is {} bytes, plugin needs at least the ABI 1.0 table ({} bytes)", rq->host->struct_size,
+                              offsetof(nxrt_host_services, ctx_cancelled) + sizeof(rq->host->ctx_cancelled)));
       return NXRT_VERSION_MISMATCH;
     }
     if (rp->struct_size < offsetof(nxrt_negotiate_reply, api) + sizeof(rp->api)) {
