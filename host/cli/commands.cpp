@@ -203,9 +203,11 @@ int cmd_run(const Options& o) {
   Session session(env, std::move(model), o.eps, o.fallback, o.threads, o.device);
   double load_ms = ms_since(t0);
   auto inputs = prepare_inputs(o, session);
+  if (!o.profile.empty()) session.start_profiling();
   auto t1 = Clock::now();
   Outputs outs = session.run(views(inputs));
   double run_ms = ms_since(t1);
+  if (!o.profile.empty()) fmt::print("profile: {} events in {}\n", session.end_profiling(o.profile), o.profile);
 
   std::map<std::string, int> per_ep;
   int fell_back = 0;
@@ -280,12 +282,14 @@ int cmd_bench(const Options& o) {
   for (size_t k = 0; k < infos.size(); ++k) inputs.push_back(generated_input(infos[k], k));
   auto v = views(inputs);
   for (int i = 0; i < o.warmup; ++i) session.run(v);
+  if (!o.profile.empty()) session.start_profiling();
   std::vector<double> times;
   for (int i = 0; i < o.iters; ++i) {
     auto t = Clock::now();
     session.run(v);
     times.push_back(ms_since(t));
   }
+  size_t profile_events = o.profile.empty() ? 0 : session.end_profiling(o.profile);
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   size_t n = sorted.size();
@@ -304,6 +308,8 @@ int cmd_bench(const Options& o) {
     fmt::print("{} on {} ({} threads): median {:.3f} ms, p90 {:.3f} ms, min {:.3f} ms over {} runs; load {:.1f} ms; peak RSS {:.1f} MiB\n",
                name, o.eps, o.threads, median, p90, sorted[0], n, load_ms, peak_rss_mb());
   }
+  // stderr under --json, so stdout stays one JSON object.
+  if (!o.profile.empty()) fmt::print(o.json ? stderr : stdout, "profile: {} events in {}\n", profile_events, o.profile);
   return 0;
 }
 

@@ -14,6 +14,7 @@ struct Options {
   int warmup = 5, iters = 20;
   std::vector<std::pair<std::string, std::string>> inputs;  // NAME=FILE
   std::string input_dir, output_dir;
+  std::string profile;  // --profile FILE: Chrome trace of the (timed) runs
   std::vector<std::string> plugin_paths;  // --plugin PATH
 };
 

@@ -15,11 +15,13 @@ namespace {
 const char* kUsage = R"(usage:
   nxrt plugins [--plugin PATH]...
   nxrt run MODEL [--ep LIST|auto] [--fallback] [--threads N] [--device N] [--input NAME=FILE.pb]...
-               [--input-dir DIR] [--output-dir DIR] [--plugin PATH]...
+               [--input-dir DIR] [--output-dir DIR] [--profile TRACE.json] [--plugin PATH]...
   nxrt inspect MODEL [--ep LIST] [--fallback] [--json] [--plugin PATH]...
-  nxrt bench MODEL [--ep X] [--threads N] [--warmup W] [--iters I] [--json] [--plugin PATH]...
+  nxrt bench MODEL [--ep X] [--threads N] [--warmup W] [--iters I] [--json] [--profile TRACE.json]
+             [--plugin PATH]...
 EP LIST is ordered and comma-separated (default: cpu); "auto" picks accelerators first,
-then cpu, with fallback. Plugins are found next to nxrt,
+then cpu, with fallback. --profile writes each step's time as a Chrome trace
+(bench: the timed iterations; summarise with tools/profile_summary.py). Plugins are found next to nxrt,
 in ../lib, in NXRT_PLUGIN_PATH and at each --plugin PATH.
 )";
 
@@ -55,6 +57,7 @@ nxrt::cli::Options parse(int argc, char** argv) {
     else if (a == "--iters") o.iters = parse_int(a, value(), 1);
     else if (a == "--input-dir") o.input_dir = value();
     else if (a == "--output-dir") o.output_dir = value();
+    else if (a == "--profile") o.profile = value();
     else if (a == "--plugin") o.plugin_paths.push_back(value());
     else if (a == "--input") {
       std::string v = value();

@@ -250,6 +250,21 @@ nxrt_error* nxrt_session_create_take_model(nxrt_env* env, nxrt_model* model, con
 
 void nxrt_session_release(nxrt_session* session) { delete session; }
 
+nxrt_error* nxrt_session_start_profiling(nxrt_session* s) {
+  return wrap([&] {
+    if (!s) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "session is NULL");
+    s->impl->start_profiling();
+  });
+}
+
+nxrt_error* nxrt_session_end_profiling(nxrt_session* s, const char* trace_path, size_t* event_count) {
+  return wrap([&] {
+    if (!s || !trace_path) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "session or trace_path is NULL");
+    size_t n = s->impl->end_profiling(trace_path);
+    if (event_count) *event_count = n;
+  });
+}
+
 size_t nxrt_session_input_count(const nxrt_session* s) { return s ? s->impl->model().inputs.size() : 0; }
 nxrt_io_info nxrt_session_input(const nxrt_session* s, size_t i) { return io_info(s->impl->model().inputs.at(i)); }
 size_t nxrt_session_output_count(const nxrt_session* s) { return s ? s->impl->model().outputs.size() : 0; }

@@ -9,6 +9,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <thread>
 
 namespace nxrt {
 namespace {
@@ -262,6 +264,19 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
   for (size_t k = 0; k < m.inputs.size(); ++k)
     if (!given[k]) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' was not given", m.inputs[k]->name);
 
+  std::shared_ptr<Profiler> prof;
+  {
+    std::lock_guard lock(profile_mu_);
+    prof = profiler_;
+  }
+  const auto run_begin = Profiler::Clock::now();
+  const uint64_t run_index = prof ? prof->next_run() : 0;
+  const uint64_t thread = prof ? uint64_t(std::hash<std::thread::id>{}(std::this_thread::get_id())) : 0;
+  auto record = [&](const std::string& name, const char* cat, int ep, const std::string& ops, Profiler::Clock::time_point b) {
+    prof->add({name, cat, ep >= 0 ? eps_[size_t(ep)]->lib->name() : std::string(), ops, b, Profiler::Clock::now(), thread,
+               run_index});
+  };
+
   auto rs = acquire_run_state();
   rs->cancel = cancel;
   rs->outputs.assign(m.outputs.size(), HostTensor{});
@@ -303,6 +318,7 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
   try {
     for (const Step& step : steps_) {
       if (cancel && cancel->load()) raise(NXRT_ERR_RUNTIME, "run cancelled before {}", step.label);
+      const auto step_begin = prof ? Profiler::Clock::now() : Profiler::Clock::time_point{};
       EpInstance& ep = *eps_[size_t(step.ep)];
       const auto& api = ep.lib->api();
       if (step.kind == Step::Copy) {
@@ -328,6 +344,7 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
         // The host reads downloads right away: wait for them.
         if (stream && r.dst_memory == NXRT_MEMORY_HOST)
           check_plugin(*ep.lib, api.stream_synchronize(stream), step.label);
+        if (prof) record(step.label, "copy", step.ep, step.ops, step_begin);
         continue;
       }
       nxrt_kernel_context ctx;
@@ -345,6 +362,7 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
         if (step.outputs[o] >= 0 && !rs->state[size_t(step.outputs[o])].ready)
           raise(NXRT_ERR_PLUGIN, "plugin '{}' did not produce output {} ('{}') of {}", ep.lib->name(), o,
                 slots_[size_t(step.outputs[o])].value->name, step.label);
+      if (prof) record(step.label, "kernel", step.ep, step.ops, step_begin);
     }
     // Outputs that are not produced into the result buffer (inputs, constants, repeats).
     for (size_t k = 0; k < m.outputs.size(); ++k) {
@@ -372,6 +390,25 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
     throw;
   }
   finish(true);
+  if (prof) record("run", "run", -1, "", run_begin);
+}
+
+void Session::start_profiling() {
+  std::lock_guard lock(profile_mu_);
+  if (!profiler_) profiler_ = std::make_shared<Profiler>();
+}
+
+size_t Session::end_profiling(const std::string& path) {
+  std::shared_ptr<Profiler> p;
+  {
+    std::lock_guard lock(profile_mu_);
+    p = profiler_;
+  }
+  if (!p) raise(NXRT_ERR_INVALID_ARGUMENT, "profiling was not started on this session");
+  const size_t written = p->write_chrome_trace(path);  // runs in flight may add more; not in the file
+  std::lock_guard lock(profile_mu_);
+  if (profiler_ == p) profiler_.reset();
+  return written;
 }
 
 }  // namespace nxrt

@@ -267,6 +267,7 @@ void Session::bind_kernels() {
     Step c;
     c.kind = Step::Copy;
     c.ep = ep;
+    c.ops = "copy";
     c.inputs = {src};
     c.outputs = {dst};
     c.label = fmt::format("copy of '{}' to {}", slots_[size_t(src)].value->name,
@@ -330,6 +331,7 @@ void Session::bind_kernels() {
     s.kind = Step::Kernel;
     s.ep = e;
     s.nodes = group;
+    for (size_t n : group) s.ops += (s.ops.empty() ? "" : "+") + m.nodes[n]->op_type;
     const nxrt_node& first = *m.nodes[group[0]];
     s.label = group.size() == 1 ? fmt::format("node '{}' ({})", first.name, first.op_type)
                                 : fmt::format("group of {} nodes starting at '{}' ({})", group.size(), first.name, first.op_type);

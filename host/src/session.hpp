@@ -3,6 +3,7 @@
 #pragma once
 #include "ir.hpp"
 #include "plugin_library.hpp"
+#include "profiler.hpp"
 
 #include <nxrt/nxrt.h>
 
@@ -59,6 +60,7 @@ struct Step {
   std::vector<int> outputs;  // slot ids, -1 absent
   std::vector<bool> captured;  // per input: a constant the kernel keeps itself (ABI 1.1)
   std::vector<size_t> nodes; // model node indices, for messages
+  std::string ops;           // op types of the nodes, '+'-joined (profiles)
   std::string label;         // "node 'conv_3' (Conv)" or "group of 12 nodes"
 };
 
@@ -88,6 +90,12 @@ class Session {
   size_t copy_count() const { return copies_; }
   const std::vector<uint64_t>& arena_bytes() const { return arena_bytes_; }  // per memory location
 
+  // Profiling: per-step wall times of every run, on any thread, from start to end.
+  void start_profiling();
+  // Writes the Chrome trace and stops; returns the number of events. Throws when
+  // profiling was not started or the file cannot be written (the profile is kept).
+  size_t end_profiling(const std::string& path);
+
   // Used by the kernel context (host services).
   const std::vector<Slot>& slots() const { return slots_; }
   const std::vector<Step>& steps() const { return steps_; }
@@ -115,6 +123,8 @@ class Session {
   std::vector<std::shared_ptr<const HostTensor>> held_constants_;
   std::vector<int> output_slot_;       // per graph output: its host slot
   size_t copies_ = 0;
+  std::mutex profile_mu_;
+  std::shared_ptr<Profiler> profiler_;
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<RunState>> pool_;
 };

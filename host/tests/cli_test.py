@@ -31,7 +31,7 @@ def tensor(path, arr, name="x"):
     onnx.save_tensor(numpy_helper.from_array(arr, name), path)
 
 
-GOOD_CHECKS = 5
+GOOD_CHECKS = 6
 
 
 def good_paths(nxrt, model, tmp):
@@ -78,6 +78,22 @@ def good_paths(nxrt, model, tmp):
     except (ValueError, IndexError):
         ok = False
     check("bench --json prints one line with the anchor's keys", ok, p.stdout + p.stderr)
+    trace = os.path.join(tmp, "trace.json")
+    p = subprocess.run([nxrt, "bench", model, "--ep", "sample", "--warmup", "1", "--iters", "3", "--json",
+                        "--profile", trace], capture_output=True, text=True, timeout=60)
+    try:
+        with open(trace) as f:
+            ev = json.load(f)["traceEvents"]
+        runs = [e for e in ev if e["cat"] == "run"]
+        kernels = [e for e in ev if e["cat"] == "kernel"]
+        ok = (p.returncode == 0 and len(json.loads(p.stdout)) > 0 and len(runs) == 3 and len(kernels) == 6
+              and sorted({e["args"]["ops"] for e in kernels}) == ["Add", "Relu"]
+              and all(e["args"]["ep"] == "sample" and e["ph"] == "X" and e["dur"] >= 0 for e in kernels)
+              and all(r["dur"] >= sum(k["dur"] for k in kernels if k["args"]["run"] == r["args"]["run"]) for r in runs)
+              and "profile: 9 events" in p.stderr)
+    except (OSError, ValueError, KeyError):
+        ok = False
+    check("bench --profile writes a Chrome trace of the timed runs (3 runs x 2 kernels)", ok, p.stdout + p.stderr)
     return failures
 
 
@@ -129,6 +145,9 @@ def main():
         ("missing input dir", run + [good, "--ep", "sample", "--input-dir", os.path.join(t, "nodir")],
          "input folder"),
         ("bad thread count", run + [good, "--ep", "sample", "--threads", "abc"], "--threads needs an integer"),
+        ("unwritable profile", run + [good, "--ep", "sample", "--input", "x=" + os.path.join(t, "x.pb"), "--profile",
+                                      os.path.join(t, "no", "such", "dir", "t.json")],
+         "cannot write the profile to"),
         ("unknown command", [args.nxrt, "frobnicate"], "unknown command 'frobnicate'"),
     ]
     failures = 0

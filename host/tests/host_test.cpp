@@ -459,3 +459,31 @@ TEST_CASE("constants: capturing an input that is not a constant is refused, nami
   CHECK(err.find("creating the kernel for node 'capture_x' (Mul)") != std::string::npos);
   CHECK(err.find("'x' is not a constant input of this kernel") != std::string::npos);
 }
+
+TEST_CASE("profiler: every step of every run, from concurrent threads, as a Chrome trace") {
+  Env env;
+  auto sample = plugin(env, "libnxrt_ep_sample.so");
+  auto s = make_session(relu_chain(3, {4}), {sample});
+  const auto path = (fs::temp_directory_path() / "nxrt_host_test_profile.json").string();
+  CHECK(error_of([&] { s->end_profiling(path); }).find("profiling was not started") != std::string::npos);
+  run(*s, {1, -2, 3, -4}, {4});  // not profiled
+  s->start_profiling();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 5; ++i) run(*s, {1, -2, 3, -4}, {4});
+    });
+  for (auto& t : threads) t.join();
+  CHECK(s->end_profiling(path) == 20 * (3 + 1));  // 20 runs x (3 kernels + the run)
+  std::ifstream f(path);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK(text.rfind("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", 0) == 0);
+  size_t kernels = 0, pos = 0;
+  while ((pos = text.find("\"cat\":\"kernel\"", pos)) != std::string::npos) ++kernels, ++pos;
+  CHECK(kernels == 60);
+  CHECK(text.find("\"args\":{\"ep\":\"sample\",\"ops\":\"Relu\"") != std::string::npos);
+  // Stopped: later runs add nothing, and ending again is an error.
+  run(*s, {1, -2, 3, -4}, {4});
+  CHECK(error_of([&] { s->end_profiling(path); }).find("profiling was not started") != std::string::npos);
+  fs::remove(path);
+}

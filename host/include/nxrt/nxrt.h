@@ -105,6 +105,16 @@ NXRT_API nxrt_error* nxrt_session_create_take_model(nxrt_env* env, nxrt_model* m
                                                     const nxrt_session_options* options, nxrt_session** out);
 NXRT_API void nxrt_session_release(nxrt_session* session);
 
+/* Profiling: every run from start_profiling on records each step (kernel or copy) and the
+ * run itself with host wall-clock times, from any thread. end_profiling writes them to
+ * trace_path as a Chrome trace (open in chrome://tracing or ui.perfetto.dev; each event's
+ * args name the EP and the op types) and stops; *event_count (may be NULL) gets the number
+ * of events. For an EP with streams a kernel's time is the time to enqueue its work; the
+ * run's event includes the final synchronization. Ending without a start, or a file that
+ * cannot be written, is an error (the profile is kept, so the call can be retried). */
+NXRT_API nxrt_error* nxrt_session_start_profiling(nxrt_session* session);
+NXRT_API nxrt_error* nxrt_session_end_profiling(nxrt_session* session, const char* trace_path, size_t* event_count);
+
 /* Element types use ONNX TensorProto numbering (float = 1, int64 = 7...). */
 typedef struct nxrt_io_info {
   const char* name;

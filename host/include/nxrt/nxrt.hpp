@@ -114,6 +114,12 @@ class Session {
     return v;
   }
   size_t copies() const { return nxrt_session_copy_count(s_.get()); }
+  void start_profiling() { check(nxrt_session_start_profiling(s_.get())); }
+  size_t end_profiling(const std::string& trace_path) {
+    size_t n = 0;
+    check(nxrt_session_end_profiling(s_.get(), trace_path.c_str(), &n));
+    return n;
+  }
   Outputs run(const std::vector<nxrt_host_tensor>& inputs) {
     nxrt_outputs* o = nullptr;
     check(nxrt_session_run(s_.get(), inputs.data(), inputs.size(), &o));
