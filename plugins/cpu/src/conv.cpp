@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -84,6 +85,151 @@ void im2col_pack(const ConvShape& s, const float* x, float* dst, int64_t p0, int
   }
 }
 
+struct DwGeometry {
+  int64_t sh, sw, hq, wq, oy_off_max;
+  size_t phase_floats, out_floats;
+};
+
+static DwGeometry dw_geometry(const ConvShape& s) {
+  DwGeometry g;
+  g.sh = s.stride_h;
+  g.sw = s.stride_w;
+  const int64_t ekh = (s.k_h - 1) * s.dil_h + 1, ekw = (s.k_w - 1) * s.dil_w + 1;
+  const int64_t hp = std::max(s.pad_top + s.in_h, (s.out_h - 1) * g.sh + ekh);
+  const int64_t wp = std::max(s.pad_left + s.in_w, (s.out_w - 1) * g.sw + ekw);
+  g.oy_off_max = ((s.k_h - 1) * s.dil_h) / g.sh;
+  g.wq = (wp + g.sw - 1) / g.sw;
+  g.hq = std::max((hp + g.sh - 1) / g.sh, s.out_h + g.oy_off_max + 1);
+  g.phase_floats = size_t(g.sh * g.sw * g.hq * g.wq);
+  g.out_floats = size_t(s.out_h * g.wq);
+  return g;
+}
+
+// out[q] = clamp(src[q] + residual[q]) over one output row.
+NXRT_CLONES
+static void finish_row(float* __restrict out, const float* __restrict src, const float* __restrict res, int64_t n,
+                       bool clamp, float lo, float hi) {
+  if (res) {
+    for (int64_t q = 0; q < n; ++q) {
+      float v = src[q] + res[q];
+      if (clamp) {
+        v = v < lo ? lo : v;
+        v = v > hi ? hi : v;
+      }
+      out[q] = v;
+    }
+  } else if (clamp) {
+    for (int64_t q = 0; q < n; ++q) {
+      float v = src[q];
+      v = v < lo ? lo : v;
+      v = v > hi ? hi : v;
+      out[q] = v;
+    }
+  } else {
+    std::memcpy(out, src, size_t(n) * sizeof(float));
+  }
+}
+
+// Splits one zero-padded input plane into sh x sw phase planes:
+// phase (py, px)[r][c] = padded_input[r*sh + py][c*sw + px]. Every tap of a
+// window is then a shifted view of one phase plane, and a run of outputs along
+// a row reads a contiguous run of it.
+static void build_phases(const ConvShape& s, const DwGeometry& g, const float* in, float* phases) {
+  auto used = [](int64_t phase, int64_t k, int64_t dil, int64_t stride) {
+    for (int64_t t = 0; t < k; ++t)
+      if ((t * dil) % stride == phase) return true;
+    return false;
+  };
+  for (int64_t py = 0; py < g.sh; ++py)
+    for (int64_t px = 0; px < g.sw; ++px) {
+      if (!used(py, s.k_h, s.dil_h, g.sh) || !used(px, s.k_w, s.dil_w, g.sw)) continue;  // no tap reads it
+      float* ph = phases + (py * g.sw + px) * g.hq * g.wq;
+      for (int64_t r = 0; r < g.hq; ++r) {
+        float* row = ph + r * g.wq;
+        const int64_t iy = r * g.sh + py - s.pad_top;
+        if (iy < 0 || iy >= s.in_h) {
+          for (int64_t c = 0; c < g.wq; ++c) row[c] = 0.f;
+        } else {
+          gather_row(row, in + iy * s.in_w, px - s.pad_left, g.sw, g.wq, s.in_w);
+        }
+      }
+    }
+}
+
+// Offset of tap (ky, kx) in the phase planes of one channel.
+static int64_t tap_offset(const ConvShape& s, const DwGeometry& g, int64_t ky, int64_t kx) {
+  const int64_t dy = ky * s.dil_h, dx = kx * s.dil_w;
+  return ((dy % g.sh) * g.sw + (dx % g.sw)) * g.hq * g.wq + (dy / g.sh) * g.wq + dx / g.sw;
+}
+
+// A panel's columns as runs along output rows: dst column j..j+len reads the
+// phase plane from offset src (the same for every k of the panel).
+struct PanelRun {
+  int64_t j, len, src;
+};
+
+static void copy_runs_generic(float* d, const float* plane, const PanelRun* runs, int64_t nruns, int64_t cols,
+                              int64_t w) {
+  for (int64_t r = 0; r < nruns; ++r) {
+    const PanelRun& u = runs[r];
+    for (int64_t q = 0; q < u.len; ++q) d[u.j + q] = plane[u.src + q];
+  }
+  for (int64_t j = cols; j < w; ++j) d[j] = 0.f;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static void copy_runs_avx512(float* d, const float* plane, const PanelRun* runs,
+                                                                int64_t nruns, int64_t cols, int64_t w) {
+  for (int64_t r = 0; r < nruns; ++r) {
+    const PanelRun& u = runs[r];
+    for (int64_t q = 0; q < u.len; q += 16) {
+      const int64_t n = std::min<int64_t>(16, u.len - q);
+      const __mmask16 m = __mmask16(n >= 16 ? 0xFFFF : (1u << n) - 1u);
+      _mm512_mask_storeu_ps(d + u.j + q, m, _mm512_maskz_loadu_ps(m, plane + u.src + q));
+    }
+  }
+  for (int64_t j = cols; j < w; j += 16) {
+    const int64_t n = std::min<int64_t>(16, w - j);
+    _mm512_mask_storeu_ps(d + j, __mmask16(n >= 16 ? 0xFFFF : (1u << n) - 1u), _mm512_setzero_ps());
+  }
+}
+#endif
+
+size_t conv_phase_floats(const ConvShape& s) { return dw_geometry(s).phase_floats; }
+void conv_build_phases(const ConvShape& s, const float* x_plane, float* phases) {
+  build_phases(s, dw_geometry(s), x_plane, phases);
+}
+
+void im2col_pack_phased(const ConvShape& s, const float* phases, float* dst, int64_t p0, int64_t p1) {
+  const DwGeometry g = dw_geometry(s);
+  const int64_t K = s.gemm_k(), N = s.out_h * s.out_w, OW = s.out_w;
+  const int64_t taps = s.k_h * s.k_w;
+  std::vector<int64_t> toff(static_cast<size_t>(taps));
+  for (int64_t ky = 0; ky < s.k_h; ++ky)
+    for (int64_t kx = 0; kx < s.k_w; ++kx) toff[size_t(ky * s.k_w + kx)] = tap_offset(s, g, ky, kx);
+#if defined(__x86_64__)
+  static const bool avx512 = active_isa() == Isa::avx512;
+  auto copy = avx512 ? &copy_runs_avx512 : &copy_runs_generic;
+#else
+  auto copy = &copy_runs_generic;
+#endif
+  std::vector<PanelRun> runs;
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t n0 = p * kGemmNR, w = gemm_panel_width(N, p), cols = std::min(kGemmNR, N - n0);
+    runs.clear();
+    for (int64_t j = 0; j < cols;) {
+      const int64_t oy = (n0 + j) / OW, ox = (n0 + j) % OW, len = std::min(OW - ox, cols - j);
+      runs.push_back({j, len, oy * g.wq + ox});
+      j += len;
+    }
+    float* d = dst + (p - p0) * kGemmNR * K;
+    for (int64_t ic = 0; ic < s.icg(); ++ic) {
+      const float* ph = phases + size_t(ic) * g.phase_floats;
+      for (int64_t t = 0; t < taps; ++t, d += w) copy(d, ph + toff[size_t(t)], runs.data(), int64_t(runs.size()), cols, w);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- depthwise
 
 // Depthwise planes are small (7..112 wide), so per-row loops are too short
@@ -148,44 +294,11 @@ static void dw_accumulate(float* out, int64_t n, const float* const* src, const 
   dw_accumulate_generic(out, n, src, w, taps, bias);
 }
 
-struct DwGeometry {
-  int64_t sh, sw, hq, wq, oy_off_max;
-  size_t phase_floats, out_floats;
-};
-
-static DwGeometry dw_geometry(const ConvShape& s) {
-  DwGeometry g;
-  g.sh = s.stride_h;
-  g.sw = s.stride_w;
-  const int64_t ekh = (s.k_h - 1) * s.dil_h + 1, ekw = (s.k_w - 1) * s.dil_w + 1;
-  const int64_t hp = std::max(s.pad_top + s.in_h, (s.out_h - 1) * g.sh + ekh);
-  const int64_t wp = std::max(s.pad_left + s.in_w, (s.out_w - 1) * g.sw + ekw);
-  g.oy_off_max = ((s.k_h - 1) * s.dil_h) / g.sh;
-  g.wq = (wp + g.sw - 1) / g.sw;
-  g.hq = std::max((hp + g.sh - 1) / g.sh, s.out_h + g.oy_off_max + 1);
-  g.phase_floats = size_t(g.sh * g.sw * g.hq * g.wq);
-  g.out_floats = size_t(s.out_h * g.wq);
-  return g;
-}
-
 static void depthwise_plane(const ConvShape& s, const DwGeometry& g, const float* in, const float* wk, float bias,
-                            float* o) {
+                            float* o, const float* res, const ConvPostOps& post) {
   float* phases = scratch_floats(kScratchA, g.phase_floats);
   float* outq = scratch_floats(kScratchC, g.out_floats);
-  // phase (py, px)[r][c] = padded_input[r*sh + py][c*sw + px]
-  for (int64_t py = 0; py < g.sh; ++py)
-    for (int64_t px = 0; px < g.sw; ++px) {
-      float* ph = phases + (py * g.sw + px) * g.hq * g.wq;
-      for (int64_t r = 0; r < g.hq; ++r) {
-        float* row = ph + r * g.wq;
-        const int64_t iy = r * g.sh + py - s.pad_top;
-        if (iy < 0 || iy >= s.in_h) {
-          for (int64_t c = 0; c < g.wq; ++c) row[c] = 0.f;
-        } else {
-          gather_row(row, in + iy * s.in_w, px - s.pad_left, g.sw, g.wq, s.in_w);
-        }
-      }
-    }
+  build_phases(s, g, in, phases);
   const float* src[64];
   std::vector<const float*> big;
   const int64_t taps = s.k_h * s.k_w;
@@ -202,11 +315,12 @@ static void depthwise_plane(const ConvShape& s, const DwGeometry& g, const float
     }
   dw_accumulate(outq, int64_t(g.out_floats), sp, wk, taps, bias);
   for (int64_t oy = 0; oy < s.out_h; ++oy)
-    std::memcpy(o + oy * s.out_w, outq + oy * g.wq, size_t(s.out_w) * sizeof(float));
+    finish_row(o + oy * s.out_w, outq + oy * g.wq, res ? res + oy * s.out_w : nullptr, s.out_w, post.clamp, post.lo,
+               post.hi);
 }
 
 static void conv_depthwise(const ConvShape& s, const float* x, const float* w, const float* bias, float* out,
-                           ThreadPool* pool) {
+                           ThreadPool* pool, const ConvPostOps& post) {
   const int64_t planes = s.batch * s.out_c, ocg = s.ocg();
   const int64_t in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w, taps = s.k_h * s.k_w;
   const int t = threads_for(pool, double(planes) * double(out_plane) * double(taps));
@@ -218,7 +332,7 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
     for (int64_t pl = b; pl < e; ++pl) {
       const int64_t n = pl / s.out_c, oc = pl % s.out_c, ic = oc / ocg;
       depthwise_plane(s, g, x + (n * s.in_c + ic) * in_plane, w + oc * taps, bias ? bias[oc] : 0.f,
-                      out + pl * out_plane);
+                      out + pl * out_plane, post.residual ? post.residual + pl * out_plane : nullptr, post);
     }
   });
 }
@@ -226,40 +340,94 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
 // ------------------------------------------------------------------ general
 
 void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,
-            ThreadPool* pool) {
+            ThreadPool* pool, const ConvPostOps& post) {
   if (w.depthwise) {
-    conv_depthwise(s, x, w.raw.data(), bias, out, pool);
+    conv_depthwise(s, x, w.raw.data(), bias, out, pool, post);
     return;
   }
   const int64_t M = s.ocg(), K = s.gemm_k(), N = s.out_h * s.out_w;
   if (N == 0 || M == 0) return;
   const bool pointwise = s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
                          s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
-  float* pb = scratch_floats(kScratchB, packed_b_floats(K, N));
   const int64_t panels = gemm_panels(N);
   const int pack_threads = threads_for(pool, double(K) * double(N), 1 << 15);
+  const DwGeometry geo = dw_geometry(s);
+  // Pack-and-multiply in blocks of panels (about 192 KB of B), each thread on
+  // its own panels, when the weights (A) stay in L2 across panels and there
+  // are enough panels to share among the threads. Otherwise pack everything,
+  // then one threaded GEMM (K blocks outside, A slices reused by all panels,
+  // M split too). Strided 1x1 kernels gather straight into the panels (phase
+  // planes would copy twice).
+  const int gemm_threads = threads_for(pool, double(M) * double(N) * double(K));
+  const int64_t block_panels = std::max<int64_t>(1, (192 << 10) / (kGemmNR * K * int64_t(sizeof(float))));
+  const bool one_by_one = s.k_h == 1 && s.k_w == 1;
+  const bool pack_all = one_by_one || M * K * int64_t(sizeof(float)) > (640 << 10) ||
+                        (gemm_threads > 1 && panels < 4 * int64_t(gemm_threads));
+  const int64_t tasks = gemm_threads <= 1 ? 1 : std::min<int64_t>(panels, 4 * int64_t(gemm_threads));
   for (int64_t n = 0; n < s.batch; ++n) {
     for (int64_t g = 0; g < s.group; ++g) {
       const float* xg = x + (n * s.in_c + g * s.icg()) * s.in_h * s.in_w;
+      const int64_t off = (n * s.out_c + g * M) * N;
+      GemmEpilogue ep;
+      ep.row_bias = bias ? bias + g * M : nullptr;
+      ep.residual = post.residual ? post.residual + off : nullptr;
+      ep.ldr = N;
+      ep.clamp = post.clamp;
+      ep.lo = post.lo;
+      ep.hi = post.hi;
       if (pointwise) {
-        pack_b_parallel(xg, N, false, K, N, pb, pool);
-      } else if (pack_threads <= 1) {
-        im2col_pack(s, xg, pb, 0, panels);
-      } else {
-        parallel_for(pool, pack_threads, [&](int64_t i) {
+        gemm_packed_a(M, N, K, w.data.data() + g * w.per_group, xg, N, out + off, N, ep, pool);
+        continue;
+      }
+      const float* pa = w.data.data() + g * w.per_group;
+      if (one_by_one) {
+        float* pb = scratch_floats(kScratchB, packed_b_floats(K, N));
+        parallel_for(pack_threads <= 1 ? nullptr : pool, pack_threads, [&](int64_t i) {
           int64_t p0, p1;
           split_range(panels, pack_threads, i, p0, p1);
           im2col_pack(s, xg, pb, p0, p1);
         });
+        gemm_packed(M, N, K, pa, pb, out + off, N, ep, pool);
+        continue;
       }
-      GemmEpilogue ep;
-      ep.row_bias = bias ? bias + g * M : nullptr;
-      gemm_packed(M, N, K, w.data.data() + g * w.per_group, pb, out + (n * s.out_c + g * M) * N, N, ep, pool);
+      // Phase planes of every input channel first, then panels copied from them in runs.
+      float* phases = scratch_floats(kScratchA, size_t(s.icg()) * geo.phase_floats);
+      const int64_t icg = s.icg();
+      parallel_for(pack_threads <= 1 ? nullptr : pool, pack_threads, [&](int64_t i) {
+        int64_t c0, c1;
+        split_range(icg, pack_threads, i, c0, c1);
+        for (int64_t c = c0; c < c1; ++c) build_phases(s, geo, xg + c * s.in_h * s.in_w, phases + size_t(c) * geo.phase_floats);
+      });
+      if (!pack_all) {
+        // Each task packs a few panels into its own (L2-sized) buffer and
+        // multiplies them at once, so B is read back from cache.
+        parallel_for(gemm_threads <= 1 ? nullptr : pool, tasks, [&](int64_t i) {
+          int64_t q0, q1;
+          split_range(panels, tasks, i, q0, q1);
+          float* bb = scratch_floats(kScratchB, size_t(block_panels * kGemmNR * K));
+          for (int64_t b0 = q0; b0 < q1; b0 += block_panels) {
+            const int64_t b1 = std::min(q1, b0 + block_panels), n0 = b0 * kGemmNR;
+            im2col_pack_phased(s, phases, bb, b0, b1);
+            GemmEpilogue e = ep;
+            if (e.residual) e.residual += n0;
+            gemm_packed_serial(M, std::min(N - n0, (b1 - b0) * kGemmNR), K, pa, bb, out + off + n0, N, e);
+          }
+        });
+        continue;
+      }
+      float* pb = scratch_floats(kScratchB, packed_b_floats(K, N));
+      parallel_for(pack_threads <= 1 ? nullptr : pool, pack_threads, [&](int64_t i) {
+        int64_t p0, p1;
+        split_range(panels, pack_threads, i, p0, p1);
+        im2col_pack_phased(s, phases, pb + p0 * kGemmNR * K, p0, p1);
+      });
+      gemm_packed(M, N, K, pa, pb, out + off, N, ep, pool);
     }
   }
 }
 
-void conv2d_reference(const ConvShape& s, const float* x, const float* w, const float* bias, float* out) {
+void conv2d_reference(const ConvShape& s, const float* x, const float* w, const float* bias, float* out,
+                      const ConvPostOps& post) {
   const int64_t icg = s.icg(), ocg = s.ocg();
   for (int64_t n = 0; n < s.batch; ++n)
     for (int64_t oc = 0; oc < s.out_c; ++oc) {
@@ -276,7 +444,11 @@ void conv2d_reference(const ConvShape& s, const float* x, const float* w, const 
                 acc += double(x[((n * s.in_c + g * icg + ic) * s.in_h + iy) * s.in_w + ix]) *
                        double(w[((oc * icg + ic) * s.k_h + ky) * s.k_w + kx]);
               }
-          out[((n * s.out_c + oc) * s.out_h + oy) * s.out_w + ox] = float(acc);
+          const int64_t o = ((n * s.out_c + oc) * s.out_h + oy) * s.out_w + ox;
+          float v = float(acc);
+          if (post.residual) v += post.residual[o];
+          if (post.clamp) v = std::min(std::max(v, post.lo), post.hi);
+          out[o] = v;
         }
     }
 }

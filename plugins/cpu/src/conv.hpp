@@ -3,8 +3,11 @@
 //   general: weights packed once as GEMM A ([OC/g] x [IC/g*KH*KW] per group),
 //            the input unfolded straight into packed-B panels (im2col fused
 //            with packing), bias added in the GEMM store.
+//   pointwise (1x1, stride 1, no pad): the same GEMM reading the input in
+//            place as an unpacked B (no im2col, no packing).
 //   depthwise (IC/g == 1): direct sliding-window kernel, vectorised along
 //            output columns, bias fused.
+// Post-ops (residual add, clamp) are applied in the store of every path.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -38,15 +41,33 @@ struct PackedConvWeights {
 bool conv_is_depthwise(const ConvShape& s);
 PackedConvWeights pack_conv_weights(const ConvShape& s, const float* w);
 
-// out[N][OC][OH][OW] = conv(x, w) + bias (bias may be null).
-void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,
-            ThreadPool* pool);
+// What is applied to the convolution's result as it is stored (fused
+// residual Add and Relu / Clip): out = clamp(conv + bias + residual, lo, hi).
+struct ConvPostOps {
+  const float* residual = nullptr;  // same shape as out, or null
+  bool clamp = false;
+  float lo = 0.f, hi = 0.f;
+};
 
-// Reference implementation (tests).
-void conv2d_reference(const ConvShape& s, const float* x, const float* w, const float* bias, float* out);
+// out[N][OC][OH][OW] = conv(x, w) + bias (bias may be null), then post-ops.
+// out must not overlap x or the residual.
+void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,
+            ThreadPool* pool, const ConvPostOps& post = {});
+
+// Reference implementation (tests), post-ops included.
+void conv2d_reference(const ConvShape& s, const float* x, const float* w, const float* bias, float* out,
+                      const ConvPostOps& post = {});
 
 // Unfolds the input of image n / group g into packed-B panels [p0, p1)
 // (exposed for tests).
 void im2col_pack(const ConvShape& s, const float* x_image_group, float* dst, int64_t p0, int64_t p1);
+// Size of the zero-padded stride-phase planes of one input channel.
+size_t conv_phase_floats(const ConvShape& s);
+// Phase planes of one input channel (conv_phase_floats(s) floats), see conv.cpp.
+void conv_build_phases(const ConvShape& s, const float* x_plane, float* phases);
+// Same packed-B panels as im2col_pack, copied in row runs from the phase
+// planes of all icg channels (channel c at phases + c * conv_phase_floats(s)).
+// Panel p goes to dst + (p - p0) * kGemmNR * K.
+void im2col_pack_phased(const ConvShape& s, const float* phases, float* dst, int64_t p0, int64_t p1);
 
 }  // namespace nxrt::cpu

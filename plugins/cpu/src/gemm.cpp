@@ -68,26 +68,33 @@ void pack_b_parallel(const float* b, int64_t ldb, bool trans, int64_t K, int64_t
 
 // ------------------------------------------------------------ generic tile
 
-static void tile_generic(int64_t kc, const float* a, const float* b, int64_t w, float* c, int64_t ldc, int64_t mr,
-                         int64_t ncols, const float* row_bias, const float* col_bias, bool accumulate) {
+static void tile_generic(int64_t kc, const float* a, const float* b, int64_t w, int64_t ldb, bool b_unpacked,
+                         float* c, int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st) {
   float acc[kGemmMR][kGemmNR];
   for (int64_t m = 0; m < kGemmMR; ++m)
     for (int64_t j = 0; j < kGemmNR; ++j) acc[m][j] = 0.f;
+  const int64_t jn = b_unpacked ? ncols : w;
   for (int64_t k = 0; k < kc; ++k) {
-    const float* bk = b + k * w;
+    const float* bk = b + k * ldb;
     const float* ak = a + k * kGemmMR;
     for (int64_t m = 0; m < mr; ++m) {
       const float am = ak[m];
-      for (int64_t j = 0; j < w; ++j) acc[m][j] += am * bk[j];
+      for (int64_t j = 0; j < jn; ++j) acc[m][j] += am * bk[j];
     }
   }
   for (int64_t m = 0; m < mr; ++m) {
     float* cr = c + m * ldc;
-    const float rb = row_bias ? row_bias[m] : 0.f;
+    const float rb = st.row_bias ? st.row_bias[m] : 0.f;
     for (int64_t j = 0; j < ncols; ++j) {
       float v = acc[m][j] + rb;
-      if (col_bias) v += col_bias[j];
-      cr[j] = accumulate ? cr[j] + v : v;
+      if (st.col_bias) v += st.col_bias[j];
+      if (st.accumulate) v += cr[j];
+      if (st.residual) v += st.residual[m * st.ldr + j];
+      if (st.clamp) {
+        v = v < st.lo ? st.lo : v;
+        v = v > st.hi ? st.hi : v;
+      }
+      cr[j] = v;
     }
   }
 }
@@ -113,8 +120,10 @@ struct Rect {
   int64_t t0, t1, p0, p1;
 };
 
-void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
-               const GemmEpilogue& ep, const Rect& r, GemmTileFn fn) {
+// B is packed (ldb <= 0) or a plain row-major matrix with row stride ldb.
+void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, int64_t ldb, float* c,
+               int64_t ldc, const GemmEpilogue& ep, const Rect& r, GemmTileFn fn) {
+  const bool unpacked = ldb > 0;
   // Panels are taken in groups (NC = kGemmNcPanels * 48 columns) so the C
   // block of a group stays in L2 across the K blocks; within a K block the
   // B panel slice (KC x 48) is reused by every row tile.
@@ -122,16 +131,23 @@ void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb
     const int64_t g1 = std::min(r.p1, g0 + kGemmNcPanels);
     for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kGemmKC) {
       const int64_t kc = std::min(kGemmKC, K - k0);
-      const bool first = k0 == 0;
-      const bool acc = ep.accumulate || !first;
+      const bool first = k0 == 0, final = k0 + kGemmKC >= K;
       for (int64_t p = g0; p < g1; ++p) {
         const int64_t n0 = p * kGemmNR, w = gemm_panel_width(N, p), cols = std::min(kGemmNR, N - n0);
-        const float* bp = pb + n0 * K + k0 * w;
-        const float* cb = first && ep.col_bias ? ep.col_bias + n0 : nullptr;
+        const float* bp = unpacked ? pb + k0 * ldb + n0 : pb + n0 * K + k0 * w;
+        GemmTileStore st;
+        st.accumulate = ep.accumulate || !first;
+        st.col_bias = first && ep.col_bias ? ep.col_bias + n0 : nullptr;
+        st.ldr = ep.ldr;
+        st.clamp = final && ep.clamp;
+        st.lo = ep.lo;
+        st.hi = ep.hi;
         for (int64_t t = r.t0; t < r.t1; ++t) {
           const int64_t m0 = t * kGemmMR, mr = std::min(kGemmMR, M - m0);
-          const float* rb = first && ep.row_bias ? ep.row_bias + m0 : nullptr;
-          fn(kc, pa + m0 * K + k0 * kGemmMR, bp, w, c + m0 * ldc + n0, ldc, mr, cols, rb, cb, acc);
+          st.row_bias = first && ep.row_bias ? ep.row_bias + m0 : nullptr;
+          st.residual = first && ep.residual ? ep.residual + m0 * ep.ldr + n0 : nullptr;
+          fn(kc, pa + m0 * K + k0 * kGemmMR, bp, w, unpacked ? ldb : w, unpacked, c + m0 * ldc + n0, ldc, mr, cols,
+             st);
         }
       }
       if (K == 0) break;
@@ -139,22 +155,14 @@ void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb
   }
 }
 
-}  // namespace
-
-void gemm_packed_serial(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
-                        const GemmEpilogue& ep) {
-  if (M <= 0 || N <= 0) return;
-  gemm_rect(M, N, K, pa, pb, c, ldc, ep, Rect{0, gemm_tiles(M), 0, gemm_panels(N)}, gemm_tile_active());
-}
-
-void gemm_packed(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
-                 const GemmEpilogue& ep, ThreadPool* pool) {
+void gemm_driver(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, int64_t ldb, float* c,
+                 int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool) {
   if (M <= 0 || N <= 0) return;
   const int64_t tiles = gemm_tiles(M), panels = gemm_panels(N);
   const int t = threads_for(pool, double(M) * double(N) * double(K));
   GemmTileFn fn = gemm_tile_active();
   if (t <= 1) {
-    gemm_rect(M, N, K, pa, pb, c, ldc, ep, Rect{0, tiles, 0, panels}, fn);
+    gemm_rect(M, N, K, pa, pb, ldb, c, ldc, ep, Rect{0, tiles, 0, panels}, fn);
     return;
   }
   // Tasks form a grid over (tiles, panels); several per thread so the dynamic
@@ -167,8 +175,26 @@ void gemm_packed(int64_t M, int64_t N, int64_t K, const float* pa, const float* 
     Rect r;
     split_range(panels, tn, i % tn, r.p0, r.p1);
     split_range(tiles, tm, i / tn, r.t0, r.t1);
-    gemm_rect(M, N, K, pa, pb, c, ldc, ep, r, fn);
+    gemm_rect(M, N, K, pa, pb, ldb, c, ldc, ep, r, fn);
   });
+}
+
+}  // namespace
+
+void gemm_packed_serial(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
+                        const GemmEpilogue& ep) {
+  if (M <= 0 || N <= 0) return;
+  gemm_rect(M, N, K, pa, pb, 0, c, ldc, ep, Rect{0, gemm_tiles(M), 0, gemm_panels(N)}, gemm_tile_active());
+}
+
+void gemm_packed(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
+                 const GemmEpilogue& ep, ThreadPool* pool) {
+  gemm_driver(M, N, K, pa, pb, 0, c, ldc, ep, pool);
+}
+
+void gemm_packed_a(int64_t M, int64_t N, int64_t K, const float* pa, const float* b, int64_t ldb, float* c,
+                   int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool) {
+  gemm_driver(M, N, K, pa, b, ldb, c, ldc, ep, pool);
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,

@@ -45,25 +45,46 @@ struct GemmEpilogue {
   const float* row_bias = nullptr;  // M values added to each row (conv bias)
   const float* col_bias = nullptr;  // N values added to each column (Gemm bias)
   bool accumulate = false;          // add to the existing C instead of overwriting
+  const float* residual = nullptr;  // [M][ldr] added to the result (fused residual Add)
+  int64_t ldr = 0;
+  bool clamp = false;               // then clamp to [lo, hi] (fused Relu / Clip); NaN stays NaN
+  float lo = 0.f, hi = 0.f;
 };
 
-// C[M,N] (row stride ldc) = (accumulate ? C : 0) + row_bias + col_bias + A*B.
+// C[M,N] (row stride ldc) = clamp((accumulate ? C : 0) + row_bias + col_bias + A*B + residual).
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* packed_b, float* c,
                  int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool);
 // Same, single-threaded, for callers that parallelise over something else.
 void gemm_packed_serial(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* packed_b, float* c,
                         int64_t ldc, const GemmEpilogue& ep);
+// Same with B unpacked: B(k, n) = b[k*ldb + n] (row-major, any alignment). The
+// micro-kernel reads B rows in place, so no packing pass (1x1 convolutions).
+void gemm_packed_a(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* b, int64_t ldb, float* c,
+                   int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool);
 
 // Plain row-major SGEMM: C = alpha * op(A) * op(B) + beta * C.
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc, ThreadPool* pool);
 
 // --- internal: one micro-tile, dispatched by ISA --------------------------
+// What a tile adds and applies when it stores C. Pointers are already offset
+// to the tile (or null).
+struct GemmTileStore {
+  const float* row_bias = nullptr;
+  const float* col_bias = nullptr;
+  const float* residual = nullptr;  // row stride ldr
+  int64_t ldr = 0;
+  bool accumulate = false;
+  bool clamp = false;
+  float lo = 0.f, hi = 0.f;
+};
 // Computes rows [0, mr) x columns [0, ncols) of an 8 x w tile over kc steps.
-// a: packed A at the k offset (stride 8), b: packed B panel at the k offset
-// (stride w). Bias pointers are already offset to the tile (or null).
-using GemmTileFn = void (*)(int64_t kc, const float* a, const float* b, int64_t w, float* c, int64_t ldc, int64_t mr,
-                            int64_t ncols, const float* row_bias, const float* col_bias, bool accumulate);
+// a: packed A at the k offset (stride 8); b: B at the k offset with row
+// stride ldb: a packed panel (ldb == w, padding columns zero) or, when
+// b_unpacked, rows of a plain matrix that may end at column ncols (the last
+// vector is then loaded under a mask).
+using GemmTileFn = void (*)(int64_t kc, const float* a, const float* b, int64_t w, int64_t ldb, bool b_unpacked,
+                            float* c, int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st);
 GemmTileFn gemm_tile_generic();
 GemmTileFn gemm_tile_avx512();  // null when not compiled for x86
 GemmTileFn gemm_tile_active();

@@ -13,8 +13,8 @@ namespace {
 #define NXRT_AVX512 __attribute__((target("avx512f,fma,avx2")))
 
 template <int MR, int NV>
-NXRT_AVX512 void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, __mmask16 last,
-                      const float* row_bias, const float* col_bias, bool accumulate) {
+NXRT_AVX512 void tile(int64_t kc, const float* a, const float* b, int64_t ldb, __mmask16 bmask, float* c, int64_t ldc,
+                      __mmask16 last, const GemmTileStore& st) {
   __m512 r[MR][NV];
 #pragma GCC unroll 8
   for (int m = 0; m < MR; ++m)
@@ -28,7 +28,8 @@ NXRT_AVX512 void tile(int64_t kc, const float* a, const float* b, float* c, int6
   for (; k < kc; ++k) {
     __m512 bv[NV];
 #pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(bk + v * 16);
+    for (int v = 0; v < NV; ++v)
+      bv[v] = v == NV - 1 ? _mm512_maskz_loadu_ps(bmask, bk + v * 16) : _mm512_loadu_ps(bk + v * 16);
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       const __m512 av = _mm512_set1_ps(ak[m]);
@@ -36,46 +37,52 @@ NXRT_AVX512 void tile(int64_t kc, const float* a, const float* b, float* c, int6
       for (int v = 0; v < NV; ++v) r[m][v] = _mm512_fmadd_ps(av, bv[v], r[m][v]);
     }
     ak += kGemmMR;
-    bk += NV * 16;
+    bk += ldb;
   }
 
   __m512 cbv[NV];
 #pragma GCC unroll 3
   for (int v = 0; v < NV; ++v) cbv[v] = _mm512_setzero_ps();
-  if (col_bias) {
+  if (st.col_bias) {
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v)
-      cbv[v] = _mm512_maskz_loadu_ps(v == NV - 1 ? last : __mmask16(0xFFFF), col_bias + v * 16);
+      cbv[v] = _mm512_maskz_loadu_ps(v == NV - 1 ? last : __mmask16(0xFFFF), st.col_bias + v * 16);
   }
+  const __m512 lo = _mm512_set1_ps(st.lo), hi = _mm512_set1_ps(st.hi);
 #pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
     float* cr = c + m * ldc;
-    const __m512 rb = _mm512_set1_ps(row_bias ? row_bias[m] : 0.f);
+    const float* rr = st.residual ? st.residual + m * st.ldr : nullptr;
+    const __m512 rb = _mm512_set1_ps(st.row_bias ? st.row_bias[m] : 0.f);
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) {
       const __mmask16 mk = v == NV - 1 ? last : __mmask16(0xFFFF);
       __m512 x = _mm512_add_ps(r[m][v], rb);
-      if (col_bias) x = _mm512_add_ps(x, cbv[v]);
-      if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk, cr + v * 16));
+      if (st.col_bias) x = _mm512_add_ps(x, cbv[v]);
+      if (st.accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk, cr + v * 16));
+      if (rr) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk, rr + v * 16));
+      // max/min return their second operand when either is NaN: NaN propagates.
+      // (Zero-masked forms with a full mask: GCC 12's plain ones warn about _mm512_undefined_ps.)
+      if (st.clamp) x = _mm512_maskz_min_ps(0xFFFF, hi, _mm512_maskz_max_ps(0xFFFF, lo, x));
       _mm512_mask_storeu_ps(cr + v * 16, mk, x);
     }
   }
 }
 
-using TileT = void (*)(int64_t, const float*, const float*, float*, int64_t, __mmask16, const float*, const float*,
-                       bool);
+using TileT = void (*)(int64_t, const float*, const float*, int64_t, __mmask16, float*, int64_t, __mmask16,
+                       const GemmTileStore&);
 
 template <int NV>
 constexpr TileT row_table[8] = {&tile<1, NV>, &tile<2, NV>, &tile<3, NV>, &tile<4, NV>,
                                 &tile<5, NV>, &tile<6, NV>, &tile<7, NV>, &tile<8, NV>};
 
-void tile_dispatch(int64_t kc, const float* a, const float* b, int64_t w, float* c, int64_t ldc, int64_t mr,
-                   int64_t ncols, const float* row_bias, const float* col_bias, bool accumulate) {
+void tile_dispatch(int64_t kc, const float* a, const float* b, int64_t w, int64_t ldb, bool b_unpacked, float* c,
+                   int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st) {
   const int nv = int(w / 16);
   const int64_t tail = ncols - int64_t(nv - 1) * 16;  // 1..16 valid lanes in the last vector
   const __mmask16 last = __mmask16(tail >= 16 ? 0xFFFF : (1u << tail) - 1u);
   TileT fn = nv == 3 ? row_table<3>[mr - 1] : nv == 2 ? row_table<2>[mr - 1] : row_table<1>[mr - 1];
-  fn(kc, a, b, c, ldc, last, row_bias, col_bias, accumulate);
+  fn(kc, a, b, ldb, b_unpacked ? last : __mmask16(0xFFFF), c, ldc, last, st);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "conv.hpp"
 #include "thread_pool.hpp"
 
 namespace nxrt::cpu {
@@ -46,6 +47,21 @@ void register_conv_ops(Registry& r);
 void register_nn_ops(Registry& r);
 void register_elementwise_ops(Registry& r);
 void register_shape_ops(Registry& r);
+
+// Where a Conv kernel finds its tensors among the kernel inputs, and what it
+// applies to its result (a fused group: Conv [+ Add] [+ Relu | Clip]).
+struct ConvIo {
+  int x = 0, w = 1, b = 2;  // b < 0: no bias
+  int residual = -1;        // input added to the result (fused Add), < 0: none
+  ConvPostOps post;         // clamp (residual is bound at run time)
+};
+std::unique_ptr<Kernel> make_conv_kernel(const Node& conv, CpuSession& session, const ConvIo& io);
+
+// Claims with fusion: every node as the registry decides, plus Conv chains
+// (Conv -> [Add] -> [Relu | Clip]) as one group when that is exact.
+void claim_nodes_fused(const sdk::Graph& g, nxrt_claim_sink* sink);
+// The kernel of a multi-node group claimed by claim_nodes_fused.
+std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& subgraph, CpuSession& session);
 
 // A kernel whose compute is a lambda over immutable captured state. compute
 // never mutates the kernel, so concurrent runs on one kernel are safe.

@@ -1,5 +1,6 @@
 // Conv (1-D and 2-D, NCHW): weights packed at kernel creation when constant.
 #include <algorithm>
+#include <optional>
 
 #include "conv.hpp"
 #include "ops.hpp"
@@ -107,7 +108,10 @@ ConvShape make_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<
   return s;
 }
 
-std::unique_ptr<Kernel> conv_create(const Node& n, CpuSession& session) {
+}  // namespace
+
+// The Conv kernel, alone (io = ConvIo{}) or heading a fused group.
+std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, const ConvIo& io) {
   ConvAttrs a;
   a.sr = conv_spatial_rank(n);
   a.auto_pad = n.attr_string("auto_pad", "NOTSET");
@@ -118,12 +122,14 @@ std::unique_ptr<Kernel> conv_create(const Node& n, CpuSession& session) {
   a.pads = n.attr_ints("pads");
   struct State {
     ConvAttrs a;
+    ConvIo io;
     std::vector<int64_t> w_dims;
     std::shared_ptr<PackedConvWeights> packed;  // when W is constant
     std::vector<float> bias;
     bool bias_const = false;
   } st;
   st.a = a;
+  st.io = io;
   auto w = n.input(1);
   if (w.is_constant()) {
     TensorView t = w.constant();
@@ -145,8 +151,8 @@ std::unique_ptr<Kernel> conv_create(const Node& n, CpuSession& session) {
   }
   ThreadPool* pool = session.pool();
   return make_kernel([st = std::move(st), pool](Context& ctx) {
-    TensorView x = ctx.input(0), w = ctx.input(1);
-    auto b = ctx.optional_input(2);
+    TensorView x = ctx.input(size_t(st.io.x)), w = ctx.input(size_t(st.io.w));
+    auto b = st.io.b >= 0 ? ctx.optional_input(size_t(st.io.b)) : std::nullopt;
     ConvShape s = make_shape(st.a, x.dims(), w.dims());
     if (st.packed && w.dims() != st.w_dims) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: W shape changed");
     const float* bias = nullptr;
@@ -158,15 +164,30 @@ std::unique_ptr<Kernel> conv_create(const Node& n, CpuSession& session) {
     std::span<const int64_t> od = st.a.sr == 2 ? std::span<const int64_t>(od_buf, 4)
                                                : std::span<const int64_t>(od_buf, 3);
     if (st.a.sr == 1) od_buf[2] = s.out_w;
+    ConvPostOps post = st.io.post;
+    std::optional<TensorView> res;
+    if (st.io.residual >= 0) {
+      res = ctx.input(size_t(st.io.residual));
+      if (res->dims().size() != od.size() || !std::equal(od.begin(), od.end(), res->dims().begin()))
+        sdk::fail(NXRT_INVALID_ARGUMENT, "Conv+Add: the added input {} does not have the Conv's output shape {}",
+                  dims_str(res->dims()), dims_str(od));
+      post.residual = res->data<float>();
+    }
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
     if (y.numel() == 0) return;
     if (st.packed) {
-      conv2d(s, x.data<float>(), *st.packed, bias, y.data<float>(), pool);
+      conv2d(s, x.data<float>(), *st.packed, bias, y.data<float>(), pool, post);
     } else {
       PackedConvWeights pw = pack_conv_weights(s, w.data<float>());
-      conv2d(s, x.data<float>(), pw, bias, y.data<float>(), pool);
+      conv2d(s, x.data<float>(), pw, bias, y.data<float>(), pool, post);
     }
   });
+}
+
+namespace {
+
+std::unique_ptr<Kernel> conv_create(const Node& n, CpuSession& session) {
+  return make_conv_kernel(n, session, ConvIo{});
 }
 
 }  // namespace

@@ -24,9 +24,10 @@ const Registry& registry() {
 
 CpuSession::CpuSession(int threads) : pool_(threads) {}
 
-void CpuSession::get_capability(const sdk::Graph& g, nxrt_claim_sink* sink) { registry().claim(g, sink); }
+void CpuSession::get_capability(const sdk::Graph& g, nxrt_claim_sink* sink) { claim_nodes_fused(g, sink); }
 
 std::unique_ptr<Kernel> CpuSession::create_kernel(const sdk::Graph& subgraph) {
+  if (subgraph.node_count() > 1) return create_fused_kernel(subgraph, *this);
   return registry().create(subgraph, *this);
 }
 
@@ -72,7 +73,7 @@ class CpuPlugin final : public sdk::Plugin {
   }
   const char* name() const override { return "cpu"; }
   const char* version() const override { return "0.1.0"; }
-  uint64_t features() const override { return NXRT_FEATURE_CONCURRENT_RUN; }
+  uint64_t features() const override { return NXRT_FEATURE_CONCURRENT_RUN | NXRT_FEATURE_FUSED_GROUPS; }
   uint32_t device_count() override { return 1; }
   const char* no_device_reason() override { return "the CPU is always available"; }
   void device_info(uint32_t, nxrt_device_info& info) override { sdk::copy_device_info(info_, info); }

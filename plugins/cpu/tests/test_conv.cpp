@@ -1,6 +1,9 @@
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "conv.hpp"
+#include "gemm.hpp"
 #include "util.hpp"
 
 using namespace nxrt::cpu;
@@ -61,4 +64,79 @@ TEST_CASE("asymmetric padding via begin pads") {
   s.out_h = (7 + 2 - 3) / 2 + 1;
   s.out_w = (5 + 0 - 3) / 2 + 1;
   check_conv(s, true, nullptr);
+}
+
+// Every fused store: residual add, Relu-like clamp [0, inf), Clip-like [lo, hi], both.
+static void check_conv_post(const ConvShape& s, ThreadPool* pool) {
+  auto x = random_floats(size_t(s.batch * s.in_c * s.in_h * s.in_w), 21);
+  auto w = random_floats(size_t(s.out_c * s.icg() * s.k_h * s.k_w), 22);
+  auto b = random_floats(size_t(s.out_c), 23);
+  const size_t n_out = size_t(s.batch * s.out_c * s.out_h * s.out_w);
+  auto res = random_floats(n_out, 24, -2.f, 2.f);
+  auto packed = pack_conv_weights(s, w.data());
+  struct Case {
+    bool residual, clamp;
+    float lo, hi;
+  } cases[] = {{true, false, 0, 0},
+               {false, true, 0.f, std::numeric_limits<float>::infinity()},
+               {false, true, -0.3f, 0.6f},
+               {true, true, 0.f, std::numeric_limits<float>::infinity()},
+               {true, true, 0.f, 6.f}};
+  for (const Case& c : cases) {
+    ConvPostOps post;
+    post.residual = c.residual ? res.data() : nullptr;
+    post.clamp = c.clamp;
+    post.lo = c.lo;
+    post.hi = c.hi;
+    std::vector<float> want(n_out), got(n_out, 123.f);
+    conv2d_reference(s, x.data(), w.data(), b.data(), want.data(), post);
+    conv2d(s, x.data(), packed, b.data(), got.data(), pool, post);
+    INFO("C=" << s.in_c << " H=" << s.in_h << " W=" << s.in_w << " OC=" << s.out_c << " k=" << s.k_h << "x" << s.k_w
+              << " stride=" << s.stride_h << " group=" << s.group << " residual=" << c.residual << " clamp=" << c.clamp
+              << " [" << c.lo << ", " << c.hi << "]");
+    CHECK(worst(got, want) <= 1.0);
+    if (c.clamp)
+      for (float v : got) CHECK((v >= c.lo && v <= c.hi));
+  }
+}
+
+TEST_CASE("conv post-ops (residual, Relu, Clip) match the reference on every path") {
+  ThreadPool pool(2);
+  check_conv_post(shape(1, 3, 9, 11, 5, 3, 1, 1, 1, 1), nullptr);     // im2col, odd sizes
+  check_conv_post(shape(2, 4, 10, 7, 6, 3, 2, 1, 1, 1), &pool);      // strided, batch 2
+  check_conv_post(shape(1, 6, 8, 9, 9, 3, 1, 1, 1, 3), nullptr);     // groups
+  check_conv_post(shape(1, 17, 7, 9, 13, 1, 1, 0, 1, 1), nullptr);   // pointwise, unpacked B
+  check_conv_post(shape(2, 24, 14, 14, 40, 1, 1, 0, 1, 1), &pool);  // pointwise, threaded
+  check_conv_post(shape(1, 8, 7, 7, 16, 1, 2, 0, 1, 1), nullptr);    // strided 1x1 (im2col)
+  check_conv_post(shape(1, 16, 20, 20, 24, 3, 1, 1, 1, 1), &pool);   // threaded
+  check_conv_post(shape(1, 8, 12, 13, 8, 3, 1, 1, 1, 8), nullptr);   // depthwise
+  check_conv_post(shape(2, 6, 11, 11, 12, 3, 2, 1, 1, 6), &pool);    // depthwise, multiplier 2, stride 2
+  check_conv_post(shape(1, 5, 1, 17, 4, 1, 1, 0, 1, 1, 3), nullptr); // 1-D
+}
+
+TEST_CASE("phase-plane im2col packs the same panels as the direct unfold") {
+  const ConvShape shapes[] = {shape(1, 3, 9, 11, 5, 3, 1, 1, 1, 1),   shape(1, 4, 10, 7, 6, 3, 2, 1, 1, 1),
+                              shape(1, 4, 12, 12, 8, 3, 1, 2, 2, 1),  shape(1, 3, 30, 30, 16, 7, 2, 3, 1, 1),
+                              shape(1, 8, 7, 7, 16, 1, 2, 0, 1, 1),   shape(1, 6, 11, 11, 6, 5, 3, 2, 1, 1),
+                              shape(1, 5, 1, 17, 4, 1, 1, 0, 1, 1, 3), shape(1, 2, 57, 5, 3, 3, 1, 1, 1, 1)};
+  for (const ConvShape& s : shapes) {
+    auto x = random_floats(size_t(s.in_c * s.in_h * s.in_w), 31);
+    const int64_t K = s.gemm_k(), N = s.out_h * s.out_w, panels = gemm_panels(N);
+    std::vector<float> want(packed_b_floats(K, N), 7.f), got(want.size(), 9.f);
+    im2col_pack(s, x.data(), want.data(), 0, panels);
+    std::vector<float> ph(conv_phase_floats(s) * size_t(s.in_c), -5.f);
+    for (int64_t c = 0; c < s.in_c; ++c)
+      conv_build_phases(s, x.data() + c * s.in_h * s.in_w, ph.data() + size_t(c) * conv_phase_floats(s));
+    // in two ranges, the second written relative to its first panel
+    const int64_t mid = panels / 2;
+    im2col_pack_phased(s, ph.data(), got.data(), 0, mid);
+    im2col_pack_phased(s, ph.data(), got.data() + mid * kGemmNR * K, mid, panels);
+    INFO("C=" << s.in_c << " H=" << s.in_h << " W=" << s.in_w << " k=" << s.k_h << "x" << s.k_w << " stride=" << s.stride_h
+              << " dil=" << s.dil_h);
+    size_t bad = 0;
+    for (int64_t p = 0; p < panels; ++p)  // every float of every panel, padding columns included
+      for (int64_t i = 0; i < gemm_panel_width(N, p) * K; ++i)
+        bad += got[size_t(p * kGemmNR * K + i)] != want[size_t(p * kGemmNR * K + i)];
+    CHECK(bad == 0);
+  }
 }

@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "cpu_info.hpp"
 #include "gemm.hpp"
 #include "scratch.hpp"
@@ -89,13 +92,100 @@ TEST_CASE("AVX-512 and generic micro-kernels agree") {
       AlignedFloats pw(size_t(K * w));
       for (int64_t k = 0; k < K; ++k)
         for (int64_t j = 0; j < w; ++j) pw.data()[k * w + j] = j < cols ? b[size_t(k * N + j)] : 0.f;
-      std::vector<float> c1(8 * 48, 3.f), c2(8 * 48, 3.f);
-      fast(K, pa.data(), pw.data(), w, c1.data(), 48, mr, cols, nullptr, nullptr, true);
-      gemm_tile_generic()(K, pa.data(), pw.data(), w, c2.data(), 48, mr, cols, nullptr, nullptr, true);
-      INFO("mr=" << mr << " cols=" << cols);
-      CHECK(worst(c1, c2) <= 1.0);
-      for (int64_t m = 0; m < 8; ++m)  // untouched outside the tile
-        for (int64_t j = 0; j < 48; ++j)
-          if (m >= mr || j >= cols) CHECK(c1[size_t(m * 48 + j)] == 3.f);
+      auto res = random_floats(8 * 48, 8), rb = random_floats(8, 9), cb = random_floats(48, 10);
+      for (int variant = 0; variant < 3; ++variant) {
+        GemmTileStore st;
+        st.accumulate = true;
+        if (variant > 0) {  // every store option at once
+          st.row_bias = rb.data();
+          st.col_bias = cb.data();
+          st.residual = res.data();
+          st.ldr = 48;
+          st.clamp = true;
+          st.lo = -0.5f;
+          st.hi = 1.5f;
+        }
+        // variant 2: B unpacked, read from the plain K x N matrix (rows end at `cols`)
+        const bool unpacked = variant == 2;
+        const float* bp = unpacked ? b.data() : pw.data();
+        const int64_t ldb = unpacked ? N : w;
+        std::vector<float> c1(8 * 48, 3.f), c2(8 * 48, 3.f);
+        fast(K, pa.data(), bp, w, ldb, unpacked, c1.data(), 48, mr, cols, st);
+        gemm_tile_generic()(K, pa.data(), bp, w, ldb, unpacked, c2.data(), 48, mr, cols, st);
+        INFO("mr=" << mr << " cols=" << cols << " variant=" << variant);
+        CHECK(worst(c1, c2) <= 1.0);
+        for (int64_t m = 0; m < 8; ++m)  // untouched outside the tile
+          for (int64_t j = 0; j < 48; ++j)
+            if (m >= mr || j >= cols) CHECK(c1[size_t(m * 48 + j)] == 3.f);
+      }
     }
+}
+
+// gemm_packed_a reads B in place (row stride ldb >= N, any alignment) and
+// applies the fused store: + row bias + residual, then clamp.
+static void check_unpacked_b(int64_t M, int64_t N, int64_t K, int64_t ldb, bool residual, bool clamp, ThreadPool* pool) {
+  auto a = random_floats(size_t(M * K), uint32_t(M + 7 * K));
+  // +1 float of offset so rows are not 64-byte aligned; B ends exactly at its last element.
+  auto braw = random_floats(size_t(1 + (K - 1) * ldb + N), uint32_t(N + 3 * K));
+  std::vector<float> b(size_t(K * N));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) b[size_t(k * N + n)] = braw[size_t(1 + k * ldb + n)];
+  auto rb = random_floats(size_t(M), 3), res = random_floats(size_t(M * N), 4);
+  AlignedFloats pa(packed_a_floats(M, K));
+  pack_a(a.data(), K, false, M, K, 1.f, pa.data());
+  GemmEpilogue ep;
+  ep.row_bias = rb.data();
+  if (residual) {
+    ep.residual = res.data();
+    ep.ldr = N;
+  }
+  ep.clamp = clamp;
+  ep.lo = -0.25f;
+  ep.hi = 0.5f;
+  std::vector<float> got(size_t(M * N), 99.f);
+  gemm_packed_a(M, N, K, pa.data(), braw.data() + 1, ldb, got.data(), N, ep, pool);
+  auto want = naive(false, false, M, N, K, 1.f, a, b, 0.f, got);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      float& v = want[size_t(m * N + n)];
+      v += rb[size_t(m)];
+      if (residual) v += res[size_t(m * N + n)];
+      if (clamp) v = std::min(std::max(v, ep.lo), ep.hi);
+    }
+  INFO("M=" << M << " N=" << N << " K=" << K << " ldb=" << ldb << " residual=" << residual << " clamp=" << clamp);
+  CHECK(worst(got, want) <= 1.0);
+}
+
+TEST_CASE("gemm with unpacked B and fused residual / clamp matches the naive product") {
+  ThreadPool pool(2);
+  for (int64_t M : {1, 7, 8, 24})
+    for (int64_t N : {1, 15, 16, 17, 47, 48, 49, 100})
+      for (int64_t K : {1, 9, 300}) check_unpacked_b(M, N, K, N, true, true, nullptr);
+  check_unpacked_b(9, 20, 33, 37, false, false, nullptr);  // ldb > N
+  check_unpacked_b(9, 20, 33, 37, false, true, nullptr);
+  check_unpacked_b(9, 20, 33, 37, true, false, nullptr);
+  check_unpacked_b(64, 3136, 64, 3136, true, true, &pool);  // threaded
+  check_unpacked_b(320, 49, 960, 49, false, true, &pool);
+}
+
+TEST_CASE("fused clamp keeps NaN and clamps infinities") {
+  const int64_t M = 3, N = 20, K = 2;
+  std::vector<float> a(size_t(M * K), 1.f), b(size_t(K * N), 1.f);
+  b[0] = std::numeric_limits<float>::quiet_NaN();
+  b[1] = std::numeric_limits<float>::infinity();
+  b[2] = -std::numeric_limits<float>::infinity();
+  AlignedFloats pa(packed_a_floats(M, K));
+  pack_a(a.data(), K, false, M, K, 1.f, pa.data());
+  GemmEpilogue ep;
+  ep.clamp = true;
+  ep.lo = 0.f;
+  ep.hi = 6.f;
+  std::vector<float> c(size_t(M * N));
+  gemm_packed_a(M, N, K, pa.data(), b.data(), N, c.data(), N, ep, nullptr);
+  for (int64_t m = 0; m < M; ++m) {
+    CHECK(std::isnan(c[size_t(m * N)]));
+    CHECK(c[size_t(m * N + 1)] == 6.f);
+    CHECK(c[size_t(m * N + 2)] == 0.f);
+    CHECK(c[size_t(m * N + 3)] == 2.f);
+  }
 }

@@ -1,0 +1,237 @@
+// Fused groups: Conv -> [Add] -> [Relu | Clip] claimed as one kernel, so the
+// residual add and the activation happen in the convolution's store and the
+// result is written once.
+//
+// A chain is claimed only when fusing cannot change what the model computes
+// or how the host runs it:
+//   * the view is closed (every non-constant input of a view node is a graph
+//     input or produced in the view, every graph output is produced there),
+//     so no node of another EP can read an intermediate value or sit between
+//     two nodes of the chain: the group is convex and its only output is the
+//     chain's last value;
+//   * each intermediate value has exactly one consumer, the next node, and is
+//     not a graph output;
+//   * the Add's other input has the Conv output's static shape (no
+//     broadcasting), the Clip bounds are attributes or constant scalars;
+//   * every node of the chain is one the registry claims on its own.
+// Otherwise nodes are claimed one by one exactly as before.
+#include <limits>
+#include <map>
+#include <set>
+
+#include "ops.hpp"
+
+namespace nxrt::cpu {
+namespace {
+
+using ValueKey = const nxrt_value*;
+
+bool is_op(const Node& n, std::string_view op) {
+  return n.op_type() == op && (n.domain().empty() || n.domain() == "ai.onnx");
+}
+
+bool same_static_shape(const sdk::Value& a, const sdk::Value& b) {
+  if (!a.static_shape() || !b.static_shape() || a.rank() != b.rank()) return false;
+  auto da = a.dims(), db = b.dims();
+  return std::equal(da.begin(), da.end(), db.begin());
+}
+
+// A constant float scalar input (Clip 11+ bounds); nullopt when absent.
+// Returns false in `ok` when present but not a constant f32 scalar.
+std::optional<float> const_scalar(const Node& n, size_t i, bool& ok) {
+  auto v = n.input(i);
+  if (!v.present()) return std::nullopt;
+  if (!v.is_constant() || v.dtype() != NXRT_DTYPE_FLOAT32) {
+    ok = false;
+    return std::nullopt;
+  }
+  TensorView t = v.constant();
+  if (t.numel() != 1) {
+    ok = false;
+    return std::nullopt;
+  }
+  return static_cast<const float*>(t.raw())[0];
+}
+
+// Bounds of a Relu or Clip node, or nullopt when it cannot be fused.
+std::optional<std::pair<float, float>> activation_bounds(const Node& n, int64_t opset) {
+  if (n.output(0).dtype() != NXRT_DTYPE_FLOAT32) return std::nullopt;
+  if (is_op(n, "Relu")) return std::pair{0.f, std::numeric_limits<float>::infinity()};
+  if (!is_op(n, "Clip")) return std::nullopt;
+  float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
+  if (opset < 11) {
+    lo = n.attr_float("min", lo);
+    hi = n.attr_float("max", hi);
+  } else {
+    bool ok = true;
+    if (auto v = const_scalar(n, 1, ok)) lo = *v;
+    if (auto v = const_scalar(n, 2, ok)) hi = *v;
+    if (!ok) return std::nullopt;
+  }
+  return std::pair{lo, hi};
+}
+
+struct ViewIndex {
+  std::map<ValueKey, std::vector<std::pair<size_t, size_t>>> consumers;  // value -> (node position, input slot)
+  std::set<ValueKey> graph_outputs;
+  bool closed = true;
+};
+
+ViewIndex index_view(const sdk::Graph& g) {
+  ViewIndex ix;
+  std::set<ValueKey> produced, graph_inputs;
+  for (size_t i = 0; i < g.input_count(); ++i) graph_inputs.insert(g.input(i).raw());
+  for (size_t i = 0; i < g.node_count(); ++i) {
+    Node n = g.node(i);
+    for (size_t o = 0; o < n.output_count(); ++o)
+      if (n.has_output(o)) produced.insert(n.output(o).raw());
+  }
+  for (size_t i = 0; i < g.node_count(); ++i) {
+    Node n = g.node(i);
+    for (size_t k = 0; k < n.input_count(); ++k) {
+      auto v = n.input(k);
+      if (!v.present()) continue;
+      ix.consumers[v.raw()].push_back({i, k});
+      if (!v.is_constant() && !produced.count(v.raw()) && !graph_inputs.count(v.raw())) ix.closed = false;
+    }
+  }
+  for (size_t i = 0; i < g.output_count(); ++i) {
+    auto v = g.output(i);
+    if (!v.present()) continue;
+    ix.graph_outputs.insert(v.raw());
+    if (!v.is_constant() && !produced.count(v.raw()) && !graph_inputs.count(v.raw())) ix.closed = false;
+  }
+  return ix;
+}
+
+// The only consumer of `v` (node position, input slot), when there is exactly one use.
+std::optional<std::pair<size_t, size_t>> sole_use(const ViewIndex& ix, ValueKey v) {
+  if (ix.graph_outputs.count(v)) return std::nullopt;
+  auto it = ix.consumers.find(v);
+  if (it == ix.consumers.end() || it->second.size() != 1) return std::nullopt;
+  return it->second.front();
+}
+
+// One fused chain in the order it computes: the Conv, then optionally an Add,
+// then optionally a Relu/Clip.
+struct Chain {
+  std::vector<size_t> nodes;  // view positions
+  int add_other_slot = -1;    // which Add input is the residual
+  bool clamp = false;
+  float lo = 0.f, hi = 0.f;
+};
+
+// Follows a Conv's output through [Add] [Relu | Clip]; `ok` tells whether a
+// node may join (claimed on its own, not in another chain).
+template <typename Ok>
+Chain follow_chain(const sdk::Graph& g, const ViewIndex& ix, size_t conv, Ok ok) {
+  Chain c;
+  c.nodes.push_back(conv);
+  Node cn = g.node(conv);
+  if (cn.output_count() != 1 || !cn.has_output(0)) return c;
+  sdk::Value v = cn.output(0);
+  bool added = false;
+  for (;;) {
+    auto use = sole_use(ix, v.raw());
+    if (!use || !ok(use->first)) break;
+    Node nx = g.node(use->first);
+    if (!added && is_op(nx, "Add") && nx.input_count() == 2 && nx.output_count() == 1 && nx.has_output(0)) {
+      const size_t other = 1 - use->second;
+      sdk::Value o = nx.input(other);
+      if (!o.present() || o.raw() == v.raw() || o.dtype() != NXRT_DTYPE_FLOAT32) break;
+      if (!same_static_shape(o, v) || !same_static_shape(nx.output(0), v)) break;
+      c.nodes.push_back(use->first);
+      c.add_other_slot = int(other);
+      added = true;
+      v = nx.output(0);
+      continue;
+    }
+    if (nx.input_count() < 1 || nx.output_count() != 1 || !nx.has_output(0) || use->second != 0) break;
+    auto bounds = activation_bounds(nx, g.opset(""));
+    if (!bounds) break;
+    c.nodes.push_back(use->first);
+    c.clamp = true;
+    c.lo = bounds->first;
+    c.hi = bounds->second;
+    break;
+  }
+  return c;
+}
+
+}  // namespace
+
+void claim_nodes_fused(const sdk::Graph& g, nxrt_claim_sink* sink) {
+  const Registry& reg = registry();
+  const size_t count = g.node_count();
+  std::vector<std::optional<Refusal>> verdict(count);
+  for (size_t i = 0; i < count; ++i) {
+    Node n = g.node(i);
+    std::string domain(n.domain());
+    Refusal why{};
+    const auto* def = reg.find(n, g.opset(domain.c_str()), &why);
+    if (!def) verdict[i] = why;
+    else if (def->check) verdict[i] = def->check(n);
+  }
+  std::vector<char> taken(count, 0);
+  const ViewIndex ix = index_view(g);
+  if (ix.closed) {
+    for (size_t i = 0; i < count; ++i) {
+      if (verdict[i] || taken[i] || !is_op(g.node(i), "Conv")) continue;
+      Chain c = follow_chain(g, ix, i, [&](size_t j) { return !verdict[j] && !taken[j]; });
+      if (c.nodes.size() < 2) continue;
+      std::vector<size_t> ids;
+      for (size_t p : c.nodes) {
+        taken[p] = 1;
+        ids.push_back(g.node(p).index());
+      }
+      sdk::check(sdk::host().claim_nodes(sink, ids.data(), ids.size(), 0.0));
+    }
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (taken[i]) continue;
+    size_t index = g.node(i).index();
+    if (verdict[i]) sdk::check(sdk::host().refuse_node(sink, index, verdict[i]->reason, verdict[i]->message.c_str()));
+    else sdk::check(sdk::host().claim_nodes(sink, &index, 1, 0.0));
+  }
+}
+
+std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& session) {
+  // The group's nodes arrive in model order; rebuild the chain from its Conv.
+  const size_t count = sg.node_count();
+  std::optional<size_t> conv;
+  for (size_t i = 0; i < count; ++i)
+    if (is_op(sg.node(i), "Conv")) {
+      if (conv) sdk::fail(NXRT_UNSUPPORTED, "fused group of {} nodes has more than one Conv", count);
+      conv = i;
+    }
+  if (!conv) sdk::fail(NXRT_UNSUPPORTED, "group of {} nodes is not a Conv chain this plugin fuses", count);
+  const ViewIndex ix = index_view(sg);
+  Chain c = follow_chain(sg, ix, *conv, [](size_t) { return true; });
+  // Inside a subgraph the chain's last value is the graph output, so sole_use
+  // stops there; every node must be on the chain and the only output its end.
+  if (c.nodes.size() != count)
+    sdk::fail(NXRT_UNSUPPORTED, "group of {} nodes is not a Conv chain this plugin fuses ({} on the chain)", count,
+              c.nodes.size());
+  Node last = sg.node(c.nodes.back());
+  if (sg.output_count() != 1 || sg.output(0).raw() != last.output(0).raw())
+    sdk::fail(NXRT_UNSUPPORTED, "fused Conv group must have exactly one output, its last value ({} outputs)",
+              sg.output_count());
+  auto input_index = [&](const sdk::Value& v) -> int {
+    if (!v.present()) return -1;
+    for (size_t i = 0; i < sg.input_count(); ++i)
+      if (sg.input(i).raw() == v.raw()) return int(i);
+    sdk::fail(NXRT_INTERNAL, "value '{}' is not an input of the fused group", v.name());
+  };
+  Node cn = sg.node(*conv);
+  ConvIo io;
+  io.x = input_index(cn.input(0));
+  io.w = input_index(cn.input(1));
+  io.b = input_index(cn.input(2));
+  if (c.add_other_slot >= 0) io.residual = input_index(sg.node(c.nodes[1]).input(size_t(c.add_other_slot)));
+  io.post.clamp = c.clamp;
+  io.post.lo = c.lo;
+  io.post.hi = c.hi;
+  return make_conv_kernel(cn, session, io);
+}
+
+}  // namespace nxrt::cpu
