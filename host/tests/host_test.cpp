@@ -487,3 +487,37 @@ TEST_CASE("profiler: every step of every run, from concurrent threads, as a Chro
   CHECK(error_of([&] { s->end_profiling(path); }).find("profiling was not started") != std::string::npos);
   fs::remove(path);
 }
+
+TEST_CASE("constants: the CPU plugin captures the weights it prepacks") {
+  Env env;
+  auto cpu = plugin(env, "libnxrt_ep_cpu.so");
+  auto model = [] {
+    ModelBuilder b;
+    b.io(true, "x", {3, 8});
+    auto* w = b.m.mutable_graph()->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    w->add_dims(8);
+    w->add_dims(5);
+    for (int i = 0; i < 40; ++i) w->add_float_data(float(i % 7) - 3.f);
+    b.node("MatMul", {"x", "w"}, {"y"});
+    b.io(false, "y", {3, 5});
+    return b.load();
+  };
+  std::vector<float> x(24);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 5) - 2.f;
+  auto shared = model();
+  auto s1 = make_session(shared, {cpu});
+  CHECK(shared->find_value("w")->constant != nullptr);
+  auto owned = model();
+  auto s2 = make_session(owned, {cpu}, false, {}, true);
+  CHECK(owned->find_value("w")->constant == nullptr);  // only the packed copy remains
+  auto y = run(*s2, x, {3, 8});
+  CHECK(y == run(*s1, x, {3, 8}));
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j) {
+      float want = 0;
+      for (int k = 0; k < 8; ++k) want += x[size_t(i * 8 + k)] * (float((k * 5 + j) % 7) - 3.f);
+      CHECK(y[size_t(i * 5 + j)] == doctest::Approx(want));
+    }
+}

@@ -143,11 +143,15 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     s.k_w = t.dim(t.rank() - 1);
     if (s.out_c % a.group != 0) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: {} output channels not divisible by group {}", s.out_c, a.group);
     st.packed = std::make_shared<PackedConvWeights>(pack_conv_weights(s, static_cast<const float*>(t.raw())));
+    // Only the packed copy is read from now on (unless the same value is also X or the
+    // residual of a fused group): the host may free W.
+    if (io.w != io.x && io.w != io.residual) w.capture();
   }
   auto bc = copy_constant(n, 2);
   if (bc.present) {
     st.bias.assign(bc.as<float>(), bc.as<float>() + bc.numel());
     st.bias_const = true;
+    if (io.b != io.x && io.b != io.residual) n.input(2).capture();
   }
   ThreadPool* pool = session.pool();
   return make_kernel([st = std::move(st), pool](Context& ctx) {

@@ -54,6 +54,7 @@ std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s) {
     st.packed_b = std::make_shared<AlignedFloats>(packed_b_floats(st.pk, st.pn));
     pack_b(static_cast<const float*>(t.raw()), t.dim(1), st.trans_b, st.pk, st.pn, st.packed_b->data());
     st.b_packed = true;
+    b.capture();  // only the packed copy is read from now on: the host may free B
   }
   ThreadPool* pool = s.pool();
   return make_kernel([st, pool](Context& ctx) {
@@ -126,6 +127,7 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s) {
         for (int64_t i = 0; i < st.b_batches; ++i)
           pack_b(src + i * st.pk * st.pn, st.pn, false, st.pk, st.pn, st.packed_b->data() + per * size_t(i));
         st.b_packed = true;
+        b.capture();  // only the packed copy is read from now on: the host may free B
       }
     }
   }
