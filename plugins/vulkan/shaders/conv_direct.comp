@@ -2,8 +2,9 @@
 #include "dtype.glsl"
 #include "common.glsl"
 // Direct convolution (depthwise and small groups): one thread per output element,
-// float32 accumulation.
+// float32 accumulation, optional fused activation on the store (apply_act).
 layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint ACT = 0;  // fused activation (apply_act)
 layout(std430, binding = 0) readonly buffer X { elem_t x[]; };
 layout(std430, binding = 1) readonly buffer Wt { elem_t wt[]; };
 layout(std430, binding = 2) readonly buffer Bs { elem_t bias[]; };
@@ -33,6 +34,6 @@ void main() {
       }
     }
   }
-  if ((p.flags & 2u) != 0) acc = clamp(acc, p.lo, p.hi);
+  acc = apply_act(acc, ACT, p.lo, p.hi);
   y[i] = elem_t(acc);
 }

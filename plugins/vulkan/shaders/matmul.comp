@@ -1,16 +1,20 @@
 #version 450
 #include "dtype.glsl"
+#include "common.glsl"
 // Tiled GEMM in shared memory. C[b] = alpha * A[b] x B[b] + beta * bias, then an
-// optional clamp (fused Relu/Clip). With -DCONV the B operand is the implicit
+// optional fused activation (apply_act in common.glsl: Relu, Clip, LeakyRelu,
+// Sigmoid, HardSwish) on the store. With -DCONV the B operand is the implicit
 // im2col of a convolution input and A is the [Cout, Cin/g*KH*KW] weight.
 // Tile sizes are specialization constants: BM x BN outputs per workgroup,
-// BK deep, TM x TN outputs per thread, (BM/TM)*(BN/TN) threads.
+// BK deep, TM x TN outputs per thread, (BM/TM)*(BN/TN) threads; so is the
+// fused activation ACT (its parameters lo, hi are push constants).
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint BM = 64;
 layout(constant_id = 2) const uint BN = 64;
 layout(constant_id = 3) const uint BK = 16;
 layout(constant_id = 4) const uint TM = 4;
 layout(constant_id = 5) const uint TN = 4;
+layout(constant_id = 6) const uint ACT = 0;  // fused activation (apply_act)
 
 layout(std430, binding = 0) readonly buffer A { elem_t a[]; };
 layout(std430, binding = 1) readonly buffer B { elem_t b[]; };
@@ -104,12 +108,12 @@ void main() {
 #ifdef CONV
       float v = acc[i * TN + j];
       if ((p.flags & 1u) != 0) v += float(bias[g * p.M + gm]);
-      if ((p.flags & 2u) != 0) v = clamp(v, p.lo, p.hi);
+      v = apply_act(v, ACT, p.lo, p.hi);
       c[(nb * p.Cout + g * p.M + gm) * p.N + gn] = elem_t(v);
 #else
       float v = p.alpha * acc[i * TN + j];
       if ((p.flags & 1u) != 0) v += p.beta * float(bias[gm * p.scm + gn * p.scn]);
-      if ((p.flags & 2u) != 0) v = clamp(v, p.lo, p.hi);
+      v = apply_act(v, ACT, p.lo, p.hi);
       c[bz * p.M * p.N + gm * p.N + gn] = elem_t(v);
 #endif
     }

@@ -734,6 +734,34 @@ struct Emitter {
   }
 };
 
+// The two float parameters of a unary op (unary.comp's alpha/beta, also the
+// fused epilogue's): LeakyRelu/Elu alpha, HardSigmoid alpha/beta, Clip bounds.
+void unary_params(const IrGraph& g, const IrNode& n, float& alpha, float& beta) {
+  const std::string& op = n.op;
+  if (op == "LeakyRelu") alpha = attr_f(n, "alpha", 0.01f);
+  if (op == "Elu") alpha = attr_f(n, "alpha", 1.0f);
+  if (op == "HardSigmoid") {
+    alpha = attr_f(n, "alpha", 0.2f);
+    beta = attr_f(n, "beta", 0.5f);
+  }
+  if (op == "Clip") {
+    alpha = -std::numeric_limits<float>::infinity();
+    beta = std::numeric_limits<float>::infinity();
+    if (n.opset < 11) {
+      alpha = attr_f(n, "min", alpha);
+      beta = attr_f(n, "max", beta);
+    } else {
+      if (auto v = const_floats(g.in(n, 1)); v && !v->empty()) alpha = (*v)[0];
+      if (auto v = const_floats(g.in(n, 2)); v && !v->empty()) beta = (*v)[0];
+    }
+  }
+}
+
+// The GEMM/conv kernels' ACT specialization constant: 0 none, else the fused
+// activation's unary op code + 1 (one pipeline per activation, so the plain
+// kernels are unchanged); its parameters go in the push constants' lo/hi.
+uint32_t act_spec(const IrNode& n) { return n.act >= 0 ? uint32_t(n.act) + 1 : 0u; }
+
 struct CopyPush { uint32_t n, rank, ew, ibase, obase, dims[6]; int32_t is[6]; uint32_t os[6]; };
 
 // Strided copy with dims/strides in elements (rank <= 6 after dropping size-1 dims).
@@ -821,11 +849,12 @@ std::vector<uint32_t> tile_spec(int64_t M, int64_t N) {
 
 void emit_matmul(Emitter& e, Loc a, Loc b, Loc bias, Loc c, int64_t M, int64_t N, int64_t K, int64_t sam, int64_t sak,
                  int64_t sbk, int64_t sbn, int64_t batch1, int64_t batch2, int64_t sab1, int64_t sab2, int64_t sbb1,
-                 int64_t sbb2, int64_t scm, int64_t scn, float alpha, float beta, bool f16) {
+                 int64_t sbb2, int64_t scm, int64_t scn, float alpha, float beta, bool f16, const IrNode& n) {
   if (M == 0 || N == 0) return;
   MatmulPush p{u32(M), u32(N), u32(K), u32(sam), u32(sak), u32(sbk), u32(sbn), u32(batch2), u32(sab1), u32(sab2),
-               u32(sbb1), u32(sbb2), u32(scm), u32(scn), bias.a ? 1u : 0u, alpha, beta, 0.f, 0.f};
+               u32(sbb1), u32(sbb2), u32(scm), u32(scn), bias.a ? 1u : 0u, alpha, beta, n.act_a, n.act_b};
   auto spec = tile_spec(M, N);
+  spec.push_back(act_spec(n));
   uint32_t gx = u32((N + spec[2] - 1) / spec[2]), gy = u32((M + spec[1] - 1) / spec[1]);
   e.dispatch(f16 ? Shader::matmul_f16 : Shader::matmul, spec, {a, b, bias.a ? bias : a, c}, 1, p, gx, gy, u32(batch1 * batch2));
 }
@@ -910,6 +939,51 @@ std::vector<std::string> supported_ops() {
   return v;
 }
 
+size_t fuse_epilogues(IrGraph& g) {
+  std::vector<size_t> uses(g.values.size(), 0);
+  for (auto& n : g.nodes)
+    for (int v : n.in)
+      if (v >= 0) uses[size_t(v)]++;
+  for (int v : g.outputs)
+    if (v >= 0) uses[size_t(v)]++;
+  std::vector<int> producer(g.values.size(), -1);
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (int v : g.nodes[k].out)
+      if (v >= 0) producer[size_t(v)] = int(k);
+  std::vector<bool> drop(g.nodes.size(), false);
+  size_t fused = 0;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    IrNode& a = g.nodes[k];
+    if (a.op != "Relu" && a.op != "Clip" && a.op != "LeakyRelu" && a.op != "Sigmoid" && a.op != "HardSwish") continue;
+    if (a.in.empty() || a.in[0] < 0 || a.out.size() != 1 || a.out[0] < 0) continue;
+    const int v = a.in[0];
+    if (uses[size_t(v)] != 1 || producer[size_t(v)] < 0) continue;
+    IrNode& p = g.nodes[size_t(producer[size_t(v)])];
+    if ((p.op != "Conv" && p.op != "MatMul" && p.op != "Gemm") || p.act >= 0 || p.out.size() != 1) continue;
+    if (g.values[size_t(v)].dtype != g.values[size_t(a.out[0])].dtype) continue;
+    if (a.op == "Clip" && a.opset >= 11) {  // bounds must be constants the IR holds
+      bool ok = true;
+      for (size_t i = 1; i < a.in.size(); ++i)
+        if (a.in[i] >= 0 && !const_floats(g.in(a, i))) ok = false;
+      if (!ok) continue;
+    }
+    p.act = int(kUnary.at(a.op));
+    unary_params(g, a, p.act_a, p.act_b);
+    p.fused = a.op;
+    p.out[0] = a.out[0];
+    producer[size_t(a.out[0])] = producer[size_t(v)];
+    drop[k] = true;
+    fused++;
+  }
+  if (fused) {
+    std::vector<IrNode> kept;
+    for (size_t k = 0; k < g.nodes.size(); ++k)
+      if (!drop[k]) kept.push_back(std::move(g.nodes[k]));
+    g.nodes = std::move(kept);
+  }
+  return fused;
+}
+
 bool is_view(const IrNode& n) {
   auto it = table().find(n.op);
   return it != table().end() && it->second.view;
@@ -934,23 +1008,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
 
   if (auto u = kUnary.find(op); u != kUnary.end()) {
     UnaryPush p{u32(ny), uint32_t(u->second), 0.f, 0.f};
-    if (op == "LeakyRelu") p.alpha = attr_f(n, "alpha", 0.01f);
-    if (op == "Elu") p.alpha = attr_f(n, "alpha", 1.0f);
-    if (op == "HardSigmoid") {
-      p.alpha = attr_f(n, "alpha", 0.2f);
-      p.beta = attr_f(n, "beta", 0.5f);
-    }
-    if (op == "Clip") {
-      p.alpha = -std::numeric_limits<float>::infinity();
-      p.beta = std::numeric_limits<float>::infinity();
-      if (n.opset < 11) {
-        p.alpha = attr_f(n, "min", p.alpha);
-        p.beta = attr_f(n, "max", p.beta);
-      } else {
-        if (auto v = const_floats(g.in(n, 1)); v && !v->empty()) p.alpha = (*v)[0];
-        if (auto v = const_floats(g.in(n, 2)); v && !v->empty()) p.beta = (*v)[0];
-      }
-    }
+    unary_params(g, n, p.alpha, p.beta);
     Emitter::grid(uint64_t(ny), 256, gx, gy);
     e.dispatch(f16 ? Shader::unary_f16 : Shader::unary, {}, {il[0], ol[0]}, 1, p, gx, gy);
     return;
@@ -1039,7 +1097,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
       sa2.insert(sa2.begin(), 0);
       sb2.insert(sb2.begin(), 0);
     }
-    emit_matmul(e, il[0], il[1], Loc{}, ol[0], M, N, K, K, 1, N, 1, d2[0], d2[1], sa2[0], sa2[1], sb2[0], sb2[1], 0, 0, 1.f, 0.f, f16);
+    emit_matmul(e, il[0], il[1], Loc{}, ol[0], M, N, K, K, 1, N, 1, d2[0], d2[1], sa2[0], sa2[1], sb2[0], sb2[1], 0, 0, 1.f, 0.f, f16, n);
     return;
   }
   if (op == "Gemm") {
@@ -1056,7 +1114,7 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
       scn = C[1] == 1 ? 0 : 1;
     }
     emit_matmul(e, il[0], il[1], bias, ol[0], M, N, K, ta ? 1 : K, ta ? M : 1, tb ? 1 : N, tb ? K : 1, 1, 1, 0, 0, 0, 0, scm,
-                scn, attr_f(n, "alpha", 1.f), attr_f(n, "beta", 1.f), f16);
+                scn, attr_f(n, "alpha", 1.f), attr_f(n, "beta", 1.f), f16, n);
     return;
   }
   if (op == "Conv") {
@@ -1069,17 +1127,20 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
     if (cout_g >= 16 && K >= 16) {
       ConvPush p{u32(cout_g), u32(ge.OH * ge.OW), u32(K), u32(Cin), u32(ge.H), u32(ge.W), u32(Cout), u32(ge.OW),
                  u32(ge.KH), u32(ge.KW), u32(ge.sh), u32(ge.sw), int32_t(ge.ph0), int32_t(ge.pw0), u32(ge.dh), u32(ge.dw),
-                 u32(grp), bias.a ? 1u : 0u, 0.f, 0.f};
+                 u32(grp), bias.a ? 1u : 0u, n.act_a, n.act_b};
       auto spec = tile_spec(cout_g, ge.OH * ge.OW);
+      spec.push_back(act_spec(n));
       uint32_t tx = u32((ge.OH * ge.OW + spec[2] - 1) / spec[2]), ty = u32((cout_g + spec[1] - 1) / spec[1]);
       e.dispatch(f16 ? Shader::conv_gemm_f16 : Shader::conv_gemm, spec, {il[1], il[0], bias.a ? bias : il[1], ol[0]}, 1, p, tx,
                  ty, u32(X[0] * grp));
     } else {
       ConvDirectPush p{u32(ny), u32(Cin), u32(ge.H), u32(ge.W), u32(Cout), u32(ge.OH), u32(ge.OW), u32(ge.KH), u32(ge.KW),
                        u32(ge.sh), u32(ge.sw), int32_t(ge.ph0), int32_t(ge.pw0), u32(ge.dh), u32(ge.dw), u32(cin_g),
-                       u32(cout_g), bias.a ? 1u : 0u, 0.f, 0.f};
+                       u32(cout_g), bias.a ? 1u : 0u, n.act_a, n.act_b};
       Emitter::grid(uint64_t(ny), 256, gx, gy);
-      e.dispatch(f16 ? Shader::conv_direct_f16 : Shader::conv_direct, {}, {il[0], il[1], bias.a ? bias : il[1], ol[0]}, 1, p,
+      std::vector<uint32_t> spec;
+      if (n.act >= 0) spec.push_back(act_spec(n));
+      e.dispatch(f16 ? Shader::conv_direct_f16 : Shader::conv_direct, spec, {il[0], il[1], bias.a ? bias : il[1], ol[0]}, 1, p,
                  gx, gy);
     }
     return;

@@ -40,6 +40,12 @@ struct DeviceLimits {
 // nullopt: the node is supported exactly as it is.
 std::optional<sdk::Refusal> check_node(const IrGraph& g, const IrNode& n, const DeviceLimits& lim);
 std::vector<std::string> supported_ops();
+// Folds an elementwise activation (Relu, Clip with constant bounds,
+// LeakyRelu, Sigmoid, HardSwish) into the Conv/MatMul/Gemm that produces its
+// only input, when that intermediate has no other use and is not a group
+// output: the producer takes the activation's output and the activation node
+// is removed (the intermediate then gets no buffer). Returns the count fused.
+size_t fuse_epilogues(IrGraph& g);
 // True for ops whose output aliases the input (Reshape family).
 bool is_view(const IrNode& n);
 // Output shapes from input shapes (constants' data come from the IR).

@@ -162,9 +162,13 @@ class VkSession : public Session {
     limits_.storage16 = dev_->info().storage16;
   }
 
+  // Claims maximal runs of the view's nodes (topological order) between refused ones.
+  // Model indices may skip nodes the host optimizer removed (a BatchNormalization folded
+  // into its Conv, Identity, Constant) or nodes another EP took: the former must not split
+  // a group (Conv -> Relu would never meet in one group for epilogue fusion), and the host
+  // splits a claim made non-convex by the latter into consecutive runs itself.
   void get_capability(const Graph& g, nxrt_claim_sink* sink) override {
     std::vector<size_t> run;
-    size_t prev = SIZE_MAX;
     auto flush = [&] {
       if (!run.empty()) check(host().claim_nodes(sink, run.data(), run.size(), 0.0));
       run.clear();
@@ -178,13 +182,9 @@ class VkSession : public Session {
       if (r) {
         flush();
         check(host().refuse_node(sink, idx, r->reason, r->message.c_str()));
-        prev = SIZE_MAX;
         continue;
       }
-      // Runs of consecutive model indices (topological order) are convex.
-      if (prev == SIZE_MAX || idx != prev + 1) flush();
       run.push_back(idx);
-      prev = idx;
     }
     flush();
   }

@@ -1,6 +1,8 @@
 #include "program.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 
 namespace nxrt::vk {
@@ -8,6 +10,13 @@ namespace nxrt::vk {
 using sdk::fail;
 
 Program::Program(Device& dev, IrGraph g) : dev_(dev), g_(std::move(g)) {
+  nodes_in_ = g_.nodes.size();
+  // NXRT_VULKAN_NO_FUSION=1: one dispatch per node (A/B measurements, debugging).
+  static const bool no_fusion = [] {
+    const char* e = std::getenv("NXRT_VULKAN_NO_FUSION");
+    return e && *e && *e != '0';
+  }();
+  if (!no_fusion) fused_ = fuse_epilogues(g_);
   VkCommandPoolCreateInfo ci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   ci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   ci.queueFamilyIndex = dev.info().queue_family;
@@ -82,14 +91,14 @@ void Program::run(const std::vector<Input>& inputs, const BindOutput& bind, Stre
   // Signature: input/output placement and shapes.
   std::vector<uint64_t> sig;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    sig.push_back(uint64_t(uintptr_t(inputs[i].loc.a)));
+    sig.push_back(inputs[i].loc.a ? inputs[i].loc.a->id : 0);
     sig.push_back(inputs[i].loc.off);
     sig.push_back(inputs[i].dims.size());
     for (auto d : inputs[i].dims) sig.push_back(uint64_t(d));
   }
   for (int v : g_.outputs) {
     if (v < 0) continue;
-    sig.push_back(uint64_t(uintptr_t(loc[size_t(v)].a)));
+    sig.push_back(loc[size_t(v)].a ? loc[size_t(v)].a->id : 0);
     sig.push_back(loc[size_t(v)].off);
   }
   wait_idle();  // the command buffer and scratch of the previous run must be free
@@ -131,6 +140,7 @@ void Program::run(const std::vector<Input>& inputs, const BindOutput& bind, Stre
         scratch_size = std::max(scratch_size, off + bytes);
       }
     }
+    scratch_bytes_ = scratch_size;
     if (scratch_size && (!scratch_ || scratch_->size < scratch_size)) {
       if (scratch_) dev_.free(scratch_);
       scratch_ = nullptr;
@@ -278,6 +288,14 @@ void Program::run(const std::vector<Input>& inputs, const BindOutput& bind, Stre
     }
     host_barrier(cmd_);
     check_vk(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+    // NXRT_VULKAN_STATS=1: one line per recording (debugging and benchmarks).
+    static const bool stats = [] {
+      const char* e = std::getenv("NXRT_VULKAN_STATS");
+      return e && *e && *e != '0';
+    }();
+    if (stats)
+      std::fprintf(stderr, "nxrt-vulkan stats: group of %zu nodes, %zu fused epilogues, %zu dispatches, %zu barriers\n",
+                   nodes_in_, fused_, dispatches_, barriers_);
     recorded_ = true;
     sig_ = std::move(sig);
   }

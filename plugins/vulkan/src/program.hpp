@@ -23,7 +23,10 @@ class Program {
   // Records (or reuses) the group's command buffer and submits it on `s`.
   void run(const std::vector<Input>& inputs, const BindOutput& bind, Stream& s);
 
+  // The group after epilogue fusion (fused activations removed from nodes).
   const IrGraph& graph() const { return g_; }
+  size_t fused_count() const { return fused_; }
+  uint64_t scratch_bytes() const { return scratch_bytes_; }  // internal values of the last recording
   size_t dispatch_count() const { return dispatches_; }
   size_t barrier_count() const { return barriers_; }
   bool last_run_reused() const { return reused_; }
@@ -42,7 +45,8 @@ class Program {
   std::vector<uint64_t> sig_;
   std::vector<std::pair<size_t, Shape>> out_shapes_;
   bool recorded_ = false, reused_ = false;
-  size_t dispatches_ = 0, barriers_ = 0;
+  size_t dispatches_ = 0, barriers_ = 0, fused_ = 0, nodes_in_ = 0;
+  uint64_t scratch_bytes_ = 0;
 };
 
 }  // namespace nxrt::vk

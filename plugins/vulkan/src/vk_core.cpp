@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -367,7 +368,9 @@ Alloc* Device::alloc(uint64_t bytes, bool pinned, uint64_t alignment) {
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = size;
   bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  static std::atomic<uint64_t> next_id{1};
   auto a = std::make_unique<Alloc>();
+  a->id = next_id++;
   a->size = size;
   a->pinned = pinned;
   check_vk(vkCreateBuffer(device_, &bci, nullptr, &a->buffer), "vkCreateBuffer");

@@ -75,6 +75,9 @@ struct Alloc {
   Block* block = nullptr;
   VkDeviceSize block_offset = 0, block_size = 0;
   bool pinned = false;
+  // Unique per allocation (never reused, unlike the Alloc address): a recorded
+  // command buffer is reused only for the same allocations.
+  uint64_t id = 0;
 };
 
 struct Pipeline {

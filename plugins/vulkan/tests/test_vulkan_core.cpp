@@ -101,6 +101,23 @@ struct G {
     inputs.emplace_back(h.data(), iv.dims, NXRT_DTYPE_FLOAT16);
     return id;
   }
+  // A float32 constant (Clip bounds), bound as an input too.
+  int const_f32(const std::vector<float>& v) {
+    IrValue iv;
+    iv.name = "c" + std::to_string(g.values.size());
+    iv.dtype = NXRT_DTYPE_FLOAT32;
+    iv.rank = 1;
+    iv.dims = {int64_t(v.size())};
+    iv.is_const = iv.has_data = true;
+    iv.data.dtype = NXRT_DTYPE_FLOAT32;
+    iv.data.dims = iv.dims;
+    iv.data.bytes.resize(v.size() * 4);
+    std::memcpy(iv.data.bytes.data(), v.data(), v.size() * 4);
+    int id = g.add_value(iv);
+    g.inputs.push_back(id);
+    inputs.emplace_back(v.data(), iv.dims);
+    return id;
+  }
   int const_i64(const std::vector<int64_t>& v) {
     IrValue iv;
     iv.name = "c" + std::to_string(g.values.size());
@@ -728,6 +745,170 @@ TEST_CASE("float16: conv (implicit GEMM dense and grouped, direct grouped and de
     int64_t OH, OW;
     auto want = ref_conv(x, w, cs.bias ? &b : nullptr, cs.N, cs.C, cs.H, cs.W, cs.Co, cs.k, cs.k, cs.s, cs.p, cs.grp, OH, OW);
     close(r[0], rounded(want), kHalfRtol, 1e-4f);
+  }
+  no_validation_messages();
+}
+
+// Epilogue fusion: a Conv/MatMul/Gemm whose output only feeds an activation
+// runs as one dispatch whose store applies the activation; the intermediate
+// gets no buffer. float32 and float16 against CPU references.
+namespace {
+float ref_act(const std::string& op, float v, float a, float b) {
+  if (op == "Relu") return std::max(v, 0.f);
+  if (op == "Clip") return std::min(std::max(v, a), b);
+  if (op == "LeakyRelu") return v < 0 ? v * a : v;
+  if (op == "Sigmoid") return float(1.0 / (1.0 + std::exp(-double(v))));
+  if (op == "HardSwish") return v * std::min(std::max(v / 6.f + 0.5f, 0.f), 1.f);
+  return v;
+}
+struct Producer {
+  std::vector<int> in;
+  std::map<std::string, Attr> attrs;
+  std::vector<float> ref;  // producer output before the activation
+  std::string op;
+};
+// Inputs and reference of one producer (Conv GEMM path, Conv direct path, MatMul, Gemm).
+Producer make_producer(G& g, const std::string& kind, nxrt_dtype dt) {
+  const bool h = dt == NXRT_DTYPE_FLOAT16;
+  auto rv = [&](size_t n, unsigned seed) { auto v = randv(n, -1, 1, seed); return h ? rounded(v) : v; };
+  Producer p;
+  if (kind == "conv_gemm" || kind == "conv_direct") {
+    bool dw = kind == "conv_direct";
+    int64_t N = 1, C = 8, Hh = 9, W = 10, Co = dw ? 8 : 32, grp = dw ? 8 : 1;
+    auto x = rv(size_t(N * C * Hh * W), 61), w = rv(size_t(Co * C / grp * 9), 62), b = rv(size_t(Co), 63);
+    p.in = {g.input(x, {N, C, Hh, W}, dt), g.input(w, {Co, C / grp, 3, 3}, dt), g.input(b, {Co}, dt)};
+    p.attrs = {{"kernel_shape", ais({3, 3})}, {"pads", ais({1, 1, 1, 1})}, {"group", ai(grp)}};
+    int64_t OH, OW;
+    p.ref = ref_conv(x, w, &b, N, C, Hh, W, Co, 3, 3, 1, 1, grp, OH, OW);
+    p.op = "Conv";
+  } else if (kind == "matmul") {
+    auto a = rv(2 * 7 * 13, 64), b = rv(13 * 19, 65);
+    p.in = {g.input(a, {2, 7, 13}, dt), g.input(b, {13, 19}, dt)};
+    p.ref = ref_matmul(a, b, 2, 7, 13, 19, true);
+    p.op = "MatMul";
+  } else {  // gemm: transB, alpha, C broadcast over rows
+    int64_t M = 9, K = 12, N = 11;
+    auto a = rv(size_t(M * K), 66), b = rv(size_t(N * K), 67), c = rv(size_t(N), 68);
+    p.in = {g.input(a, {M, K}, dt), g.input(b, {N, K}, dt), g.input(c, {N}, dt)};
+    p.attrs = {{"transB", ai(1)}, {"alpha", af(1.5f)}};
+    std::vector<float> bt(size_t(K * N));
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) bt[size_t(k * N + j)] = b[size_t(j * K + k)];
+    p.ref = ref_matmul(a, bt, 1, M, K, N, true);
+    for (size_t i = 0; i < p.ref.size(); ++i) p.ref[i] = 1.5f * p.ref[i] + c[i % size_t(N)];
+    p.op = "Gemm";
+  }
+  return p;
+}
+}  // namespace
+
+TEST_CASE("epilogue fusion: Conv/MatMul/Gemm + activation in one dispatch (float32, float16)") {
+  if (!have_device()) return;
+  struct Case { const char* producer; const char* act; float a, b; int64_t clip_opset; };
+  const Case cases[] = {
+      {"conv_gemm", "Relu", 0, 0, 0},          {"conv_gemm", "Clip", -0.5f, 0.75f, 13},
+      {"conv_direct", "Relu", 0, 0, 0},        {"conv_direct", "Clip", 0.f, 0.6f, 13},
+      {"matmul", "Relu", 0, 0, 0},             {"matmul", "Clip", -0.25f, 0.5f, 13},
+      {"gemm", "Relu", 0, 0, 0},               {"gemm", "Clip", -0.5f, 1.0f, 13},
+      {"conv_gemm", "Clip", -0.5f, 0.75f, 6},  {"conv_direct", "HardSwish", 0, 0, 0},
+      {"matmul", "Sigmoid", 0, 0, 0},          {"gemm", "LeakyRelu", 0.1f, 0, 0}};
+  for (nxrt_dtype dt : {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT16}) {
+    const bool h = dt == NXRT_DTYPE_FLOAT16;
+    if (h && !have_fp16_device()) continue;
+    for (auto& cs : cases) {
+      CAPTURE(cs.producer);
+      CAPTURE(cs.act);
+      CAPTURE(h);
+      G g;
+      Producer p = make_producer(g, cs.producer, dt);
+      int y = g.node(p.op, p.in, p.attrs, 13, dt);
+      std::string act = cs.act;
+      int r;
+      if (act == "Clip" && cs.clip_opset >= 11) {
+        int lo = h ? g.const_f16({cs.a}) : g.const_f32({cs.a});
+        int hi = h ? g.const_f16({cs.b}) : g.const_f32({cs.b});
+        r = g.node("Clip", {y, lo, hi}, {}, cs.clip_opset, dt);
+      } else if (act == "Clip") {
+        r = g.node("Clip", {y}, {{"min", af(cs.a)}, {"max", af(cs.b)}}, cs.clip_opset, dt);
+      } else if (act == "LeakyRelu") {
+        r = g.node(act, {y}, {{"alpha", af(cs.a)}}, 16, dt);
+      } else {
+        r = g.node(act, {y}, {}, 14, dt);
+      }
+      Program* prog = nullptr;
+      auto out = g.run({r}, 2, &prog);
+      std::vector<float> want(p.ref.size());
+      for (size_t i = 0; i < want.size(); ++i) want[i] = ref_act(act, p.ref[i], cs.a, cs.b);
+      if (h) close(out[0], rounded(want), kHalfRtol, 1e-3f);
+      else close(out[0], want, 1e-4f, 1e-4f);
+      REQUIRE(prog);
+      CHECK(prog->fused_count() == 1);
+      CHECK(prog->dispatch_count() == 1);
+      CHECK(prog->graph().nodes.size() == 1);
+      CHECK(prog->scratch_bytes() == 0);  // the intermediate has no buffer
+    }
+  }
+  no_validation_messages();
+}
+
+TEST_CASE("epilogue fusion: not when the intermediate has another use or is a group output") {
+  if (!have_device()) return;
+  for (nxrt_dtype dt : {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT16}) {
+    const bool h = dt == NXRT_DTYPE_FLOAT16;
+    if (h && !have_fp16_device()) continue;
+    CAPTURE(h);
+    auto fin = [&](std::vector<float> v) { return h ? rounded(v) : v; };
+    const float rtol = h ? kHalfRtol : 1e-4f, atol = h ? 1e-3f : 1e-4f;
+    {  // Conv output also feeds Add: Conv, Relu, Add stay three dispatches
+      G g;
+      Producer p = make_producer(g, "conv_gemm", dt);
+      int y = g.node("Conv", p.in, p.attrs, 13, dt);
+      int r = g.node("Relu", {y}, {}, 14, dt);
+      int s = g.node("Add", {y, r}, {}, 14, dt);
+      Program* prog = nullptr;
+      auto out = g.run({s}, 1, &prog);
+      std::vector<float> want(p.ref.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        float yv = h ? round_to_half(p.ref[i]) : p.ref[i];
+        want[i] = yv + std::max(yv, 0.f);
+      }
+      close(out[0], fin(want), rtol, atol);
+      REQUIRE(prog);
+      CHECK(prog->fused_count() == 0);
+      CHECK(prog->dispatch_count() == 3);
+    }
+    {  // Conv output is a group output as well as Relu's input
+      G g;
+      Producer p = make_producer(g, "conv_direct", dt);
+      int y = g.node("Conv", p.in, p.attrs, 13, dt);
+      int r = g.node("Relu", {y}, {}, 14, dt);
+      Program* prog = nullptr;
+      auto out = g.run({r, y}, 1, &prog);
+      std::vector<float> want(p.ref.size());
+      for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(p.ref[i], 0.f);
+      close(out[0], fin(want), rtol, atol);
+      close(out[1], fin(p.ref), rtol, atol);
+      REQUIRE(prog);
+      CHECK(prog->fused_count() == 0);
+      CHECK(prog->dispatch_count() == 2);
+    }
+    {  // MatMul -> Relu -> Clip: one epilogue (Relu) only; an unrelated node between them
+      G g;
+      Producer p = make_producer(g, "matmul", dt);
+      int y = g.node("MatMul", p.in, {}, 13, dt);
+      int e = g.node("Neg", {p.in[0]}, {}, 13, dt);
+      int r = g.node("Relu", {y}, {}, 14, dt);
+      int c = g.node("Clip", {r}, {{"min", af(-1.f)}, {"max", af(0.3f)}}, 6, dt);
+      Program* prog = nullptr;
+      auto out = g.run({c, e}, 2, &prog);
+      std::vector<float> want(p.ref.size());
+      for (size_t i = 0; i < want.size(); ++i) want[i] = std::min(std::max(p.ref[i], 0.f), 0.3f);
+      close(out[0], fin(want), rtol, atol);
+      REQUIRE(prog);
+      CHECK(prog->fused_count() == 1);
+      CHECK(prog->dispatch_count() == 3);
+      CHECK(prog->graph().nodes.size() == 3);
+    }
   }
   no_validation_messages();
 }
