@@ -79,11 +79,13 @@ std::unique_ptr<Session> make_session(std::shared_ptr<const nxrt_model_ir> m, st
   return std::make_unique<Session>(m, std::move(inst), fallback, fb, 1, 0, owns_model);
 }
 
-void initializer(ModelBuilder& b, const std::string& name, const std::vector<float>& v) {
+// A float32 initializer; dims default to [v.size()].
+void initializer(ModelBuilder& b, const std::string& name, const std::vector<float>& v, std::vector<int64_t> dims = {}) {
   auto* w = b.m.mutable_graph()->add_initializer();
   w->set_name(name);
   w->set_data_type(onnx::TensorProto::FLOAT);
-  w->add_dims(int64_t(v.size()));
+  if (dims.empty()) dims = {int64_t(v.size())};
+  for (auto d : dims) w->add_dims(d);
   for (float f : v) w->add_float_data(f);
 }
 
@@ -365,12 +367,9 @@ TEST_CASE("executor: concurrent runs on the CPU plugin, whose kernels use its th
   auto cpu = plugin(env, "libnxrt_ep_cpu.so");
   ModelBuilder b;
   b.io(true, "x", {64, 128});
-  auto* w = b.m.mutable_graph()->add_initializer();
-  w->set_name("w");
-  w->set_data_type(onnx::TensorProto::FLOAT);
-  w->add_dims(128);
-  w->add_dims(96);
-  for (int i = 0; i < 128 * 96; ++i) w->add_float_data(float((i * 37) % 17 - 8) / 16.0f);
+  std::vector<float> wv(128 * 96);
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = float(int(i * 37 % 17) - 8) / 16.0f;
+  initializer(b, "w", wv, {128, 96});
   b.node("MatMul", {"x", "w"}, {"m"});
   b.node("Relu", {"m"}, {"y"});
   b.io(false, "y", {64, 96});
@@ -433,11 +432,7 @@ TEST_CASE("constants: an owned model's weights uploaded to a device leave host m
   auto devmem = test_plugin(env, "devmem");
   ModelBuilder b;
   b.io(true, "x", {2, 2});
-  auto* w = b.m.mutable_graph()->add_initializer();
-  w->set_name("w");
-  w->set_data_type(onnx::TensorProto::FLOAT);
-  for (int d : {2, 2}) w->add_dims(d);
-  for (float f : {1.f, -2.f, 3.f, 0.5f}) w->add_float_data(f);
+  initializer(b, "w", {1.f, -2.f, 3.f, 0.5f}, {2, 2});
   b.node("Mul", {"x", "w"}, {"y"});
   b.io(false, "y", {2, 2});
   auto m = b.load();
@@ -494,12 +489,9 @@ TEST_CASE("constants: the CPU plugin captures the weights it prepacks") {
   auto model = [] {
     ModelBuilder b;
     b.io(true, "x", {3, 8});
-    auto* w = b.m.mutable_graph()->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto::FLOAT);
-    w->add_dims(8);
-    w->add_dims(5);
-    for (int i = 0; i < 40; ++i) w->add_float_data(float(i % 7) - 3.f);
+    std::vector<float> wv(40);
+    for (size_t i = 0; i < wv.size(); ++i) wv[i] = float(i % 7) - 3.f;
+    initializer(b, "w", wv, {8, 5});
     b.node("MatMul", {"x", "w"}, {"y"});
     b.io(false, "y", {3, 5});
     return b.load();
