@@ -49,6 +49,8 @@ struct OpDef {
   // A float16-storage variant of the kernel exists: float16 nodes (all data
   // tensors float16) are claimed where the device has 16-bit storage.
   bool f16 = false;
+  // Input and output types differ by design (Cast): check_cast replaces check_dtypes.
+  bool cast = false;
 };
 
 const std::vector<nxrt_dtype> F32 = {NXRT_DTYPE_FLOAT32};
@@ -687,6 +689,15 @@ std::map<std::string, OpDef> build_table() {
     };
     t["Shape"] = d;
   }
+  {
+    OpDef d;
+    d.attrs = {"to", "saturate"};  // saturate only affects float8, which is refused
+    d.cast = true;
+    d.infer = same_shape;
+    t["Cast"] = d;
+    d.attrs = {"saturate"};  // CastLike: the type of input 1 (never read) is the target
+    t["CastLike"] = d;
+  }
   return t;
 }
 
@@ -903,6 +914,37 @@ R check_dtypes(const IrGraph& g, const IrNode& n, const OpDef& d, const DeviceLi
   return std::nullopt;
 }
 
+// Cast kernels: float32<->float16, float32<->int32, int64<->int32, and same-type copies.
+struct CastKernel { Shader shader; uint32_t mode; bool copy; };
+std::optional<CastKernel> cast_kernel(nxrt_dtype from, nxrt_dtype to) {
+  using enum Shader;
+  const auto F32 = NXRT_DTYPE_FLOAT32, F16 = NXRT_DTYPE_FLOAT16, I32 = NXRT_DTYPE_INT32, I64 = NXRT_DTYPE_INT64;
+  if (from == to && (from == F32 || from == F16 || from == I32 || from == I64)) return CastKernel{cast, 0, true};
+  if (from == F32 && to == F16) return CastKernel{cast_to_f16, 0, false};
+  if (from == F16 && to == F32) return CastKernel{cast_from_f16, 0, false};
+  if (from == F32 && to == I32) return CastKernel{cast, 0, false};
+  if (from == I32 && to == F32) return CastKernel{cast, 1, false};
+  if (from == I64 && to == I32) return CastKernel{cast, 2, false};
+  if (from == I32 && to == I64) return CastKernel{cast, 3, false};
+  return std::nullopt;
+}
+
+R check_cast(const IrGraph& g, const IrNode& n, const DeviceLimits& lim) {
+  auto x = g.in(n, 0);
+  auto y = g.out(n, 0);
+  if (!x || !y) return refuse(NXRT_REFUSE_OTHER, "Cast without an input or output");
+  const bool like = n.op == "CastLike";
+  if (like && !g.in(n, 1)) return refuse(NXRT_REFUSE_OTHER, "CastLike without its target_type input");
+  const nxrt_dtype to = like ? g.in(n, 1)->dtype : nxrt_dtype(attr_i(n, "to", 0));
+  if (y->dtype != to) return refuse(NXRT_REFUSE_DTYPE, "{} output type differs from its target type", n.op);
+  if (!cast_kernel(x->dtype, to))
+    return refuse(NXRT_REFUSE_DTYPE, "{} from {} to {} is not implemented (float32<->float16, float32<->int32, "
+                  "int64<->int32)", n.op, sdk::dtype_name(x->dtype), sdk::dtype_name(to));
+  if ((x->dtype == NXRT_DTYPE_FLOAT16 || to == NXRT_DTYPE_FLOAT16) && !lim.storage16)
+    return refuse(NXRT_REFUSE_DTYPE, "{} to or from float16 needs storageBuffer16BitAccess, which the device lacks", n.op);
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<Refusal> check_node(const IrGraph& g, const IrNode& n, const DeviceLimits& lim) {
@@ -912,8 +954,8 @@ std::optional<Refusal> check_node(const IrGraph& g, const IrNode& n, const Devic
   const OpDef& d = it->second;
   for (auto& [name, a] : n.attrs)
     if (!d.attrs.count(name)) return refuse(NXRT_REFUSE_ATTRIBUTE, "{} attribute '{}' is not implemented", n.op, name);
-  if (auto r = check_dtypes(g, n, d, lim)) return r;
   if (n.in.empty() || !g.in(n, 0)) return refuse(NXRT_REFUSE_OTHER, "{} without a first input", n.op);
+  if (auto r = d.cast ? check_cast(g, n, lim) : check_dtypes(g, n, d, lim)) return r;
   // Every tensor must fit one storage-buffer binding.
   for (size_t k = 0; k < n.in.size() + n.out.size(); ++k) {
     auto v = k < n.in.size() ? g.in(n, k) : g.out(n, k - n.in.size());
@@ -1266,6 +1308,19 @@ void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector
     if (X[size_t(ax)] == 0) fail(NXRT_INVALID_ARGUMENT, "Gather from an empty axis");
     Emitter::grid(uint64_t(ny), 256, gx, gy);
     e.dispatch(f16 ? Shader::gather_f16 : Shader::gather, {}, {il[0], il[1], ol[0]}, 1, p, gx, gy);
+    return;
+  }
+  if (op == "Cast" || op == "CastLike") {
+    auto k = cast_kernel(g.in(n, 0)->dtype, g.out(n, 0)->dtype);
+    if (!k) fail(NXRT_INTERNAL, "Cast: no kernel for this pair of types");
+    if (k->copy) {
+      e.copy(il[0], ol[0]);
+      return;
+    }
+    struct { uint32_t n; } p{u32(ny)};
+    Emitter::grid(uint64_t(ny), 256, gx, gy);
+    e.dispatch(k->shader, k->shader == Shader::cast ? std::vector<uint32_t>{k->mode} : std::vector<uint32_t>{}, {il[0], ol[0]}, 1, p,
+               gx, gy);
     return;
   }
   if (op == "Shape") {

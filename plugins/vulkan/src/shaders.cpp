@@ -77,6 +77,15 @@ NXRT_END
 NXRT_SPV(conv_gemm_f16)
 #include "conv_gemm_f16.spv.inc"
 NXRT_END
+NXRT_SPV(cast)
+#include "cast.spv.inc"
+NXRT_END
+NXRT_SPV(cast_to_f16)
+#include "cast_to_f16.spv.inc"
+NXRT_END
+NXRT_SPV(cast_from_f16)
+#include "cast_from_f16.spv.inc"
+NXRT_END
 }  // namespace
 
 std::span<const uint32_t> shader_spirv(Shader s) {
@@ -105,6 +114,9 @@ std::span<const uint32_t> shader_spirv(Shader s) {
     case Shader::pool_f16: return pool_f16_spv;
     case Shader::conv_direct_f16: return conv_direct_f16_spv;
     case Shader::conv_gemm_f16: return conv_gemm_f16_spv;
+    case Shader::cast: return cast_spv;
+    case Shader::cast_to_f16: return cast_to_f16_spv;
+    case Shader::cast_from_f16: return cast_from_f16_spv;
     default: return {};
   }
 }

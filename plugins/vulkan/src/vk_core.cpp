@@ -207,8 +207,10 @@ Instance::Instance() {
           {"vulkan.max_push_constants", std::to_string(L.maxPushConstantsSize)},
           {"vulkan.max_workgroup_invocations", std::to_string(L.maxComputeWorkGroupInvocations)},
           {"vulkan.kernel_dtypes", d.storage16 ? "float32; float16 (16-bit storage, float32 arithmetic) for every "
-                                                 "float kernel; int32/int64 for data movement"
-                                               : "float32 (compute); int32/int64 for data movement"},
+                                                 "float kernel; int32/int64 for data movement; Cast float32<->float16, "
+                                                 "float32<->int32, int64<->int32"
+                                               : "float32 (compute); int32/int64 for data movement; Cast "
+                                                 "float32<->int32, int64<->int32"},
       };
       devices_.push_back(std::move(d));
     }
@@ -467,7 +469,7 @@ Alloc* Device::find_pinned(const void* p) {
 // ------------------------------------------------------------- pipelines
 
 std::span<const uint32_t> shader_spirv(Shader s);  // shaders.cpp
-static const uint32_t kBindings[] = {2, 3, 2, 3, 2, 4, 2, 6, 2, 4, 4, 4, 2, 3, 2, 4, 2, 3, 4, 2, 6, 2, 4, 4};
+static const uint32_t kBindings[] = {2, 3, 2, 3, 2, 4, 2, 6, 2, 4, 4, 4, 2, 3, 2, 4, 2, 3, 4, 2, 6, 2, 4, 4, 2, 2, 2};
 static_assert(std::size(kBindings) == size_t(Shader::count));
 
 const Pipeline& Device::pipeline(Shader s, std::span<const uint32_t> spec) {

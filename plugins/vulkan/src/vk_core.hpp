@@ -91,7 +91,7 @@ struct Pipeline {
 enum class Shader {
   unary, binary, copy, gather, softmax, layernorm, reduce, batchnorm, pool, conv_direct, matmul, conv_gemm,
   unary_f16, binary_f16, softmax_f16, matmul_f16, copy_f16, gather_f16, layernorm_f16, reduce_f16, batchnorm_f16,
-  pool_f16, conv_direct_f16, conv_gemm_f16, count
+  pool_f16, conv_direct_f16, conv_gemm_f16, cast, cast_to_f16, cast_from_f16, count
 };
 
 class Stream;

@@ -7,7 +7,7 @@ Usage: e2e.py MODE --build BUILD_DIR
             partition (with transfers) and match `--ep cpu`.
   nodriver  with no Vulkan driver or loader the plugin loads and reports no device
             with a reason.
-  fp16      two float16 models run wholly on `--ep vulkan` (the placement line must
+  fp16      three float16 models run wholly on `--ep vulkan` (the placement line must
             name only vulkan, with every node of the model) and match numpy (float32
             arithmetic on the float16 values, rounded to float16 at each tensor):
             "mlp" (MatMul, Add, Relu, Reshape, Gemm, Tanh, Sigmoid, Mul, Softmax,
@@ -15,8 +15,9 @@ Usage: e2e.py MODE --build BUILD_DIR
             implicit-GEMM path and depthwise/grouped on the direct path, BatchNormalization,
             MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, Concat, Transpose,
             LayerNormalization, ReduceMean, ReduceSum, Gather with int64 and int32
-            indices, Slice, Expand; rtol 2e-3, atol 1e-3). Skipped where the device
-            lacks 16-bit storage.
+            indices, Slice, Expand; rtol 2e-3, atol 1e-3), and "mixed" (float32 in and
+            out, float16 inside: Cast, MatMul, Relu, Cast, plus Shape -> Cast int32 ->
+            Cast int64). Skipped where the device lacks 16-bit storage.
 Validation layers are enabled (NXRT_VULKAN_VALIDATION=1); any validation message fails
 the run. A missing nxrt binary is a failure, not a skip.
 """
@@ -285,6 +286,31 @@ def fp16_cnn_model(rng):
     return m, x, [gap, rm, ga, gb, sl, rs, ex, ln]
 
 
+def mixed_model(rng):
+    """float32 in and out, float16 inside: Cast -> MatMul -> Relu -> Cast, plus an int64 -> int32
+    -> int64 index round trip; the usual shape of a mixed-precision model."""
+    W = rng.uniform(-1, 1, (24, 20)).astype(np.float16)
+    F32, F16T, I64, I32 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT64, TensorProto.INT32
+    nodes = [
+        helper.make_node("Cast", ["x"], ["xh"], to=F16T),
+        helper.make_node("MatMul", ["xh", "W"], ["m"]),
+        helper.make_node("Relu", ["m"], ["r"]),
+        helper.make_node("Cast", ["r"], ["y"], to=F32),
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Cast", ["s"], ["s32"], to=I32),
+        helper.make_node("Cast", ["s32"], ["z"], to=I64),
+    ]
+    g = helper.make_graph(nodes, "mixed", [helper.make_tensor_value_info("x", F32, [3, 7, 24])],
+                          [helper.make_tensor_value_info("y", F32, [3, 7, 20]), helper.make_tensor_value_info("z", I64, [3])],
+                          initializer=[numpy_helper.from_array(W, "W")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    x = rng.uniform(-2, 2, (3, 7, 24)).astype(np.float32)
+    y = F16(np.maximum(F16(F16(x) @ W.astype(np.float32)), 0))
+    return m, x, [y, np.array([3, 7, 24], np.int64)]
+
+
 def run_fp16_model(exe, tmp, name, m, x, refs, atol):
     """Runs one float16 model strictly on Vulkan with validation on; returns a list of problems."""
     path, out = os.path.join(tmp, f"{name}.onnx"), os.path.join(tmp, f"{name}_out")
@@ -302,13 +328,14 @@ def run_fp16_model(exe, tmp, name, m, x, refs, atol):
         bad.append(f"{name}: placement {placement}, expected '{want} ...'")
     for k, w in enumerate(refs):
         got = tools_compare.load(os.path.join(out, f"output_{k}.pb"))
-        if got.dtype != np.float16 or got.shape != w.shape:
-            bad.append(f"{name} output {k} is {got.dtype} {list(got.shape)}, expected float16 {list(w.shape)}")
+        want_dt = np.dtype(np.float16 if x.dtype == np.float16 else w.dtype)  # float16 models, or float32/int I/O
+        if got.dtype != want_dt or got.shape != w.shape:
+            bad.append(f"{name} output {k} is {got.dtype} {list(got.shape)}, expected {want_dt} {list(w.shape)}")
             continue
         d = np.abs(got.astype(np.float32) - w)
         if not np.all(d <= atol + RTOL_F16 * np.abs(w)):
             bad.append(f"{name} output {k}: max abs diff {d.max()}")
-        print(f"{name} output {k}: float16 {list(got.shape)}, max abs diff {d.max():.3g}, "
+        print(f"{name} output {k}: {got.dtype} {list(got.shape)}, max abs diff {d.max():.3g}, "
               f"{np.count_nonzero(d)} of {d.size} differ")
     print(f"{name}: {'FAIL' if bad else 'ok'} {placement}")
     return bad
@@ -334,6 +361,7 @@ def mode_fp16(args):
     with tempfile.TemporaryDirectory() as tmp:
         bad += run_fp16_model(exe, tmp, "mlp", *fp16_model(np.random.default_rng(7)), atol=1e-4)
         bad += run_fp16_model(exe, tmp, "cnn", *fp16_cnn_model(np.random.default_rng(11)), atol=1e-3)
+        bad += run_fp16_model(exe, tmp, "mixed", *mixed_model(np.random.default_rng(13)), atol=1e-4)
     print(f"fp16: {'FAIL ' + '; '.join(bad) if bad else 'ok'}")
     return 1 if bad else 0
 

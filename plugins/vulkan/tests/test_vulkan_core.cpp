@@ -1136,6 +1136,129 @@ TEST_CASE("float16 claims: only with 16-bit storage, only implemented ops, no mi
   CHECK(check_node(g, n, with16)->reason == NXRT_REFUSE_DTYPE);
 }
 
+namespace {
+// A graph input from raw bytes of any type (bit patterns kept as they are).
+int raw_input(G& g, const void* data, Shape d, nxrt_dtype t) {
+  IrValue iv;
+  iv.name = "raw" + std::to_string(g.g.values.size());
+  iv.dtype = t;
+  iv.rank = int64_t(d.size());
+  iv.dims = d;
+  int id = g.g.add_value(iv);
+  g.g.inputs.push_back(id);
+  g.inputs.emplace_back(data, d, t);
+  return id;
+}
+// Output k of the last run as raw bytes.
+template <typename T>
+std::vector<T> raw_output(G& g, size_t k) {
+  std::vector<T> h(size_t(numel(g.outs[k].dims)));
+  CopyOp op{{g.outs[k].a, nullptr, 0}, {nullptr, (char*)h.data(), 0}, h.size() * sizeof(T)};
+  copy(device(), std::span(&op, 1), nullptr);
+  return h;
+}
+uint32_t bits_of(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+float float_of(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+}  // namespace
+
+TEST_CASE("cast: float32<->float16 (round to nearest even), float32<->int32, int64<->int32") {
+  if (!have_device()) return;
+  const auto F32 = NXRT_DTYPE_FLOAT32, F16 = NXRT_DTYPE_FLOAT16, I32 = NXRT_DTYPE_INT32, I64 = NXRT_DTYPE_INT64;
+  G g;
+  // Edge cases of float32 -> float16: ties at normal and subnormal scale, overflow
+  // (65520 ties up to inf), the smallest subnormal and half of it, signed zero, inf, NaN.
+  std::vector<float> f = {0.f, -0.f, 1.f, -2.5f, 65504.f, 65519.f, 65520.f, 1e6f, -1e6f, 5.9604645e-8f, 2.9802322e-8f,
+                          4.4703484e-8f, 1.f + 1.f / 2048, 1.f + 3.f / 2048, 6.1035156e-5f, 6.0975552e-5f,
+                          float_of(0x7f800000u), float_of(0xff800000u), float_of(0x7fc00000u)};
+  for (float v : randv(1000, -70000.f, 70000.f, 61)) f.push_back(v);
+  for (float v : randv(1000, -1e-4f, 1e-4f, 62)) f.push_back(v);
+  std::vector<uint16_t> all_halves(65536);
+  for (uint32_t i = 0; i < 65536; ++i) all_halves[i] = uint16_t(i);
+  std::vector<float> ti = {1.9f, -1.9f, 0.5f, -0.5f, 1e9f, -2147483520.f, 0.f};
+  std::vector<int32_t> it = {16777217, 16777219, -7, 2147483647, -2147483647 - 1, 0};
+  std::vector<int64_t> l = {5, -5, (int64_t(1) << 40) + 3, -(int64_t(1) << 33) - 1};
+  std::vector<int32_t> s = {5, -5, 2147483647, -2147483647 - 1};
+  const bool fp16 = device().info().storage16;
+  std::vector<int> outs;
+  auto cast = [&](int x, nxrt_dtype to) { return g.node("Cast", {x}, {{"to", ai(to)}}, 13, to); };
+  int if32 = raw_input(g, f.data(), {int64_t(f.size())}, F32);
+  if (fp16) {
+    outs.push_back(cast(if32, F16));
+    outs.push_back(cast(raw_input(g, all_halves.data(), {65536}, F16), F32));
+  }
+  outs.push_back(cast(raw_input(g, ti.data(), {int64_t(ti.size())}, F32), I32));
+  outs.push_back(cast(raw_input(g, it.data(), {int64_t(it.size())}, I32), F32));
+  outs.push_back(cast(raw_input(g, l.data(), {int64_t(l.size())}, I64), I32));
+  outs.push_back(cast(raw_input(g, s.data(), {int64_t(s.size())}, I32), I64));
+  outs.push_back(cast(if32, F32));  // same type: a copy
+  g.run(outs, 2);
+  size_t k = 0;
+  if (fp16) {
+    // Independent references: the compiler's _Float16 conversions (round to nearest even).
+    auto h = raw_output<uint16_t>(g, k++);
+    size_t bad = 0;
+    for (size_t i = 0; i < f.size(); ++i) {
+      _Float16 want = static_cast<_Float16>(f[i]);
+      uint16_t wb;
+      std::memcpy(&wb, &want, 2);
+      const bool nan = std::isnan(f[i]);
+      if (nan ? (h[i] & 0x7c00u) != 0x7c00u || (h[i] & 0x3ffu) == 0 : h[i] != wb) {
+        if (bad++ < 5) FAIL_CHECK("float16(" << f[i] << ") has bits " << h[i] << ", want " << wb);
+      }
+    }
+    CHECK(bad == 0);
+    auto w = raw_output<float>(g, k++);
+    bad = 0;
+    for (uint32_t i = 0; i < 65536; ++i) {
+      _Float16 hv;
+      uint16_t hb = uint16_t(i);
+      std::memcpy(&hv, &hb, 2);
+      const float want = static_cast<float>(hv);
+      if (std::isnan(want) ? !std::isnan(w[i]) : bits_of(w[i]) != bits_of(want)) ++bad;
+    }
+    CHECK(bad == 0);  // every float16 bit pattern widens exactly
+  }
+  CHECK(raw_output<int32_t>(g, k++) == std::vector<int32_t>{1, -1, 0, 0, 1000000000, -2147483520, 0});
+  CHECK(raw_output<float>(g, k++) == std::vector<float>{16777216.f, 16777220.f, -7.f, 2147483648.f, -2147483648.f, 0.f});
+  CHECK(raw_output<int32_t>(g, k++) == std::vector<int32_t>{5, -5, 3, int32_t(uint32_t(uint64_t(-(int64_t(1) << 33) - 1)))});
+  CHECK(raw_output<int64_t>(g, k++) == std::vector<int64_t>{5, -5, 2147483647, -2147483648LL});
+  auto same = raw_output<uint32_t>(g, k++);
+  for (size_t i = 0; i < f.size(); ++i) CHECK(same[i] == bits_of(f[i]));
+  no_validation_messages();
+}
+
+TEST_CASE("cast: refused with a reason for pairs without a kernel") {
+  IrGraph g;
+  auto val = [&](nxrt_dtype t) {
+    IrValue v;
+    v.name = "v" + std::to_string(g.values.size());
+    v.dtype = t;
+    v.rank = 1;
+    v.dims = {4};
+    return g.add_value(v);
+  };
+  auto cast_node = [&](nxrt_dtype from, nxrt_dtype to) {
+    IrNode n;
+    n.op = "Cast";
+    n.opset = 13;
+    n.in = {val(from)};
+    n.out = {val(to)};
+    n.attrs["to"] = ai(to);
+    return n;
+  };
+  DeviceLimits with16, without16;
+  with16.storage16 = true;
+  without16.storage16 = false;
+  CHECK(!check_node(g, cast_node(NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT16), with16));
+  CHECK(!check_node(g, cast_node(NXRT_DTYPE_INT64, NXRT_DTYPE_INT32), without16));
+  auto r = check_node(g, cast_node(NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT16), without16);
+  REQUIRE(r);
+  CHECK(r->message.find("needs storageBuffer16BitAccess") != std::string::npos);
+  r = check_node(g, cast_node(NXRT_DTYPE_FLOAT64, NXRT_DTYPE_FLOAT32), with16);
+  REQUIRE(r);
+  CHECK(r->message == "Cast from float64 to float32 is not implemented (float32<->float16, float32<->int32, int64<->int32)");
+}
+
 TEST_CASE("claims are exact") {
   IrGraph g;
   IrValue f;
