@@ -319,6 +319,91 @@ static void depthwise_plane(const ConvShape& s, const DwGeometry& g, const float
                post.hi);
 }
 
+#if defined(__x86_64__)
+// Direct 3x3 depthwise kernel (dilation 1, stride 1 or 2), AVX-512: each
+// output row is computed 16 columns at a time straight from the input rows,
+// padding handled by masked loads (masked-off lanes read nothing and are
+// zero), bias, residual and clamp applied in the store. No copies.
+constexpr int64_t kDwMaxChunks = 64;  // output rows up to 1024 wide
+
+static bool dw3x3_direct_ok(const ConvShape& s) {
+  return active_isa() == Isa::avx512 && s.k_h == 3 && s.k_w == 3 && s.dil_h == 1 && s.dil_w == 1 &&
+         (s.stride_w == 1 || s.stride_w == 2) && s.out_w <= 16 * kDwMaxChunks && s.in_w < (int64_t(1) << 30);
+}
+
+// Lanes i of a 16-wide load at row[start + i] that fall inside [0, width).
+static inline __mmask16 dw_in_mask(int64_t start, int64_t width) {
+  const int64_t lo = std::clamp<int64_t>(-start, 0, 16), hi = std::clamp<int64_t>(width - start, 0, 16);
+  if (hi <= lo) return 0;
+  const uint32_t m = (hi >= 16 ? 0xFFFFu : (1u << hi) - 1u) & ~((1u << lo) - 1u);
+  return __mmask16(m);
+}
+
+template <int SW>
+__attribute__((target("avx512f"))) static void dw3x3_plane_avx512(const ConvShape& s, const float* in,
+                                                                  const float* wk, float bias, float* o,
+                                                                  const float* res, const ConvPostOps& post) {
+  const int64_t H = s.in_h, W = s.in_w, OW = s.out_w, pl = s.pad_left;
+  __m512 w[9];
+  for (int t = 0; t < 9; ++t) w[t] = _mm512_set1_ps(wk[t]);
+  const __m512 b = _mm512_set1_ps(bias), lo = _mm512_set1_ps(post.lo), hi = _mm512_set1_ps(post.hi);
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  // Load masks per 16-column chunk, computed once per plane.
+  const int64_t chunks = (OW + 15) / 16;
+  __mmask16 mk[kDwMaxChunks][4];
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t j0 = c * 16, n = std::min<int64_t>(16, OW - j0), base = j0 * SW - pl;
+    mk[c][3] = __mmask16(n >= 16 ? 0xFFFF : (1u << n) - 1u);
+    if constexpr (SW == 1) {
+      mk[c][0] = dw_in_mask(base, W);
+      mk[c][1] = dw_in_mask(base + 1, W);
+      mk[c][2] = dw_in_mask(base + 2, W);
+    } else {
+      mk[c][0] = dw_in_mask(base, W);
+      mk[c][1] = dw_in_mask(base + 16, W);
+      mk[c][2] = __mmask16(dw_in_mask(base + 32, W) & 1u);
+    }
+  }
+  for (int64_t oy = 0; oy < s.out_h; ++oy) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t j0 = c * 16, base = j0 * SW - pl;
+      const __mmask16 m0 = mk[c][0], m1 = mk[c][1], m2 = mk[c][2], om = mk[c][3];
+      __m512 acc0 = b, acc1 = _mm512_setzero_ps();
+      const int64_t iy0 = oy * s.stride_h - s.pad_top;
+#pragma GCC unroll 3
+      for (int ky = 0; ky < 3; ++ky) {
+        const int64_t iy = iy0 + ky;
+        if (iy < 0 || iy >= H) continue;
+        // Pointer arithmetic through uintptr_t: the window may start before the row.
+        const float* r = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(in + iy * W) +
+                                                        uintptr_t(base * int64_t(sizeof(float))));
+        __m512 x0, x1, x2;
+        if constexpr (SW == 1) {
+          x0 = _mm512_maskz_loadu_ps(m0, r);
+          x1 = _mm512_maskz_loadu_ps(m1, r + 1);
+          x2 = _mm512_maskz_loadu_ps(m2, r + 2);
+        } else {
+          const __m512 a = _mm512_maskz_loadu_ps(m0, r), a2 = _mm512_maskz_loadu_ps(m1, r + 16);
+          const __m512 e = _mm512_maskz_loadu_ps(m2, r + 32);
+          x0 = _mm512_permutex2var_ps(a, even, a2);
+          x1 = _mm512_permutex2var_ps(a, odd, a2);
+          x2 = _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(0xFFFF, _mm512_castps_si512(e), _mm512_castps_si512(x0), 1));
+        }
+        acc0 = _mm512_fmadd_ps(w[ky * 3 + 0], x0, acc0);
+        acc1 = _mm512_fmadd_ps(w[ky * 3 + 1], x1, acc1);
+        acc0 = _mm512_fmadd_ps(w[ky * 3 + 2], x2, acc0);
+      }
+      __m512 v = _mm512_add_ps(acc0, acc1);
+      float* orow = o + oy * OW + j0;
+      if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(om, res + oy * OW + j0));
+      if (post.clamp) v = _mm512_maskz_min_ps(0xFFFF, hi, _mm512_maskz_max_ps(0xFFFF, lo, v));
+      _mm512_mask_storeu_ps(orow, om, v);
+    }
+  }
+}
+#endif
+
 static void conv_depthwise(const ConvShape& s, const float* x, const float* w, const float* bias, float* out,
                            ThreadPool* pool, const ConvPostOps& post) {
   const int64_t planes = s.batch * s.out_c, ocg = s.ocg();
@@ -326,13 +411,27 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
   const int t = threads_for(pool, double(planes) * double(out_plane) * double(taps));
   const int64_t tasks = t <= 1 ? 1 : std::min<int64_t>(planes, int64_t(t) * 4);
   const DwGeometry g = dw_geometry(s);
+#if defined(__x86_64__)
+  const bool direct = dw3x3_direct_ok(s);
+#endif
   parallel_for(t <= 1 ? nullptr : pool, tasks, [&](int64_t i) {
     int64_t b, e;
     split_range(planes, tasks, i, b, e);
     for (int64_t pl = b; pl < e; ++pl) {
       const int64_t n = pl / s.out_c, oc = pl % s.out_c, ic = oc / ocg;
-      depthwise_plane(s, g, x + (n * s.in_c + ic) * in_plane, w + oc * taps, bias ? bias[oc] : 0.f,
-                      out + pl * out_plane, post.residual ? post.residual + pl * out_plane : nullptr, post);
+      const float* xin = x + (n * s.in_c + ic) * in_plane;
+      const float* res = post.residual ? post.residual + pl * out_plane : nullptr;
+      const float bv = bias ? bias[oc] : 0.f;
+#if defined(__x86_64__)
+      if (direct) {
+        if (s.stride_w == 1)
+          dw3x3_plane_avx512<1>(s, xin, w + oc * taps, bv, out + pl * out_plane, res, post);
+        else
+          dw3x3_plane_avx512<2>(s, xin, w + oc * taps, bv, out + pl * out_plane, res, post);
+        continue;
+      }
+#endif
+      depthwise_plane(s, g, xin, w + oc * taps, bv, out + pl * out_plane, res, post);
     }
   });
 }

@@ -58,6 +58,28 @@ TEST_CASE("depthwise conv matches the reference") {
   check_conv(shape(1, 6, 11, 11, 6, 5, 3, 2, 1, 6), true, nullptr);  // stride 3
 }
 
+TEST_CASE("direct 3x3 depthwise kernel: odd widths, strides 1 and 2, pads 0..2, threads 1 and 2") {
+  ThreadPool pool(2);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool})
+    for (int64_t stride : {1, 2})
+      for (int64_t pad : {0, 1, 2})
+        for (int64_t w : {1, 3, 7, 15, 16, 17, 33, 36, 37, 58}) {
+          if (w + 2 * pad < 3) continue;
+          const int64_t h = w % 5 + 3;
+          check_conv(shape(1, 5, h, w, 5, 3, stride, pad, 1, 5), pad != 2, p);
+        }
+  check_conv(shape(2, 3, 14, 29, 6, 3, 2, 1, 1, 3), true, &pool);  // multiplier 2, batch 2
+  ConvShape s = shape(1, 4, 13, 21, 4, 3, 1, 1, 1, 4);            // stride 2 rows, 1 columns
+  s.stride_h = 2;
+  s.out_h = (13 + 2 - 3) / 2 + 1;
+  check_conv(s, true, &pool);
+  s = shape(1, 4, 13, 21, 4, 3, 2, 1, 1, 4);                      // stride 1 rows, 2 columns, asymmetric pad
+  s.stride_h = 1;
+  s.pad_top = 0;
+  s.out_h = 13 - 3 + 1 + 1;  // end pad 1
+  check_conv(s, false, nullptr);
+}
+
 TEST_CASE("asymmetric padding via begin pads") {
   ConvShape s = shape(1, 2, 7, 5, 3, 3, 2, 1, 1, 1);
   s.pad_top = 1; s.pad_left = 0;                 // pads [1,0,1,0]
