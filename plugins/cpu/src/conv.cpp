@@ -438,6 +438,88 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
 
 // ------------------------------------------------------------------ general
 
+// Rough cycles per k step of a tile of mr rows x nv 16-column vectors: FMA
+// throughput (2/cycle), loads (2/cycle: nv B vectors, mr broadcasts) or the
+// FMA latency (4 cycles) of one pass over the accumulators.
+static double tile_cost(int64_t mr, int64_t nv) {
+  return std::max({double(mr * nv) / 2.0, double(mr + nv) / 2.0, 4.0});
+}
+static double gemm_cost(int64_t M, int64_t N) {
+  double per_tile_row = 0;  // one full row tile across all panels
+  const int64_t full = N / kGemmNR, rem = N % kGemmNR;
+  double c8 = double(full) * tile_cost(8, 3) + (rem ? tile_cost(8, (rem + 15) / 16) : 0.0);
+  per_tile_row = c8;
+  double cost = double(M / kGemmMR) * per_tile_row;
+  if (M % kGemmMR)
+    cost += double(full) * tile_cost(M % kGemmMR, 3) + (rem ? tile_cost(M % kGemmMR, (rem + 15) / 16) : 0.0);
+  return cost;
+}
+
+bool conv_pointwise_transposed(int64_t M, int64_t N) {
+  return N < 4 * kGemmNR && gemm_cost(N, M) < 0.85 * gemm_cost(M, N);
+}
+
+// W^T as packed GEMM B (K x M), unpacked from the A tiles of `p` (one group).
+static void pack_weights_transposed(const PackedConvWeights& p, int64_t M, int64_t K, float* dst) {
+  const int64_t panels = gemm_panels(M);
+  for (int64_t q = 0; q < panels; ++q) {
+    const int64_t m0 = q * kGemmNR, w = gemm_panel_width(M, q), cols = std::min(kGemmNR, M - m0);
+    float* d = dst + m0 * K;
+    for (int64_t k = 0; k < K; ++k) {
+      float* row = d + k * w;
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t m = m0 + j;
+        row[j] = p.data.data()[(m / kGemmMR) * kGemmMR * K + k * kGemmMR + m % kGemmMR];
+      }
+      for (int64_t j = cols; j < w; ++j) row[j] = 0.f;
+    }
+  }
+}
+
+// out[M][N] = clamp(ct[N][M]^T + residual), rows [m0, m1).
+NXRT_CLONES
+static void transpose_store(const float* __restrict ct, int64_t M, int64_t N, float* __restrict out,
+                            const float* __restrict res, bool clamp, float lo, float hi, int64_t m0, int64_t m1) {
+  constexpr int64_t B = 16;
+  for (int64_t mb = m0; mb < m1; mb += B)
+    for (int64_t nb = 0; nb < N; nb += B) {
+      const int64_t me = std::min(m1, mb + B), ne = std::min(N, nb + B);
+      for (int64_t m = mb; m < me; ++m)
+        for (int64_t n = nb; n < ne; ++n) {
+          float v = ct[n * M + m];
+          if (res) v += res[m * N + n];
+          if (clamp) {
+            v = v < lo ? lo : v;
+            v = v > hi ? hi : v;
+          }
+          out[m * N + n] = v;
+        }
+    }
+}
+
+static void conv_pointwise_t(int64_t M, int64_t N, int64_t K, const PackedConvWeights& w, const float* x,
+                             const float* bias, float* out, const ConvPostOps& post, const float* res,
+                             ThreadPool* pool) {
+  PackedConvWeights::Transposed& tw = *w.transposed;
+  std::call_once(tw.once, [&] {
+    tw.data.resize(packed_b_floats(K, M));
+    pack_weights_transposed(w, M, K, tw.data.data());
+  });
+  float* pa = scratch_floats(kScratchA, packed_a_floats(N, K));
+  float* ct = scratch_floats(kScratchC, size_t(N * M));
+  pack_a(x, N, true, N, K, 1.f, pa);
+  GemmEpilogue ep;
+  ep.col_bias = bias;
+  gemm_packed(N, M, K, pa, tw.data.data(), ct, M, ep, pool);
+  const int t = threads_for(pool, double(M) * double(N), 1 << 15);
+  parallel_for(t <= 1 ? nullptr : pool, t, [&](int64_t i) {
+    int64_t m0, m1;
+    split_range(M, t, i, m0, m1);
+    transpose_store(ct, M, N, out, res, post.clamp, post.lo, post.hi, m0, m1);
+  });
+}
+
+
 void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,
             ThreadPool* pool, const ConvPostOps& post) {
   if (w.depthwise) {
@@ -474,6 +556,10 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
       ep.clamp = post.clamp;
       ep.lo = post.lo;
       ep.hi = post.hi;
+      if (pointwise && s.group == 1 && conv_pointwise_transposed(M, N)) {
+        conv_pointwise_t(M, N, K, w, xg, ep.row_bias, out + off, post, ep.residual, pool);
+        continue;
+      }
       if (pointwise) {
         gemm_packed_a(M, N, K, w.data.data() + g * w.per_group, xg, N, out + off, N, ep, pool);
         continue;

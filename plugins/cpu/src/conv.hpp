@@ -10,6 +10,8 @@
 // Post-ops (residual add, clamp) are applied in the store of every path.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "scratch.hpp"
@@ -36,6 +38,14 @@ struct PackedConvWeights {
   int64_t per_group = 0;  // floats per group
   bool depthwise = false;
   std::vector<float> raw;  // depthwise: weights as given
+  // Pointwise convs with few output pixels run transposed (out^T = x^T W^T,
+  // the channels along the 48-wide panels); W^T is packed as GEMM B on first
+  // use, from `data`.
+  struct Transposed {
+    std::once_flag once;
+    AlignedFloats data;
+  };
+  std::shared_ptr<Transposed> transposed = std::make_shared<Transposed>();
 };
 
 bool conv_is_depthwise(const ConvShape& s);
@@ -53,6 +63,10 @@ struct ConvPostOps {
 // out must not overlap x or the residual.
 void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,
             ThreadPool* pool, const ConvPostOps& post = {});
+
+// Whether a pointwise conv of M output channels over N pixels runs as the
+// transposed product (exposed for tests).
+bool conv_pointwise_transposed(int64_t M, int64_t N);
 
 // Reference implementation (tests), post-ops included.
 void conv2d_reference(const ConvShape& s, const float* x, const float* w, const float* bias, float* out,

@@ -122,6 +122,20 @@ static void check_conv_post(const ConvShape& s, ThreadPool* pool) {
   }
 }
 
+TEST_CASE("pointwise conv with few pixels runs transposed and matches the reference") {
+  ThreadPool pool(2);
+  CHECK(conv_pointwise_transposed(320, 49));
+  CHECK(conv_pointwise_transposed(61, 49));
+  CHECK(conv_pointwise_transposed(200, 20));
+  CHECK(!conv_pointwise_transposed(16, 49));
+  CHECK(!conv_pointwise_transposed(256, 12544));
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    check_conv(shape(1, 37, 7, 7, 61, 1, 1, 0, 1, 1), true, p);      // N = 49, M = 61 (panel of 48 + 16)
+    check_conv(shape(1, 300, 4, 5, 200, 1, 1, 0, 1, 1), false, p);   // N = 20, K > KC
+    check_conv(shape(2, 19, 3, 11, 144, 1, 1, 0, 1, 1), true, p);    // batch 2, N = 33
+  }
+}
+
 TEST_CASE("conv post-ops (residual, Relu, Clip) match the reference on every path") {
   ThreadPool pool(2);
   check_conv_post(shape(1, 3, 9, 11, 5, 3, 1, 1, 1, 1), nullptr);     // im2col, odd sizes
@@ -130,6 +144,8 @@ TEST_CASE("conv post-ops (residual, Relu, Clip) match the reference on every pat
   check_conv_post(shape(1, 17, 7, 9, 13, 1, 1, 0, 1, 1), nullptr);   // pointwise, unpacked B
   check_conv_post(shape(2, 24, 14, 14, 40, 1, 1, 0, 1, 1), &pool);  // pointwise, threaded
   check_conv_post(shape(1, 8, 7, 7, 16, 1, 2, 0, 1, 1), nullptr);    // strided 1x1 (im2col)
+  check_conv_post(shape(1, 40, 7, 7, 96, 1, 1, 0, 1, 1), nullptr);   // pointwise, transposed
+  check_conv_post(shape(1, 70, 6, 11, 144, 1, 1, 0, 1, 1), &pool);   // pointwise, transposed, threaded
   check_conv_post(shape(1, 16, 20, 20, 24, 3, 1, 1, 1, 1), &pool);   // threaded
   check_conv_post(shape(1, 8, 12, 13, 8, 3, 1, 1, 1, 8), nullptr);   // depthwise
   check_conv_post(shape(2, 6, 11, 11, 12, 3, 2, 1, 1, 6), &pool);    // depthwise, multiplier 2, stride 2
