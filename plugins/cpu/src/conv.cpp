@@ -497,17 +497,35 @@ static void transpose_store(const float* __restrict ct, int64_t M, int64_t N, fl
     }
 }
 
-static void conv_pointwise_t(int64_t M, int64_t N, int64_t K, const PackedConvWeights& w, const float* x,
-                             const float* bias, float* out, const ConvPostOps& post, const float* res,
-                             ThreadPool* pool) {
+// Packs x^T (the im2col matrix, pixels as rows) as GEMM A tiles from the
+// phase planes of every input channel: tile row i of k = (c, tap) is
+// phases[c][toff[tap] + off[i]], off[i] the pixel's offset in a phase plane.
+NXRT_CLONES
+static void pack_a_from_phases(const float* __restrict phases, size_t phase_floats, int64_t icg,
+                               const int64_t* __restrict toff, int64_t taps, const int64_t* __restrict off,
+                               float* __restrict d) {
+  for (int64_t c = 0; c < icg; ++c) {
+    const float* ph = phases + size_t(c) * phase_floats;
+    for (int64_t t = 0; t < taps; ++t, d += kGemmMR) {
+      const float* src = ph + toff[t];
+      for (int64_t i = 0; i < kGemmMR; ++i) d[i] = src[off[i]];
+    }
+  }
+}
+
+// out = conv as the transposed product: ct[N][M] = A * W^T with A = x^T
+// (packed by pack(pa)), then out = clamp(ct^T + residual).
+template <typename PackA>
+static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWeights& w, const float* bias,
+                            float* out, const ConvPostOps& post, const float* res, ThreadPool* pool, PackA&& pack) {
   PackedConvWeights::Transposed& tw = *w.transposed;
   std::call_once(tw.once, [&] {
     tw.data.resize(packed_b_floats(K, M));
     pack_weights_transposed(w, M, K, tw.data.data());
   });
-  float* pa = scratch_floats(kScratchA, packed_a_floats(N, K));
+  float* pa = scratch_floats(kScratchB, packed_a_floats(N, K));
   float* ct = scratch_floats(kScratchC, size_t(N * M));
-  pack_a(x, N, true, N, K, 1.f, pa);
+  pack(pa);
   GemmEpilogue ep;
   ep.col_bias = bias;
   gemm_packed(N, M, K, pa, tw.data.data(), ct, M, ep, pool);
@@ -557,7 +575,8 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
       ep.lo = post.lo;
       ep.hi = post.hi;
       if (pointwise && s.group == 1 && conv_pointwise_transposed(M, N)) {
-        conv_pointwise_t(M, N, K, w, xg, ep.row_bias, out + off, post, ep.residual, pool);
+        conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool,
+                        [&](float* pa) { pack_a(xg, N, true, N, K, 1.f, pa); });
         continue;
       }
       if (pointwise) {
@@ -583,6 +602,25 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
         split_range(icg, pack_threads, i, c0, c1);
         for (int64_t c = c0; c < c1; ++c) build_phases(s, geo, xg + c * s.in_h * s.in_w, phases + size_t(c) * geo.phase_floats);
       });
+      if (s.group == 1 && conv_pointwise_transposed(M, N)) {
+        // Few output pixels: channels along the panels (see conv_pointwise_transposed).
+        const int64_t taps = s.k_h * s.k_w, tiles = gemm_tiles(N);
+        std::vector<int64_t> toff(static_cast<size_t>(taps)), poff(static_cast<size_t>(tiles * kGemmMR), 0);
+        for (int64_t ky = 0; ky < s.k_h; ++ky)
+          for (int64_t kx = 0; kx < s.k_w; ++kx) toff[size_t(ky * s.k_w + kx)] = tap_offset(s, geo, ky, kx);
+        for (int64_t p = 0; p < N; ++p) poff[size_t(p)] = (p / s.out_w) * geo.wq + p % s.out_w;
+        conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, [&](float* pa) {
+          const int tp = threads_for(pool, double(K) * double(N), 1 << 15);
+          parallel_for(tp <= 1 ? nullptr : pool, tp, [&](int64_t i) {
+            int64_t t0, t1;
+            split_range(tiles, tp, i, t0, t1);
+            for (int64_t t = t0; t < t1; ++t)
+              pack_a_from_phases(phases, geo.phase_floats, icg, toff.data(), taps, poff.data() + t * kGemmMR,
+                                 pa + t * kGemmMR * K);
+          });
+        });
+        continue;
+      }
       if (!pack_all) {
         // Each task packs a few panels into its own (L2-sized) buffer and
         // multiplies them at once, so B is read back from cache.
