@@ -339,13 +339,38 @@ static inline __mmask16 dw_in_mask(int64_t start, int64_t width) {
   return __mmask16(m);
 }
 
+// The three taps of one input row for 16 outputs (stride SW along the row).
+template <int SW>
+__attribute__((target("avx512f"), always_inline)) static inline void dw_load3(const float* r, __mmask16 m0,
+                                                                              __mmask16 m1, __mmask16 m2,
+                                                                              __m512i even, __m512i odd, __m512& x0,
+                                                                              __m512& x1, __m512& x2) {
+  if constexpr (SW == 1) {
+    x0 = _mm512_maskz_loadu_ps(m0, r);
+    x1 = _mm512_maskz_loadu_ps(m1, r + 1);
+    x2 = _mm512_maskz_loadu_ps(m2, r + 2);
+  } else {
+    const __m512 a = _mm512_maskz_loadu_ps(m0, r), a2 = _mm512_maskz_loadu_ps(m1, r + 16);
+    const __m512 e = _mm512_maskz_loadu_ps(m2, r + 32);
+    x0 = _mm512_permutex2var_ps(a, even, a2);
+    x1 = _mm512_permutex2var_ps(a, odd, a2);
+    x2 = _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(0xFFFF, _mm512_castps_si512(e), _mm512_castps_si512(x0), 1));
+  }
+}
+
+__attribute__((target("avx512f"), always_inline)) static inline void dw_finish(__m512 v, float* o, const float* res,
+                                                                               __mmask16 om, bool clamp, __m512 lo,
+                                                                               __m512 hi) {
+  if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(om, res));
+  if (clamp) v = _mm512_maskz_min_ps(0xFFFF, hi, _mm512_maskz_max_ps(0xFFFF, lo, v));
+  _mm512_mask_storeu_ps(o, om, v);
+}
+
 template <int SW>
 __attribute__((target("avx512f"))) static void dw3x3_plane_avx512(const ConvShape& s, const float* in,
                                                                   const float* wk, float bias, float* o,
                                                                   const float* res, const ConvPostOps& post) {
   const int64_t H = s.in_h, W = s.in_w, OW = s.out_w, pl = s.pad_left;
-  __m512 w[9];
-  for (int t = 0; t < 9; ++t) w[t] = _mm512_set1_ps(wk[t]);
   const __m512 b = _mm512_set1_ps(bias), lo = _mm512_set1_ps(post.lo), hi = _mm512_set1_ps(post.hi);
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
@@ -365,40 +390,41 @@ __attribute__((target("avx512f"))) static void dw3x3_plane_avx512(const ConvShap
       mk[c][2] = __mmask16(dw_in_mask(base + 32, W) & 1u);
     }
   }
-  for (int64_t oy = 0; oy < s.out_h; ++oy) {
+  // Two output rows per pass: the input rows they share (3 - stride_h of
+  // them) are loaded once.
+  const int64_t sh = s.stride_h;
+  for (int64_t oy = 0; oy < s.out_h; oy += 2) {
+    const bool two = oy + 1 < s.out_h;
+    const int64_t iy0 = oy * sh - s.pad_top, nrows = two ? sh + 3 : 3;
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t j0 = c * 16, base = j0 * SW - pl;
       const __mmask16 m0 = mk[c][0], m1 = mk[c][1], m2 = mk[c][2], om = mk[c][3];
-      __m512 acc0 = b, acc1 = _mm512_setzero_ps();
-      const int64_t iy0 = oy * s.stride_h - s.pad_top;
-#pragma GCC unroll 3
-      for (int ky = 0; ky < 3; ++ky) {
-        const int64_t iy = iy0 + ky;
-        if (iy < 0 || iy >= H) continue;
+      __m512 a0 = b, a1 = _mm512_setzero_ps(), b0 = b, b1 = _mm512_setzero_ps();
+      for (int64_t rr = 0; rr < nrows; ++rr) {
+        const int64_t iy = iy0 + rr;
+        const bool for_a = rr < 3, for_b = two && rr >= sh && rr - sh < 3;
+        if (iy < 0 || iy >= H || !(for_a || for_b)) continue;
         // Pointer arithmetic through uintptr_t: the window may start before the row.
         const float* r = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(in + iy * W) +
                                                         uintptr_t(base * int64_t(sizeof(float))));
         __m512 x0, x1, x2;
-        if constexpr (SW == 1) {
-          x0 = _mm512_maskz_loadu_ps(m0, r);
-          x1 = _mm512_maskz_loadu_ps(m1, r + 1);
-          x2 = _mm512_maskz_loadu_ps(m2, r + 2);
-        } else {
-          const __m512 a = _mm512_maskz_loadu_ps(m0, r), a2 = _mm512_maskz_loadu_ps(m1, r + 16);
-          const __m512 e = _mm512_maskz_loadu_ps(m2, r + 32);
-          x0 = _mm512_permutex2var_ps(a, even, a2);
-          x1 = _mm512_permutex2var_ps(a, odd, a2);
-          x2 = _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(0xFFFF, _mm512_castps_si512(e), _mm512_castps_si512(x0), 1));
+        dw_load3<SW>(r, m0, m1, m2, even, odd, x0, x1, x2);
+        if (for_a) {
+          a0 = _mm512_fmadd_ps(_mm512_set1_ps(wk[rr * 3 + 0]), x0, a0);
+          a1 = _mm512_fmadd_ps(_mm512_set1_ps(wk[rr * 3 + 1]), x1, a1);
+          a0 = _mm512_fmadd_ps(_mm512_set1_ps(wk[rr * 3 + 2]), x2, a0);
         }
-        acc0 = _mm512_fmadd_ps(w[ky * 3 + 0], x0, acc0);
-        acc1 = _mm512_fmadd_ps(w[ky * 3 + 1], x1, acc1);
-        acc0 = _mm512_fmadd_ps(w[ky * 3 + 2], x2, acc0);
+        if (for_b) {
+          const int64_t ky = rr - sh;
+          b0 = _mm512_fmadd_ps(_mm512_set1_ps(wk[ky * 3 + 0]), x0, b0);
+          b1 = _mm512_fmadd_ps(_mm512_set1_ps(wk[ky * 3 + 1]), x1, b1);
+          b0 = _mm512_fmadd_ps(_mm512_set1_ps(wk[ky * 3 + 2]), x2, b0);
+        }
       }
-      __m512 v = _mm512_add_ps(acc0, acc1);
-      float* orow = o + oy * OW + j0;
-      if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(om, res + oy * OW + j0));
-      if (post.clamp) v = _mm512_maskz_min_ps(0xFFFF, hi, _mm512_maskz_max_ps(0xFFFF, lo, v));
-      _mm512_mask_storeu_ps(orow, om, v);
+      dw_finish(_mm512_add_ps(a0, a1), o + oy * OW + j0, res ? res + oy * OW + j0 : nullptr, om, post.clamp, lo, hi);
+      if (two)
+        dw_finish(_mm512_add_ps(b0, b1), o + (oy + 1) * OW + j0, res ? res + (oy + 1) * OW + j0 : nullptr, om,
+                  post.clamp, lo, hi);
     }
   }
 }
