@@ -64,9 +64,9 @@ struct ConvPostOps {
 void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,
             ThreadPool* pool, const ConvPostOps& post = {});
 
-// Whether a pointwise conv of M output channels over N pixels runs as the
-// transposed product (exposed for tests).
-bool conv_pointwise_transposed(int64_t M, int64_t N);
+// Whether a conv of M output channels over N pixels runs as the transposed
+// product (exposed for tests); im2col: a conv that is not a plain 1x1.
+bool conv_pointwise_transposed(int64_t M, int64_t N, bool im2col = false);
 
 // Reference implementation (tests), post-ops included.
 void conv2d_reference(const ConvShape& s, const float* x, const float* w, const float* bias, float* out,

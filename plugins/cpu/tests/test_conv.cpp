@@ -132,6 +132,8 @@ TEST_CASE("pointwise conv with few pixels runs transposed and matches the refere
   CHECK(conv_pointwise_transposed(64, 49));
   CHECK(conv_pointwise_transposed(96, 49));
   CHECK(conv_pointwise_transposed(128, 49));
+  CHECK(conv_pointwise_transposed(256, 196, true));
+  CHECK(!conv_pointwise_transposed(256, 196));
   for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
     check_conv(shape(1, 37, 7, 7, 61, 1, 1, 0, 1, 1), true, p);      // N = 49, M = 61 (panel of 48 + 16)
     check_conv(shape(1, 300, 4, 5, 200, 1, 1, 0, 1, 1), false, p);   // N = 20, K > KC
@@ -156,6 +158,7 @@ TEST_CASE("conv post-ops (residual, Relu, Clip) match the reference on every pat
   check_conv_post(shape(1, 70, 6, 11, 144, 1, 1, 0, 1, 1), &pool);   // pointwise, transposed, threaded
   check_conv_post(shape(1, 40, 7, 7, 128, 3, 1, 1, 1, 1), &pool);    // 3x3, transposed, threaded
   check_conv_post(shape(1, 16, 14, 14, 96, 3, 2, 1, 1, 1), nullptr); // 3x3 stride 2, transposed
+  check_conv_post(shape(1, 12, 14, 14, 256, 3, 1, 1, 1, 1), &pool);  // 3x3, N = 196, transposed
   check_conv_post(shape(1, 16, 20, 20, 24, 3, 1, 1, 1, 1), &pool);   // threaded
   check_conv_post(shape(1, 8, 12, 13, 8, 3, 1, 1, 1, 8), nullptr);   // depthwise
   check_conv_post(shape(2, 6, 11, 11, 12, 3, 2, 1, 1, 6), &pool);    // depthwise, multiplier 2, stride 2
