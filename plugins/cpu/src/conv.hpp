@@ -5,8 +5,12 @@
 //            with packing), bias added in the GEMM store.
 //   pointwise (1x1, stride 1, no pad): the same GEMM reading the input in
 //            place as an unpacked B (no im2col, no packing).
-//   depthwise (IC/g == 1): direct sliding-window kernel, vectorised along
-//            output columns, bias fused.
+//   few output pixels (group 1, cost model in conv_pointwise_transposed):
+//            the transposed product out^T = x^T W^T, channels along the
+//            48-wide panels, then a transposing store.
+//   depthwise (IC/g == 1): 3x3 (stride 1/2) direct AVX-512 kernel reading
+//            the input rows in place; other shapes a phase-plane sliding
+//            window; both vectorised along output columns, bias fused.
 // Post-ops (residual add, clamp) are applied in the store of every path.
 #pragma once
 #include <cstdint>
