@@ -17,6 +17,7 @@ const Registry& registry() {
     register_nn_ops(reg);
     register_elementwise_ops(reg);
     register_shape_ops(reg);
+    register_index_ops(reg);
     return reg;
   }();
   return r;

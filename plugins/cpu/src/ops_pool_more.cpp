@@ -1,0 +1,305 @@
+// AveragePool (1-3 spatial dims, pads, auto_pad, count_include_pad,
+// ceil_mode, dilations), GlobalMaxPool, LogSoftmax, Hardmax and
+// InstanceNormalization. float32.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "ops_more.hpp"
+
+namespace nxrt::cpu {
+namespace {
+
+constexpr nxrt_dtype kF32[] = {NXRT_DTYPE_FLOAT32};
+
+// ------------------------------------------------------------ AveragePool
+
+struct AvgArgs {
+  std::vector<int64_t> k, s, d, pads;
+  std::string auto_pad;
+  bool ceil = false, include_pad = false;
+};
+
+Check avgpool_check(const Node& n) {
+  if (auto r = sdk::require_dtypes(n, kF32)) return r;
+  if (auto r = known_attrs(n, {"kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode", "count_include_pad"}))
+    return r;
+  auto ks = n.attr_ints("kernel_shape");
+  if (ks.empty()) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "AveragePool: kernel_shape is required");
+  const size_t sr = ks.size();
+  if (sr > 3) return sdk::refuse(NXRT_REFUSE_SHAPE, "AveragePool with {} spatial dims is not implemented (1-3)", sr);
+  auto x = n.input(0);
+  if (x.rank() >= 0 && x.rank() != int64_t(sr) + 2)
+    return sdk::refuse(NXRT_REFUSE_SHAPE, "AveragePool: X rank {} does not match kernel_shape", x.rank());
+  const std::string ap = n.attr_string("auto_pad", "NOTSET");
+  if (ap != "NOTSET" && ap != "VALID" && ap != "SAME_UPPER" && ap != "SAME_LOWER")
+    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "AveragePool: auto_pad '{}' is not valid", ap);
+  for (const char* name : {"strides", "dilations"}) {
+    auto v = n.attr_ints(name);
+    if (!v.empty() && v.size() != sr) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "AveragePool: {} has {} values, expected {}", name, v.size(), sr);
+    for (auto e : v) if (e < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "AveragePool: {} value {} < 1", name, e);
+  }
+  auto pads = n.attr_ints("pads");
+  if (!pads.empty() && pads.size() != 2 * sr) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "AveragePool: pads has {} values, expected {}", pads.size(), 2 * sr);
+  for (auto p : pads) if (p < 0) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "AveragePool: negative pad {}", p);
+  for (auto k : ks) if (k < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "AveragePool: kernel size {} < 1", k);
+  return std::nullopt;
+}
+
+std::unique_ptr<Kernel> avgpool_create(const Node& n, CpuSession& session) {
+  AvgArgs a;
+  a.k = n.attr_ints("kernel_shape");
+  const size_t sr = a.k.size();
+  a.s = n.attr_ints("strides", std::vector<int64_t>(sr, 1));
+  a.d = n.attr_ints("dilations", std::vector<int64_t>(sr, 1));
+  a.pads = n.attr_ints("pads", std::vector<int64_t>(2 * sr, 0));
+  a.auto_pad = n.attr_string("auto_pad", "NOTSET");
+  a.ceil = n.attr_int("ceil_mode", 0) != 0;
+  a.include_pad = n.attr_int("count_include_pad", 0) != 0;
+  ThreadPool* pool = session.pool();
+  return make_kernel([a, pool](Context& ctx) {
+    TensorView x = ctx.input(0);
+    const size_t sr = a.k.size();
+    if (x.rank() != sr + 2) sdk::fail(NXRT_INVALID_ARGUMENT, "AveragePool: X {} must have rank {}", dims_str(x.dims()), sr + 2);
+    // Right-aligned into 3 spatial dims (unused ones: size 1, kernel 1).
+    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, st[3] = {1, 1, 1}, dl[3] = {1, 1, 1}, pb[3] = {0, 0, 0},
+            pe[3] = {0, 0, 0};
+    std::vector<int64_t> od = {x.dim(0), x.dim(1)};
+    const size_t off = 3 - sr;
+    for (size_t i = 0; i < sr; ++i) {
+      const size_t j = off + i;
+      in[j] = x.dim(2 + i);
+      k[j] = a.k[i];
+      st[j] = a.s[i];
+      dl[j] = a.d[i];
+      const int64_t ek = (k[j] - 1) * dl[j] + 1;
+      if (a.auto_pad == "VALID") {
+        out[j] = in[j] >= ek ? (in[j] - ek) / st[j] + 1 : 0;
+      } else if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
+        out[j] = (in[j] + st[j] - 1) / st[j];
+        const int64_t total = std::max<int64_t>(0, (out[j] - 1) * st[j] + ek - in[j]);
+        pb[j] = a.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+        pe[j] = total - pb[j];
+      } else {
+        pb[j] = a.pads[i];
+        pe[j] = a.pads[i + sr];
+        const int64_t span = in[j] + pb[j] + pe[j] - ek;
+        if (span < 0) out[j] = 0;
+        else if (!a.ceil) out[j] = span / st[j] + 1;
+        else {
+          out[j] = (span + st[j] - 1) / st[j] + 1;
+          if ((out[j] - 1) * st[j] >= in[j] + pb[j]) --out[j];
+        }
+      }
+      od.push_back(out[j]);
+    }
+    TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
+    if (y.numel() == 0) return;
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    const int64_t planes = x.dim(0) * x.dim(1), isz = in[0] * in[1] * in[2], osz = out[0] * out[1] * out[2];
+    const bool inc = a.include_pad;
+    const int parts = int(std::min<int64_t>(planes, threads_for(pool, double(planes * osz) * double(k[0] * k[1] * k[2]))));
+    parallel_for(pool, parts, [&](int64_t c) {
+      int64_t p0 = 0, p1 = 0;
+      split_range(planes, parts, c, p0, p1);
+      for (int64_t p = p0; p < p1; ++p) {
+        const float* xs = xp + p * isz;
+        float* ys = yp + p * osz;
+        for (int64_t oz = 0; oz < out[0]; ++oz)
+          for (int64_t oy = 0; oy < out[1]; ++oy)
+            for (int64_t ox = 0; ox < out[2]; ++ox) {
+              double sum = 0;
+              int64_t cnt = 0, cnt_pad = 0;
+              for (int64_t kz = 0; kz < k[0]; ++kz) {
+                const int64_t iz = oz * st[0] - pb[0] + kz * dl[0];
+                if (iz < -pb[0] || iz >= in[0] + pe[0]) continue;
+                const bool vz = iz >= 0 && iz < in[0];
+                for (int64_t ky = 0; ky < k[1]; ++ky) {
+                  const int64_t iy = oy * st[1] - pb[1] + ky * dl[1];
+                  if (iy < -pb[1] || iy >= in[1] + pe[1]) continue;
+                  const bool vy = vz && iy >= 0 && iy < in[1];
+                  for (int64_t kx = 0; kx < k[2]; ++kx) {
+                    const int64_t ix = ox * st[2] - pb[2] + kx * dl[2];
+                    if (ix < -pb[2] || ix >= in[2] + pe[2]) continue;
+                    ++cnt_pad;
+                    if (vy && ix >= 0 && ix < in[2]) {
+                      sum += xs[(iz * in[1] + iy) * in[2] + ix];
+                      ++cnt;
+                    }
+                  }
+                }
+              }
+              const int64_t div = inc ? cnt_pad : cnt;
+              ys[(oz * out[1] + oy) * out[2] + ox] = div ? float(sum / double(div)) : 0.f;
+            }
+      }
+    });
+  });
+}
+
+// ----------------------------------------------------------- GlobalMaxPool
+
+std::unique_ptr<Kernel> gmp_create(const Node&, CpuSession& s) {
+  ThreadPool* pool = s.pool();
+  return make_kernel([pool](Context& ctx) {
+    TensorView x = ctx.input(0);
+    if (x.rank() < 2) sdk::fail(NXRT_INVALID_ARGUMENT, "GlobalMaxPool: X {} must have rank >= 2", dims_str(x.dims()));
+    std::vector<int64_t> od = {x.dim(0), x.dim(1)};
+    od.resize(x.rank(), 1);
+    TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
+    const int64_t planes = x.dim(0) * x.dim(1);
+    if (planes == 0) return;
+    const int64_t sp = x.numel() / planes;
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    const int parts = threads_for(pool, double(x.numel()), 1 << 17);
+    parallel_for(pool, parts, [&](int64_t c) {
+      int64_t b = 0, e = 0;
+      split_range(planes, parts, c, b, e);
+      for (int64_t p = b; p < e; ++p) {
+        float m = -std::numeric_limits<float>::infinity();
+        const float* r = xp + p * sp;
+        for (int64_t i = 0; i < sp; ++i) m = (r[i] > m || std::isnan(r[i])) && !std::isnan(m) ? r[i] : m;
+        yp[p] = m;
+      }
+    });
+  });
+}
+
+// ----------------------------------------------------- LogSoftmax, Hardmax
+
+// Splits x around `axis`: opset < 13 coerces to 2-D at axis (inner = 1).
+void softmax_geometry(const TensorView& x, int64_t axis, bool coerce, const char* op, int64_t& outer, int64_t& n, int64_t& inner) {
+  const int64_t r = int64_t(x.rank());
+  const int64_t a = norm_axis(axis, r, op, coerce);
+  outer = 1;
+  n = 1;
+  inner = 1;
+  for (int64_t i = 0; i < a; ++i) outer *= x.dim(size_t(i));
+  if (coerce) {
+    for (int64_t i = a; i < r; ++i) n *= x.dim(size_t(i));
+  } else {
+    n = x.dim(size_t(a));
+    for (int64_t i = a + 1; i < r; ++i) inner *= x.dim(size_t(i));
+  }
+}
+
+std::unique_ptr<Kernel> logsoftmax_create(const Node& n, CpuSession& s, bool coerce, bool hard) {
+  const int64_t axis = n.attr_int("axis", coerce ? 1 : -1);
+  ThreadPool* pool = s.pool();
+  return make_kernel([axis, coerce, hard, pool](Context& ctx) {
+    TensorView x = ctx.input(0);
+    TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
+    if (x.numel() == 0) return;
+    int64_t outer = 0, len = 0, inner = 0;
+    softmax_geometry(x, axis, coerce, hard ? "Hardmax" : "LogSoftmax", outer, len, inner);
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    const int parts = threads_for(pool, double(x.numel()) * 4, 65536.0);
+    const int64_t cols = outer * inner;
+    parallel_for(pool, parts, [&](int64_t c) {
+      int64_t b = 0, e = 0;
+      split_range(cols, parts, c, b, e);
+      for (int64_t col = b; col < e; ++col) {
+        const int64_t o = col / inner, in = col % inner;
+        const float* xr = xp + o * len * inner + in;
+        float* yr = yp + o * len * inner + in;
+        float m = -std::numeric_limits<float>::infinity();
+        int64_t arg = 0;
+        for (int64_t i = 0; i < len; ++i)
+          if (xr[i * inner] > m) {
+            m = xr[i * inner];
+            arg = i;
+          }
+        if (hard) {
+          for (int64_t i = 0; i < len; ++i) yr[i * inner] = i == arg ? 1.f : 0.f;
+          continue;
+        }
+        double sum = 0;
+        for (int64_t i = 0; i < len; ++i) sum += std::exp(double(xr[i * inner]) - double(m));
+        const double ls = std::log(sum) + double(m);
+        for (int64_t i = 0; i < len; ++i) yr[i * inner] = float(double(xr[i * inner]) - ls);
+      }
+    });
+  });
+}
+
+// --------------------------------------------------- InstanceNormalization
+
+std::unique_ptr<Kernel> instnorm_create(const Node& n, CpuSession& s) {
+  const double eps = n.attr_float("epsilon", 1e-5f);
+  ThreadPool* pool = s.pool();
+  return make_kernel([eps, pool](Context& ctx) {
+    TensorView x = ctx.input(0), sc = ctx.input(1), bi = ctx.input(2);
+    if (x.rank() < 2) sdk::fail(NXRT_INVALID_ARGUMENT, "InstanceNormalization: X {} must have rank >= 2", dims_str(x.dims()));
+    const int64_t nb = x.dim(0), ch = x.dim(1);
+    if (sc.numel() != ch || bi.numel() != ch)
+      sdk::fail(NXRT_INVALID_ARGUMENT, "InstanceNormalization: scale/B must have {} elements", ch);
+    TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
+    const int64_t planes = nb * ch;
+    if (planes == 0) return;
+    const int64_t sp = x.numel() / planes;
+    const float* xp = x.data<float>();
+    const float* scp = sc.data<float>();
+    const float* bp = bi.data<float>();
+    float* yp = y.data<float>();
+    const int parts = threads_for(pool, double(x.numel()) * 3, 65536.0);
+    parallel_for(pool, parts, [&](int64_t c) {
+      int64_t b = 0, e = 0;
+      split_range(planes, parts, c, b, e);
+      for (int64_t p = b; p < e; ++p) {
+        const float* r = xp + p * sp;
+        double mean = 0;
+        for (int64_t i = 0; i < sp; ++i) mean += r[i];
+        mean /= double(sp);
+        double var = 0;
+        for (int64_t i = 0; i < sp; ++i) var += (r[i] - mean) * (r[i] - mean);
+        var /= double(sp);
+        const double g = double(scp[p % ch]) / std::sqrt(var + eps), bb = bp[p % ch];
+        float* o = yp + p * sp;
+        for (int64_t i = 0; i < sp; ++i) o[i] = float((r[i] - mean) * g + bb);
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void register_pool_more_ops(Registry& r) {
+  r.add(Def{"AveragePool", "", 1, INT_MAX, avgpool_check, avgpool_create});
+  r.add(Def{"GlobalMaxPool", "", 1, INT_MAX, [](const Node& n) { return sdk::require_dtypes(n, kF32); }, gmp_create});
+  r.add(Def{"LogSoftmax", "", 1, 12,
+            [](const Node& n) -> Check {
+              if (auto c = sdk::require_dtypes(n, kF32)) return c;
+              return known_attrs(n, {"axis"});
+            },
+            [](const Node& n, CpuSession& s) { return logsoftmax_create(n, s, true, false); }});
+  r.add(Def{"LogSoftmax", "", 13, INT_MAX,
+            [](const Node& n) -> Check {
+              if (auto c = sdk::require_dtypes(n, kF32)) return c;
+              return known_attrs(n, {"axis"});
+            },
+            [](const Node& n, CpuSession& s) { return logsoftmax_create(n, s, false, false); }});
+  r.add(Def{"Hardmax", "", 1, 12,
+            [](const Node& n) -> Check {
+              if (auto c = sdk::require_dtypes(n, kF32)) return c;
+              return known_attrs(n, {"axis"});
+            },
+            [](const Node& n, CpuSession& s) { return logsoftmax_create(n, s, true, true); }});
+  r.add(Def{"Hardmax", "", 13, INT_MAX,
+            [](const Node& n) -> Check {
+              if (auto c = sdk::require_dtypes(n, kF32)) return c;
+              return known_attrs(n, {"axis"});
+            },
+            [](const Node& n, CpuSession& s) { return logsoftmax_create(n, s, false, true); }});
+  r.add(Def{"InstanceNormalization", "", 6, INT_MAX,
+            [](const Node& n) -> Check {
+              if (auto c = sdk::require_dtypes(n, kF32)) return c;
+              return known_attrs(n, {"epsilon"});
+            },
+            instnorm_create});
+}
+
+}  // namespace nxrt::cpu
