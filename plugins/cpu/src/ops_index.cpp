@@ -511,6 +511,7 @@ void register_index_ops(Registry& r) {
   register_math_ops(r);
   register_reduce_ops(r);
   register_pool_more_ops(r);
+  register_gather_ops(r);
 }
 
 }  // namespace nxrt::cpu
