@@ -513,6 +513,7 @@ void register_index_ops(Registry& r) {
   register_pool_more_ops(r);
   register_gather_ops(r);
   register_loss_ops(r);
+  register_resize_ops(r);
 }
 
 }  // namespace nxrt::cpu
