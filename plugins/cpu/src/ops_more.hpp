@@ -18,6 +18,7 @@ void register_pool_more_ops(Registry& r);
 void register_gather_ops(Registry& r);
 void register_loss_ops(Registry& r);
 void register_resize_ops(Registry& r);
+void register_deconv_ops(Registry& r);
 
 inline std::optional<Elem> elem_of(nxrt_dtype t) {
   switch (t) {
