@@ -395,6 +395,8 @@ template <typename Make>
 Def unary_math(const char* op, int since, std::vector<std::string> attrs, Make make) {
   auto check = [attrs](const Node& n) -> Check {
     if (auto r = sdk::require_dtypes(n, kFloat)) return r;
+    const std::string ap = n.attr_string("approximate", "none");
+    if (ap != "none" && ap != "tanh") return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: approximate '{}'", n.op_type(), ap);
     return attrs_in(n, attrs);
   };
   auto create = [make](const Node& n, CpuSession& s) {
