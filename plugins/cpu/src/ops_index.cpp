@@ -516,6 +516,7 @@ void register_index_ops(Registry& r) {
   register_resize_ops(r);
   register_deconv_ops(r);
   register_linalg_ops(r);
+  register_rnn_ops(r);
 }
 
 }  // namespace nxrt::cpu

@@ -20,6 +20,7 @@ void register_loss_ops(Registry& r);
 void register_resize_ops(Registry& r);
 void register_deconv_ops(Registry& r);
 void register_linalg_ops(Registry& r);
+void register_rnn_ops(Registry& r);
 
 inline std::optional<Elem> elem_of(nxrt_dtype t) {
   switch (t) {
