@@ -1,7 +1,7 @@
 // Indexing and layout ops: GatherElements, ScatterElements (and Scatter 9-10),
 // GatherND, ScatterND, Trilu, Dropout (inference), CumSum, OneHot, TopK,
 // EyeLike, DepthToSpace, SpaceToDepth, NonZero, Compress, ReverseSequence,
-// LRN, MeanVarianceNormalization.
+// LRN, MeanVarianceNormalization, Unique.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -655,9 +655,88 @@ std::unique_ptr<Kernel> mvn_create(const Node& n, CpuSession& s) {
   });
 }
 
+// ------------------------------------------------------------------ Unique
+
+std::unique_ptr<Kernel> unique_create(const Node& n, CpuSession&) {
+  const bool has_axis = n.has_attr("axis");
+  const int64_t axis = n.attr_int("axis", 0);
+  const bool sorted = n.attr_int("sorted", 1) != 0;
+  const bool want1 = n.has_output(1), want2 = n.has_output(2), want3 = n.has_output(3);
+  return make_kernel([has_axis, axis, sorted, want1, want2, want3](Context& ctx) {
+    TensorView x = ctx.input(0);
+    int64_t outer = 1, len = x.numel(), inner = 1, a = 0;
+    if (has_axis) {
+      a = norm_axis(axis, int64_t(x.rank()), "Unique");
+      len = x.dim(size_t(a));
+      for (int64_t i = 0; i < a; ++i) outer *= x.dim(size_t(i));
+      for (size_t i = size_t(a) + 1; i < x.rank(); ++i) inner *= x.dim(i);
+    }
+    dispatch_type(x.dtype(), "Unique", [&](auto tag) {
+      using T = decltype(tag);
+      const T* xp = x.data<T>();
+      // Slice k = x[o, k, i] for all (o, i), compared in that order.
+      auto cmp = [&](int64_t p, int64_t q) {
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t i = 0; i < inner; ++i) {
+            const T u = xp[(o * len + p) * inner + i], v = xp[(o * len + q) * inner + i];
+            if (u < v) return -1;
+            if (v < u) return 1;
+          }
+        return 0;
+      };
+      std::vector<int64_t> order(static_cast<size_t>(len));
+      std::iota(order.begin(), order.end(), int64_t(0));
+      std::stable_sort(order.begin(), order.end(), [&](int64_t p, int64_t q) { return cmp(p, q) < 0; });
+      // Groups of equal slices (first member = first occurrence, thanks to the stable sort).
+      std::vector<int64_t> first, count, group_of(static_cast<size_t>(len));
+      for (size_t j = 0; j < order.size(); ++j) {
+        if (j == 0 || cmp(order[j - 1], order[j]) != 0) {
+          first.push_back(order[j]);
+          count.push_back(0);
+        }
+        group_of[size_t(order[j])] = int64_t(first.size()) - 1;
+        ++count.back();
+      }
+      // Output order: sorted (group order) or by first occurrence.
+      const int64_t u = int64_t(first.size());
+      std::vector<int64_t> rank(static_cast<size_t>(u));
+      std::iota(rank.begin(), rank.end(), int64_t(0));
+      if (!sorted) std::sort(rank.begin(), rank.end(), [&](int64_t p, int64_t q) { return first[size_t(p)] < first[size_t(q)]; });
+      std::vector<int64_t> pos(static_cast<size_t>(u));
+      for (int64_t j = 0; j < u; ++j) pos[size_t(rank[size_t(j)])] = j;
+      std::vector<int64_t> od = has_axis ? x.dims() : std::vector<int64_t>{u};
+      if (has_axis) od[size_t(a)] = u;
+      TensorView y = ctx.output(0, x.dtype(), od);
+      T* yp = y.data<T>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < u; ++j)
+          for (int64_t i = 0; i < inner; ++i) yp[(o * u + j) * inner + i] = xp[(o * len + first[size_t(rank[size_t(j)])]) * inner + i];
+      if (want1) {
+        TensorView t = ctx.output(1, NXRT_DTYPE_INT64, {u});
+        for (int64_t j = 0; j < u; ++j) t.data<int64_t>()[j] = first[size_t(rank[size_t(j)])];
+      }
+      if (want2) {
+        TensorView t = ctx.output(2, NXRT_DTYPE_INT64, {len});
+        for (int64_t k = 0; k < len; ++k) t.data<int64_t>()[k] = pos[size_t(group_of[size_t(k)])];
+      }
+      if (want3) {
+        TensorView t = ctx.output(3, NXRT_DTYPE_INT64, {u});
+        for (int64_t j = 0; j < u; ++j) t.data<int64_t>()[j] = count[size_t(rank[size_t(j)])];
+      }
+    });
+  });
+}
+
 }  // namespace
 
 void register_gather_ops(Registry& r) {
+  r.add(Def{"Unique", "", 11, INT_MAX,
+            [](const Node& n) -> Check {
+              if (auto c = sdk::require_dtypes(n, kNumeric, 0, 1)) return c;
+              if (n.output(0).dtype() != n.input(0).dtype()) return sdk::refuse(NXRT_REFUSE_DTYPE, "Unique: output dtype");
+              return known_attrs(n, {"axis", "sorted"});
+            },
+            unique_create});
   r.add(Def{"GatherElements", "", 11, INT_MAX,
             [](const Node& n) -> Check {
               if (auto c = data_types(n, 1)) return c;

@@ -1,4 +1,4 @@
-// Resize (opset 11+): nearest (4 rounding modes), linear and cubic
+// Resize (opset 11+) and GridSample (16-19, 4-D): nearest (4 rounding modes), linear and cubic
 // (cubic_coeff_a, exclude_outside), every coordinate transformation mode
 // including tf_crop_and_resize (roi, extrapolation_value). Separable: one
 // 1-D pass per axis whose mapping is not the identity, in double precision,
@@ -252,10 +252,118 @@ std::unique_ptr<Kernel> resize_create(const Node& n, CpuSession& s) {
   });
 }
 
+// -------------------------------------------------------------- GridSample
+
+enum class GsPad { Zeros, Border, Reflection };
+
+double gs_reflect(double v, double twice_low, double twice_high) {
+  if (twice_low == twice_high) return 0;
+  const double mn = twice_low / 2, span = (twice_high - twice_low) / 2;
+  v = std::fabs(v - mn);
+  const double extra = std::fmod(v, span);
+  const int64_t flips = int64_t(std::floor(v / span));
+  return flips % 2 == 0 ? extra + mn : span - extra + mn;
+}
+
+// The padding mode applied to a (continuous or integer) source coordinate.
+double gs_pad_coord(double c, int64_t size, GsPad pad, bool align) {
+  if (pad == GsPad::Border) return std::clamp(c, 0.0, double(size - 1));
+  if (pad == GsPad::Reflection) {
+    c = align ? gs_reflect(c, 0, 2.0 * double(size - 1)) : gs_reflect(c, -1, 2.0 * double(size) - 1);
+    return std::clamp(c, 0.0, double(size - 1));
+  }
+  return c;
+}
+
+std::unique_ptr<Kernel> gridsample_create(const Node& n, CpuSession& s) {
+  const std::string mode = n.attr_string("mode", "bilinear");
+  const int m = mode == "nearest" ? 0 : mode == "bicubic" ? 2 : 1;
+  const std::string pm = n.attr_string("padding_mode", "zeros");
+  const GsPad pad = pm == "border" ? GsPad::Border : pm == "reflection" ? GsPad::Reflection : GsPad::Zeros;
+  const bool align = n.attr_int("align_corners", 0) != 0;
+  ThreadPool* pool = s.pool();
+  return make_kernel([m, pad, align, pool](Context& ctx) {
+    TensorView x = ctx.input(0), grid = ctx.input(1);
+    if (x.rank() != 4 || grid.rank() != 4 || grid.dim(0) != x.dim(0) || grid.dim(3) != 2)
+      sdk::fail(NXRT_INVALID_ARGUMENT, "GridSample: X {} and grid {} must be [N,C,H,W] and [N,Ho,Wo,2]", dims_str(x.dims()), dims_str(grid.dims()));
+    const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3), Ho = grid.dim(1), Wo = grid.dim(2);
+    TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, {N, C, Ho, Wo});
+    if (y.numel() == 0) return;
+    const float* xp = x.data<float>();
+    const float* gp = grid.data<float>();
+    float* yp = y.data<float>();
+    auto unnorm = [align](double c, int64_t size) { return align ? (c + 1) / 2 * double(size - 1) : ((c + 1) * double(size) - 1) / 2; };
+    auto cubic = [](double t, double w[4]) {
+      const double A = -0.75;
+      auto c1 = [A](double v) { return ((A + 2) * v - (A + 3)) * v * v + 1; };
+      auto c2 = [A](double v) { return ((A * v - 5 * A) * v + 8 * A) * v - 4 * A; };
+      w[0] = c2(t + 1);
+      w[1] = c1(t);
+      w[2] = c1(1 - t);
+      w[3] = c2(2 - t);
+    };
+    const int parts = int(std::min<int64_t>(N * C, threads_for(pool, double(N * C * Ho * Wo) * 16, 65536.0)));
+    parallel_for(pool, parts, [&](int64_t part) {
+      int64_t b0 = 0, b1 = 0;
+      split_range(N * C, parts, part, b0, b1);
+      for (int64_t nc = b0; nc < b1; ++nc) {
+        const int64_t nn = nc / C;
+        const float* plane = xp + nc * H * W;
+        // Reads a pixel; out of range: 0 (the coordinates were already padded for border/reflection).
+        auto at = [&](int64_t yy, int64_t xx) -> double {
+          return (xx >= 0 && xx < W && yy >= 0 && yy < H) ? double(plane[yy * W + xx]) : 0.0;
+        };
+        for (int64_t i = 0; i < Ho * Wo; ++i) {
+          const float* g = gp + (nn * Ho * Wo + i) * 2;
+          double v = 0;
+          if (m == 2) {
+            const double ix = unnorm(g[0], W), iy = unnorm(g[1], H);
+            const double fx = std::floor(ix), fy = std::floor(iy);
+            double wx[4], wy[4];
+            cubic(ix - fx, wx);
+            cubic(iy - fy, wy);
+            for (int a = 0; a < 4; ++a)
+              for (int b = 0; b < 4; ++b) {
+                int64_t xx = int64_t(fx) - 1 + b, yy = int64_t(fy) - 1 + a;
+                if (pad != GsPad::Zeros) {
+                  xx = int64_t(gs_pad_coord(double(xx), W, pad, align));
+                  yy = int64_t(gs_pad_coord(double(yy), H, pad, align));
+                }
+                v += wy[a] * wx[b] * at(yy, xx);
+              }
+          } else {
+            const double ix = gs_pad_coord(unnorm(g[0], W), W, pad, align), iy = gs_pad_coord(unnorm(g[1], H), H, pad, align);
+            if (m == 0) {
+              v = at(int64_t(std::nearbyint(iy)), int64_t(std::nearbyint(ix)));
+            } else {
+              const double fx = std::floor(ix), fy = std::floor(iy), tx = ix - fx, ty = iy - fy;
+              const int64_t x0 = int64_t(fx), y0 = int64_t(fy);
+              v = (1 - ty) * ((1 - tx) * at(y0, x0) + tx * at(y0, x0 + 1)) + ty * ((1 - tx) * at(y0 + 1, x0) + tx * at(y0 + 1, x0 + 1));
+            }
+          }
+          yp[nc * Ho * Wo + i] = float(v);
+        }
+      }
+    });
+  });
+}
+
+Check gridsample_check(const Node& n) {
+  if (auto r = sdk::require_dtypes(n, {NXRT_DTYPE_FLOAT32})) return r;
+  if (auto r = known_attrs(n, {"mode", "padding_mode", "align_corners"})) return r;
+  const std::string mode = n.attr_string("mode", "bilinear");
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "GridSample: mode '{}'", mode);
+  const std::string pm = n.attr_string("padding_mode", "zeros");
+  if (pm != "zeros" && pm != "border" && pm != "reflection") return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "GridSample: padding_mode '{}'", pm);
+  if (n.input(0).rank() >= 0 && n.input(0).rank() != 4) return sdk::refuse(NXRT_REFUSE_SHAPE, "GridSample: only 4-D input is implemented");
+  return std::nullopt;
+}
+
 }  // namespace
 
 void register_resize_ops(Registry& r) {
   r.add(Def{"Resize", "", 11, INT_MAX, resize_check, resize_create});
+  r.add(Def{"GridSample", "", 16, 19, gridsample_check, gridsample_create});
 }
 
 }  // namespace nxrt::cpu
