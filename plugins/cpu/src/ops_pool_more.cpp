@@ -1,6 +1,6 @@
 // AveragePool (1-3 spatial dims, pads, auto_pad, count_include_pad,
-// ceil_mode, dilations), GlobalMaxPool, LogSoftmax, Hardmax and
-// InstanceNormalization. float32.
+// ceil_mode, dilations), GlobalMaxPool, LogSoftmax, Hardmax,
+// InstanceNormalization and RoiAlign (avg). float32.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -265,9 +265,93 @@ std::unique_ptr<Kernel> instnorm_create(const Node& n, CpuSession& s) {
   });
 }
 
+// ---------------------------------------------------------------- RoiAlign
+
+std::unique_ptr<Kernel> roialign_create(const Node& n, CpuSession& s, bool legacy_default) {
+  const std::string ctm = n.attr_string("coordinate_transformation_mode", legacy_default ? "output_half_pixel" : "half_pixel");
+  const bool half_pixel = ctm == "half_pixel";
+  const int64_t oh = n.attr_int("output_height", 1), ow = n.attr_int("output_width", 1), sr = n.attr_int("sampling_ratio", 0);
+  const double scale = n.attr_float("spatial_scale", 1.f);
+  ThreadPool* pool = s.pool();
+  return make_kernel([half_pixel, oh, ow, sr, scale, pool](Context& ctx) {
+    TensorView x = ctx.input(0), rois = ctx.input(1), bi = ctx.input(2);
+    if (x.rank() != 4 || rois.rank() != 2 || rois.dim(1) != 4 || bi.numel() != rois.dim(0))
+      sdk::fail(NXRT_INVALID_ARGUMENT, "RoiAlign: X {}, rois {}, batch_indices {}", dims_str(x.dims()), dims_str(rois.dims()), dims_str(bi.dims()));
+    const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3), R = rois.dim(0);
+    const auto batch = read_ints(bi, "RoiAlign", "batch_indices");
+    TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, {R, C, oh, ow});
+    const float* xp = x.data<float>();
+    const float* rp = rois.data<float>();
+    float* yp = y.data<float>();
+    for (auto b : batch)
+      if (b < 0 || b >= N) sdk::fail(NXRT_INVALID_ARGUMENT, "RoiAlign: batch index {} out of range", b);
+    const int parts = int(std::min<int64_t>(R * C, threads_for(pool, double(R * C * oh * ow) * 16, 65536.0)));
+    parallel_for(pool, parts, [&](int64_t part) {
+      int64_t b0 = 0, b1 = 0;
+      split_range(R * C, parts, part, b0, b1);
+      for (int64_t rc = b0; rc < b1; ++rc) {
+        const int64_t r = rc / C, c = rc % C;
+        const float* roi = rp + r * 4;
+        const double off = half_pixel ? 0.5 : 0.0;
+        const double sw = roi[0] * scale - off, sh = roi[1] * scale - off, ew = roi[2] * scale - off, eh = roi[3] * scale - off;
+        double rw = ew - sw, rh = eh - sh;
+        if (!half_pixel) {
+          rw = std::max(rw, 1.0);
+          rh = std::max(rh, 1.0);
+        }
+        const double bh = rh / double(oh), bw = rw / double(ow);
+        const int64_t gh = sr > 0 ? sr : int64_t(std::ceil(rh / double(oh))), gw = sr > 0 ? sr : int64_t(std::ceil(rw / double(ow)));
+        const double count = double(std::max<int64_t>(gh * gw, 1));
+        const float* plane = xp + (batch[size_t(r)] * C + c) * H * W;
+        for (int64_t ph = 0; ph < oh; ++ph)
+          for (int64_t pw = 0; pw < ow; ++pw) {
+            double acc = 0;
+            for (int64_t iy = 0; iy < gh; ++iy) {
+              double yy = sh + double(ph) * bh + (double(iy) + 0.5) * bh / double(gh);
+              for (int64_t ix = 0; ix < gw; ++ix) {
+                double xx = sw + double(pw) * bw + (double(ix) + 0.5) * bw / double(gw);
+                if (yy < -1.0 || yy > double(H) || xx < -1.0 || xx > double(W)) continue;
+                double ty = std::max(yy, 0.0), tx = std::max(xx, 0.0);
+                int64_t yl = int64_t(ty), xl = int64_t(tx), yh = 0, xh = 0;
+                if (yl >= H - 1) {
+                  yh = yl = H - 1;
+                  ty = double(yl);
+                } else {
+                  yh = yl + 1;
+                }
+                if (xl >= W - 1) {
+                  xh = xl = W - 1;
+                  tx = double(xl);
+                } else {
+                  xh = xl + 1;
+                }
+                const double ly = ty - double(yl), lx = tx - double(xl), hy = 1 - ly, hx = 1 - lx;
+                acc += hy * hx * plane[yl * W + xl] + hy * lx * plane[yl * W + xh] + ly * hx * plane[yh * W + xl] + ly * lx * plane[yh * W + xh];
+              }
+            }
+            yp[(rc * oh + ph) * ow + pw] = float(acc / count);
+          }
+      }
+    });
+  });
+}
+
+Check roialign_check(const Node& n) {
+  if (auto r = sdk::require_dtypes(n, kF32, 0, 2)) return r;
+  if (auto r = index_dtype(n, 2, "batch_indices", false)) return r;
+  if (auto r = known_attrs(n, {"coordinate_transformation_mode", "mode", "output_height", "output_width", "sampling_ratio", "spatial_scale"}))
+    return r;
+  if (n.attr_string("mode", "avg") != "avg") return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "RoiAlign: only mode avg is implemented");
+  const std::string ctm = n.attr_string("coordinate_transformation_mode", "half_pixel");
+  if (ctm != "half_pixel" && ctm != "output_half_pixel") return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "RoiAlign: coordinate_transformation_mode '{}'", ctm);
+  return std::nullopt;
+}
+
 }  // namespace
 
 void register_pool_more_ops(Registry& r) {
+  r.add(Def{"RoiAlign", "", 10, 15, roialign_check, [](const Node& n, CpuSession& s) { return roialign_create(n, s, true); }});
+  r.add(Def{"RoiAlign", "", 16, INT_MAX, roialign_check, [](const Node& n, CpuSession& s) { return roialign_create(n, s, false); }});
   r.add(Def{"AveragePool", "", 1, INT_MAX, avgpool_check, avgpool_create});
   r.add(Def{"GlobalMaxPool", "", 1, INT_MAX, [](const Node& n) { return sdk::require_dtypes(n, kF32); }, gmp_create});
   r.add(Def{"LogSoftmax", "", 1, 12,
