@@ -190,6 +190,19 @@ void where_t(const bool* c, const U* a, const U* b, U* y, std::span<const int64_
     U* yp = y + o;
     if (in[0] == 1 && in[1] == 1 && in[2] == 1) {
       for (int64_t i = 0; i < n; ++i) yp[i] = cp[i] ? ap[i] : bp[i];
+    } else if (in[0] == 1 && in[1] == 1 && in[2] == 0) {
+      const U bv = bp[0];
+      for (int64_t i = 0; i < n; ++i) yp[i] = cp[i] ? ap[i] : bv;
+    } else if (in[0] == 1 && in[1] == 0 && in[2] == 1) {
+      const U av = ap[0];
+      for (int64_t i = 0; i < n; ++i) yp[i] = cp[i] ? av : bp[i];
+    } else if (in[0] == 1 && in[1] == 0 && in[2] == 0) {
+      const U av = ap[0], bv = bp[0];
+      for (int64_t i = 0; i < n; ++i) yp[i] = cp[i] ? av : bv;
+    } else if (in[0] == 0) {
+      const U* src = cp[0] ? ap : bp;
+      const int64_t ss = cp[0] ? in[1] : in[2];
+      for (int64_t i = 0; i < n; ++i) yp[i] = src[i * ss];
     } else {
       for (int64_t i = 0; i < n; ++i) yp[i] = cp[i * in[0]] ? ap[i * in[1]] : bp[i * in[2]];
     }
@@ -235,7 +248,33 @@ uint16_t double_to_half(double d) {
 
 }  // namespace
 
-uint16_t float_to_half(float f) { return double_to_half(f); }
+// Round to nearest even with integer bit tricks (F. Giesen's float_to_half_fast3_rtne):
+// subnormal halves come from one IEEE float addition, normal ones from a biased add.
+uint16_t float_to_half(float f) {
+  constexpr uint32_t f32infty = 255u << 23, f16max = (127u + 16u) << 23, denorm_magic_u = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+  uint32_t u = 0;
+  std::memcpy(&u, &f, 4);
+  const uint32_t sign = u & 0x80000000u;
+  u ^= sign;
+  uint16_t o = 0;
+  if (u >= f16max) {
+    o = u > f32infty ? 0x7e00 : 0x7c00;  // NaN stays NaN, overflow -> inf
+  } else if (u < (113u << 23)) {         // below the smallest normal half
+    float v = 0, magic = 0;
+    std::memcpy(&v, &u, 4);
+    std::memcpy(&magic, &denorm_magic_u, 4);
+    v += magic;  // the float addition rounds to the half subnormal grid (ties to even)
+    uint32_t r = 0;
+    std::memcpy(&r, &v, 4);
+    o = uint16_t(r - denorm_magic_u);
+  } else {
+    const uint32_t mant_odd = (u >> 13) & 1u;
+    u += (uint32_t(15 - 127) << 23) + 0xfffu;
+    u += mant_odd;
+    o = uint16_t(u >> 13);
+  }
+  return uint16_t(o | (sign >> 16));
+}
 
 float half_to_float(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
@@ -285,7 +324,8 @@ template <typename S, typename D>
 void cast_t(const S* s, D* d, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     if constexpr (std::is_same_v<D, Half>) {
-      d[i].v = double_to_half(to_double(s[i]));  // one rounding, also from double
+      if constexpr (std::is_same_v<S, float>) d[i].v = float_to_half(s[i]);
+      else d[i].v = double_to_half(to_double(s[i]));  // one rounding, also from double
     } else if constexpr (std::is_same_v<D, BHalf>) {
       const float f = float(to_double(s[i]));
       uint32_t bits = 0;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <random>
 
 #include "tensor_ops.hpp"
 #include "util.hpp"
@@ -196,6 +197,18 @@ TEST_CASE("cast: float -> float16 rounds to nearest even, subnormals, overflow")
   CHECK(float_to_half(3 * 0x1p-25f) == 0x0002);
   CHECK(float_to_half(-0x1p-26f) == 0x8000);
   CHECK(float_to_half(0x1p-14f - 0x1p-26f) == 0x0400);  // rounds up into the smallest normal
+  // Dense sweep: the result is a nearest half (ties checked above), across subnormals, normals and the top.
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits(0, 0x477fefffu);  // |f| < 65520
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t u = bits(rng);
+    float f = 0;
+    std::memcpy(&f, &u, 4);
+    const uint16_t h = float_to_half(f);
+    const double got = half_to_float(h), d = std::fabs(double(f) - got);
+    REQUIRE(std::fabs(double(f) - double(half_to_float(uint16_t(h + 1)))) >= d);
+    if ((h & 0x7fff) != 0) REQUIRE(std::fabs(double(f) - double(half_to_float(uint16_t(h - 1)))) >= d);
+  }
   // Round trip of every finite half.
   for (uint32_t h = 0; h < 0x10000; ++h) {
     if ((h & 0x7c00) == 0x7c00) continue;
