@@ -1,6 +1,6 @@
 // AveragePool (1-3 spatial dims, pads, auto_pad, count_include_pad,
 // ceil_mode, dilations), GlobalMaxPool, LogSoftmax, Hardmax,
-// InstanceNormalization and RoiAlign (avg). float32.
+// InstanceNormalization, RoiAlign (avg) and MaxUnpool. float32.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -347,9 +347,64 @@ Check roialign_check(const Node& n) {
   return std::nullopt;
 }
 
+// --------------------------------------------------------------- MaxUnpool
+
+std::unique_ptr<Kernel> maxunpool_create(const Node& n, CpuSession&) {
+  const std::vector<int64_t> ks = n.attr_ints("kernel_shape");
+  const size_t sr = ks.size();
+  const std::vector<int64_t> st = n.attr_ints("strides", std::vector<int64_t>(sr, 1));
+  const std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * sr, 0));
+  return make_kernel([ks, st, pads, sr](Context& ctx) {
+    TensorView x = ctx.input(0), ind = ctx.input(1);
+    if (x.rank() != sr + 2 || ind.dims() != x.dims()) sdk::fail(NXRT_INVALID_ARGUMENT, "MaxUnpool: X {} / I {}", dims_str(x.dims()), dims_str(ind.dims()));
+    // Indices are flat over MaxPool's input, i.e. the default unpooled shape; with an explicit
+    // output_shape each element keeps its coordinates (the rest of the output is zero).
+    std::vector<int64_t> dd = {x.dim(0), x.dim(1)};
+    for (size_t i = 0; i < sr; ++i) dd.push_back((x.dim(2 + i) - 1) * st[i] + ks[i] - pads[i] - pads[i + sr]);
+    std::vector<int64_t> od = dd;
+    if (auto os = ctx.optional_input(2); os && os->numel() > 0) {
+      od = read_ints(*os, "MaxUnpool", "output_shape");
+      if (od.size() != x.rank()) sdk::fail(NXRT_INVALID_ARGUMENT, "MaxUnpool: output_shape rank");
+    }
+    TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
+    float* yp = y.data<float>();
+    std::fill(yp, yp + y.numel(), 0.f);
+    const float* xp = x.data<float>();
+    const int64_t* ip = ind.data<int64_t>();
+    const int64_t total = sdk::element_count(dd);
+    const auto ost = contiguous_strides(od);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      if (ip[i] < 0 || ip[i] >= total) sdk::fail(NXRT_INVALID_ARGUMENT, "MaxUnpool: index {} out of range", ip[i]);
+      int64_t rem = ip[i], off = 0;
+      bool inside = true;
+      for (size_t d = dd.size(); d-- > 0;) {
+        const int64_t c = rem % dd[d];
+        rem /= dd[d];
+        if (c >= od[d]) inside = false;
+        off += c * ost[d];
+      }
+      if (inside) yp[off] = xp[i];
+    }
+  });
+}
+
+Check maxunpool_check(const Node& n) {
+  if (auto r = input_dtype_is(n, 0, NXRT_DTYPE_FLOAT32, "X")) return r;
+  if (auto r = input_dtype_is(n, 1, NXRT_DTYPE_INT64, "I")) return r;
+  if (auto r = input_dtype_is(n, 2, NXRT_DTYPE_INT64, "output_shape")) return r;
+  if (auto r = known_attrs(n, {"kernel_shape", "pads", "strides"})) return r;
+  const auto ks = n.attr_ints("kernel_shape");
+  if (ks.empty()) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "MaxUnpool: kernel_shape is required");
+  const auto st = n.attr_ints("strides"), pads = n.attr_ints("pads");
+  if ((!st.empty() && st.size() != ks.size()) || (!pads.empty() && pads.size() != 2 * ks.size()))
+    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "MaxUnpool: strides/pads do not match kernel_shape");
+  return std::nullopt;
+}
+
 }  // namespace
 
 void register_pool_more_ops(Registry& r) {
+  r.add(Def{"MaxUnpool", "", 9, INT_MAX, maxunpool_check, maxunpool_create});
   r.add(Def{"RoiAlign", "", 10, 15, roialign_check, [](const Node& n, CpuSession& s) { return roialign_create(n, s, true); }});
   r.add(Def{"RoiAlign", "", 16, INT_MAX, roialign_check, [](const Node& n, CpuSession& s) { return roialign_create(n, s, false); }});
   r.add(Def{"AveragePool", "", 1, INT_MAX, avgpool_check, avgpool_create});
