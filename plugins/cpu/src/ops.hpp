@@ -47,7 +47,7 @@ void register_conv_ops(Registry& r);
 void register_nn_ops(Registry& r);
 void register_elementwise_ops(Registry& r);
 void register_shape_ops(Registry& r);
-void register_index_ops(Registry& r);  // + math, reduce, pool_more (ops_more.hpp)
+void register_index_ops(Registry& r);  // and every other register_*_ops declared in ops_more.hpp
 
 // Where a Conv kernel finds its tensors among the kernel inputs, and what it
 // applies to its result (a fused group: Conv [+ Add] [+ Relu | Clip]).
