@@ -114,6 +114,10 @@ inline Check no_outputs_from(const Node& n, size_t i, const char* what) {
   return std::nullopt;
 }
 
+// The kernel_shape / strides / dilations / pads / auto_pad checks shared by
+// MaxPool and AveragePool (1-3 spatial dims). Defined in ops_nn.cpp.
+Check pool_geometry_check(const Node& n);
+
 // Refuses unless the attribute is absent or equals `want`.
 inline Check attr_int_is(const Node& n, const char* name, int64_t want) {
   auto a = n.attr(name);

@@ -101,9 +101,7 @@ std::unique_ptr<Kernel> deconv_create(const Node& n, CpuSession& session) {
     const int64_t isz = in[0] * in[1] * in[2], osz = out[0] * out[1] * out[2], ksz = k[0] * k[1] * k[2];
     const int64_t planes = N * M;
     const int parts = int(std::min<int64_t>(planes, threads_for(pool, double(N * C * isz) * double(Mg * ksz))));
-    parallel_for(pool, parts, [&](int64_t c) {
-      int64_t p0 = 0, p1 = 0;
-      split_range(planes, parts, c, p0, p1);
+    parallel_ranges(pool, planes, parts, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t nn = p / M, m = p % M, g = m / Mg, ml = m % Mg;
         float* yo = yp + p * osz;

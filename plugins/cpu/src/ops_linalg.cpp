@@ -120,9 +120,7 @@ std::unique_ptr<Kernel> einsum_create(const Node& n, CpuSession& s) {
       for (size_t i = 0; i < k; ++i) ptr[i] = in[i].data<T>();
       T* yp = y.data<T>();
       const int parts = int(std::min<int64_t>(on, threads_for(pool, double(on) * double(sn) * double(k))));
-      parallel_for(pool, parts, [&](int64_t c) {
-        int64_t b = 0, e = 0;
-        split_range(on, parts, c, b, e);
+      parallel_ranges(pool, on, parts, [&](int64_t b, int64_t e) {
         std::vector<int64_t> base(k);
         for (int64_t o = b; o < e; ++o) {
           std::fill(base.begin(), base.end(), 0);

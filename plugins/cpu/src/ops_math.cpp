@@ -379,15 +379,7 @@ void apply_unary(const T* x, T* y, int64_t n, ThreadPool* pool, const F& f) {
   auto run = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) y[i] = T(f(double(x[i])));
   };
-  if (parts <= 1) {
-    run(0, n);
-    return;
-  }
-  parallel_for(pool, parts, [&](int64_t c) {
-    int64_t b = 0, e = 0;
-    split_range(n, parts, c, b, e);
-    run(b, e);
-  });
+  parallel_ranges(pool, n, parts, run);
 }
 
 // make(node) returns the element function double -> double.

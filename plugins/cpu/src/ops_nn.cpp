@@ -18,25 +18,7 @@ constexpr nxrt_dtype kPoolTypes[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_INT8, NXRT_D
 Check maxpool_check(const Node& n) {
   if (auto r = sdk::require_dtypes(n, kPoolTypes)) return r;
   if (auto r = no_outputs_from(n, 1, "Indices")) return r;
-  auto ks = n.attr_ints("kernel_shape");
-  if (ks.empty()) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "MaxPool: kernel_shape is required");
-  const size_t sr = ks.size();
-  if (sr > 3) return sdk::refuse(NXRT_REFUSE_SHAPE, "MaxPool with {} spatial dims is not implemented (1-3)", sr);
-  auto x = n.input(0);
-  if (x.rank() >= 0 && x.rank() != int64_t(sr) + 2)
-    return sdk::refuse(NXRT_REFUSE_SHAPE, "MaxPool: X rank {} does not match kernel_shape", x.rank());
-  const std::string ap = n.attr_string("auto_pad", "NOTSET");
-  if (ap != "NOTSET" && ap != "VALID" && ap != "SAME_UPPER" && ap != "SAME_LOWER")
-    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "MaxPool: auto_pad '{}' is not valid", ap);
-  for (const char* name : {"strides", "dilations"}) {
-    auto v = n.attr_ints(name);
-    if (!v.empty() && v.size() != sr) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "MaxPool: {} has {} values, expected {}", name, v.size(), sr);
-    for (auto e : v) if (e < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "MaxPool: {} value {} < 1", name, e);
-  }
-  auto pads = n.attr_ints("pads");
-  if (!pads.empty() && pads.size() != 2 * sr) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "MaxPool: pads has {} values, expected {}", pads.size(), 2 * sr);
-  for (auto k : ks) if (k < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "MaxPool: kernel size {} < 1", k);
-  return std::nullopt;
+  return pool_geometry_check(n);
 }
 
 std::unique_ptr<Kernel> maxpool_create(const Node& n, CpuSession& session) {
@@ -271,6 +253,30 @@ std::unique_ptr<Kernel> softmax_create(const Node& n, CpuSession& session, bool 
 }
 
 }  // namespace
+
+Check pool_geometry_check(const Node& n) {
+  const std::string op(n.op_type());
+  auto ks = n.attr_ints("kernel_shape");
+  if (ks.empty()) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: kernel_shape is required", op);
+  const size_t sr = ks.size();
+  if (sr > 3) return sdk::refuse(NXRT_REFUSE_SHAPE, "{} with {} spatial dims is not implemented (1-3)", op, sr);
+  auto x = n.input(0);
+  if (x.rank() >= 0 && x.rank() != int64_t(sr) + 2)
+    return sdk::refuse(NXRT_REFUSE_SHAPE, "{}: X rank {} does not match kernel_shape", op, x.rank());
+  const std::string ap = n.attr_string("auto_pad", "NOTSET");
+  if (ap != "NOTSET" && ap != "VALID" && ap != "SAME_UPPER" && ap != "SAME_LOWER")
+    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: auto_pad '{}' is not valid", op, ap);
+  for (const char* name : {"strides", "dilations"}) {
+    auto v = n.attr_ints(name);
+    if (!v.empty() && v.size() != sr) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: {} has {} values, expected {}", op, name, v.size(), sr);
+    for (auto e : v) if (e < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: {} value {} < 1", op, name, e);
+  }
+  auto pads = n.attr_ints("pads");
+  if (!pads.empty() && pads.size() != 2 * sr) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: pads has {} values, expected {}", op, pads.size(), 2 * sr);
+  for (auto p : pads) if (p < 0) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: negative pad {}", op, p);
+  for (auto k : ks) if (k < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: kernel size {} < 1", op, k);
+  return std::nullopt;
+}
 
 void register_nn_ops(Registry& r) {
   r.add(Def{"MaxPool", "", 1, INT_MAX, maxpool_check, maxpool_create});

@@ -25,26 +25,7 @@ Check avgpool_check(const Node& n) {
   if (auto r = sdk::require_dtypes(n, kF32)) return r;
   if (auto r = known_attrs(n, {"kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode", "count_include_pad"}))
     return r;
-  auto ks = n.attr_ints("kernel_shape");
-  if (ks.empty()) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "AveragePool: kernel_shape is required");
-  const size_t sr = ks.size();
-  if (sr > 3) return sdk::refuse(NXRT_REFUSE_SHAPE, "AveragePool with {} spatial dims is not implemented (1-3)", sr);
-  auto x = n.input(0);
-  if (x.rank() >= 0 && x.rank() != int64_t(sr) + 2)
-    return sdk::refuse(NXRT_REFUSE_SHAPE, "AveragePool: X rank {} does not match kernel_shape", x.rank());
-  const std::string ap = n.attr_string("auto_pad", "NOTSET");
-  if (ap != "NOTSET" && ap != "VALID" && ap != "SAME_UPPER" && ap != "SAME_LOWER")
-    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "AveragePool: auto_pad '{}' is not valid", ap);
-  for (const char* name : {"strides", "dilations"}) {
-    auto v = n.attr_ints(name);
-    if (!v.empty() && v.size() != sr) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "AveragePool: {} has {} values, expected {}", name, v.size(), sr);
-    for (auto e : v) if (e < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "AveragePool: {} value {} < 1", name, e);
-  }
-  auto pads = n.attr_ints("pads");
-  if (!pads.empty() && pads.size() != 2 * sr) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "AveragePool: pads has {} values, expected {}", pads.size(), 2 * sr);
-  for (auto p : pads) if (p < 0) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "AveragePool: negative pad {}", p);
-  for (auto k : ks) if (k < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "AveragePool: kernel size {} < 1", k);
-  return std::nullopt;
+  return pool_geometry_check(n);
 }
 
 std::unique_ptr<Kernel> avgpool_create(const Node& n, CpuSession& session) {
@@ -101,9 +82,7 @@ std::unique_ptr<Kernel> avgpool_create(const Node& n, CpuSession& session) {
     const int64_t planes = x.dim(0) * x.dim(1), isz = in[0] * in[1] * in[2], osz = out[0] * out[1] * out[2];
     const bool inc = a.include_pad;
     const int parts = int(std::min<int64_t>(planes, threads_for(pool, double(planes * osz) * double(k[0] * k[1] * k[2]))));
-    parallel_for(pool, parts, [&](int64_t c) {
-      int64_t p0 = 0, p1 = 0;
-      split_range(planes, parts, c, p0, p1);
+    parallel_ranges(pool, planes, parts, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
         const float* xs = xp + p * isz;
         float* ys = yp + p * osz;
@@ -155,9 +134,7 @@ std::unique_ptr<Kernel> gmp_create(const Node&, CpuSession& s) {
     const float* xp = x.data<float>();
     float* yp = y.data<float>();
     const int parts = threads_for(pool, double(x.numel()), 1 << 17);
-    parallel_for(pool, parts, [&](int64_t c) {
-      int64_t b = 0, e = 0;
-      split_range(planes, parts, c, b, e);
+    parallel_ranges(pool, planes, parts, [&](int64_t b, int64_t e) {
       for (int64_t p = b; p < e; ++p) {
         float m = -std::numeric_limits<float>::infinity();
         const float* r = xp + p * sp;
@@ -199,9 +176,7 @@ std::unique_ptr<Kernel> logsoftmax_create(const Node& n, CpuSession& s, bool coe
     float* yp = y.data<float>();
     const int parts = threads_for(pool, double(x.numel()) * 4, 65536.0);
     const int64_t cols = outer * inner;
-    parallel_for(pool, parts, [&](int64_t c) {
-      int64_t b = 0, e = 0;
-      split_range(cols, parts, c, b, e);
+    parallel_ranges(pool, cols, parts, [&](int64_t b, int64_t e) {
       for (int64_t col = b; col < e; ++col) {
         const int64_t o = col / inner, in = col % inner;
         const float* xr = xp + o * len * inner + in;
@@ -246,9 +221,7 @@ std::unique_ptr<Kernel> instnorm_create(const Node& n, CpuSession& s) {
     const float* bp = bi.data<float>();
     float* yp = y.data<float>();
     const int parts = threads_for(pool, double(x.numel()) * 3, 65536.0);
-    parallel_for(pool, parts, [&](int64_t c) {
-      int64_t b = 0, e = 0;
-      split_range(planes, parts, c, b, e);
+    parallel_ranges(pool, planes, parts, [&](int64_t b, int64_t e) {
       for (int64_t p = b; p < e; ++p) {
         const float* r = xp + p * sp;
         double mean = 0;

@@ -71,16 +71,7 @@ void broadcast_rows(std::span<const int64_t> out_dims, const std::array<std::vec
     }
   };
   const int parts = threads_for(pool, double(rows) * double(n), 65536.0);
-  if (parts <= 1 || rows < 2) {
-    run(0, rows);
-    return;
-  }
-  const int64_t chunks = std::min<int64_t>(rows, parts);
-  parallel_for(pool, chunks, [&](int64_t c) {
-    int64_t b = 0, e = 0;
-    split_range(rows, chunks, c, b, e);
-    run(b, e);
-  });
+  parallel_ranges(pool, rows, parts, run);
 }
 
 // ---------------------------------------------------------- index-map copy

@@ -85,4 +85,20 @@ inline void split_range(int64_t total, int64_t parts, int64_t i, int64_t& begin,
   end = begin + base + (i < rem ? 1 : 0);
 }
 
+// Runs fn(begin, end) over [0, total) split into min(parts, total) near-equal
+// ranges: on the pool when that is more than one, else once, inline.
+template <typename F>
+inline void parallel_ranges(ThreadPool* pool, int64_t total, int64_t parts, F&& fn) {
+  if (parts > total) parts = total;
+  if (parts <= 1) {
+    fn(int64_t(0), total);
+    return;
+  }
+  parallel_for(pool, parts, [&](int64_t c) {
+    int64_t b = 0, e = 0;
+    split_range(total, parts, c, b, e);
+    fn(b, e);
+  });
+}
+
 }  // namespace nxrt::cpu
