@@ -83,57 +83,31 @@ struct G {
     }
     return id;
   }
-  // A float16 constant (Clip bounds), also bound as an input like const_i64.
+  // A constant that is also bound as an input (Clip bounds, shapes, axes): count
+  // elements of type t at data.
+  int constant(const void* data, size_t count, nxrt_dtype t) {
+    IrValue iv;
+    iv.name = "c" + std::to_string(g.values.size());
+    iv.dtype = t;
+    iv.rank = 1;
+    iv.dims = {int64_t(count)};
+    iv.is_const = iv.has_data = true;
+    iv.data.dtype = t;
+    iv.data.dims = iv.dims;
+    const size_t bytes = count * nxrt::sdk::dtype_size(t);
+    iv.data.bytes.resize(bytes);
+    std::memcpy(iv.data.bytes.data(), data, bytes);
+    int id = g.add_value(iv);
+    g.inputs.push_back(id);
+    inputs.emplace_back(data, iv.dims, t);
+    return id;
+  }
   int const_f16(const std::vector<float>& v) {
-    IrValue iv;
-    iv.name = "c" + std::to_string(g.values.size());
-    iv.dtype = NXRT_DTYPE_FLOAT16;
-    iv.rank = 1;
-    iv.dims = {int64_t(v.size())};
-    iv.is_const = iv.has_data = true;
-    iv.data.dtype = NXRT_DTYPE_FLOAT16;
-    iv.data.dims = iv.dims;
     auto h = to_half(v);
-    iv.data.bytes.resize(h.size() * 2);
-    std::memcpy(iv.data.bytes.data(), h.data(), h.size() * 2);
-    int id = g.add_value(iv);
-    g.inputs.push_back(id);
-    inputs.emplace_back(h.data(), iv.dims, NXRT_DTYPE_FLOAT16);
-    return id;
+    return constant(h.data(), h.size(), NXRT_DTYPE_FLOAT16);
   }
-  // A float32 constant (Clip bounds), bound as an input too.
-  int const_f32(const std::vector<float>& v) {
-    IrValue iv;
-    iv.name = "c" + std::to_string(g.values.size());
-    iv.dtype = NXRT_DTYPE_FLOAT32;
-    iv.rank = 1;
-    iv.dims = {int64_t(v.size())};
-    iv.is_const = iv.has_data = true;
-    iv.data.dtype = NXRT_DTYPE_FLOAT32;
-    iv.data.dims = iv.dims;
-    iv.data.bytes.resize(v.size() * 4);
-    std::memcpy(iv.data.bytes.data(), v.data(), v.size() * 4);
-    int id = g.add_value(iv);
-    g.inputs.push_back(id);
-    inputs.emplace_back(v.data(), iv.dims);
-    return id;
-  }
-  int const_i64(const std::vector<int64_t>& v) {
-    IrValue iv;
-    iv.name = "c" + std::to_string(g.values.size());
-    iv.dtype = NXRT_DTYPE_INT64;
-    iv.rank = 1;
-    iv.dims = {int64_t(v.size())};
-    iv.is_const = iv.has_data = true;
-    iv.data.dtype = NXRT_DTYPE_INT64;
-    iv.data.dims = iv.dims;
-    iv.data.bytes.resize(v.size() * 8);
-    std::memcpy(iv.data.bytes.data(), v.data(), v.size() * 8);
-    int id = g.add_value(iv);
-    g.inputs.push_back(id);
-    inputs.emplace_back(v.data(), iv.dims, NXRT_DTYPE_INT64);
-    return id;
-  }
+  int const_f32(const std::vector<float>& v) { return constant(v.data(), v.size(), NXRT_DTYPE_FLOAT32); }
+  int const_i64(const std::vector<int64_t>& v) { return constant(v.data(), v.size(), NXRT_DTYPE_INT64); }
   int const_i32(const std::vector<int32_t>& v) {  // Gather indices
     IrValue iv;
     iv.name = "c" + std::to_string(g.values.size());
