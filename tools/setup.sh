@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 pkgs=(cmake ninja-build ccache g++ pkg-config libonnx-dev libprotobuf-dev protobuf-compiler
       libboost-dev libboost-filesystem-dev libfmt-dev doctest-dev
-      libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers python3-onnx python3-numpy)
+      gcc-multilib libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers python3-onnx python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

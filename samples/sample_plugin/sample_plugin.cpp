@@ -62,15 +62,14 @@ class SamplePlugin : public nxrt::sdk::Plugin {
   const char* version() const override { return "0.1.0"; }
   uint64_t features() const override { return NXRT_FEATURE_CONCURRENT_RUN; }
   uint32_t device_count() override { return 1; }
-  void device_info(uint32_t, nxrt_device_info& info) override {
-    nxrt_device_info full{};
-    full.struct_size = sizeof full;
-    full.kind = NXRT_DEVICE_CPU;
-    full.name = "sample CPU device";
-    full.vendor = "nxrt samples";
-    full.dtypes = 1ull << NXRT_DTYPE_FLOAT32;
-    full.host_addressable = 1;
-    nxrt::sdk::copy_device_info(full, info);
+  nxrt::sdk::DeviceDescription describe_device(uint32_t) override {
+    nxrt::sdk::DeviceDescription d;
+    d.kind = NXRT_DEVICE_CPU;
+    d.name = "sample CPU device";
+    d.vendor = "nxrt samples";
+    d.dtypes = 1ull << NXRT_DTYPE_FLOAT32;
+    d.host_addressable = true;
+    return d;
   }
   std::unique_ptr<nxrt::sdk::Session> create_session(uint32_t, const nxrt::sdk::Options&) override {
     return std::make_unique<SampleSession>();

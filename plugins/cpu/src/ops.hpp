@@ -23,6 +23,7 @@ using sdk::Kernel;
 using sdk::Node;
 using sdk::Refusal;
 using sdk::TensorView;
+using sdk::ConstTensorView;
 using Check = std::optional<Refusal>;
 
 class CpuSession : public sdk::HostMemorySession {
@@ -162,7 +163,7 @@ inline ConstCopy copy_constant(const Node& n, size_t i) {
   ConstCopy c;
   auto v = n.input(i);
   if (!v.present() || !v.is_constant()) return c;
-  TensorView t = v.constant();
+  ConstTensorView t = v.constant();
   c.present = true;
   c.dtype = t.dtype();
   c.dims = t.dims();

@@ -132,7 +132,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
   st.io = io;
   auto w = n.input(1);
   if (w.is_constant()) {
-    TensorView t = w.constant();
+    ConstTensorView t = w.constant();
     st.w_dims = t.dims();
     if (t.rank() != size_t(a.sr) + 2) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: W {} has the wrong rank", dims_str(t.dims()));
     ConvShape s;
@@ -155,7 +155,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
   }
   ThreadPool* pool = session.pool();
   return make_kernel([st = std::move(st), pool](Context& ctx) {
-    TensorView x = ctx.input(size_t(st.io.x)), w = ctx.input(size_t(st.io.w));
+    ConstTensorView x = ctx.input(size_t(st.io.x)), w = ctx.input(size_t(st.io.w));
     auto b = st.io.b >= 0 ? ctx.optional_input(size_t(st.io.b)) : std::nullopt;
     ConvShape s = make_shape(st.a, x.dims(), w.dims());
     if (st.packed && w.dims() != st.w_dims) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: W shape changed");
@@ -169,7 +169,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
                                                : std::span<const int64_t>(od_buf, 3);
     if (st.a.sr == 1) od_buf[2] = s.out_w;
     ConvPostOps post = st.io.post;
-    std::optional<TensorView> res;
+    std::optional<ConstTensorView> res;
     if (st.io.residual >= 0) {
       res = ctx.input(size_t(st.io.residual));
       if (res->dims().size() != od.size() || !std::equal(od.begin(), od.end(), res->dims().begin()))

@@ -54,7 +54,7 @@ std::unique_ptr<Kernel> deconv_create(const Node& n, CpuSession& session) {
   a.group = n.attr_int("group", 1);
   ThreadPool* pool = session.pool();
   return make_kernel([a, sr, pool](Context& ctx) {
-    TensorView x = ctx.input(0), w = ctx.input(1);
+    ConstTensorView x = ctx.input(0), w = ctx.input(1);
     auto b = ctx.optional_input(2);
     if (x.rank() != sr + 2 || w.rank() != sr + 2) sdk::fail(NXRT_INVALID_ARGUMENT, "ConvTranspose: X {} / W {} ranks", dims_str(x.dims()), dims_str(w.dims()));
     const int64_t N = x.dim(0), C = x.dim(1), G = a.group;
@@ -143,7 +143,7 @@ std::unique_ptr<Kernel> deconv_create(const Node& n, CpuSession& session) {
 std::unique_ptr<Kernel> nms_create(const Node& n, CpuSession&) {
   const bool center = n.attr_int("center_point_box", 0) != 0;
   return make_kernel([center](Context& ctx) {
-    TensorView boxes = ctx.input(0), scores = ctx.input(1);
+    ConstTensorView boxes = ctx.input(0), scores = ctx.input(1);
     int64_t max_out = 0;
     float iou_th = 0.f, score_th = 0.f;
     bool has_score_th = false;

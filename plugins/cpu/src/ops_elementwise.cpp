@@ -28,7 +28,7 @@ Def binary_def(const char* op, BinaryOp kind) {
   auto create = [kind, op = std::string(op)](const Node&, CpuSession& s) {
     ThreadPool* pool = s.pool();
     return make_kernel([kind, op, pool](Context& ctx) {
-      TensorView a = ctx.input(0), b = ctx.input(1);
+      ConstTensorView a = ctx.input(0), b = ctx.input(1);
       if (a.dtype() != b.dtype())
         sdk::fail(NXRT_INVALID_ARGUMENT, "{}: inputs are {} and {}", op, sdk::dtype_name(a.dtype()), sdk::dtype_name(b.dtype()));
       std::vector<int64_t> od;
@@ -55,7 +55,7 @@ Def unary_def(const char* op, UnaryOp kind, int since) {
   auto create = [kind](const Node&, CpuSession& s) {
     ThreadPool* pool = s.pool();
     return make_kernel([kind, pool](Context& ctx) {
-      TensorView x = ctx.input(0);
+      ConstTensorView x = ctx.input(0);
       TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
       unary(kind, x.data<float>(), y.data<float>(), x.numel(), pool);
     });
@@ -64,14 +64,14 @@ Def unary_def(const char* op, UnaryOp kind, int since) {
 }
 
 template <typename T>
-void relu_typed(const TensorView& x, TensorView& y, ThreadPool* pool) {
+void relu_typed(const ConstTensorView& x, TensorView& y, ThreadPool* pool) {
   relu(x.data<T>(), y.data<T>(), x.numel(), pool);
 }
 
 std::unique_ptr<Kernel> relu_create(const Node&, CpuSession& s) {
   ThreadPool* pool = s.pool();
   return make_kernel([pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     TensorView y = ctx.output(0, x.dtype(), x.dims());
     switch (x.dtype()) {
       case NXRT_DTYPE_FLOAT32: relu_typed<float>(x, y, pool); break;
@@ -95,7 +95,7 @@ T scalar_input(Context& ctx, size_t i, T fallback, const char* what) {
 }
 
 template <typename T>
-void clip_typed(Context& ctx, const TensorView& x, ThreadPool* pool) {
+void clip_typed(Context& ctx, const ConstTensorView& x, ThreadPool* pool) {
   const T lo = scalar_input<T>(ctx, 1, std::numeric_limits<T>::lowest(), "min");
   const T hi = scalar_input<T>(ctx, 2, std::numeric_limits<T>::max(), "max");
   TensorView y = ctx.output(0, x.dtype(), x.dims());
@@ -105,7 +105,7 @@ void clip_typed(Context& ctx, const TensorView& x, ThreadPool* pool) {
 std::unique_ptr<Kernel> clip11_create(const Node&, CpuSession& s) {
   ThreadPool* pool = s.pool();
   return make_kernel([pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     switch (x.dtype()) {
       case NXRT_DTYPE_FLOAT32: clip_typed<float>(ctx, x, pool); break;
       case NXRT_DTYPE_INT8: clip_typed<int8_t>(ctx, x, pool); break;
@@ -126,7 +126,7 @@ std::unique_ptr<Kernel> clip6_create(const Node& n, CpuSession& s) {
   const float hi = n.attr_float("max", std::numeric_limits<float>::max());
   ThreadPool* pool = s.pool();
   return make_kernel([lo, hi, pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
     clip(x.data<float>(), y.data<float>(), x.numel(), lo, hi, pool);
   });

@@ -45,7 +45,7 @@ std::optional<float> const_scalar(const Node& n, size_t i, bool& ok) {
     ok = false;
     return std::nullopt;
   }
-  TensorView t = v.constant();
+  ConstTensorView t = v.constant();
   if (t.numel() != 1) {
     ok = false;
     return std::nullopt;

@@ -109,7 +109,7 @@ Check reduction_check(const Node& n) {
 std::unique_ptr<Kernel> gather_elements_create(const Node& n, CpuSession&) {
   const int64_t axis = n.attr_int("axis", 0);
   return make_kernel([axis](Context& ctx) {
-    TensorView x = ctx.input(0), ind = ctx.input(1);
+    ConstTensorView x = ctx.input(0), ind = ctx.input(1);
     const size_t r = x.rank();
     if (ind.rank() != r) sdk::fail(NXRT_INVALID_ARGUMENT, "GatherElements: indices rank {} != data rank {}", ind.rank(), r);
     const size_t a = size_t(norm_axis(axis, int64_t(r), "GatherElements"));
@@ -130,7 +130,7 @@ std::unique_ptr<Kernel> scatter_elements_create(const Node& n, CpuSession&) {
   const int64_t axis = n.attr_int("axis", 0);
   const Red red = *reduction_of(n.attr_string("reduction", "none"));
   return make_kernel([axis, red](Context& ctx) {
-    TensorView x = ctx.input(0), ind = ctx.input(1), upd = ctx.input(2);
+    ConstTensorView x = ctx.input(0), ind = ctx.input(1), upd = ctx.input(2);
     const size_t r = x.rank();
     if (ind.rank() != r || upd.dims() != ind.dims())
       sdk::fail(NXRT_INVALID_ARGUMENT, "ScatterElements: indices {} and updates {} must match in shape and rank {}", dims_str(ind.dims()),
@@ -165,7 +165,7 @@ struct NdGeometry {
   std::vector<int64_t> dim_strides;  // strides of data dims [b, b+k)
 };
 
-NdGeometry nd_geometry(const TensorView& x, const TensorView& ind, int64_t b, const char* op) {
+NdGeometry nd_geometry(const ConstTensorView& x, const ConstTensorView& ind, int64_t b, const char* op) {
   NdGeometry g;
   const int64_t r = int64_t(x.rank()), q = int64_t(ind.rank());
   if (q < 1) sdk::fail(NXRT_INVALID_ARGUMENT, "{}: indices must have rank >= 1", op);
@@ -191,7 +191,7 @@ NdGeometry nd_geometry(const TensorView& x, const TensorView& ind, int64_t b, co
 std::unique_ptr<Kernel> gather_nd_create(const Node& n, CpuSession&) {
   const int64_t bd = n.attr_int("batch_dims", 0);
   return make_kernel([bd](Context& ctx) {
-    TensorView x = ctx.input(0), ind = ctx.input(1);
+    ConstTensorView x = ctx.input(0), ind = ctx.input(1);
     const NdGeometry g = nd_geometry(x, ind, bd, "GatherND");
     const auto idx = read_ints(ind, "GatherND", "indices");
     std::vector<int64_t> od(ind.dims().begin(), ind.dims().end() - 1);
@@ -213,7 +213,7 @@ std::unique_ptr<Kernel> gather_nd_create(const Node& n, CpuSession&) {
 std::unique_ptr<Kernel> scatter_nd_create(const Node& n, CpuSession&) {
   const Red red = *reduction_of(n.attr_string("reduction", "none"));
   return make_kernel([red](Context& ctx) {
-    TensorView x = ctx.input(0), ind = ctx.input(1), upd = ctx.input(2);
+    ConstTensorView x = ctx.input(0), ind = ctx.input(1), upd = ctx.input(2);
     const NdGeometry g = nd_geometry(x, ind, 0, "ScatterND");
     if (upd.numel() != g.tuples * g.slice) sdk::fail(NXRT_INVALID_ARGUMENT, "ScatterND: updates {} do not match", dims_str(upd.dims()));
     const auto idx = read_ints(ind, "ScatterND", "indices");
@@ -237,7 +237,7 @@ std::unique_ptr<Kernel> scatter_nd_create(const Node& n, CpuSession&) {
 std::unique_ptr<Kernel> trilu_create(const Node& n, CpuSession&) {
   const bool upper = n.attr_int("upper", 1) != 0;
   return make_kernel([upper](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     if (x.rank() < 2) sdk::fail(NXRT_INVALID_ARGUMENT, "Trilu: input must have rank >= 2");
     int64_t k = 0;
     if (auto t = ctx.optional_input(1)) {
@@ -289,7 +289,7 @@ Check dropout_check(const Node& n, bool inputs) {
 std::unique_ptr<Kernel> dropout_create(const Node& n, CpuSession&) {
   const bool mask = n.has_output(1);
   return make_kernel([mask](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     TensorView y = ctx.output(0, x.dtype(), x.dims());
     if (x.bytes()) std::memcpy(y.raw(), x.raw(), x.bytes());
     if (mask) {
@@ -305,7 +305,7 @@ std::unique_ptr<Kernel> dropout_create(const Node& n, CpuSession&) {
 std::unique_ptr<Kernel> cumsum_create(const Node& n, CpuSession&) {
   const bool exclusive = n.attr_int("exclusive", 0) != 0, reverse = n.attr_int("reverse", 0) != 0;
   return make_kernel([exclusive, reverse](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const auto av = read_ints(ctx.input(1), "CumSum", "axis");
     if (av.size() != 1) sdk::fail(NXRT_INVALID_ARGUMENT, "CumSum: axis must be a scalar");
     const int64_t r = int64_t(x.rank());
@@ -340,7 +340,7 @@ std::unique_ptr<Kernel> cumsum_create(const Node& n, CpuSession&) {
 
 // ------------------------------------------------------------------ OneHot
 
-std::vector<int64_t> read_as_int64(const TensorView& t, const char* op) {
+std::vector<int64_t> read_as_int64(const ConstTensorView& t, const char* op) {
   std::vector<int64_t> v(size_t(t.numel()));
   dispatch_type(t.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
@@ -353,7 +353,7 @@ std::vector<int64_t> read_as_int64(const TensorView& t, const char* op) {
 std::unique_ptr<Kernel> onehot_create(const Node& n, CpuSession&) {
   const int64_t axis = n.attr_int("axis", -1);
   return make_kernel([axis](Context& ctx) {
-    TensorView ind = ctx.input(0), dep = ctx.input(1), val = ctx.input(2);
+    ConstTensorView ind = ctx.input(0), dep = ctx.input(1), val = ctx.input(2);
     const auto idx = read_as_int64(ind, "OneHot");
     const auto dv = read_as_int64(dep, "OneHot");
     if (dv.size() != 1 || dv[0] < 1) sdk::fail(NXRT_INVALID_ARGUMENT, "OneHot: depth must be a positive scalar");
@@ -388,7 +388,7 @@ std::unique_ptr<Kernel> topk_create(const Node& n, CpuSession&, bool k_input) {
   const bool largest = n.attr_int("largest", 1) != 0;
   const int64_t k_attr = n.attr_int("k", 0);
   return make_kernel([axis, largest, k_attr, k_input](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     int64_t k = k_attr;
     if (k_input) {
       const auto kv = read_ints(ctx.input(1), "TopK", "K");
@@ -447,7 +447,7 @@ std::unique_ptr<Kernel> eyelike_create(const Node& n, CpuSession&) {
   const int64_t k = n.attr_int("k", 0);
   const nxrt_dtype dt = n.output(0).dtype();
   return make_kernel([k, dt](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     if (x.rank() != 2) sdk::fail(NXRT_INVALID_ARGUMENT, "EyeLike: input must be 2-D");
     TensorView y = ctx.output(0, dt, x.dims());
     if (y.bytes()) std::memset(y.raw(), 0, y.bytes());
@@ -468,7 +468,7 @@ std::unique_ptr<Kernel> d2s_create(const Node& n, CpuSession&, bool to_space) {
   const int64_t b = n.attr_int("blocksize", 0);
   const bool crd = n.attr_string("mode", "DCR") == "CRD";
   return make_kernel([b, crd, to_space](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     if (x.rank() != 4 || b < 1) sdk::fail(NXRT_INVALID_ARGUMENT, "DepthToSpace/SpaceToDepth: 4-D input and blocksize >= 1");
     const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
     std::vector<int64_t> od;
@@ -507,7 +507,7 @@ std::unique_ptr<Kernel> d2s_create(const Node& n, CpuSession&, bool to_space) {
 
 std::unique_ptr<Kernel> nonzero_create(const Node&, CpuSession&) {
   return make_kernel([](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const int64_t r = int64_t(x.rank());
     std::vector<int64_t> hits;
     dispatch_type(x.dtype(), "NonZero", [&](auto tag) {
@@ -535,7 +535,7 @@ std::unique_ptr<Kernel> compress_create(const Node& n, CpuSession&) {
   const bool has_axis = n.has_attr("axis");
   const int64_t axis = n.attr_int("axis", 0);
   return make_kernel([has_axis, axis](Context& ctx) {
-    TensorView x = ctx.input(0), cond = ctx.input(1);
+    ConstTensorView x = ctx.input(0), cond = ctx.input(1);
     if (cond.rank() != 1) sdk::fail(NXRT_INVALID_ARGUMENT, "Compress: condition must be 1-D");
     const bool* cp = cond.data<bool>();
     const size_t es = sdk::dtype_size(x.dtype());
@@ -570,7 +570,7 @@ std::unique_ptr<Kernel> compress_create(const Node& n, CpuSession&) {
 std::unique_ptr<Kernel> revseq_create(const Node& n, CpuSession&) {
   const int64_t batch_axis = n.attr_int("batch_axis", 1), time_axis = n.attr_int("time_axis", 0);
   return make_kernel([batch_axis, time_axis](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const auto lens = read_ints(ctx.input(1), "ReverseSequence", "sequence_lens");
     if (x.rank() < 2) sdk::fail(NXRT_INVALID_ARGUMENT, "ReverseSequence: rank must be >= 2");
     const int64_t ba = norm_axis(batch_axis, int64_t(x.rank()), "ReverseSequence");
@@ -600,7 +600,7 @@ std::unique_ptr<Kernel> lrn_create(const Node& n, CpuSession&) {
   const double alpha = n.attr_float("alpha", 1e-4f), beta = n.attr_float("beta", 0.75f), bias = n.attr_float("bias", 1.f);
   const int64_t size = n.attr_int("size", 1);
   return make_kernel([alpha, beta, bias, size](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     if (x.rank() < 3) sdk::fail(NXRT_INVALID_ARGUMENT, "LRN: input must have rank >= 3");
     const int64_t N = x.dim(0), C = x.dim(1), sp = x.numel() / std::max<int64_t>(1, N * C);
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
@@ -627,7 +627,7 @@ std::unique_ptr<Kernel> mvn_create(const Node& n, CpuSession& s) {
   const std::vector<int64_t> axes = n.attr_ints("axes", {0, 2, 3});
   ThreadPool* pool = s.pool();
   return make_kernel([axes, pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const int64_t r = int64_t(x.rank());
     std::vector<bool> flags(size_t(r), false);
     for (auto a : axes) flags[size_t(norm_axis(a, r, "MeanVarianceNormalization"))] = true;
@@ -663,7 +663,7 @@ std::unique_ptr<Kernel> unique_create(const Node& n, CpuSession&) {
   const bool sorted = n.attr_int("sorted", 1) != 0;
   const bool want1 = n.has_output(1), want2 = n.has_output(2), want3 = n.has_output(3);
   return make_kernel([has_axis, axis, sorted, want1, want2, want3](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     int64_t outer = 1, len = x.numel(), inner = 1, a = 0;
     if (has_axis) {
       a = norm_axis(axis, int64_t(x.rank()), "Unique");

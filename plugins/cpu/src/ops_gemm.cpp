@@ -47,7 +47,7 @@ std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s) {
   st.trans_b = n.attr_int("transB", 0) != 0;
   auto b = n.input(1);
   if (b.is_constant()) {
-    TensorView t = b.constant();
+    ConstTensorView t = b.constant();
     if (t.rank() != 2) sdk::fail(NXRT_INVALID_ARGUMENT, "Gemm: B has rank {}, expected 2", t.rank());
     st.pk = st.trans_b ? t.dim(1) : t.dim(0);
     st.pn = st.trans_b ? t.dim(0) : t.dim(1);
@@ -58,7 +58,7 @@ std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s) {
   }
   ThreadPool* pool = s.pool();
   return make_kernel([st, pool](Context& ctx) {
-    TensorView a = ctx.input(0), b = ctx.input(1);
+    ConstTensorView a = ctx.input(0), b = ctx.input(1);
     auto c = ctx.optional_input(2);
     if (a.rank() != 2 || b.rank() != 2)
       sdk::fail(NXRT_INVALID_ARGUMENT, "Gemm: A {} and B {} must be 2-D", dims_str(a.dims()), dims_str(b.dims()));
@@ -113,7 +113,7 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s) {
   MatMulState st;
   auto b = n.input(1);
   if (b.is_constant()) {
-    TensorView t = b.constant();
+    ConstTensorView t = b.constant();
     st.b_dims = t.dims();
     if (t.rank() >= 1) {
       const bool vec = t.rank() == 1;
@@ -133,7 +133,7 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s) {
   }
   ThreadPool* pool = s.pool();
   return make_kernel([st, pool](Context& ctx) {
-    TensorView a = ctx.input(0), b = ctx.input(1);
+    ConstTensorView a = ctx.input(0), b = ctx.input(1);
     if (a.rank() == 0 || b.rank() == 0) sdk::fail(NXRT_INVALID_ARGUMENT, "MatMul: operands must have rank >= 1");
     std::vector<int64_t> ad = a.dims(), bd = b.dims();
     const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;

@@ -23,7 +23,7 @@ std::unique_ptr<Kernel> shape_create(const Node& n, CpuSession&) {
   const bool has_end = n.has_attr("end");
   const int64_t end = n.attr_int("end", 0);
   return make_kernel([start, has_end, end](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const int64_t r = int64_t(x.rank());
     auto clampi = [r](int64_t v) { return std::clamp(v < 0 ? v + r : v, int64_t(0), r); };
     const int64_t s = clampi(start), e = has_end ? clampi(end) : r;
@@ -35,7 +35,7 @@ std::unique_ptr<Kernel> shape_create(const Node& n, CpuSession&) {
 
 std::unique_ptr<Kernel> size_create(const Node&, CpuSession&) {
   return make_kernel([](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     TensorView y = ctx.output(0, NXRT_DTYPE_INT64, std::span<const int64_t>());
     y.data<int64_t>()[0] = x.numel();
   });
@@ -52,7 +52,7 @@ std::unique_ptr<Kernel> gather_create(const Node& n, CpuSession& s) {
   const int64_t axis = n.attr_int("axis", 0);
   ThreadPool* pool = s.pool();
   return make_kernel([axis, pool](Context& ctx) {
-    TensorView x = ctx.input(0), ind = ctx.input(1);
+    ConstTensorView x = ctx.input(0), ind = ctx.input(1);
     const int64_t r = int64_t(x.rank());
     if (r == 0) sdk::fail(NXRT_INVALID_ARGUMENT, "Gather: data must have rank >= 1");
     const int64_t a = norm_axis(axis, r, "Gather");
@@ -76,7 +76,7 @@ struct SliceArgs {
 };
 
 void slice_run(Context& ctx, const SliceArgs& s, ThreadPool* pool) {
-  TensorView x = ctx.input(0);
+  ConstTensorView x = ctx.input(0);
   const int64_t r = int64_t(x.rank());
   const size_t k = s.starts.size();
   if (s.ends.size() != k || (!s.axes.empty() && s.axes.size() != k) || (!s.steps.empty() && s.steps.size() != k))
@@ -131,7 +131,7 @@ Check slice10_check(const Node& n) {
 std::unique_ptr<Kernel> expand_create(const Node&, CpuSession& s) {
   ThreadPool* pool = s.pool();
   return make_kernel([pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const std::vector<int64_t> shape = read_ints(ctx.input(1), "Expand", "shape");
     std::vector<std::vector<int64_t>> shapes = {x.dims(), shape};
     std::vector<int64_t> od;
@@ -152,7 +152,7 @@ std::unique_ptr<Kernel> expand_create(const Node&, CpuSession& s) {
 std::unique_ptr<Kernel> tile_create(const Node&, CpuSession& s) {
   ThreadPool* pool = s.pool();
   return make_kernel([pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const std::vector<int64_t> rep = read_ints(ctx.input(1), "Tile", "repeats");
     const size_t r = x.rank();
     if (rep.size() != r) sdk::fail(NXRT_INVALID_ARGUMENT, "Tile: {} repeats for rank {}", rep.size(), r);
@@ -188,7 +188,7 @@ std::optional<PadMode> pad_mode(const std::string& m) {
 // pads: begin values then end values for the axes listed (all axes when empty).
 void pad_run(Context& ctx, PadMode mode, const std::vector<int64_t>& pads_in, const std::vector<int64_t>& axes_in,
              const void* fill, ThreadPool* pool) {
-  TensorView x = ctx.input(0);
+  ConstTensorView x = ctx.input(0);
   const int64_t r = int64_t(x.rank());
   std::vector<int64_t> axes = axes_in;
   if (axes.empty())
@@ -250,7 +250,7 @@ std::unique_ptr<Kernel> pad11_create(const Node& n, CpuSession& s) {
   const PadMode mode = *pad_mode(n.attr_string("mode", "constant"));
   ThreadPool* pool = s.pool();
   return make_kernel([mode, pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const std::vector<int64_t> pads = read_ints(ctx.input(1), "Pad", "pads");
     uint64_t fill = 0;
     if (auto v = ctx.optional_input(2)) {
@@ -285,7 +285,7 @@ std::unique_ptr<Kernel> split_create(const Node& n, CpuSession&, bool split_inpu
   const std::vector<int64_t> split_attr = n.attr_ints("split");
   const int64_t num_outputs = n.attr_int("num_outputs", 0);
   return make_kernel([axis, split_attr, num_outputs, split_input](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const int64_t r = int64_t(x.rank());
     const int64_t a = norm_axis(axis, r, "Split");
     const int64_t d = x.dim(size_t(a));
@@ -341,7 +341,7 @@ std::unique_ptr<Kernel> cos_create(const Node& n, CpuSession&) {
   nxrt_dtype dt = NXRT_DTYPE_FLOAT32;
   uint64_t value = 0;
   if (auto a = n.attr("value")) {
-    TensorView t = a->tensor();
+    ConstTensorView t = a->tensor();
     if (t.numel() != 1) sdk::fail(NXRT_INVALID_ARGUMENT, "ConstantOfShape: value must have one element");
     dt = t.dtype();
     std::memcpy(&value, t.raw(), sdk::dtype_size(dt));
@@ -375,7 +375,7 @@ Check cos_check(const Node& n) {
 
 std::unique_ptr<Kernel> range_create(const Node&, CpuSession&) {
   return make_kernel([](Context& ctx) {
-    TensorView s = ctx.input(0), l = ctx.input(1), dl = ctx.input(2);
+    ConstTensorView s = ctx.input(0), l = ctx.input(1), dl = ctx.input(2);
     if (s.numel() != 1 || l.numel() != 1 || dl.numel() != 1) sdk::fail(NXRT_INVALID_ARGUMENT, "Range: inputs must be scalars");
     dispatch_type(s.dtype(), "Range", [&](auto tag) {
       using T = decltype(tag);
@@ -409,7 +409,7 @@ bool cast_supported(nxrt_dtype t) {
 std::unique_ptr<Kernel> cast_create(const Node& n, CpuSession&, bool like) {
   const nxrt_dtype to = like ? n.input(1).dtype() : nxrt_dtype(n.attr_int("to", 0));
   return make_kernel([to](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     TensorView y = ctx.output(0, to, x.dims());
     if (x.numel() == 0) return;
     if (x.dtype() == to) {
@@ -436,7 +436,7 @@ Check cast_check(const Node& n, bool like) {
 std::unique_ptr<Kernel> where_create(const Node&, CpuSession& s) {
   ThreadPool* pool = s.pool();
   return make_kernel([pool](Context& ctx) {
-    TensorView c = ctx.input(0), a = ctx.input(1), b = ctx.input(2);
+    ConstTensorView c = ctx.input(0), a = ctx.input(1), b = ctx.input(2);
     if (a.dtype() != b.dtype()) sdk::fail(NXRT_INVALID_ARGUMENT, "Where: X and Y differ in dtype");
     std::vector<std::vector<int64_t>> shapes = {c.dims(), a.dims(), b.dims()};
     std::vector<int64_t> od;

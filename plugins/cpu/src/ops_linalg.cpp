@@ -54,7 +54,7 @@ std::unique_ptr<Kernel> einsum_create(const Node& n, CpuSession& s) {
   ThreadPool* pool = s.pool();
   return make_kernel([eq, pool](Context& ctx) {
     const size_t k = ctx.input_count();
-    std::vector<TensorView> in;
+    std::vector<ConstTensorView> in;
     for (size_t i = 0; i < k; ++i) in.push_back(ctx.input(i));
     const size_t arrow = eq.find("->");
     const std::string lhs = eq.substr(0, arrow);
@@ -166,7 +166,7 @@ Check einsum_check(const Node& n) {
 
 std::unique_ptr<Kernel> det_create(const Node&, CpuSession&) {
   return make_kernel([](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const size_t r = x.rank();
     if (r < 2 || x.dim(r - 1) != x.dim(r - 2)) sdk::fail(NXRT_INVALID_ARGUMENT, "Det: input {} is not [..., M, M]", dims_str(x.dims()));
     const int64_t m = x.dim(r - 1);

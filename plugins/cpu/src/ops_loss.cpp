@@ -51,8 +51,8 @@ Check loss_check(const Node& n, bool sce) {
 
 // logp: [N, C, D] log-probabilities; writes the loss (shape of target, or a scalar).
 template <typename T>
-void nll(Context& ctx, const LossArgs& a, const T* logp, int64_t N, int64_t C, int64_t D, const TensorView& target_t,
-         const std::optional<TensorView>& weight_t, size_t out_index) {
+void nll(Context& ctx, const LossArgs& a, const T* logp, int64_t N, int64_t C, int64_t D, const ConstTensorView& target_t,
+         const std::optional<ConstTensorView>& weight_t, size_t out_index) {
   const auto target = read_ints(target_t, "NegativeLogLikelihoodLoss", "target");
   if (int64_t(target.size()) != N * D) sdk::fail(NXRT_INVALID_ARGUMENT, "loss: target {} does not match input", dims_str(target_t.dims()));
   const T* w = nullptr;
@@ -93,7 +93,7 @@ std::unique_ptr<Kernel> loss_create(const Node& n, CpuSession&, bool sce) {
   const LossArgs a = loss_args(n);
   const bool log_prob_out = sce && n.has_output(1);
   return make_kernel([a, sce, log_prob_out](Context& ctx) {
-    TensorView x = ctx.input(0), target = ctx.input(1);
+    ConstTensorView x = ctx.input(0), target = ctx.input(1);
     auto weight = ctx.optional_input(2);
     if (x.rank() < 2) sdk::fail(NXRT_INVALID_ARGUMENT, "loss: input must have rank >= 2");
     const int64_t N = x.dim(0), C = x.dim(1), D = C && N ? x.numel() / (N * C) : 0;
@@ -140,7 +140,7 @@ std::unique_ptr<Kernel> constant_create(const Node& n, CpuSession&) {
     c.bytes.assign(static_cast<const unsigned char*>(p), static_cast<const unsigned char*>(p) + bytes);
   };
   if (auto a = n.attr("value")) {
-    TensorView t = a->tensor();
+    ConstTensorView t = a->tensor();
     put(t.dtype(), t.dims(), t.raw(), t.bytes());
   } else if (auto a = n.attr("value_float")) {
     const float v = a->f();
@@ -213,7 +213,7 @@ struct QGeom {
   int64_t at(int64_t i) const { return per_axis ? (i / inner) % len : 0; }
 };
 
-QGeom q_geometry(const TensorView& x, const TensorView& scale, int64_t axis, const char* op) {
+QGeom q_geometry(const ConstTensorView& x, const ConstTensorView& scale, int64_t axis, const char* op) {
   QGeom g;
   if (scale.numel() == 1 && scale.rank() <= 1) return g;
   if (scale.rank() != 1) sdk::fail(NXRT_INVALID_ARGUMENT, "{}: scale must be a scalar or 1-D", op);
@@ -236,7 +236,7 @@ Q saturate_round(float v) {
 std::unique_ptr<Kernel> dequantize_create(const Node& n, CpuSession&) {
   const int64_t axis = n.attr_int("axis", 1);
   return make_kernel([axis](Context& ctx) {
-    TensorView x = ctx.input(0), sc = ctx.input(1);
+    ConstTensorView x = ctx.input(0), sc = ctx.input(1);
     auto zp = ctx.optional_input(2);
     const QGeom g = q_geometry(x, sc, axis, "DequantizeLinear");
     if (zp && (zp->numel() != sc.numel() || zp->dtype() != x.dtype())) sdk::fail(NXRT_INVALID_ARGUMENT, "DequantizeLinear: zero point does not match");
@@ -261,7 +261,7 @@ std::unique_ptr<Kernel> quantize_create(const Node& n, CpuSession&) {
   const int64_t axis = n.attr_int("axis", 1);
   const nxrt_dtype out = n.output(0).dtype();
   return make_kernel([axis, out](Context& ctx) {
-    TensorView x = ctx.input(0), sc = ctx.input(1);
+    ConstTensorView x = ctx.input(0), sc = ctx.input(1);
     auto zp = ctx.optional_input(2);
     const QGeom g = q_geometry(x, sc, axis, "QuantizeLinear");
     if (zp && (zp->numel() != sc.numel() || zp->dtype() != out)) sdk::fail(NXRT_INVALID_ARGUMENT, "QuantizeLinear: zero point does not match");
@@ -302,7 +302,7 @@ Check quant_check(const Node& n, bool quantize) {
 
 std::unique_ptr<Kernel> dynq_create(const Node&, CpuSession&) {
   return make_kernel([](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const float* xp = x.data<float>();
     float lo = 0, hi = 0;
     for (int64_t i = 0; i < x.numel(); ++i) {
@@ -338,7 +338,7 @@ std::unique_ptr<Kernel> opt_create(const Node& n, CpuSession&, Opt o) {
     const int64_t T = ctx.input(1).data<int64_t>()[0];
     const size_t per = (ctx.input_count() - 2) / size_t(opt_groups(o));  // optimized tensors
     for (size_t j = 0; j < per; ++j) {
-      TensorView x = ctx.input(2 + j), g = ctx.input(2 + per + j), v = ctx.input(2 + 2 * per + j);
+      ConstTensorView x = ctx.input(2 + j), g = ctx.input(2 + per + j), v = ctx.input(2 + 2 * per + j);
       const int64_t m = x.numel();
       if (g.numel() != m || v.numel() != m) sdk::fail(NXRT_INVALID_ARGUMENT, "optimizer: tensor {} shapes differ", j);
       const float* xp = x.data<float>();
@@ -363,7 +363,7 @@ std::unique_ptr<Kernel> opt_create(const Node& n, CpuSession&, Opt o) {
           xn[i] = float(nesterov ? xp[i] - R * (gr + alpha * vv) : xp[i] - R * vv);
         }
       } else {
-        TensorView h = ctx.input(2 + 3 * per + j);
+        ConstTensorView h = ctx.input(2 + 3 * per + j);
         if (h.numel() != m) sdk::fail(NXRT_INVALID_ARGUMENT, "Adam: tensor {} shapes differ", j);
         const float* hp = h.data<float>();
         TensorView ho = ctx.output(2 * per + j, NXRT_DTYPE_FLOAT32, x.dims());

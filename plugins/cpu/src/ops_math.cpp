@@ -44,7 +44,7 @@ void bin_bcast(const T* a, std::span<const int64_t> ad, const T* b, std::span<co
   });
 }
 
-std::vector<int64_t> out_shape2(const TensorView& a, const TensorView& b, std::string_view op) {
+std::vector<int64_t> out_shape2(const ConstTensorView& a, const ConstTensorView& b, std::string_view op) {
   std::vector<std::vector<int64_t>> shapes = {a.dims(), b.dims()};
   std::vector<int64_t> od;
   if (!broadcast_shapes(shapes, od))
@@ -87,7 +87,7 @@ Def compare_def(const char* op, Cmp c, int since, bool with_bool) {
   auto create = [c, name = std::string(op)](const Node&, CpuSession& s) {
     ThreadPool* pool = s.pool();
     return make_kernel([c, name, pool](Context& ctx) {
-      TensorView a = ctx.input(0), b = ctx.input(1);
+      ConstTensorView a = ctx.input(0), b = ctx.input(1);
       const auto od = out_shape2(a, b, name);
       TensorView y = ctx.output(0, NXRT_DTYPE_BOOL, od);
       if (y.numel() == 0) return;
@@ -117,7 +117,7 @@ Def logic_def(const char* op, Logic l) {
   auto create = [l, name = std::string(op)](const Node&, CpuSession& s) {
     ThreadPool* pool = s.pool();
     return make_kernel([l, name, pool](Context& ctx) {
-      TensorView a = ctx.input(0), b = ctx.input(1);
+      ConstTensorView a = ctx.input(0), b = ctx.input(1);
       const auto od = out_shape2(a, b, name);
       TensorView y = ctx.output(0, NXRT_DTYPE_BOOL, od);
       if (y.numel() == 0) return;
@@ -136,7 +136,7 @@ Def logic_def(const char* op, Logic l) {
 
 std::unique_ptr<Kernel> not_create(const Node&, CpuSession&) {
   return make_kernel([](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     TensorView y = ctx.output(0, NXRT_DTYPE_BOOL, x.dims());
     const bool* xp = x.data<bool>();
     bool* yp = y.data<bool>();
@@ -165,7 +165,7 @@ Def bitwise_def(const char* op, Bits kind, int since) {
     }
     ThreadPool* pool = s.pool();
     return make_kernel([k, name, pool](Context& ctx) {
-      TensorView a = ctx.input(0), b = ctx.input(1);
+      ConstTensorView a = ctx.input(0), b = ctx.input(1);
       const auto od = out_shape2(a, b, name);
       TensorView y = ctx.output(0, a.dtype(), od);
       if (y.numel() == 0) return;
@@ -198,7 +198,7 @@ Def bitwise_def(const char* op, Bits kind, int since) {
 
 std::unique_ptr<Kernel> bitwise_not_create(const Node&, CpuSession&) {
   return make_kernel([](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     TensorView y = ctx.output(0, x.dtype(), x.dims());
     dispatch_type(x.dtype(), "BitwiseNot", [&](auto tag) {
       using T = decltype(tag);
@@ -238,7 +238,7 @@ Def variadic_def(const char* op, Var v, int since, int until, std::span<const nx
     return make_kernel([v, name, pool](Context& ctx) {
       const size_t k = ctx.input_count();
       if (k == 0) sdk::fail(NXRT_INVALID_ARGUMENT, "{}: no inputs", name);
-      std::vector<TensorView> in;
+      std::vector<ConstTensorView> in;
       std::vector<std::vector<int64_t>> shapes;
       for (size_t i = 0; i < k; ++i) {
         in.push_back(ctx.input(i));
@@ -277,7 +277,7 @@ Def variadic_def(const char* op, Var v, int since, int until, std::span<const nx
 std::unique_ptr<Kernel> prelu_create(const Node&, CpuSession& s) {
   ThreadPool* pool = s.pool();
   return make_kernel([pool](Context& ctx) {
-    TensorView x = ctx.input(0), sl = ctx.input(1);
+    ConstTensorView x = ctx.input(0), sl = ctx.input(1);
     const auto od = out_shape2(x, sl, "PRelu");
     TensorView y = ctx.output(0, x.dtype(), od);
     if (y.numel() == 0) return;
@@ -306,7 +306,7 @@ std::unique_ptr<Kernel> mod_create(const Node& n, CpuSession& s) {
   const bool fmod = n.attr_int("fmod", 0) != 0;
   ThreadPool* pool = s.pool();
   return make_kernel([fmod, pool](Context& ctx) {
-    TensorView a = ctx.input(0), b = ctx.input(1);
+    ConstTensorView a = ctx.input(0), b = ctx.input(1);
     const auto od = out_shape2(a, b, "Mod");
     TensorView y = ctx.output(0, a.dtype(), od);
     if (y.numel() == 0) return;
@@ -334,7 +334,7 @@ Check mod_check(const Node& n) {
 
 std::unique_ptr<Kernel> sign_create(const Node&, CpuSession&) {
   return make_kernel([](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     TensorView y = ctx.output(0, x.dtype(), x.dims());
     dispatch_type(x.dtype(), "Sign", [&](auto tag) {
       using T = decltype(tag);
@@ -355,7 +355,7 @@ std::unique_ptr<Kernel> sign_create(const Node&, CpuSession&) {
 std::unique_ptr<Kernel> isnan_create(const Node& n, CpuSession&, bool inf) {
   const bool neg = n.attr_int("detect_negative", 1) != 0, pos = n.attr_int("detect_positive", 1) != 0;
   return make_kernel([inf, neg, pos](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     TensorView y = ctx.output(0, NXRT_DTYPE_BOOL, x.dims());
     bool* yp = y.data<bool>();
     dispatch_type(x.dtype(), "IsNaN", [&](auto tag) {
@@ -395,7 +395,7 @@ Def unary_math(const char* op, int since, std::vector<std::string> attrs, Make m
     auto f = make(n);
     ThreadPool* pool = s.pool();
     return make_kernel([f, pool](Context& ctx) {
-      TensorView x = ctx.input(0);
+      ConstTensorView x = ctx.input(0);
       TensorView y = ctx.output(0, x.dtype(), x.dims());
       if (x.dtype() == NXRT_DTYPE_FLOAT32) apply_unary(x.data<float>(), y.data<float>(), x.numel(), pool, f);
       else apply_unary(x.data<double>(), y.data<double>(), x.numel(), pool, f);

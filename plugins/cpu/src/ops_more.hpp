@@ -65,7 +65,7 @@ inline constexpr nxrt_dtype kNumeric[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT64
                                           NXRT_DTYPE_INT64,   NXRT_DTYPE_UINT64};
 
 // Reads a 1-D (or scalar) int32/int64 tensor as int64 values.
-inline std::vector<int64_t> read_ints(const TensorView& t, const char* op, const char* what) {
+inline std::vector<int64_t> read_ints(const ConstTensorView& t, const char* op, const char* what) {
   std::vector<int64_t> v(size_t(t.numel()));
   if (t.dtype() == NXRT_DTYPE_INT64) {
     const int64_t* p = t.data<int64_t>();

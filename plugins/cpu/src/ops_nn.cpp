@@ -36,7 +36,7 @@ std::unique_ptr<Kernel> maxpool_create(const Node& n, CpuSession& session) {
   a.ceil = n.attr_int("ceil_mode", 0) != 0;
   ThreadPool* pool = session.pool();
   return make_kernel([a, pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const size_t sr = a.k.size();
     if (x.rank() != sr + 2) sdk::fail(NXRT_INVALID_ARGUMENT, "MaxPool: X {} must have rank {}", dims_str(x.dims()), sr + 2);
     PoolShape s;
@@ -88,7 +88,7 @@ std::unique_ptr<Kernel> maxpool_create(const Node& n, CpuSession& session) {
 std::unique_ptr<Kernel> gap_create(const Node&, CpuSession& session) {
   ThreadPool* pool = session.pool();
   return make_kernel([pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     if (x.rank() < 2) sdk::fail(NXRT_INVALID_ARGUMENT, "GlobalAveragePool: X {} must have rank >= 2", dims_str(x.dims()));
     std::vector<int64_t> od = {x.dim(0), x.dim(1)};
     int64_t spatial = 1;
@@ -129,14 +129,14 @@ std::unique_ptr<Kernel> bn_create(const Node& n, CpuSession& session) {
   }
   ThreadPool* pool = session.pool();
   return make_kernel([st = std::move(st), pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     if (x.rank() < 2) sdk::fail(NXRT_INVALID_ARGUMENT, "BatchNormalization: X {} must have rank >= 2", dims_str(x.dims()));
     const int64_t N = x.dim(0), C = x.dim(1);
     const int64_t spatial = C ? x.numel() / std::max<int64_t>(1, N * C) : 0;
     std::vector<float> mul, add;
     const float *pm = st.mul.data(), *pa = st.add.data();
     if (!st.folded) {
-      TensorView sc = ctx.input(1), b = ctx.input(2), m = ctx.input(3), v = ctx.input(4);
+      ConstTensorView sc = ctx.input(1), b = ctx.input(2), m = ctx.input(3), v = ctx.input(4);
       if (sc.numel() != C || b.numel() != C || m.numel() != C || v.numel() != C)
         sdk::fail(NXRT_INVALID_ARGUMENT, "BatchNormalization: parameters must have {} values", C);
       mul.resize(size_t(C));
@@ -193,7 +193,7 @@ std::unique_ptr<Kernel> ln_create(const Node& n, CpuSession& session) {
   const bool has_mean = n.has_output(1), has_inv = n.has_output(2);
   ThreadPool* pool = session.pool();
   return make_kernel([axis, eps, has_mean, has_inv, pool](Context& ctx) {
-    TensorView x = ctx.input(0), scale = ctx.input(1);
+    ConstTensorView x = ctx.input(0), scale = ctx.input(1);
     auto bias = ctx.optional_input(2);
     const int64_t r = int64_t(x.rank());
     const int64_t ax = norm_axis(axis, r, "LayerNormalization");
@@ -231,7 +231,7 @@ std::unique_ptr<Kernel> softmax_create(const Node& n, CpuSession& session, bool 
   const int64_t axis = n.attr_int("axis", opset13 ? -1 : 1);
   ThreadPool* pool = session.pool();
   return make_kernel([axis, opset13, pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const int64_t r = int64_t(x.rank());
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
     if (x.numel() == 0) return;

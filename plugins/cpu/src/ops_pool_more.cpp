@@ -40,7 +40,7 @@ std::unique_ptr<Kernel> avgpool_create(const Node& n, CpuSession& session) {
   a.include_pad = n.attr_int("count_include_pad", 0) != 0;
   ThreadPool* pool = session.pool();
   return make_kernel([a, pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const size_t sr = a.k.size();
     if (x.rank() != sr + 2) sdk::fail(NXRT_INVALID_ARGUMENT, "AveragePool: X {} must have rank {}", dims_str(x.dims()), sr + 2);
     // Right-aligned into 3 spatial dims (unused ones: size 1, kernel 1).
@@ -123,7 +123,7 @@ std::unique_ptr<Kernel> avgpool_create(const Node& n, CpuSession& session) {
 std::unique_ptr<Kernel> gmp_create(const Node&, CpuSession& s) {
   ThreadPool* pool = s.pool();
   return make_kernel([pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     if (x.rank() < 2) sdk::fail(NXRT_INVALID_ARGUMENT, "GlobalMaxPool: X {} must have rank >= 2", dims_str(x.dims()));
     std::vector<int64_t> od = {x.dim(0), x.dim(1)};
     od.resize(x.rank(), 1);
@@ -148,7 +148,7 @@ std::unique_ptr<Kernel> gmp_create(const Node&, CpuSession& s) {
 // ----------------------------------------------------- LogSoftmax, Hardmax
 
 // Splits x around `axis`: opset < 13 coerces to 2-D at axis (inner = 1).
-void softmax_geometry(const TensorView& x, int64_t axis, bool coerce, const char* op, int64_t& outer, int64_t& n, int64_t& inner) {
+void softmax_geometry(const ConstTensorView& x, int64_t axis, bool coerce, const char* op, int64_t& outer, int64_t& n, int64_t& inner) {
   const int64_t r = int64_t(x.rank());
   const int64_t a = norm_axis(axis, r, op, coerce);
   outer = 1;
@@ -167,7 +167,7 @@ std::unique_ptr<Kernel> logsoftmax_create(const Node& n, CpuSession& s, bool coe
   const int64_t axis = n.attr_int("axis", coerce ? 1 : -1);
   ThreadPool* pool = s.pool();
   return make_kernel([axis, coerce, hard, pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
     if (x.numel() == 0) return;
     int64_t outer = 0, len = 0, inner = 0;
@@ -207,7 +207,7 @@ std::unique_ptr<Kernel> instnorm_create(const Node& n, CpuSession& s) {
   const double eps = n.attr_float("epsilon", 1e-5f);
   ThreadPool* pool = s.pool();
   return make_kernel([eps, pool](Context& ctx) {
-    TensorView x = ctx.input(0), sc = ctx.input(1), bi = ctx.input(2);
+    ConstTensorView x = ctx.input(0), sc = ctx.input(1), bi = ctx.input(2);
     if (x.rank() < 2) sdk::fail(NXRT_INVALID_ARGUMENT, "InstanceNormalization: X {} must have rank >= 2", dims_str(x.dims()));
     const int64_t nb = x.dim(0), ch = x.dim(1);
     if (sc.numel() != ch || bi.numel() != ch)
@@ -247,7 +247,7 @@ std::unique_ptr<Kernel> roialign_create(const Node& n, CpuSession& s, bool legac
   const double scale = n.attr_float("spatial_scale", 1.f);
   ThreadPool* pool = s.pool();
   return make_kernel([half_pixel, oh, ow, sr, scale, pool](Context& ctx) {
-    TensorView x = ctx.input(0), rois = ctx.input(1), bi = ctx.input(2);
+    ConstTensorView x = ctx.input(0), rois = ctx.input(1), bi = ctx.input(2);
     if (x.rank() != 4 || rois.rank() != 2 || rois.dim(1) != 4 || bi.numel() != rois.dim(0))
       sdk::fail(NXRT_INVALID_ARGUMENT, "RoiAlign: X {}, rois {}, batch_indices {}", dims_str(x.dims()), dims_str(rois.dims()), dims_str(bi.dims()));
     const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3), R = rois.dim(0);
@@ -328,7 +328,7 @@ std::unique_ptr<Kernel> maxunpool_create(const Node& n, CpuSession&) {
   const std::vector<int64_t> st = n.attr_ints("strides", std::vector<int64_t>(sr, 1));
   const std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * sr, 0));
   return make_kernel([ks, st, pads, sr](Context& ctx) {
-    TensorView x = ctx.input(0), ind = ctx.input(1);
+    ConstTensorView x = ctx.input(0), ind = ctx.input(1);
     if (x.rank() != sr + 2 || ind.dims() != x.dims()) sdk::fail(NXRT_INVALID_ARGUMENT, "MaxUnpool: X {} / I {}", dims_str(x.dims()), dims_str(ind.dims()));
     // Indices are flat over MaxPool's input, i.e. the default unpooled shape; with an explicit
     // output_shape each element keeps its coordinates (the rest of the output is zero).

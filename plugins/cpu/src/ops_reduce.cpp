@@ -41,7 +41,7 @@ Def reduce_def(const char* op, ReduceOp kind, int since, int until, bool axes_in
     const bool noop = n.attr_int("noop_with_empty_axes", 0) != 0;
     ThreadPool* pool = s.pool();
     return make_kernel([kind, axes_input, name, attr_axes, keep, noop, pool](Context& ctx) {
-      TensorView x = ctx.input(0);
+      ConstTensorView x = ctx.input(0);
       std::vector<int64_t> axes = attr_axes;
       if (axes_input)
         if (auto t = ctx.optional_input(1)) axes = read_ints(*t, name.c_str(), "axes");
@@ -84,7 +84,7 @@ Def arg_def(const char* op, bool is_max) {
     const bool keep = n.attr_int("keepdims", 1) != 0;
     const bool last = n.attr_int("select_last_index", 0) != 0;
     return make_kernel([is_max, name, axis, keep, last](Context& ctx) {
-      TensorView x = ctx.input(0);
+      ConstTensorView x = ctx.input(0);
       const int64_t r = int64_t(x.rank());
       const int64_t a = norm_axis(axis, r, name.c_str());
       if (x.dim(size_t(a)) == 0) sdk::fail(NXRT_INVALID_ARGUMENT, "{}: axis {} is empty", name, a);

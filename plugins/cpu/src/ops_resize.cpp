@@ -174,7 +174,7 @@ std::unique_ptr<Kernel> resize_create(const Node& n, CpuSession& s) {
   a.extrapolation = n.attr_float("extrapolation_value", 0.f);
   ThreadPool* pool = s.pool();
   return make_kernel([a, pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const size_t r = x.rank();
     auto roi_t = ctx.optional_input(1);
     auto scales_t = ctx.optional_input(2);
@@ -283,7 +283,7 @@ std::unique_ptr<Kernel> gridsample_create(const Node& n, CpuSession& s) {
   const bool align = n.attr_int("align_corners", 0) != 0;
   ThreadPool* pool = s.pool();
   return make_kernel([m, pad, align, pool](Context& ctx) {
-    TensorView x = ctx.input(0), grid = ctx.input(1);
+    ConstTensorView x = ctx.input(0), grid = ctx.input(1);
     if (x.rank() != 4 || grid.rank() != 4 || grid.dim(0) != x.dim(0) || grid.dim(3) != 2)
       sdk::fail(NXRT_INVALID_ARGUMENT, "GridSample: X {} and grid {} must be [N,C,H,W] and [N,Ho,Wo,2]", dims_str(x.dims()), dims_str(grid.dims()));
     const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3), Ho = grid.dim(1), Wo = grid.dim(2);

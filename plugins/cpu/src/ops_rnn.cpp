@@ -48,7 +48,7 @@ std::unique_ptr<Kernel> rnn_create(const Node& n, CpuSession&, Cell cell) {
   const bool lbr = n.attr_int("linear_before_reset", 0) != 0;
   const bool want_y = n.has_output(0), want_h = n.has_output(1), want_c = cell == Cell::Lstm && n.has_output(2);
   return make_kernel([=](Context& ctx) {
-    TensorView x = ctx.input(0), w = ctx.input(1), r = ctx.input(2);
+    ConstTensorView x = ctx.input(0), w = ctx.input(1), r = ctx.input(2);
     auto b = ctx.optional_input(3);
     auto lens_t = ctx.optional_input(4);
     auto h0 = ctx.optional_input(5);

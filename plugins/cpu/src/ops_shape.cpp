@@ -11,7 +11,7 @@ namespace nxrt::cpu {
 namespace {
 
 
-void copy_bytes(const TensorView& x, TensorView& y) {
+void copy_bytes(const ConstTensorView& x, TensorView& y) {
   if (x.bytes() && y.raw() != x.raw()) std::memmove(y.raw(), x.raw(), x.bytes());
 }
 
@@ -32,7 +32,7 @@ std::unique_ptr<Kernel> transpose_create(const Node& n, CpuSession& s) {
   const std::vector<int64_t> perm = n.attr_ints("perm");
   ThreadPool* pool = s.pool();
   return make_kernel([has_perm, perm, pool](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const size_t r = x.rank();
     std::vector<int64_t> p = perm;
     if (!has_perm) {
@@ -60,7 +60,7 @@ std::unique_ptr<Kernel> transpose_create(const Node& n, CpuSession& s) {
 std::unique_ptr<Kernel> reshape_create(const Node& n, CpuSession&) {
   const bool allowzero = n.attr_int("allowzero", 0) != 0;
   return make_kernel([allowzero](Context& ctx) {
-    TensorView x = ctx.input(0), shape = ctx.input(1);
+    ConstTensorView x = ctx.input(0), shape = ctx.input(1);
     if (shape.rank() != 1) sdk::fail(NXRT_INVALID_ARGUMENT, "Reshape: shape must be 1-D, got {}", dims_str(shape.dims()));
     const int64_t* sp = shape.data<int64_t>();
     std::vector<int64_t> od(size_t(shape.dim(0)));
@@ -97,7 +97,7 @@ std::unique_ptr<Kernel> reshape_create(const Node& n, CpuSession&) {
 std::unique_ptr<Kernel> flatten_create(const Node& n, CpuSession&) {
   const int64_t axis = n.attr_int("axis", 1);
   return make_kernel([axis](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     const int64_t r = int64_t(x.rank());
     const int64_t a = norm_axis(axis, r, "Flatten", true);
     int64_t outer = 1;
@@ -111,7 +111,7 @@ std::unique_ptr<Kernel> flatten_create(const Node& n, CpuSession&) {
 
 std::unique_ptr<Kernel> identity_create(const Node&, CpuSession&) {
   return make_kernel([](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     TensorView y = ctx.output(0, x.dtype(), x.dims());
     copy_bytes(x, y);
   });
@@ -134,7 +134,7 @@ std::vector<int64_t> axes_from(Context& ctx, bool from_input, const std::vector<
 std::unique_ptr<Kernel> squeeze_create(const Node& n, bool from_input) {
   const std::vector<int64_t> attr = n.attr_ints("axes");
   return make_kernel([attr, from_input](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     bool given = false;
     auto axes = axes_from(ctx, from_input, attr, given);
     const int64_t r = int64_t(x.rank());
@@ -159,7 +159,7 @@ std::unique_ptr<Kernel> squeeze_create(const Node& n, bool from_input) {
 std::unique_ptr<Kernel> unsqueeze_create(const Node& n, bool from_input) {
   const std::vector<int64_t> attr = n.attr_ints("axes");
   return make_kernel([attr, from_input](Context& ctx) {
-    TensorView x = ctx.input(0);
+    ConstTensorView x = ctx.input(0);
     bool given = false;
     auto axes = axes_from(ctx, from_input, attr, given);
     const int64_t r = int64_t(x.rank()) + int64_t(axes.size());
@@ -184,7 +184,7 @@ std::unique_ptr<Kernel> concat_create(const Node& n, CpuSession&) {
   return make_kernel([axis](Context& ctx) {
     const size_t k = ctx.input_count();
     if (k == 0) sdk::fail(NXRT_INVALID_ARGUMENT, "Concat: no inputs");
-    std::vector<TensorView> in;
+    std::vector<ConstTensorView> in;
     for (size_t i = 0; i < k; ++i) in.push_back(ctx.input(i));
     const int64_t r = int64_t(in[0].rank());
     const int64_t a = norm_axis(axis, r, "Concat");

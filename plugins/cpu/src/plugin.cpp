@@ -1,5 +1,7 @@
 // The CPU plugin: identity, the one CPU device, sessions (options + thread
 // pool) and the registry of single-node kernels.
+#include <unistd.h>
+
 #include <string>
 #include <vector>
 
@@ -36,6 +38,12 @@ namespace {
 
 constexpr int kMaxThreads = 1024;
 
+// Free physical memory now, as the kernel counts it.
+uint64_t available_memory_bytes() {
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
 int parse_threads(const sdk::Options& o) {
   auto it = o.find("threads");
   if (it == o.end()) return cpu_info().hardware_threads;
@@ -48,44 +56,31 @@ int parse_threads(const sdk::Options& o) {
 
 class CpuPlugin final : public sdk::Plugin {
  public:
-  CpuPlugin() {
-    const CpuInfo& c = cpu_info();
-    name_ = c.model_name;
-    vendor_ = c.vendor;
-    isa_ = c.isa_name();
-    threads_ = std::to_string(c.hardware_threads);
-    gemm_ = gemm_kernel_name();
-    active_isa_ = active_isa() == Isa::avx512 ? "avx512f" : active_isa() == Isa::avx2 ? "avx2" : "generic";
-    props_ = {{"isa", isa_.c_str()},
-              {"active_isa", active_isa_.c_str()},
-              {"threads", threads_.c_str()},
-              {"gemm_kernel", gemm_.c_str()},
-              {"streams", "none (synchronous)"}};
-    info_ = nxrt_device_info{};
-    info_.struct_size = sizeof(nxrt_device_info);
-    info_.kind = NXRT_DEVICE_CPU;
-    info_.name = name_.c_str();
-    info_.vendor = vendor_.c_str();
-    info_.memory_bytes = c.memory_bytes;
-    for (nxrt_dtype t : kAllFixed) info_.dtypes |= uint64_t(1) << unsigned(t);
-    info_.host_addressable = 1;
-    info_.property_count = uint32_t(props_.size());
-    info_.properties = props_.data();
-  }
   const char* name() const override { return "cpu"; }
-  const char* version() const override { return "0.1.0"; }
+  const char* version() const override { return "0.2.0"; }
   uint64_t features() const override { return NXRT_FEATURE_CONCURRENT_RUN | NXRT_FEATURE_FUSED_GROUPS; }
   uint32_t device_count() override { return 1; }
   const char* no_device_reason() override { return "the CPU is always available"; }
-  void device_info(uint32_t, nxrt_device_info& info) override { sdk::copy_device_info(info_, info); }
+  sdk::DeviceDescription describe_device(uint32_t) override {
+    const CpuInfo& c = cpu_info();
+    sdk::DeviceDescription d;
+    d.kind = NXRT_DEVICE_CPU;
+    d.name = c.model_name;
+    d.vendor = c.vendor;
+    d.memory_bytes = c.memory_bytes;
+    for (nxrt_dtype t : kAllFixed) d.dtypes |= uint64_t(1) << unsigned(t);
+    d.host_addressable = true;
+    d.properties = {{"isa", c.isa_name()},
+                    {"active_isa", active_isa() == Isa::avx512 ? "avx512f" : active_isa() == Isa::avx2 ? "avx2" : "generic"},
+                    {"threads", std::to_string(c.hardware_threads)},
+                    {"gemm_kernel", gemm_kernel_name()},
+                    {"streams", "none (synchronous)"}};
+    return d;
+  }
+  uint64_t memory_free(uint32_t) override { return available_memory_bytes(); }
   std::unique_ptr<sdk::Session> create_session(uint32_t, const sdk::Options& options) override {
     return std::make_unique<CpuSession>(parse_threads(options));
   }
-
- private:
-  std::string name_, vendor_, isa_, active_isa_, threads_, gemm_;
-  std::vector<nxrt_property> props_;
-  nxrt_device_info info_{};
 };
 
 }  // namespace

@@ -50,9 +50,11 @@ struct IrBuilder {
     iv.dims.assign(d.begin(), d.end());
     iv.is_const = v.is_constant();
     if (iv.is_const) {
-      nxrt_tensor t{};
+      nxrt_const_tensor t{};
       t.struct_size = sizeof t;
-      if (host().value_constant(v.raw(), &t) == 0 && t.memory != NXRT_MEMORY_DEVICE) {
+      nxrt_status* st = host().value_constant(v.raw(), &t);
+      if (st) host().status_release(st);
+      if (!st && t.memory != NXRT_MEMORY_DEVICE) {
         size_t n = dtype_size(t.dtype);
         for (uint32_t i = 0; i < t.rank; ++i) n *= size_t(t.dims[i]);
         if (n <= kSmallConst && (t.data || n == 0)) {
@@ -126,14 +128,15 @@ class VkKernel : public Kernel {
   }
 
  private:
-  Loc resolve(const TensorView& t, const char* what, size_t i) {
+  Loc resolve(const ConstTensorView& t, const char* what, size_t i) {
     Loc l;
     l.bytes = t.bytes();
     l.off = t.byte_offset();
     if (t.memory() == NXRT_MEMORY_DEVICE) {
-      l.a = static_cast<Alloc*>(t.handle());
+      // Inputs are read-only to the kernel; the Alloc is the plugin's own bookkeeping.
+      l.a = static_cast<Alloc*>(const_cast<void*>(t.handle()));
     } else if (t.memory() == NXRT_MEMORY_HOST_PINNED) {
-      char* p = static_cast<char*>(t.handle()) + t.byte_offset();
+      const char* p = static_cast<const char*>(t.handle()) + t.byte_offset();
       l.a = dev_.find_pinned(p);
       if (l.a) l.off = uint64_t(p - l.a->mapped);
     }
@@ -250,56 +253,46 @@ const char* vendor_name(uint32_t id) {
 
 class VkPlugin : public Plugin {
  public:
-  VkPlugin() {
-    auto& inst = Instance::get();
-    for (auto& d : inst.devices()) {
-      auto& p = props_.emplace_back();
-      for (auto& [k, v] : d.properties) p.push_back({k, v});
-      auto& arr = arrays_.emplace_back();
-      for (auto& [k, v] : p) arr.push_back({k.c_str(), v.c_str()});
-    }
-  }
+  VkPlugin() { Instance::acquire(); }
   ~VkPlugin() override { Instance::release(); }
   const char* name() const override { return "vulkan"; }
-  const char* version() const override { return "0.1.0"; }
+  const char* version() const override { return "0.2.0"; }
   uint64_t features() const override { return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS; }
   uint32_t device_count() override { return uint32_t(Instance::get().devices().size()); }
   const char* no_device_reason() override {
     auto& r = Instance::get().reason();
     return r.empty() ? "" : r.c_str();
   }
-  void device_info(uint32_t index, nxrt_device_info& out) override {
+  DeviceDescription describe_device(uint32_t index) override {
     auto& d = Instance::get().devices()[index];
-    nxrt_device_info full{};
-    full.struct_size = sizeof full;
+    DeviceDescription out;
     switch (d.props.deviceType) {
-      case VK_PHYSICAL_DEVICE_TYPE_CPU: full.kind = NXRT_DEVICE_CPU; break;
+      case VK_PHYSICAL_DEVICE_TYPE_CPU: out.kind = NXRT_DEVICE_CPU; break;
       case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
       case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
-      case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: full.kind = NXRT_DEVICE_GPU; break;
-      default: full.kind = NXRT_DEVICE_OTHER;
+      case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: out.kind = NXRT_DEVICE_GPU; break;
+      default: out.kind = NXRT_DEVICE_OTHER;
     }
-    full.name = d.props.deviceName;
-    full.vendor = vendor_name(d.props.vendorID);
-    full.vendor_id = d.props.vendorID <= 0xffff ? d.props.vendorID : 0;
-    full.device_id = d.props.vendorID <= 0xffff ? d.props.deviceID : 0;
-    std::memcpy(full.uuid, d.uuid, 16);
-    full.memory_bytes = d.device_local_bytes;
-    full.dtypes = (1ull << NXRT_DTYPE_FLOAT32) | (1ull << NXRT_DTYPE_INT32) | (1ull << NXRT_DTYPE_INT64) |
-                  (d.storage16 ? 1ull << NXRT_DTYPE_FLOAT16 : 0);
-    full.host_addressable = 0;
-    full.property_count = uint32_t(arrays_[index].size());
-    full.properties = arrays_[index].data();
-    copy_device_info(full, out);
+    out.name = d.props.deviceName;
+    out.vendor = vendor_name(d.props.vendorID);
+    out.vendor_id = d.props.vendorID <= 0xffff ? d.props.vendorID : 0;
+    out.device_id = d.props.vendorID <= 0xffff ? d.props.deviceID : 0;
+    std::memcpy(out.uuid, d.uuid, 16);
+    out.memory_bytes = d.device_local_bytes;
+    out.dtypes = (1ull << NXRT_DTYPE_FLOAT32) | (1ull << NXRT_DTYPE_INT32) | (1ull << NXRT_DTYPE_INT64) |
+                 (d.storage16 ? 1ull << NXRT_DTYPE_FLOAT16 : 0);
+    out.host_addressable = false;
+    out.properties = d.properties;
+    return out;
   }
-  std::vector<std::string> option_keys() const override { return {"vulkan.device", "vulkan.pipeline_cache"}; }
+  std::vector<OptionSpec> options() const override {
+    return {{"vulkan.device", NXRT_OPTION_INT, "", "Vulkan physical device index to use instead of the session's device"},
+            {"vulkan.pipeline_cache", NXRT_OPTION_PATH, "",
+             "file the VkPipelineCache is loaded from and saved to (created if missing)"}};
+  }
   std::unique_ptr<Session> create_session(uint32_t device, const Options& o) override {
     return std::make_unique<VkSession>(device, o);
   }
-
- private:
-  std::deque<std::vector<std::pair<std::string, std::string>>> props_;
-  std::deque<std::vector<nxrt_property>> arrays_;
 };
 
 }  // namespace

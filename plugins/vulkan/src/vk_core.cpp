@@ -61,9 +61,19 @@ Instance& Instance::get() {
   return *slot;
 }
 
+static int& instance_refs() {
+  static int refs = 0;
+  return refs;
+}
+
+void Instance::acquire() {
+  std::lock_guard lock(instance_mutex());
+  ++instance_refs();
+}
+
 void Instance::release() {
   std::lock_guard lock(instance_mutex());
-  instance_slot().reset();
+  if (instance_refs() > 0 && --instance_refs() == 0) instance_slot().reset();
 }
 
 Instance::Instance() {

@@ -41,9 +41,13 @@ struct PhysicalDeviceInfo {
 
 class Instance {
  public:
-  // The instance, created on first use and destroyed by release() at plugin shutdown,
-  // so load/unload cycles do not accumulate instances. Never throws.
+  // The process's VkInstance, shared by every plugin instance: each holds a
+  // reference (acquire at creation, release at shutdown) and the last release
+  // destroys it, so load/unload cycles do not accumulate instances and one
+  // plugin instance's shutdown never pulls the device from under another.
+  // get() creates it on first use and never throws.
   static Instance& get();
+  static void acquire();
   static void release();
   bool ok() const { return instance_ != VK_NULL_HANDLE; }
   const std::string& reason() const { return reason_; }  // why there is no device

@@ -15,15 +15,15 @@ class Context {
   size_t output_count() const { return host().ctx_output_count(ctx_); }
 
   // Throws when the input is absent; see optional_input.
-  TensorView input(size_t i) const {
-    nxrt_tensor t{};
+  ConstTensorView input(size_t i) const {
+    nxrt_const_tensor t{};
     t.struct_size = sizeof t;
     check(host().ctx_input(ctx_, i, &t));
-    return TensorView(t);
+    return ConstTensorView(t);
   }
-  std::optional<TensorView> optional_input(size_t i) const {
+  std::optional<ConstTensorView> optional_input(size_t i) const {
     if (i >= input_count()) return std::nullopt;
-    nxrt_tensor t{};
+    nxrt_const_tensor t{};
     t.struct_size = sizeof t;
     nxrt_status* s = host().ctx_input(ctx_, i, &t);
     if (s && host().status_code(s) == NXRT_NOT_FOUND) {
@@ -31,7 +31,7 @@ class Context {
       return std::nullopt;
     }
     check(s);
-    return TensorView(t);
+    return ConstTensorView(t);
   }
   TensorView output(size_t i, nxrt_dtype dtype, std::span<const int64_t> dims) {
     nxrt_tensor t{};
@@ -44,6 +44,7 @@ class Context {
   }
   nxrt_stream* stream() const { return host().ctx_stream(ctx_); }
   bool cancelled() const { return host().ctx_cancelled(ctx_) != 0; }
+  uint64_t run_id() const { return host().ctx_run_id(ctx_); }
 
  private:
   nxrt_kernel_context* ctx_;

@@ -34,18 +34,23 @@ class Value {
   }
   bool is_constant() const { return v_ && host().value_is_constant(v_) != 0; }
   // Host data of an initializer or Constant output.
-  TensorView constant() const {
-    nxrt_tensor t{};
+  ConstTensorView constant() const {
+    nxrt_const_tensor t{};
     t.struct_size = sizeof t;
-    if (!v_ || host().value_constant(v_, &t) != 0) fail(NXRT_INVALID_ARGUMENT, "value '{}' is not a constant", name());
-    return TensorView(t);
+    if (!v_) fail(NXRT_INVALID_ARGUMENT, "constant(): absent value");
+    check(host().value_constant(v_, &t));
+    return ConstTensorView(t);
   }
+  // The node of the view that makes this value (nullopt: an input, a constant,
+  // or a value made outside the view), and the nodes of the view that read it.
+  std::optional<class Node> producer() const;
+  std::vector<class Node> consumers() const;
+  // True when the whole graph returns this value (something outside any view reads it).
+  bool is_graph_output() const { return v_ && host().value_is_graph_output(v_) != 0; }
   // kernel_create only: the kernel has copied (prepacked) this constant input and
   // will not read it again; at run time ctx.input() then has its shape and a null
   // data pointer, and the host may free its copy after kernel_create returns.
-  // False where the host predates ABI 1.1 (it keeps the data; nothing changes).
   bool capture() const {
-    if (!NXRT_HAS_FIELD(&host(), nxrt_host_services, graph_capture_constant) || !host().graph_capture_constant) return false;
     if (!g_) fail(NXRT_INVALID_ARGUMENT, "capture(): value '{}' was not reached through the kernel's graph", name());
     check(host().graph_capture_constant(g_, v_));
     return true;
@@ -78,12 +83,14 @@ class Attribute {
     const float* p = host().attribute_floats(a_, &n);
     return p ? std::vector<float>(p, p + n) : std::vector<float>{};
   }
-  TensorView tensor() const {
-    nxrt_tensor t{};
+  ConstTensorView tensor() const {
+    nxrt_const_tensor t{};
     t.struct_size = sizeof t;
-    if (host().attribute_tensor(a_, &t) != 0) fail(NXRT_INVALID_ARGUMENT, "attribute '{}' is not a tensor", name());
-    return TensorView(t);
+    check(host().attribute_tensor(a_, &t));
+    return ConstTensorView(t);
   }
+  // A GRAPH attribute (If branch, Loop/Scan body) as a graph view.
+  class Graph graph() const;
 
  private:
   const nxrt_attribute* a_;
@@ -152,5 +159,22 @@ class Graph {
  private:
   const nxrt_graph* g_;
 };
+
+inline std::optional<Node> Value::producer() const {
+  const nxrt_node* n = v_ && g_ ? host().value_producer(g_, v_) : nullptr;
+  return n ? std::optional<Node>(Node(n, g_)) : std::nullopt;
+}
+inline std::vector<Node> Value::consumers() const {
+  std::vector<Node> out;
+  if (!v_ || !g_) return out;
+  const size_t n = host().value_consumer_count(g_, v_);
+  for (size_t i = 0; i < n; ++i) out.emplace_back(host().value_consumer(g_, v_, i), g_);
+  return out;
+}
+inline Graph Attribute::graph() const {
+  const nxrt_graph* g = nullptr;
+  check(host().attribute_graph(a_, &g));
+  return Graph(g);
+}
 
 }  // namespace nxrt::sdk

@@ -4,8 +4,8 @@
 //   class MyPlugin : public nxrt::sdk::Plugin { ... };
 //   NXRT_SDK_DEFINE_PLUGIN(MyPlugin)
 //
-// and gets negotiation, struct_size checks, exception->status conversion and
-// object lifetimes for free.
+// and gets negotiation (one Plugin object per instance), struct_size checks,
+// the option schema, exception->status conversion and object lifetimes for free.
 #pragma once
 #include "context.hpp"
 #include "graph.hpp"
@@ -36,6 +36,35 @@ inline int64_t option_int(const Options& o, const std::string& key, int64_t fall
   return v;
 }
 
+// One option a plugin reads, declared in its schema (Plugin::options()).
+struct OptionSpec {
+  std::string name;  // full key: "<plugin name>.<key>"
+  nxrt_option_type type = NXRT_OPTION_STRING;
+  std::string default_value;
+  std::string help;
+};
+
+// What a plugin says about one device; the SDK keeps it for the instance's
+// life and fills the C struct by the callee-filled rule.
+struct DeviceDescription {
+  nxrt_device_kind kind = NXRT_DEVICE_OTHER;
+  std::string name, vendor;
+  uint32_t vendor_id = 0, device_id = 0;
+  uint8_t uuid[16] = {};
+  uint64_t memory_bytes = 0;
+  uint64_t dtypes = 0;  // bit (1 << dtype) per element type
+  bool host_addressable = false;
+  std::string pci_bus_id;
+  std::vector<std::pair<std::string, std::string>> properties;
+};
+
+// A run as on_run_start sees it.
+struct RunOptions {
+  uint64_t run_id = 0;
+  bool profiling = false;
+  Options options;  // "<plugin name>.<key>" entries
+};
+
 class Stream {
  public:
   virtual ~Stream() = default;
@@ -61,7 +90,18 @@ class Session {
   // Only for plugins that declare NXRT_FEATURE_STREAMS.
   virtual std::unique_ptr<Stream> create_stream() { fail(NXRT_UNSUPPORTED, "streams not implemented"); }
   virtual std::unique_ptr<Event> create_event() { fail(NXRT_UNSUPPORTED, "events not implemented"); }
+  // Only for plugins that declare NXRT_FEATURE_RUN_HOOKS. `sink` is non-NULL when
+  // the run is profiled and the plugin declares NXRT_FEATURE_DEVICE_PROFILING:
+  // report each kernel's device time with report_device_time().
+  virtual void on_run_start(const RunOptions&) {}
+  virtual void on_run_end(uint64_t /*run_id*/, const nxrt_status* /*run_status*/, nxrt_profile_sink* /*sink*/) {}
 };
+
+// From on_run_end: one kernel's device-side time, on the device's clock.
+inline void report_device_time(nxrt_profile_sink* sink, size_t node_index, const std::string& name, uint64_t start_ns,
+                               uint64_t end_ns) {
+  check(host().profile_device_event(sink, node_index, name.c_str(), start_ns, end_ns));
+}
 
 // Memory for plugins whose device memory is host memory (CPU-like).
 class HostMemorySession : public Session {
@@ -85,6 +125,10 @@ class HostMemorySession : public Session {
   }
 };
 
+// One plugin instance: made by each negotiation, destroyed by its shutdown.
+// Several instances of a library may live at once, so a Plugin keeps its state
+// in members, never in globals (process-wide caches must be thread-safe and
+// survive any one instance). features() must be the same for every instance.
 class Plugin {
  public:
   virtual ~Plugin() = default;
@@ -93,20 +137,16 @@ class Plugin {
   virtual uint64_t features() const { return 0; }
   virtual uint32_t device_count() = 0;
   virtual const char* no_device_reason() { return "no device"; }
-  virtual void device_info(uint32_t index, nxrt_device_info& info) = 0;
-  // Option keys this plugin reads under its own prefix ("<name>.key"). The SDK rejects any
-  // other "<name>." key with INVALID_ARGUMENT naming it, as the ABI requires.
-  virtual std::vector<std::string> option_keys() const { return {}; }
+  // Called once per device index and kept; memory_free() is asked each time.
+  virtual DeviceDescription describe_device(uint32_t index) = 0;
+  virtual uint64_t memory_free(uint32_t /*index*/) { return 0; }
+  // The options this plugin reads ("<name>.<key>"). The SDK rejects any other
+  // "<name>." key with INVALID_ARGUMENT naming it, as the ABI requires.
+  virtual std::vector<OptionSpec> options() const { return {}; }
   virtual std::unique_ptr<Session> create_session(uint32_t device, const Options& options) = 0;
+  // Set by the SDK: the library's path and the host's identity from the request.
+  std::string library_path, host_name, host_version;
 };
-
-// Fills the fields of `info` the host knows about from a complete local copy.
-inline void copy_device_info(const nxrt_device_info& full, nxrt_device_info& out) {
-  uint32_t size = out.struct_size;
-  if (size > sizeof(nxrt_device_info)) size = sizeof(nxrt_device_info);
-  std::memcpy(static_cast<void*>(&out), &full, size);
-  out.struct_size = size;
-}
 
 namespace detail {
 
@@ -117,6 +157,19 @@ T* from(C* c) { return reinterpret_cast<T*>(c); }
 template <typename C, typename T>
 C* to(T* t) { return reinterpret_cast<C*>(t); }
 
+// The nxrt_plugin* of one instance: the plugin, its device descriptions (kept
+// stable: the ABI lets the host hold their strings) and its option schema.
+struct InstanceBox {
+  std::unique_ptr<Plugin> plugin;
+  std::vector<OptionSpec> options;
+  std::mutex mu;  // guards devices
+  struct Device {
+    DeviceDescription d;
+    std::vector<nxrt_property> props;
+    std::vector<const nxrt_property*> prop_ptrs;
+  };
+  std::map<uint32_t, std::unique_ptr<Device>> devices;
+};
 struct SessionBox { std::unique_ptr<Session> s; };
 struct KernelBox { std::unique_ptr<Kernel> k; };
 struct StreamBox { std::unique_ptr<Stream> s; };
@@ -135,52 +188,114 @@ namespace detail {
 
 template <typename P>
 struct Entry {
-  // Owned by hand: destroyed by shutdown() only. A host that unloads without calling
-  // shutdown leaks it rather than running device teardown inside dlclose's static
-  // destructors (where drivers such as the Vulkan loader may crash).
-  static inline Plugin* plugin = nullptr;
-  static inline nxrt_plugin_api api{};
-  static inline std::mutex mu;
+  static Plugin& plugin(nxrt_plugin* p) {
+    if (!p) fail(NXRT_INVALID_ARGUMENT, "NULL plugin instance");
+    return *from<InstanceBox>(p)->plugin;
+  }
 
-  static nxrt_status* device_count(uint32_t* count) {
+  static nxrt_status* device_count(nxrt_plugin* p, uint32_t* count) {
     return guard([&] {
       if (!count) fail(NXRT_INVALID_ARGUMENT, "device_count: count is NULL");
-      *count = plugin->device_count();
+      *count = plugin(p).device_count();
     });
   }
-  static const char* no_device_reason() { return plugin->no_device_reason(); }
-  static nxrt_status* device_info(uint32_t index, nxrt_device_info* info) {
+  static const char* no_device_reason(nxrt_plugin* p) {
+    try {
+      return p ? plugin(p).no_device_reason() : "NULL plugin instance";
+    } catch (...) {
+      return "the plugin failed to say why it has no device";
+    }
+  }
+  static nxrt_status* device_info(nxrt_plugin* p, uint32_t index, nxrt_device_info* info) {
     return guard([&] {
       if (!info) fail(NXRT_INVALID_ARGUMENT, "device_info: info is NULL");
       if (info->struct_size < offsetof(nxrt_device_info, kind) + sizeof(info->kind))
         fail(NXRT_INVALID_ARGUMENT, "device_info: struct_size {} too small", info->struct_size);
-      if (index >= plugin->device_count()) fail(NXRT_NOT_FOUND, "no device {} (plugin has {})", index, plugin->device_count());
-      plugin->device_info(index, *info);
+      Plugin& pl = plugin(p);
+      if (index >= pl.device_count()) fail(NXRT_NOT_FOUND, "no device {} (plugin has {})", index, pl.device_count());
+      InstanceBox& box = *from<InstanceBox>(p);
+      InstanceBox::Device* dev;
+      {
+        std::lock_guard lock(box.mu);
+        auto& slot = box.devices[index];
+        if (!slot) {
+          auto d = std::make_unique<InstanceBox::Device>();
+          d->d = pl.describe_device(index);
+          for (auto& [k, v] : d->d.properties) d->props.push_back(nxrt_property{sizeof(nxrt_property), k.c_str(), v.c_str()});
+          for (auto& pr : d->props) d->prop_ptrs.push_back(&pr);
+          slot = std::move(d);
+        }
+        dev = slot.get();
+      }
+      const DeviceDescription& d = dev->d;
+      nxrt_device_info full{};
+      full.struct_size = sizeof full;
+      full.kind = d.kind;
+      full.name = d.name.c_str();
+      full.vendor = d.vendor.c_str();
+      full.vendor_id = d.vendor_id;
+      full.device_id = d.device_id;
+      std::memcpy(full.uuid, d.uuid, sizeof full.uuid);
+      full.memory_bytes = d.memory_bytes;
+      full.memory_free_bytes = pl.memory_free(index);
+      full.dtypes = d.dtypes;
+      full.host_addressable = d.host_addressable ? 1 : 0;
+      full.property_count = uint32_t(dev->prop_ptrs.size());
+      full.properties = dev->prop_ptrs.data();
+      full.pci_bus_id = d.pci_bus_id.c_str();
+      // Callee-filled rule: write what fits, say how much.
+      const uint32_t size = uint32_t(NXRT_FILLED_SIZE(size_t(info->struct_size), sizeof full));
+      std::memcpy(static_cast<void*>(info), &full, size);
+      info->struct_size = size;
     });
   }
-  static nxrt_status* session_create(uint32_t device, const nxrt_option* opts, size_t n, nxrt_ep_session** out) {
+  static uint32_t option_count(nxrt_plugin* p) { return p ? uint32_t(from<InstanceBox>(p)->options.size()) : 0; }
+  static nxrt_status* option_info(nxrt_plugin* p, uint32_t index, nxrt_option_info* info) {
+    return guard([&] {
+      if (!p || !info) fail(NXRT_INVALID_ARGUMENT, "option_info: NULL argument");
+      if (info->struct_size < offsetof(nxrt_option_info, type) + sizeof(info->type))
+        fail(NXRT_INVALID_ARGUMENT, "option_info: struct_size {} too small", info->struct_size);
+      auto& opts = from<InstanceBox>(p)->options;
+      if (index >= opts.size()) fail(NXRT_NOT_FOUND, "no option {} (plugin has {})", index, opts.size());
+      const OptionSpec& o = opts[index];
+      nxrt_option_info full{sizeof(nxrt_option_info), o.type, o.name.c_str(), o.default_value.c_str(), o.help.c_str()};
+      const uint32_t size = uint32_t(NXRT_FILLED_SIZE(size_t(info->struct_size), sizeof full));
+      std::memcpy(static_cast<void*>(info), &full, size);
+      info->struct_size = size;
+    });
+  }
+  static nxrt_status* session_create(nxrt_plugin* p, uint32_t device, const nxrt_option* const* opts, size_t n,
+                                     nxrt_ep_session** out) {
     return guard([&] {
       if (!out) fail(NXRT_INVALID_ARGUMENT, "session_create: out is NULL");
       *out = nullptr;
+      Plugin& pl = plugin(p);
       if (n && !opts) fail(NXRT_INVALID_ARGUMENT, "session_create: options is NULL");
-      if (device >= plugin->device_count()) fail(NXRT_NOT_FOUND, "no device {} (plugin has {})", device, plugin->device_count());
-      Options o;
-      const std::string prefix = std::string(plugin->name()) + ".";
-      const auto known = plugin->option_keys();
-      for (size_t i = 0; i < n; ++i) {
-        if (!opts[i].key || !opts[i].value) fail(NXRT_INVALID_ARGUMENT, "option {} has a NULL key or value", i);
-        std::string key = opts[i].key;
-        if (key.rfind(prefix, 0) == 0 && std::find(known.begin(), known.end(), key) == known.end()) {
-          std::string list;
-          for (auto& k : known) list += (list.empty() ? "" : ", ") + k;
-          fail(NXRT_INVALID_ARGUMENT, "unknown {} option '{}' (known: {})", plugin->name(), key, list.empty() ? "none" : list);
-        }
-        o[key] = opts[i].value;
-      }
+      if (device >= pl.device_count()) fail(NXRT_NOT_FOUND, "no device {} (plugin has {})", device, pl.device_count());
+      const Options o = read_options(*from<InstanceBox>(p), opts, n);
       auto box = std::make_unique<SessionBox>();
-      box->s = plugin->create_session(device, o);
+      box->s = pl.create_session(device, o);
       *out = to<nxrt_ep_session>(box.release());
     });
+  }
+  // Options as a map; an undeclared "<name>." key is INVALID_ARGUMENT naming it.
+  static Options read_options(const InstanceBox& inst, const nxrt_option* const* opts, size_t n) {
+    Options o;
+    const std::string prefix = std::string(inst.plugin->name()) + ".";
+    for (size_t i = 0; i < n; ++i) {
+      const nxrt_option* op = opts[i];
+      if (!op || !NXRT_HAS_FIELD(op, nxrt_option, value) || !op->key || !op->value)
+        fail(NXRT_INVALID_ARGUMENT, "option {} is NULL, too small or has a NULL key or value", i);
+      std::string key = op->key;
+      if (key.rfind(prefix, 0) == 0 &&
+          std::none_of(inst.options.begin(), inst.options.end(), [&](const OptionSpec& s) { return s.name == key; })) {
+        std::string list;
+        for (auto& k : inst.options) list += (list.empty() ? "" : ", ") + k.name;
+        fail(NXRT_INVALID_ARGUMENT, "unknown {} option '{}' (known: {})", inst.plugin->name(), key, list.empty() ? "none" : list);
+      }
+      o[key] = op->value;
+    }
+    return o;
   }
   static void session_release(nxrt_ep_session* s) { delete from<SessionBox>(s); }
   static nxrt_status* get_capability(nxrt_ep_session* s, const nxrt_graph* g, nxrt_claim_sink* sink) {
@@ -215,12 +330,19 @@ struct Entry {
   static void memory_free(nxrt_ep_session* s, nxrt_memory_kind kind, void* h) {
     if (s && h) from<SessionBox>(s)->s->free(kind, h);
   }
-  static nxrt_status* copy(nxrt_ep_session* s, const nxrt_copy_region* r, size_t n, nxrt_stream* st) {
+  static nxrt_status* copy(nxrt_ep_session* s, const nxrt_copy_region* const* r, size_t n, nxrt_stream* st) {
     return guard([&] {
       if (!s || (n && !r)) fail(NXRT_INVALID_ARGUMENT, "copy: NULL argument");
-      for (size_t i = 0; i < n; ++i)
-        if (r[i].struct_size < sizeof(nxrt_copy_region)) fail(NXRT_INVALID_ARGUMENT, "copy: region {} struct_size {} too small", i, r[i].struct_size);
-      from<SessionBox>(s)->s->copy(std::span(r, n), st ? from<StreamBox>(st)->s.get() : nullptr);
+      // Regions come as pointers to versioned structs; this plugin reads its own
+      // (2.0) layout from each, whatever the host's element size.
+      std::vector<nxrt_copy_region> regions(n);
+      for (size_t i = 0; i < n; ++i) {
+        if (!r[i]) fail(NXRT_INVALID_ARGUMENT, "copy: region {} is NULL", i);
+        if (!NXRT_HAS_FIELD(r[i], nxrt_copy_region, bytes))
+          fail(NXRT_INVALID_ARGUMENT, "copy: region {} struct_size {} too small", i, r[i]->struct_size);
+        std::memcpy(&regions[i], r[i], sizeof(nxrt_copy_region));
+      }
+      from<SessionBox>(s)->s->copy(std::span<const nxrt_copy_region>(regions), st ? from<StreamBox>(st)->s.get() : nullptr);
     });
   }
   static nxrt_status* stream_create(nxrt_ep_session* s, nxrt_stream** out) {
@@ -265,11 +387,68 @@ struct Entry {
     });
   }
   static void event_release(nxrt_event* e) { delete from<EventBox>(e); }
+  static nxrt_status* on_run_start(nxrt_ep_session* s, const nxrt_run_options* ro) {
+    return guard([&] {
+      if (!s || !ro) fail(NXRT_INVALID_ARGUMENT, "on_run_start: NULL argument");
+      RunOptions r;
+      if (NXRT_HAS_FIELD(ro, nxrt_run_options, run_id)) r.run_id = ro->run_id;
+      r.profiling = ro->profiling != 0;
+      if (NXRT_HAS_FIELD(ro, nxrt_run_options, options) && ro->options)
+        for (size_t i = 0; i < ro->option_count; ++i) {
+          const nxrt_option* o = ro->options[i];
+          if (o && NXRT_HAS_FIELD(o, nxrt_option, value) && o->key && o->value) r.options[o->key] = o->value;
+        }
+      from<SessionBox>(s)->s->on_run_start(r);
+    });
+  }
+  static nxrt_status* on_run_end(nxrt_ep_session* s, uint64_t run_id, const nxrt_status* st, nxrt_profile_sink* sink) {
+    return guard([&] {
+      if (!s) fail(NXRT_INVALID_ARGUMENT, "on_run_end: NULL session");
+      from<SessionBox>(s)->s->on_run_end(run_id, st, sink);
+    });
+  }
 
-  static void shutdown() {
-    std::lock_guard lock(mu);
-    delete plugin;
-    plugin = nullptr;
+  static void shutdown(nxrt_plugin* p) { delete from<InstanceBox>(p); }
+
+  // The one table of this library: built on the first negotiation from the
+  // plugin's features, immutable afterwards (thread-safe static init).
+  static const nxrt_plugin_api* table(const Plugin& first) {
+    static const nxrt_plugin_api api = [&] {
+      const uint64_t f = first.features();
+      const bool streams = (f & NXRT_FEATURE_STREAMS) != 0;
+      const bool hooks = (f & NXRT_FEATURE_RUN_HOOKS) != 0;
+      nxrt_plugin_api a{};
+      a.struct_size = sizeof(nxrt_plugin_api);
+      a.name = first.name();
+      a.version = first.version();
+      a.shutdown = &shutdown;
+      a.device_count = &device_count;
+      a.no_device_reason = &no_device_reason;
+      a.device_info = &device_info;
+      a.option_count = &option_count;
+      a.option_info = &option_info;
+      a.session_create = &session_create;
+      a.session_release = &session_release;
+      a.get_capability = &get_capability;
+      a.kernel_create = &kernel_create;
+      a.kernel_compute = &kernel_compute;
+      a.kernel_release = &kernel_release;
+      a.memory_alloc = &memory_alloc;
+      a.memory_free = &memory_free;
+      a.copy = &copy;
+      a.stream_create = streams ? &stream_create : nullptr;
+      a.stream_synchronize = streams ? &stream_synchronize : nullptr;
+      a.stream_release = streams ? &stream_release : nullptr;
+      a.event_create = streams ? &event_create : nullptr;
+      a.event_record = streams ? &event_record : nullptr;
+      a.stream_wait_event = streams ? &stream_wait_event : nullptr;
+      a.event_synchronize = streams ? &event_synchronize : nullptr;
+      a.event_release = streams ? &event_release : nullptr;
+      a.on_run_start = hooks ? &on_run_start : nullptr;
+      a.on_run_end = hooks ? &on_run_end : nullptr;
+      return a;
+    }();
+    return &api;
   }
 
   static void set_message(nxrt_negotiate_reply* reply, const std::string& m) {
@@ -280,27 +459,38 @@ struct Entry {
     constexpr size_t reply_prefix = offsetof(nxrt_negotiate_reply, message) + sizeof(rp->message);
     if (!rp || rp->struct_size < reply_prefix) return NXRT_INVALID_ARGUMENT;
     rp->message[0] = '\0';
-    if (!rq || rq->struct_size < offsetof(nxrt_negotiate_request, host) + sizeof(rq->host) || !rq->host) {
-      set_message(rp, "negotiation request is too small or has no host services");
+    if (!rq || rq->struct_size < offsetof(nxrt_negotiate_request, host) + sizeof(rq->host)) {
+      set_message(rp, "negotiation request is too small");
       return NXRT_INVALID_ARGUMENT;
     }
     if (rq->abi_major != NXRT_EP_ABI_MAJOR) {
-      set_message(rp, fmt::format("plugin speaks nxrt EP ABI {}.x, host offers {}.{}", NXRT_EP_ABI_MAJOR, rq->abi_major, rq->abi_minor));
+      set_message(rp, fmt::format("plugin is built for nxrt EP ABI {}.x; the host speaks {}.{}", NXRT_EP_ABI_MAJOR,
+                                  rq->abi_major, rq->abi_minor));
       return NXRT_VERSION_MISMATCH;
     }
-    if (!NXRT_HAS_FIELD(rq->host, nxrt_host_services, ctx_cancelled)) {
-      set_message(rp, fmt::format("host services table is {} bytes, plugin needs at least the ABI 1.0 table ({} bytes)", rq->host->struct_size,
-                              offsetof(nxrt_host_services, ctx_cancelled) + sizeof(rq->host->ctx_cancelled)));
+    if (!rq->host) {
+      set_message(rp, "negotiation request has no host services");
+      return NXRT_INVALID_ARGUMENT;
+    }
+    if (!NXRT_HAS_FIELD(rq->host, nxrt_host_services, profile_device_event)) {
+      set_message(rp, fmt::format("host services table is {} bytes, plugin needs at least the ABI 2.0 table ({} bytes)",
+                                  rq->host->struct_size, sizeof(nxrt_host_services)));
       return NXRT_VERSION_MISMATCH;
     }
-    if (rp->struct_size < offsetof(nxrt_negotiate_reply, api) + sizeof(rp->api)) {
-      set_message(rp, "negotiation reply is too small for ABI 1.0");
+    if (rp->struct_size < offsetof(nxrt_negotiate_reply, plugin) + sizeof(rp->plugin)) {
+      set_message(rp, "negotiation reply is too small for ABI 2.0");
       return NXRT_VERSION_MISMATCH;
     }
-    std::lock_guard lock(mu);
+    std::unique_ptr<InstanceBox> box;
     try {
-      host_services_slot() = rq->host;
-      if (!plugin) plugin = new P();
+      host_services_slot().store(rq->host, std::memory_order_release);
+      box = std::make_unique<InstanceBox>();
+      box->plugin = std::make_unique<P>();
+      if (NXRT_HAS_FIELD(rq, nxrt_negotiate_request, library_path) && rq->library_path) box->plugin->library_path = rq->library_path;
+      if (NXRT_HAS_FIELD(rq, nxrt_negotiate_request, host_name) && rq->host_name) box->plugin->host_name = rq->host_name;
+      if (NXRT_HAS_FIELD(rq, nxrt_negotiate_request, host_version) && rq->host_version)
+        box->plugin->host_version = rq->host_version;
+      box->options = box->plugin->options();
     } catch (const std::exception& e) {
       set_message(rp, fmt::format("plugin initialisation failed: {}", e.what()));
       return NXRT_INTERNAL;
@@ -308,37 +498,15 @@ struct Entry {
       set_message(rp, "plugin initialisation failed");
       return NXRT_INTERNAL;
     }
-    const uint64_t f = plugin->features();
-    const bool streams = (f & NXRT_FEATURE_STREAMS) != 0;
-    api = nxrt_plugin_api{};
-    api.struct_size = sizeof(nxrt_plugin_api);
-    api.name = plugin->name();
-    api.version = plugin->version();
-    api.shutdown = &shutdown;
-    api.device_count = &device_count;
-    api.no_device_reason = &no_device_reason;
-    api.device_info = &device_info;
-    api.session_create = &session_create;
-    api.session_release = &session_release;
-    api.get_capability = &get_capability;
-    api.kernel_create = &kernel_create;
-    api.kernel_compute = &kernel_compute;
-    api.kernel_release = &kernel_release;
-    api.memory_alloc = &memory_alloc;
-    api.memory_free = &memory_free;
-    api.copy = &copy;
-    api.stream_create = streams ? &stream_create : nullptr;
-    api.stream_synchronize = streams ? &stream_synchronize : nullptr;
-    api.stream_release = streams ? &stream_release : nullptr;
-    api.event_create = streams ? &event_create : nullptr;
-    api.event_record = streams ? &event_record : nullptr;
-    api.stream_wait_event = streams ? &stream_wait_event : nullptr;
-    api.event_synchronize = streams ? &event_synchronize : nullptr;
-    api.event_release = streams ? &event_release : nullptr;
+    const nxrt_plugin_api* api = table(*box->plugin);
+    const uint32_t agreed_minor = rq->abi_minor < NXRT_EP_ABI_MINOR ? rq->abi_minor : NXRT_EP_ABI_MINOR;
     rp->abi_major = NXRT_EP_ABI_MAJOR;
-    rp->abi_minor = rq->abi_minor < NXRT_EP_ABI_MINOR ? rq->abi_minor : NXRT_EP_ABI_MINOR;
-    rp->features = f;
-    rp->api = &api;
+    rp->abi_minor = agreed_minor;
+    rp->reserved0 = 0;
+    rp->features = box->plugin->features() & NXRT_FEATURES_OF_MINOR(agreed_minor);
+    rp->api = api;
+    rp->plugin = to<nxrt_plugin>(box.release());
+    rp->struct_size = uint32_t(NXRT_FILLED_SIZE(size_t(rp->struct_size), sizeof(nxrt_negotiate_reply)));
     return NXRT_OK;
   }
 };

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -12,12 +13,14 @@
 
 namespace nxrt::sdk {
 
-// The host's services, set once by negotiation (see plugin.hpp).
-inline const nxrt_host_services*& host_services_slot() {
-  static const nxrt_host_services* host = nullptr;
+// The host's services, stored by every negotiation (see plugin.hpp). One process
+// has one host: every instance of a library gets the same table, which stays
+// valid while any instance lives, so kernels reach it without an instance.
+inline std::atomic<const nxrt_host_services*>& host_services_slot() {
+  static std::atomic<const nxrt_host_services*> host{nullptr};
   return host;
 }
-inline const nxrt_host_services& host() { return *host_services_slot(); }
+inline const nxrt_host_services& host() { return *host_services_slot().load(std::memory_order_acquire); }
 
 class Error : public std::runtime_error {
  public:
@@ -31,6 +34,12 @@ class Error : public std::runtime_error {
   bool retryable_;
 };
 
+// A failure the host may retry once (a transient allocation or device failure).
+template <typename... Args>
+[[noreturn]] void fail_retryable(nxrt_status_code code, fmt::format_string<Args...> f, Args&&... args) {
+  throw Error(code, fmt::format(f, std::forward<Args>(args)...), true);
+}
+
 template <typename... Args>
 [[noreturn]] void fail(nxrt_status_code code, fmt::format_string<Args...> f, Args&&... args) {
   throw Error(code, fmt::format(f, std::forward<Args>(args)...));
@@ -41,10 +50,12 @@ inline void check(nxrt_status* status) {
   if (status == nullptr) return;
   auto code = host().status_code(status);
   std::string message = host().status_message(status);
+  bool retryable = host().status_retryable(status) != 0;
   host().status_release(status);
-  throw Error(code, std::move(message));
+  throw Error(code, std::move(message), retryable);
 }
 
+// Never NULL: the host returns a static out-of-memory status when it cannot allocate.
 inline nxrt_status* make_status(nxrt_status_code code, const std::string& message,
                                 bool retryable = false) {
   return host().status_create(code, retryable ? 1 : 0, message.c_str());

@@ -5,6 +5,7 @@
 
 #include <numeric>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace nxrt::sdk {
@@ -15,15 +16,23 @@ inline int64_t element_count(std::span<const int64_t> dims) {
   return n;
 }
 
-class TensorView {
+// A tensor view; `Const` views (kernel inputs, constants, TENSOR attributes)
+// give only const element pointers: the ABI makes inputs read-only.
+template <bool Const>
+class BasicTensorView {
+  using Ptr = std::conditional_t<Const, const void*, void*>;
+  template <typename T>
+  using Elem = std::conditional_t<Const, const T, T>;
+
  public:
-  TensorView() = default;
-  explicit TensorView(const nxrt_tensor& t)
-      : dtype_(t.dtype),
-        dims_(t.dims, t.dims + t.rank),
-        data_(t.data),
-        offset_(t.byte_offset),
-        memory_(t.memory) {}
+  BasicTensorView() = default;
+  template <typename CTensor>
+  explicit BasicTensorView(const CTensor& t)
+      : dtype_(t.dtype), dims_(t.dims, t.dims + t.rank), data_(t.data), offset_(t.byte_offset), memory_(t.memory) {}
+  // An output may be read as an input, never the other way round.
+  template <bool C = Const, typename = std::enable_if_t<C>>
+  BasicTensorView(const BasicTensorView<false>& o)
+      : dtype_(o.dtype()), dims_(o.dims()), data_(o.handle()), offset_(o.byte_offset()), memory_(o.memory()) {}
 
   nxrt_dtype dtype() const { return dtype_; }
   size_t rank() const { return dims_.size(); }
@@ -33,23 +42,26 @@ class TensorView {
   size_t bytes() const { return size_t(numel()) * dtype_size(dtype_); }
   nxrt_memory_kind memory() const { return memory_; }
   // The allocation handle and offset, for plugins with opaque device memory.
-  void* handle() const { return data_; }
+  Ptr handle() const { return data_; }
   uint64_t byte_offset() const { return offset_; }
 
   // Element pointer; only for host-addressable memory.
-  void* raw() const { return static_cast<char*>(data_) + offset_; }
+  Ptr raw() const { return static_cast<Elem<char>*>(data_) + offset_; }
   template <typename T>
-  T* data() const {
+  Elem<T>* data() const {
     if (dtype_of<T>() != dtype_) fail(NXRT_INVALID_ARGUMENT, "tensor is {}, not {}", dtype_name(dtype_), dtype_name(dtype_of<T>()));
-    return static_cast<T*>(raw());
+    return static_cast<Elem<T>*>(raw());
   }
 
  private:
   nxrt_dtype dtype_ = NXRT_DTYPE_UNDEFINED;
   std::vector<int64_t> dims_;
-  void* data_ = nullptr;
+  Ptr data_ = nullptr;
   uint64_t offset_ = 0;
   nxrt_memory_kind memory_ = NXRT_MEMORY_HOST;
 };
+
+using TensorView = BasicTensorView<false>;      // outputs: writable
+using ConstTensorView = BasicTensorView<true>;  // inputs, constants: read-only
 
 }  // namespace nxrt::sdk
