@@ -1,17 +1,14 @@
 // ConvTranspose (1-3 spatial dims, groups, strides, dilations, pads,
 // output_padding, output_shape, auto_pad): a direct scatter, one thread per
 // (image, output channel) plane, the inner loop running along the input row.
-// NonMaxSuppression (greedy, per batch and class). float32.
+// float32.
 #include <algorithm>
-#include <cstring>
 #include <string>
 
-#include "ops_more.hpp"
+#include "ops.hpp"
 
 namespace nxrt::cpu {
 namespace {
-
-constexpr nxrt_dtype kF32[] = {NXRT_DTYPE_FLOAT32};
 
 Check deconv_check(const Node& n) {
   if (auto r = sdk::require_dtypes(n, kF32)) return r;
@@ -138,93 +135,12 @@ std::unique_ptr<Kernel> deconv_create(const Node& n, CpuSession& session) {
   });
 }
 
-// ------------------------------------------------------- NonMaxSuppression
 
-std::unique_ptr<Kernel> nms_create(const Node& n, CpuSession&) {
-  const bool center = n.attr_int("center_point_box", 0) != 0;
-  return make_kernel([center](Context& ctx) {
-    TensorView boxes = ctx.input(0), scores = ctx.input(1);
-    int64_t max_out = 0;
-    float iou_th = 0.f, score_th = 0.f;
-    bool has_score_th = false;
-    if (auto t = ctx.optional_input(2); t && t->numel() > 0) max_out = read_ints(*t, "NonMaxSuppression", "max_output_boxes_per_class")[0];
-    if (auto t = ctx.optional_input(3); t && t->numel() > 0) iou_th = t->data<float>()[0];
-    if (auto t = ctx.optional_input(4); t && t->numel() > 0) {
-      score_th = t->data<float>()[0];
-      has_score_th = true;
-    }
-    if (boxes.rank() != 3 || boxes.dim(2) != 4 || scores.rank() != 3 || scores.dim(0) != boxes.dim(0) || scores.dim(2) != boxes.dim(1))
-      sdk::fail(NXRT_INVALID_ARGUMENT, "NonMaxSuppression: boxes {} and scores {} do not match", dims_str(boxes.dims()), dims_str(scores.dims()));
-    const int64_t B = boxes.dim(0), S = boxes.dim(1), C = scores.dim(1);
-    const float* bp = boxes.data<float>();
-    const float* sp = scores.data<float>();
-    std::vector<int64_t> sel;
-    std::vector<int64_t> order;
-    std::vector<int64_t> kept;
-    auto corners = [&](const float* b, float& y1, float& x1, float& y2, float& x2) {
-      if (center) {
-        x1 = b[0] - b[2] / 2;
-        x2 = b[0] + b[2] / 2;
-        y1 = b[1] - b[3] / 2;
-        y2 = b[1] + b[3] / 2;
-      } else {
-        y1 = std::min(b[0], b[2]);
-        y2 = std::max(b[0], b[2]);
-        x1 = std::min(b[1], b[3]);
-        x2 = std::max(b[1], b[3]);
-      }
-    };
-    auto iou = [&](const float* a, const float* b) {
-      float ay1, ax1, ay2, ax2, by1, bx1, by2, bx2;
-      corners(a, ay1, ax1, ay2, ax2);
-      corners(b, by1, bx1, by2, bx2);
-      const float aa = (ay2 - ay1) * (ax2 - ax1), ab = (by2 - by1) * (bx2 - bx1);
-      if (aa <= 0 || ab <= 0) return 0.f;
-      const float ih = std::max(0.f, std::min(ay2, by2) - std::max(ay1, by1));
-      const float iw = std::max(0.f, std::min(ax2, bx2) - std::max(ax1, bx1));
-      const float inter = ih * iw;
-      return inter / (aa + ab - inter);
-    };
-    for (int64_t b = 0; b < B && max_out > 0; ++b)
-      for (int64_t c = 0; c < C; ++c) {
-        const float* sc = sp + (b * C + c) * S;
-        order.clear();
-        for (int64_t i = 0; i < S; ++i)
-          if (!has_score_th || sc[i] > score_th) order.push_back(i);
-        std::stable_sort(order.begin(), order.end(), [&](int64_t p, int64_t q) { return sc[p] > sc[q]; });
-        kept.clear();
-        for (int64_t i : order) {
-          if (int64_t(kept.size()) >= max_out) break;
-          bool ok = true;
-          for (int64_t k : kept)
-            if (iou(bp + (b * S + i) * 4, bp + (b * S + k) * 4) > iou_th) {
-              ok = false;
-              break;
-            }
-          if (!ok) continue;
-          kept.push_back(i);
-          sel.insert(sel.end(), {b, c, i});
-        }
-      }
-    TensorView y = ctx.output(0, NXRT_DTYPE_INT64, {int64_t(sel.size() / 3), 3});
-    if (!sel.empty()) std::memcpy(y.raw(), sel.data(), sel.size() * 8);
-  });
-}
-
-Check nms_check(const Node& n) {
-  if (auto r = input_dtype_is(n, 0, NXRT_DTYPE_FLOAT32, "boxes")) return r;
-  if (auto r = input_dtype_is(n, 1, NXRT_DTYPE_FLOAT32, "scores")) return r;
-  if (auto r = input_dtype_is(n, 2, NXRT_DTYPE_INT64, "max_output_boxes_per_class")) return r;
-  if (auto r = input_dtype_is(n, 3, NXRT_DTYPE_FLOAT32, "iou_threshold")) return r;
-  if (auto r = input_dtype_is(n, 4, NXRT_DTYPE_FLOAT32, "score_threshold")) return r;
-  return known_attrs(n, {"center_point_box"});
-}
 
 }  // namespace
 
-void register_deconv_ops(Registry& r) {
+void register_conv_transpose_ops(Registry& r) {
   r.add(Def{"ConvTranspose", "", 1, INT_MAX, deconv_check, deconv_create});
-  r.add(Def{"NonMaxSuppression", "", 10, INT_MAX, nms_check, nms_create});
 }
 
 }  // namespace nxrt::cpu
