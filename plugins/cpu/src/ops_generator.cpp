@@ -1,11 +1,13 @@
 // Ops that create a tensor from attributes or scalars: Constant,
-// ConstantOfShape, Range, EyeLike, and the Hann/Hamming/Blackman windows.
+// ConstantOfShape, Range, EyeLike, and the Hann/Hamming/Blackman windows
+// (window.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 
 #include "ops.hpp"
+#include "window.hpp"
 
 namespace nxrt::cpu {
 namespace {
@@ -140,28 +142,16 @@ std::unique_ptr<Kernel> eyelike_create(const Node& n, CpuSession&) {
 
 // ----------------------------------------------------------------- windows
 
-enum class Window { Hann, Hamming, Blackman };
-
-std::unique_ptr<Kernel> window_create(const Node& n, CpuSession&, Window w) {
+std::unique_ptr<Kernel> window_create(const Node& n, CpuSession&, WindowKind w) {
   const bool periodic = n.attr_int("periodic", 1) != 0;
   const nxrt_dtype dt = n.output(0).dtype();
   return make_kernel([periodic, dt, w](Context& ctx) {
     const auto sv = read_ints(ctx.input(0), "Window", "size");
     if (sv.size() != 1 || sv[0] < 0) sdk::fail(NXRT_INVALID_ARGUMENT, "Window: size must be a non-negative scalar");
     const int64_t size = sv[0];
-    const double n1 = double(periodic ? size : size - 1);
     TensorView y = ctx.output(0, dt, {size});
-    for (int64_t i = 0; i < size; ++i) {
-      const double x = 2.0 * M_PI * double(i) / n1;
-      double v = 0;
-      switch (w) {
-        case Window::Hann: v = std::pow(std::sin(M_PI * double(i) / n1), 2); break;
-        case Window::Hamming: v = 25.0 / 46.0 - (1.0 - 25.0 / 46.0) * std::cos(x); break;
-        case Window::Blackman: v = 0.42 - 0.5 * std::cos(x) + 0.08 * std::cos(2 * x); break;
-      }
-      if (dt == NXRT_DTYPE_FLOAT32) y.data<float>()[i] = float(v);
-      else y.data<double>()[i] = v;
-    }
+    if (dt == NXRT_DTYPE_FLOAT32) window(w, size, periodic, y.data<float>());
+    else window(w, size, periodic, y.data<double>());
   });
 }
 
@@ -191,11 +181,11 @@ void register_generator_ops(Registry& r) {
               return known_attrs(n, {"k", "dtype"});
             },
             eyelike_create});
-  r.add(Def{"HannWindow", "", 17, INT_MAX, window_check, [](const Node& n, CpuSession& s) { return window_create(n, s, Window::Hann); }});
+  r.add(Def{"HannWindow", "", 17, INT_MAX, window_check, [](const Node& n, CpuSession& s) { return window_create(n, s, WindowKind::Hann); }});
   r.add(Def{"HammingWindow", "", 17, INT_MAX, window_check,
-            [](const Node& n, CpuSession& s) { return window_create(n, s, Window::Hamming); }});
+            [](const Node& n, CpuSession& s) { return window_create(n, s, WindowKind::Hamming); }});
   r.add(Def{"BlackmanWindow", "", 17, INT_MAX, window_check,
-            [](const Node& n, CpuSession& s) { return window_create(n, s, Window::Blackman); }});
+            [](const Node& n, CpuSession& s) { return window_create(n, s, WindowKind::Blackman); }});
 }
 
 }  // namespace nxrt::cpu

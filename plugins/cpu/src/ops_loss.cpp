@@ -1,12 +1,10 @@
 // Losses: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (weights,
 // ignore_index, reduction none/sum/mean, optional log_prob output). float32,
-// float64.
-#include <algorithm>
-#include <cmath>
+// float64. The math is in loss.cpp.
 #include <cstring>
-#include <limits>
 #include <string>
 
+#include "loss.hpp"
 #include "ops.hpp"
 
 namespace nxrt::cpu {
@@ -59,29 +57,16 @@ void nll(Context& ctx, const LossArgs& a, const T* logp, int64_t N, int64_t C, i
   }
   std::vector<double> loss(target.size());
   double wsum = 0;
-  for (int64_t i = 0; i < N; ++i)
-    for (int64_t d = 0; d < D; ++d) {
-      const int64_t t = target[size_t(i * D + d)];
-      double l = 0, wt = 1;
-      if (a.has_ignore && t == a.ignore) {
-        wt = 0;
-      } else {
-        if (t < 0 || t >= C) sdk::fail(NXRT_INVALID_ARGUMENT, "loss: target {} out of range [0, {})", t, C);
-        if (w) wt = double(w[t]);
-        l = -double(logp[(i * C + t) * D + d]) * wt;
-      }
-      loss[size_t(i * D + d)] = l;
-      wsum += wt;
-    }
+  int64_t bad = 0;
+  if (!nll_loss(logp, N, C, D, target.data(), w, a.has_ignore ? &a.ignore : nullptr, loss.data(), wsum, bad))
+    sdk::fail(NXRT_INVALID_ARGUMENT, "loss: target {} out of range [0, {})", bad, C);
   if (a.red == LossRed::None) {
     TensorView y = ctx.output(out_index, sdk::dtype_of<T>(), target_t.dims());
     T* yp = y.data<T>();
     for (size_t i = 0; i < loss.size(); ++i) yp[i] = T(loss[i]);
     return;
   }
-  double s = 0;
-  for (double l : loss) s += l;
-  if (a.red == LossRed::Mean) s = (w || a.has_ignore) ? s / wsum : s / double(loss.size());
+  const double s = reduce_loss(loss.data(), int64_t(loss.size()), a.red == LossRed::Mean, w || a.has_ignore, wsum);
   TensorView y = ctx.output(out_index, sdk::dtype_of<T>(), std::span<const int64_t>());
   y.data<T>()[0] = T(s);
 }
@@ -103,15 +88,7 @@ std::unique_ptr<Kernel> loss_create(const Node& n, CpuSession&, bool sce) {
       }
       // log_softmax over C.
       std::vector<T> lp(static_cast<size_t>(x.numel()));
-      for (int64_t i = 0; i < N; ++i)
-        for (int64_t d = 0; d < D; ++d) {
-          double m = -std::numeric_limits<double>::infinity();
-          for (int64_t c = 0; c < C; ++c) m = std::max(m, double(xp[(i * C + c) * D + d]));
-          double s = 0;
-          for (int64_t c = 0; c < C; ++c) s += std::exp(double(xp[(i * C + c) * D + d]) - m);
-          const double ls = std::log(s) + m;
-          for (int64_t c = 0; c < C; ++c) lp[size_t((i * C + c) * D + d)] = T(double(xp[(i * C + c) * D + d]) - ls);
-        }
+      log_softmax_classes(xp, N, C, D, lp.data());
       nll<T>(ctx, a, lp.data(), N, C, D, target, weight, 0);
       if (log_prob_out) {
         TensorView o = ctx.output(1, x.dtype(), x.dims());

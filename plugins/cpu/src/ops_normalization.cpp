@@ -149,26 +149,7 @@ std::unique_ptr<Kernel> instnorm_create(const Node& n, CpuSession& s) {
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
     const int64_t planes = nb * ch;
     if (planes == 0) return;
-    const int64_t sp = x.numel() / planes;
-    const float* xp = x.data<float>();
-    const float* scp = sc.data<float>();
-    const float* bp = bi.data<float>();
-    float* yp = y.data<float>();
-    const int parts = threads_for(pool, double(x.numel()) * 3, 65536.0);
-    parallel_ranges(pool, planes, parts, [&](int64_t b, int64_t e) {
-      for (int64_t p = b; p < e; ++p) {
-        const float* r = xp + p * sp;
-        double mean = 0;
-        for (int64_t i = 0; i < sp; ++i) mean += r[i];
-        mean /= double(sp);
-        double var = 0;
-        for (int64_t i = 0; i < sp; ++i) var += (r[i] - mean) * (r[i] - mean);
-        var /= double(sp);
-        const double g = double(scp[p % ch]) / std::sqrt(var + eps), bb = bp[p % ch];
-        float* o = yp + p * sp;
-        for (int64_t i = 0; i < sp; ++i) o[i] = float((r[i] - mean) * g + bb);
-      }
-    });
+    instance_norm(nb, ch, x.numel() / planes, x.data<float>(), sc.data<float>(), bi.data<float>(), eps, y.data<float>(), pool);
   });
 }
 
@@ -182,20 +163,7 @@ std::unique_ptr<Kernel> lrn_create(const Node& n, CpuSession&) {
     if (x.rank() < 3) sdk::fail(NXRT_INVALID_ARGUMENT, "LRN: input must have rank >= 3");
     const int64_t N = x.dim(0), C = x.dim(1), sp = x.numel() / std::max<int64_t>(1, N * C);
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
-    const float* xp = x.data<float>();
-    float* yp = y.data<float>();
-    const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
-    for (int64_t nn = 0; nn < N; ++nn)
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t s = 0; s < sp; ++s) {
-          double sq = 0;
-          for (int64_t cc = std::max<int64_t>(0, c - lo); cc <= std::min(C - 1, c + hi); ++cc) {
-            const double v = xp[(nn * C + cc) * sp + s];
-            sq += v * v;
-          }
-          const int64_t off = (nn * C + c) * sp + s;
-          yp[off] = float(xp[off] / std::pow(bias + alpha / double(size) * sq, beta));
-        }
+    lrn(N, C, sp, size, alpha, beta, bias, x.data<float>(), y.data<float>());
   });
 }
 
@@ -209,27 +177,8 @@ std::unique_ptr<Kernel> mvn_create(const Node& n, CpuSession& s) {
     const int64_t r = int64_t(x.rank());
     std::vector<bool> flags(size_t(r), false);
     for (auto a : axes) flags[size_t(norm_axis(a, r, "MeanVarianceNormalization"))] = true;
-    std::vector<int64_t> md = x.dims();
-    for (size_t d = 0; d < md.size(); ++d)
-      if (flags[d]) md[d] = 1;
-    const int64_t m = sdk::element_count(md);
-    std::vector<float> mean(static_cast<size_t>(m)), meansq(static_cast<size_t>(m));
-    std::vector<float> sq(static_cast<size_t>(x.numel()));
-    const float* xp = x.data<float>();
-    for (size_t i = 0; i < sq.size(); ++i) sq[i] = xp[i] * xp[i];
-    reduce<float>(ReduceOp::Mean, xp, x.dims(), flags, mean.data(), pool);
-    reduce<float>(ReduceOp::Mean, sq.data(), x.dims(), flags, meansq.data(), pool);
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
-    float* yp = y.data<float>();
-    const std::array<std::vector<int64_t>, 2> st = {contiguous_strides(x.dims()), broadcast_strides(md, x.dims())};
-    broadcast_rows<2>(x.dims(), st, pool, [&](int64_t o, int64_t cnt, const int64_t* off, const int64_t* in) {
-      for (int64_t i = 0; i < cnt; ++i) {
-        const int64_t k = off[1] + i * in[1];
-        const double mu = mean[size_t(k)];
-        const double sd = std::sqrt(std::max(0.0, double(meansq[size_t(k)]) - mu * mu));
-        yp[o + i] = float((double(xp[off[0] + i * in[0]]) - mu) / (sd + 1e-9));
-      }
-    });
+    mean_variance_normalization(x.data<float>(), x.dims(), flags, y.data<float>(), pool);
   });
 }
 

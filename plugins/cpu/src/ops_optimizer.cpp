@@ -1,9 +1,10 @@
 // The ai.onnx.preview.training optimizers: Adagrad, Momentum (standard and
-// nesterov) and Adam (implemented, not registered). float32.
-#include <cmath>
+// nesterov) and Adam (implemented, not registered); the update steps are in
+// optimizer.cpp. float32.
 #include <string>
 
 #include "ops.hpp"
+#include "optimizer.hpp"
 
 namespace nxrt::cpu {
 namespace {
@@ -36,33 +37,14 @@ std::unique_ptr<Kernel> opt_create(const Node& n, CpuSession&, Opt o) {
       float* xn = xo.data<float>();
       float* vn = vo.data<float>();
       if (o == Opt::Adagrad) {  // v is H
-        const double rr = R / (1 + double(T) * decay);
-        for (int64_t i = 0; i < m; ++i) {
-          const double gr = norm * xp[i] + gp[i], h = vp[i] + gr * gr;
-          vn[i] = float(h);
-          xn[i] = float(xp[i] - rr * gr / (std::sqrt(h) + eps));
-        }
+        adagrad_step(m, xp, gp, vp, R, T, decay, norm, eps, xn, vn);
       } else if (o == Opt::Momentum) {
-        const double ba = T > 0 ? beta : 1.0;
-        for (int64_t i = 0; i < m; ++i) {
-          const double gr = norm * xp[i] + gp[i], vv = alpha * vp[i] + ba * gr;
-          vn[i] = float(vv);
-          xn[i] = float(nesterov ? xp[i] - R * (gr + alpha * vv) : xp[i] - R * vv);
-        }
+        momentum_step(m, xp, gp, vp, R, T, alpha, beta, norm, nesterov, xn, vn);
       } else {
         TensorView h = ctx.input(2 + 3 * per + j);
         if (h.numel() != m) sdk::fail(NXRT_INVALID_ARGUMENT, "Adam: tensor {} shapes differ", j);
-        const float* hp = h.data<float>();
         TensorView ho = ctx.output(2 * per + j, NXRT_DTYPE_FLOAT32, x.dims());
-        float* hn = ho.data<float>();
-        const double ra = T > 0 ? R * std::sqrt(1 - std::pow(beta, double(T))) / (1 - std::pow(alpha, double(T))) : R;
-        for (int64_t i = 0; i < m; ++i) {
-          const double gr = norm * xp[i] + gp[i];
-          const double vv = alpha * vp[i] + (1 - alpha) * gr, hh = beta * hp[i] + (1 - beta) * gr * gr;
-          vn[i] = float(vv);
-          hn[i] = float(hh);
-          xn[i] = float((1 - norm_post) * (xp[i] - ra * (vv / (std::sqrt(hh) + eps))));
-        }
+        adam_step(m, xp, gp, vp, h.data<float>(), R, T, alpha, beta, norm, norm_post, eps, xn, vn, ho.data<float>());
       }
     }
   });

@@ -245,18 +245,7 @@ std::unique_ptr<Kernel> gmp_create(const Node&, CpuSession& s) {
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
     const int64_t planes = x.dim(0) * x.dim(1);
     if (planes == 0) return;
-    const int64_t sp = x.numel() / planes;
-    const float* xp = x.data<float>();
-    float* yp = y.data<float>();
-    const int parts = threads_for(pool, double(x.numel()), 1 << 17);
-    parallel_ranges(pool, planes, parts, [&](int64_t b, int64_t e) {
-      for (int64_t p = b; p < e; ++p) {
-        float m = -std::numeric_limits<float>::infinity();
-        const float* r = xp + p * sp;
-        for (int64_t i = 0; i < sp; ++i) m = (r[i] > m || std::isnan(r[i])) && !std::isnan(m) ? r[i] : m;
-        yp[p] = m;
-      }
-    });
+    global_max_pool(planes, x.numel() / planes, x.data<float>(), y.data<float>(), pool);
   });
 }
 

@@ -1,26 +1,17 @@
 // Linear quantization: QuantizeLinear, DequantizeLinear (per-tensor or
-// per-axis scale and zero point) and DynamicQuantizeLinear (uint8).
-#include <algorithm>
-#include <cmath>
-#include <limits>
+// per-axis scale and zero point) and DynamicQuantizeLinear (uint8); the math
+// is in quantize.cpp.
+#include <type_traits>
 
 #include "ops.hpp"
+#include "quantize.hpp"
 
 namespace nxrt::cpu {
 namespace {
 
-// ------------------------------------------------- Quantize / Dequantize
-
-// Per-tensor (scale has 1 element) or per-axis parameters: index of the
-// parameter for element i.
-struct QGeom {
-  int64_t inner = 1, len = 1;
-  bool per_axis = false;
-  int64_t at(int64_t i) const { return per_axis ? (i / inner) % len : 0; }
-};
-
-QGeom q_geometry(const TensorView& x, const TensorView& scale, int64_t axis, const char* op) {
-  QGeom g;
+// Per-tensor (scale has 1 element) or per-axis parameters.
+QuantAxis q_geometry(const TensorView& x, const TensorView& scale, int64_t axis, const char* op) {
+  QuantAxis g;
   if (scale.numel() == 1 && scale.rank() <= 1) return g;
   if (scale.rank() != 1) sdk::fail(NXRT_INVALID_ARGUMENT, "{}: scale must be a scalar or 1-D", op);
   const int64_t a = norm_axis(axis, int64_t(x.rank()), op);
@@ -31,34 +22,20 @@ QGeom q_geometry(const TensorView& x, const TensorView& scale, int64_t axis, con
   return g;
 }
 
-template <typename Q>
-Q saturate_round(float v) {
-  const float r = std::nearbyint(v);
-  if (!(r >= float(std::numeric_limits<Q>::lowest()))) return std::numeric_limits<Q>::lowest();
-  if (r > float(std::numeric_limits<Q>::max())) return std::numeric_limits<Q>::max();
-  return Q(r);
-}
-
 std::unique_ptr<Kernel> dequantize_create(const Node& n, CpuSession&) {
   const int64_t axis = n.attr_int("axis", 1);
   return make_kernel([axis](Context& ctx) {
     TensorView x = ctx.input(0), sc = ctx.input(1);
     auto zp = ctx.optional_input(2);
-    const QGeom g = q_geometry(x, sc, axis, "DequantizeLinear");
+    const QuantAxis g = q_geometry(x, sc, axis, "DequantizeLinear");
     if (zp && (zp->numel() != sc.numel() || zp->dtype() != x.dtype())) sdk::fail(NXRT_INVALID_ARGUMENT, "DequantizeLinear: zero point does not match");
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
     const float* s = sc.data<float>();
     float* yp = y.data<float>();
     dispatch_type(x.dtype(), "DequantizeLinear", [&](auto tag) {
       using T = decltype(tag);
-      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-        const T* xp = x.data<T>();
-        const T* z = zp ? zp->data<T>() : nullptr;
-        for (int64_t i = 0; i < x.numel(); ++i) {
-          const int64_t k = g.at(i);
-          yp[i] = float(int64_t(xp[i]) - (z ? int64_t(z[k]) : 0)) * s[k];
-        }
-      }
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+        dequantize_linear(x.data<T>(), x.numel(), s, zp ? zp->data<T>() : nullptr, g, yp);
     });
   });
 }
@@ -69,19 +46,14 @@ std::unique_ptr<Kernel> quantize_create(const Node& n, CpuSession&) {
   return make_kernel([axis, out](Context& ctx) {
     TensorView x = ctx.input(0), sc = ctx.input(1);
     auto zp = ctx.optional_input(2);
-    const QGeom g = q_geometry(x, sc, axis, "QuantizeLinear");
+    const QuantAxis g = q_geometry(x, sc, axis, "QuantizeLinear");
     if (zp && (zp->numel() != sc.numel() || zp->dtype() != out)) sdk::fail(NXRT_INVALID_ARGUMENT, "QuantizeLinear: zero point does not match");
     TensorView y = ctx.output(0, out, x.dims());
     const float* s = sc.data<float>();
     const float* xp = x.data<float>();
     auto run = [&](auto tag) {
       using Q = decltype(tag);
-      const Q* z = zp ? zp->data<Q>() : nullptr;
-      Q* yp = y.data<Q>();
-      for (int64_t i = 0; i < x.numel(); ++i) {
-        const int64_t k = g.at(i);
-        yp[i] = saturate_round<Q>(std::nearbyint(xp[i] / s[k]) + float(z ? z[k] : 0));
-      }
+      quantize_linear(xp, x.numel(), s, zp ? zp->data<Q>() : nullptr, g, y.data<Q>());
     };
     if (out == NXRT_DTYPE_UINT8) run(uint8_t{});
     else run(int8_t{});
@@ -110,20 +82,13 @@ std::unique_ptr<Kernel> dynq_create(const Node&, CpuSession&) {
   return make_kernel([](Context& ctx) {
     TensorView x = ctx.input(0);
     const float* xp = x.data<float>();
-    float lo = 0, hi = 0;
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      lo = std::min(lo, xp[i]);
-      hi = std::max(hi, xp[i]);
-    }
-    const float scale = (hi - lo) / 255.f;
-    const uint8_t zp = scale == 0.f ? uint8_t(0) : saturate_round<uint8_t>(0.f - lo / scale);
+    const DynamicQuant q = dynamic_quant_params(xp, x.numel());
     TensorView y = ctx.output(0, NXRT_DTYPE_UINT8, x.dims());
     TensorView ys = ctx.output(1, NXRT_DTYPE_FLOAT32, std::span<const int64_t>());
     TensorView yz = ctx.output(2, NXRT_DTYPE_UINT8, std::span<const int64_t>());
-    ys.data<float>()[0] = scale;
-    yz.data<uint8_t>()[0] = zp;
-    uint8_t* yp = y.data<uint8_t>();
-    for (int64_t i = 0; i < x.numel(); ++i) yp[i] = scale == 0.f ? zp : saturate_round<uint8_t>(std::nearbyint(xp[i] / scale) + float(zp));
+    ys.data<float>()[0] = q.scale;
+    yz.data<uint8_t>()[0] = q.zero_point;
+    dynamic_quantize_linear(xp, x.numel(), q, y.data<uint8_t>());
   });
 }
 

@@ -1,8 +1,5 @@
 // Softmax, LogSoftmax and Hardmax: opset 1-12 coerce the input to 2-D at
-// axis, 13+ work along one axis. float32.
-#include <cmath>
-#include <limits>
-
+// axis, 13+ work along one axis; the math is in softmax.cpp. float32.
 #include "ops.hpp"
 #include "softmax.hpp"
 
@@ -63,32 +60,8 @@ std::unique_ptr<Kernel> logsoftmax_create(const Node& n, CpuSession& s, bool coe
     if (x.numel() == 0) return;
     int64_t outer = 0, len = 0, inner = 0;
     softmax_geometry(x, axis, coerce, hard ? "Hardmax" : "LogSoftmax", outer, len, inner);
-    const float* xp = x.data<float>();
-    float* yp = y.data<float>();
-    const int parts = threads_for(pool, double(x.numel()) * 4, 65536.0);
-    const int64_t cols = outer * inner;
-    parallel_ranges(pool, cols, parts, [&](int64_t b, int64_t e) {
-      for (int64_t col = b; col < e; ++col) {
-        const int64_t o = col / inner, in = col % inner;
-        const float* xr = xp + o * len * inner + in;
-        float* yr = yp + o * len * inner + in;
-        float m = -std::numeric_limits<float>::infinity();
-        int64_t arg = 0;
-        for (int64_t i = 0; i < len; ++i)
-          if (xr[i * inner] > m) {
-            m = xr[i * inner];
-            arg = i;
-          }
-        if (hard) {
-          for (int64_t i = 0; i < len; ++i) yr[i * inner] = i == arg ? 1.f : 0.f;
-          continue;
-        }
-        double sum = 0;
-        for (int64_t i = 0; i < len; ++i) sum += std::exp(double(xr[i * inner]) - double(m));
-        const double ls = std::log(sum) + double(m);
-        for (int64_t i = 0; i < len; ++i) yr[i * inner] = float(double(xr[i * inner]) - ls);
-      }
-    });
+    if (hard) hardmax(outer, len, inner, x.data<float>(), y.data<float>(), pool);
+    else log_softmax(outer, len, inner, x.data<float>(), y.data<float>(), pool);
   });
 }
 

@@ -1,6 +1,7 @@
 #include "pooling.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "simd.hpp"
@@ -111,6 +112,18 @@ void global_average_pool(int64_t planes, int64_t spatial, const float* x, float*
     int64_t b, e;
     split_range(planes, tasks, i, b, e);
     for (int64_t p = b; p < e; ++p) y[p] = plane_sum(x + p * spatial, spatial) * inv;
+  });
+}
+
+void global_max_pool(int64_t planes, int64_t sp, const float* xp, float* yp, ThreadPool* pool) {
+  const int parts = threads_for(pool, double(planes * sp), 1 << 17);
+  parallel_ranges(pool, planes, parts, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      float m = -std::numeric_limits<float>::infinity();
+      const float* r = xp + p * sp;
+      for (int64_t i = 0; i < sp; ++i) m = (r[i] > m || std::isnan(r[i])) && !std::isnan(m) ? r[i] : m;
+      yp[p] = m;
+    }
   });
 }
 

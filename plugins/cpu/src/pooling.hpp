@@ -1,5 +1,5 @@
 // MaxPool (1-3 spatial dims, dilations, asymmetric pads; ceil_mode is folded
-// into the output shape) and GlobalAveragePool, NC... layout.
+// into the output shape), GlobalAveragePool and GlobalMaxPool, NC... layout.
 #pragma once
 #include <cstdint>
 
@@ -23,5 +23,9 @@ void max_pool(const PoolShape& s, const T* x, T* y, ThreadPool* pool);
 
 // y[n][c] = mean over the `spatial` elements of x[n][c][...].
 void global_average_pool(int64_t planes, int64_t spatial, const float* x, float* y, ThreadPool* pool);
+
+// y[n][c] = max over the `spatial` elements of x[n][c][...]; NaN if any is NaN
+// (-inf when spatial is 0).
+void global_max_pool(int64_t planes, int64_t spatial, const float* x, float* y, ThreadPool* pool);
 
 }  // namespace nxrt::cpu

@@ -79,3 +79,17 @@ TEST_CASE("global_average_pool") {
     CHECK(y[size_t(p)] == doctest::Approx(s / 49).epsilon(1e-5));
   }
 }
+
+TEST_CASE("global_max_pool: NaN propagates, threaded") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {1, 5, 2, -1, nan, 3, nan, 1, 2, -7, -8, -9};
+  ThreadPool pool(2);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    std::vector<float> y(4);
+    global_max_pool(4, 3, x.data(), y.data(), p);
+    CHECK(y[0] == 5.f);
+    CHECK(std::isnan(y[1]));
+    CHECK(std::isnan(y[2]));
+    CHECK(y[3] == -7.f);
+  }
+}
