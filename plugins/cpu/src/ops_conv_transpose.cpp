@@ -1,10 +1,10 @@
 // ConvTranspose (1-3 spatial dims, groups, strides, dilations, pads,
-// output_padding, output_shape, auto_pad): a direct scatter, one thread per
-// (image, output channel) plane, the inner loop running along the input row.
-// float32.
+// output_padding, output_shape, auto_pad): the output geometry; the direct
+// scatter is conv_transpose() in conv_transpose.cpp. float32.
 #include <algorithm>
 #include <string>
 
+#include "conv_transpose.hpp"
 #include "ops.hpp"
 
 namespace nxrt::cpu {
@@ -56,7 +56,7 @@ std::unique_ptr<Kernel> deconv_create(const Node& n, CpuSession& session) {
     if (x.rank() != sr + 2 || w.rank() != sr + 2) sdk::fail(NXRT_INVALID_ARGUMENT, "ConvTranspose: X {} / W {} ranks", dims_str(x.dims()), dims_str(w.dims()));
     const int64_t N = x.dim(0), C = x.dim(1), G = a.group;
     if (C != w.dim(0) || C % G) sdk::fail(NXRT_INVALID_ARGUMENT, "ConvTranspose: X has {} channels, W {}", C, dims_str(w.dims()));
-    const int64_t Mg = w.dim(1), M = Mg * G, Cg = C / G;
+    const int64_t Mg = w.dim(1), M = Mg * G;
     if (b && b->numel() != M) sdk::fail(NXRT_INVALID_ARGUMENT, "ConvTranspose: B must have {} values", M);
     int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, st[3] = {1, 1, 1}, dl[3] = {1, 1, 1}, pb[3] = {0, 0, 0};
     std::vector<int64_t> od = {N, M};
@@ -91,47 +91,20 @@ std::unique_ptr<Kernel> deconv_create(const Node& n, CpuSession& session) {
     }
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
     if (y.numel() == 0) return;
-    const float* xp = x.data<float>();
-    const float* wp = w.data<float>();
-    const float* bp = b ? b->data<float>() : nullptr;
-    float* yp = y.data<float>();
-    const int64_t isz = in[0] * in[1] * in[2], osz = out[0] * out[1] * out[2], ksz = k[0] * k[1] * k[2];
-    const int64_t planes = N * M;
-    const int parts = int(std::min<int64_t>(planes, threads_for(pool, double(N * C * isz) * double(Mg * ksz))));
-    parallel_ranges(pool, planes, parts, [&](int64_t p0, int64_t p1) {
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t nn = p / M, m = p % M, g = m / Mg, ml = m % Mg;
-        float* yo = yp + p * osz;
-        std::fill(yo, yo + osz, bp ? bp[m] : 0.f);
-        for (int64_t icl = 0; icl < Cg; ++icl) {
-          const int64_t ic = g * Cg + icl;
-          const float* xi = xp + (nn * C + ic) * isz;
-          const float* wk = wp + (ic * Mg + ml) * ksz;
-          for (int64_t kz = 0; kz < k[0]; ++kz)
-            for (int64_t ky = 0; ky < k[1]; ++ky)
-              for (int64_t kx = 0; kx < k[2]; ++kx) {
-                const float wv = wk[(kz * k[1] + ky) * k[2] + kx];
-                // Input columns whose output column lands inside [0, out[2]).
-                const int64_t cx = kx * dl[2] - pb[2];  // ox = ix * st + cx
-                int64_t ix0 = cx >= 0 ? 0 : (-cx + st[2] - 1) / st[2];
-                int64_t ix1 = out[2] - cx <= 0 ? 0 : std::min(in[2], (out[2] - cx + st[2] - 1) / st[2]);
-                if (ix0 >= ix1) continue;
-                for (int64_t iz = 0; iz < in[0]; ++iz) {
-                  const int64_t oz = iz * st[0] - pb[0] + kz * dl[0];
-                  if (oz < 0 || oz >= out[0]) continue;
-                  for (int64_t iy = 0; iy < in[1]; ++iy) {
-                    const int64_t oy = iy * st[1] - pb[1] + ky * dl[1];
-                    if (oy < 0 || oy >= out[1]) continue;
-                    const float* xr = xi + (iz * in[1] + iy) * in[2];
-                    float* yr = yo + (oz * out[1] + oy) * out[2];
-                    const int64_t s2 = st[2];
-                    for (int64_t ix = ix0; ix < ix1; ++ix) yr[ix * s2 + cx] += wv * xr[ix];
-                  }
-                }
-              }
-        }
-      }
-    });
+    ConvTransposeShape cs;
+    cs.batch = N;
+    cs.in_channels = C;
+    cs.group_out_channels = Mg;
+    cs.groups = G;
+    for (size_t d = 0; d < 3; ++d) {
+      cs.in[d] = in[d];
+      cs.out[d] = out[d];
+      cs.kernel[d] = k[d];
+      cs.stride[d] = st[d];
+      cs.dilation[d] = dl[d];
+      cs.pad_begin[d] = pb[d];
+    }
+    conv_transpose(cs, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, y.data<float>(), pool);
   });
 }
 

@@ -174,44 +174,20 @@ std::unique_ptr<Kernel> avgpool_create(const Node& n, CpuSession& session) {
     }
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
     if (y.numel() == 0) return;
-    const float* xp = x.data<float>();
-    float* yp = y.data<float>();
-    const int64_t planes = x.dim(0) * x.dim(1), isz = in[0] * in[1] * in[2], osz = out[0] * out[1] * out[2];
-    const bool inc = a.include_pad;
-    const int parts = int(std::min<int64_t>(planes, threads_for(pool, double(planes * osz) * double(k[0] * k[1] * k[2]))));
-    parallel_ranges(pool, planes, parts, [&](int64_t p0, int64_t p1) {
-      for (int64_t p = p0; p < p1; ++p) {
-        const float* xs = xp + p * isz;
-        float* ys = yp + p * osz;
-        for (int64_t oz = 0; oz < out[0]; ++oz)
-          for (int64_t oy = 0; oy < out[1]; ++oy)
-            for (int64_t ox = 0; ox < out[2]; ++ox) {
-              double sum = 0;
-              int64_t cnt = 0, cnt_pad = 0;
-              for (int64_t kz = 0; kz < k[0]; ++kz) {
-                const int64_t iz = oz * st[0] - pb[0] + kz * dl[0];
-                if (iz < -pb[0] || iz >= in[0] + pe[0]) continue;
-                const bool vz = iz >= 0 && iz < in[0];
-                for (int64_t ky = 0; ky < k[1]; ++ky) {
-                  const int64_t iy = oy * st[1] - pb[1] + ky * dl[1];
-                  if (iy < -pb[1] || iy >= in[1] + pe[1]) continue;
-                  const bool vy = vz && iy >= 0 && iy < in[1];
-                  for (int64_t kx = 0; kx < k[2]; ++kx) {
-                    const int64_t ix = ox * st[2] - pb[2] + kx * dl[2];
-                    if (ix < -pb[2] || ix >= in[2] + pe[2]) continue;
-                    ++cnt_pad;
-                    if (vy && ix >= 0 && ix < in[2]) {
-                      sum += xs[(iz * in[1] + iy) * in[2] + ix];
-                      ++cnt;
-                    }
-                  }
-                }
-              }
-              const int64_t div = inc ? cnt_pad : cnt;
-              ys[(oz * out[1] + oy) * out[2] + ox] = div ? float(sum / double(div)) : 0.f;
-            }
-      }
-    });
+    PoolShape ps;
+    ps.batch = x.dim(0);
+    ps.channels = x.dim(1);
+    ps.spatial = int(sr);
+    for (size_t d = 0; d < 3; ++d) {
+      ps.in[d] = in[d];
+      ps.out[d] = out[d];
+      ps.kernel[d] = k[d];
+      ps.stride[d] = st[d];
+      ps.dilation[d] = dl[d];
+      ps.pad_begin[d] = pb[d];
+      ps.pad_end[d] = pe[d];
+    }
+    average_pool(ps, a.include_pad, x.data<float>(), y.data<float>(), pool);
   });
 }
 
