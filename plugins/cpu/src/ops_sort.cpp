@@ -1,5 +1,6 @@
-// Ops that sort: TopK (largest/smallest, sorted, stable on ties) and Unique
-// (sorted or in order of first occurrence, with indices, inverse and counts).
+// Ops that sort: TopK (the largest or smallest k along an axis, always in
+// sorted order, ties broken by the lower index) and Unique (sorted or in
+// order of first occurrence, with indices, inverse and counts).
 #include <algorithm>
 #include <numeric>
 #include <vector>
