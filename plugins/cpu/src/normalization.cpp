@@ -1,8 +1,11 @@
 #include "normalization.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "simd.hpp"
+#include "tensor_ops.hpp"
 
 namespace nxrt::cpu {
 
@@ -86,6 +89,69 @@ void layer_norm(int64_t rows, int64_t cols, const float* x, const float* scale, 
   };
   if (tasks <= 1) body(0);
   else parallel_for(pool, tasks, body);
+}
+
+void instance_norm(int64_t batch, int64_t channels, int64_t spatial, const float* x, const float* scale, const float* bias,
+                   double epsilon, float* y, ThreadPool* pool) {
+  const int64_t planes = batch * channels, sp = spatial, ch = channels;
+  const double eps = epsilon;
+  const int parts = threads_for(pool, double(planes * sp) * 3, 65536.0);
+  parallel_ranges(pool, planes, parts, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const float* r = x + p * sp;
+      double mean = 0;
+      for (int64_t i = 0; i < sp; ++i) mean += r[i];
+      mean /= double(sp);
+      double var = 0;
+      for (int64_t i = 0; i < sp; ++i) var += (r[i] - mean) * (r[i] - mean);
+      var /= double(sp);
+      const double g = double(scale[p % ch]) / std::sqrt(var + eps), bb = bias[p % ch];
+      float* o = y + p * sp;
+      for (int64_t i = 0; i < sp; ++i) o[i] = float((r[i] - mean) * g + bb);
+    }
+  });
+}
+
+void lrn(int64_t batch, int64_t channels, int64_t spatial, int64_t size, double alpha, double beta, double bias,
+         const float* x, float* y) {
+  const int64_t N = batch, C = channels, sp = spatial;
+  const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  for (int64_t nn = 0; nn < N; ++nn)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t s = 0; s < sp; ++s) {
+        double sq = 0;
+        for (int64_t cc = std::max<int64_t>(0, c - lo); cc <= std::min(C - 1, c + hi); ++cc) {
+          const double v = x[(nn * C + cc) * sp + s];
+          sq += v * v;
+        }
+        const int64_t off = (nn * C + c) * sp + s;
+        y[off] = float(x[off] / std::pow(bias + alpha / double(size) * sq, beta));
+      }
+}
+
+void mean_variance_normalization(const float* x, std::span<const int64_t> dims, const std::vector<bool>& axes, float* y,
+                                 ThreadPool* pool) {
+  std::vector<int64_t> md(dims.begin(), dims.end());
+  int64_t m = 1, numel = 1;
+  for (size_t d = 0; d < md.size(); ++d) {
+    numel *= md[d];
+    if (axes[d]) md[d] = 1;
+    m *= md[d];
+  }
+  std::vector<float> mean(static_cast<size_t>(m)), meansq(static_cast<size_t>(m));
+  std::vector<float> sq(static_cast<size_t>(numel));
+  for (size_t i = 0; i < sq.size(); ++i) sq[i] = x[i] * x[i];
+  reduce<float>(ReduceOp::Mean, x, dims, axes, mean.data(), pool);
+  reduce<float>(ReduceOp::Mean, sq.data(), dims, axes, meansq.data(), pool);
+  const std::array<std::vector<int64_t>, 2> st = {contiguous_strides(dims), broadcast_strides(md, dims)};
+  broadcast_rows<2>(dims, st, pool, [&](int64_t o, int64_t cnt, const int64_t* off, const int64_t* in) {
+    for (int64_t i = 0; i < cnt; ++i) {
+      const int64_t k = off[1] + i * in[1];
+      const double mu = mean[size_t(k)];
+      const double sd = std::sqrt(std::max(0.0, double(meansq[size_t(k)]) - mu * mu));
+      y[o + i] = float((double(x[off[0] + i * in[0]]) - mu) / (sd + 1e-9));
+    }
+  });
 }
 
 }  // namespace nxrt::cpu

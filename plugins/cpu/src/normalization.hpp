@@ -1,6 +1,9 @@
-// BatchNormalization (inference: per-channel affine) and LayerNormalization.
+// BatchNormalization (inference: per-channel affine), LayerNormalization,
+// InstanceNormalization, LRN and MeanVarianceNormalization.
 #pragma once
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "thread_pool.hpp"
 
@@ -17,5 +20,22 @@ void channel_affine(int64_t batch, int64_t channels, int64_t spatial, const floa
 // scale/bias of `cols` elements (bias may be null). mean/inv_std (optional) get one value per row.
 void layer_norm(int64_t rows, int64_t cols, const float* x, const float* scale, const float* bias, float epsilon,
                 float* y, float* mean_out, float* inv_std_out, ThreadPool* pool);
+
+// InstanceNormalization of x: [batch][channels][spatial]: each plane is
+// normalised by its own mean and (biased) variance, in double:
+// y = (x - mean) * scale[c] / sqrt(var + epsilon) + bias[c].
+void instance_norm(int64_t batch, int64_t channels, int64_t spatial, const float* x, const float* scale, const float* bias,
+                   double epsilon, float* y, ThreadPool* pool);
+
+// LRN across channels of x: [batch][channels][spatial]: y = x / (bias +
+// alpha / size * sum of x^2 over channels [c - (size-1)/2, c + size/2])^beta,
+// in double.
+void lrn(int64_t batch, int64_t channels, int64_t spatial, int64_t size, double alpha, double beta, double bias,
+         const float* x, float* y);
+
+// MeanVarianceNormalization: y = (x - mean) / (sqrt(mean(x^2) - mean^2) +
+// 1e-9), the means taken over the axes flagged in `axes` (one flag per dim).
+void mean_variance_normalization(const float* x, std::span<const int64_t> dims, const std::vector<bool>& axes, float* y,
+                                 ThreadPool* pool);
 
 }  // namespace nxrt::cpu

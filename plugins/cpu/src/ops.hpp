@@ -1,5 +1,7 @@
 // Shared plumbing for the kernels the plugin registers: the session type, the
-// registry, and small helpers for checks and compute.
+// registration index (one register_<family>_ops per ops_<family>.cpp, all
+// called by registry() in ops.cpp), and small helpers for checks, dtype
+// dispatch and compute.
 #pragma once
 #include <nxrt_sdk/sdk.hpp>
 
@@ -9,10 +11,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "conv.hpp"
+#include "tensor_ops.hpp"
 #include "thread_pool.hpp"
 
 namespace nxrt::cpu {
@@ -40,15 +44,34 @@ class CpuSession : public sdk::HostMemorySession {
 using Registry = sdk::KernelRegistry<CpuSession>;
 using Def = sdk::KernelDef<CpuSession>;
 
-// The process-wide registry (built once, read-only afterwards).
+// The process-wide registry (built once, read-only afterwards; ops.cpp).
 const Registry& registry();
 
-void register_gemm_ops(Registry& r);
-void register_conv_ops(Registry& r);
-void register_nn_ops(Registry& r);
-void register_elementwise_ops(Registry& r);
-void register_shape_ops(Registry& r);
-void register_index_ops(Registry& r);  // and every other register_*_ops declared in ops_more.hpp
+// The registration index: each adds the kernels of one op family, defined in
+// the ops_<family>.cpp of the same name.
+void register_gemm_ops(Registry& r);                // Gemm, MatMul
+void register_conv_ops(Registry& r);                // Conv
+void register_conv_transpose_ops(Registry& r);      // ConvTranspose
+void register_pool_ops(Registry& r);                // MaxPool, AveragePool, Global*Pool, MaxUnpool
+void register_normalization_ops(Registry& r);       // BatchNorm, LayerNorm, InstanceNorm, LRN, MVN
+void register_softmax_ops(Registry& r);             // Softmax, LogSoftmax, Hardmax
+void register_elementwise_binary_ops(Registry& r);  // Add..Pow, variadic Max/Min/Sum/Mean, PRelu, Mod
+void register_elementwise_unary_ops(Registry& r);   // Relu, Clip, float math and activations, Sign, IsNaN/IsInf
+void register_compare_logic_ops(Registry& r);       // comparisons, logic, bitwise, Where
+void register_cast_ops(Registry& r);                // Cast, CastLike
+void register_shape_ops(Registry& r);               // Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout
+void register_data_movement_ops(Registry& r);       // Transpose, Concat, Split, Slice, Pad, Expand, Tile, ...
+void register_gather_scatter_ops(Registry& r);      // Gather*, Scatter*, Compress, NonZero, OneHot
+void register_sort_ops(Registry& r);                // TopK, Unique
+void register_reduce_ops(Registry& r);              // Reduce*, ArgMax/ArgMin, CumSum
+void register_generator_ops(Registry& r);           // Constant, ConstantOfShape, Range, EyeLike, windows
+void register_object_detection_ops(Registry& r);    // NonMaxSuppression, RoiAlign
+void register_loss_ops(Registry& r);                // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+void register_optimizer_ops(Registry& r);           // ai.onnx.preview.training Adagrad, Momentum
+void register_quantize_ops(Registry& r);            // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
+void register_resize_ops(Registry& r);              // Resize, GridSample
+void register_linalg_ops(Registry& r);              // Einsum, Det
+void register_rnn_ops(Registry& r);                 // RNN, GRU, LSTM
 
 // Where a Conv kernel finds its tensors among the kernel inputs, and what it
 // applies to its result (a fused group: Conv [+ Add] [+ Relu | Clip]).
@@ -80,6 +103,9 @@ template <typename F>
 std::unique_ptr<Kernel> make_kernel(F f) {
   return std::make_unique<FnKernel<F>>(std::move(f));
 }
+
+inline constexpr nxrt_dtype kF32[] = {NXRT_DTYPE_FLOAT32};
+inline constexpr nxrt_dtype kFloat[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT64};
 
 // dtypes any data-movement op accepts (fixed-size element types).
 inline constexpr nxrt_dtype kAllFixed[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_UINT8,   NXRT_DTYPE_INT8,   NXRT_DTYPE_UINT16,
@@ -114,10 +140,6 @@ inline Check no_outputs_from(const Node& n, size_t i, const char* what) {
     if (n.has_output(k)) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: optional output {} ({}) is not implemented", n.op_type(), k, what);
   return std::nullopt;
 }
-
-// The kernel_shape / strides / dilations / pads / auto_pad checks shared by
-// MaxPool and AveragePool (1-3 spatial dims). Defined in ops_nn.cpp.
-Check pool_geometry_check(const Node& n);
 
 // Refuses unless the attribute is absent or equals `want`.
 inline Check attr_int_is(const Node& n, const char* name, int64_t want) {
@@ -170,6 +192,139 @@ inline ConstCopy copy_constant(const Node& n, size_t i) {
   c.bytes.resize(t.bytes());
   if (!c.bytes.empty()) std::memcpy(c.bytes.data(), t.raw(), t.bytes());
   return c;
+}
+
+// ------------------------------------------------- dtype dispatch, readers
+
+inline std::optional<Elem> elem_of(nxrt_dtype t) {
+  switch (t) {
+    case NXRT_DTYPE_FLOAT32: return Elem::F32;
+    case NXRT_DTYPE_FLOAT16: return Elem::F16;
+    case NXRT_DTYPE_BFLOAT16: return Elem::BF16;
+    case NXRT_DTYPE_FLOAT64: return Elem::F64;
+    case NXRT_DTYPE_INT8: return Elem::I8;
+    case NXRT_DTYPE_UINT8: return Elem::U8;
+    case NXRT_DTYPE_INT16: return Elem::I16;
+    case NXRT_DTYPE_UINT16: return Elem::U16;
+    case NXRT_DTYPE_INT32: return Elem::I32;
+    case NXRT_DTYPE_UINT32: return Elem::U32;
+    case NXRT_DTYPE_INT64: return Elem::I64;
+    case NXRT_DTYPE_UINT64: return Elem::U64;
+    case NXRT_DTYPE_BOOL: return Elem::Bool;
+    default: return std::nullopt;
+  }
+}
+
+// Calls f(T{}) with the C++ type of dtype t (numeric types and bool); fails on others.
+template <typename F>
+void dispatch_type(nxrt_dtype t, const char* op, F&& f) {
+  switch (t) {
+    case NXRT_DTYPE_FLOAT32: f(float{}); break;
+    case NXRT_DTYPE_FLOAT64: f(double{}); break;
+    case NXRT_DTYPE_INT8: f(int8_t{}); break;
+    case NXRT_DTYPE_UINT8: f(uint8_t{}); break;
+    case NXRT_DTYPE_INT16: f(int16_t{}); break;
+    case NXRT_DTYPE_UINT16: f(uint16_t{}); break;
+    case NXRT_DTYPE_INT32: f(int32_t{}); break;
+    case NXRT_DTYPE_UINT32: f(uint32_t{}); break;
+    case NXRT_DTYPE_INT64: f(int64_t{}); break;
+    case NXRT_DTYPE_UINT64: f(uint64_t{}); break;
+    case NXRT_DTYPE_BOOL: f(bool{}); break;
+    default: sdk::fail(NXRT_INVALID_ARGUMENT, "{}: dtype {} is not supported", op, sdk::dtype_name(t));
+  }
+}
+
+inline constexpr nxrt_dtype kNumeric[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT64, NXRT_DTYPE_INT8,  NXRT_DTYPE_UINT8,
+                                          NXRT_DTYPE_INT16,   NXRT_DTYPE_UINT16,  NXRT_DTYPE_INT32, NXRT_DTYPE_UINT32,
+                                          NXRT_DTYPE_INT64,   NXRT_DTYPE_UINT64};
+inline constexpr nxrt_dtype kNumBool[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT64, NXRT_DTYPE_INT8,   NXRT_DTYPE_UINT8,
+                                          NXRT_DTYPE_INT16,   NXRT_DTYPE_UINT16,  NXRT_DTYPE_INT32,  NXRT_DTYPE_UINT32,
+                                          NXRT_DTYPE_INT64,   NXRT_DTYPE_UINT64,  NXRT_DTYPE_BOOL};
+
+// Reads a 1-D (or scalar) int32/int64 tensor as int64 values.
+inline std::vector<int64_t> read_ints(const ConstTensorView& t, const char* op, const char* what) {
+  std::vector<int64_t> v(size_t(t.numel()));
+  if (t.dtype() == NXRT_DTYPE_INT64) {
+    const int64_t* p = t.data<int64_t>();
+    v.assign(p, p + t.numel());
+  } else if (t.dtype() == NXRT_DTYPE_INT32) {
+    const int32_t* p = t.data<int32_t>();
+    for (size_t i = 0; i < v.size(); ++i) v[i] = p[i];
+  } else {
+    sdk::fail(NXRT_INVALID_ARGUMENT, "{}: {} must be int32 or int64, got {}", op, what, sdk::dtype_name(t.dtype()));
+  }
+  return v;
+}
+
+// Refuses unless input i (when present) is int32 or int64 (or only int64 when int32 is false).
+inline Check index_dtype(const Node& n, size_t i, const char* what, bool int32 = true) {
+  auto v = n.input(i);
+  if (!v.present()) return std::nullopt;
+  if (v.dtype() == NXRT_DTYPE_INT64 || (int32 && v.dtype() == NXRT_DTYPE_INT32)) return std::nullopt;
+  return sdk::refuse(NXRT_REFUSE_DTYPE, "{} input {} ({}) is {}, only {} is implemented", n.op_type(), i, what,
+                     sdk::dtype_name(v.dtype()), int32 ? "int32/int64" : "int64");
+}
+
+// Refuses any attribute not in `known` (so a new attribute is never silently ignored).
+inline Check known_attrs(const Node& n, std::initializer_list<const char*> known) {
+  for (size_t i = 0; i < n.attribute_count(); ++i) {
+    const std::string name(n.attribute_at(i).name());
+    bool ok = false;
+    for (auto k : known) ok = ok || name == k;
+    if (!ok) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: attribute '{}' is not implemented", n.op_type(), name);
+  }
+  return std::nullopt;
+}
+
+// Calls f(U{}) with an unsigned type of the element size.
+template <typename F>
+void dispatch_size(size_t es, F&& f) {
+  switch (es) {
+    case 1: f(uint8_t{}); break;
+    case 2: f(uint16_t{}); break;
+    case 4: f(uint32_t{}); break;
+    case 8: f(uint64_t{}); break;
+    default: sdk::fail(NXRT_INVALID_ARGUMENT, "element size {} is not supported", es);
+  }
+}
+
+// Inputs [0, data_inputs) and every output are one fixed-size dtype.
+inline Check data_types(const Node& n, size_t data_inputs) {
+  if (auto r = sdk::require_dtypes(n, kAllFixed, 0, data_inputs)) return r;
+  return same_dtype(n, data_inputs);
+}
+
+// Refuses unless inputs [0, input_end) are all one dtype from `allowed`.
+inline Check typed_same(const Node& n, std::span<const nxrt_dtype> allowed, size_t input_end = SIZE_MAX) {
+  for (size_t i = 0; i < n.input_count() && i < input_end; ++i) {
+    auto v = n.input(i);
+    bool ok = false;
+    for (auto t : allowed) ok = ok || t == v.dtype();
+    if (v.present() && !ok) return sdk::refuse(NXRT_REFUSE_DTYPE, "{} input {} is {}", n.op_type(), i, sdk::dtype_name(v.dtype()));
+  }
+  return same_dtype(n, input_end);
+}
+
+// known_attrs for a list built at run time.
+inline Check attrs_in(const Node& n, const std::vector<std::string>& known) {
+  for (size_t i = 0; i < n.attribute_count(); ++i) {
+    const std::string name(n.attribute_at(i).name());
+    bool ok = false;
+    for (auto& k : known) ok = ok || name == k;
+    if (!ok) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: attribute '{}' is not implemented", n.op_type(), name);
+  }
+  return std::nullopt;
+}
+
+// The broadcast shape of two same-dtype inputs; fails naming op otherwise.
+inline std::vector<int64_t> out_shape2(const ConstTensorView& a, const ConstTensorView& b, std::string_view op) {
+  std::vector<std::vector<int64_t>> shapes = {a.dims(), b.dims()};
+  std::vector<int64_t> od;
+  if (!broadcast_shapes(shapes, od))
+    sdk::fail(NXRT_INVALID_ARGUMENT, "{}: shapes {} and {} do not broadcast", op, dims_str(a.dims()), dims_str(b.dims()));
+  if (a.dtype() != b.dtype())
+    sdk::fail(NXRT_INVALID_ARGUMENT, "{}: inputs are {} and {}", op, sdk::dtype_name(a.dtype()), sdk::dtype_name(b.dtype()));
+  return od;
 }
 
 }  // namespace nxrt::cpu

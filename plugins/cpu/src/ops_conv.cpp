@@ -8,8 +8,6 @@
 namespace nxrt::cpu {
 namespace {
 
-constexpr nxrt_dtype kF32[] = {NXRT_DTYPE_FLOAT32};
-
 // Spatial rank from what is known before run time; -1 if unknown.
 int64_t conv_spatial_rank(const Node& n) {
   auto w = n.input(1);

@@ -8,8 +8,6 @@
 namespace nxrt::cpu {
 namespace {
 
-constexpr nxrt_dtype kF32[] = {NXRT_DTYPE_FLOAT32};
-
 Check rank_is(const Node& n, size_t i, int64_t want, const char* what) {
   auto v = n.input(i);
   if (v.present() && v.rank() >= 0 && v.rank() != want)

@@ -6,12 +6,10 @@
 #include <cmath>
 #include <string>
 
-#include "ops_more.hpp"
+#include "ops.hpp"
 
 namespace nxrt::cpu {
 namespace {
-
-constexpr nxrt_dtype kFloat[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT64};
 
 constexpr int kEllipsisBase = 52;  // labels 0..51 are letters, 52+ ellipsis dims
 

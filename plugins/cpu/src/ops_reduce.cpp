@@ -1,15 +1,14 @@
-// ReduceSum/Mean/Max/Min/Prod/SumSquare/L1/L2/LogSum/LogSumExp (axes as an
-// attribute before opset 18 (ReduceSum: 13), as an input after; keepdims,
-// noop_with_empty_axes) and ArgMax/ArgMin.
+// Reductions and scans: ReduceSum/Mean/Max/Min/Prod/SumSquare/L1/L2/LogSum/
+// LogSumExp (axes as an attribute before opset 18 (ReduceSum: 13), as an
+// input after; keepdims, noop_with_empty_axes), ArgMax/ArgMin, CumSum.
 #include <cstring>
 #include <string>
 
-#include "ops_more.hpp"
+#include "ops.hpp"
 
 namespace nxrt::cpu {
 namespace {
 
-constexpr nxrt_dtype kFloat[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT64};
 constexpr nxrt_dtype kSumTypes[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT64, NXRT_DTYPE_INT32, NXRT_DTYPE_INT64};
 constexpr nxrt_dtype kMaxTypes[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT64, NXRT_DTYPE_INT32,
                                     NXRT_DTYPE_INT64,   NXRT_DTYPE_UINT8,   NXRT_DTYPE_INT8};
@@ -103,6 +102,46 @@ Def arg_def(const char* op, bool is_max) {
   };
   return Def{op, "", 1, INT_MAX, check, create};
 }
+constexpr nxrt_dtype kCumTypes[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT64, NXRT_DTYPE_INT32,
+                                    NXRT_DTYPE_INT64,   NXRT_DTYPE_UINT32,  NXRT_DTYPE_UINT64};
+
+// ------------------------------------------------------------------ CumSum
+
+std::unique_ptr<Kernel> cumsum_create(const Node& n, CpuSession&) {
+  const bool exclusive = n.attr_int("exclusive", 0) != 0, reverse = n.attr_int("reverse", 0) != 0;
+  return make_kernel([exclusive, reverse](Context& ctx) {
+    ConstTensorView x = ctx.input(0);
+    const auto av = read_ints(ctx.input(1), "CumSum", "axis");
+    if (av.size() != 1) sdk::fail(NXRT_INVALID_ARGUMENT, "CumSum: axis must be a scalar");
+    const int64_t r = int64_t(x.rank());
+    const int64_t a = norm_axis(av[0], r, "CumSum");
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < a; ++i) outer *= x.dim(size_t(i));
+    for (int64_t i = a + 1; i < r; ++i) inner *= x.dim(size_t(i));
+    const int64_t len = x.dim(size_t(a));
+    TensorView y = ctx.output(0, x.dtype(), x.dims());
+    dispatch_type(x.dtype(), "CumSum", [&](auto tag) {
+      using T = decltype(tag);
+      const T* xp = x.data<T>();
+      T* yp = y.data<T>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t in = 0; in < inner; ++in) {
+          T acc = T(0);
+          for (int64_t s = 0; s < len; ++s) {
+            const int64_t k = reverse ? len - 1 - s : s;
+            const int64_t off = (o * len + k) * inner + in;
+            if (exclusive) {
+              yp[off] = acc;
+              acc = T(acc + xp[off]);
+            } else {
+              acc = T(acc + xp[off]);
+              yp[off] = acc;
+            }
+          }
+        }
+    });
+  });
+}
 
 }  // namespace
 
@@ -119,6 +158,13 @@ void register_reduce_ops(Registry& r) {
   add_reduce(r, "ReduceLogSumExp", ReduceOp::LogSumExp, 18, kFloat);
   r.add(arg_def("ArgMax", true));
   r.add(arg_def("ArgMin", false));
+  r.add(Def{"CumSum", "", 11, INT_MAX,
+            [](const Node& n) -> Check {
+              if (auto c = sdk::require_dtypes(n, kCumTypes, 0, 1)) return c;
+              if (auto c = index_dtype(n, 1, "axis")) return c;
+              return known_attrs(n, {"exclusive", "reverse"});
+            },
+            cumsum_create});
 }
 
 }  // namespace nxrt::cpu

@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "ops_more.hpp"
+#include "ops.hpp"
 
 namespace nxrt::cpu {
 namespace {

@@ -6,14 +6,13 @@
 #include <cmath>
 #include <string>
 
-#include "ops_more.hpp"
+#include "ops.hpp"
 
 namespace nxrt::cpu {
 namespace {
 
 enum class Cell { Rnn, Gru, Lstm };
 
-constexpr nxrt_dtype kF32[] = {NXRT_DTYPE_FLOAT32};
 
 int gates_of(Cell c) { return c == Cell::Rnn ? 1 : c == Cell::Gru ? 3 : 4; }
 

@@ -1,23 +1,17 @@
-// Data movement: Transpose, Reshape, Flatten, Identity, Squeeze, Unsqueeze,
-// Concat. Any fixed-size element type. Outputs are copies (the ABI has no
-// aliasing), so they cost one memcpy.
+// Ops that give the data a new shape or report the shape: Shape, Size,
+// Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout (inference: Y = X).
+// Any fixed-size element type. Outputs are copies (the ABI has no aliasing),
+// so they cost one memcpy.
 #include <algorithm>
 #include <cstring>
 
 #include "ops.hpp"
-#include "transpose.hpp"
 
 namespace nxrt::cpu {
 namespace {
 
-
 void copy_bytes(const ConstTensorView& x, TensorView& y) {
   if (x.bytes() && y.raw() != x.raw()) std::memmove(y.raw(), x.raw(), x.bytes());
-}
-
-Check data_types(const Node& n, size_t data_inputs = SIZE_MAX) {
-  if (auto r = sdk::require_dtypes(n, kAllFixed, 0, data_inputs)) return r;
-  return same_dtype(n, data_inputs);
 }
 
 Check axes_types(const Node& n) {
@@ -25,34 +19,34 @@ Check axes_types(const Node& n) {
   return input_dtype_is(n, 1, NXRT_DTYPE_INT64, "axes");
 }
 
-// ------------------------------------------------------------ Transpose
+// -------------------------------------------------------------- Shape, Size
 
-std::unique_ptr<Kernel> transpose_create(const Node& n, CpuSession& s) {
-  const bool has_perm = n.has_attr("perm");
-  const std::vector<int64_t> perm = n.attr_ints("perm");
-  ThreadPool* pool = s.pool();
-  return make_kernel([has_perm, perm, pool](Context& ctx) {
+std::unique_ptr<Kernel> shape_create(const Node& n, CpuSession&) {
+  const int64_t start = n.attr_int("start", 0);
+  const bool has_end = n.has_attr("end");
+  const int64_t end = n.attr_int("end", 0);
+  return make_kernel([start, has_end, end](Context& ctx) {
     ConstTensorView x = ctx.input(0);
-    const size_t r = x.rank();
-    std::vector<int64_t> p = perm;
-    if (!has_perm) {
-      p.resize(r);
-      for (size_t i = 0; i < r; ++i) p[i] = int64_t(r - 1 - i);
-    }
-    if (p.size() != r) sdk::fail(NXRT_INVALID_ARGUMENT, "Transpose: perm has {} entries for rank {}", p.size(), r);
-    std::vector<bool> seen(r, false);
-    std::vector<int64_t> od(r);
-    for (size_t i = 0; i < r; ++i) {
-      int64_t a = p[i] < 0 ? p[i] + int64_t(r) : p[i];
-      if (a < 0 || a >= int64_t(r) || seen[size_t(a)]) sdk::fail(NXRT_INVALID_ARGUMENT, "Transpose: perm {} is not a permutation", dims_str(p));
-      seen[size_t(a)] = true;
-      p[i] = a;
-      od[i] = x.dim(size_t(a));
-    }
-    TensorView y = ctx.output(0, x.dtype(), od);
-    if (y.numel() == 0) return;
-    transpose(x.raw(), y.raw(), sdk::dtype_size(x.dtype()), x.dims(), p, pool);
+    const int64_t r = int64_t(x.rank());
+    auto clampi = [r](int64_t v) { return std::clamp(v < 0 ? v + r : v, int64_t(0), r); };
+    const int64_t s = clampi(start), e = has_end ? clampi(end) : r;
+    const int64_t cnt = std::max<int64_t>(0, e - s);
+    TensorView y = ctx.output(0, NXRT_DTYPE_INT64, {cnt});
+    for (int64_t i = 0; i < cnt; ++i) y.data<int64_t>()[i] = x.dim(size_t(s + i));
   });
+}
+
+std::unique_ptr<Kernel> size_create(const Node&, CpuSession&) {
+  return make_kernel([](Context& ctx) {
+    ConstTensorView x = ctx.input(0);
+    TensorView y = ctx.output(0, NXRT_DTYPE_INT64, std::span<const int64_t>());
+    y.data<int64_t>()[0] = x.numel();
+  });
+}
+
+Check shape_check(const Node& n) {
+  if (auto r = sdk::require_dtypes(n, kAllFixed)) return r;
+  return known_attrs(n, {"start", "end"});
 }
 
 // -------------------------------------------------------------- Reshape
@@ -177,38 +171,40 @@ std::unique_ptr<Kernel> unsqueeze_create(const Node& n, bool from_input) {
   });
 }
 
-// --------------------------------------------------------------- Concat
+// ----------------------------------------------------------------- Dropout
 
-std::unique_ptr<Kernel> concat_create(const Node& n, CpuSession&) {
-  const int64_t axis = n.attr_int("axis", 0);
-  return make_kernel([axis](Context& ctx) {
-    const size_t k = ctx.input_count();
-    if (k == 0) sdk::fail(NXRT_INVALID_ARGUMENT, "Concat: no inputs");
-    std::vector<ConstTensorView> in;
-    for (size_t i = 0; i < k; ++i) in.push_back(ctx.input(i));
-    const int64_t r = int64_t(in[0].rank());
-    const int64_t a = norm_axis(axis, r, "Concat");
-    std::vector<int64_t> od = in[0].dims();
-    od[size_t(a)] = 0;
-    for (auto& t : in) {
-      if (int64_t(t.rank()) != r || t.dtype() != in[0].dtype()) sdk::fail(NXRT_INVALID_ARGUMENT, "Concat: inputs differ in rank or dtype");
-      for (int64_t i = 0; i < r; ++i)
-        if (i != a && t.dim(size_t(i)) != in[0].dim(size_t(i)))
-          sdk::fail(NXRT_INVALID_ARGUMENT, "Concat: {} and {} differ outside axis {}", dims_str(in[0].dims()), dims_str(t.dims()), a);
-      od[size_t(a)] += t.dim(size_t(a));
+// Inference Dropout: Y = X, mask all true. Refused when it would be random.
+Check dropout_check(const Node& n, bool inputs) {
+  if (auto r = sdk::require_dtypes(n, kAllFixed, 0, 1)) return r;
+  if (auto r = known_attrs(n, {"ratio", "seed"})) return r;
+  if (n.has_output(1) && n.output(1).dtype() != NXRT_DTYPE_BOOL)
+    return sdk::refuse(NXRT_REFUSE_DTYPE, "Dropout: mask output is {}, only bool is implemented", sdk::dtype_name(n.output(1).dtype()));
+  if (inputs && n.has_input(2)) {
+    auto tm = n.input(2);
+    if (!tm.is_constant() || tm.dtype() != NXRT_DTYPE_BOOL)
+      return sdk::refuse(NXRT_REFUSE_OTHER, "Dropout: training_mode must be a constant bool");
+    const bool training = *tm.constant().data<bool>();
+    if (training) {
+      // Training with ratio 0 is still the identity; anything else is random.
+      auto ratio = n.input(1);
+      if (!ratio.present() || !ratio.is_constant() || ratio.constant().dtype() != NXRT_DTYPE_FLOAT32 ||
+          ratio.constant().numel() != 1 || *ratio.constant().data<float>() != 0.f)
+        return sdk::refuse(NXRT_REFUSE_OTHER, "Dropout: training_mode=true (random) is not implemented");
     }
-    TensorView y = ctx.output(0, in[0].dtype(), od);
-    const size_t es = sdk::dtype_size(in[0].dtype());
-    int64_t outer = 1, inner = 1;
-    for (int64_t i = 0; i < a; ++i) outer *= od[size_t(i)];
-    for (int64_t i = a + 1; i < r; ++i) inner *= od[size_t(i)];
-    const size_t out_row = size_t(od[size_t(a)] * inner) * es;
-    size_t col = 0;
-    for (auto& t : in) {
-      const size_t row = size_t(t.dim(size_t(a)) * inner) * es;
-      for (int64_t o = 0; o < outer; ++o)
-        std::memcpy(static_cast<char*>(y.raw()) + size_t(o) * out_row + col, static_cast<const char*>(t.raw()) + size_t(o) * row, row);
-      col += row;
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<Kernel> dropout_create(const Node& n, CpuSession&) {
+  const bool mask = n.has_output(1);
+  return make_kernel([mask](Context& ctx) {
+    ConstTensorView x = ctx.input(0);
+    TensorView y = ctx.output(0, x.dtype(), x.dims());
+    if (x.bytes()) std::memcpy(y.raw(), x.raw(), x.bytes());
+    if (mask) {
+      TensorView m = ctx.output(1, NXRT_DTYPE_BOOL, x.dims());
+      bool* mp = m.data<bool>();
+      std::fill(mp, mp + m.numel(), true);
     }
   });
 }
@@ -216,24 +212,26 @@ std::unique_ptr<Kernel> concat_create(const Node& n, CpuSession&) {
 }  // namespace
 
 void register_shape_ops(Registry& r) {
-  r.add(Def{"Transpose", "", 1, INT_MAX, [](const Node& n) { return data_types(n); }, transpose_create});
+  r.add(Def{"Shape", "", 1, INT_MAX, shape_check, shape_create});
+  r.add(Def{"Size", "", 1, INT_MAX, [](const Node& n) { return sdk::require_dtypes(n, kAllFixed); }, size_create});
   r.add(Def{"Reshape", "", 5, INT_MAX,
             [](const Node& n) {
               if (auto c = data_types(n, 1)) return c;
               return input_dtype_is(n, 1, NXRT_DTYPE_INT64, "shape");
             },
             reshape_create});
-  r.add(Def{"Flatten", "", 1, INT_MAX, [](const Node& n) { return data_types(n); }, flatten_create});
-  r.add(Def{"Identity", "", 1, INT_MAX, [](const Node& n) { return data_types(n); }, identity_create});
-  r.add(Def{"Squeeze", "", 1, 12, [](const Node& n) { return data_types(n); },
+  r.add(Def{"Flatten", "", 1, INT_MAX, [](const Node& n) { return data_types(n, SIZE_MAX); }, flatten_create});
+  r.add(Def{"Identity", "", 1, INT_MAX, [](const Node& n) { return data_types(n, SIZE_MAX); }, identity_create});
+  r.add(Def{"Squeeze", "", 1, 12, [](const Node& n) { return data_types(n, SIZE_MAX); },
             [](const Node& n, CpuSession&) { return squeeze_create(n, false); }});
   r.add(Def{"Squeeze", "", 13, INT_MAX, [](const Node& n) { return axes_types(n); },
             [](const Node& n, CpuSession&) { return squeeze_create(n, true); }});
-  r.add(Def{"Unsqueeze", "", 1, 12, [](const Node& n) { return data_types(n); },
+  r.add(Def{"Unsqueeze", "", 1, 12, [](const Node& n) { return data_types(n, SIZE_MAX); },
             [](const Node& n, CpuSession&) { return unsqueeze_create(n, false); }});
   r.add(Def{"Unsqueeze", "", 13, INT_MAX, [](const Node& n) { return axes_types(n); },
             [](const Node& n, CpuSession&) { return unsqueeze_create(n, true); }});
-  r.add(Def{"Concat", "", 4, INT_MAX, [](const Node& n) { return data_types(n); }, concat_create});
+  r.add(Def{"Dropout", "", 7, 11, [](const Node& n) { return dropout_check(n, false); }, dropout_create});
+  r.add(Def{"Dropout", "", 12, INT_MAX, [](const Node& n) { return dropout_check(n, true); }, dropout_create});
 }
 
 }  // namespace nxrt::cpu

@@ -1,5 +1,5 @@
 // The CPU plugin: identity, the one CPU device, sessions (options + thread
-// pool) and the registry of single-node kernels.
+// pool). The registry of single-node kernels is built in ops.cpp.
 #include <unistd.h>
 
 #include <string>
@@ -10,20 +10,6 @@
 #include "ops.hpp"
 
 namespace nxrt::cpu {
-
-const Registry& registry() {
-  static const Registry r = [] {
-    Registry reg;
-    register_gemm_ops(reg);
-    register_conv_ops(reg);
-    register_nn_ops(reg);
-    register_elementwise_ops(reg);
-    register_shape_ops(reg);
-    register_index_ops(reg);
-    return reg;
-  }();
-  return r;
-}
 
 CpuSession::CpuSession(int threads) : pool_(threads) {}
 

@@ -1,6 +1,7 @@
 #include "pooling.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "simd.hpp"
@@ -111,6 +112,68 @@ void global_average_pool(int64_t planes, int64_t spatial, const float* x, float*
     int64_t b, e;
     split_range(planes, tasks, i, b, e);
     for (int64_t p = b; p < e; ++p) y[p] = plane_sum(x + p * spatial, spatial) * inv;
+  });
+}
+
+void global_max_pool(int64_t planes, int64_t sp, const float* xp, float* yp, ThreadPool* pool) {
+  const int parts = threads_for(pool, double(planes * sp), 1 << 17);
+  parallel_ranges(pool, planes, parts, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      float m = -std::numeric_limits<float>::infinity();
+      const float* r = xp + p * sp;
+      for (int64_t i = 0; i < sp; ++i) m = (r[i] > m || std::isnan(r[i])) && !std::isnan(m) ? r[i] : m;
+      yp[p] = m;
+    }
+  });
+}
+
+void average_pool(const PoolShape& s, bool count_include_pad, const float* xp, float* yp, ThreadPool* pool) {
+  // Local copies of the geometry (s.spatial is not needed: unused dims are 1).
+  int64_t in[3], out[3], k[3], st[3], dl[3], pb[3], pe[3];
+  for (int d = 0; d < 3; ++d) {
+    in[d] = s.in[d];
+    out[d] = s.out[d];
+    k[d] = s.kernel[d];
+    st[d] = s.stride[d];
+    dl[d] = s.dilation[d];
+    pb[d] = s.pad_begin[d];
+    pe[d] = s.pad_end[d];
+  }
+  const int64_t planes = s.batch * s.channels, isz = in[0] * in[1] * in[2], osz = out[0] * out[1] * out[2];
+  const bool inc = count_include_pad;
+  const int parts = int(std::min<int64_t>(planes, threads_for(pool, double(planes * osz) * double(k[0] * k[1] * k[2]))));
+  parallel_ranges(pool, planes, parts, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* xs = xp + p * isz;
+      float* ys = yp + p * osz;
+      for (int64_t oz = 0; oz < out[0]; ++oz)
+        for (int64_t oy = 0; oy < out[1]; ++oy)
+          for (int64_t ox = 0; ox < out[2]; ++ox) {
+            double sum = 0;
+            int64_t cnt = 0, cnt_pad = 0;
+            for (int64_t kz = 0; kz < k[0]; ++kz) {
+              const int64_t iz = oz * st[0] - pb[0] + kz * dl[0];
+              if (iz < -pb[0] || iz >= in[0] + pe[0]) continue;
+              const bool vz = iz >= 0 && iz < in[0];
+              for (int64_t ky = 0; ky < k[1]; ++ky) {
+                const int64_t iy = oy * st[1] - pb[1] + ky * dl[1];
+                if (iy < -pb[1] || iy >= in[1] + pe[1]) continue;
+                const bool vy = vz && iy >= 0 && iy < in[1];
+                for (int64_t kx = 0; kx < k[2]; ++kx) {
+                  const int64_t ix = ox * st[2] - pb[2] + kx * dl[2];
+                  if (ix < -pb[2] || ix >= in[2] + pe[2]) continue;
+                  ++cnt_pad;
+                  if (vy && ix >= 0 && ix < in[2]) {
+                    sum += xs[(iz * in[1] + iy) * in[2] + ix];
+                    ++cnt;
+                  }
+                }
+              }
+            }
+            const int64_t div = inc ? cnt_pad : cnt;
+            ys[(oz * out[1] + oy) * out[2] + ox] = div ? float(sum / double(div)) : 0.f;
+          }
+    }
   });
 }
 

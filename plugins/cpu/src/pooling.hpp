@@ -1,5 +1,6 @@
-// MaxPool (1-3 spatial dims, dilations, asymmetric pads; ceil_mode is folded
-// into the output shape) and GlobalAveragePool, NC... layout.
+// MaxPool and AveragePool (1-3 spatial dims, dilations, asymmetric pads;
+// ceil_mode is folded into the output shape), GlobalAveragePool and
+// GlobalMaxPool, NC... layout.
 #pragma once
 #include <cstdint>
 
@@ -16,12 +17,23 @@ struct PoolShape {
   int64_t stride[3] = {1, 1, 1};
   int64_t dilation[3] = {1, 1, 1};
   int64_t pad_begin[3] = {0, 0, 0};
+  int64_t pad_end[3] = {0, 0, 0};  // read by average_pool only (max_pool ignores padding)
 };
 
 template <typename T>
 void max_pool(const PoolShape& s, const T* x, T* y, ThreadPool* pool);
 
+// AveragePool (1-3 spatial dims, dilations): the mean of the window's
+// elements inside the input, or, with count_include_pad, divided by the
+// number of window positions inside the padded extent (pad_begin / pad_end).
+// Sums in double.
+void average_pool(const PoolShape& s, bool count_include_pad, const float* x, float* y, ThreadPool* pool);
+
 // y[n][c] = mean over the `spatial` elements of x[n][c][...].
 void global_average_pool(int64_t planes, int64_t spatial, const float* x, float* y, ThreadPool* pool);
+
+// y[n][c] = max over the `spatial` elements of x[n][c][...]; NaN if any is NaN
+// (-inf when spatial is 0).
+void global_max_pool(int64_t planes, int64_t spatial, const float* x, float* y, ThreadPool* pool);
 
 }  // namespace nxrt::cpu

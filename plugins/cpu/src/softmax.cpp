@@ -1,6 +1,7 @@
 #include "softmax.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "simd.hpp"
@@ -57,6 +58,45 @@ void softmax(int64_t outer, int64_t axis, int64_t inner, const float* x, float* 
   };
   if (tasks <= 1) body(0);
   else parallel_for(pool, tasks, body);
+}
+
+namespace {
+
+void log_softmax_or_hardmax(int64_t outer, int64_t len, int64_t inner, const float* xp, float* yp, ThreadPool* pool, bool hard) {
+  const int parts = threads_for(pool, double(outer * len * inner) * 4, 65536.0);
+  const int64_t cols = outer * inner;
+  parallel_ranges(pool, cols, parts, [&](int64_t b, int64_t e) {
+    for (int64_t col = b; col < e; ++col) {
+      const int64_t o = col / inner, in = col % inner;
+      const float* xr = xp + o * len * inner + in;
+      float* yr = yp + o * len * inner + in;
+      float m = -std::numeric_limits<float>::infinity();
+      int64_t arg = 0;
+      for (int64_t i = 0; i < len; ++i)
+        if (xr[i * inner] > m) {
+          m = xr[i * inner];
+          arg = i;
+        }
+      if (hard) {
+        for (int64_t i = 0; i < len; ++i) yr[i * inner] = i == arg ? 1.f : 0.f;
+        continue;
+      }
+      double sum = 0;
+      for (int64_t i = 0; i < len; ++i) sum += std::exp(double(xr[i * inner]) - double(m));
+      const double ls = std::log(sum) + double(m);
+      for (int64_t i = 0; i < len; ++i) yr[i * inner] = float(double(xr[i * inner]) - ls);
+    }
+  });
+}
+
+}  // namespace
+
+void log_softmax(int64_t outer, int64_t axis, int64_t inner, const float* x, float* y, ThreadPool* pool) {
+  log_softmax_or_hardmax(outer, axis, inner, x, y, pool, false);
+}
+
+void hardmax(int64_t outer, int64_t axis, int64_t inner, const float* x, float* y, ThreadPool* pool) {
+  log_softmax_or_hardmax(outer, axis, inner, x, y, pool, true);
 }
 
 }  // namespace nxrt::cpu

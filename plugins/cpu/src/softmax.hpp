@@ -1,5 +1,5 @@
-// Softmax over the middle axis of a [outer][axis][inner] view (inner == 1 is
-// the common contiguous-row case).
+// Softmax, LogSoftmax and Hardmax over the middle axis of a
+// [outer][axis][inner] view (inner == 1 is the common contiguous-row case).
 #pragma once
 #include <cstdint>
 
@@ -8,5 +8,10 @@
 namespace nxrt::cpu {
 
 void softmax(int64_t outer, int64_t axis, int64_t inner, const float* x, float* y, ThreadPool* pool);
+
+// y = x - log(sum(exp(x))) along the axis, in double (max subtracted first).
+void log_softmax(int64_t outer, int64_t axis, int64_t inner, const float* x, float* y, ThreadPool* pool);
+// y = 1 at the first maximum along the axis, 0 elsewhere.
+void hardmax(int64_t outer, int64_t axis, int64_t inner, const float* x, float* y, ThreadPool* pool);
 
 }  // namespace nxrt::cpu

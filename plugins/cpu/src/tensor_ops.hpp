@@ -1,6 +1,7 @@
 // Data movement, indexing, casts and reductions (no ABI dependency): the math
 // behind Gather, Slice, Expand, Tile, Pad, Split, Where, Cast, Reduce*,
-// ArgMax/ArgMin and the n-ary broadcasting elementwise ops of ops_more*.cpp.
+// ArgMax/ArgMin and the broadcasting elementwise ops of
+// ops_elementwise_{unary,binary}.cpp and ops_compare_logic.cpp.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -72,6 +73,29 @@ void broadcast_rows(std::span<const int64_t> out_dims, const std::array<std::vec
   };
   const int parts = threads_for(pool, double(rows) * double(n), 65536.0);
   parallel_ranges(pool, rows, parts, run);
+}
+
+// y = f(a, b) with broadcasting (y contiguous over od; a of ad, b of bd).
+template <typename T, typename R, typename F>
+void broadcast_binary(const T* a, std::span<const int64_t> ad, const T* b, std::span<const int64_t> bd, R* y,
+                      std::span<const int64_t> od, ThreadPool* pool, F f) {
+  const std::array<std::vector<int64_t>, 2> st = {broadcast_strides(ad, od), broadcast_strides(bd, od)};
+  broadcast_rows<2>(od, st, pool, [&](int64_t o, int64_t n, const int64_t* off, const int64_t* in) {
+    const T* ap = a + off[0];
+    const T* bp = b + off[1];
+    R* yp = y + o;
+    if (in[0] == 1 && in[1] == 1) {
+      for (int64_t i = 0; i < n; ++i) yp[i] = f(ap[i], bp[i]);
+    } else if (in[0] == 1 && in[1] == 0) {
+      const T bv = bp[0];
+      for (int64_t i = 0; i < n; ++i) yp[i] = f(ap[i], bv);
+    } else if (in[0] == 0 && in[1] == 1) {
+      const T av = ap[0];
+      for (int64_t i = 0; i < n; ++i) yp[i] = f(av, bp[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) yp[i] = f(ap[i * in[0]], bp[i * in[1]]);
+    }
+  });
 }
 
 // ---------------------------------------------------------- index-map copy

@@ -66,3 +66,58 @@ TEST_CASE("softmax rows and strided axis") {
     CHECK(s == doctest::Approx(1.0).epsilon(1e-5));
   }
 }
+
+TEST_CASE("instance_norm: per-plane mean and variance, epsilon, threaded") {
+  // 1 image, 2 channels of 4: {1, 2, 3, 4} (mean 2.5, variance 1.25) and a constant plane.
+  const std::vector<float> x = {1, 2, 3, 4, 5, 5, 5, 5};
+  const float scale[2] = {2.f, 1.f}, bias[2] = {0.5f, -1.f};
+  ThreadPool pool(2);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    std::vector<float> y(8);
+    instance_norm(1, 2, 4, x.data(), scale, bias, 0.25, y.data(), p);
+    // (x - 2.5) * 2 / sqrt(1.25 + 0.25) + 0.5; the constant plane gives the bias.
+    const std::vector<float> want = {-1.94948974f, -0.31649658f, 1.31649658f, 2.94948974f, -1.f, -1.f, -1.f, -1.f};
+    CHECK(worst(y, want, 1e-6, 1e-6) <= 1.0);
+  }
+}
+
+TEST_CASE("lrn: window clipped at the channel ends, even sizes") {
+  const std::vector<float> x = {1, 2, 3};  // N = 1, C = 3, one pixel
+  std::vector<float> y(3);
+  lrn(1, 3, 1, 3, 3.0, 1.0, 1.0, x.data(), y.data());  // alpha / size = 1, beta = 1, bias = 1
+  // sums of squares over {c-1, c, c+1}: 5, 14, 13
+  CHECK(worst(y, {1.f / 6.f, 2.f / 15.f, 3.f / 14.f}, 1e-6, 1e-7) <= 1.0);
+  lrn(1, 3, 1, 2, 2.0, 0.5, 1.0, x.data(), y.data());  // size 2: window {c, c+1}: 5, 13, 9
+  CHECK(worst(y, {0.40824829f, 0.53452248f, 0.94868330f}, 1e-6, 1e-7) <= 1.0);
+  // Two pixels: the window runs over channels only.
+  const std::vector<float> x2 = {1, 0, 2, 0, 3, 0};  // [C = 3][2]
+  std::vector<float> y2(6);
+  lrn(1, 3, 2, 3, 3.0, 1.0, 1.0, x2.data(), y2.data());
+  CHECK(worst(y2, {1.f / 6.f, 0.f, 2.f / 15.f, 0.f, 3.f / 14.f, 0.f}, 1e-6, 1e-7) <= 1.0);
+}
+
+TEST_CASE("mean_variance_normalization: per channel (axes 0, 2, 3) and per row") {
+  ThreadPool pool(2);
+  const std::vector<int64_t> dims = {1, 2, 1, 2};
+  const std::vector<float> x = {1, 3, 2, 6};  // channel 0: mean 2, sd 1; channel 1: mean 4, sd 2
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    std::vector<float> y(4);
+    mean_variance_normalization(x.data(), dims, {true, false, true, true}, y.data(), p);
+    CHECK(worst(y, {-1.f, 1.f, -1.f, 1.f}, 1e-6, 1e-7) <= 1.0);
+  }
+  const std::vector<int64_t> d2 = {1, 1, 2, 2};
+  const std::vector<float> x2 = {0, 2, 5, 5};  // second row has no variance: (x - mean) / 1e-9 = 0
+  std::vector<float> y2(4);
+  mean_variance_normalization(x2.data(), d2, {false, false, false, true}, y2.data(), nullptr);
+  CHECK(worst(y2, {-1.f, 1.f, 0.f, 0.f}, 1e-6, 1e-7) <= 1.0);
+}
+
+TEST_CASE("log_softmax and hardmax along a strided axis") {
+  // outer 1, axis 3, inner 2: columns {1, 2, 3} and {4, 4, 1}.
+  const std::vector<float> x = {1, 4, 2, 4, 3, 1};
+  std::vector<float> y(6);
+  hardmax(1, 3, 2, x.data(), y.data(), nullptr);
+  CHECK(y == std::vector<float>{0, 1, 0, 0, 1, 0});  // first maximum wins the tie
+  log_softmax(1, 3, 2, x.data(), y.data(), nullptr);
+  CHECK(worst(y, {-2.40760596f, -0.71773592f, -1.40760596f, -0.71773592f, -0.40760596f, -3.71773592f}, 1e-6, 1e-7) <= 1.0);
+}

@@ -79,3 +79,54 @@ TEST_CASE("global_average_pool") {
     CHECK(y[size_t(p)] == doctest::Approx(s / 49).epsilon(1e-5));
   }
 }
+
+TEST_CASE("global_max_pool: NaN propagates, threaded") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {1, 5, 2, -1, nan, 3, nan, 1, 2, -7, -8, -9};
+  ThreadPool pool(2);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    std::vector<float> y(4);
+    global_max_pool(4, 3, x.data(), y.data(), p);
+    CHECK(y[0] == 5.f);
+    CHECK(std::isnan(y[1]));
+    CHECK(std::isnan(y[2]));
+    CHECK(y[3] == -7.f);
+  }
+}
+
+TEST_CASE("average_pool: padding excluded or counted, dilation") {
+  PoolShape s;
+  s.spatial = 1;
+  s.in[2] = 4;
+  s.kernel[2] = 3;
+  s.pad_begin[2] = s.pad_end[2] = 1;
+  s.out[2] = 4;
+  const std::vector<float> x = {1, 2, 3, 4};
+  std::vector<float> y(4);
+  average_pool(s, false, x.data(), y.data(), nullptr);  // windows [p,1,2] [1,2,3] [2,3,4] [3,4,p]
+  CHECK(worst(y, {1.5f, 2.f, 3.f, 3.5f}, 1e-6, 1e-7) <= 1.0);
+  average_pool(s, true, x.data(), y.data(), nullptr);
+  CHECK(worst(y, {1.f, 2.f, 3.f, 7.f / 3.f}, 1e-6, 1e-7) <= 1.0);
+  PoolShape d;
+  d.spatial = 1;
+  d.in[2] = 4;
+  d.kernel[2] = 2;
+  d.dilation[2] = 2;  // taps i, i + 2
+  d.out[2] = 2;
+  std::vector<float> y2(2);
+  average_pool(d, false, x.data(), y2.data(), nullptr);
+  CHECK(y2 == std::vector<float>{2.f, 3.f});
+  // 2-D, 2 planes, threaded: 2x2 windows, stride 2 over 4x4 planes of 0..15 and 16..31.
+  PoolShape q;
+  q.batch = 2;
+  q.in[1] = q.in[2] = 4;
+  q.kernel[1] = q.kernel[2] = 2;
+  q.stride[1] = q.stride[2] = 2;
+  q.out[1] = q.out[2] = 2;
+  std::vector<float> x2(32);
+  for (size_t i = 0; i < x2.size(); ++i) x2[i] = float(i);
+  ThreadPool pool(2);
+  std::vector<float> y3(8);
+  average_pool(q, false, x2.data(), y3.data(), &pool);
+  CHECK(y3 == std::vector<float>{2.5f, 4.5f, 10.5f, 12.5f, 18.5f, 20.5f, 26.5f, 28.5f});
+}

@@ -1,0 +1,47 @@
+// Linear quantization (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear):
+// y = saturate(round_half_even(x / scale) + zero_point) and
+// x = (q - zero_point) * scale, per tensor or per axis.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace nxrt::cpu {
+
+// Which scale / zero point element i uses: per tensor (always 0) or per axis
+// ((i / inner) % len for an axis of len elements with inner elements after it).
+struct QuantAxis {
+  int64_t inner = 1, len = 1;
+  bool per_axis = false;
+  int64_t at(int64_t i) const { return per_axis ? (i / inner) % len : 0; }
+};
+
+// Rounds half to even and saturates to Q (NaN gives Q's lowest).
+template <typename Q>
+Q saturate_round(float v) {
+  const float r = std::nearbyint(v);
+  if (!(r >= float(std::numeric_limits<Q>::lowest()))) return std::numeric_limits<Q>::lowest();
+  if (r > float(std::numeric_limits<Q>::max())) return std::numeric_limits<Q>::max();
+  return Q(r);
+}
+
+// y[i] = saturate(round(x[i] / scale[k]) + zero_point[k]), k = g.at(i);
+// zero_point may be null (0). Q: uint8_t or int8_t.
+template <typename Q>
+void quantize_linear(const float* x, int64_t n, const float* scale, const Q* zero_point, const QuantAxis& g, Q* y);
+
+// y[i] = (x[i] - zero_point[k]) * scale[k], k = g.at(i); zero_point may be
+// null (0). T: any integer type.
+template <typename T>
+void dequantize_linear(const T* x, int64_t n, const float* scale, const T* zero_point, const QuantAxis& g, float* y);
+
+// DynamicQuantizeLinear: uint8 scale and zero point covering [min(x, 0),
+// max(x, 0)], then y quantized with them (all zero_point when scale is 0).
+struct DynamicQuant {
+  float scale = 0.f;
+  uint8_t zero_point = 0;
+};
+DynamicQuant dynamic_quant_params(const float* x, int64_t n);
+void dynamic_quantize_linear(const float* x, int64_t n, const DynamicQuant& q, uint8_t* y);
+
+}  // namespace nxrt::cpu

@@ -1,0 +1,89 @@
+// quantize: round half to even, saturation, per-axis parameters, dynamic
+// quantization (expected values worked out by hand).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "quantize.hpp"
+
+using namespace nxrt::cpu;
+
+TEST_CASE("saturate_round: half to even, saturation, NaN") {
+  CHECK(saturate_round<uint8_t>(2.5f) == 2);
+  CHECK(saturate_round<uint8_t>(3.5f) == 4);
+  CHECK(saturate_round<int8_t>(-2.5f) == -2);
+  CHECK(saturate_round<uint8_t>(300.f) == 255);
+  CHECK(saturate_round<uint8_t>(-1.f) == 0);
+  CHECK(saturate_round<int8_t>(-200.f) == -128);
+  CHECK(saturate_round<int8_t>(127.4f) == 127);
+  CHECK(saturate_round<uint8_t>(std::numeric_limits<float>::quiet_NaN()) == 0);
+}
+
+TEST_CASE("QuantAxis: per tensor and per axis") {
+  const QuantAxis t;
+  CHECK(t.at(0) == 0);
+  CHECK(t.at(7) == 0);
+  const QuantAxis a{2, 2, true};  // [.., 2, 2]: the parameter changes every 2 elements, wraps after 4
+  const int64_t want[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+  for (int64_t i = 0; i < 8; ++i) CHECK(a.at(i) == want[i]);
+}
+
+TEST_CASE("quantize_linear: per tensor uint8 with zero point, ties to even, saturation") {
+  const std::vector<float> x = {0.f, 1.f, 2.5f, -3.f, 1000.f, 0.75f, 1.25f, -100.f};
+  const float scale = 0.5f;
+  const uint8_t zp = 10;
+  std::vector<uint8_t> y(x.size());
+  quantize_linear<uint8_t>(x.data(), int64_t(x.size()), &scale, &zp, QuantAxis{}, y.data());
+  // x / 0.5 = 0, 2, 5, -6, 2000, 1.5 (-> 2), 2.5 (-> 2), -200; + 10; clamp to [0, 255]
+  CHECK(y == std::vector<uint8_t>{10, 12, 15, 4, 255, 12, 12, 0});
+  // No zero point.
+  quantize_linear<uint8_t>(x.data(), int64_t(x.size()), &scale, nullptr, QuantAxis{}, y.data());
+  CHECK(y == std::vector<uint8_t>{0, 2, 5, 0, 255, 2, 2, 0});
+}
+
+TEST_CASE("quantize_linear: per axis int8") {
+  // x: [2, 3], axis 1: scale {1, 2, 4}, zero point {0, -1, 1}.
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  const float scale[3] = {1, 2, 4};
+  const int8_t zp[3] = {0, -1, 1};
+  std::vector<int8_t> y(6);
+  quantize_linear<int8_t>(x.data(), 6, scale, zp, QuantAxis{1, 3, true}, y.data());
+  // 1/1+0, 2/2-1, 3/4=0.75->1 +1, 4/1+0, 5/2=2.5->2 -1, 6/4=1.5->2 +1
+  CHECK(y == std::vector<int8_t>{1, 0, 2, 4, 1, 3});
+}
+
+TEST_CASE("dequantize_linear: int32 without zero point, uint8 per axis") {
+  const std::vector<int32_t> q = {-5, 0, 7};
+  const float s = 0.5f;
+  std::vector<float> y(3);
+  dequantize_linear<int32_t>(q.data(), 3, &s, nullptr, QuantAxis{}, y.data());
+  CHECK(y == std::vector<float>{-2.5f, 0.f, 3.5f});
+  const std::vector<uint8_t> u = {0, 128, 255, 0, 128, 255};
+  const float su[2] = {0.25f, 2.f};
+  const uint8_t zu[2] = {128, 0};
+  std::vector<float> yu(6);
+  dequantize_linear<uint8_t>(u.data(), 6, su, zu, QuantAxis{3, 2, true}, yu.data());
+  CHECK(yu == std::vector<float>{-32.f, 0.f, 31.75f, 0.f, 256.f, 510.f});
+}
+
+TEST_CASE("dynamic quantization: range includes 0, zero scale") {
+  const std::vector<float> x = {-1.f, 0.f, 2.f, 4.f};
+  const DynamicQuant q = dynamic_quant_params(x.data(), 4);
+  CHECK(q.scale == 5.f / 255.f);  // (max(4, 0) - min(-1, 0)) / 255
+  CHECK(q.zero_point == 51);      // round(1 / (5/255))
+  std::vector<uint8_t> y(4);
+  dynamic_quantize_linear(x.data(), 4, q, y.data());
+  CHECK(y == std::vector<uint8_t>{0, 51, 153, 255});
+  const std::vector<float> z = {0.f, 0.f};
+  const DynamicQuant q0 = dynamic_quant_params(z.data(), 2);
+  CHECK(q0.scale == 0.f);
+  CHECK(q0.zero_point == 0);
+  std::vector<uint8_t> y0 = {7, 7};
+  dynamic_quantize_linear(z.data(), 2, q0, y0.data());
+  CHECK(y0 == std::vector<uint8_t>{0, 0});
+  // All positive: min is 0, zero point 0.
+  const std::vector<float> p = {0.f, 2.55f};
+  CHECK(dynamic_quant_params(p.data(), 2).zero_point == 0);
+}
