@@ -466,8 +466,9 @@ typedef struct nxrt_host_services {
 #define NXRT_FEATURES_2_0                                                                         \
   (NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS | NXRT_FEATURE_CONCURRENT_RUN |              \
    NXRT_FEATURE_RUN_HOOKS | NXRT_FEATURE_DEVICE_PROFILING)
-/* Every bit defined by major 2 up to `minor`. */
-#define NXRT_FEATURES_OF_MINOR(minor) ((void)(minor), NXRT_FEATURES_2_0)
+/* Every bit defined by major 2 up to `minor` (a constant expression). A new
+ * minor N adds its bits here: ((minor) >= N ? NXRT_FEATURES_2_N : 0). */
+#define NXRT_FEATURES_OF_MINOR(minor) (NXRT_FEATURES_2_0 | ((minor) & 0u))
 
 typedef struct nxrt_plugin_api {
   uint32_t struct_size;
@@ -497,8 +498,10 @@ typedef struct nxrt_plugin_api {
    * The host validates options against the schema before the call, so a
    * plugin sees only keys it declared (with values of the declared type) plus
    * the host's own un-prefixed keys: "threads" (intra-op thread count, "0" =
-   * plugin default). A plugin still fails with INVALID_ARGUMENT naming the key
-   * on an out-of-range value or an undeclared "<name>." key. */
+   * plugin default). Un-prefixed keys the plugin does not know are ignored (a
+   * newer host may pass keys of its own). A plugin still fails with
+   * INVALID_ARGUMENT naming the key on an out-of-range value or an undeclared
+   * "<name>." key. */
   nxrt_status* (*session_create)(nxrt_plugin* plugin, uint32_t device_index,
                                  const nxrt_option* const* options, size_t option_count,
                                  nxrt_ep_session** out);

@@ -38,6 +38,14 @@ struct Env {
   std::optional<Record> session();
 };
 
+// plugin->copy with `n` regions from a contiguous array (passed as pointers).
+inline nxrt_status* copy_n(const nxrt_plugin_api& api, nxrt_ep_session* s, const nxrt_copy_region* r, size_t n,
+                           nxrt_stream* stream) {
+  std::vector<const nxrt_copy_region*> ptrs(n);
+  for (size_t i = 0; i < n; ++i) ptrs[i] = &r[i];
+  return api.copy(s, n ? ptrs.data() : nullptr, n, stream);
+}
+
 // Names of required functions missing from a negotiated table ("" if none).
 std::string missing_required(const Plugin& p);
 
@@ -68,8 +76,15 @@ class Pipeline {
                   const ComputeOptions& o = {}, std::vector<std::string>* violations = nullptr,
                   Result* kernel_status = nullptr);
   nxrt_claim_sink& sink() { return sink_; }
+  // Kernels built, with the view each received (run hooks, profiling).
+  size_t kernel_count() const { return steps_.size(); }
+  const std::vector<size_t>& kernel_nodes(size_t i) const { return steps_[i].nodes; }
 
  private:
+  std::string run_steps(const std::map<const nxrt_value*, HostTensor>& inputs, std::vector<HostTensor>& out,
+                        const ComputeOptions& o, std::vector<std::string>* violations, Result* kernel_status);
+  void snapshot_constants();
+  std::string check_constants(const std::string& when) const;
   struct Step {
     std::vector<size_t> nodes;
     std::unique_ptr<nxrt_graph> view;
@@ -79,6 +94,7 @@ class Pipeline {
   const GraphBuilder& gb_;
   nxrt_claim_sink sink_;
   std::vector<Step> steps_;
+  std::map<const nxrt_value*, uint64_t> constants_;  // checksums of constant inputs
 };
 
 // Runs Add/Relu once through a fresh pipeline; "" on a correct result.

@@ -1,5 +1,6 @@
 #include <cmath>
 #include <cstring>
+#include <atomic>
 #include <set>
 
 #include "checks.hpp"
@@ -21,6 +22,8 @@ std::string missing_required(const Plugin& p) {
   need("device_count", reinterpret_cast<const void*>(a.device_count));
   need("no_device_reason", reinterpret_cast<const void*>(a.no_device_reason));
   need("device_info", reinterpret_cast<const void*>(a.device_info));
+  need("option_count", reinterpret_cast<const void*>(a.option_count));
+  need("option_info", reinterpret_cast<const void*>(a.option_info));
   need("session_create", reinterpret_cast<const void*>(a.session_create));
   need("session_release", reinterpret_cast<const void*>(a.session_release));
   need("get_capability", reinterpret_cast<const void*>(a.get_capability));
@@ -46,17 +49,17 @@ std::optional<Record> Env::load() {
 
 std::optional<Record> Env::device() {
   if (auto r = load()) return r;
-  Result st = take(p->api().device_count(&devices));
+  Result st = take(p->api().device_count(p->instance(), &devices));
   if (!st.ok) return skip("not run: device_count failed (" + st.str() + ")");
   if (devices == 0) {
-    const char* why = p->api().no_device_reason();
+    const char* why = p->api().no_device_reason(p->instance());
     return skip(std::string("no device: ") + (why && *why ? why : "(no reason given)"));
   }
   if (cfg.device >= devices)
     return skip("no device: --device " + std::to_string(cfg.device) + " but the plugin has " + std::to_string(devices));
   info = nxrt_device_info{};
   info.struct_size = sizeof info;
-  st = take(p->api().device_info(cfg.device, &info));
+  st = take(p->api().device_info(p->instance(), cfg.device, &info));
   if (!st.ok) return skip("not run: device_info failed (" + st.str() + ")");
   return std::nullopt;
 }
@@ -193,7 +196,22 @@ Pipeline::~Pipeline() {
     if (st.k) s_.plugin().api().kernel_release(st.k);
 }
 
+void Pipeline::snapshot_constants() {
+  constants_.clear();
+  for (auto* n : gb_.graph().nodes)
+    for (auto* v : n->inputs)
+      if (v && v->constant) constants_[v] = checksum(v->data.data(), v->data.size());
+}
+
+std::string Pipeline::check_constants(const std::string& when) const {
+  for (auto& [v, sum] : constants_)
+    if (checksum(v->data.data(), v->data.size()) != sum)
+      return when + " wrote to constant '" + v->name + "' (read-only data from value_constant / ctx_input)";
+  return "";
+}
+
 std::string Pipeline::build() {
+  snapshot_constants();
   Result r = s_.capability(gb_.graph(), sink_);
   if (!r.ok) return "get_capability failed: " + r.str();
   if (!sink_.violations.empty()) return "invalid claims: " + sink_.violations.front();
@@ -205,11 +223,18 @@ std::string Pipeline::build() {
     Result kr;
     {
       Phase ph("kernel_create");
+      st.view->creating = true;
       kr = take(s_.plugin().api().kernel_create(s_.raw(), st.view.get(), &k));
+      st.view->creating = false;
+    }
+    if (k) st.k = k;
+    std::string w = check_constants("kernel_create (" + gb_.graph().nodes[c.front()]->op_type + ")");
+    if (!w.empty()) {
+      steps_.push_back(std::move(st));
+      return w;
     }
     if (!kr.ok) return "kernel_create for claimed node " + std::to_string(c.front()) + " failed: " + kr.str();
     if (!k) return "kernel_create returned success and a NULL kernel";
-    st.k = k;
     steps_.push_back(std::move(st));
   }
   return "";
@@ -244,7 +269,43 @@ HostTensor host_reference(const nxrt_node* n, const std::map<const nxrt_value*, 
 
 std::string Pipeline::run(const std::map<const nxrt_value*, HostTensor>& inputs, std::vector<HostTensor>& out,
                           const ComputeOptions& o, std::vector<std::string>* violations, Result* kernel_status) {
+  // A 2.0 host calls the run hooks of a plugin that declares them around every
+  // run of its kernels, with a run id unique per run.
+  const auto& api = s_.plugin().api();
+  if (o.manual_run || !(s_.plugin().features() & NXRT_FEATURE_RUN_HOOKS) || !api.on_run_start || !api.on_run_end)
+    return run_steps(inputs, out, o, violations, kernel_status);
+  static std::atomic<uint64_t> next_run{1000};
+  ComputeOptions ro = o;
+  ro.run_id = next_run++;
+  nxrt_run_options opts{};
+  opts.struct_size = sizeof opts;
+  opts.run_id = ro.run_id;
+  Result r;
+  {
+    Phase ph("on_run_start");
+    r = take(api.on_run_start(s_.raw(), &opts));
+  }
+  if (!r.ok) return "on_run_start failed: " + r.str() + (r.problem.empty() ? "" : " [" + r.problem + "]");
+  std::string e = run_steps(inputs, out, ro, violations, kernel_status);
+  nxrt_status* st = e.empty() ? nullptr : host_table_full()->status_create(NXRT_INTERNAL, 0, e.c_str());
+  {
+    Phase ph("on_run_end");
+    r = take(api.on_run_end(s_.raw(), ro.run_id, st, nullptr));
+  }
+  if (st) {
+    if (!is_live_status(st)) return e + " (and on_run_end released the run's status, which the host owns)";
+    host_table_full()->status_release(st);
+  }
+  if (e.empty() && !r.ok) return "on_run_end failed: " + r.str() + (r.problem.empty() ? "" : " [" + r.problem + "]");
+  return e;
+}
+
+std::string Pipeline::run_steps(const std::map<const nxrt_value*, HostTensor>& inputs, std::vector<HostTensor>& out,
+                                const ComputeOptions& o, std::vector<std::string>* violations, Result* kernel_status) {
   std::map<const nxrt_value*, HostTensor> vals = inputs;
+  for (auto* n : gb_.graph().nodes)
+    for (auto* v : n->inputs)
+      if (v && v->constant && !vals.count(v)) vals[v] = HostTensor{v->dtype, v->dims, v->data};
   std::set<size_t> done;
   for (auto* n : gb_.graph().nodes) {
     if (done.count(n->index)) continue;
@@ -262,12 +323,23 @@ std::string Pipeline::run(const std::map<const nxrt_value*, HostTensor>& inputs,
       if (!vals.count(v)) return "internal: input " + v->name + " not computed";
       ins.push_back(vals[v]);
     }
-    ComputeResult cr = compute(s_, step->k, ins, step->view->outputs.size(), o);
+    ComputeOptions so = o;
+    so.view = step->view.get();
+    ComputeResult cr = compute(s_, step->k, ins, step->view->outputs.size(), so);
     if (violations) violations->insert(violations->end(), cr.violations.begin(), cr.violations.end());
     if (kernel_status) *kernel_status = cr.status;
     if (!cr.status.ok)
       return "kernel_compute (" + n->op_type + ") failed: " + cr.status.str() +
              (cr.status.problem.empty() ? "" : " [" + cr.status.problem + "]");
+    if (cr.input_written >= 0) {
+      auto* v = step->view->inputs[size_t(cr.input_written)];
+      return "kernel_compute (" + n->op_type + ") wrote to its input " + std::to_string(cr.input_written) + " ('" +
+             (v ? v->name : std::string("?")) + "'), which is read-only: " + cr.input_written_detail;
+    }
+    {
+      std::string w = check_constants("kernel_compute (" + n->op_type + ")");
+      if (!w.empty()) return w;
+    }
     if (!cr.problem.empty()) return cr.problem;
     if (!cr.violations.empty()) return "kernel context misuse: " + cr.violations.front();
     for (size_t i = 0; i < step->view->outputs.size(); ++i) vals[step->view->outputs[i]] = cr.outputs[i];

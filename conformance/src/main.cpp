@@ -140,15 +140,17 @@ std::vector<std::pair<std::string, std::string>> probe_plugin(const Config& cfg)
             if (p->features() & NXRT_FEATURE_FUSED_GROUPS) f += "fused_groups ";
             if (p->features() & NXRT_FEATURE_STREAMS) f += "streams ";
             if (p->features() & NXRT_FEATURE_CONCURRENT_RUN) f += "concurrent_run ";
+            if (p->features() & NXRT_FEATURE_RUN_HOOKS) f += "run_hooks ";
+            if (p->features() & NXRT_FEATURE_DEVICE_PROFILING) f += "device_profiling ";
             kv("features", f.empty() ? "none" : f.substr(0, f.size() - 1));
             uint32_t n = 0;
-            if (a.device_count && take(a.device_count(&n)).ok) {
+            if (a.device_count && take(a.device_count(p->instance(), &n)).ok) {
               kv("devices", std::to_string(n));
-              if (n == 0 && a.no_device_reason) kv("no_device_reason", a.no_device_reason() ? a.no_device_reason() : "");
+              if (n == 0 && a.no_device_reason) kv("no_device_reason", a.no_device_reason(p->instance()) ? a.no_device_reason(p->instance()) : "");
               for (uint32_t d = 0; d < n && a.device_info; ++d) {
                 nxrt_device_info i{};
                 i.struct_size = sizeof i;
-                if (take(a.device_info(d, &i)).ok)
+                if (take(a.device_info(p->instance(), d, &i)).ok)
                   kv("device " + std::to_string(d), std::string(i.name ? i.name : "?") + " (" + (i.vendor ? i.vendor : "") +
                                                         ", " + std::to_string(i.memory_bytes >> 20) + " MiB" +
                                                         (i.host_addressable ? ", host-addressable" : "") + ")");

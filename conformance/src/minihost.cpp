@@ -39,9 +39,13 @@ std::unordered_set<const nxrt_status*>& live_statuses() {
   static auto* s = new std::unordered_set<const nxrt_status*>;
   return *s;
 }
+nxrt_status g_oom{kStatusMagic, NXRT_OUT_OF_MEMORY, 1, "out of memory (the host could not allocate a status)"};
 }  // namespace
 
+const nxrt_status* oom_status() { return &g_oom; }
+
 bool is_live_status(const nxrt_status* s) {
+  if (s == &g_oom) return true;
   std::lock_guard lock(status_mu());
   return live_statuses().count(s) != 0;
 }
@@ -66,6 +70,10 @@ std::string consume_status(nxrt_status* s, nxrt_status_code* code, std::string* 
   if (!s) {
     if (code) *code = NXRT_OK;
     return "ok";
+  }
+  if (s == &g_oom) {  // the static status: valid, never freed
+    if (code) *code = s->code;
+    return std::string(status_code_name(s->code)) + ": " + s->message;
   }
   {
     std::lock_guard lock(status_mu());
@@ -111,7 +119,10 @@ Result take(nxrt_status* s) {
 namespace {
 
 nxrt_status* h_status_create(nxrt_status_code code, int retryable, const char* message) {
-  auto* s = new nxrt_status{kStatusMagic, code, retryable, message ? message : ""};
+  // Never NULL: when it "cannot allocate" (starved on purpose) the static status.
+  if (host_log().starve_statuses) return &g_oom;
+  auto* s = new (std::nothrow) nxrt_status{kStatusMagic, code, retryable, message ? message : ""};
+  if (!s) return &g_oom;
   {
     std::lock_guard lock(status_mu());
     live_statuses().insert(s);
@@ -120,7 +131,7 @@ nxrt_status* h_status_create(nxrt_status_code code, int retryable, const char* m
   return s;
 }
 void h_status_release(nxrt_status* s) {
-  if (!s) return;
+  if (!s || s == &g_oom) return;
   {
     std::lock_guard lock(status_mu());
     if (!live_statuses().count(s)) {
@@ -148,6 +159,14 @@ const char* h_status_message(const nxrt_status* s) {
   }
   return s->message.c_str();
 }
+int h_status_retryable(const nxrt_status* s) {
+  if (!s) return 0;
+  if (!is_live_status(s)) {
+    host_log().violation("status_retryable called on a pointer that is not a live status");
+    return 0;
+  }
+  return s->retryable ? 1 : 0;
+}
 void h_log(nxrt_log_level, const char*, const char*) {}
 
 size_t g_node_count(const nxrt_graph* g) { return g ? g->nodes.size() : 0; }
@@ -163,7 +182,7 @@ int64_t g_opset(const nxrt_graph* g, const char* domain) {
   auto it = g->opsets.find(d);
   return it == g->opsets.end() ? -1 : it->second;
 }
-size_t n_index(const nxrt_node* n) { return n ? n->index : 0; }
+size_t n_index(const nxrt_node* n) { return n ? n->index : NXRT_NO_INDEX; }
 const char* n_name(const nxrt_node* n) { return n ? n->name.c_str() : nullptr; }
 const char* n_op(const nxrt_node* n) { return n ? n->op_type.c_str() : nullptr; }
 const char* n_domain(const nxrt_node* n) { return n ? n->domain.c_str() : nullptr; }
@@ -200,27 +219,69 @@ const float* a_floats(const nxrt_attribute* a, size_t* count) {
 }
 size_t a_string_count(const nxrt_attribute*) { return 0; }
 const char* a_string_at(const nxrt_attribute*, size_t, size_t*) { return nullptr; }
-int a_tensor(const nxrt_attribute*, nxrt_tensor*) { return 1; }
+// The mini-host's graphs carry no TENSOR or GRAPH attributes.
+nxrt_status* a_tensor(const nxrt_attribute* a, nxrt_const_tensor* out) {
+  if (!a || !out) return h_status_create(NXRT_INVALID_ARGUMENT, 0, "attribute_tensor: NULL argument");
+  return h_status_create(NXRT_INVALID_ARGUMENT, 0, ("attribute_tensor: '" + a->name + "' is not a TENSOR attribute").c_str());
+}
+nxrt_status* a_graph(const nxrt_attribute* a, const nxrt_graph** out) {
+  if (!a || !out) return h_status_create(NXRT_INVALID_ARGUMENT, 0, "attribute_graph: NULL argument");
+  *out = nullptr;
+  return h_status_create(NXRT_INVALID_ARGUMENT, 0, ("attribute_graph: '" + a->name + "' is not a GRAPH attribute").c_str());
+}
+
+// Callee-filled rule: write only what fits in the caller's struct_size and
+// write back the size filled.
+template <typename T>
+void fill_callee(T* out, T full) {
+  uint32_t n = uint32_t(NXRT_FILLED_SIZE(size_t(out->struct_size), sizeof(T)));
+  if (n < sizeof(uint32_t)) return;
+  full.struct_size = n;
+  std::memcpy(out, &full, n);
+}
 
 const char* v_name(const nxrt_value* v) { return v ? v->name.c_str() : nullptr; }
 nxrt_dtype v_dtype(const nxrt_value* v) { return v ? v->dtype : NXRT_DTYPE_UNDEFINED; }
 int64_t v_rank(const nxrt_value* v) { return v ? v->rank : -1; }
 const int64_t* v_dims(const nxrt_value* v) { return v ? v->dims.data() : nullptr; }
 int v_is_constant(const nxrt_value* v) { return v && v->constant ? 1 : 0; }
-int v_constant(const nxrt_value* v, nxrt_tensor* out) {
-  if (!v || !v->constant || !out) return 1;
-  if (!NXRT_HAS_FIELD(out, nxrt_tensor, memory)) {
-    host_log().violation("value_constant: nxrt_tensor.struct_size " + std::to_string(out->struct_size) + " is too small");
-    return 1;
-  }
-  out->dtype = v->dtype;
-  out->rank = uint32_t(v->rank);
-  out->dims = v->dims.data();
-  out->data = const_cast<uint8_t*>(v->data.data());
-  out->byte_offset = 0;
-  out->memory = NXRT_MEMORY_HOST;
-  return 0;
+nxrt_status* v_constant(const nxrt_value* v, nxrt_const_tensor* out) {
+  if (!v || !out) return h_status_create(NXRT_INVALID_ARGUMENT, 0, "value_constant: NULL argument");
+  if (!v->constant) return h_status_create(NXRT_NOT_FOUND, 0, ("value_constant: '" + v->name + "' is not a constant").c_str());
+  nxrt_const_tensor t{};
+  t.dtype = v->dtype;
+  t.rank = uint32_t(v->rank);
+  t.dims = v->dims.data();
+  t.data = v->data.data();
+  t.byte_offset = 0;
+  t.memory = NXRT_MEMORY_HOST;
+  fill_callee(out, t);
+  return nullptr;
 }
+bool has_value(const std::vector<const nxrt_value*>& vs, const nxrt_value* v) {
+  return std::find(vs.begin(), vs.end(), v) != vs.end();
+}
+const nxrt_node* v_producer(const nxrt_graph* g, const nxrt_value* v) {
+  if (!g || !v || v->constant) return nullptr;
+  for (auto* n : g->nodes)
+    if (has_value(n->outputs, v)) return n;
+  return nullptr;
+}
+size_t v_consumer_count(const nxrt_graph* g, const nxrt_value* v) {
+  if (!g || !v) return 0;
+  size_t k = 0;
+  for (auto* n : g->nodes)
+    for (auto* u : n->inputs) k += u == v;
+  return k;
+}
+const nxrt_node* v_consumer(const nxrt_graph* g, const nxrt_value* v, size_t i) {
+  if (!g || !v) return nullptr;
+  for (auto* n : g->nodes)
+    for (auto* u : n->inputs)
+      if (u == v && i-- == 0) return n;
+  return nullptr;
+}
+int v_is_graph_output(const nxrt_value* v) { return v && v->owner && has_value(v->owner->outputs, v) ? 1 : 0; }
 
 bool node_in_view(const nxrt_graph* g, size_t index) {
   for (auto* n : g->nodes)
@@ -282,6 +343,36 @@ nxrt_status* h_refuse(nxrt_claim_sink* sink, size_t i, nxrt_refusal reason, cons
   return nullptr;
 }
 
+nxrt_status* h_capture(const nxrt_graph* cg, const nxrt_value* v) {
+  auto* g = const_cast<nxrt_graph*>(cg);
+  if (!g || !v) return h_status_create(NXRT_INVALID_ARGUMENT, 0, "graph_capture_constant: NULL argument");
+  if (!g->creating) {
+    host_log().violation("graph_capture_constant called outside kernel_create (or on another graph than the one being created)");
+    return h_status_create(NXRT_INVALID_ARGUMENT, 0, "graph_capture_constant: the graph is not being created");
+  }
+  if (!v->constant || !has_value(g->inputs, v))
+    return h_status_create(NXRT_INVALID_ARGUMENT, 0,
+                           ("graph_capture_constant: '" + v->name + "' is not a constant input of the graph").c_str());
+  std::lock_guard lock(g->mu);
+  g->captured.insert(v);
+  return nullptr;
+}
+
+nxrt_status* h_profile_event(nxrt_profile_sink* sink, size_t node_index, const char* name, uint64_t start, uint64_t end) {
+  if (!sink) {
+    host_log().violation("profile_device_event called with a NULL sink");
+    return h_status_create(NXRT_INVALID_ARGUMENT, 0, "profile_device_event: NULL sink");
+  }
+  std::lock_guard lock(sink->mu);
+  if (!sink->active) {
+    sink->violations.push_back("profile_device_event called after on_run_end returned");
+    return h_status_create(NXRT_INVALID_ARGUMENT, 0, "profile_device_event: the sink is closed");
+  }
+  if (end < start) sink->violations.push_back("profile_device_event: device_end_ns < device_start_ns");
+  sink->events.push_back({node_index, name ? name : "", start, end});
+  return nullptr;
+}
+
 }  // namespace
 }  // namespace conf
 
@@ -289,7 +380,7 @@ nxrt_status* h_refuse(nxrt_claim_sink* sink, size_t i, nxrt_refusal reason, cons
 
 struct nxrt_kernel_context {
   conf::Session* session = nullptr;
-  std::vector<nxrt_tensor> inputs;
+  std::vector<nxrt_const_tensor> inputs;
   std::vector<std::vector<int64_t>> in_dims;
   std::vector<bool> in_present;
   struct Out {
@@ -313,7 +404,7 @@ namespace conf {
 namespace {
 
 size_t c_in_count(const nxrt_kernel_context* c) { return c ? c->inputs.size() : 0; }
-nxrt_status* c_in(const nxrt_kernel_context* c, size_t i, nxrt_tensor* out) {
+nxrt_status* c_in(const nxrt_kernel_context* c, size_t i, nxrt_const_tensor* out) {
   auto* ctx = const_cast<nxrt_kernel_context*>(c);
   if (!ctx || !out) return h_status_create(NXRT_INVALID_ARGUMENT, 0, "ctx_input: NULL argument");
   if (i >= ctx->inputs.size()) {
@@ -322,13 +413,7 @@ nxrt_status* c_in(const nxrt_kernel_context* c, size_t i, nxrt_tensor* out) {
   }
   if (int(i) == ctx->opt.fail_input) return h_status_create(NXRT_INTERNAL, 0, "injected failure: ctx_input");
   if (!ctx->in_present[i]) return h_status_create(NXRT_NOT_FOUND, 0, "optional input is absent");
-  if (!NXRT_HAS_FIELD(out, nxrt_tensor, memory)) {
-    ctx->violation("ctx_input: nxrt_tensor.struct_size " + std::to_string(out->struct_size) + " is too small");
-    return h_status_create(NXRT_INVALID_ARGUMENT, 0, "ctx_input: tensor struct_size too small");
-  }
-  uint32_t size = out->struct_size;
-  *out = ctx->inputs[i];
-  out->struct_size = size;
+  fill_callee(out, ctx->inputs[i]);
   return nullptr;
 }
 size_t c_out_count(const nxrt_kernel_context* c) { return c ? c->outputs.size() : 0; }
@@ -338,10 +423,6 @@ nxrt_status* c_out(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, uint32_
   if (i >= ctx->outputs.size()) {
     ctx->violation("ctx_output(" + std::to_string(i) + ") out of range (" + std::to_string(ctx->outputs.size()) + " outputs)");
     return h_status_create(NXRT_INVALID_ARGUMENT, 0, "ctx_output: index out of range");
-  }
-  if (!NXRT_HAS_FIELD(out, nxrt_tensor, memory)) {
-    ctx->violation("ctx_output: nxrt_tensor.struct_size " + std::to_string(out->struct_size) + " is too small");
-    return h_status_create(NXRT_INVALID_ARGUMENT, 0, "ctx_output: tensor struct_size too small");
   }
   if (int(i) == ctx->opt.fail_output)
     return h_status_create(NXRT_OUT_OF_MEMORY, 0, "injected failure: cannot allocate the output");
@@ -370,29 +451,33 @@ nxrt_status* c_out(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, uint32_
   auto& api = ctx->session->plugin().api();
   nxrt_status* st = api.memory_alloc(ctx->session->raw(), NXRT_MEMORY_DEVICE, o.bytes, NXRT_TENSOR_ALIGNMENT, &o.handle);
   if (st) return st;  // the plugin's own allocation failure goes back to it
-  out->dtype = dtype;
-  out->rank = rank;
-  out->dims = o.dims.data();
-  out->data = o.handle;
-  out->byte_offset = 0;
-  out->memory = NXRT_MEMORY_DEVICE;
+  nxrt_tensor t{};
+  t.dtype = dtype;
+  t.rank = rank;
+  t.dims = o.dims.data();
+  t.data = o.handle;
+  t.byte_offset = 0;
+  t.memory = NXRT_MEMORY_DEVICE;
+  fill_callee(out, t);
   return nullptr;
 }
 nxrt_stream* c_stream(const nxrt_kernel_context* c) { return c ? c->opt.stream : nullptr; }
 int c_cancelled(const nxrt_kernel_context* c) { return c && c->opt.cancelled ? 1 : 0; }
+uint64_t c_run_id(const nxrt_kernel_context* c) { return c ? c->opt.run_id : 0; }
 
 nxrt_host_services make_table() {
   nxrt_host_services h{};
-  // The mini-host is an ABI 1.0 host on purpose: every plugin is also certified
-  // against the oldest host of its major (1.1's graph_capture_constant is then
-  // absent, and the plugin must keep working without it).
-  h.struct_size = offsetof(nxrt_host_services, ctx_cancelled) + sizeof(h.ctx_cancelled);
+  // The mini-host is an ABI 2.0 host on purpose: every plugin is certified
+  // against the oldest host of its major (a plugin built against a later 2.x
+  // must negotiate 2.0 and work without what later minors add).
+  h.struct_size = sizeof h;
   h.abi_major = NXRT_EP_ABI_MAJOR;
-  h.abi_minor = 0;
+  h.abi_minor = kHostMinor;
   h.status_create = h_status_create;
   h.status_release = h_status_release;
   h.status_code = h_status_code;
   h.status_message = h_status_message;
+  h.status_retryable = h_status_retryable;
   h.log = h_log;
   h.graph_node_count = g_node_count;
   h.graph_node = g_node;
@@ -422,26 +507,38 @@ nxrt_host_services make_table() {
   h.attribute_string_count = a_string_count;
   h.attribute_string_at = a_string_at;
   h.attribute_tensor = a_tensor;
+  h.attribute_graph = a_graph;
   h.value_name = v_name;
   h.value_dtype = v_dtype;
   h.value_rank = v_rank;
   h.value_dims = v_dims;
   h.value_is_constant = v_is_constant;
   h.value_constant = v_constant;
+  h.value_producer = v_producer;
+  h.value_consumer_count = v_consumer_count;
+  h.value_consumer = v_consumer;
+  h.value_is_graph_output = v_is_graph_output;
   h.claim_nodes = h_claim;
   h.refuse_node = h_refuse;
+  h.graph_capture_constant = h_capture;
   h.ctx_input_count = c_in_count;
   h.ctx_input = c_in;
   h.ctx_output_count = c_out_count;
   h.ctx_output = c_out;
   h.ctx_stream = c_stream;
   h.ctx_cancelled = c_cancelled;
+  h.ctx_run_id = c_run_id;
+  h.profile_device_event = h_profile_event;
   return h;
 }
 
-int trap_cancelled(const nxrt_kernel_context*) {
-  host_log().violation("the plugin called ctx_cancelled, which lies beyond the host table's struct_size");
+uint64_t trap_run_id(const nxrt_kernel_context*) {
+  host_log().violation("the plugin called ctx_run_id, which lies beyond the host table's struct_size");
   return 0;
+}
+nxrt_status* trap_profile(nxrt_profile_sink*, size_t, const char*, uint64_t, uint64_t) {
+  host_log().violation("the plugin called profile_device_event, which lies beyond the host table's struct_size");
+  return nullptr;
 }
 
 struct NewerTable {
@@ -468,8 +565,9 @@ const nxrt_host_services* host_table_newer() {
 const nxrt_host_services* host_table_truncated() {
   static nxrt_host_services t = [] {
     nxrt_host_services h = make_table();
-    h.struct_size = uint32_t(offsetof(nxrt_host_services, ctx_cancelled));
-    h.ctx_cancelled = trap_cancelled;
+    h.struct_size = uint32_t(offsetof(nxrt_host_services, ctx_run_id));
+    h.ctx_run_id = trap_run_id;
+    h.profile_device_event = trap_profile;
     return h;
   }();
   return &t;
@@ -480,11 +578,20 @@ const nxrt_host_services* host_table_truncated() {
 const nxrt_value* GraphBuilder::value(const std::string& name, nxrt_dtype t, std::vector<int64_t> dims) {
   nxrt_value v;
   v.name = name;
+  v.owner = &g_;
   v.dtype = t;
   v.rank = int64_t(dims.size());
   v.dims = std::move(dims);
   values_.push_back(std::move(v));
   return &values_.back();
+}
+
+const nxrt_value* GraphBuilder::constant(const std::string& name, nxrt_dtype t, std::vector<int64_t> dims,
+                                         std::vector<uint8_t> data) {
+  auto* v = const_cast<nxrt_value*>(value(name, t, std::move(dims)));
+  v->constant = true;
+  v->data = std::move(data);
+  return v;
 }
 
 const nxrt_node* GraphBuilder::node(const std::string& op, const std::string& domain, std::vector<const nxrt_value*> in,
@@ -540,6 +647,7 @@ std::unique_ptr<nxrt_graph> GraphBuilder::subgraph(const std::vector<size_t>& id
 // ----------------------------------------------------------------- plugin
 
 Plugin::~Plugin() {
+  if (negotiated_) shutdown();
   if (dl_) dlclose(dl_);
 }
 
@@ -563,57 +671,101 @@ std::unique_ptr<Plugin> Plugin::open(const std::string& path, std::string* err, 
   }
   auto p = std::unique_ptr<Plugin>(new Plugin);
   p->dl_ = dl;
+  p->path_ = path;
   p->fn_ = reinterpret_cast<nxrt_ep_negotiate_fn>(sym);
   return p;
 }
 
-NegotiateResult Plugin::negotiate_raw(uint32_t major, uint32_t minor, const nxrt_host_services* host,
-                                      uint32_t request_size, uint32_t reply_size) {
+NegotiateResult Plugin::negotiate_raw(const NegotiateArgs& a) {
   NegotiateResult r;
   constexpr size_t kCanary = 128;
-  // Request and reply live in buffers larger than their struct_size; bytes past it are canaries.
-  std::vector<uint8_t> rqbuf(sizeof(nxrt_negotiate_request) + kCanary, 0);
+  // Trap pointers for request fields past struct_size: a plugin that reads a
+  // field the host did not set (and dereferences it) crashes in this check.
+  static const char* const kTrap = reinterpret_cast<const char*>(uintptr_t(0x10));
+  // The request lives in a buffer larger than its struct_size; past it: traps (or
+  // a future host's fields, 0xEE).
+  size_t rq_bytes = std::max<size_t>(a.request_size, sizeof(nxrt_negotiate_request)) + kCanary;
+  std::vector<uint8_t> rqbuf(rq_bytes, 0xEE);
   auto* rq = reinterpret_cast<nxrt_negotiate_request*>(rqbuf.data());
-  rq->struct_size = request_size;
-  rq->abi_major = major;
-  rq->abi_minor = minor;
-  rq->host = host;
-  alignas(16) uint8_t rpbuf[sizeof(nxrt_negotiate_reply) + kCanary];
-  std::memset(rpbuf, 0xA5, sizeof rpbuf);
-  auto* rp = reinterpret_cast<nxrt_negotiate_reply*>(rpbuf);
-  std::memset(rpbuf, 0, reply_size);
-  rp->struct_size = reply_size;
+  std::memset(rqbuf.data(), 0, sizeof(nxrt_negotiate_request));
+  rq->struct_size = a.request_size;
+  rq->abi_major = a.major;
+  rq->abi_minor = a.minor;
+  rq->host = a.null_host ? nullptr : a.host ? a.host : host_table_full();
+  rq->library_path = path_.c_str();
+  rq->host_name = kHostName;
+  rq->host_version = kHostVersion;
+  if (a.request_size < offsetof(nxrt_negotiate_request, library_path) + sizeof(void*)) rq->library_path = kTrap;
+  if (a.request_size < offsetof(nxrt_negotiate_request, host_name) + sizeof(void*)) rq->host_name = kTrap;
+  if (a.request_size < offsetof(nxrt_negotiate_request, host_version) + sizeof(void*)) rq->host_version = kTrap;
+  // The reply: bytes past its struct_size are canaries.
+  size_t rp_bytes = std::max<size_t>(a.reply_size, sizeof(nxrt_negotiate_reply)) + kCanary;
+  std::vector<uint8_t> rpbuf(rp_bytes + 16, 0xA5);
+  uint8_t* base = rpbuf.data() + (16 - reinterpret_cast<uintptr_t>(rpbuf.data()) % 16) % 16;
+  std::memset(base, 0xA5, rp_bytes);
+  auto* rp = reinterpret_cast<nxrt_negotiate_reply*>(base);
+  std::memset(base, 0, std::min<size_t>(a.reply_size, sizeof(nxrt_negotiate_reply)));
+  // A "future" reply larger than ours: its unknown fields hold 0x5C.
+  if (a.reply_size > sizeof(nxrt_negotiate_reply))
+    std::memset(base + sizeof(nxrt_negotiate_reply), 0x5C, a.reply_size - sizeof(nxrt_negotiate_reply));
+  rp->struct_size = a.reply_size;
   {
     Phase ph("nxrt_ep_negotiate");
     r.rc = fn_(rq, rp);
   }
-  for (size_t i = reply_size; i < sizeof rpbuf; ++i)
-    if (rpbuf[i] != 0xA5) r.canary_ok = false;
-  std::memcpy(&r.reply, rpbuf, std::min<size_t>(reply_size, sizeof r.reply));
+  for (size_t i = a.reply_size; i < rp_bytes; ++i)
+    if (base[i] != 0xA5) {
+      r.canary_ok = false;
+      r.first_bad_byte = i;
+      break;
+    }
+  r.written_size = rp->struct_size;
+  for (size_t i = std::max<size_t>(r.written_size, sizeof(nxrt_negotiate_reply)); i < a.reply_size; ++i)
+    if (base[i] != 0x5C) {
+      r.tail_ok = false;
+      if (!r.first_bad_byte) r.first_bad_byte = i;
+      break;
+    }
+  std::memset(&r.reply, 0, sizeof r.reply);
+  // The frozen prefix (..message) is always readable; later fields only within
+  // both the caller's size and the size the plugin wrote back.
+  size_t readable = std::min<size_t>(a.reply_size, sizeof r.reply);
+  if (r.rc == NXRT_OK) readable = std::min<size_t>(readable, std::max<size_t>(r.written_size, offsetof(nxrt_negotiate_reply, reserved0)));
+  std::memcpy(&r.reply, base, readable);
+  r.reply.struct_size = r.written_size;
   r.reply.message[sizeof r.reply.message - 1] = '\0';
-  if (reply_size < sizeof(nxrt_negotiate_reply)) {
-    // Fields beyond the reply's size are unknown to this host.
-    if (reply_size < offsetof(nxrt_negotiate_reply, features) + sizeof(uint64_t)) r.reply.features = 0;
-    if (reply_size < offsetof(nxrt_negotiate_reply, api) + sizeof(void*)) r.reply.api = nullptr;
-  }
   return r;
 }
 
+void Plugin::shutdown_raw(const NegotiateResult& r) {
+  if (r.rc != NXRT_OK || !r.reply.api) return;
+  if (!NXRT_HAS_FIELD(r.reply.api, nxrt_plugin_api, shutdown) || !r.reply.api->shutdown) return;
+  Phase ph("shutdown");
+  r.reply.api->shutdown(r.reply.plugin);
+}
+
 std::string Plugin::negotiate() {
-  NegotiateResult r = negotiate_raw(NXRT_EP_ABI_MAJOR, 0, host_table_full());
+  NegotiateResult r = negotiate_raw(NegotiateArgs{});
   if (r.rc != NXRT_OK)
-    return std::string("the plugin refused ABI 1.0 with ") + status_code_name(r.rc) + ": '" + r.reply.message + "'";
-  if (r.reply.abi_major != NXRT_EP_ABI_MAJOR)
-    return "the plugin agreed to major " + std::to_string(r.reply.abi_major) + " but the host offered major 1";
-  if (r.reply.abi_minor > 0)
+    return std::string("the plugin refused ABI 2.0 with ") + status_code_name(r.rc) + ": '" + r.reply.message + "'";
+  if (r.reply.abi_major != NXRT_EP_ABI_MAJOR) {
+    shutdown_raw(r);
+    return "the plugin agreed to major " + std::to_string(r.reply.abi_major) + " but the host offered major 2";
+  }
+  if (r.reply.abi_minor > kHostMinor) {
+    shutdown_raw(r);
     return "the plugin agreed to minor " + std::to_string(r.reply.abi_minor) + ", newer than the host's 0";
+  }
   if (!r.reply.api) return "negotiation returned NXRT_OK with reply.api = NULL (no function table)";
   reply_ = r.reply;
+  api_ptr_ = r.reply.api;
+  instance_ = r.reply.plugin;
   api_size_ = r.reply.api->struct_size;
   std::memset(&api_, 0, sizeof api_);
   std::memcpy(&api_, r.reply.api, std::min<size_t>(api_size_, sizeof api_));
   api_.struct_size = api_size_;
-  features_ = r.reply.features;
+  raw_features_ = r.reply.features;
+  features_ = r.reply.features & NXRT_FEATURES_OF_MINOR(r.reply.abi_minor);  // as a host masks them
   negotiated_ = true;
   return "";
 }
@@ -621,9 +773,10 @@ std::string Plugin::negotiate() {
 void Plugin::shutdown() {
   if (negotiated_ && NXRT_HAS_FIELD(&api_, nxrt_plugin_api, shutdown) && api_.shutdown) {
     Phase ph("shutdown");
-    api_.shutdown();
+    api_.shutdown(instance_);
   }
   negotiated_ = false;
+  instance_ = nullptr;
 }
 
 // ---------------------------------------------------------------- session
@@ -635,9 +788,17 @@ Session::~Session() {
   }
 }
 
-Result Session::create(const std::vector<nxrt_option>& options) {
+Result Session::create(const OptionList& options) {
+  std::vector<nxrt_option> opts(options.size());
+  std::vector<const nxrt_option*> ptrs;
+  for (size_t i = 0; i < options.size(); ++i) {
+    opts[i].struct_size = sizeof(nxrt_option);
+    opts[i].key = options[i].first.c_str();
+    opts[i].value = options[i].second.c_str();
+    ptrs.push_back(&opts[i]);
+  }
   Phase ph("session_create");
-  Result r = take(p_.api().session_create(device_, options.data(), options.size(), &s_));
+  Result r = take(p_.api().session_create(p_.instance(), device_, ptrs.empty() ? nullptr : ptrs.data(), ptrs.size(), &s_));
   if (r.ok && !s_) {
     r.ok = false;
     r.code = NXRT_INTERNAL;
@@ -665,7 +826,8 @@ Result Session::upload(const void* data, size_t bytes, void** handle, nxrt_strea
   c.dst_memory = NXRT_MEMORY_DEVICE;
   c.dst = *handle;
   c.bytes = bytes;
-  return take(api.copy(s_, &c, 1, stream));
+  const nxrt_copy_region* cp = &c;
+  return take(api.copy(s_, &cp, 1, stream));
 }
 
 Result Session::download(void* handle, uint64_t offset, void* dst, size_t bytes, nxrt_stream* stream) {
@@ -679,7 +841,8 @@ Result Session::download(void* handle, uint64_t offset, void* dst, size_t bytes,
   c.dst_memory = NXRT_MEMORY_HOST;
   c.dst = dst;
   c.bytes = bytes;
-  return take(p_.api().copy(s_, &c, 1, stream));
+  const nxrt_copy_region* cp = &c;
+  return take(p_.api().copy(s_, &cp, 1, stream));
 }
 
 void Session::free(void* handle, nxrt_memory_kind kind) {
@@ -698,6 +861,13 @@ Result Session::capability(const nxrt_graph& g, nxrt_claim_sink& sink) {
 }
 
 // ----------------------------------------------------------------- compute
+
+uint64_t checksum(const void* data, size_t bytes) {
+  uint64_t h = 1469598103934665603ull;
+  auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
 
 ComputeResult compute(Session& s, nxrt_kernel* k, const std::vector<HostTensor>& inputs, size_t n_outputs,
                       const ComputeOptions& o) {
@@ -725,17 +895,27 @@ ComputeResult compute(Session& s, nxrt_kernel* k, const std::vector<HostTensor>&
   } release_stream{api, own_stream};
   ctx.in_dims.reserve(inputs.size());
   std::vector<void*> handles;
-  for (auto& t : inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto& t = inputs[i];
+    // A constant the kernel captured: dtype and dims, data = NULL.
+    bool captured = false;
+    if (o.view && i < o.view->inputs.size()) {
+      auto* g = const_cast<nxrt_graph*>(o.view);
+      std::lock_guard lock(g->mu);
+      captured = g->captured.count(o.view->inputs[i]) != 0;
+    }
     void* h = nullptr;
-    Result r = s.upload(t.bytes.data(), t.bytes.size(), &h);
-    if (!r.ok) {
-      res.problem = "uploading an input failed: " + r.str() + (r.problem.empty() ? "" : " (" + r.problem + ")");
-      for (auto* x : handles) s.free(x);
-      return res;
+    if (!captured) {
+      Result r = s.upload(t.bytes.data(), t.bytes.size(), &h);
+      if (!r.ok) {
+        res.problem = "uploading an input failed: " + r.str() + (r.problem.empty() ? "" : " (" + r.problem + ")");
+        for (auto* x : handles) s.free(x);
+        return res;
+      }
     }
     handles.push_back(h);
     ctx.in_dims.push_back(t.dims);
-    nxrt_tensor nt{};
+    nxrt_const_tensor nt{};
     nt.struct_size = sizeof nt;
     nt.dtype = t.dtype;
     nt.rank = uint32_t(t.dims.size());
@@ -749,11 +929,30 @@ ComputeResult compute(Session& s, nxrt_kernel* k, const std::vector<HostTensor>&
   ctx.outputs.resize(n_outputs);
   {
     Phase ph("kernel_compute");
-    res.status = take(s.plugin().api().kernel_compute(k, &ctx));
+    if (o.starve_statuses) host_log().starve_statuses = true;
+    nxrt_status* st = s.plugin().api().kernel_compute(k, &ctx);
+    host_log().starve_statuses = false;
+    res.status = take(st);
   }
-  if (res.status.ok && ctx.opt.stream && s.plugin().api().stream_synchronize) {
+  if (ctx.opt.stream && s.plugin().api().stream_synchronize) {
     Result r = take(s.plugin().api().stream_synchronize(ctx.opt.stream));
-    if (!r.ok) res.problem = "stream_synchronize after compute failed: " + r.str();
+    if (!r.ok && res.status.ok) res.problem = "stream_synchronize after compute failed: " + r.str();
+  }
+  // Inputs are read-only: every input buffer must hold what the host put there.
+  for (size_t i = 0; i < inputs.size() && res.input_written < 0; ++i) {
+    if (!handles[i] || inputs[i].bytes.empty()) continue;
+    std::vector<uint8_t> back(inputs[i].bytes.size());
+    Result r = s.download(handles[i], 0, back.data(), back.size());
+    if (!r.ok) {
+      if (res.problem.empty()) res.problem = "downloading input " + std::to_string(i) + " after compute failed: " + r.str();
+      continue;
+    }
+    if (checksum(back.data(), back.size()) != checksum(inputs[i].bytes.data(), inputs[i].bytes.size())) {
+      size_t at = 0;
+      while (at < back.size() && back[at] == inputs[i].bytes[at]) ++at;
+      res.input_written = int(i);
+      res.input_written_detail = "byte " + std::to_string(at) + " of " + std::to_string(back.size()) + " changed";
+    }
   }
   if (res.status.ok) {
     for (size_t i = 0; i < ctx.outputs.size(); ++i) {

@@ -14,10 +14,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 // The opaque ABI types, defined by this host.
+struct nxrt_graph;
 struct nxrt_status {
   uint32_t magic;
   nxrt_status_code code;
@@ -27,6 +29,7 @@ struct nxrt_status {
 
 struct nxrt_value {
   std::string name;
+  const nxrt_graph* owner = nullptr;  // the whole graph (value_is_graph_output)
   nxrt_dtype dtype = NXRT_DTYPE_FLOAT32;
   int64_t rank = 0;
   std::vector<int64_t> dims;
@@ -55,6 +58,11 @@ struct nxrt_graph {
   std::vector<const nxrt_node*> nodes;
   std::vector<const nxrt_value*> inputs, outputs;
   std::map<std::string, int64_t> opsets;
+  // A claim's view while kernel_create runs on it, and the constants the
+  // kernel captured (graph_capture_constant): ctx_input gives them data = NULL.
+  std::atomic<bool> creating{false};
+  std::mutex mu;
+  std::set<const nxrt_value*> captured;
 };
 
 struct nxrt_claim_sink {
@@ -67,6 +75,19 @@ struct nxrt_claim_sink {
   std::vector<std::string> violations;
 };
 
+// Collects device timings during on_run_end (profiled runs).
+struct nxrt_profile_sink {
+  struct Event {
+    size_t node_index;
+    std::string name;
+    uint64_t start, end;
+  };
+  std::mutex mu;
+  bool active = true;
+  std::vector<Event> events;
+  std::vector<std::string> violations;
+};
+
 namespace conf {
 
 class Plugin;
@@ -75,6 +96,9 @@ class Plugin;
 struct HostLog {
   std::atomic<long> statuses_created{0};
   std::atomic<long> statuses_released{0};
+  // While set, status_create returns the static out-of-memory status (as a
+  // host that cannot allocate does); releasing that one is a no-op.
+  std::atomic<bool> starve_statuses{false};
   std::mutex mu;
   std::vector<std::string> violations;  // misuse of host services
   void violation(const std::string& v);
@@ -89,18 +113,29 @@ bool is_live_status(const nxrt_status* s);
 std::string consume_status(nxrt_status* s, nxrt_status_code* code, std::string* problem);
 const char* status_code_name(int code);
 
-// The host services table. `full` is the ABI 1.0 table.
+// The static status status_create returns when it cannot allocate.
+const nxrt_status* oom_status();
+
+// The mini-host's identity in the negotiation request.
+constexpr const char* kHostName = "nxrt-conformance";
+constexpr const char* kHostVersion = "2.0.0";
+// The minor the mini-host speaks: it is the oldest host of major 2.
+constexpr uint32_t kHostMinor = 0;
+
+// The host services table. `full` is the ABI 2.0 table.
 const nxrt_host_services* host_table_full();
 // A table claiming minor 7 with a larger struct_size (fields appended).
 const nxrt_host_services* host_table_newer();
-// A truncated table: struct_size stops before ctx_cancelled; the fields past
-// it point at traps that record a violation when called.
+// A truncated table: struct_size stops before ctx_run_id; the fields past it
+// point at traps that record a violation when called.
 const nxrt_host_services* host_table_truncated();
 
 // A small owned graph.
 class GraphBuilder {
  public:
   const nxrt_value* value(const std::string& name, nxrt_dtype t, std::vector<int64_t> dims);
+  // An initializer: value_is_constant, value_constant gives `data`.
+  const nxrt_value* constant(const std::string& name, nxrt_dtype t, std::vector<int64_t> dims, std::vector<uint8_t> data);
   const nxrt_node* node(const std::string& op, const std::string& domain, std::vector<const nxrt_value*> in,
                         std::vector<const nxrt_value*> out, std::vector<nxrt_attribute> attrs = {});
   nxrt_graph& graph() { return g_; }
@@ -121,41 +156,79 @@ struct HostTensor {
   std::vector<uint8_t> bytes;
 };
 
-struct NegotiateResult {
-  int32_t rc = -1;
-  nxrt_negotiate_reply reply{};
-  bool canary_ok = true;  // nothing written past reply.struct_size
+// How one negotiation request is built.
+struct NegotiateArgs {
+  uint32_t major = NXRT_EP_ABI_MAJOR;
+  uint32_t minor = kHostMinor;
+  const nxrt_host_services* host = nullptr;  // nullptr: host_table_full() unless null_host
+  bool null_host = false;
+  uint32_t request_size = sizeof(nxrt_negotiate_request);  // fields past it hold trap pointers
+  uint32_t reply_size = sizeof(nxrt_negotiate_reply);      // bytes past it are canaries
 };
 
-// A loaded plugin library.
+struct NegotiateResult {
+  int32_t rc = -1;
+  nxrt_negotiate_reply reply{};  // fields past the written-back size are zero
+  uint32_t written_size = 0;     // reply.struct_size after the call
+  bool canary_ok = true;         // nothing written past the caller's reply.struct_size
+  size_t first_bad_byte = 0;     // the first canary byte written
+  bool tail_ok = true;           // nothing written past the written-back size either
+};
+
+// A loaded plugin library and (after negotiate()) one plugin instance of it.
+// Opening the same path twice gives two Plugin objects sharing the library
+// (dlopen reference counting), each with its own instance.
 class Plugin {
  public:
   ~Plugin();
   // dlopen + dlsym. Returns null and sets *err on failure; *stage is "dlopen" or "symbol".
   static std::unique_ptr<Plugin> open(const std::string& path, std::string* err, std::string* stage);
-  // Calls the entry point with a request; reply_size is the reply struct_size.
-  NegotiateResult negotiate_raw(uint32_t major, uint32_t minor, const nxrt_host_services* host,
-                                uint32_t request_size = sizeof(nxrt_negotiate_request),
-                                uint32_t reply_size = sizeof(nxrt_negotiate_reply));
-  // Standard negotiation (1.0, full table). Fills api(); returns "" or why it failed.
+  // Calls the entry point with a hand-built request. An accepted negotiation's
+  // instance is NOT kept: release it with shutdown_raw().
+  NegotiateResult negotiate_raw(const NegotiateArgs& a);
+  NegotiateResult negotiate_raw(uint32_t major, uint32_t minor, const nxrt_host_services* host = nullptr) {
+    NegotiateArgs a;
+    a.major = major;
+    a.minor = minor;
+    a.host = host;
+    return negotiate_raw(a);
+  }
+  // Releases an instance from negotiate_raw (its table's shutdown).
+  static void shutdown_raw(const NegotiateResult& r);
+  // Standard negotiation (2.0, full table). Fills api() and instance(); returns "" or why it failed.
   std::string negotiate();
   void shutdown();
+  // Drops the instance without shutting it down (it is another Plugin's).
+  void forget() {
+    negotiated_ = false;
+    instance_ = nullptr;
+  }
   const nxrt_plugin_api& api() const { return api_; }
+  const nxrt_plugin_api* api_ptr() const { return api_ptr_; }
+  nxrt_plugin* instance() const { return instance_; }
   uint32_t api_struct_size() const { return api_size_; }
-  uint64_t features() const { return features_; }
+  uint64_t features() const { return features_; }          // masked by the agreed minor
+  uint64_t raw_features() const { return raw_features_; }  // as the plugin answered
   const nxrt_negotiate_reply& reply() const { return reply_; }
   bool negotiated() const { return negotiated_; }
   nxrt_ep_negotiate_fn entry() const { return fn_; }
+  const std::string& path() const { return path_; }
 
  private:
   void* dl_ = nullptr;
+  std::string path_;
   nxrt_ep_negotiate_fn fn_ = nullptr;
   nxrt_plugin_api api_{};
+  const nxrt_plugin_api* api_ptr_ = nullptr;
+  nxrt_plugin* instance_ = nullptr;
   uint32_t api_size_ = 0;
-  uint64_t features_ = 0;
+  uint64_t features_ = 0, raw_features_ = 0;
   nxrt_negotiate_reply reply_{};
   bool negotiated_ = false;
 };
+
+// Session options: key/value pairs, passed as an array of pointers.
+using OptionList = std::vector<std::pair<std::string, std::string>>;
 
 // Wraps a plugin status: ok or code + message.
 struct Result {
@@ -172,7 +245,7 @@ class Session {
  public:
   Session(Plugin& p, uint32_t device) : p_(p), device_(device) {}
   ~Session();
-  Result create(const std::vector<nxrt_option>& options = {});
+  Result create(const OptionList& options = {});
   nxrt_ep_session* raw() const { return s_; }
   Plugin& plugin() { return p_; }
   bool host_addressable() const { return host_addressable_; }
@@ -198,6 +271,10 @@ struct ComputeOptions {
   int fail_output = -1;  // ctx_output(i) returns OUT_OF_MEMORY
   int fail_input = -1;   // ctx_input(i) returns INTERNAL
   bool cancelled = false;
+  bool starve_statuses = false;  // status_create returns the static OOM status during compute
+  const nxrt_graph* view = nullptr;  // the kernel's view: captured constants get data = NULL
+  uint64_t run_id = 1;           // ctx_run_id
+  bool manual_run = false;       // the caller calls the run hooks itself (Pipeline::run does otherwise)
   nxrt_stream* stream = nullptr;
 };
 
@@ -206,7 +283,14 @@ struct ComputeResult {
   std::vector<HostTensor> outputs;
   std::vector<std::string> violations;  // context misuse
   std::string problem;                  // host-side failure (upload/download)
+  // Inputs are read-only: the first input whose bytes changed across the call
+  // (-1: none), checked after the stream is synchronized.
+  int input_written = -1;
+  std::string input_written_detail;
 };
+
+// FNV-1a over a byte range (input and constant checksums).
+uint64_t checksum(const void* data, size_t bytes);
 
 // Runs one kernel on host inputs. `n_outputs` is the subgraph's output count.
 ComputeResult compute(Session& s, nxrt_kernel* k, const std::vector<HostTensor>& inputs, size_t n_outputs,

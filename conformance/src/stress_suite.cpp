@@ -90,6 +90,39 @@ Record injected(const Config& c, bool output) {
   return pass();
 }
 
+// The host cannot allocate statuses: status_create returns its static
+// out-of-memory status (never NULL) while ctx_output fails. The plugin must
+// still fail the call with a status (that one is fine) and recover.
+Record status_oom(const Config& c) {
+  Env env(c);
+  if (auto r = env.session()) return *r;
+  AddRelu g;
+  Pipeline p(*env.s, g.gb);
+  std::string e = p.build();
+  if (!e.empty()) return fail(e);
+  if (!p.claimed_nodes()) return skip("the plugin claims neither Add nor Relu (float32)");
+  for (int round = 0; round < 5; ++round) {
+    ComputeOptions o;
+    o.fail_output = 0;
+    o.starve_statuses = true;
+    std::vector<HostTensor> out;
+    Result ks;
+    std::vector<std::string> viol;
+    p.run({{g.x, g.in_x}, {g.y, g.in_y}}, out, o, &viol, &ks);
+    if (ks.ok)
+      return fail("kernel_compute returned success although ctx_output failed while status_create could only return "
+                  "the static out-of-memory status");
+    if (!ks.problem.empty()) return fail("the failed run's status: " + ks.problem);
+    std::vector<HostTensor> good;
+    e = p.run({{g.x, g.in_x}, {g.y, g.in_y}}, good);
+    if (e.empty()) e = compare(good[0], g.expected);
+    if (!e.empty()) return fail("the run after status starvation is wrong: " + e);
+  }
+  auto v = host_log().take();
+  if (!v.empty()) return fail(v.front());
+  return pass();
+}
+
 Record cancellation(const Config& c) {
   Env env(c);
   if (auto r = env.session()) return *r;
@@ -190,6 +223,7 @@ std::vector<Item> stress_items(const Config& cfg) {
   add("concurrent_sessions", concurrent_sessions);
   add("output_alloc_failure", [](const Config& c) { return injected(c, true); });
   add("input_failure", [](const Config& c) { return injected(c, false); });
+  add("status_create_oom", status_oom);
   add("cancellation", cancellation);
   add("device_memory_exhaustion", exhaustion);
   add("long_run_memory", long_run_memory);

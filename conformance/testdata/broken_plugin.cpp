@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
@@ -107,32 +108,33 @@ class RefPlugin : public Plugin {
  public:
   const char* name() const override { return CONFTEST_NAME; }
   const char* version() const override { return "0.1.0"; }
-  uint64_t features() const override { return NXRT_FEATURE_STREAMS | NXRT_FEATURE_CONCURRENT_RUN; }
+  uint64_t features() const override {
+    return NXRT_FEATURE_STREAMS | NXRT_FEATURE_CONCURRENT_RUN | NXRT_FEATURE_RUN_HOOKS;
+  }
   uint32_t device_count() override { return 1; }
-  void device_info(uint32_t, nxrt_device_info& info) override {
-    nxrt_device_info full{};
-    full.struct_size = sizeof full;
-    full.kind = NXRT_DEVICE_CPU;
-    full.name = "conformance test device";
-    full.vendor = "nxrt";
-    full.memory_bytes = 1ull << 32;
-    for (int b : {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16}) full.dtypes |= 1ull << b;
-    full.host_addressable = 1;
-    copy_device_info(full, info);
+  DeviceDescription describe_device(uint32_t) override {
+    DeviceDescription d;
+    d.kind = NXRT_DEVICE_CPU;
+    d.name = "conformance test device";
+    d.vendor = "nxrt";
+    d.memory_bytes = 1ull << 32;
+    for (int b : {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16}) d.dtypes |= 1ull << b;
+    d.host_addressable = true;
+    return d;
+  }
+  std::vector<OptionSpec> options() const override {
+    return {{std::string(CONFTEST_NAME) + ".verbose", NXRT_OPTION_BOOL, "false", "log each kernel (accepted, unused)"}};
   }
   std::unique_ptr<Session> create_session(uint32_t, const Options& o) override {
 #ifdef BROKEN_ABORTS
     std::abort();  // dies inside session_create
 #endif
-    for (auto& [k, v] : o)
-      if (k.rfind(std::string(CONFTEST_NAME) + ".", 0) == 0) fail(NXRT_INVALID_ARGUMENT, "unknown option '{}'", k);
-    option_int(o, "threads", 0);
+    option_int(o, "threads", 0);  // the SDK already refused undeclared "<name>." keys
     return std::make_unique<RefSession>();
   }
 };
 
 using Entry = detail::Entry<RefPlugin>;
-[[maybe_unused]] nxrt_plugin_api g_api;  // the table handed out, patched by the BROKEN_* switches
 
 #ifdef BROKEN_THROWS
 nxrt_status* throwing_capability(nxrt_ep_session*, const nxrt_graph*, nxrt_claim_sink*) {
@@ -156,9 +158,11 @@ nxrt_status* blank(nxrt_status* st) {
   host().status_release(st);
   return host().status_create(code, 0, "");
 }
-nxrt_status* blank_device_info(uint32_t i, nxrt_device_info* info) { return blank(Entry::device_info(i, info)); }
-nxrt_status* blank_session_create(uint32_t d, const nxrt_option* o, size_t n, nxrt_ep_session** out) {
-  return blank(Entry::session_create(d, o, n, out));
+nxrt_status* blank_device_info(nxrt_plugin* p, uint32_t i, nxrt_device_info* info) {
+  return blank(Entry::device_info(p, i, info));
+}
+nxrt_status* blank_session_create(nxrt_plugin* p, uint32_t d, const nxrt_option* const* o, size_t n, nxrt_ep_session** out) {
+  return blank(Entry::session_create(p, d, o, n, out));
 }
 nxrt_status* blank_alloc(nxrt_ep_session* s, nxrt_memory_kind k, uint64_t b, uint64_t a, void** h) {
   return blank(Entry::memory_alloc(s, k, b, a, h));
@@ -168,41 +172,51 @@ nxrt_status* blank_kernel_create(nxrt_ep_session* s, const nxrt_graph* g, nxrt_k
 }
 #endif
 
+// The table handed out: the SDK's, patched by the BROKEN_* switches. Built once
+// and immutable, like every table (the same for every instance).
+[[maybe_unused]] const nxrt_plugin_api* patched_table(const nxrt_plugin_api* sdk) {
+  static const nxrt_plugin_api api = [sdk] {
+    nxrt_plugin_api a = *sdk;
+#ifdef BROKEN_SHORT_STRUCT_SIZE
+    a.struct_size = uint32_t(offsetof(nxrt_plugin_api, session_create));  // claims an older, shorter table
+#endif
+#ifdef BROKEN_THROWS
+    a.get_capability = throwing_capability;
+#endif
+#ifdef BROKEN_PHANTOM_CLAIM
+    a.get_capability = phantom_capability;
+#endif
+#ifdef BROKEN_EMPTY_MESSAGE
+    a.device_info = blank_device_info;
+    a.session_create = blank_session_create;
+    a.memory_alloc = blank_alloc;
+    a.kernel_create = blank_kernel_create;
+#endif
+    return a;
+  }();
+  return &api;
+}
+
 }  // namespace
 
 #ifndef BROKEN_NO_ENTRY
 extern "C" NXRT_EP_EXPORT int32_t nxrt_ep_negotiate(const nxrt_negotiate_request* rq, nxrt_negotiate_reply* rp) {
 #ifdef BROKEN_WRONG_MAJOR
-  // Speaks "2.x": answers any offer with major 2.
+  // Speaks "3.x": accepts any major and answers major 3.
   nxrt_negotiate_request copy{};
-  if (rq && rq->struct_size >= sizeof copy) {
-    copy = *rq;
+  if (rq && rq->struct_size >= offsetof(nxrt_negotiate_request, library_path)) {
+    std::memcpy(&copy, rq, std::min<size_t>(rq->struct_size, sizeof copy));
+    copy.struct_size = std::min<uint32_t>(rq->struct_size, sizeof copy);
     copy.abi_major = NXRT_EP_ABI_MAJOR;
     rq = &copy;
   }
 #endif
   int32_t rc = Entry::negotiate(rq, rp);
   if (rc != NXRT_OK) return rc;
-  g_api = *rp->api;
 #ifdef BROKEN_WRONG_MAJOR
-  rp->abi_major = 2;
+  rp->abi_major = 3;
 #endif
-#ifdef BROKEN_SHORT_STRUCT_SIZE
-  g_api.struct_size = uint32_t(offsetof(nxrt_plugin_api, session_create));  // claims an older, shorter table
-#endif
-#ifdef BROKEN_THROWS
-  g_api.get_capability = throwing_capability;
-#endif
-#ifdef BROKEN_PHANTOM_CLAIM
-  g_api.get_capability = phantom_capability;
-#endif
-#ifdef BROKEN_EMPTY_MESSAGE
-  g_api.device_info = blank_device_info;
-  g_api.session_create = blank_session_create;
-  g_api.memory_alloc = blank_alloc;
-  g_api.kernel_create = blank_kernel_create;
-#endif
-  rp->api = &g_api;
+  rp->api = patched_table(rp->api);
 #ifdef BROKEN_NULL_TABLE
   rp->api = nullptr;
 #endif
