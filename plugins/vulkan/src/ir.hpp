@@ -49,7 +49,7 @@ struct IrNode {
   std::map<std::string, Attr> attrs;
   std::vector<int> in, out;  // value ids, -1 for an absent optional
   // Fused epilogue, set by fuse_epilogues() on a Conv/MatMul/Gemm: the
-  // activation (a unary op code, see ops.cpp) applied on store, with its two
+  // activation (a unary op code, see unary_ops.hpp) applied on store, with its two
   // float parameters; `fused` names the activation node that was folded in.
   int act = -1;
   float act_a = 0, act_b = 0;

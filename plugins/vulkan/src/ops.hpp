@@ -1,5 +1,7 @@
 // Operator support: exact claim checks, run-time shape inference and the
-// commands (dispatches, copies, buffer updates) each node records.
+// commands (dispatches, copies, buffer updates) each node records. Implemented
+// in ops.cpp over the per-op kernel descriptions (op_kernel.hpp) listed in
+// ops_registry.cpp; fuse_epilogues in epilogue_fusion.cpp.
 #pragma once
 #include "ir.hpp"
 #include "vk_core.hpp"
