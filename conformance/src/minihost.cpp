@@ -199,7 +199,7 @@ const nxrt_attribute* n_attr(const nxrt_node* n, const char* name) {
   return nullptr;
 }
 const char* a_name(const nxrt_attribute* a) { return a ? a->name.c_str() : nullptr; }
-nxrt_attribute_type a_type(const nxrt_attribute* a) { return a ? a->type : NXRT_ATTR_UNDEFINED; }
+nxrt_attribute_type a_type(const nxrt_attribute* a) { return a ? a->type : nxrt_attribute_type(NXRT_ATTR_UNDEFINED); }
 int64_t a_int(const nxrt_attribute* a) { return a ? a->i : 0; }
 float a_float(const nxrt_attribute* a) { return a ? a->f : 0.f; }
 const char* a_string(const nxrt_attribute* a, size_t* len) {
@@ -241,7 +241,7 @@ void fill_callee(T* out, T full) {
 }
 
 const char* v_name(const nxrt_value* v) { return v ? v->name.c_str() : nullptr; }
-nxrt_dtype v_dtype(const nxrt_value* v) { return v ? v->dtype : NXRT_DTYPE_UNDEFINED; }
+nxrt_dtype v_dtype(const nxrt_value* v) { return v ? v->dtype : nxrt_dtype(NXRT_DTYPE_UNDEFINED); }
 int64_t v_rank(const nxrt_value* v) { return v ? v->rank : -1; }
 const int64_t* v_dims(const nxrt_value* v) { return v ? v->dims.data() : nullptr; }
 int v_is_constant(const nxrt_value* v) { return v && v->constant ? 1 : 0; }

@@ -288,7 +288,7 @@ nxrt_status* stream_wait_event(nxrt_stream*, nxrt_event*) { return nullptr; }
 nxrt_status* event_synchronize(nxrt_event*) { return nullptr; }
 void event_release(nxrt_event* e) { delete reinterpret_cast<Event*>(e); }
 
-nxrt_status* on_run_start(nxrt_ep_session* sp, const nxrt_run_options* o) {
+[[maybe_unused]] nxrt_status* on_run_start(nxrt_ep_session* sp, const nxrt_run_options* o) {
   Session* s = reinterpret_cast<Session*>(sp);
   if (!o || !NXRT_HAS_FIELD(o, nxrt_run_options, run_id))
     return err(s->inst->host, NXRT_INVALID_ARGUMENT, "on_run_start: run options too small");
@@ -297,7 +297,7 @@ nxrt_status* on_run_start(nxrt_ep_session* sp, const nxrt_run_options* o) {
   return nullptr;
 }
 
-nxrt_status* on_run_end(nxrt_ep_session* sp, uint64_t run_id, const nxrt_status* run_status, nxrt_profile_sink* sink) {
+[[maybe_unused]] nxrt_status* on_run_end(nxrt_ep_session* sp, uint64_t run_id, const nxrt_status* run_status, nxrt_profile_sink* sink) {
   Session* s = reinterpret_cast<Session*>(sp);
   const nxrt_host_services* h = s->inst->host;
 #ifdef BROKEN_RELEASES_RUN_STATUS

@@ -1,8 +1,5 @@
 #include "commands.hpp"
 
-#include "error.hpp"
-#include "host_tensor.hpp"
-
 #include <nxrt/nxrt.hpp>
 
 #include <fmt/format.h>
@@ -23,17 +20,10 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+// Element types in ONNX TensorProto numbering (nxrt.h's convention).
+constexpr int32_t kFloat32 = 1, kBool = 9, kFloat64 = 11;
 
-// Runs `f`, turning internal tensor-file errors into API errors with the same code.
-template <typename F>
-auto io(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const HostError& e) {
-    throw Error(e.code(), e.what());
-  }
-}
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 Env make_env(const Options& o) {
   Env env(true);
@@ -58,10 +48,10 @@ std::string json_escape(const std::string& s) {
 }
 
 // Deterministic data, the same generator as the ONNX Runtime bench tool (lcgFloat32).
-HostTensor generated_input(const nxrt_io_info& info, size_t index) {
-  HostTensor t;
+Tensor generated_input(const nxrt_io_info& info, size_t index) {
+  Tensor t;
   t.name = info.name;
-  t.dtype = nxrt_dtype(info.dtype);
+  t.dtype = info.dtype;
   for (int64_t d = 0; d < std::max<int64_t>(info.rank, 0); ++d) t.dims.push_back(info.dims[d] < 0 ? 1 : info.dims[d]);
   size_t es = dtype_size(t.dtype);
   if (es == 0) throw Error(NXRT_ERR_UNSUPPORTED, fmt::format("cannot generate data for input '{}' of type {}", t.name, dtype_name(t.dtype)));
@@ -73,9 +63,9 @@ HostTensor generated_input(const nxrt_io_info& info, size_t index) {
     float f = float(s >> 8) / 16777216.0f * 2.0f - 1.0f;
     uint8_t* p = t.data.data() + i * es;
     switch (t.dtype) {
-      case NXRT_DTYPE_FLOAT32: std::memcpy(p, &f, 4); break;
-      case NXRT_DTYPE_FLOAT64: { double d = f; std::memcpy(p, &d, 8); break; }
-      case NXRT_DTYPE_BOOL: *p = (s >> 8) & 1; break;
+      case kFloat32: std::memcpy(p, &f, 4); break;
+      case kFloat64: { double d = f; std::memcpy(p, &d, 8); break; }
+      case kBool: *p = (s >> 8) & 1; break;
       default: {  // integers: small non-negative values, valid as indices of small axes
         uint64_t v = (s >> 8) % 4;
         std::memcpy(p, &v, es);
@@ -85,9 +75,9 @@ HostTensor generated_input(const nxrt_io_info& info, size_t index) {
   return t;
 }
 
-std::vector<HostTensor> prepare_inputs(const Options& o, Session& s) {
+std::vector<Tensor> prepare_inputs(const Options& o, Session& s) {
   auto infos = s.inputs();
-  std::vector<HostTensor> out;
+  std::vector<Tensor> out;
   std::map<std::string, std::string> by_name(o.inputs.begin(), o.inputs.end());
   for (auto& [name, file] : o.inputs) {
     bool known = false;
@@ -109,7 +99,7 @@ std::vector<HostTensor> prepare_inputs(const Options& o, Session& s) {
     if (file.empty()) {
       out.push_back(generated_input(infos[k], k));
     } else {
-      HostTensor t = io([&] { return read_tensor_file(file); });
+      Tensor t = read_tensor_file(file.string());
       t.name = infos[k].name;  // the file's own name may differ; position or flag decides
       out.push_back(std::move(t));
     }
@@ -117,14 +107,16 @@ std::vector<HostTensor> prepare_inputs(const Options& o, Session& s) {
   return out;
 }
 
-std::vector<nxrt_host_tensor> views(const std::vector<HostTensor>& ts) {
+std::vector<nxrt_host_tensor> views(const std::vector<Tensor>& ts) {
   std::vector<nxrt_host_tensor> v;
-  for (auto& t : ts) v.push_back({t.name.c_str(), int32_t(t.dtype), uint32_t(t.dims.size()), t.dims.data(), t.data.data()});
+  for (auto& t : ts) v.push_back(t.view());
   return v;
 }
 
+SessionOptions session_options(const Options& o) { return SessionOptions{o.eps, o.fallback, o.threads, o.device, o.ep_options}; }
+
 std::string stats(const nxrt_host_tensor& t) {
-  if (t.dtype != NXRT_DTYPE_FLOAT32) return "";
+  if (t.dtype != kFloat32) return "";
   int64_t n = 1;
   for (uint32_t i = 0; i < t.rank; ++i) n *= t.dims[i];
   if (n == 0) return "";
@@ -175,12 +167,21 @@ int cmd_plugins(const Options& o) {
       continue;
     }
     std::string feats;
-    if (p.features & NXRT_FEATURE_FUSED_GROUPS) feats += " fused-groups";
-    if (p.features & NXRT_FEATURE_STREAMS) feats += " streams";
-    if (p.features & NXRT_FEATURE_CONCURRENT_RUN) feats += " concurrent-run";
+    for (int b = 0; b < 64; ++b)
+      if (p.features & (1ull << b)) {
+        std::string name = nxrt_feature_name(1ull << b);
+        feats += " " + (name.empty() ? fmt::format("bit{}", b) : name);
+      }
     fmt::print("  version: {}\n  abi: {}.{}\n  features:{}\n  devices: {}\n", p.version, p.abi_major, p.abi_minor,
                feats.empty() ? " none" : feats, p.device_count);
     if (p.device_count == 0) fmt::print("  no device: {}\n", p.no_device_reason);
+    if (o.verbose) {
+      auto options = env.plugin_options(i);
+      if (options.empty()) fmt::print("  options: none\n");
+      else fmt::print("  options:\n");
+      for (auto& opt : options)
+        fmt::print("    {} ({}, default: \"{}\"): {}\n", opt.name, opt.type, opt.default_value, opt.help);
+    }
     for (uint32_t d = 0; d < p.device_count; ++d) {
       fmt::print("  device {}:\n", d);
       std::string desc = env.device_description(i, d);
@@ -200,12 +201,12 @@ int cmd_run(const Options& o) {
   Env env = make_env(o);
   auto t0 = Clock::now();
   Model model(o.model);
-  Session session(env, std::move(model), o.eps, o.fallback, o.threads, o.device);
+  Session session(env, std::move(model), session_options(o));
   double load_ms = ms_since(t0);
   auto inputs = prepare_inputs(o, session);
   if (!o.profile.empty()) session.start_profiling();
   auto t1 = Clock::now();
-  Outputs outs = session.run(views(inputs));
+  Outputs outs = session.run(views(inputs), o.run_options);
   double run_ms = ms_since(t1);
   if (!o.profile.empty()) fmt::print("profile: {} events in {}\n", session.end_profiling(o.profile), o.profile);
 
@@ -226,16 +227,8 @@ int cmd_run(const Options& o) {
   }
   for (size_t k = 0; k < outs.size(); ++k) {
     auto t = outs[k];
-    fmt::print("output {} '{}': {} {}{}\n", k, t.name, dtype_name(nxrt_dtype(t.dtype)), shape_str(t.dims, t.rank), stats(t));
-    if (!o.output_dir.empty()) {
-      HostTensor h;
-      h.name = t.name;
-      h.dtype = nxrt_dtype(t.dtype);
-      h.dims.assign(t.dims, t.dims + t.rank);
-      size_t bytes = size_t(h.numel()) * dtype_size(h.dtype);
-      h.data.assign(static_cast<const uint8_t*>(t.data), static_cast<const uint8_t*>(t.data) + bytes);
-      io([&] { write_tensor_file(fs::path(o.output_dir) / fmt::format("output_{}.pb", k), h); });
-    }
+    fmt::print("output {} '{}': {} {}{}\n", k, t.name, dtype_name(t.dtype), shape_str(t.dims, t.rank), stats(t));
+    if (!o.output_dir.empty()) write_tensor_file((fs::path(o.output_dir) / fmt::format("output_{}.pb", k)).string(), t);
   }
   return 0;
 }
@@ -243,7 +236,7 @@ int cmd_run(const Options& o) {
 int cmd_inspect(const Options& o) {
   Env env = make_env(o);
   Model model(o.model);
-  Session session(env, std::move(model), o.eps, o.fallback, o.threads, o.device);
+  Session session(env, std::move(model), session_options(o));
   auto nodes = session.nodes();
   if (o.json) {
     std::string s = fmt::format("{{\"model\":\"{}\",\"eps\":\"{}\",\"copies\":{},\"nodes\":[", json_escape(o.model), json_escape(o.eps), session.copies());
@@ -275,18 +268,18 @@ int cmd_bench(const Options& o) {
   Env env = make_env(o);
   auto t0 = Clock::now();
   Model model(o.model);
-  Session session(env, std::move(model), o.eps, o.fallback, o.threads, o.device);
+  Session session(env, std::move(model), session_options(o));
   double load_ms = ms_since(t0);
   auto infos = session.inputs();
-  std::vector<HostTensor> inputs;
+  std::vector<Tensor> inputs;
   for (size_t k = 0; k < infos.size(); ++k) inputs.push_back(generated_input(infos[k], k));
   auto v = views(inputs);
-  for (int i = 0; i < o.warmup; ++i) session.run(v);
+  for (int i = 0; i < o.warmup; ++i) session.run(v, o.run_options);
   if (!o.profile.empty()) session.start_profiling();
   std::vector<double> times;
   for (int i = 0; i < o.iters; ++i) {
     auto t = Clock::now();
-    session.run(v);
+    session.run(v, o.run_options);
     times.push_back(ms_since(t));
   }
   size_t profile_events = o.profile.empty() ? 0 : session.end_profiling(o.profile);

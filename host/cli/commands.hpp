@@ -16,6 +16,9 @@ struct Options {
   std::string input_dir, output_dir;
   std::string profile;  // --profile FILE: Chrome trace of the (timed) runs
   std::vector<std::string> plugin_paths;  // --plugin PATH
+  std::vector<std::pair<std::string, std::string>> ep_options;   // --ep-option EP.KEY=VALUE
+  std::vector<std::pair<std::string, std::string>> run_options;  // --run-option EP.KEY=VALUE
+  bool verbose = false;  // plugins --verbose: option schemas
 };
 
 // Thrown for command-line mistakes: exit code 2.

@@ -13,17 +13,28 @@
 namespace {
 
 const char* kUsage = R"(usage:
-  nxrt plugins [--plugin PATH]...
+  nxrt plugins [--verbose] [--plugin PATH]...
   nxrt run MODEL [--ep LIST|auto] [--fallback] [--threads N] [--device N] [--input NAME=FILE.pb]...
-               [--input-dir DIR] [--output-dir DIR] [--profile TRACE.json] [--plugin PATH]...
-  nxrt inspect MODEL [--ep LIST] [--fallback] [--json] [--plugin PATH]...
+               [--input-dir DIR] [--output-dir DIR] [--profile TRACE.json] [--ep-option EP.KEY=VALUE]...
+               [--run-option EP.KEY=VALUE]... [--plugin PATH]...
+  nxrt inspect MODEL [--ep LIST] [--fallback] [--json] [--ep-option EP.KEY=VALUE]... [--plugin PATH]...
   nxrt bench MODEL [--ep X] [--threads N] [--warmup W] [--iters I] [--json] [--profile TRACE.json]
-             [--plugin PATH]...
+             [--ep-option EP.KEY=VALUE]... [--run-option EP.KEY=VALUE]... [--plugin PATH]...
+  nxrt --version
 EP LIST is ordered and comma-separated (default: cpu); "auto" picks accelerators first,
-then cpu, with fallback. --profile writes each step's time as a Chrome trace
+then cpu, with fallback. --ep-option sets a session option of an EP (e.g.
+vulkan.pipeline_cache=PATH; `nxrt plugins --verbose` lists them); --run-option is passed to
+the EP's run hooks on every run. --profile writes each step's time as a Chrome trace
 (bench: the timed iterations; summarise with tools/profile_summary.py). Plugins are found next to nxrt,
 in ../lib, in NXRT_PLUGIN_PATH and at each --plugin PATH.
 )";
+
+// EP.KEY=VALUE (VALUE may be empty; KEY may not).
+std::pair<std::string, std::string> key_value(const std::string& flag, const std::string& v) {
+  auto eq = v.find('=');
+  if (eq == std::string::npos || eq == 0) throw nxrt::cli::UsageError{fmt::format("{} needs EP.KEY=VALUE, got '{}'", flag, v)};
+  return {v.substr(0, eq), v.substr(eq + 1)};
+}
 
 int parse_int(const std::string& flag, const char* v, int lo) {
   char* end = nullptr;
@@ -38,6 +49,10 @@ nxrt::cli::Options parse(int argc, char** argv) {
   o.command = argv[1];
   if (o.command == "-h" || o.command == "--help" || o.command == "help") {
     fmt::print("{}", kUsage);
+    std::exit(0);
+  }
+  if (o.command == "--version" || o.command == "version") {
+    fmt::print("nxrt {} (EP ABI {}.{})\n", nxrt_version(), nxrt_ep_abi_major(), nxrt_ep_abi_minor());
     std::exit(0);
   }
   if (o.command != "plugins" && o.command != "run" && o.command != "inspect" && o.command != "bench")
@@ -59,6 +74,9 @@ nxrt::cli::Options parse(int argc, char** argv) {
     else if (a == "--output-dir") o.output_dir = value();
     else if (a == "--profile") o.profile = value();
     else if (a == "--plugin") o.plugin_paths.push_back(value());
+    else if (a == "--verbose" && o.command == "plugins") o.verbose = true;
+    else if (a == "--ep-option" && o.command != "plugins") o.ep_options.push_back(key_value(a, value()));
+    else if (a == "--run-option" && (o.command == "run" || o.command == "bench")) o.run_options.push_back(key_value(a, value()));
     else if (a == "--input") {
       std::string v = value();
       auto eq = v.find('=');
@@ -99,6 +117,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const nxrt::Error& e) {
     fmt::print(stderr, "nxrt: error: {}\n", printable(e.what()));
+    // 2: the user's request was wrong (bad option, input, name, missing file or EP).
+    // 1: everything else: a plugin failed (NXRT_ERR_PLUGIN, including a kernel whose output
+    // disagrees with shape inference), the model is invalid, unsupported nodes, runtime.
     bool bad_request = e.code() == NXRT_ERR_INVALID_ARGUMENT || e.code() == NXRT_ERR_NOT_FOUND;
     return bad_request ? 2 : 1;
   } catch (const std::exception& e) {

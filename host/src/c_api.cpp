@@ -3,10 +3,14 @@
 
 #include "env.hpp"
 #include "error.hpp"
+#include "host_tensor.hpp"
 #include "ir.hpp"
 #include "session.hpp"
+#include "version.hpp"
 
-#include <sstream>
+#include <nxrt_ep.h>
+
+#include <cstring>
 
 struct nxrt_error {
   nxrt_error_code code;
@@ -21,12 +25,15 @@ struct nxrt_env {
     uint64_t features = 0;
     bool loaded = false;
     std::vector<std::string> devices;
+    std::vector<std::pair<size_t, uint32_t>> same_as;  // per device: (plugin, device) or (SIZE_MAX, 0)
+    std::vector<nxrt::OptionInfo> options;
   };
   std::vector<Info> info;  // stable strings for the getters
 
   void refresh() {
     info.clear();
-    for (auto& e : env.entries()) {
+    auto entries = env.entries();
+    for (auto& e : entries) {
       Info i;
       i.path = e.path;
       i.name = e.name;
@@ -39,7 +46,26 @@ struct nxrt_env {
         i.features = e.lib->features();
         i.device_count = uint32_t(e.lib->devices().size());
         i.no_device_reason = e.lib->no_device_reason();
-        for (auto& d : e.lib->devices()) i.devices.push_back(d.describe());
+        i.options = e.lib->options();
+        const auto& devs = e.lib->devices();
+        for (uint32_t d = 0; d < devs.size(); ++d) {
+          std::string text = devs[d].describe();
+          // One physical device offered by several plugins: equal non-zero uuids.
+          std::pair<size_t, uint32_t> same{SIZE_MAX, 0};
+          if (devs[d].has_uuid())
+            for (size_t p = 0; p < info.size() && same.first == SIZE_MAX; ++p) {
+              if (!entries[p].lib) continue;
+              const auto& other = entries[p].lib->devices();
+              for (uint32_t od = 0; od < other.size(); ++od)
+                if (std::memcmp(other[od].uuid, devs[d].uuid, 16) == 0) {
+                  same = {p, od};
+                  break;
+                }
+            }
+          if (same.first != SIZE_MAX) text += fmt::format("same device as {}:{}\n", info[same.first].name, same.second);
+          i.devices.push_back(std::move(text));
+          i.same_as.push_back(same);
+        }
       }
       info.push_back(std::move(i));
     }
@@ -57,6 +83,7 @@ struct nxrt_session {
 
 struct nxrt_outputs {
   std::vector<nxrt::HostTensor> tensors;
+  uint64_t run_id = 0;
 };
 
 namespace {
@@ -84,6 +111,10 @@ nxrt_io_info io_info(const nxrt_value* v) {
 }  // namespace
 
 extern "C" {
+
+const char* nxrt_version(void) { return nxrt::kHostVersion; }
+uint32_t nxrt_ep_abi_major(void) { return NXRT_EP_ABI_MAJOR; }
+uint32_t nxrt_ep_abi_minor(void) { return NXRT_EP_ABI_MINOR; }
 
 nxrt_error_code nxrt_error_code_of(const nxrt_error* e) { return e ? e->code : NXRT_ERR_RUNTIME; }
 const char* nxrt_error_message(const nxrt_error* e) { return e ? e->message.c_str() : ""; }
@@ -130,6 +161,17 @@ nxrt_error* nxrt_env_unregister_plugin(nxrt_env* env, const char* name) {
   });
 }
 
+const char* nxrt_feature_name(uint64_t bit) {
+  switch (bit) {
+    case NXRT_FEATURE_FUSED_GROUPS: return "fused-groups";
+    case NXRT_FEATURE_STREAMS: return "streams";
+    case NXRT_FEATURE_CONCURRENT_RUN: return "concurrent-run";
+    case NXRT_FEATURE_RUN_HOOKS: return "run-hooks";
+    case NXRT_FEATURE_DEVICE_PROFILING: return "device-profiling";
+  }
+  return "";
+}
+
 size_t nxrt_env_plugin_count(const nxrt_env* env) { return env ? env->info.size() : 0; }
 
 nxrt_error* nxrt_env_plugin_info(const nxrt_env* env, size_t index, nxrt_plugin_info* out) {
@@ -149,6 +191,33 @@ nxrt_error* nxrt_env_device_description(const nxrt_env* env, size_t plugin_index
     const auto& i = env->info[plugin_index];
     if (device >= i.devices.size()) nxrt::raise(NXRT_ERR_NOT_FOUND, "plugin '{}' has no device {}", i.name, device);
     *text = i.devices[device].c_str();
+  });
+}
+
+int nxrt_env_device_same_as(const nxrt_env* env, size_t plugin_index, uint32_t device, size_t* plugin_out,
+                            uint32_t* device_out) {
+  if (!env || plugin_index >= env->info.size()) return 0;
+  const auto& i = env->info[plugin_index];
+  if (device >= i.same_as.size() || i.same_as[device].first == SIZE_MAX) return 0;
+  if (plugin_out) *plugin_out = i.same_as[device].first;
+  if (device_out) *device_out = i.same_as[device].second;
+  return 1;
+}
+
+size_t nxrt_env_plugin_option_count(const nxrt_env* env, size_t plugin_index) {
+  return env && plugin_index < env->info.size() ? env->info[plugin_index].options.size() : 0;
+}
+
+nxrt_error* nxrt_env_plugin_option(const nxrt_env* env, size_t plugin_index, size_t option_index,
+                                   nxrt_option_schema_entry* out) {
+  return wrap([&] {
+    if (!env || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "env or out is NULL");
+    if (plugin_index >= env->info.size()) nxrt::raise(NXRT_ERR_NOT_FOUND, "no plugin {}", plugin_index);
+    const auto& i = env->info[plugin_index];
+    if (option_index >= i.options.size())
+      nxrt::raise(NXRT_ERR_NOT_FOUND, "plugin '{}' has no option {} (it has {})", i.name, option_index, i.options.size());
+    const auto& o = i.options[option_index];
+    *out = nxrt_option_schema_entry{o.name.c_str(), nxrt::option_type_name(o.type), o.default_value.c_str(), o.help.c_str()};
   });
 }
 
@@ -176,59 +245,25 @@ namespace {
 
 // owns: the caller handed the model over; no other session shares it, so the
 // session frees the constants it does not need (see nxrt_session_create_take_model).
+// The EP-list policy lives in nxrt::Env::create_session; this only translates.
 nxrt_error* create_session(nxrt_env* env, std::shared_ptr<const nxrt_model_ir> ir, bool owns,
                            const nxrt_session_options* options, nxrt_session** out) {
   return wrap([&] {
     if (!env || !ir || !options || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "NULL argument to nxrt_session_create");
-    if (options->threads < 0) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "threads must be >= 0, got {}", options->threads);
-    std::vector<std::string> names;
-    bool fallback = options->fallback != 0;
-    auto entries = env->env.entries();
-    std::string list = options->eps ? options->eps : "";
-    if (list == "auto") {
-      // Best available: plugins whose first device is an accelerator, then the embedded
-      // default (cpu), with fallback so every node finds a home.
-      for (auto& e : entries)
-        if (e.lib && !e.lib->devices().empty() && e.lib->devices()[0].kind != NXRT_DEVICE_CPU) names.push_back(e.name);
-      list = "cpu";
-      fallback = true;
+    nxrt::SessionConfig config;
+    config.eps = options->eps ? options->eps : "";
+    config.fallback = options->fallback != 0;
+    config.threads = options->threads;
+    config.device = options->device;
+    if (options->ep_option_count && !options->ep_options)
+      nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "ep_options is NULL but ep_option_count is {}", options->ep_option_count);
+    for (size_t i = 0; i < options->ep_option_count; ++i) {
+      const nxrt_key_value& kv = options->ep_options[i];
+      if (!kv.key || !kv.value) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "EP option {} has a NULL key or value", i);
+      config.ep_options.emplace_back(kv.key, kv.value);
     }
-    {
-      std::stringstream ss(list);
-      std::string item;
-      while (std::getline(ss, item, ','))
-        if (!item.empty()) names.push_back(item);
-    }
-    if (names.empty()) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "no EP requested (give an EP list such as 'cpu')");
-    auto available = [&] {
-      std::string s;
-      for (auto& e : entries) if (e.lib) s += (s.empty() ? "" : ", ") + e.name;
-      return s.empty() ? std::string("none found; set NXRT_PLUGIN_PATH") : s;
-    };
-    std::vector<std::unique_ptr<nxrt::EpInstance>> eps;
-    for (auto& name : names) {
-      const nxrt::PluginEntry* entry = nullptr;
-      for (auto& e : entries) if (e.name == name) { entry = &e; if (e.lib) break; }
-      if (!entry) nxrt::raise(NXRT_ERR_NOT_FOUND, "unknown EP '{}' (available: {})", name, available());
-      for (auto& e : eps)
-        if (e->lib->name() == name) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "EP '{}' is listed twice", name);
-      if (!entry->lib) {
-        if (fallback) continue;
-        nxrt::raise(NXRT_ERR_PLUGIN, "EP '{}' is unavailable: {}", name, entry->error);
-      }
-      if (entry->lib->devices().empty() && fallback) continue;
-      eps.push_back(nxrt::EpInstance::create(entry->lib, options->device, options->threads));
-    }
-    // Fallback order: the embedded default (cpu) first, then the rest as discovered.
-    std::vector<std::shared_ptr<nxrt::PluginLibrary>> fallback_libs;
-    if (fallback) {
-      for (auto& e : entries) if (e.lib && e.name == "cpu") fallback_libs.push_back(e.lib);
-      for (auto& e : entries) if (e.lib && e.name != "cpu") fallback_libs.push_back(e.lib);
-    }
-    if (eps.empty() && fallback_libs.empty()) nxrt::raise(NXRT_ERR_NOT_FOUND, "none of the requested EPs is available");
     auto s = std::make_unique<nxrt_session>();
-    s->impl = std::make_unique<nxrt::Session>(std::move(ir), std::move(eps), fallback, fallback_libs, options->threads,
-                                              options->device, owns);
+    s->impl = env->env.create_session(std::move(ir), config, owns);
     *out = s.release();
   });
 }
@@ -282,14 +317,31 @@ nxrt_node_assignment nxrt_session_node(const nxrt_session* s, size_t i) {
 
 size_t nxrt_session_copy_count(const nxrt_session* s) { return s ? s->impl->copy_count() : 0; }
 
-nxrt_error* nxrt_session_run(nxrt_session* s, const nxrt_host_tensor* inputs, size_t input_count, nxrt_outputs** outputs) {
+nxrt_error* nxrt_session_run_with_options(nxrt_session* s, const nxrt_host_tensor* inputs, size_t input_count,
+                                          const nxrt_session_run_options* run_options, nxrt_outputs** outputs) {
   return wrap([&] {
     if (!s || !outputs) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "session or outputs is NULL");
+    nxrt::KeyValues ro;
+    if (run_options) {
+      if (run_options->option_count && !run_options->options)
+        nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "run options are NULL but option_count is {}", run_options->option_count);
+      for (size_t i = 0; i < run_options->option_count; ++i) {
+        const nxrt_key_value& kv = run_options->options[i];
+        if (!kv.key || !kv.value) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "run option {} has a NULL key or value", i);
+        ro.emplace_back(kv.key, kv.value);
+      }
+    }
     auto o = std::make_unique<nxrt_outputs>();
-    s->impl->run(inputs, input_count, o->tensors);
+    s->impl->run(inputs, input_count, o->tensors, nullptr, &ro, &o->run_id);
     *outputs = o.release();
   });
 }
+
+nxrt_error* nxrt_session_run(nxrt_session* s, const nxrt_host_tensor* inputs, size_t input_count, nxrt_outputs** outputs) {
+  return nxrt_session_run_with_options(s, inputs, input_count, nullptr, outputs);
+}
+
+uint64_t nxrt_outputs_run_id(const nxrt_outputs* o) { return o ? o->run_id : 0; }
 
 size_t nxrt_outputs_count(const nxrt_outputs* o) { return o ? o->tensors.size() : 0; }
 
@@ -299,5 +351,44 @@ nxrt_host_tensor nxrt_outputs_get(const nxrt_outputs* o, size_t i) {
 }
 
 void nxrt_outputs_release(nxrt_outputs* o) { delete o; }
+
+const char* nxrt_dtype_name(int32_t dtype) { return nxrt::dtype_name(nxrt_dtype(dtype)); }
+size_t nxrt_dtype_size(int32_t dtype) { return nxrt::dtype_size(nxrt_dtype(dtype)); }
+
+const char* nxrt_shape_string(const int64_t* dims, size_t rank) {
+  static thread_local std::string s;
+  try {
+    s = nxrt::shape_str(dims, dims ? rank : 0);
+  } catch (...) {
+    s.clear();
+  }
+  return s.c_str();
+}
+
+nxrt_error* nxrt_tensor_file_read(const char* path, nxrt_outputs** out) {
+  return wrap([&] {
+    if (!path || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "path or out is NULL");
+    auto o = std::make_unique<nxrt_outputs>();
+    o->tensors.push_back(nxrt::read_tensor_file(path));
+    *out = o.release();
+  });
+}
+
+nxrt_error* nxrt_tensor_file_write(const char* path, const nxrt_host_tensor* t) {
+  return wrap([&] {
+    if (!path || !t) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "path or tensor is NULL");
+    if (t->rank && !t->dims) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "tensor dims are NULL");
+    nxrt::HostTensor h;
+    h.name = t->name ? t->name : "";
+    h.dtype = nxrt_dtype(t->dtype);
+    h.dims.assign(t->dims, t->dims + t->rank);
+    for (auto d : h.dims)
+      if (d < 0) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "tensor '{}' has a negative dimension", h.name);
+    const size_t bytes = size_t(h.numel()) * nxrt::dtype_size(h.dtype);
+    if (bytes && !t->data) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "tensor '{}' has no data", h.name);
+    if (bytes) h.data.assign(static_cast<const uint8_t*>(t->data), static_cast<const uint8_t*>(t->data) + bytes);
+    nxrt::write_tensor_file(path, h);
+  });
+}
 
 }  // extern "C"

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 namespace nxrt {
 
@@ -111,6 +112,81 @@ void Env::remove(const std::string& name) {
 std::vector<PluginEntry> Env::entries() const {
   std::lock_guard lock(mu_);
   return entries_;
+}
+
+std::unique_ptr<Session> Env::create_session(std::shared_ptr<const nxrt_model_ir> model, const SessionConfig& config,
+                                             bool owns_model) const {
+  if (!model) raise(NXRT_ERR_INVALID_ARGUMENT, "no model given");
+  if (config.threads < 0) raise(NXRT_ERR_INVALID_ARGUMENT, "threads must be >= 0, got {}", config.threads);
+  std::vector<std::string> names;
+  bool fallback = config.fallback;
+  auto all = entries();
+  std::string list = config.eps;
+  if (list == "auto") {
+    // Best available: plugins whose first device is an accelerator, then the embedded
+    // default (cpu), with fallback so every node finds a home.
+    for (auto& e : all)
+      if (e.lib && !e.lib->devices().empty() && e.lib->devices()[0].kind != NXRT_DEVICE_CPU) names.push_back(e.name);
+    list = "cpu";
+    fallback = true;
+  }
+  {
+    std::stringstream ss(list);
+    std::string item;
+    while (std::getline(ss, item, ','))
+      if (!item.empty()) names.push_back(item);
+  }
+  if (names.empty()) raise(NXRT_ERR_INVALID_ARGUMENT, "no EP requested (give an EP list such as 'cpu')");
+  auto available = [&] {
+    std::string s;
+    for (auto& e : all) if (e.lib) s += (s.empty() ? "" : ", ") + e.name;
+    return s.empty() ? std::string("none found; set NXRT_PLUGIN_PATH") : s;
+  };
+  std::vector<std::shared_ptr<PluginLibrary>> libs;
+  std::vector<std::string> seen, skipped;  // skipped: listed, could not load, left out by fallback
+  for (auto& name : names) {
+    const PluginEntry* entry = nullptr;
+    for (auto& e : all)
+      if (e.name == name) {
+        entry = &e;
+        if (e.lib) break;
+      }
+    if (!entry) raise(NXRT_ERR_NOT_FOUND, "unknown EP '{}' (available: {})", name, available());
+    if (std::find(seen.begin(), seen.end(), name) != seen.end())
+      raise(NXRT_ERR_INVALID_ARGUMENT, "EP '{}' is listed twice", name);
+    seen.push_back(name);
+    if (!entry->lib) {
+      if (fallback) {
+        skipped.push_back(name);
+        continue;
+      }
+      raise(NXRT_ERR_PLUGIN, "EP '{}' is unavailable: {}", name, entry->error);
+    }
+    if (entry->lib->devices().empty() && fallback) continue;
+    libs.push_back(entry->lib);
+  }
+  // Fallback order: the embedded default (cpu) first, then the rest as discovered.
+  std::vector<std::shared_ptr<PluginLibrary>> fallback_libs;
+  if (fallback) {
+    for (auto& e : all) if (e.lib && e.name == "cpu") fallback_libs.push_back(e.lib);
+    for (auto& e : all) if (e.lib && e.name != "cpu") fallback_libs.push_back(e.lib);
+  }
+  // Options are checked before any plugin session exists.
+  // Options of a listed EP that fallback left out because it could not load have no
+  // schema to check against and no session to go to: dropped.
+  KeyValues given;
+  for (auto& kv : config.ep_options) {
+    const size_t dot = kv.first.find('.');
+    const std::string ep = dot == std::string::npos ? std::string() : kv.first.substr(0, dot);
+    if (ep.empty() || std::find(skipped.begin(), skipped.end(), ep) == skipped.end()) given.push_back(kv);
+  }
+  int threads = config.threads;
+  KeyValues options = validate_ep_options(given, libs, fallback_libs, &threads);
+  std::vector<std::unique_ptr<EpInstance>> eps;
+  for (auto& lib : libs) eps.push_back(EpInstance::create(lib, config.device, threads, options));
+  if (eps.empty() && fallback_libs.empty()) raise(NXRT_ERR_NOT_FOUND, "none of the requested EPs is available");
+  return std::make_unique<Session>(std::move(model), std::move(eps), fallback, fallback_libs, threads, config.device,
+                                   owns_model, std::move(options));
 }
 
 std::shared_ptr<PluginLibrary> Env::find(const std::string& name) const {

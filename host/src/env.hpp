@@ -1,6 +1,8 @@
-// The plugin registry: discovery, explicit registration, unregistration.
+// The plugin registry: discovery, explicit registration, unregistration; and the
+// EP-list policy (ordering, "auto", --fallback) that turns a request into a session.
 #pragma once
 #include "plugin_library.hpp"
+#include "session.hpp"
 
 #include <memory>
 #include <mutex>
@@ -16,6 +18,15 @@ struct PluginEntry {
   std::shared_ptr<PluginLibrary> lib;
 };
 
+// What a caller asks of a session (the C API's nxrt_session_options).
+struct SessionConfig {
+  std::string eps = "cpu";  // ordered, comma-separated; "auto": accelerators first, then cpu, with fallback
+  bool fallback = false;    // nodes no listed EP claims go to any loaded EP that claims them
+  int threads = 0;          // intra-op threads, 0 = plugin default
+  uint32_t device = 0;      // device index for every EP
+  KeyValues ep_options;     // "<ep>.<key>" = value (validated against the schemas), "threads"
+};
+
 class Env {
  public:
   // Folders searched: the executable's, ../lib beside it, libnxrt's, then NXRT_PLUGIN_PATH.
@@ -27,6 +38,12 @@ class Env {
 
   std::vector<PluginEntry> entries() const;
   std::shared_ptr<PluginLibrary> find(const std::string& name) const;
+
+  // Resolves the EP list (auto, fallback order: cpu first, then as discovered), validates
+  // the options against the plugins' schemas, opens the EP sessions and prepares the
+  // session. owns_model: see Session. Throws HostError.
+  std::unique_ptr<Session> create_session(std::shared_ptr<const nxrt_model_ir> model, const SessionConfig& config,
+                                          bool owns_model) const;
 
  private:
   mutable std::mutex mu_;

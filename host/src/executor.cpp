@@ -1,12 +1,15 @@
 // The sequential executor: validates inputs, walks the steps, binds outputs
 // through the kernel context, copies across devices, returns host outputs.
 #include "error.hpp"
-#include "kernel_context.hpp"
+#include "executor.hpp"
+#include "profile_sink.hpp"
 #include "run_state.hpp"
 #include "status.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -22,8 +25,11 @@ void* host_alloc(uint64_t bytes) {
   return p;
 }
 
-void fill(nxrt_tensor* out, nxrt_dtype dtype, const std::vector<int64_t>& dims, void* handle, uint64_t offset, int location) {
-  nxrt_tensor t{};
+// Callee-filled rule: writes what fits in the caller's struct and writes back that size.
+// nxrt_tensor and nxrt_const_tensor share one layout.
+template <typename Tensor>
+void fill(Tensor* out, nxrt_dtype dtype, const std::vector<int64_t>& dims, void* handle, uint64_t offset, int location) {
+  Tensor t{};
   t.struct_size = sizeof t;
   t.dtype = dtype;
   t.rank = uint32_t(dims.size());
@@ -31,9 +37,15 @@ void fill(nxrt_tensor* out, nxrt_dtype dtype, const std::vector<int64_t>& dims, 
   t.data = handle;
   t.byte_offset = offset;
   t.memory = location == 0 ? NXRT_MEMORY_HOST : NXRT_MEMORY_DEVICE;
-  uint32_t size = std::min<uint32_t>(out->struct_size, sizeof t);
+  const uint32_t size = NXRT_FILLED_SIZE(out->struct_size, uint32_t(sizeof t));
   std::memcpy(static_cast<void*>(out), &t, size);
   out->struct_size = size;
+}
+
+// The smallest tensor struct the host fills: through `dims`.
+template <typename Tensor>
+bool struct_ok(const Tensor* out) {
+  return out->struct_size >= offsetof(Tensor, dims) + sizeof(out->dims);
 }
 
 // Gives slot `id` memory for `dims`: its planned place, the caller's output
@@ -57,7 +69,11 @@ void bind_slot(const Session& s, RunState& rs, int id, const std::vector<int64_t
   } else {
     EpInstance& ep = *s.eps()[size_t(slot.ep)];
     void* h = nullptr;
-    check_plugin(*ep.lib, ep.lib->api().memory_alloc(ep.session, NXRT_MEMORY_DEVICE, bytes, NXRT_TENSOR_ALIGNMENT, &h),
+    check_plugin(*ep.lib, retry_once([&] {
+                   return guarded(ep.lib->name(), "memory_alloc", [&] {
+                     return ep.lib->api().memory_alloc(ep.session, NXRT_MEMORY_DEVICE, bytes, NXRT_TENSOR_ALIGNMENT, &h);
+                   });
+                 }),
                  fmt::format("allocating {} bytes for '{}'", bytes, slot.value->name));
     rs.device_dynamic.emplace_back(slot.ep, h);
     st.handle = h;
@@ -102,9 +118,9 @@ nxrt_status* to_status(F&& f) noexcept {
 
 }  // namespace
 
-nxrt_status* ctx_input(const nxrt_kernel_context* ctx, size_t i, nxrt_tensor* out) {
+nxrt_status* ctx_input(const nxrt_kernel_context* ctx, size_t i, nxrt_const_tensor* out) {
   if (!ctx || !out) return new_status(NXRT_INVALID_ARGUMENT, "ctx_input: NULL argument");
-  if (out->struct_size < offsetof(nxrt_tensor, memory) + sizeof(out->memory))
+  if (!struct_ok(out))
     return new_status(NXRT_INVALID_ARGUMENT, fmt::format("ctx_input: tensor struct_size {} is too small", out->struct_size));
   const Step& step = *ctx->step;
   if (i >= step.inputs.size())
@@ -128,7 +144,7 @@ nxrt_status* ctx_input(const nxrt_kernel_context* ctx, size_t i, nxrt_tensor* ou
 nxrt_status* ctx_output(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, uint32_t rank, const int64_t* dims,
                         nxrt_tensor* out) {
   if (!ctx || !out || (rank && !dims)) return new_status(NXRT_INVALID_ARGUMENT, "ctx_output: NULL argument");
-  if (out->struct_size < offsetof(nxrt_tensor, memory) + sizeof(out->memory))
+  if (!struct_ok(out))
     return new_status(NXRT_INVALID_ARGUMENT, fmt::format("ctx_output: tensor struct_size {} is too small", out->struct_size));
   const Step& step = *ctx->step;
   if (i >= step.outputs.size())
@@ -138,9 +154,15 @@ nxrt_status* ctx_output(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, ui
   bool already = i < 64 ? (ctx->bound >> i) & 1 : (ctx->more.size() > i - 64 && ctx->more[i - 64]);
   if (already) return new_status(NXRT_INVALID_ARGUMENT, fmt::format("output {} of {} was bound twice", i, step.label));
   const Slot& slot = ctx->session->slots()[size_t(id)];
+  // Disagreeing with the model's types or shape inference is the plugin's fault: the run
+  // fails as a plugin failure even if the kernel then returns success.
+  auto inconsistent = [&](std::string msg) {
+    if (ctx->host_error.empty()) ctx->host_error = msg;
+    return new_status(NXRT_INVALID_ARGUMENT, msg);
+  };
   if (slot.dtype != NXRT_DTYPE_UNDEFINED && dtype != slot.dtype)
-    return new_status(NXRT_INVALID_ARGUMENT, fmt::format("output {} of {} ('{}') is {} but the kernel produced {}", i, step.label,
-                                                         slot.value->name, dtype_name(slot.dtype), dtype_name(dtype)));
+    return inconsistent(fmt::format("output {} of {} ('{}') is {} but the kernel produced {}", i, step.label, slot.value->name,
+                                    dtype_name(slot.dtype), dtype_name(dtype)));
   std::vector<int64_t> d(dims, dims + rank);
   for (auto v : d)
     if (v < 0) return new_status(NXRT_INVALID_ARGUMENT, fmt::format("output {} of {}: negative dimension in {}", i, step.label, shape_str(d)));
@@ -148,8 +170,8 @@ nxrt_status* ctx_output(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, ui
     bool ok = int64_t(rank) == slot.value->rank;
     for (size_t k = 0; ok && k < d.size(); ++k) ok = slot.value->dims[k] < 0 || slot.value->dims[k] == d[k];
     if (!ok)
-      return new_status(NXRT_INVALID_ARGUMENT, fmt::format("output {} of {} ('{}') has shape {} but shape inference says {}", i,
-                                                           step.label, slot.value->name, shape_str(d), shape_str(slot.value->dims)));
+      return inconsistent(fmt::format("output {} of {} ('{}') has shape {} but shape inference says {}", i, step.label,
+                                      slot.value->name, shape_str(d), shape_str(slot.value->dims)));
   }
   return to_status([&] {
     bind_slot(*ctx->session, *ctx->rs, id, d, dtype);
@@ -167,6 +189,8 @@ int ctx_cancelled(const nxrt_kernel_context* ctx) {
   return ctx && ctx->rs && ctx->rs->cancel && ctx->rs->cancel->load() ? 1 : 0;
 }
 
+uint64_t ctx_run_id(const nxrt_kernel_context* ctx) { return ctx && ctx->rs ? ctx->rs->run_id : 0; }
+
 std::unique_ptr<RunState> make_run_state(Session& s, const std::vector<uint64_t>& arena_bytes) {
   auto rs = std::make_unique<RunState>();
   rs->arenas.assign(arena_bytes.size(), nullptr);
@@ -180,8 +204,12 @@ std::unique_ptr<RunState> make_run_state(Session& s, const std::vector<uint64_t>
       }
       for (auto& ep : s.eps())
         if (ep->location == int(loc))
-          check_plugin(*ep->lib, ep->lib->api().memory_alloc(ep->session, NXRT_MEMORY_DEVICE, arena_bytes[loc], NXRT_TENSOR_ALIGNMENT,
-                                                             &rs->arenas[loc]),
+          check_plugin(*ep->lib, retry_once([&] {
+                         return guarded(ep->lib->name(), "memory_alloc", [&] {
+                           return ep->lib->api().memory_alloc(ep->session, NXRT_MEMORY_DEVICE, arena_bytes[loc],
+                                                              NXRT_TENSOR_ALIGNMENT, &rs->arenas[loc]);
+                         });
+                       }),
                        fmt::format("allocating the {}-byte activation arena", arena_bytes[loc]));
     }
     for (size_t e = 0; e < s.eps().size(); ++e) {
@@ -232,7 +260,8 @@ void Session::release_run_state(std::unique_ptr<RunState> rs) {
   pool_.push_back(std::move(rs));
 }
 
-void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<HostTensor>& outputs, const std::atomic<bool>* cancel) {
+void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<HostTensor>& outputs, const std::atomic<bool>* cancel,
+                  const KeyValues* run_options, uint64_t* run_id_out) {
   const auto& m = *model_;
   if (count && !inputs) raise(NXRT_ERR_INVALID_ARGUMENT, "inputs is NULL");
   std::vector<const nxrt_host_tensor*> given(m.inputs.size(), nullptr);
@@ -264,6 +293,29 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
   for (size_t k = 0; k < m.inputs.size(); ++k)
     if (!given[k]) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' was not given", m.inputs[k]->name);
 
+  // Run options go to the hooks of the EP their prefix names.
+  std::vector<KeyValues> ep_run_options(eps_.size());
+  if (run_options)
+    for (auto& [key, value] : *run_options) {
+      auto ep_list = [&] {
+        std::string s;
+        for (auto& e : eps_) s += (s.empty() ? "" : ", ") + e->lib->name();
+        return s;
+      };
+      const size_t dot = key.find('.');
+      if (dot == std::string::npos || dot == 0)
+        raise(NXRT_ERR_INVALID_ARGUMENT, "run option '{}' has no '<ep>.' prefix (this session's EPs: {})", key, ep_list());
+      const std::string ep = key.substr(0, dot);
+      size_t e = 0;
+      while (e < eps_.size() && eps_[e]->lib->name() != ep) ++e;
+      if (e == eps_.size())
+        raise(NXRT_ERR_INVALID_ARGUMENT, "run option '{}' is for EP '{}', which this session does not use (its EPs: {})", key,
+              ep, ep_list());
+      ep_run_options[e].emplace_back(key, value);
+    }
+  const uint64_t run_id = next_run_id_.fetch_add(1, std::memory_order_relaxed);
+  if (run_id_out) *run_id_out = run_id;
+
   std::shared_ptr<Profiler> prof;
   {
     std::lock_guard lock(profile_mu_);
@@ -273,12 +325,24 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
   const uint64_t run_index = prof ? prof->next_run() : 0;
   const uint64_t thread = prof ? uint64_t(std::hash<std::thread::id>{}(std::this_thread::get_id())) : 0;
   auto record = [&](const std::string& name, const char* cat, int ep, const std::string& ops, Profiler::Clock::time_point b) {
-    prof->add({name, cat, ep >= 0 ? eps_[size_t(ep)]->lib->name() : std::string(), ops, b, Profiler::Clock::now(), thread,
-               run_index});
+    Profiler::Event ev;
+    ev.name = name;
+    ev.cat = cat;
+    if (ep >= 0) ev.ep = eps_[size_t(ep)]->lib->name();
+    ev.ops = ops;
+    ev.begin = b;
+    ev.end = Profiler::Clock::now();
+    ev.thread = thread;
+    ev.run = run_index;
+    prof->add(std::move(ev));
   };
+  // Host start of each step in this run (profiling): anchors the device clocks.
+  std::vector<Profiler::Clock::time_point> step_begin(prof ? steps_.size() : 0);
+  std::vector<char> step_ran(prof ? steps_.size() : 0, 0);
 
   auto rs = acquire_run_state();
   rs->cancel = cancel;
+  rs->run_id = run_id;
   rs->outputs.assign(m.outputs.size(), HostTensor{});
   for (size_t k = 0; k < m.outputs.size(); ++k) {
     rs->outputs[k].name = m.outputs[k]->name;
@@ -296,29 +360,92 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
     st.ready = true;
   }
 
-  auto finish = [&](bool ok) {
-    std::string sync_error;
+  // Run hooks: on_run_start right before an EP session's first step of this run,
+  // on_run_end once its work is complete (after the stream synchronization).
+  std::vector<char> started(eps_.size(), 0);
+  std::vector<std::unique_ptr<nxrt_profile_sink>> sinks(eps_.size());
+  auto start_hooks = [&](int e) {
+    EpInstance& ep = *eps_[size_t(e)];
+    if (!ep.run_hooks || started[size_t(e)]) return;
+    std::vector<nxrt_option> opts;
+    for (auto& [k, v] : ep_run_options[size_t(e)]) opts.push_back(nxrt_option{sizeof(nxrt_option), k.c_str(), v.c_str()});
+    std::vector<const nxrt_option*> ptrs;
+    for (auto& o : opts) ptrs.push_back(&o);
+    nxrt_run_options ro{};
+    ro.struct_size = sizeof ro;
+    ro.profiling = prof && ep.device_profiling ? 1 : 0;
+    ro.run_id = run_id;
+    ro.option_count = ptrs.size();
+    ro.options = ptrs.empty() ? nullptr : ptrs.data();
+    nxrt_status* st = guarded(ep.lib->name(), "on_run_start", [&] { return ep.lib->api().on_run_start(ep.session, &ro); });
+    if (!st) {
+      started[size_t(e)] = 1;
+      if (ro.profiling) sinks[size_t(e)] = std::make_unique<nxrt_profile_sink>();
+    }
+    check_plugin(*ep.lib, st, "starting the run");
+  };
+
+  // failure: the run's error ("" on success), handed to on_run_end.
+  auto finish = [&](bool ok, const std::string& failure, nxrt_status_code failure_code) {
+    std::string sync_error, end_error;
     for (size_t e = 0; e < eps_.size(); ++e)
       if (rs->streams[e]) {
-        nxrt_status* st = eps_[e]->lib->api().stream_synchronize(rs->streams[e]);
+        nxrt_status* st = nullptr;
+        try {
+          st = guarded(eps_[e]->lib->name(), "stream_synchronize", [&] { return eps_[e]->lib->api().stream_synchronize(rs->streams[e]); });
+        } catch (const HostError& err) {
+          if (sync_error.empty()) sync_error = err.what();
+        }
         if (st) {
           if (sync_error.empty()) sync_error = fmt::format("{}: {}", eps_[e]->lib->name(), st->message);
-          delete st;
+          release_status(st);
         }
       }
+    nxrt_status* run_status = nullptr;
+    if (!ok) run_status = new_status(failure_code, failure);
+    else if (!sync_error.empty()) run_status = new_status(NXRT_INTERNAL, "device work failed: " + sync_error);
+    for (size_t e = 0; e < eps_.size(); ++e) {
+      if (!started[e]) continue;
+      EpInstance& ep = *eps_[e];
+      nxrt_status* st = nullptr;
+      try {
+        st = guarded(ep.lib->name(), "on_run_end",
+                     [&] { return ep.lib->api().on_run_end(ep.session, run_id, run_status, sinks[e].get()); });
+      } catch (const HostError& err) {
+        if (end_error.empty()) end_error = err.what();
+      }
+      if (st) {
+        if (end_error.empty())
+          end_error = fmt::format("ending the run ({}): {}: {}", ep.lib->name(), status_code_name(st->code), st->message);
+        release_status(st);
+      }
+    }
+    release_status(run_status);
+    if (prof) merge_device_events(*prof, sinks, step_begin, step_ran, run_index);
     for (auto& [e, h] : rs->device_dynamic) eps_[size_t(e)]->lib->api().memory_free(eps_[size_t(e)]->session, NXRT_MEMORY_DEVICE, h);
     rs->device_dynamic.clear();
     for (void* p : rs->host_dynamic) std::free(p);
     rs->host_dynamic.clear();
-    if (ok && sync_error.empty()) outputs = std::move(rs->outputs);
+    if (ok && sync_error.empty() && end_error.empty()) outputs = std::move(rs->outputs);
     release_run_state(std::move(rs));
     if (ok && !sync_error.empty()) raise(NXRT_ERR_RUNTIME, "device work failed: {}", sync_error);
+    if (ok && !end_error.empty()) raise(NXRT_ERR_PLUGIN, "{}", end_error);
   };
 
+  nxrt_status_code failure_code = NXRT_INTERNAL;
   try {
-    for (const Step& step : steps_) {
-      if (cancel && cancel->load()) raise(NXRT_ERR_RUNTIME, "run cancelled before {}", step.label);
-      const auto step_begin = prof ? Profiler::Clock::now() : Profiler::Clock::time_point{};
+    for (size_t si = 0; si < steps_.size(); ++si) {
+      const Step& step = steps_[si];
+      if (cancel && cancel->load()) {
+        failure_code = NXRT_CANCELLED;
+        raise(NXRT_ERR_RUNTIME, "run cancelled before {}", step.label);
+      }
+      start_hooks(step.ep);
+      const auto step_start = prof ? Profiler::Clock::now() : Profiler::Clock::time_point{};
+      if (prof) {
+        step_begin[si] = step_start;
+        step_ran[si] = 1;
+      }
       EpInstance& ep = *eps_[size_t(step.ep)];
       const auto& api = ep.lib->api();
       if (step.kind == Step::Copy) {
@@ -339,12 +466,15 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
         r.dst = ds.handle;
         r.dst_offset = ds.offset;
         r.bytes = uint64_t(element_count(d)) * dtype_size(dtype);
+        const nxrt_copy_region* region = &r;
         nxrt_stream* stream = rs->streams[size_t(step.ep)];
-        if (r.bytes) check_plugin(*ep.lib, api.copy(ep.session, &r, 1, stream), step.label);
+        if (r.bytes)
+          check_plugin(*ep.lib, guarded(ep.lib->name(), "copy", [&] { return api.copy(ep.session, &region, 1, stream); }), step.label);
         // The host reads downloads right away: wait for them.
         if (stream && r.dst_memory == NXRT_MEMORY_HOST)
-          check_plugin(*ep.lib, api.stream_synchronize(stream), step.label);
-        if (prof) record(step.label, "copy", step.ep, step.ops, step_begin);
+          check_plugin(*ep.lib, guarded(ep.lib->name(), "stream_synchronize", [&] { return api.stream_synchronize(stream); }),
+                       step.label);
+        if (prof) record(step.label, "copy", step.ep, step.ops, step_start);
         continue;
       }
       nxrt_kernel_context ctx;
@@ -357,12 +487,16 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
         if (step.serial) lock = std::unique_lock<std::mutex>(*step.serial);
         return api.kernel_compute(step.kernel, &ctx);
       });
+      if (!ctx.host_error.empty()) {
+        release_status(st);
+        raise(NXRT_ERR_PLUGIN, "plugin '{}' failed a host check in {}: {}", ep.lib->name(), step.label, ctx.host_error);
+      }
       check_plugin(*ep.lib, st, fmt::format("running {}", step.label));
       for (size_t o = 0; o < step.outputs.size(); ++o)
         if (step.outputs[o] >= 0 && !rs->state[size_t(step.outputs[o])].ready)
           raise(NXRT_ERR_PLUGIN, "plugin '{}' did not produce output {} ('{}') of {}", ep.lib->name(), o,
                 slots_[size_t(step.outputs[o])].value->name, step.label);
-      if (prof) record(step.label, "kernel", step.ep, step.ops, step_begin);
+      if (prof) record(step.label, "kernel", step.ep, step.ops, step_start);
     }
     // Outputs that are not produced into the result buffer (inputs, constants, repeats).
     for (size_t k = 0; k < m.outputs.size(); ++k) {
@@ -385,12 +519,63 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
         rs->outputs[k].dtype = rs->state[size_t(id)].dtype;
       }
     }
+  } catch (const std::exception& e) {
+    finish(false, e.what(), failure_code);
+    throw;
   } catch (...) {
-    finish(false);
+    finish(false, "unknown error", failure_code);
     throw;
   }
-  finish(true);
+  finish(true, "", NXRT_OK);
   if (prof) record("run", "run", -1, "", run_begin);
+}
+
+// Device timings of one profiled run into the trace, one track per EP. Alignment (see
+// profiler.hpp): the earliest device event is placed at the host start of its kernel's
+// step in this run; the others keep their device-clock offsets from it.
+void Session::merge_device_events(Profiler& prof, const std::vector<std::unique_ptr<nxrt_profile_sink>>& sinks,
+                                  const std::vector<Profiler::Clock::time_point>& step_begin,
+                                  const std::vector<char>& step_ran, uint64_t run_index) const {
+  for (size_t e = 0; e < sinks.size(); ++e) {
+    if (!sinks[e]) continue;
+    std::vector<nxrt_profile_sink::Event> events;
+    {
+      std::lock_guard lock(sinks[e]->mu);
+      events = std::move(sinks[e]->events);
+    }
+    if (events.empty()) continue;
+    auto step_of = [&](size_t node) -> int {
+      for (size_t si = 0; si < steps_.size(); ++si)
+        if (steps_[si].kind == Step::Kernel && steps_[si].ep == int(e) &&
+            std::find(steps_[si].nodes.begin(), steps_[si].nodes.end(), node) != steps_[si].nodes.end())
+          return int(si);
+      return -1;
+    };
+    const auto first = std::min_element(events.begin(), events.end(),
+                                        [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+    int anchor = step_of(first->node_index);
+    if (anchor < 0 || !step_ran[size_t(anchor)])
+      for (size_t si = 0; si < steps_.size() && (anchor < 0 || !step_ran[size_t(anchor)]); ++si)
+        if (steps_[si].ep == int(e) && step_ran[si]) anchor = int(si);
+    if (anchor < 0 || !step_ran[size_t(anchor)]) continue;
+    const auto origin = step_begin[size_t(anchor)];
+    const uint64_t device_origin = first->start_ns;
+    const std::string ep_name = eps_[e]->lib->name();
+    for (auto& ev : events) {
+      Profiler::Event out;
+      const int si = step_of(ev.node_index);
+      out.name = !ev.name.empty() ? ev.name : si >= 0 ? steps_[size_t(si)].label : fmt::format("node {}", ev.node_index);
+      out.cat = "device";
+      out.ep = ep_name;
+      out.ops = si >= 0 ? steps_[size_t(si)].ops : std::string();
+      out.begin = origin + std::chrono::nanoseconds(int64_t(ev.start_ns - device_origin));
+      out.end = out.begin + std::chrono::nanoseconds(int64_t(ev.end_ns - ev.start_ns));
+      out.run = run_index;
+      out.track = ep_name + " device";
+      out.node = int64_t(ev.node_index);
+      prof.add(std::move(out));
+    }
+  }
 }
 
 void Session::start_profiling() {

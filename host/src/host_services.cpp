@@ -2,13 +2,16 @@
 // the read-only graph view, claims and the kernel context.
 #include "claims.hpp"
 #include "ir.hpp"
-#include "kernel_context.hpp"
+#include "executor.hpp"
+#include "profile_sink.hpp"
 #include "session.hpp"
 #include "status.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 
@@ -30,24 +33,44 @@ const char* status_code_name(nxrt_status_code code) {
   return "unknown status code";
 }
 
-nxrt_status* new_status(nxrt_status_code code, std::string message) {
-  auto* s = new (std::nothrow) nxrt_status;
-  if (!s) return nullptr;
-  s->code = code == NXRT_OK ? NXRT_INTERNAL : code;
-  s->message = std::move(message);
+namespace {
+// Returned when a status cannot be allocated; releasing it is a no-op.
+nxrt_status kOutOfMemory = [] {
+  nxrt_status s;
+  s.code = NXRT_OUT_OF_MEMORY;
+  s.is_static = true;
+  s.message = "out of memory (allocating a status)";
   return s;
+}();
+}  // namespace
+
+nxrt_status* new_status(nxrt_status_code code, std::string_view message, bool retryable) noexcept {
+  auto* s = new (std::nothrow) nxrt_status;
+  if (!s) return &kOutOfMemory;
+  try {
+    s->message.assign(message);
+  } catch (...) {
+    delete s;
+    return &kOutOfMemory;
+  }
+  s->code = code == NXRT_OK ? NXRT_INTERNAL : code;
+  s->retryable = retryable;
+  return s;
+}
+
+void release_status(nxrt_status* s) noexcept {
+  if (s && !s->is_static) delete s;
 }
 
 namespace {
 
 nxrt_status* status_create(nxrt_status_code code, int retryable, const char* message) {
-  nxrt_status* s = new_status(code, message ? message : "");
-  if (s) s->retryable = retryable != 0;
-  return s;
+  return new_status(code, message ? std::string_view(message) : std::string_view(), retryable != 0);
 }
-void status_release(nxrt_status* s) { delete s; }
+void status_release(nxrt_status* s) { release_status(s); }
 nxrt_status_code status_code(const nxrt_status* s) { return s ? s->code : NXRT_OK; }
 const char* status_message(const nxrt_status* s) { return s ? s->message.c_str() : ""; }
+int status_retryable(const nxrt_status* s) { return s && s->retryable ? 1 : 0; }
 
 void log(nxrt_log_level level, const char* plugin, const char* message) {
   static const int threshold = [] {
@@ -73,7 +96,7 @@ int64_t graph_opset(const nxrt_graph* g, const char* domain) {
   return it == g->model->opsets.end() ? -1 : it->second;
 }
 
-size_t node_index(const nxrt_node* n) { return n ? n->index : 0; }
+size_t node_index(const nxrt_node* n) { return n ? n->index : NXRT_NO_INDEX; }
 const char* node_name(const nxrt_node* n) { return n ? n->name.c_str() : ""; }
 const char* node_op_type(const nxrt_node* n) { return n ? n->op_type.c_str() : ""; }
 const char* node_domain(const nxrt_node* n) { return n ? n->domain.c_str() : ""; }
@@ -92,7 +115,7 @@ const nxrt_attribute* node_attribute(const nxrt_node* n, const char* name) {
 }
 
 const char* attribute_name(const nxrt_attribute* a) { return a ? a->name.c_str() : ""; }
-nxrt_attribute_type attribute_type(const nxrt_attribute* a) { return a ? a->type : NXRT_ATTR_UNDEFINED; }
+nxrt_attribute_type attribute_type(const nxrt_attribute* a) { return a ? a->type : nxrt_attribute_type(NXRT_ATTR_UNDEFINED); }
 int64_t attribute_int(const nxrt_attribute* a) { return a ? a->i : 0; }
 float attribute_float(const nxrt_attribute* a) { return a ? a->f : 0.f; }
 const char* attribute_string(const nxrt_attribute* a, size_t* len) {
@@ -117,36 +140,108 @@ const char* attribute_string_at(const nxrt_attribute* a, size_t i, size_t* len) 
   return a->strings[i].c_str();
 }
 
-void fill_host_tensor(const HostTensor& t, nxrt_tensor* out) {
-  uint32_t size = out->struct_size;
-  nxrt_tensor v{};
+// Callee-filled rule: writes what fits in the caller's struct and writes back that size.
+void fill_host_tensor(const HostTensor& t, nxrt_const_tensor* out) {
+  nxrt_const_tensor v{};
   v.struct_size = sizeof v;
   v.dtype = t.dtype;
   v.rank = uint32_t(t.dims.size());
   v.dims = t.dims.data();
-  v.data = const_cast<uint8_t*>(t.data.data());
+  v.data = t.data.data();
   v.byte_offset = 0;
   v.memory = NXRT_MEMORY_HOST;
-  std::memcpy(static_cast<void*>(out), &v, std::min<size_t>(size, sizeof v));
-  out->struct_size = std::min<uint32_t>(size, sizeof v);
+  const uint32_t size = NXRT_FILLED_SIZE(out->struct_size, uint32_t(sizeof v));
+  std::memcpy(static_cast<void*>(out), &v, size);
+  out->struct_size = size;
 }
 
-int attribute_tensor(const nxrt_attribute* a, nxrt_tensor* out) {
-  if (!a || !out || !a->tensor || out->struct_size < sizeof(uint32_t)) return 1;
+// The smallest tensor struct the host fills: up to and including `dims`, or a caller
+// could not even learn the shape.
+bool tensor_struct_ok(const nxrt_const_tensor* out) {
+  return out && out->struct_size >= offsetof(nxrt_const_tensor, dims) + sizeof(out->dims);
+}
+
+nxrt_status* attribute_tensor(const nxrt_attribute* a, nxrt_const_tensor* out) {
+  if (!a || !out) return new_status(NXRT_INVALID_ARGUMENT, "attribute_tensor: NULL argument");
+  if (!tensor_struct_ok(out))
+    return new_status(NXRT_INVALID_ARGUMENT, fmt::format("attribute_tensor: tensor struct_size {} is too small", out->struct_size));
+  if (a->type != NXRT_ATTR_TENSOR)
+    return new_status(NXRT_INVALID_ARGUMENT, fmt::format("attribute '{}' is not a tensor", a->name));
+  if (!a->tensor)
+    return new_status(NXRT_UNSUPPORTED, fmt::format("tensor attribute '{}' has a type the host cannot decode", a->name));
   fill_host_tensor(*a->tensor, out);
-  return 0;
+  return nullptr;
+}
+
+nxrt_status* attribute_graph(const nxrt_attribute* a, const nxrt_graph** out) {
+  if (!a || !out) return new_status(NXRT_INVALID_ARGUMENT, "attribute_graph: NULL argument");
+  *out = nullptr;
+  if (a->type != NXRT_ATTR_GRAPH) return new_status(NXRT_INVALID_ARGUMENT, fmt::format("attribute '{}' is not a graph", a->name));
+  if (!a->graph)
+    return new_status(NXRT_UNSUPPORTED, fmt::format("graph attribute '{}' has a body the host could not read", a->name));
+  *out = &a->graph->view;
+  return nullptr;
 }
 
 const char* value_name(const nxrt_value* v) { return v ? v->name.c_str() : ""; }
-nxrt_dtype value_dtype(const nxrt_value* v) { return v ? v->dtype : NXRT_DTYPE_UNDEFINED; }
+nxrt_dtype value_dtype(const nxrt_value* v) { return v ? v->dtype : nxrt_dtype(NXRT_DTYPE_UNDEFINED); }
 int64_t value_rank(const nxrt_value* v) { return v ? v->rank : -1; }
 const int64_t* value_dims(const nxrt_value* v) { return v && v->rank > 0 ? v->dims.data() : nullptr; }
 int value_is_constant(const nxrt_value* v) { return v && v->constant ? 1 : 0; }
-int value_constant(const nxrt_value* v, nxrt_tensor* out) {
-  if (!v || !v->constant || !out || out->struct_size < sizeof(uint32_t)) return 1;
+nxrt_status* value_constant(const nxrt_value* v, nxrt_const_tensor* out) {
+  if (!v || !out) return new_status(NXRT_INVALID_ARGUMENT, "value_constant: NULL argument");
+  if (!tensor_struct_ok(out))
+    return new_status(NXRT_INVALID_ARGUMENT, fmt::format("value_constant: tensor struct_size {} is too small", out->struct_size));
+  if (!v->constant) return new_status(NXRT_NOT_FOUND, fmt::format("value '{}' is not a constant", v->name));
   fill_host_tensor(*v->constant, out);
-  return 0;
+  return nullptr;
 }
+
+// The nodes a view may show: the main graph's or one body's.
+const std::vector<std::unique_ptr<nxrt_node>>* scope_nodes(const nxrt_graph* g) {
+  if (g->body) return &g->body->nodes;
+  return g->model ? &g->model->nodes : nullptr;
+}
+
+// Views list their nodes sorted by index.
+bool in_view(const nxrt_graph* g, const nxrt_node* n) {
+  if (!n || n->body != g->body) return false;
+  auto it = std::lower_bound(g->nodes.begin(), g->nodes.end(), n->index,
+                             [](const nxrt_node* a, size_t i) { return a->index < i; });
+  return it != g->nodes.end() && *it == n;
+}
+
+const nxrt_node* value_producer(const nxrt_graph* g, const nxrt_value* v) {
+  if (!g || !v || v->producer < 0 || v->body != g->body) return nullptr;
+  auto* nodes = scope_nodes(g);
+  if (!nodes || size_t(v->producer) >= nodes->size()) return nullptr;
+  const nxrt_node* p = (*nodes)[size_t(v->producer)].get();
+  return in_view(g, p) ? p : nullptr;
+}
+
+size_t value_consumer_count(const nxrt_graph* g, const nxrt_value* v) {
+  if (!g || !v || v->body != g->body) return 0;
+  auto* nodes = scope_nodes(g);
+  if (!nodes) return 0;
+  size_t n = 0;
+  for (int c : v->consumers)
+    if (size_t(c) < nodes->size() && in_view(g, (*nodes)[size_t(c)].get())) ++n;
+  return n;
+}
+
+const nxrt_node* value_consumer(const nxrt_graph* g, const nxrt_value* v, size_t i) {
+  if (!g || !v || v->body != g->body) return nullptr;
+  auto* nodes = scope_nodes(g);
+  if (!nodes) return nullptr;
+  for (int c : v->consumers) {
+    if (size_t(c) >= nodes->size()) continue;
+    const nxrt_node* n = (*nodes)[size_t(c)].get();
+    if (in_view(g, n) && i-- == 0) return n;
+  }
+  return nullptr;
+}
+
+int value_is_graph_output(const nxrt_value* v) { return v && v->is_graph_output ? 1 : 0; }
 
 nxrt_status* graph_capture_constant(const nxrt_graph* g, const nxrt_value* v) {
   if (!g || !v) return new_status(NXRT_INVALID_ARGUMENT, "graph_capture_constant: NULL argument");
@@ -195,6 +290,21 @@ size_t ctx_input_count(const nxrt_kernel_context* ctx);
 size_t ctx_output_count(const nxrt_kernel_context* ctx);
 nxrt_stream* ctx_stream(const nxrt_kernel_context* ctx) { return ctx ? ctx->stream : nullptr; }
 
+nxrt_status* profile_device_event(nxrt_profile_sink* sink, size_t node_index, const char* name, uint64_t device_start_ns,
+                                  uint64_t device_end_ns) {
+  if (!sink) return new_status(NXRT_INVALID_ARGUMENT, "profile_device_event: sink is NULL");
+  if (device_end_ns < device_start_ns)
+    return new_status(NXRT_INVALID_ARGUMENT,
+                      fmt::format("profile_device_event: end {} ns is before start {} ns", device_end_ns, device_start_ns));
+  try {
+    std::lock_guard lock(sink->mu);
+    sink->events.push_back({node_index, name ? name : "", device_start_ns, device_end_ns});
+  } catch (const std::bad_alloc&) {
+    return new_status(NXRT_OUT_OF_MEMORY, "profile_device_event: out of memory");
+  }
+  return nullptr;
+}
+
 const nxrt_host_services kServices = [] {
   nxrt_host_services s{};
   s.struct_size = sizeof s;
@@ -204,6 +314,7 @@ const nxrt_host_services kServices = [] {
   s.status_release = status_release;
   s.status_code = status_code;
   s.status_message = status_message;
+  s.status_retryable = status_retryable;
   s.log = log;
   s.graph_node_count = graph_node_count;
   s.graph_node = graph_node;
@@ -233,12 +344,17 @@ const nxrt_host_services kServices = [] {
   s.attribute_string_count = attribute_string_count;
   s.attribute_string_at = attribute_string_at;
   s.attribute_tensor = attribute_tensor;
+  s.attribute_graph = attribute_graph;
   s.value_name = value_name;
   s.value_dtype = value_dtype;
   s.value_rank = value_rank;
   s.value_dims = value_dims;
   s.value_is_constant = value_is_constant;
   s.value_constant = value_constant;
+  s.value_producer = value_producer;
+  s.value_consumer_count = value_consumer_count;
+  s.value_consumer = value_consumer;
+  s.value_is_graph_output = value_is_graph_output;
   s.claim_nodes = claim_nodes;
   s.refuse_node = refuse_node;
   s.ctx_input_count = ctx_input_count;
@@ -247,6 +363,8 @@ const nxrt_host_services kServices = [] {
   s.ctx_output = nxrt::ctx_output;
   s.ctx_stream = ctx_stream;
   s.ctx_cancelled = nxrt::ctx_cancelled;
+  s.ctx_run_id = nxrt::ctx_run_id;
+  s.profile_device_event = profile_device_event;
   s.graph_capture_constant = graph_capture_constant;
   return s;
 }();

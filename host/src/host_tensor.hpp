@@ -1,7 +1,7 @@
 // Dense host tensors and their ONNX TensorProto encoding (.pb files, initializers).
 #pragma once
 #include <nxrt_ep.h>
-#include <nxrt_sdk/dtype.hpp>
+#include "dtype.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -41,8 +41,6 @@ int64_t element_count(const std::vector<int64_t>& dims);
 // "[2,?,3]": a shape for messages, "?" for a dimension unknown before run time.
 std::string shape_str(const int64_t* dims, size_t rank);
 inline std::string shape_str(const std::vector<int64_t>& dims) { return shape_str(dims.data(), dims.size()); }
-using sdk::dtype_name;  // element-type helpers shared with plugins (header-only, ABI types only)
-using sdk::dtype_size;  // 0 for types without a fixed size
 
 // Decodes a TensorProto; `base_dir` resolves external data, which must stay inside it.
 HostTensor decode_tensor(const onnx::TensorProto& t, const std::filesystem::path& base_dir = {});

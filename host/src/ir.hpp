@@ -13,6 +13,7 @@
 #include <vector>
 
 namespace onnx { class AttributeProto; class ModelProto; }
+namespace nxrt { struct GraphBody; }
 
 struct nxrt_value {
   size_t id = 0;
@@ -24,7 +25,10 @@ struct nxrt_value {
   int producer = -1;            // node id, -1 for graph inputs and constants
   std::vector<int> consumers;   // node ids (a node appears once per use)
   bool is_graph_input = false;
-  bool is_graph_output = false;
+  bool is_graph_output = false;  // for a body value: one of the body's formal outputs
+  // The control-flow body the value belongs to; nullptr for the main graph. In a body,
+  // producer and consumers are body-local node indices.
+  const nxrt::GraphBody* body = nullptr;
 
   bool static_shape() const {
     if (rank < 0) return false;
@@ -43,10 +47,11 @@ struct nxrt_attribute {
   std::vector<float> floats;
   std::vector<std::string> strings;
   std::shared_ptr<const nxrt::HostTensor> tensor;
+  std::shared_ptr<const nxrt::GraphBody> graph;  // GRAPH attributes: the body (If branch, Loop/Scan body)
 };
 
 struct nxrt_node {
-  size_t index = 0;  // model-wide, stable; what claims refer to
+  size_t index = 0;  // model-wide (body-local in a body), stable; what claims refer to
   std::string name;
   std::string op_type;
   std::string domain;  // "" for the default ONNX domain
@@ -54,11 +59,14 @@ struct nxrt_node {
   std::vector<nxrt_value*> outputs;  // nullptr: absent optional output
   std::vector<nxrt_attribute> attributes;
   bool removed = false;  // dropped by an optimization pass
+  const nxrt::GraphBody* body = nullptr;  // the body it belongs to; nullptr for the main graph
 };
 
-// A view: the whole model, the unassigned part, or one claim's subgraph.
+// A view: the whole model, the unassigned part, one claim's subgraph, or a
+// control-flow body. `nodes` is sorted by node index (membership is a binary search).
 struct nxrt_graph {
-  const struct nxrt_model_ir* model = nullptr;
+  const struct nxrt_model_ir* model = nullptr;  // opsets; for a body, the model it is in
+  const nxrt::GraphBody* body = nullptr;        // the body this is a view of; nullptr: the main graph
   std::vector<const nxrt_node*> nodes;
   std::vector<const nxrt_value*> inputs;
   std::vector<const nxrt_value*> outputs;
@@ -81,11 +89,21 @@ struct nxrt_model_ir {
 
 namespace nxrt {
 
-// Parses, checks and shape-infers a model, then builds the IR. Throws HostError.
-std::unique_ptr<nxrt_model_ir> load_model_file(const std::string& path);
-std::unique_ptr<nxrt_model_ir> load_model_bytes(const void* data, size_t size, const std::string& base_dir);
-
-// Host graph optimizations on the IR (folding Constant nodes, dropping no-ops).
-void optimize(nxrt_model_ir& model);
+// A control-flow body (GRAPH attribute), built at load: its own values and nodes
+// (indices local to the body), formal inputs and outputs. A body node reading a value
+// of an enclosing graph reads a value of the body that has no producer, is not a body
+// input, and carries the outer value's name and, where known, its type.
+struct GraphBody {
+  std::string name;
+  std::vector<std::unique_ptr<nxrt_value>> values;
+  std::vector<std::unique_ptr<nxrt_node>> nodes;  // topological order, index = position
+  std::vector<nxrt_value*> inputs, outputs;
+  std::vector<nxrt_value*> outer;  // outer-scope references
+  nxrt_graph view;                 // what attribute_graph hands out: every node, inputs, outputs
+};
 
 }  // namespace nxrt
+
+// The stages that make and rewrite the IR (kept here too, so including ir.hpp is enough).
+#include "model_loader.hpp"
+#include "optimizer.hpp"

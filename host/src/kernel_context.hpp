@@ -3,6 +3,7 @@
 #include <nxrt_ep.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace nxrt {
@@ -18,11 +19,8 @@ struct nxrt_kernel_context {
   nxrt_stream* stream = nullptr;
   uint64_t bound = 0;  // bit per output already bound (outputs beyond 64 tracked in `more`)
   std::vector<bool> more;
+  // A host-side consistency check that failed during the call (an output shape that
+  // disagrees with shape inference): the run fails with it as a plugin failure, whatever
+  // the plugin returns.
+  std::string host_error;
 };
-
-namespace nxrt {
-nxrt_status* ctx_input(const nxrt_kernel_context* ctx, size_t i, nxrt_tensor* out);
-nxrt_status* ctx_output(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, uint32_t rank, const int64_t* dims,
-                        nxrt_tensor* out);
-int ctx_cancelled(const nxrt_kernel_context* ctx);
-}  // namespace nxrt

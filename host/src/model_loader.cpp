@@ -2,6 +2,7 @@
 // inference are libonnx's; this file only maps the result into the IR.
 #include "error.hpp"
 #include "ir.hpp"
+#include "model_loader.hpp"
 
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
@@ -40,7 +41,36 @@ void read_type(const onnx::TypeProto& type, nxrt_value& v) {
   for (const auto& d : tt.shape().dim()) v.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
 }
 
-nxrt_attribute convert_attribute(const onnx::AttributeProto& a, const fs::path& base_dir) {
+// Types for values of an enclosing graph: a body's outer-scope references copy them.
+struct Scope {
+  const std::unordered_map<std::string, nxrt_value*>* names = nullptr;
+  const Scope* parent = nullptr;
+
+  const nxrt_value* find(const std::string& name) const {
+    for (const Scope* s = this; s; s = s->parent) {
+      auto it = s->names->find(name);
+      if (it != s->names->end()) return it->second;
+    }
+    return nullptr;
+  }
+};
+
+// Like read_type, but keeps what is already known when the proto says less.
+void merge_type(const onnx::TypeProto& type, nxrt_value& v) {
+  if (!type.has_tensor_type()) return;
+  const auto& tt = type.tensor_type();
+  if (tt.elem_type() != 0) v.dtype = static_cast<nxrt_dtype>(tt.elem_type());
+  if (!tt.has_shape()) return;
+  v.rank = tt.shape().dim_size();
+  v.dims.clear();
+  for (const auto& d : tt.shape().dim()) v.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+}
+
+std::shared_ptr<GraphBody> build_body(const onnx::GraphProto& g, const fs::path& base_dir, const Scope& outer,
+                                      const nxrt_model_ir* model);
+
+nxrt_attribute convert_attribute(const onnx::AttributeProto& a, const fs::path& base_dir, const Scope& scope,
+                                 const nxrt_model_ir* model) {
   nxrt_attribute out;
   out.name = a.name();
   out.type = static_cast<nxrt_attribute_type>(a.type());
@@ -59,9 +89,113 @@ nxrt_attribute convert_attribute(const onnx::AttributeProto& a, const fs::path& 
       }
       break;
     }
-    default: break;  // graphs and sparse tensors: type only, plugins refuse them
+    case onnx::AttributeProto::GRAPH:
+      // A body the plugins can read (attribute_graph). The host does not run control
+      // flow itself; a body it cannot map (say a string initializer) stays type-only.
+      try {
+        out.graph = build_body(a.g(), base_dir, scope, model);
+      } catch (const HostError&) {
+        out.graph = nullptr;
+      }
+      break;
+    default: break;  // lists of graphs, sparse tensors: type only, plugins refuse them
   }
   return out;
+}
+
+std::shared_ptr<GraphBody> build_body(const onnx::GraphProto& g, const fs::path& base_dir, const Scope& outer,
+                                      const nxrt_model_ir* model) {
+  auto body = std::make_shared<GraphBody>();
+  GraphBody* b = body.get();
+  b->name = g.name();
+  std::unordered_map<std::string, nxrt_value*> names;
+  const Scope scope{&names, &outer};
+  auto make = [&](const std::string& name) {
+    auto v = std::make_unique<nxrt_value>();
+    v->id = b->values.size();
+    v->name = name;
+    v->body = b;
+    nxrt_value* raw = v.get();
+    b->values.push_back(std::move(v));
+    names[name] = raw;
+    return raw;
+  };
+  auto local = [&](const std::string& name) -> nxrt_value* {
+    auto it = names.find(name);
+    return it == names.end() ? nullptr : it->second;
+  };
+  // A name no body value defines: a value of an enclosing graph.
+  auto outer_ref = [&](const std::string& name) {
+    nxrt_value* v = make(name);
+    if (const nxrt_value* o = outer.find(name)) {
+      v->dtype = o->dtype;
+      v->rank = o->rank;
+      v->dims = o->dims;
+    }
+    b->outer.push_back(v);
+    return v;
+  };
+  for (const auto& init : g.initializer()) {
+    nxrt_value* v = make(init.name());
+    auto t = std::make_shared<HostTensor>(decode_tensor(init, base_dir));
+    v->dtype = t->dtype;
+    v->rank = int64_t(t->dims.size());
+    v->dims = t->dims;
+    v->constant = std::move(t);
+  }
+  for (const auto& in : g.input()) {
+    nxrt_value* v = local(in.name());
+    if (v && v->constant) continue;
+    if (!v) v = make(in.name());
+    read_type(in.type(), *v);
+    v->is_graph_input = true;
+    b->inputs.push_back(v);
+  }
+  std::unordered_map<std::string, const onnx::TypeProto*> types;
+  for (const auto& vi : g.value_info()) types[vi.name()] = &vi.type();
+  for (const auto& n : g.node()) {
+    auto node = std::make_unique<nxrt_node>();
+    node->index = b->nodes.size();
+    node->body = b;
+    node->op_type = n.op_type();
+    node->domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    node->name = n.name().empty() ? fmt::format("{}_{}", n.op_type(), node->index) : n.name();
+    for (const auto& a : n.attribute()) node->attributes.push_back(convert_attribute(a, base_dir, scope, model));
+    for (const auto& in : n.input()) {
+      nxrt_value* v = nullptr;
+      if (!in.empty()) {
+        v = local(in);
+        if (!v) v = outer_ref(in);
+        v->consumers.push_back(int(node->index));
+      }
+      node->inputs.push_back(v);
+    }
+    for (const auto& out : n.output()) {
+      nxrt_value* v = nullptr;
+      if (!out.empty()) {
+        v = local(out);
+        if (!v) v = make(out);
+        v->producer = int(node->index);
+        auto t = types.find(out);
+        if (t != types.end()) merge_type(*t->second, *v);
+      }
+      node->outputs.push_back(v);
+    }
+    b->nodes.push_back(std::move(node));
+  }
+  for (const auto& out : g.output()) {
+    nxrt_value* v = local(out.name());
+    if (!v) v = outer_ref(out.name());
+    merge_type(out.type(), *v);
+    v->is_graph_output = true;
+    b->outputs.push_back(v);
+  }
+  b->view.model = model;
+  b->view.body = b;
+  for (auto& n : b->nodes) b->view.nodes.push_back(n.get());
+  b->view.inputs.assign(b->inputs.begin(), b->inputs.end());
+  b->view.outputs.assign(b->outputs.begin(), b->outputs.end());
+  return body;
 }
 
 std::unique_ptr<nxrt_model_ir> build_ir(onnx::ModelProto& m, const fs::path& base_dir, const std::string& path) {
@@ -72,6 +206,7 @@ std::unique_ptr<nxrt_model_ir> build_ir(onnx::ModelProto& m, const fs::path& bas
     ir->opsets[d] = op.version();
   }
   std::unordered_map<std::string, nxrt_value*> by_name;
+  const Scope main_scope{&by_name, nullptr};
   auto value = [&](const std::string& name) -> nxrt_value* {
     auto it = by_name.find(name);
     if (it != by_name.end()) return it->second;
@@ -110,7 +245,7 @@ std::unique_ptr<nxrt_model_ir> build_ir(onnx::ModelProto& m, const fs::path& bas
     node->op_type = n.op_type();
     node->domain = n.domain() == "ai.onnx" ? "" : n.domain();
     node->name = n.name().empty() ? fmt::format("{}_{}", n.op_type(), node->index) : n.name();
-    for (const auto& a : n.attribute()) node->attributes.push_back(convert_attribute(a, base_dir));
+    for (const auto& a : n.attribute()) node->attributes.push_back(convert_attribute(a, base_dir, main_scope, ir.get()));
     for (const auto& in : n.input()) {
       nxrt_value* v = in.empty() ? nullptr : value(in);
       if (v) v->consumers.push_back(int(node->index));

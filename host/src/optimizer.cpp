@@ -5,8 +5,11 @@
 //     Conv's weights and bias (one pass over the activations instead of two).
 #include "error.hpp"
 #include "ir.hpp"
+#include "optimizer.hpp"
 
 #include <algorithm>
+#include <set>
+#include <string>
 #include <cmath>
 
 namespace nxrt {
@@ -57,12 +60,25 @@ bool is_noop(const nxrt_node& n) {
   return false;
 }
 
+// Names control-flow bodies read from enclosing graphs (any depth): a body finds them
+// by name, so the values must keep their names and producers.
+void collect_outer_names(const std::vector<std::unique_ptr<nxrt_node>>& nodes, std::set<std::string>& names) {
+  for (auto& n : nodes)
+    for (auto& a : n->attributes)
+      if (a.graph) {
+        for (const nxrt_value* v : a.graph->outer) names.insert(v->name);
+        collect_outer_names(a.graph->nodes, names);
+      }
+}
+
 void remove_noops(nxrt_model_ir& m) {
+  std::set<std::string> read_by_bodies;
+  collect_outer_names(m.nodes, read_by_bodies);
   for (auto& n : m.nodes) {
     if (n->removed || !is_noop(*n) || !n->outputs[0]) continue;
     nxrt_value* in = n->inputs[0];
     nxrt_value* out = n->outputs[0];
-    if (out->is_graph_output) continue;
+    if (out->is_graph_output || read_by_bodies.count(out->name)) continue;
     for (int c : out->consumers) {
       auto& consumer = *m.nodes[size_t(c)];
       for (auto& v : consumer.inputs) if (v == out) v = in;

@@ -3,21 +3,45 @@
 #include "error.hpp"
 #include "host_tensor.hpp"
 #include "status.hpp"
+#include "version.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <memory>
+#include <regex>
 
 namespace nxrt {
+
+bool DeviceInfo::has_uuid() const {
+  for (uint8_t b : uuid)
+    if (b) return true;
+  return false;
+}
+
+std::string DeviceInfo::uuid_str() const {
+  std::string s;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    s += fmt::format("{:02x}", uuid[i]);
+  }
+  return s;
+}
 
 std::string DeviceInfo::describe() const {
   static const char* kinds[] = {"cpu", "gpu", "npu", "other"};
   std::string out = fmt::format("kind: {}\nname: {}\nvendor: {}\n", kinds[kind <= 3 ? kind : 3], name, vendor);
   if (vendor_id || device_id) out += fmt::format("pci: {:04x}:{:04x}\n", vendor_id, device_id);
-  out += fmt::format("memory: {} MiB\nhost_addressable: {}\n", memory_bytes >> 20, host_addressable ? "yes" : "no");
+  if (!pci_bus_id.empty()) out += fmt::format("pci_bus_id: {}\n", pci_bus_id);
+  if (has_uuid()) out += fmt::format("uuid: {}\n", uuid_str());
+  out += fmt::format("memory: {} MiB\n", memory_bytes >> 20);
+  if (memory_free_bytes) out += fmt::format("memory_free: {} MiB\n", memory_free_bytes >> 20);
+  out += fmt::format("host_addressable: {}\n", host_addressable ? "yes" : "no");
   std::string types;
   for (int t = 1; t < 64; ++t)
     if (dtypes & (1ull << t)) {
@@ -29,12 +53,55 @@ std::string DeviceInfo::describe() const {
   return out;
 }
 
-void check_plugin(const PluginLibrary& lib, nxrt_status* status, const std::string& what) {
+const char* option_type_name(nxrt_option_type t) {
+  switch (t) {
+    case NXRT_OPTION_STRING: return "string";
+    case NXRT_OPTION_INT: return "int";
+    case NXRT_OPTION_FLOAT: return "float";
+    case NXRT_OPTION_BOOL: return "bool";
+    case NXRT_OPTION_PATH: return "path";
+  }
+  return "string";  // a type newer than this host: taken as text
+}
+
+bool option_value_ok(nxrt_option_type t, const std::string& v) {
+  switch (t) {
+    case NXRT_OPTION_INT: {
+      if (v.empty() || std::isspace(static_cast<unsigned char>(v[0]))) return false;
+      errno = 0;
+      char* end = nullptr;
+      (void)std::strtoll(v.c_str(), &end, 10);
+      return errno == 0 && end && *end == '\0';
+    }
+    case NXRT_OPTION_FLOAT: {
+      if (v.empty() || std::isspace(static_cast<unsigned char>(v[0]))) return false;
+      char* end = nullptr;
+      (void)std::strtod(v.c_str(), &end);
+      return end && *end == '\0';
+    }
+    case NXRT_OPTION_BOOL: return v == "0" || v == "1" || v == "true" || v == "false";
+    default: return true;
+  }
+}
+
+const OptionInfo* PluginLibrary::find_option(const std::string& key) const {
+  for (auto& o : options_)
+    if (o.name == key) return &o;
+  return nullptr;
+}
+
+std::string PluginLibrary::option_names() const {
+  std::string s;
+  for (auto& o : options_) s += (s.empty() ? "" : ", ") + o.name;
+  return s;
+}
+
+void check_plugin(const PluginLibrary& lib, nxrt_status* status, const std::string& what, bool user_input) {
   if (!status) return;
-  std::unique_ptr<nxrt_status> s(status);
+  StatusPtr s(status);
   // A plugin refusing work it already claimed is a plugin failure: NXRT_ERR_UNSUPPORTED is
   // kept for nodes nobody claims, so callers can tell the two apart by code.
-  nxrt_error_code code = s->code == NXRT_INVALID_ARGUMENT ? NXRT_ERR_INVALID_ARGUMENT : NXRT_ERR_PLUGIN;
+  nxrt_error_code code = user_input && s->code == NXRT_INVALID_ARGUMENT ? NXRT_ERR_INVALID_ARGUMENT : NXRT_ERR_PLUGIN;
   std::string msg = s->message.empty() ? "(the plugin gave no message)" : s->message;
   raise(code, "{} ({}): {}: {}", what, lib.name(), status_code_name(s->code), msg);
 }
@@ -45,28 +112,37 @@ void throw_abi_exception(const std::string& who, std::string_view fn) {
 
 namespace {
 
+struct Fn {
+  const char* name;
+  const void* p;
+};
+#define NXRT_FN(a, f) Fn{#f, reinterpret_cast<const void*>((a).f)}
+
 void require_functions(const nxrt_plugin_api& a, uint64_t features, const std::filesystem::path& path) {
-  struct Fn { const char* name; const void* p; };
-  const Fn required[] = {
-      {"shutdown", (const void*)a.shutdown}, {"device_count", (const void*)a.device_count},
-      {"no_device_reason", (const void*)a.no_device_reason}, {"device_info", (const void*)a.device_info},
-      {"session_create", (const void*)a.session_create}, {"session_release", (const void*)a.session_release},
-      {"get_capability", (const void*)a.get_capability}, {"kernel_create", (const void*)a.kernel_create},
-      {"kernel_compute", (const void*)a.kernel_compute}, {"kernel_release", (const void*)a.kernel_release},
-      {"memory_alloc", (const void*)a.memory_alloc}, {"memory_free", (const void*)a.memory_free},
-      {"copy", (const void*)a.copy}};
+  const Fn required[] = {NXRT_FN(a, shutdown),       NXRT_FN(a, device_count),   NXRT_FN(a, no_device_reason),
+                         NXRT_FN(a, device_info),    NXRT_FN(a, option_count),   NXRT_FN(a, option_info),
+                         NXRT_FN(a, session_create), NXRT_FN(a, session_release), NXRT_FN(a, get_capability),
+                         NXRT_FN(a, kernel_create),  NXRT_FN(a, kernel_compute), NXRT_FN(a, kernel_release),
+                         NXRT_FN(a, memory_alloc),   NXRT_FN(a, memory_free),    NXRT_FN(a, copy)};
   for (auto& f : required)
-    if (!f.p) raise(NXRT_ERR_PLUGIN, "plugin '{}' has no {} function (required by ABI 1.0)", path.string(), f.name);
+    if (!f.p) raise(NXRT_ERR_PLUGIN, "plugin '{}' has no {} function (required by ABI 2.0)", path.string(), f.name);
   if (features & NXRT_FEATURE_STREAMS) {
-    const Fn streams[] = {
-        {"stream_create", (const void*)a.stream_create}, {"stream_synchronize", (const void*)a.stream_synchronize},
-        {"stream_release", (const void*)a.stream_release}, {"event_create", (const void*)a.event_create},
-        {"event_record", (const void*)a.event_record}, {"stream_wait_event", (const void*)a.stream_wait_event},
-        {"event_synchronize", (const void*)a.event_synchronize}, {"event_release", (const void*)a.event_release}};
+    const Fn streams[] = {NXRT_FN(a, stream_create), NXRT_FN(a, stream_synchronize), NXRT_FN(a, stream_release),
+                          NXRT_FN(a, event_create),  NXRT_FN(a, event_record),       NXRT_FN(a, stream_wait_event),
+                          NXRT_FN(a, event_synchronize), NXRT_FN(a, event_release)};
     for (auto& f : streams)
       if (!f.p) raise(NXRT_ERR_PLUGIN, "plugin '{}' declares streams but has no {} function", path.string(), f.name);
   }
+  if ((features & NXRT_FEATURE_DEVICE_PROFILING) && !(features & NXRT_FEATURE_RUN_HOOKS))
+    raise(NXRT_ERR_PLUGIN, "plugin '{}' declares device profiling without run hooks (device profiling needs them)",
+          path.string());
+  if (features & NXRT_FEATURE_RUN_HOOKS) {
+    const Fn hooks[] = {NXRT_FN(a, on_run_start), NXRT_FN(a, on_run_end)};
+    for (auto& f : hooks)
+      if (!f.p) raise(NXRT_ERR_PLUGIN, "plugin '{}' declares run hooks but has no {} function", path.string(), f.name);
+  }
 }
+#undef NXRT_FN
 
 bool valid_name(const char* n) {
   if (!n || !*n || std::strlen(n) > 64) return false;
@@ -75,11 +151,36 @@ bool valid_name(const char* n) {
   return true;
 }
 
+// The plugin's major, when a refusal tells it: the reply's abi_major if the plugin set
+// it to something else than ours, else the first "ABI <n>" in its message naming
+// another major. 0 when unknown.
+uint32_t refusing_major(const nxrt_negotiate_reply& rp) {
+  if (rp.abi_major != 0 && rp.abi_major != NXRT_EP_ABI_MAJOR) return rp.abi_major;
+  static const std::regex abi(R"(ABI\s+v?(\d+))");
+  std::string msg = rp.message;
+  for (std::sregex_iterator it(msg.begin(), msg.end(), abi), end; it != end; ++it) {
+    unsigned long m = std::strtoul((*it)[1].str().c_str(), nullptr, 10);
+    if (m != NXRT_EP_ABI_MAJOR && m < 1000) return uint32_t(m);
+  }
+  return 0;
+}
+
+std::string major_mismatch(const std::filesystem::path& path, uint32_t plugin_major) {
+  std::string built = plugin_major ? fmt::format("is built for nxrt EP ABI {}.x", plugin_major)
+                                   : std::string("is built for another nxrt EP ABI major");
+  return fmt::format("plugin '{}' {}; this host speaks {}.{} (rebuild it against the {}.x header)",
+                     path.filename().string(), built, NXRT_EP_ABI_MAJOR, NXRT_EP_ABI_MINOR, NXRT_EP_ABI_MAJOR);
+}
+
+std::string str(const char* s) { return s ? s : ""; }
+
 }  // namespace
 
-std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& path) {
+std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& given) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) raise(NXRT_ERR_NOT_FOUND, "plugin file '{}' does not exist", path.string());
+  if (!std::filesystem::exists(given, ec)) raise(NXRT_ERR_NOT_FOUND, "plugin file '{}' does not exist", given.string());
+  std::filesystem::path path = std::filesystem::absolute(given, ec);
+  if (ec) path = given;
   std::shared_ptr<PluginLibrary> lib(new PluginLibrary());
   lib->path_ = path;
   boost::dll::fs::error_code dec;
@@ -92,76 +193,115 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
     raise(NXRT_ERR_PLUGIN, "'{}' is not an nxrt plugin: it does not export {}", path.string(), NXRT_EP_ENTRY_SYMBOL);
   auto negotiate = lib->lib_.get<int32_t(const nxrt_negotiate_request*, nxrt_negotiate_reply*)>(NXRT_EP_ENTRY_SYMBOL);
 
+  const std::string path_str = path.string();
   nxrt_negotiate_request rq{};
   rq.struct_size = sizeof rq;
   rq.abi_major = NXRT_EP_ABI_MAJOR;
   rq.abi_minor = NXRT_EP_ABI_MINOR;
   rq.host = &host_services();
+  rq.library_path = path_str.c_str();
+  rq.host_name = kHostName;
+  rq.host_version = kHostVersion;
   nxrt_negotiate_reply rp{};
   rp.struct_size = sizeof rp;
-  int32_t rc = guarded(path.string(), "nxrt_ep_negotiate", [&] { return negotiate(&rq, &rp); });
+  int32_t rc = guarded(path_str, "nxrt_ep_negotiate", [&] { return negotiate(&rq, &rp); });
   rp.message[sizeof rp.message - 1] = '\0';
-  if (rc != NXRT_OK)
-    raise(NXRT_ERR_PLUGIN, "plugin '{}' refused negotiation ({}): {}", path.string(), status_code_name(nxrt_status_code(rc)),
-          rp.message[0] ? rp.message : "no reason given");
-  if (rp.abi_major != NXRT_EP_ABI_MAJOR || rp.abi_minor > NXRT_EP_ABI_MINOR)
-    raise(NXRT_ERR_PLUGIN, "plugin '{}' answered ABI {}.{}, host speaks {}.{}", path.string(), rp.abi_major, rp.abi_minor,
-          NXRT_EP_ABI_MAJOR, NXRT_EP_ABI_MINOR);
-  if (!rp.api) raise(NXRT_ERR_PLUGIN, "plugin '{}' accepted negotiation but returned a null function table", path.string());
-  if (!NXRT_HAS_FIELD(rp.api, nxrt_plugin_api, event_release))
-    raise(NXRT_ERR_PLUGIN, "plugin '{}' function table is {} bytes, ABI {}.{} needs {}", path.string(), rp.api->struct_size,
-          rp.abi_major, rp.abi_minor, sizeof(nxrt_plugin_api));
-  lib->api_ = rp.api;
-  lib->abi_major_ = rp.abi_major;
-  lib->abi_minor_ = rp.abi_minor;
-  lib->features_ = rp.features;
-  // From here on, failing must still shut the plugin down: the destructor does.
-  try {
-    require_functions(*rp.api, rp.features, path);
-  } catch (...) {
-    lib->api_ = nullptr;  // an incomplete table: do not call its shutdown
-    throw;
+  if (rc != NXRT_OK) {
+    std::string why = rp.message[0] ? rp.message : "no reason given";
+    if (rc == NXRT_VERSION_MISMATCH) raise(NXRT_ERR_PLUGIN, "{}: {}", major_mismatch(path, refusing_major(rp)), why);
+    raise(NXRT_ERR_PLUGIN, "plugin '{}' refused negotiation ({}): {}", path_str, status_code_name(nxrt_status_code(rc)), why);
   }
+  // The frozen prefix (struct_size..message) is readable whatever the plugin's major.
+  if (rp.abi_major != NXRT_EP_ABI_MAJOR) raise(NXRT_ERR_PLUGIN, "{}", major_mismatch(path, rp.abi_major));
+  // Callee-filled: the plugin wrote back the size it filled; fields beyond it are absent.
+  if (!NXRT_HAS_FIELD(&rp, nxrt_negotiate_reply, plugin))
+    raise(NXRT_ERR_PLUGIN, "plugin '{}' filled {} bytes of the negotiation reply, ABI {}.0 needs {}", path_str, rp.struct_size,
+          NXRT_EP_ABI_MAJOR, sizeof(nxrt_negotiate_reply));
+  // The agreed minor is min(host, plugin); a plugin answering a newer one than we offered
+  // is held to ours.
+  const uint32_t minor = std::min<uint32_t>(rp.abi_minor, NXRT_EP_ABI_MINOR);
+  if (!rp.api) raise(NXRT_ERR_PLUGIN, "plugin '{}' accepted negotiation but returned a null function table", path_str);
+  lib->api_ = rp.api;
+  lib->instance_ = rp.plugin;
+  lib->abi_major_ = rp.abi_major;
+  lib->abi_minor_ = minor;
+  // Bits the agreed minor does not define are a newer plugin's features: off here.
+  lib->features_ = rp.features & NXRT_FEATURES_OF_MINOR(minor);
+  // From here on, failing must still shut the instance down: the destructor does.
+  lib->shutdown_needed_ = NXRT_HAS_FIELD(rp.api, nxrt_plugin_api, shutdown) && rp.api->shutdown != nullptr;
+  // A table smaller than 2.0's is refused; a larger one is a newer minor whose extra
+  // entries we ignore.
+  if (!NXRT_HAS_FIELD(rp.api, nxrt_plugin_api, on_run_end))
+    raise(NXRT_ERR_PLUGIN, "plugin '{}' function table is {} bytes, ABI {}.{} needs {}", path_str, rp.api->struct_size,
+          rp.abi_major, minor, sizeof(nxrt_plugin_api));
+  require_functions(*rp.api, lib->features_, path);
   if (!valid_name(rp.api->name))
-    raise(NXRT_ERR_PLUGIN, "plugin '{}' has an invalid EP name (want 1-64 characters of [A-Za-z0-9_-])", path.string());
+    raise(NXRT_ERR_PLUGIN, "plugin '{}' has an invalid EP name (want 1-64 characters of [A-Za-z0-9_-])", path_str);
   lib->name_ = rp.api->name;
-  lib->version_ = rp.api->version ? rp.api->version : "";
+  lib->version_ = str(rp.api->version);
+  const nxrt_plugin_api& api = *rp.api;
+  nxrt_plugin* inst = rp.plugin;
 
+  // Option schema.
+  uint32_t n_options = guarded(path_str, "option_count", [&] { return api.option_count(inst); });
+  if (n_options > 1024) raise(NXRT_ERR_PLUGIN, "plugin '{}' declares {} options", path_str, n_options);
+  const std::string prefix = lib->name_ + ".";
+  for (uint32_t i = 0; i < n_options; ++i) {
+    nxrt_option_info info{};
+    info.struct_size = sizeof info;
+    check_plugin(*lib, guarded(path_str, "option_info", [&] { return api.option_info(inst, i, &info); }),
+                 fmt::format("reading option {}", i));
+    OptionInfo o;
+    if (NXRT_HAS_FIELD(&info, nxrt_option_info, type)) o.type = info.type;
+    if (NXRT_HAS_FIELD(&info, nxrt_option_info, name)) o.name = str(info.name);
+    if (NXRT_HAS_FIELD(&info, nxrt_option_info, default_value)) o.default_value = str(info.default_value);
+    if (NXRT_HAS_FIELD(&info, nxrt_option_info, help)) o.help = str(info.help);
+    if (o.name.size() <= prefix.size() || o.name.compare(0, prefix.size(), prefix) != 0)
+      raise(NXRT_ERR_PLUGIN, "plugin '{}' declares option {} named '{}', which lacks its '{}' prefix", path_str, i, o.name,
+            prefix);
+    if (lib->find_option(o.name)) raise(NXRT_ERR_PLUGIN, "plugin '{}' declares option '{}' twice", path_str, o.name);
+    lib->options_.push_back(std::move(o));
+  }
+
+  // Devices.
   uint32_t count = 0;
-  check_plugin(*lib, guarded(path.string(), "device_count", [&] { return rp.api->device_count(&count); }), "listing devices");
-  if (count > 1024) raise(NXRT_ERR_PLUGIN, "plugin '{}' reports {} devices", path.string(), count);
+  check_plugin(*lib, guarded(path_str, "device_count", [&] { return api.device_count(inst, &count); }), "listing devices");
+  if (count > 1024) raise(NXRT_ERR_PLUGIN, "plugin '{}' reports {} devices", path_str, count);
   if (count == 0) {
-    const char* why = guarded(path.string(), "no_device_reason", [&] { return rp.api->no_device_reason(); });
+    const char* why = guarded(path_str, "no_device_reason", [&] { return api.no_device_reason(inst); });
     lib->no_device_reason_ = why && *why ? why : "the plugin found no device and gave no reason";
   }
   for (uint32_t i = 0; i < count; ++i) {
     nxrt_device_info info{};
     info.struct_size = sizeof info;
-    check_plugin(*lib, guarded(path.string(), "device_info", [&] { return rp.api->device_info(i, &info); }),
+    check_plugin(*lib, guarded(path_str, "device_info", [&] { return api.device_info(inst, i, &info); }),
                  fmt::format("reading device {}", i));
     DeviceInfo d;
-    auto field = [&](auto member) { return info.struct_size >= member; };
-    d.kind = info.kind;
-    if (field(offsetof(nxrt_device_info, name) + sizeof(info.name)) && info.name) d.name = info.name;
-    if (field(offsetof(nxrt_device_info, vendor) + sizeof(info.vendor)) && info.vendor) d.vendor = info.vendor;
+    if (NXRT_HAS_FIELD(&info, nxrt_device_info, kind)) d.kind = info.kind;
+    if (NXRT_HAS_FIELD(&info, nxrt_device_info, name)) d.name = str(info.name);
+    if (NXRT_HAS_FIELD(&info, nxrt_device_info, vendor)) d.vendor = str(info.vendor);
     if (NXRT_HAS_FIELD(&info, nxrt_device_info, device_id)) { d.vendor_id = info.vendor_id; d.device_id = info.device_id; }
     if (NXRT_HAS_FIELD(&info, nxrt_device_info, uuid)) std::memcpy(d.uuid, info.uuid, 16);
     if (NXRT_HAS_FIELD(&info, nxrt_device_info, memory_bytes)) d.memory_bytes = info.memory_bytes;
+    if (NXRT_HAS_FIELD(&info, nxrt_device_info, memory_free_bytes)) d.memory_free_bytes = info.memory_free_bytes;
     if (NXRT_HAS_FIELD(&info, nxrt_device_info, dtypes)) d.dtypes = info.dtypes;
     if (NXRT_HAS_FIELD(&info, nxrt_device_info, host_addressable)) d.host_addressable = info.host_addressable != 0;
     if (NXRT_HAS_FIELD(&info, nxrt_device_info, properties) && info.properties)
-      for (uint32_t p = 0; p < info.property_count && p < 4096; ++p)
-        if (info.properties[p].key && info.properties[p].value)
-          d.properties.emplace_back(info.properties[p].key, info.properties[p].value);
+      for (uint32_t p = 0; p < info.property_count && p < 4096; ++p) {
+        const nxrt_property* prop = info.properties[p];
+        if (!prop || !NXRT_HAS_FIELD(prop, nxrt_property, value)) continue;
+        if (prop->key && prop->value) d.properties.emplace_back(prop->key, prop->value);
+      }
+    if (NXRT_HAS_FIELD(&info, nxrt_device_info, pci_bus_id)) d.pci_bus_id = str(info.pci_bus_id);
     lib->devices_.push_back(std::move(d));
   }
   return lib;
 }
 
 PluginLibrary::~PluginLibrary() {
-  if (api_ && api_->shutdown) {
+  if (shutdown_needed_ && api_ && api_->shutdown) {
     try {
-      api_->shutdown();
+      api_->shutdown(instance_);
     } catch (...) {
       // A plugin that throws from shutdown is reported by conformance; never propagate here.
     }

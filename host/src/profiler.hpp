@@ -2,6 +2,16 @@
 // (chrome://tracing, Perfetto). Host clock: for an EP with streams a kernel's
 // time is the time to enqueue its work; the run's span includes the final
 // stream synchronization, so it is the true end-to-end time.
+//
+// Device tracks: a plugin declaring NXRT_FEATURE_DEVICE_PROFILING reports each
+// kernel's device-side time in on_run_end, on the device's own clock. Those
+// events go on a separate track per EP ("<ep> device", cat "device"). Clock
+// alignment, per run and EP: the device event that starts first is placed at the
+// host start time of the step of that kernel (the step whose first node is the
+// event's node_index; the EP's first step of the run if none matches); every other
+// event of that run and EP keeps its device-clock distance to it. So a device track
+// shows the device's own durations and gaps, anchored where the host began
+// submitting the first kernel; queueing delay before that kernel is not shown.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -23,6 +33,8 @@ class Profiler {
     Clock::time_point begin, end;
     uint64_t thread = 0;
     uint64_t run = 0;
+    std::string track;  // "" : the thread's row; else a named row ("vulkan device")
+    int64_t node = -1;  // device events: the kernel's first node
   };
 
   Profiler() : origin_(Clock::now()) {}

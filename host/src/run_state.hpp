@@ -24,9 +24,7 @@ struct RunState {
   std::vector<void*> host_dynamic;
   std::vector<HostTensor> outputs;
   const std::atomic<bool>* cancel = nullptr;
+  uint64_t run_id = 0;  // this run's id (nxrt_run_options.run_id, ctx_run_id)
 };
-
-std::unique_ptr<RunState> make_run_state(Session& s, const std::vector<uint64_t>& arena_bytes);
-void free_run_state(Session& s, RunState& rs);
 
 }  // namespace nxrt

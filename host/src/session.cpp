@@ -1,15 +1,17 @@
-// Session preparation: partition over EPs, bind kernels, place values,
-// insert copies, plan memory by lifetime, upload constants.
+// Session preparation: opens EP sessions (options checked against the schemas), then
+// partitions (partitioner.cpp), binds kernels, places values and inserts copies,
+// plans memory (planner.cpp) and uploads constants. Runs are executor.cpp's.
 #include "session.hpp"
 
-#include "claims.hpp"
+#include "partitioner.hpp"
 #include "error.hpp"
-#include "run_state.hpp"
+#include "executor.hpp"
 #include "status.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -24,7 +26,8 @@ EpInstance::~EpInstance() {
   if (session) lib->api().session_release(session);
 }
 
-std::unique_ptr<EpInstance> EpInstance::create(std::shared_ptr<PluginLibrary> lib, uint32_t device, int threads) {
+std::unique_ptr<EpInstance> EpInstance::create(std::shared_ptr<PluginLibrary> lib, uint32_t device, int threads,
+                                               const KeyValues& options) {
   const std::string& name = lib->name();
   if (lib->devices().empty()) raise(NXRT_ERR_NOT_FOUND, "EP '{}' has no device: {}", name, lib->no_device_reason());
   if (device >= lib->devices().size())
@@ -32,77 +35,74 @@ std::unique_ptr<EpInstance> EpInstance::create(std::shared_ptr<PluginLibrary> li
   auto inst = std::make_unique<EpInstance>();
   inst->lib = lib;
   inst->device = device;
+  // The host's "threads", then this plugin's own "<name>." options.
   const std::string t = std::to_string(threads);
-  nxrt_option opt{"threads", t.c_str()};
-  nxrt_status* st = guarded(name, "session_create", [&] { return lib->api().session_create(device, &opt, 1, &inst->session); });
-  check_plugin(*lib, st, "creating an EP session");
+  const std::string prefix = name + ".";
+  std::vector<nxrt_option> opts;
+  opts.push_back(nxrt_option{sizeof(nxrt_option), "threads", t.c_str()});
+  for (auto& [k, v] : options)
+    if (k.compare(0, prefix.size(), prefix) == 0) opts.push_back(nxrt_option{sizeof(nxrt_option), k.c_str(), v.c_str()});
+  std::vector<const nxrt_option*> ptrs;
+  for (auto& o : opts) ptrs.push_back(&o);
+  nxrt_status* st = retry_once([&] {
+    inst->session = nullptr;
+    return guarded(name, "session_create", [&] {
+      return lib->api().session_create(lib->instance(), device, ptrs.data(), ptrs.size(), &inst->session);
+    });
+  });
+  // An out-of-range option value is the user's mistake: INVALID_ARGUMENT stays one.
+  check_plugin(*lib, st, "creating an EP session", /*user_input=*/true);
   if (!inst->session) raise(NXRT_ERR_PLUGIN, "plugin '{}' returned no session", name);
   inst->host_addressable = lib->devices()[device].host_addressable;
   inst->streams = lib->has(NXRT_FEATURE_STREAMS);
   inst->concurrent = lib->has(NXRT_FEATURE_CONCURRENT_RUN);
+  inst->run_hooks = lib->has(NXRT_FEATURE_RUN_HOOKS);
+  inst->device_profiling = inst->run_hooks && lib->has(NXRT_FEATURE_DEVICE_PROFILING);
   return inst;
 }
 
-namespace {
-
-const char* refusal_name(nxrt_refusal r) {
-  switch (r) {
-    case NXRT_REFUSE_OP: return "op";
-    case NXRT_REFUSE_OPSET: return "opset";
-    case NXRT_REFUSE_DTYPE: return "dtype";
-    case NXRT_REFUSE_SHAPE: return "shape";
-    case NXRT_REFUSE_ATTRIBUTE: return "attribute";
-    default: return "other";
-  }
-}
-
-// A group is convex when no path leaves it and comes back.
-bool convex(const nxrt_model_ir& m, const std::set<size_t>& g) {
-  std::vector<char> seen(m.nodes.size(), 0);
-  std::vector<size_t> stack;
-  auto push_consumers = [&](size_t n) {
-    for (auto* out : m.nodes[n]->outputs)
-      if (out) for (int c : out->consumers) stack.push_back(size_t(c));
+KeyValues validate_ep_options(const KeyValues& options, const std::vector<std::shared_ptr<PluginLibrary>>& eps,
+                              const std::vector<std::shared_ptr<PluginLibrary>>& fallback_libs, int* threads) {
+  KeyValues out;
+  auto listed = [&] {
+    std::string s;
+    for (auto& l : eps) s += (s.empty() ? "" : ",") + l->name();
+    return s.empty() ? std::string("none") : s;
   };
-  for (size_t n : g) push_consumers(n);
-  // Walk only outside the group; reaching the group again breaks convexity.
-  std::vector<size_t> frontier;
-  for (size_t c : stack) if (!g.count(c)) frontier.push_back(c);
-  while (!frontier.empty()) {
-    size_t c = frontier.back();
-    frontier.pop_back();
-    if (seen[c]) continue;
-    seen[c] = 1;
-    for (auto* out : m.nodes[c]->outputs) {
-      if (!out) continue;
-      for (int cc : out->consumers) {
-        if (g.count(size_t(cc))) return false;
-        frontier.push_back(size_t(cc));
-      }
-    }
-  }
-  return true;
-}
-
-// A plugin sees only unassigned nodes, so it cannot know whether a group is convex in the
-// whole model. A convex claim is kept whole; any other is split into runs that are
-// consecutive in the model's topological order, which are convex, and convex units always
-// form an acyclic order.
-std::vector<std::vector<size_t>> convex_parts(const nxrt_model_ir& m, const std::set<size_t>& g) {
-  if (g.size() <= 1 || convex(m, g)) return {std::vector<size_t>(g.begin(), g.end())};
-  std::vector<std::vector<size_t>> parts;
-  bool open = false;
-  for (const nxrt_node* n : m.live_nodes()) {
-    if (!g.count(n->index)) {
-      open = false;
+  for (auto& [key, value] : options) {
+    const size_t dot = key.find('.');
+    if (dot == std::string::npos) {
+      if (key != "threads") raise(NXRT_ERR_INVALID_ARGUMENT, "option '{}' has no '<ep>.' prefix (host options: threads)", key);
+      char* end = nullptr;
+      errno = 0;
+      long n = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end || errno || n < 0 || n > (1 << 20))
+        raise(NXRT_ERR_INVALID_ARGUMENT, "option 'threads' needs an integer >= 0, got '{}'", value);
+      if (threads) *threads = int(n);
       continue;
     }
-    if (!open) parts.emplace_back();
-    parts.back().push_back(n->index);
-    open = true;
+    const std::string ep = key.substr(0, dot);
+    std::shared_ptr<PluginLibrary> lib;
+    for (auto& l : eps) if (l->name() == ep) lib = l;
+    if (!lib) for (auto& l : fallback_libs) if (l->name() == ep) lib = l;
+    if (!lib) raise(NXRT_ERR_INVALID_ARGUMENT, "option '{}' is for EP '{}', which is not in the EP list ({})", key, ep, listed());
+    const OptionInfo* info = lib->find_option(key);
+    const std::string known = lib->options().empty() ? std::string("it has no options")
+                                                     : fmt::format("its options: {}", lib->option_names());
+    if (!info) raise(NXRT_ERR_INVALID_ARGUMENT, "unknown option '{}' for EP '{}' ({})", key, ep, known);
+    if (!option_value_ok(info->type, value)) {
+      const char* want = info->type == NXRT_OPTION_INT ? "an int" : info->type == NXRT_OPTION_FLOAT ? "a float" : "a bool (0, 1, true, false)";
+      raise(NXRT_ERR_INVALID_ARGUMENT, "option '{}' for EP '{}' needs {}, got '{}' ({})", key, ep, want, value, known);
+    }
+    bool replaced = false;
+    for (auto& kv : out)
+      if (kv.first == key) { kv.second = value; replaced = true; }
+    if (!replaced) out.emplace_back(key, value);
   }
-  return parts;
+  return out;
 }
+
+namespace {
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -110,8 +110,8 @@ uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 Session::Session(std::shared_ptr<const nxrt_model_ir> model, std::vector<std::unique_ptr<EpInstance>> eps, bool fallback,
                  std::vector<std::shared_ptr<PluginLibrary>> fallback_libs, int threads, uint32_t device,
-                 bool owns_model)
-    : model_(std::move(model)), eps_(std::move(eps)), owns_model_(owns_model) {
+                 bool owns_model, KeyValues ep_options)
+    : model_(std::move(model)), eps_(std::move(eps)), owns_model_(owns_model), ep_options_(std::move(ep_options)) {
   try {
     partition(fallback, fallback_libs, threads, device);
     bind_kernels();
@@ -133,109 +133,6 @@ Session::~Session() {
   for (auto& s : steps_)
     if (s.kernel) eps_[size_t(s.ep)]->lib->api().kernel_release(s.kernel);
   for (auto& [ep, h] : constant_buffers_) eps_[size_t(ep)]->lib->api().memory_free(eps_[size_t(ep)]->session, NXRT_MEMORY_DEVICE, h);
-}
-
-void Session::partition(bool fallback, const std::vector<std::shared_ptr<PluginLibrary>>& fallback_libs, int threads,
-                        uint32_t device) {
-  assign_.assign(model_->nodes.size(), Assignment{});
-  std::set<size_t> unassigned;
-  for (auto* n : model_->live_nodes()) unassigned.insert(n->index);
-
-  auto offer = [&](int ep_index, bool fell_back) {
-    EpInstance& ep = *eps_[size_t(ep_index)];
-    if (unassigned.empty()) return;
-    nxrt_graph view;
-    view.model = model_.get();
-    for (size_t n : unassigned) view.nodes.push_back(model_->nodes[n].get());
-    view.inputs.assign(model_->inputs.begin(), model_->inputs.end());
-    view.outputs.assign(model_->outputs.begin(), model_->outputs.end());
-    nxrt_claim_sink sink;
-    sink.view = &view;
-    sink.plugin = ep.lib->name();
-    sink.fused_allowed = ep.lib->has(NXRT_FEATURE_FUSED_GROUPS);
-    sink.in_view = unassigned;
-    check_plugin(*ep.lib, guarded(ep.lib->name(), "get_capability", [&] { return ep.lib->api().get_capability(ep.session, &view, &sink); }),
-                 "asking which nodes it supports");
-    if (!sink.error.empty()) raise(NXRT_ERR_PLUGIN, "plugin '{}' broke the claim protocol: {}", ep.lib->name(), sink.error);
-    for (auto& group : sink.groups) {
-      for (auto& part : convex_parts(*model_, std::set<size_t>(group.begin(), group.end()))) {
-        for (size_t n : part) {
-          assign_[n].ep = ep_index;
-          assign_[n].fell_back = fell_back;
-          unassigned.erase(n);
-        }
-        groups_.push_back(std::move(part));
-        group_ep_.push_back(ep_index);
-      }
-    }
-    for (size_t n : unassigned) {
-      auto it = sink.refusals.find(n);
-      std::string why = it == sink.refusals.end() ? "no verdict given"
-                                                  : fmt::format("{} ({})", it->second.second, refusal_name(it->second.first));
-      if (!assign_[n].reasons.empty()) assign_[n].reasons += "; ";
-      assign_[n].reasons += fmt::format("{}: {}", ep.lib->name(), why);
-    }
-  };
-
-  std::string requested;
-  for (size_t i = 0; i < eps_.size(); ++i) {
-    requested += (i ? "," : "") + eps_[i]->lib->name();
-    offer(int(i), false);
-  }
-  if (!unassigned.empty() && fallback) {
-    for (auto& lib : fallback_libs) {
-      if (unassigned.empty()) break;
-      bool used = false;
-      for (auto& e : eps_) used |= e->lib == lib;
-      if (used || lib->devices().empty()) continue;
-      auto inst = EpInstance::create(lib, device < lib->devices().size() ? device : 0, threads);
-      eps_.push_back(std::move(inst));
-      offer(int(eps_.size() - 1), true);
-    }
-  }
-  if (!unassigned.empty()) {
-    std::string list;
-    size_t shown = 0;
-    for (size_t n : unassigned) {
-      if (shown++ == 5) {
-        list += fmt::format("; ... and {} more", unassigned.size() - 5);
-        break;
-      }
-      const auto& node = *model_->nodes[n];
-      list += fmt::format("{}node '{}' ({}{}{}): {}", shown > 1 ? "; " : "", node.name, node.domain,
-                          node.domain.empty() ? "" : "::", node.op_type, assign_[n].reasons.empty() ? "no EP offered" : assign_[n].reasons);
-    }
-    raise(NXRT_ERR_UNSUPPORTED, "{} node(s) are not supported by the requested EPs ({}){}: {}", unassigned.size(), requested,
-          fallback ? " or any fallback EP" : "; pass --fallback to place them on another EP", list);
-  }
-}
-
-// Orders claims topologically (claims are convex, so their quotient graph is a DAG).
-static std::vector<size_t> order_groups(const nxrt_model_ir& m, const std::vector<std::vector<size_t>>& groups) {
-  std::vector<int> unit_of(m.nodes.size(), -1);
-  for (size_t u = 0; u < groups.size(); ++u) for (size_t n : groups[u]) unit_of[n] = int(u);
-  std::vector<std::set<size_t>> succ(groups.size());
-  std::vector<size_t> indeg(groups.size(), 0);
-  for (size_t u = 0; u < groups.size(); ++u)
-    for (size_t n : groups[u])
-      for (auto* in : m.nodes[n]->inputs)
-        if (in && in->producer >= 0) {
-          int p = unit_of[size_t(in->producer)];
-          if (p >= 0 && size_t(p) != u && succ[size_t(p)].insert(u).second) indeg[u]++;
-        }
-  auto first = [&](size_t u) { return groups[u].front(); };
-  auto cmp = [&](size_t a, size_t b) { return first(a) > first(b); };
-  std::priority_queue<size_t, std::vector<size_t>, decltype(cmp)> ready(cmp);
-  for (size_t u = 0; u < groups.size(); ++u) if (indeg[u] == 0) ready.push(u);
-  std::vector<size_t> order;
-  while (!ready.empty()) {
-    size_t u = ready.top();
-    ready.pop();
-    order.push_back(u);
-    for (size_t s : succ[u]) if (--indeg[s] == 0) ready.push(s);
-  }
-  if (order.size() != groups.size()) raise(NXRT_ERR_RUNTIME, "claims form a cycle; cannot order them");
-  return order;
 }
 
 void Session::bind_kernels() {
@@ -365,55 +262,6 @@ void Session::bind_kernels() {
   }
 }
 
-void Session::plan_memory() {
-  const int end = int(steps_.size());
-  std::vector<int> def(slots_.size(), -1), last(slots_.size(), -1);
-  for (int i = 0; i < end; ++i) {
-    const Step& s = steps_[size_t(i)];
-    for (int o : s.outputs) if (o >= 0) { def[size_t(o)] = i; last[size_t(o)] = std::max(last[size_t(o)], i); }
-    for (int in : s.inputs) {
-      if (in < 0) continue;
-      last[size_t(in)] = std::max(last[size_t(in)], i);
-      // A host buffer feeding an asynchronous upload stays alive to the end of the run.
-      if (s.kind == Step::Copy && slots_[size_t(in)].location == 0 && eps_[size_t(s.ep)]->streams) last[size_t(in)] = end;
-    }
-  }
-  struct Item { int slot; uint64_t bytes; };
-  std::vector<std::vector<Item>> per_loc(arena_bytes_.size());
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    Slot& s = slots_[i];
-    if (s.fixed || s.graph_input >= 0 || s.graph_output >= 0 || def[i] < 0) continue;
-    if (!s.value->static_shape() || dtype_size(s.dtype) == 0) continue;
-    uint64_t bytes = uint64_t(element_count(s.dims)) * dtype_size(s.dtype);
-    if (bytes == 0) continue;
-    s.bytes = bytes;
-    per_loc[size_t(s.location)].push_back({int(i), align_up(bytes, NXRT_TENSOR_ALIGNMENT)});
-  }
-  for (size_t loc = 0; loc < per_loc.size(); ++loc) {
-    auto& items = per_loc[loc];
-    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.bytes > b.bytes; });
-    struct Placed { int first, last; uint64_t begin, end; };
-    std::vector<Placed> placed;
-    uint64_t arena = 0;
-    for (auto& it : items) {
-      int f = def[size_t(it.slot)], l = last[size_t(it.slot)];
-      std::vector<std::pair<uint64_t, uint64_t>> busy;
-      for (auto& p : placed) if (p.first <= l && f <= p.last) busy.emplace_back(p.begin, p.end);
-      std::sort(busy.begin(), busy.end());
-      uint64_t offset = 0;
-      for (auto& [b, e] : busy) {
-        if (offset + it.bytes <= b) break;
-        offset = std::max(offset, e);
-      }
-      placed.push_back({f, l, offset, offset + it.bytes});
-      slots_[size_t(it.slot)].planned = true;
-      slots_[size_t(it.slot)].offset = offset;
-      arena = std::max(arena, offset + it.bytes);
-    }
-    arena_bytes_[loc] = arena;
-  }
-}
-
 void Session::upload_constants() {
   // Constant slots some step still reads: kernels that did not capture them, copies,
   // graph outputs. The rest (captured) the run never touches: no upload, no host copy.
@@ -446,7 +294,11 @@ void Session::upload_constants() {
       total += align_up(std::max<uint64_t>(slots_[size_t(id)].value->constant->data.size(), 1), NXRT_TENSOR_ALIGNMENT);
     }
     void* buffer = nullptr;
-    check_plugin(*ep.lib, guarded(ep.lib->name(), "memory_alloc", [&] { return ep.lib->api().memory_alloc(ep.session, NXRT_MEMORY_DEVICE, total, NXRT_TENSOR_ALIGNMENT, &buffer); }),
+    check_plugin(*ep.lib, retry_once([&] {
+                   return guarded(ep.lib->name(), "memory_alloc", [&] {
+                     return ep.lib->api().memory_alloc(ep.session, NXRT_MEMORY_DEVICE, total, NXRT_TENSOR_ALIGNMENT, &buffer);
+                   });
+                 }),
                  fmt::format("allocating {} bytes for constants", total));
     constant_buffers_.emplace_back(e, buffer);
     std::vector<nxrt_copy_region> regions;
@@ -463,7 +315,9 @@ void Session::upload_constants() {
       r.bytes = s.value->constant->data.size();
       if (r.bytes) regions.push_back(r);
     }
-    check_plugin(*ep.lib, guarded(ep.lib->name(), "copy", [&] { return ep.lib->api().copy(ep.session, regions.data(), regions.size(), nullptr); }),
+    std::vector<const nxrt_copy_region*> region_ptrs;
+    for (auto& r : regions) region_ptrs.push_back(&r);
+    check_plugin(*ep.lib, guarded(ep.lib->name(), "copy", [&] { return ep.lib->api().copy(ep.session, region_ptrs.data(), region_ptrs.size(), nullptr); }),
                  "uploading constants");
   }
   // The uploads are complete (no stream): what the host does not read can go.

@@ -7,6 +7,8 @@
 
 #include <nxrt/nxrt.h>
 
+struct nxrt_profile_sink;
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -25,10 +27,15 @@ struct EpInstance {
   bool host_addressable = false;
   bool streams = false;
   bool concurrent = false;
+  bool run_hooks = false;         // NXRT_FEATURE_RUN_HOOKS
+  bool device_profiling = false;  // NXRT_FEATURE_DEVICE_PROFILING
   int location = 0;  // 0: host memory; >0: this EP's own device memory
 
-  // Opens a plugin session on `device` with the intra-op thread count. Throws HostError.
-  static std::unique_ptr<EpInstance> create(std::shared_ptr<PluginLibrary> lib, uint32_t device, int threads);
+  // Opens a plugin session on `device` with the intra-op thread count and the options of
+  // `options` that are this plugin's ("<name>." keys; validated against its schema by
+  // the caller, see validate_ep_options). A retryable failure is retried once. Throws HostError.
+  static std::unique_ptr<EpInstance> create(std::shared_ptr<PluginLibrary> lib, uint32_t device, int threads,
+                                            const KeyValues& options = {});
   ~EpInstance();
 };
 
@@ -58,7 +65,7 @@ struct Step {
   std::unique_ptr<std::mutex> serial;  // for plugins without CONCURRENT_RUN
   std::vector<int> inputs;   // slot ids, -1 absent
   std::vector<int> outputs;  // slot ids, -1 absent
-  std::vector<bool> captured;  // per input: a constant the kernel keeps itself (ABI 1.1)
+  std::vector<bool> captured;  // per input: a constant the kernel keeps itself (graph_capture_constant)
   std::vector<size_t> nodes; // model node indices, for messages
   std::string ops;           // op types of the nodes, '+'-joined (profiles)
   std::string label;         // "node 'conv_3' (Conv)" or "group of 12 nodes"
@@ -72,17 +79,29 @@ struct Assignment {
 
 struct RunState;
 
+// Checks session options against the plugins' schemas before any session_create:
+// every "<ep>.<key>" must name an EP of `eps` (or, with fallback, any of `fallback_libs`)
+// and a key of its schema, with a value of the declared type; the host's own un-prefixed
+// "threads" (an integer >= 0) sets *threads. Throws HostError(INVALID_ARGUMENT) naming
+// the key, the EP and its known keys. Returns the options without "threads", last
+// value of a repeated key winning.
+KeyValues validate_ep_options(const KeyValues& options, const std::vector<std::shared_ptr<PluginLibrary>>& eps,
+                              const std::vector<std::shared_ptr<PluginLibrary>>& fallback_libs, int* threads);
+
 class Session {
  public:
   // owns_model: no one else will build a session from `model`, so constants that
   // kernels captured or that were uploaded to a device are freed from it.
+  // ep_options: validated options (validate_ep_options), for EPs the partitioner adds by fallback.
   Session(std::shared_ptr<const nxrt_model_ir> model, std::vector<std::unique_ptr<EpInstance>> eps,
           bool fallback, std::vector<std::shared_ptr<PluginLibrary>> fallback_libs, int threads, uint32_t device,
-          bool owns_model = false);
+          bool owns_model = false, KeyValues ep_options = {});
   ~Session();
 
+  // run_options: "<ep>.<key>" = value, forwarded to that EP's on_run_start (the prefix must
+  // name an EP of this session). *run_id (may be NULL) gets the run's id.
   void run(const nxrt_host_tensor* inputs, size_t count, std::vector<HostTensor>& outputs,
-           const std::atomic<bool>* cancel = nullptr);
+           const std::atomic<bool>* cancel = nullptr, const KeyValues* run_options = nullptr, uint64_t* run_id = nullptr);
 
   const nxrt_model_ir& model() const { return *model_; }
   const std::vector<std::unique_ptr<EpInstance>>& eps() const { return eps_; }
@@ -106,6 +125,9 @@ class Session {
   void bind_kernels();
   void plan_memory();
   void upload_constants();
+  void merge_device_events(Profiler& prof, const std::vector<std::unique_ptr<nxrt_profile_sink>>& sinks,
+                           const std::vector<Profiler::Clock::time_point>& step_begin, const std::vector<char>& step_ran,
+                           uint64_t run_index) const;
   std::unique_ptr<RunState> acquire_run_state();
   void release_run_state(std::unique_ptr<RunState> rs);
 
@@ -123,6 +145,8 @@ class Session {
   std::vector<std::shared_ptr<const HostTensor>> held_constants_;
   std::vector<int> output_slot_;       // per graph output: its host slot
   size_t copies_ = 0;
+  KeyValues ep_options_;
+  std::atomic<uint64_t> next_run_id_{1};
   std::mutex profile_mu_;
   std::shared_ptr<Profiler> profiler_;
   std::mutex pool_mu_;

@@ -50,7 +50,7 @@ def good_paths(nxrt, model, tmp):
           p.returncode == 0 and "libnxrt_ep_sample.so" in p.stdout, p.stdout + p.stderr)
     p = subprocess.run([nxrt, "plugins"], capture_output=True, text=True, timeout=60)
     check("plugins lists sample with ABI and device", p.returncode == 0 and "sample" in p.stdout
-          and "abi: 1.1" in p.stdout and "kind: cpu" in p.stdout, p.stdout + p.stderr)
+          and "abi: 2.0" in p.stdout and "kind: cpu" in p.stdout, p.stdout + p.stderr)
     out = os.path.join(tmp, "out")
     x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
     tensor(os.path.join(tmp, "x_good.pb"), x)
@@ -97,6 +97,162 @@ def good_paths(nxrt, model, tmp):
     return failures
 
 
+def relu_model(path, n=1):
+    """x[2,3] -> n x Relu -> y (every node runs on the hooks test plugin)."""
+    nodes, prev = [], "x"
+    for i in range(n):
+        out = "y" if i + 1 == n else f"r{i}"
+        nodes.append(helper.make_node("Relu", [prev], [out]))
+        prev = out
+    g = helper.make_graph(nodes, "relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    with open(path, "wb") as f:
+        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+
+
+def abi2_cases(nxrt, t, plug):
+    """ABI 2.0 error paths with the exit code each must give: 1 for a plugin failure
+    (including an output shape disagreeing with shape inference), 2 only for a bad request."""
+    relu = os.path.join(t, "relu.onnx")
+    relu_model(relu)
+    x = ["--input", "x=" + os.path.join(t, "x.pb")]
+    run = [nxrt, "run"]
+    hooks = ["--ep", "hooks", "--plugin", plug("hooks")]
+    return [
+        # plugin failures: exit 1
+        ("1.x plugin (polite) refused at load", run + [relu, "--plugin", plug("abi1")],
+         "plugin 'libnxrt_ep_abi1.so' is built for nxrt EP ABI 1.x; this host speaks 2.0", 1),
+        ("1.x plugin (careless) refused at load", run + [relu, "--plugin", plug("abi1_careless")],
+         "plugin 'libnxrt_ep_abi1_careless.so' is built for nxrt EP ABI 1.x; this host speaks 2.0", 1),
+        ("plugin session_create fails (permanent)", run + [relu] + hooks + x +
+         ["--ep-option", "hooks.fail_session_create=permanent"], "attempt 1 failed (permanent)", 1),
+        ("plugin session_create fails (retryable, twice)", run + [relu] + hooks + x +
+         ["--ep-option", "hooks.fail_session_create=retryable_always"], "attempt 2 failed (retryable", 1),
+        ("kernel fails", run + [relu] + hooks + x + ["--run-option", "hooks.fail=1"], "was asked to fail", 1),
+        ("kernel output disagrees with shape inference", run + [relu] + hooks + x + ["--run-option", "hooks.bad_shape=1"],
+         "but shape inference says", 1),
+        # bad requests: exit 2, one line naming the key
+        ("--ep-option unknown key", run + [relu] + hooks + x + ["--ep-option", "hooks.nope=1"],
+         "unknown option 'hooks.nope' for EP 'hooks' (its options: hooks.log, hooks.fail_session_create, hooks.sleep_us)",
+         2),
+        ("--ep-option wrong type", run + [relu] + hooks + x + ["--ep-option", "hooks.sleep_us=abc"],
+         "option 'hooks.sleep_us' for EP 'hooks' needs an int, got 'abc'", 2),
+        ("--ep-option for an EP not in the list", run + [relu, "--ep", "sample", "--plugin", plug("hooks")] + x +
+         ["--ep-option", "hooks.log=/tmp/x"],
+         "option 'hooks.log' is for EP 'hooks', which is not in the EP list (sample)", 2),
+        ("--ep-option without EP prefix", run + [relu, "--ep", "sample"] + x + ["--ep-option", "foo=1"],
+         "option 'foo' has no '<ep>.' prefix", 2),
+        ("--ep-option for an unknown EP", run + [relu, "--ep", "sample"] + x + ["--ep-option", "nosuchep.k=1"],
+         "option 'nosuchep.k' is for EP 'nosuchep'", 2),
+        ("--ep-option malformed", run + [relu, "--ep", "sample"] + x + ["--ep-option", "novalue"],
+         "--ep-option needs EP.KEY=VALUE, got 'novalue'", 2),
+        ("--run-option for an EP the session does not use", run + [relu] + hooks + x + ["--run-option", "cpu.k=1"],
+         "run option 'cpu.k' is for EP 'cpu', which this session does not use (its EPs: hooks)", 2),
+    ]
+
+
+def abi2_good_paths(nxrt, t, plug):
+    """ABI 2.0 listings and hooks through the CLI. Returns (failures, checks)."""
+    import json
+    failures, checks = 0, 0
+
+    def check(name, ok, detail):
+        nonlocal failures, checks
+        checks += 1
+        print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f": {detail}"))
+        failures += 0 if ok else 1
+
+    def section(out, name):
+        """The lines of one plugin's block in `nxrt plugins` output."""
+        lines, inside = [], False
+        for line in out.splitlines():
+            if not line.startswith(" "):
+                inside = line == name
+                continue
+            if inside:
+                lines.append(line)
+        return "\n".join(lines)
+
+    p = subprocess.run([nxrt, "--version"], capture_output=True, text=True, timeout=60)
+    check("--version names the EP ABI 2.0", p.returncode == 0 and "(EP ABI 2.0)" in p.stdout, p.stdout + p.stderr)
+
+    # Refused 1.x plugins are listed with the reason, naming both majors; listing still exits 0.
+    p = subprocess.run([nxrt, "plugins", "--plugin", plug("abi1"), "--plugin", plug("abi1_careless")],
+                       capture_output=True, text=True, timeout=60)
+    ok = p.returncode == 0
+    for name in ("abi1", "abi1_careless"):
+        block = section(p.stdout, f"libnxrt_ep_{name}") or section(p.stdout, name)
+        ok = ok and (f"status: not loaded: plugin 'libnxrt_ep_{name}.so' is built for nxrt EP ABI 1.x; "
+                     "this host speaks 2.0 (rebuild it against the 2.x header)") in block
+    check("plugins lists both 1.x plugins as refused, naming majors 1 and 2", ok, p.stdout + p.stderr)
+
+    # Options schema and features.
+    p = subprocess.run([nxrt, "plugins", "--verbose", "--plugin", plug("hooks")], capture_output=True, text=True,
+                       timeout=60)
+    hooks = section(p.stdout, "hooks")
+    check("plugins --verbose shows a test plugin's options schema and hook features",
+          p.returncode == 0 and "  options:" in hooks
+          and '    hooks.log (path, default: ""): file the plugin appends one line per hook call to' in hooks
+          and '    hooks.sleep_us (int, default: "0"): each kernel sleeps this many microseconds' in hooks
+          and "hooks.fail_session_create (string" in hooks
+          and "run-hooks" in hooks and "device-profiling" in hooks, p.stdout + p.stderr)
+    cpu = section(p.stdout, "cpu")
+    check("plugins --verbose shows the cpu plugin's options (or 'none')",
+          "  options:" in cpu and ("options: none" in cpu or "    cpu." in cpu), p.stdout)
+    vk = section(p.stdout, "vulkan")
+    if "status: not loaded" in vk or not vk:
+        print("skip plugins --verbose vulkan options: the vulkan plugin is not loaded here")
+    else:
+        check("plugins --verbose shows the vulkan plugin's options schema",
+              "    vulkan.device (int" in vk and "    vulkan.pipeline_cache (path" in vk, vk)
+    p2 = subprocess.run([nxrt, "plugins", "--plugin", plug("hooks")], capture_output=True, text=True, timeout=60)
+    check("plugins without --verbose has no options block", "options:" not in p2.stdout, p2.stdout)
+
+    # A newer minor: loads at 2.0 with the unknown feature bit masked off.
+    p = subprocess.run([nxrt, "plugins", "--plugin", plug("future_minor")], capture_output=True, text=True, timeout=60)
+    fm = section(p.stdout, "future_minor")
+    check("a 2.3 plugin is listed at abi 2.0 without its extra feature bit",
+          p.returncode == 0 and "abi: 2.0" in fm and "features: concurrent-run\n" in fm + "\n" and "bit40" not in fm,
+          p.stdout + p.stderr)
+
+    # Two plugins offering one physical device (same uuid).
+    p = subprocess.run([nxrt, "plugins", "--plugin", plug("twin_a"), "--plugin", plug("twin_b")], capture_output=True,
+                       text=True, timeout=60)
+    a, b = section(p.stdout, "twin_a"), section(p.stdout, "twin_b")
+    check("equal uuids are shown as one physical device, with pci_bus_id and free memory",
+          p.returncode == 0 and "same device as twin_a:0" in b and "same device as" not in a
+          and all("pci_bus_id: 0000:3b:00.0" in s and "memory_free: 3072 MiB" in s
+                  and "uuid: 6e787274-2d74-7769-6e2d-757569640001" in s for s in (a, b)), p.stdout + p.stderr)
+
+    # Run hooks and run options through `nxrt run`; device events through `bench --profile`.
+    relu2 = os.path.join(t, "relu2.onnx")
+    relu_model(relu2, 2)
+    log = os.path.join(t, "hooks.log")
+    xin = ["--input", "x=" + os.path.join(t, "x.pb")]
+    p = subprocess.run([nxrt, "run", relu2, "--ep", "hooks", "--plugin", plug("hooks"), "--ep-option",
+                        "hooks.log=" + log, "--run-option", "hooks.tag=cli"] + xin, capture_output=True, text=True,
+                       timeout=60)
+    lines = open(log).read().splitlines() if os.path.exists(log) else []
+    starts = [ln for ln in lines if ln.startswith("start ")]
+    ends = [ln for ln in lines if ln.startswith("end ")]
+    check("run forwards --ep-option to session_create and --run-option to on_run_start",
+          p.returncode == 0 and len(starts) == 1 and len(ends) == 1 and "opts=hooks.tag=cli" in starts[0]
+          and "status=ok" in ends[0] and sum(ln.startswith("kernel ") for ln in lines) == 2,
+          p.stdout + p.stderr + "\n".join(lines))
+    trace = os.path.join(t, "hooks_trace.json")
+    p = subprocess.run([nxrt, "bench", relu2, "--ep", "hooks", "--plugin", plug("hooks"), "--warmup", "1", "--iters",
+                        "3", "--json", "--profile", trace], capture_output=True, text=True, timeout=60)
+    try:
+        with open(trace) as f:
+            ev = json.load(f)["traceEvents"]
+        dev = [e for e in ev if e.get("cat") == "device"]
+        ok = p.returncode == 0 and len(dev) == 3 * 2 and {e["name"] for e in dev} == {"relu@0", "relu@1"}
+    except (OSError, ValueError, KeyError):
+        ok = False
+    check("bench --profile puts the plugin's device events in the trace (3 runs x 2 kernels)", ok, p.stdout + p.stderr)
+    return failures, checks
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nxrt", required=True)
@@ -124,7 +280,8 @@ def main():
          "EP 'nodevice' has no device: no test accelerator is attached"),
         ("missing plugin file", run + [good, "--plugin", "/nonexistent/libnxrt_ep_x.so"],
          "plugin file '/nonexistent/libnxrt_ep_x.so' does not exist"),
-        ("plugin refusing negotiation", run + [good, "--plugin", plug("newmajor")], "needs nxrt EP ABI 2.x"),
+        ("plugin refusing negotiation", run + [good, "--plugin", plug("newmajor")],
+         "plugin 'libnxrt_ep_newmajor.so' is built for nxrt EP ABI 3.x; this host speaks 2.0", 1),
         ("missing model", run + [os.path.join(t, "nope.onnx"), "--ep", "sample"], "does not exist"),
         ("corrupt model", run + [os.path.join(t, "corrupt.onnx"), "--ep", "sample"], "is not a valid ONNX model"),
         ("truncated model", run + [os.path.join(t, "truncated.onnx"), "--ep", "sample"], "is not a valid ONNX model"),
@@ -150,8 +307,11 @@ def main():
          "cannot write the profile to"),
         ("unknown command", [args.nxrt, "frobnicate"], "unknown command 'frobnicate'"),
     ]
+    cases += abi2_cases(args.nxrt, t, plug)
     failures = 0
-    for name, cmd, want in cases:
+    for case in cases:
+        name, cmd, want = case[:3]
+        want_code = case[3] if len(case) > 3 else None
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
         except subprocess.TimeoutExpired:
@@ -162,7 +322,9 @@ def main():
         first = lines[0] if lines else ""
         usage = first.startswith("nxrt: error:") and len(lines) > 1 and lines[1].startswith("usage:")
         problems = []
-        if p.returncode not in (1, 2):
+        if want_code is not None and p.returncode != want_code:
+            problems.append(f"exit code {p.returncode}, want {want_code}")
+        elif p.returncode not in (1, 2):
             problems.append(f"exit code {p.returncode}, want 1 or 2")
         if want not in first:
             problems.append(f"first stderr line {first!r} lacks {want!r}")
@@ -177,13 +339,15 @@ def main():
             print(f"ok   {name}: exit {p.returncode}: {first}")
     # A plugin that cannot load is listed with its reason, not fatal.
     p = subprocess.run([args.nxrt, "plugins", "--plugin", plug("newmajor")], capture_output=True, text=True, timeout=60)
-    if p.returncode != 0 or "not loaded: plugin" not in p.stdout or "needs nxrt EP ABI 2.x" not in p.stdout:
+    if p.returncode != 0 or "not loaded: plugin" not in p.stdout or "is built for nxrt EP ABI 3.x; this host speaks 2.0" not in p.stdout:
         failures += 1
         print(f"FAIL plugins listing with a broken plugin: exit {p.returncode}\n{p.stdout}{p.stderr}")
     else:
         print("ok   plugins lists the broken plugin with its reason")
     failures += good_paths(args.nxrt, good, t)
-    total = len(cases) + 1 + GOOD_CHECKS
+    abi2_failures, abi2_checks = abi2_good_paths(args.nxrt, t, plug)
+    failures += abi2_failures
+    total = len(cases) + 1 + GOOD_CHECKS + abi2_checks
     print(f"{total - failures} passed, {failures} failed")
     return 1 if failures else 0
 

@@ -7,12 +7,21 @@
 #include "error.hpp"
 #include "ir.hpp"
 #include "session.hpp"
+#include "status.hpp"
 
 #include <onnx/onnx_pb.h>
 
+#include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <thread>
+#include <tuple>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 using namespace nxrt;
@@ -268,7 +277,9 @@ TEST_CASE("registry: unregister is refused while a session uses the plugin") {
 TEST_CASE("registry: a plugin refusing negotiation is reported, not loaded") {
   Env env;
   std::string err = error_of([&] { env.add(std::string(NXRT_TEST_PLUGIN_DIR) + "/libnxrt_ep_newmajor.so"); });
-  CHECK(err.find("refused negotiation (version mismatch): this plugin needs nxrt EP ABI 2.x") != std::string::npos);
+  // Both majors: the plugin's (3, from the reply's frozen prefix) and the host's (2).
+  CHECK(err.find("plugin 'libnxrt_ep_newmajor.so' is built for nxrt EP ABI 3.x; this host speaks 2.0") != std::string::npos);
+  CHECK(err.find("this plugin speaks nxrt EP ABI 3.x only; the host offers ABI 2.0") != std::string::npos);
   auto entries = env.entries();
   REQUIRE(entries.size() == 1);
   CHECK(!entries[0].lib);
@@ -512,4 +523,597 @@ TEST_CASE("constants: the CPU plugin captures the weights it prepacks") {
       for (int k = 0; k < 8; ++k) want += x[size_t(i * 8 + k)] * (float((k * 5 + j) % 7) - 3.f);
       CHECK(y[size_t(i * 5 + j)] == doctest::Approx(want));
     }
+}
+
+// ====================================================================== ABI 2.0
+namespace {
+
+std::string test_plugin_path(const std::string& name) {
+  return std::string(NXRT_TEST_PLUGIN_DIR) + "/libnxrt_ep_" + name + ".so";
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream f(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(f, line);) out.push_back(line);
+  return out;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// A fresh, empty temporary file path for one test.
+std::string temp_path(const std::string& stem) {
+  static std::atomic<int> counter{0};
+  auto p = fs::temp_directory_path() /
+           ("nxrt_host_test_" + stem + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  fs::remove(p);
+  return p.string();
+}
+
+// "key=value" fields of one hooks.log line ("start s=1 run=3 ..."): the first word is "event".
+std::map<std::string, std::string> fields(const std::string& line) {
+  std::map<std::string, std::string> f;
+  std::istringstream in(line);
+  std::string word;
+  in >> word;
+  f["event"] = word;
+  // status= may hold spaces (the run's error message): it is the last-but-one field.
+  std::string rest;
+  std::getline(in, rest);
+  static const std::regex kv(R"((\w+)=((?:[^ ]|\s(?!\w+=))*))");
+  for (std::sregex_iterator it(rest.begin(), rest.end(), kv), end; it != end; ++it) f[(*it)[1]] = (*it)[2];
+  return f;
+}
+
+std::unique_ptr<Session> hooks_session(std::shared_ptr<PluginLibrary> lib, std::shared_ptr<nxrt_model_ir> m,
+                                       const std::string& log) {
+  std::vector<std::unique_ptr<EpInstance>> inst;
+  inst.push_back(EpInstance::create(lib, 0, 1, {{"hooks.log", log}}));
+  return std::make_unique<Session>(m, std::move(inst), false, std::vector<std::shared_ptr<PluginLibrary>>{}, 1, 0);
+}
+
+std::vector<float> run_with(Session& s, const std::vector<float>& x, std::vector<int64_t> dims, const KeyValues& ro,
+                            uint64_t* run_id) {
+  nxrt_host_tensor in{"x", NXRT_DTYPE_FLOAT32, uint32_t(dims.size()), dims.data(), x.data()};
+  std::vector<HostTensor> out;
+  s.run(&in, 1, out, nullptr, &ro, run_id);
+  REQUIRE(out.size() == 1);
+  const float* p = reinterpret_cast<const float*>(out[0].data.data());
+  return std::vector<float>(p, p + out[0].numel());
+}
+
+// A view of the whole main graph, as get_capability sees it.
+nxrt_graph whole_view(const nxrt_model_ir& m) {
+  nxrt_graph g;
+  g.model = &m;
+  for (auto* n : m.live_nodes()) g.nodes.push_back(n);
+  std::sort(g.nodes.begin(), g.nodes.end(), [](const nxrt_node* a, const nxrt_node* b) { return a->index < b->index; });
+  for (auto* v : m.inputs) g.inputs.push_back(v);
+  for (auto* v : m.outputs) g.outputs.push_back(v);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("lifecycle: the CPU plugin in two envs, released in both orders, runs a model in the survivor") {
+  // Under ABI 1.x the second env shared the library's global state and shutting the
+  // first one down pulled it from under the second: SIGSEGV. In 2.0 each env gets its
+  // own plugin instance.
+  const std::string cpu_path = std::string(NXRT_LIB_DIR) + "/libnxrt_ep_cpu.so";
+  for (bool release_first : {true, false}) {
+    CAPTURE(release_first);
+    auto a = std::make_unique<Env>();
+    auto b = std::make_unique<Env>();
+    a->add(cpu_path);
+    b->add(cpu_path);
+    REQUIRE(a->find("cpu"));
+    REQUIRE(b->find("cpu"));
+    CHECK(a->find("cpu")->instance() != b->find("cpu")->instance());
+    // Released env first, then the survivor runs a model (and is released after).
+    std::unique_ptr<Env>& gone = release_first ? a : b;
+    std::unique_ptr<Env>& survivor = release_first ? b : a;
+    {
+      auto s = make_session(relu_chain(3, {2, 3}), {gone->find("cpu")});
+      CHECK(run(*s, {-1, 2, -3, 4, -5, 6}, {2, 3}) == std::vector<float>{0, 2, 0, 4, 0, 6});
+    }
+    gone.reset();
+    SessionConfig cfg;
+    cfg.eps = "cpu";
+    auto s = survivor->create_session(relu_chain(3, {2, 3}), cfg, false);
+    CHECK(run(*s, {-1, 2, -3, 4, -5, 6}, {2, 3}) == std::vector<float>{0, 2, 0, 4, 0, 6});
+    s.reset();
+    survivor.reset();
+  }
+}
+
+TEST_CASE("versioning: a 1.x plugin is refused naming both majors") {
+  // abi1: a polite 1.1 plugin refusing major 2 (its major only in its message);
+  // abi1_careless: ignores the major and answers abi_major = 1.
+  for (const char* name : {"abi1", "abi1_careless"}) {
+    CAPTURE(name);
+    Env env;
+    std::string err = error_of([&] { env.add(test_plugin_path(name)); });
+    CHECK(err.find(fmt::format("plugin 'libnxrt_ep_{}.so' is built for nxrt EP ABI 1.x; this host speaks 2.0", name)) !=
+          std::string::npos);
+    CHECK(err.find("rebuild it against the 2.x header") != std::string::npos);
+    if (std::string(name) == "abi1")
+      CHECK(err.find("this plugin is built for nxrt EP ABI 1.x; the host offers ABI 2.0") != std::string::npos);
+    auto entries = env.entries();
+    REQUIRE(entries.size() == 1);
+    CHECK(!entries[0].lib);
+    CHECK(entries[0].error == err);
+    CHECK(env.find(name) == nullptr);
+  }
+}
+
+TEST_CASE("versioning: a newer 2.x minor runs with its extra features off") {
+  Env env;
+  auto lib = test_plugin(env, "future_minor");
+  REQUIRE(lib);
+  CHECK(lib->name() == "future_minor");
+  CHECK(lib->abi_major() == 2);
+  CHECK(lib->abi_minor() == 0);  // min(host 0, plugin 3)
+  // It declares CONCURRENT_RUN and bit 40 (a "2.3" feature): the host keeps only 2.0's.
+  CHECK(lib->features() == NXRT_FEATURE_CONCURRENT_RUN);
+  CHECK((lib->features() & (1ull << 40)) == 0);
+  // device_info came from a larger struct, written only as far as the host's fits.
+  REQUIRE(lib->devices().size() == 1);
+  CHECK(lib->devices()[0].name == "future minor test CPU");
+  CHECK(lib->devices()[0].memory_bytes == (1ull << 30));
+  CHECK(lib->devices()[0].host_addressable);
+  CHECK(lib->devices()[0].pci_bus_id.empty());
+  auto s = make_session(relu_chain(3, {2, 4}), {lib});
+  CHECK(s->assignments()[0].ep == 0);
+  CHECK(run(*s, {-1, 2, -3, 4, -5, 6, 0, -0.5f}, {2, 4}) == std::vector<float>{0, 2, 0, 4, 0, 6, 0, 0});
+}
+
+TEST_CASE("run hooks: on_run_start and on_run_end once per run per session, matching run ids, run options forwarded") {
+  Env env;
+  auto hooks = test_plugin(env, "hooks");
+  CHECK(hooks->has(NXRT_FEATURE_RUN_HOOKS));
+  CHECK(hooks->has(NXRT_FEATURE_DEVICE_PROFILING));
+  const std::string log = temp_path("hooks_log");
+  auto s1 = hooks_session(hooks, relu_chain(2, {4}), log);
+  auto s2 = hooks_session(hooks, relu_chain(2, {4}), log);
+  std::vector<uint64_t> ids1, ids2;
+  const std::vector<float> x{-1, 2, -3, 4}, want{0, 2, 0, 4};
+  for (int i = 0; i < 3; ++i) {
+    uint64_t id = 0;
+    KeyValues ro;
+    if (i == 1) ro = {{"hooks.tag", "second"}, {"hooks.mode", "fast"}};
+    CHECK(run_with(*s1, x, {4}, ro, &id) == want);
+    ids1.push_back(id);
+  }
+  for (int i = 0; i < 2; ++i) {
+    uint64_t id = 0;
+    CHECK(run_with(*s2, x, {4}, {}, &id) == want);
+    ids2.push_back(id);
+  }
+  // Overlapping runs on one session: 4 threads x 5 runs.
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 5; ++i) {
+        uint64_t id = 0;
+        auto y = run_with(*s2, x, {4}, {}, &id);
+        std::lock_guard lock(mu);
+        ids2.push_back(id);
+      }
+    });
+  for (auto& t : threads) t.join();
+  // Run ids are unique per session and count from 1.
+  CHECK(ids1 == std::vector<uint64_t>{1, 2, 3});
+  CHECK(std::set<uint64_t>(ids2.begin(), ids2.end()).size() == 22);
+  CHECK(*std::min_element(ids2.begin(), ids2.end()) == 1);
+  CHECK(*std::max_element(ids2.begin(), ids2.end()) == 22);
+
+  // Per (session, run): one start, one end, two kernels, all with the same run id.
+  std::map<std::pair<std::string, std::string>, std::map<std::string, int>> seen;
+  std::map<std::pair<std::string, std::string>, std::string> opts, status;
+  for (auto& line : read_lines(log)) {
+    auto f = fields(line);
+    if (f["event"] == "create") continue;
+    auto key = std::make_pair(f["s"], f["run"]);
+    seen[key][f["event"]]++;
+    if (f["event"] == "start") {
+      opts[key] = f["opts"];
+      CHECK(f["profiling"] == "0");
+    }
+    if (f["event"] == "end") {
+      status[key] = f["status"];
+      CHECK(f["sink"] == "0");
+    }
+  }
+  CHECK(seen.size() == 3 + 22);
+  for (auto& [key, counts] : seen) {
+    CAPTURE(key.first);
+    CAPTURE(key.second);
+    CHECK(counts["start"] == 1);
+    CHECK(counts["end"] == 1);
+    CHECK(counts["kernel"] == 2);
+    CHECK(status[key] == "ok");
+  }
+  for (uint64_t id : ids1) CHECK(seen.count({"1", std::to_string(id)}) == 1);
+  for (uint64_t id : ids2) CHECK(seen.count({"2", std::to_string(id)}) == 1);
+  CHECK(opts[{"1", "1"}] == "");
+  CHECK(opts[{"1", "2"}] == "hooks.mode=fast,hooks.tag=second");
+  CHECK(opts[{"1", "3"}] == "");
+  // Order within one run: start, then its kernels, then end.
+  std::vector<std::string> order;
+  for (auto& line : read_lines(log)) {
+    auto f = fields(line);
+    if (f["s"] == "1" && f["run"] == "2") order.push_back(f["event"]);
+  }
+  CHECK(order == std::vector<std::string>{"start", "kernel", "kernel", "end"});
+
+  // A run option must name an EP of the session.
+  std::vector<float> xv{1, 2, 3, 4};
+  std::string err = error_of([&] { run_with(*s1, xv, {4}, {{"cpu.foo", "1"}}, nullptr); });
+  CHECK(err.find("run option 'cpu.foo' is for EP 'cpu', which this session does not use (its EPs: hooks)") != std::string::npos);
+  s1.reset();
+  s2.reset();
+  fs::remove(log);
+}
+
+TEST_CASE("run hooks: a failing run passes a non-NULL status to on_run_end") {
+  Env env;
+  auto hooks = test_plugin(env, "hooks");
+  const std::string log = temp_path("hooks_fail");
+  auto s = hooks_session(hooks, relu_chain(2, {4}), log);
+  const std::vector<float> x{-1, 2, -3, 4};
+  uint64_t id = 0;
+  std::string err = error_of([&] { run_with(*s, x, {4}, {{"hooks.fail", "1"}}, &id); });
+  CHECK(err.find("hooks: run 1 was asked to fail") != std::string::npos);
+  CHECK(id == 1);
+  CHECK(run_with(*s, x, {4}, {}, &id) == std::vector<float>{0, 2, 0, 4});  // the next run is fine
+  CHECK(id == 2);
+  std::map<std::string, std::string> end_status;
+  std::map<std::string, int> ends;
+  for (auto& line : read_lines(log)) {
+    auto f = fields(line);
+    if (f["event"] != "end") continue;
+    end_status[f["run"]] = f["status"];
+    ends[f["run"]]++;
+  }
+  CHECK(ends["1"] == 1);
+  CHECK(ends["2"] == 1);
+  CHECK(end_status["1"] != "ok");
+  CHECK(end_status["1"].find("asked to fail") != std::string::npos);
+  CHECK(end_status["2"] == "ok");
+  s.reset();
+  fs::remove(log);
+}
+
+TEST_CASE("run hooks: with profiling on, the plugin's device events appear in the Chrome trace") {
+  Env env;
+  auto hooks = test_plugin(env, "hooks");
+  const std::string log = temp_path("hooks_prof");
+  const std::string trace = temp_path("hooks_trace") + ".json";
+  auto s = hooks_session(hooks, relu_chain(2, {4}), log);
+  const std::vector<float> x{-1, 2, -3, 4};
+  uint64_t id = 0;
+  run_with(*s, x, {4}, {}, &id);  // not profiled
+  s->start_profiling();
+  run_with(*s, x, {4}, {}, &id);
+  run_with(*s, x, {4}, {}, &id);
+  s->end_profiling(trace);
+  std::map<std::string, std::string> profiling, sink;
+  for (auto& line : read_lines(log)) {
+    auto f = fields(line);
+    if (f["event"] == "start") profiling[f["run"]] = f["profiling"];
+    if (f["event"] == "end") sink[f["run"]] = f["sink"];
+  }
+  CHECK(profiling["1"] == "0");
+  CHECK(sink["1"] == "0");
+  CHECK(profiling["2"] == "1");
+  CHECK(sink["2"] == "1");
+  CHECK(profiling["3"] == "1");
+  CHECK(sink["3"] == "1");
+  const std::string text = read_text(trace);
+  size_t device = 0, pos = 0;
+  while ((pos = text.find("\"cat\":\"device\"", pos)) != std::string::npos) ++device, ++pos;
+  CHECK(device == 2 * 2);  // 2 profiled runs x 2 kernels
+  CHECK(text.find("\"name\":\"relu@0\"") != std::string::npos);
+  CHECK(text.find("\"name\":\"relu@1\"") != std::string::npos);
+  CHECK(text.find("hooks device") != std::string::npos);  // its own track
+  s.reset();
+  fs::remove(log);
+  fs::remove(trace);
+}
+
+TEST_CASE("retryable errors: session_create is retried once, a permanent failure is not") {
+  Env env;
+  auto hooks = test_plugin(env, "hooks");
+  auto attempts = [](const std::string& log) {
+    int n = 0;
+    for (auto& line : read_lines(log)) n += fields(line)["event"] == "create";
+    return n;
+  };
+  SUBCASE("retryable once: the second attempt succeeds") {
+    const std::string log = temp_path("retry_once");
+    auto inst = EpInstance::create(hooks, 0, 1, {{"hooks.log", log}, {"hooks.fail_session_create", "retryable_once"}});
+    CHECK(inst->session != nullptr);
+    CHECK(attempts(log) == 2);
+    inst.reset();
+    fs::remove(log);
+  }
+  SUBCASE("always retryable: reported after exactly two attempts") {
+    const std::string log = temp_path("retry_always");
+    std::string err = error_of([&] {
+      EpInstance::create(hooks, 0, 1, {{"hooks.log", log}, {"hooks.fail_session_create", "retryable_always"}});
+    });
+    CHECK(err.find("attempt 2 failed (retryable") != std::string::npos);
+    CHECK(attempts(log) == 2);
+    fs::remove(log);
+  }
+  SUBCASE("permanent: one attempt") {
+    const std::string log = temp_path("retry_never");
+    std::string err = error_of([&] {
+      EpInstance::create(hooks, 0, 1, {{"hooks.log", log}, {"hooks.fail_session_create", "permanent"}});
+    });
+    CHECK(err.find("attempt 1 failed (permanent)") != std::string::npos);
+    CHECK(attempts(log) == 1);
+    fs::remove(log);
+  }
+}
+
+TEST_CASE("statuses: status_create never returns NULL and status_retryable reads the flag") {
+  const nxrt_host_services& h = host_services();
+  REQUIRE(NXRT_HAS_FIELD(&h, nxrt_host_services, profile_device_event));
+  CHECK(h.abi_major == 2);
+  nxrt_status* a = h.status_create(NXRT_DEVICE_LOST, 0, "gone");
+  REQUIRE(a);
+  CHECK(h.status_code(a) == NXRT_DEVICE_LOST);
+  CHECK(std::string(h.status_message(a)) == "gone");
+  CHECK(h.status_retryable(a) == 0);
+  nxrt_status* b = h.status_create(NXRT_OUT_OF_MEMORY, 1, "try again");
+  REQUIRE(b);
+  CHECK(h.status_retryable(b) == 1);
+  nxrt_status* c = h.status_create(NXRT_INTERNAL, 42, nullptr);  // any nonzero is retryable; NULL message
+  REQUIRE(c);
+  CHECK(h.status_retryable(c) == 1);
+  CHECK(h.status_message(c) != nullptr);
+  nxrt_status* ok = h.status_create(NXRT_OK, 0, "not an error");  // a failure is never NULL, never OK
+  REQUIRE(ok);
+  CHECK(h.status_code(ok) != NXRT_OK);
+  const std::string huge(64u << 20, 'x');  // 64 MiB message
+  nxrt_status* big = h.status_create(NXRT_INVALID_ARGUMENT, 0, huge.c_str());
+  REQUIRE(big);
+  CHECK((h.status_code(big) == NXRT_INVALID_ARGUMENT || h.status_code(big) == NXRT_OUT_OF_MEMORY));
+  if (h.status_code(big) == NXRT_INVALID_ARGUMENT) CHECK(std::strlen(h.status_message(big)) == huge.size());
+  CHECK(h.status_retryable(nullptr) == 0);
+  for (nxrt_status* s : {a, b, c, ok, big}) h.status_release(s);
+  h.status_release(nullptr);  // no-op
+}
+
+TEST_CASE("host services: indices, constants, tensor attributes, producers and consumers") {
+  const nxrt_host_services& h = host_services();
+  // x -> Relu(0) -> a -> LeakyRelu(1) -> b; Mul(a, a) -> m (a read twice); ConstantOfShape(shape) -> k
+  ModelBuilder mb;
+  mb.io(true, "x", {4});
+  auto* shape = mb.m.mutable_graph()->add_initializer();
+  shape->set_name("shape");
+  shape->set_data_type(onnx::TensorProto::INT64);
+  shape->add_dims(1);
+  shape->add_int64_data(4);
+  mb.node("Relu", {"x"}, {"a"});
+  mb.node("Relu", {"a"}, {"b"});
+  mb.node("Mul", {"a", "a"}, {"m"});
+  mb.node("ConstantOfShape", {"shape"}, {"k"});
+  auto* val = mb.m.mutable_graph()->mutable_node(3)->add_attribute();
+  val->set_name("value");
+  val->set_type(onnx::AttributeProto::TENSOR);
+  val->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  val->mutable_t()->add_dims(1);
+  val->mutable_t()->add_float_data(7.5f);
+  mb.m.mutable_graph()->mutable_node(1)->set_op_type("LeakyRelu");
+  auto* alpha = mb.m.mutable_graph()->mutable_node(1)->add_attribute();  // a non-tensor attribute
+  alpha->set_name("alpha");
+  alpha->set_type(onnx::AttributeProto::FLOAT);
+  alpha->set_f(0.25f);
+  mb.io(false, "b", {4});
+  mb.io(false, "m", {4});
+  mb.io(false, "k", {4});
+  auto m = mb.load();
+  nxrt_graph g = whole_view(*m);
+  REQUIRE(g.nodes.size() == 4);
+
+  // node_index(NULL) is NXRT_NO_INDEX, not 0.
+  CHECK(h.node_index(nullptr) == NXRT_NO_INDEX);
+  CHECK(h.node_index(g.nodes[2]) == 2);
+
+  // value_constant: NOT_FOUND status on a non-constant; the callee-filled rule on a constant.
+  const nxrt_value* x = m->find_value("x");
+  const nxrt_value* a = m->find_value("a");
+  const nxrt_value* sh = m->find_value("shape");
+  REQUIRE(x);
+  REQUIRE(a);
+  REQUIRE(sh);
+  nxrt_const_tensor t{};
+  t.struct_size = sizeof t;
+  nxrt_status* st = h.value_constant(a, &t);
+  REQUIRE(st);
+  CHECK(h.status_code(st) == NXRT_NOT_FOUND);
+  CHECK(std::string(h.status_message(st)).find("'a'") != std::string::npos);
+  h.status_release(st);
+  struct Bigger {
+    nxrt_const_tensor t;
+    uint64_t future_field;
+  } big{};
+  big.t.struct_size = sizeof big;
+  big.future_field = 0xabcdef;
+  REQUIRE(h.value_constant(sh, &big.t) == nullptr);
+  CHECK(big.t.struct_size == sizeof(nxrt_const_tensor));  // wrote back what it filled
+  CHECK(big.future_field == 0xabcdef);                    // and nothing beyond
+  CHECK(big.t.dtype == NXRT_DTYPE_INT64);
+  CHECK(big.t.rank == 1);
+  CHECK(big.t.memory == NXRT_MEMORY_HOST);
+  CHECK(*static_cast<const int64_t*>(big.t.data) == 4);
+  nxrt_const_tensor tiny{};
+  tiny.struct_size = 4;  // too small for even the dims
+  st = h.value_constant(sh, &tiny);
+  REQUIRE(st);
+  CHECK(h.status_code(st) == NXRT_INVALID_ARGUMENT);
+  h.status_release(st);
+
+  // attribute_tensor returns a status.
+  const nxrt_node* cos = g.nodes[3];
+  CHECK(std::string(h.node_op_type(cos)) == "ConstantOfShape");
+  const nxrt_attribute* value = h.node_attribute(cos, "value");
+  REQUIRE(value);
+  CHECK(h.attribute_type(value) == NXRT_ATTR_TENSOR);
+  nxrt_const_tensor at{};
+  at.struct_size = sizeof at;
+  REQUIRE(h.attribute_tensor(value, &at) == nullptr);
+  CHECK(at.dtype == NXRT_DTYPE_FLOAT32);
+  CHECK(*static_cast<const float*>(at.data) == 7.5f);
+  const nxrt_attribute* alpha_attr = h.node_attribute(g.nodes[1], "alpha");
+  REQUIRE(alpha_attr);
+  CHECK(h.attribute_float(alpha_attr) == 0.25f);
+  st = h.attribute_tensor(alpha_attr, &at);  // not a tensor: a status, not an int
+  REQUIRE(st);
+  CHECK(h.status_code(st) == NXRT_INVALID_ARGUMENT);
+  CHECK(std::string(h.status_message(st)).find("alpha") != std::string::npos);
+  h.status_release(st);
+  st = h.attribute_tensor(nullptr, &at);
+  REQUIRE(st);
+  h.status_release(st);
+
+  // Producers and consumers on the chain, in the whole view and in a part of it.
+  CHECK(h.value_producer(&g, x) == nullptr);   // a graph input
+  CHECK(h.value_producer(&g, sh) == nullptr);  // a constant
+  CHECK(h.value_producer(&g, a) == g.nodes[0]);
+  CHECK(h.value_producer(&g, m->find_value("b")) == g.nodes[1]);
+  CHECK(h.value_consumer_count(&g, x) == 1);
+  CHECK(h.value_consumer(&g, x, 0) == g.nodes[0]);
+  REQUIRE(h.value_consumer_count(&g, a) == 3);  // Relu once, Mul twice (once per use)
+  std::multiset<size_t> users;
+  for (size_t i = 0; i < 3; ++i) users.insert(h.node_index(h.value_consumer(&g, a, i)));
+  CHECK(users == std::multiset<size_t>{1, 2, 2});
+  CHECK(h.value_consumer(&g, a, 3) == nullptr);
+  CHECK(h.value_consumer_count(&g, m->find_value("b")) == 0);
+  CHECK(h.value_is_graph_output(m->find_value("b")) == 1);
+  CHECK(h.value_is_graph_output(a) == 0);
+  nxrt_graph part = g;  // without node 0 and node 2: a's producer and the Mul are hidden
+  part.nodes = {g.nodes[1], g.nodes[3]};
+  CHECK(h.value_producer(&part, a) == nullptr);
+  CHECK(h.value_consumer_count(&part, a) == 1);
+  CHECK(h.value_consumer(&part, a, 0) == g.nodes[1]);
+  CHECK(h.value_producer(nullptr, a) == nullptr);
+  CHECK(h.value_consumer_count(&g, nullptr) == 0);
+}
+
+TEST_CASE("host services: attribute_graph gives an If node's branches with their nodes and outputs") {
+  const nxrt_host_services& h = host_services();
+  auto branch = [](const std::string& name, const std::string& op, const std::string& out) {
+    onnx::GraphProto g;
+    g.set_name(name);
+    auto* n = g.add_node();
+    n->set_op_type(op);
+    n->add_input("x");  // outer-scope value
+    n->add_output(out);
+    auto* o = g.add_output();
+    o->set_name(out);
+    auto* tt = o->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_value(3);
+    return g;
+  };
+  ModelBuilder mb;
+  mb.io(true, "x", {3});
+  auto* c = mb.m.mutable_graph()->add_input();
+  c->set_name("cond");
+  c->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::BOOL);
+  c->mutable_type()->mutable_tensor_type()->mutable_shape();  // a scalar
+  mb.node("If", {"cond"}, {"y"});
+  auto* n = mb.m.mutable_graph()->mutable_node(0);
+  auto* then_b = n->add_attribute();
+  then_b->set_name("then_branch");
+  then_b->set_type(onnx::AttributeProto::GRAPH);
+  *then_b->mutable_g() = branch("then_body", "Relu", "t_out");
+  auto* else_b = n->add_attribute();
+  else_b->set_name("else_branch");
+  else_b->set_type(onnx::AttributeProto::GRAPH);
+  *else_b->mutable_g() = branch("else_body", "Neg", "e_out");
+  mb.io(false, "y", {3});
+  auto m = mb.load();
+  nxrt_graph g = whole_view(*m);
+  REQUIRE(g.nodes.size() == 1);
+  const nxrt_node* ifn = g.nodes[0];
+  CHECK(std::string(h.node_op_type(ifn)) == "If");
+  for (auto [attr, op, out] : {std::tuple{"then_branch", "Relu", "t_out"}, std::tuple{"else_branch", "Neg", "e_out"}}) {
+    CAPTURE(attr);
+    const nxrt_attribute* a = h.node_attribute(ifn, attr);
+    REQUIRE(a);
+    CHECK(h.attribute_type(a) == NXRT_ATTR_GRAPH);
+    const nxrt_graph* body = nullptr;
+    REQUIRE(h.attribute_graph(a, &body) == nullptr);
+    REQUIRE(body);
+    REQUIRE(h.graph_node_count(body) == 1);
+    const nxrt_node* bn = h.graph_node(body, 0);
+    CHECK(std::string(h.node_op_type(bn)) == op);
+    CHECK(h.node_index(bn) == 0);  // indexed within the body
+    CHECK(h.graph_input_count(body) == 0);  // If branches have no formal inputs
+    REQUIRE(h.graph_output_count(body) == 1);
+    const nxrt_value* bo = h.graph_output(body, 0);
+    CHECK(std::string(h.value_name(bo)) == out);
+    CHECK(h.value_is_graph_output(bo) == 1);
+    CHECK(h.value_producer(body, bo) == bn);
+    // The body reads x of the enclosing graph: no producer in the body, not a body input.
+    const nxrt_value* in = h.node_input(bn, 0);
+    REQUIRE(in);
+    CHECK(std::string(h.value_name(in)) == "x");
+    CHECK(h.value_producer(body, in) == nullptr);
+    CHECK(h.value_consumer_count(body, in) == 1);
+    CHECK(h.graph_opset(body, "") == 17);
+  }
+  // A non-graph attribute (or NULL) is a status, not a crash.
+  const nxrt_graph* none = nullptr;
+  nxrt_status* st = h.attribute_graph(nullptr, &none);
+  REQUIRE(st);
+  CHECK(h.status_code(st) == NXRT_INVALID_ARGUMENT);
+  h.status_release(st);
+}
+
+TEST_CASE("device description: two plugins with the same uuid, a PCI bus id and free memory") {
+  Env env;
+  auto a = test_plugin(env, "twin_a");
+  auto b = test_plugin(env, "twin_b");
+  REQUIRE(a->devices().size() == 1);
+  REQUIRE(b->devices().size() == 1);
+  const DeviceInfo& da = a->devices()[0];
+  const DeviceInfo& db = b->devices()[0];
+  CHECK(da.has_uuid());
+  CHECK(da.uuid_str() == db.uuid_str());
+  CHECK(da.uuid_str() == "6e787274-2d74-7769-6e2d-757569640001");
+  CHECK(da.pci_bus_id == "0000:3b:00.0");
+  CHECK(da.memory_free_bytes == (3ull << 30));
+  const std::string d = da.describe();
+  CHECK(d.find("pci_bus_id: 0000:3b:00.0") != std::string::npos);
+  CHECK(d.find("memory_free: 3072 MiB") != std::string::npos);
+  CHECK(d.find("uuid: 6e787274-2d74-7769-6e2d-757569640001") != std::string::npos);
+}
+
+TEST_CASE("options: the schema is read at load and checked before any session_create") {
+  Env env;
+  auto hooks = test_plugin(env, "hooks");
+  REQUIRE(hooks->options().size() == 3);
+  CHECK(hooks->options()[0].name == "hooks.log");
+  CHECK(hooks->options()[0].type == NXRT_OPTION_PATH);
+  CHECK(hooks->find_option("hooks.fail_session_create") != nullptr);
+  int threads = 0;
+  std::vector<std::shared_ptr<PluginLibrary>> eps{hooks};
+  CHECK(error_of([&] { validate_ep_options({{"hooks.nope", "1"}}, eps, {}, &threads); })
+            .find("unknown option 'hooks.nope' for EP 'hooks'") != std::string::npos);
+  CHECK(error_of([&] { validate_ep_options({{"cpu.x", "1"}}, eps, {}, &threads); }).find("'cpu'") != std::string::npos);
+  CHECK(error_of([&] { validate_ep_options({{"threads", "-1"}}, eps, {}, &threads); }).find("threads") != std::string::npos);
+  CHECK(error_of([&] { validate_ep_options({{"hooks.sleep_us", "abc"}}, eps, {}, &threads); })
+            .find("option 'hooks.sleep_us' for EP 'hooks' needs an int, got 'abc'") != std::string::npos);
+  auto ok = validate_ep_options({{"hooks.log", "/tmp/x"}, {"threads", "3"}}, eps, {}, &threads);
+  CHECK(threads == 3);
+  CHECK(ok == KeyValues{{"hooks.log", "/tmp/x"}});
 }

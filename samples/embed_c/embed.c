@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   nxrt_error* e = nxrt_env_create(&env);
   if (e) return fail(e);
   if ((e = nxrt_model_load(argv[1], &model))) return fail(e);
-  nxrt_session_options opts = {argc > 2 ? argv[2] : "cpu", 0, 0, 0};
+  nxrt_session_options opts = {.eps = argc > 2 ? argv[2] : "cpu"};
   if ((e = nxrt_session_create(env, model, &opts, &session))) return fail(e);
 
   size_t n = nxrt_session_input_count(session);

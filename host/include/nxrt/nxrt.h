@@ -35,6 +35,18 @@ typedef enum nxrt_error_code {
   NXRT_ERR_RUNTIME = 7           /* anything else during execution */
 } nxrt_error_code;
 
+/* The product version, e.g. "0.1.0" (also sent to plugins as the host's release). */
+NXRT_API const char* nxrt_version(void);
+/* The EP plugin ABI this library speaks (nxrt_ep.h): 2 and 0 for ABI 2.0. */
+NXRT_API uint32_t nxrt_ep_abi_major(void);
+NXRT_API uint32_t nxrt_ep_abi_minor(void);
+
+/* A key/value pair: EP options of a session, options of a run. */
+typedef struct nxrt_key_value {
+  const char* key;
+  const char* value;
+} nxrt_key_value;
+
 NXRT_API nxrt_error_code nxrt_error_code_of(const nxrt_error* e);
 NXRT_API const char* nxrt_error_message(const nxrt_error* e);
 NXRT_API void nxrt_error_release(nxrt_error* e);
@@ -62,18 +74,43 @@ typedef struct nxrt_plugin_info {
   const char* name;      /* EP name, or the file stem if loading failed */
   const char* version;   /* plugin release, "" if not loaded */
   uint32_t abi_major, abi_minor; /* negotiated */
-  uint64_t features;
+  uint64_t features;     /* NXRT_FEATURE_* bits of nxrt_ep.h, masked to the negotiated minor */
   int loaded;            /* 0: see error */
-  const char* error;     /* why it could not load, "" if loaded */
+  const char* error;     /* why it could not load, "" if loaded. A plugin of another ABI major:
+                            "plugin 'F' is built for nxrt EP ABI 1.x; this host speaks 2.0
+                            (rebuild it against the 2.x header)[: its own message]" */
   uint32_t device_count;
   const char* no_device_reason; /* "" when devices exist */
 } nxrt_plugin_info;
 
+/* The name of one feature bit of nxrt_plugin_info.features: "fused-groups", "streams",
+ * "concurrent-run", "run-hooks", "device-profiling"; "" for a bit this host does not know. */
+NXRT_API const char* nxrt_feature_name(uint64_t feature_bit);
+
 NXRT_API size_t nxrt_env_plugin_count(const nxrt_env* env);
 NXRT_API nxrt_error* nxrt_env_plugin_info(const nxrt_env* env, size_t index, nxrt_plugin_info* out);
-/* Device description as "key: value" lines (kind, name, vendor, memory, dtypes, properties). */
+/* Device description as "key: value" lines (kind, name, vendor, pci, pci_bus_id, uuid,
+ * memory, memory_free, host_addressable, dtypes, properties), and a last line
+ * "same device as EP:N" when an earlier-listed plugin offers the same physical
+ * device (equal non-zero uuid). */
 NXRT_API nxrt_error* nxrt_env_device_description(const nxrt_env* env, size_t plugin_index, uint32_t device,
                                                  const char** text);
+/* The same physical device offered earlier in the list: *plugin_index_out and *device_out
+ * name it and the call returns 1; 0 when this device is the first (or its uuid unknown). */
+NXRT_API int nxrt_env_device_same_as(const nxrt_env* env, size_t plugin_index, uint32_t device,
+                                     size_t* plugin_index_out, uint32_t* device_out);
+
+/* A plugin's option schema: every session option it reads. */
+typedef struct nxrt_option_schema_entry {
+  const char* name;          /* full key, "<ep>.<key>", e.g. "vulkan.pipeline_cache" */
+  const char* type;          /* "string", "int", "float", "bool" or "path" */
+  const char* default_value; /* "" when none */
+  const char* help;          /* one line */
+} nxrt_option_schema_entry;
+
+NXRT_API size_t nxrt_env_plugin_option_count(const nxrt_env* env, size_t plugin_index);
+NXRT_API nxrt_error* nxrt_env_plugin_option(const nxrt_env* env, size_t plugin_index, size_t option_index,
+                                            nxrt_option_schema_entry* out);
 
 /* -------------------------------------------------------------- models */
 
@@ -91,6 +128,14 @@ typedef struct nxrt_session_options {
   int fallback;           /* nonzero: nodes no listed EP claims go to any loaded EP that claims them */
   int threads;            /* intra-op threads, 0 = plugin default */
   uint32_t device;        /* device index for every EP */
+  /* EP options, "<ep>.<key>" = value (e.g. "vulkan.pipeline_cache" = "/tmp/pc.bin"), and the
+   * host's own un-prefixed "threads" (overrides `threads`). Checked against each plugin's
+   * option schema before any EP session is opened: an unknown key, a value of the wrong
+   * type (int, float, bool) or an EP that is not in the list (nor, with fallback, loaded)
+   * fails with NXRT_ERR_INVALID_ARGUMENT naming the key, the EP and its known keys.
+   * May be NULL when ep_option_count is 0. */
+  const nxrt_key_value* ep_options;
+  size_t ep_option_count;
 } nxrt_session_options;
 
 /* Partitions the model over the EPs and prepares kernels and memory. */
@@ -110,8 +155,12 @@ NXRT_API void nxrt_session_release(nxrt_session* session);
  * trace_path as a Chrome trace (open in chrome://tracing or ui.perfetto.dev; each event's
  * args name the EP and the op types) and stops; *event_count (may be NULL) gets the number
  * of events. For an EP with streams a kernel's time is the time to enqueue its work; the
- * run's event includes the final synchronization. Ending without a start, or a file that
- * cannot be written, is an error (the profile is kept, so the call can be retried). */
+ * run's event includes the final synchronization. Plugins declaring device profiling
+ * (NXRT_FEATURE_DEVICE_PROFILING) are told each profiled run is profiled and report their
+ * kernels' device-side times; those appear as events of cat "device" on a track of their
+ * own named "<ep> device", aligned so that a run's first device event starts when the host
+ * started that kernel's step. Ending without a start, or a file that cannot be written, is
+ * an error (the profile is kept, so the call can be retried). */
 NXRT_API nxrt_error* nxrt_session_start_profiling(nxrt_session* session);
 NXRT_API nxrt_error* nxrt_session_end_profiling(nxrt_session* session, const char* trace_path, size_t* event_count);
 
@@ -154,9 +203,38 @@ typedef struct nxrt_host_tensor {
  * returned in graph-output order. */
 NXRT_API nxrt_error* nxrt_session_run(nxrt_session* s, const nxrt_host_tensor* inputs, size_t input_count,
                                       nxrt_outputs** outputs);
+
+/* Options of one run: "<ep>.<key>" = value, forwarded to that EP's run hooks
+ * (plugins declaring NXRT_FEATURE_RUN_HOOKS). The prefix must name an EP of the
+ * session, else NXRT_ERR_INVALID_ARGUMENT. */
+typedef struct nxrt_session_run_options {
+  const nxrt_key_value* options; /* may be NULL when option_count is 0 */
+  size_t option_count;
+} nxrt_session_run_options;
+
+/* nxrt_session_run with run options (NULL: none). */
+NXRT_API nxrt_error* nxrt_session_run_with_options(nxrt_session* s, const nxrt_host_tensor* inputs, size_t input_count,
+                                                   const nxrt_session_run_options* run_options, nxrt_outputs** outputs);
+/* The run's id: unique per session, counting from 1; plugins see it as run_id. */
+NXRT_API uint64_t nxrt_outputs_run_id(const nxrt_outputs* o);
 NXRT_API size_t nxrt_outputs_count(const nxrt_outputs* o);
 NXRT_API nxrt_host_tensor nxrt_outputs_get(const nxrt_outputs* o, size_t i);
 NXRT_API void nxrt_outputs_release(nxrt_outputs* o);
+
+/* ------------------------------------------------------ tensors, files */
+
+/* Element types (ONNX numbering): name ("float32"; "undefined" if unknown) and size in
+ * bytes (0 for types without a fixed size). */
+NXRT_API const char* nxrt_dtype_name(int32_t dtype);
+NXRT_API size_t nxrt_dtype_size(int32_t dtype);
+/* "[2,?,3]" for messages (-1 dimensions as "?"); the string lives until the next call
+ * on the same thread. */
+NXRT_API const char* nxrt_shape_string(const int64_t* dims, size_t rank);
+
+/* Tensor files: one ONNX TensorProto (.pb). read gives a one-element nxrt_outputs
+ * (release with nxrt_outputs_release); write stores t with its name. */
+NXRT_API nxrt_error* nxrt_tensor_file_read(const char* path, nxrt_outputs** out);
+NXRT_API nxrt_error* nxrt_tensor_file_write(const char* path, const nxrt_host_tensor* t);
 
 #ifdef __cplusplus
 }

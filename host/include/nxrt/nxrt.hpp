@@ -2,7 +2,10 @@
 #pragma once
 #include <nxrt/nxrt.h>
 
+#include <cstdint>
+#include <cstring>
 #include <memory>
+#include <new>
 #include <utility>
 #include <stdexcept>
 #include <string>
@@ -19,12 +22,61 @@ class Error : public std::runtime_error {
   nxrt_error_code code_;
 };
 
+using KeyValues = std::vector<std::pair<std::string, std::string>>;
+
+inline std::string version() { return nxrt_version(); }
+
 inline void check(nxrt_error* e) {
   if (!e) return;
   Error err(nxrt_error_code_of(e), nxrt_error_message(e));
   nxrt_error_release(e);
   throw err;
 }
+
+inline std::string dtype_name(int32_t dtype) { return nxrt_dtype_name(dtype); }
+inline size_t dtype_size(int32_t dtype) { return nxrt_dtype_size(dtype); }
+inline std::string shape_str(const int64_t* dims, size_t rank) { return nxrt_shape_string(dims, rank); }
+inline std::string shape_str(const std::vector<int64_t>& dims) { return shape_str(dims.data(), dims.size()); }
+
+// 64-byte aligned bytes: kernels may use aligned vector loads on host tensors.
+template <typename T>
+struct AlignedAllocator {
+  using value_type = T;
+  AlignedAllocator() = default;
+  template <typename U> AlignedAllocator(const AlignedAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  template <typename U> bool operator==(const AlignedAllocator<U>&) const { return true; }
+};
+
+// A dense host tensor that owns its data.
+struct Tensor {
+  std::string name;
+  int32_t dtype = 0;
+  std::vector<int64_t> dims;
+  std::vector<uint8_t, AlignedAllocator<uint8_t>> data;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (auto d : dims) n *= d;
+    return n;
+  }
+  nxrt_host_tensor view() const { return {name.c_str(), dtype, uint32_t(dims.size()), dims.data(), data.data()}; }
+  static Tensor copy_of(const nxrt_host_tensor& t) {
+    Tensor out;
+    out.name = t.name ? t.name : "";
+    out.dtype = t.dtype;
+    out.dims.assign(t.dims, t.dims + t.rank);
+    const size_t bytes = size_t(out.numel()) * dtype_size(t.dtype);
+    out.data.resize(bytes);
+    if (bytes) std::memcpy(out.data.data(), t.data, bytes);
+    return out;
+  }
+};
+
+// Tensor files: one ONNX TensorProto (.pb).
+inline Tensor read_tensor_file(const std::string& path);
+inline void write_tensor_file(const std::string& path, const nxrt_host_tensor& t) { check(nxrt_tensor_file_write(path.c_str(), &t)); }
 
 class Env {
  public:
@@ -49,6 +101,12 @@ class Env {
     const char* text = nullptr;
     check(nxrt_env_device_description(env_.get(), plugin, device, &text));
     return text;
+  }
+  // A plugin's option schema (name, type, default, help).
+  std::vector<nxrt_option_schema_entry> plugin_options(size_t plugin) const {
+    std::vector<nxrt_option_schema_entry> out(nxrt_env_plugin_option_count(env_.get(), plugin));
+    for (size_t i = 0; i < out.size(); ++i) check(nxrt_env_plugin_option(env_.get(), plugin, i, &out[i]));
+    return out;
   }
   nxrt_env* get() const { return env_.get(); }
 
@@ -77,27 +135,31 @@ class Outputs {
   explicit Outputs(nxrt_outputs* o) : o_(o) {}
   size_t size() const { return nxrt_outputs_count(o_.get()); }
   nxrt_host_tensor operator[](size_t i) const { return nxrt_outputs_get(o_.get(), i); }
+  uint64_t run_id() const { return nxrt_outputs_run_id(o_.get()); }
 
  private:
   struct Del { void operator()(nxrt_outputs* o) const { nxrt_outputs_release(o); } };
   std::unique_ptr<nxrt_outputs, Del> o_;
 };
 
+// nxrt_session_options with owned strings.
+struct SessionOptions {
+  std::string eps = "cpu";
+  bool fallback = false;
+  int threads = 0;
+  uint32_t device = 0;
+  KeyValues ep_options;  // "<ep>.<key>" = value, checked against the plugins' schemas
+};
+
 class Session {
  public:
-  Session(Env& env, const Model& model, const std::string& eps, bool fallback = false, int threads = 0, uint32_t device = 0) {
-    nxrt_session_options o{eps.c_str(), fallback ? 1 : 0, threads, device};
-    nxrt_session* s = nullptr;
-    check(nxrt_session_create(env.get(), model.get(), &o, &s));
-    s_.reset(s);
-  }
+  Session(Env& env, const Model& model, const SessionOptions& options) { create(env, model.get(), nullptr, options); }
   // Takes the model (nxrt_session_create_take_model): weights are held about once.
-  Session(Env& env, Model&& model, const std::string& eps, bool fallback = false, int threads = 0, uint32_t device = 0) {
-    nxrt_session_options o{eps.c_str(), fallback ? 1 : 0, threads, device};
-    nxrt_session* s = nullptr;
-    check(nxrt_session_create_take_model(env.get(), model.release(), &o, &s));
-    s_.reset(s);
-  }
+  Session(Env& env, Model&& model, const SessionOptions& options) { create(env, nullptr, model.release(), options); }
+  Session(Env& env, const Model& model, const std::string& eps, bool fallback = false, int threads = 0, uint32_t device = 0)
+      : Session(env, model, SessionOptions{eps, fallback, threads, device, {}}) {}
+  Session(Env& env, Model&& model, const std::string& eps, bool fallback = false, int threads = 0, uint32_t device = 0)
+      : Session(env, std::move(model), SessionOptions{eps, fallback, threads, device, {}}) {}
   std::vector<nxrt_io_info> inputs() const {
     std::vector<nxrt_io_info> v;
     for (size_t i = 0; i < nxrt_session_input_count(s_.get()); ++i) v.push_back(nxrt_session_input(s_.get(), i));
@@ -125,10 +187,35 @@ class Session {
     check(nxrt_session_run(s_.get(), inputs.data(), inputs.size(), &o));
     return Outputs(o);
   }
+  // run_options: "<ep>.<key>" = value, forwarded to that EP's run hooks.
+  Outputs run(const std::vector<nxrt_host_tensor>& inputs, const KeyValues& run_options) {
+    std::vector<nxrt_key_value> kv;
+    for (auto& [k, v] : run_options) kv.push_back(nxrt_key_value{k.c_str(), v.c_str()});
+    nxrt_session_run_options ro{kv.data(), kv.size()};
+    nxrt_outputs* o = nullptr;
+    check(nxrt_session_run_with_options(s_.get(), inputs.data(), inputs.size(), &ro, &o));
+    return Outputs(o);
+  }
 
  private:
+  void create(Env& env, const nxrt_model* model, nxrt_model* taken, const SessionOptions& options) {
+    std::vector<nxrt_key_value> kv;
+    for (auto& [k, v] : options.ep_options) kv.push_back(nxrt_key_value{k.c_str(), v.c_str()});
+    nxrt_session_options o{options.eps.c_str(), options.fallback ? 1 : 0, options.threads, options.device, kv.data(), kv.size()};
+    nxrt_session* s = nullptr;
+    check(taken ? nxrt_session_create_take_model(env.get(), taken, &o, &s) : nxrt_session_create(env.get(), model, &o, &s));
+    s_.reset(s);
+  }
+
   struct Del { void operator()(nxrt_session* s) const { nxrt_session_release(s); } };
   std::unique_ptr<nxrt_session, Del> s_;
 };
+
+inline Tensor read_tensor_file(const std::string& path) {
+  nxrt_outputs* o = nullptr;
+  check(nxrt_tensor_file_read(path.c_str(), &o));
+  Outputs holder(o);
+  return Tensor::copy_of(holder[0]);
+}
 
 }  // namespace nxrt

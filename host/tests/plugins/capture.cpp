@@ -1,4 +1,4 @@
-// Test plugin for ABI 1.1 constant capture: float32 Mul whose constant second
+// Test plugin for constant capture (graph_capture_constant, ABI 2.0): float32 Mul whose constant second
 // input the kernel copies at kernel_create and captures. At run time it checks
 // that the host hands it the shape with no data, as the ABI says. A node named
 // "capture_x" instead tries to capture its non-constant first input, which the
@@ -68,15 +68,14 @@ class CapturePlugin : public nxrt::sdk::Plugin {
   const char* version() const override { return "0.0.1"; }
   uint64_t features() const override { return NXRT_FEATURE_CONCURRENT_RUN; }
   uint32_t device_count() override { return 1; }
-  void device_info(uint32_t, nxrt_device_info& info) override {
-    nxrt_device_info full{};
-    full.struct_size = sizeof full;
-    full.kind = NXRT_DEVICE_CPU;
-    full.name = "capture test device";
-    full.vendor = "nxrt tests";
-    full.dtypes = 1ull << NXRT_DTYPE_FLOAT32;
-    full.host_addressable = 1;
-    nxrt::sdk::copy_device_info(full, info);
+  nxrt::sdk::DeviceDescription describe_device(uint32_t) override {
+    nxrt::sdk::DeviceDescription d;
+    d.kind = NXRT_DEVICE_CPU;
+    d.name = "capture test device";
+    d.vendor = "nxrt tests";
+    d.dtypes = 1ull << NXRT_DTYPE_FLOAT32;
+    d.host_addressable = true;
+    return d;
   }
   std::unique_ptr<nxrt::sdk::Session> create_session(uint32_t, const nxrt::sdk::Options&) override {
     return std::make_unique<CaptureSession>();

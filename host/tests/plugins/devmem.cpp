@@ -29,6 +29,11 @@ float* device_floats(const TensorView& t) {
   if (t.memory() != NXRT_MEMORY_DEVICE) fail(NXRT_INVALID_ARGUMENT, "devmem kernels need device tensors");
   return reinterpret_cast<float*>(buffer(t.handle()).bytes.data() + t.byte_offset());
 }
+// Inputs are read-only: the kernel only reads through this pointer.
+const float* device_floats(const ConstTensorView& t) {
+  if (t.memory() != NXRT_MEMORY_DEVICE) fail(NXRT_INVALID_ARGUMENT, "devmem kernels need device tensors");
+  return reinterpret_cast<const float*>(buffer(const_cast<void*>(t.handle())).bytes.data() + t.byte_offset());
+}
 
 class DeferredStream : public Stream {
  public:
@@ -71,7 +76,7 @@ class GroupKernel : public Kernel {
   void compute(Context& ctx) override {
     auto x = ctx.input(0);
     std::vector<int64_t> dims = x.dims();
-    std::vector<float*> in;
+    std::vector<const float*> in;
     for (size_t i = 0; i < ctx.input_count(); ++i) in.push_back(device_floats(ctx.input(i)));
     std::vector<float*> out;
     for (size_t i = 0; i < ctx.output_count(); ++i) out.push_back(device_floats(ctx.output(i, NXRT_DTYPE_FLOAT32, dims)));
@@ -155,15 +160,14 @@ class DevmemPlugin : public Plugin {
   const char* version() const override { return "0.0.1"; }
   uint64_t features() const override { return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS; }
   uint32_t device_count() override { return 1; }
-  void device_info(uint32_t, nxrt_device_info& info) override {
-    nxrt_device_info full{};
-    full.struct_size = sizeof full;
-    full.kind = NXRT_DEVICE_OTHER;
-    full.name = "simulated discrete device";
-    full.vendor = "nxrt tests";
-    full.dtypes = 1ull << NXRT_DTYPE_FLOAT32;
-    full.host_addressable = 0;
-    copy_device_info(full, info);
+  DeviceDescription describe_device(uint32_t) override {
+    DeviceDescription d;
+    d.kind = NXRT_DEVICE_OTHER;
+    d.name = "simulated discrete device";
+    d.vendor = "nxrt tests";
+    d.dtypes = 1ull << NXRT_DTYPE_FLOAT32;
+    d.host_addressable = false;
+    return d;
   }
   std::unique_ptr<nxrt::sdk::Session> create_session(uint32_t, const Options&) override {
     return std::make_unique<DevmemSession>();

@@ -8,7 +8,7 @@ class NoDevicePlugin : public nxrt::sdk::Plugin {
   const char* version() const override { return "0.0.1"; }
   uint32_t device_count() override { return 0; }
   const char* no_device_reason() override { return "no test accelerator is attached"; }
-  void device_info(uint32_t, nxrt_device_info&) override {}
+  nxrt::sdk::DeviceDescription describe_device(uint32_t) override { return {}; }
   std::unique_ptr<nxrt::sdk::Session> create_session(uint32_t, const nxrt::sdk::Options&) override {
     nxrt::sdk::fail(NXRT_NOT_FOUND, "no device");
   }
