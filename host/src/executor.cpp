@@ -102,6 +102,64 @@ nxrt_dtype read_slot(const Session& s, const RunState& rs, int id, void** handle
   return st.dtype;
 }
 
+// NXRT_CHECK_READONLY_INPUTS=1: every kernel input the host can read (host memory or
+// a host-addressable device) is hashed before kernel_compute and checked after it (and
+// after its stream), so a plugin writing to a read-only input fails the run naming it.
+// A debugging and certification aid (nxrt-conformance sets it); it costs a pass over
+// every input per kernel.
+bool check_read_only_inputs() {
+  static const bool on = [] {
+    const char* e = std::getenv("NXRT_CHECK_READONLY_INPUTS");
+    return e && *e && *e != '0';
+  }();
+  return on;
+}
+
+struct InputDigest {
+  size_t index;
+  uint64_t hash;
+};
+
+uint64_t fnv1a(const unsigned char* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// The inputs of `step` the host can read, with their bytes' hash (NULL data: a captured constant).
+std::vector<std::pair<size_t, std::pair<const unsigned char*, size_t>>> readable_inputs(const Session& s, const RunState& rs,
+                                                                                       const Step& step) {
+  std::vector<std::pair<size_t, std::pair<const unsigned char*, size_t>>> out;
+  for (size_t i = 0; i < step.inputs.size(); ++i) {
+    const int id = step.inputs[i];
+    if (id < 0) continue;
+    const Slot& slot = s.slots()[size_t(id)];
+    if (slot.location != 0 && !(slot.ep >= 0 && s.eps()[size_t(slot.ep)]->host_addressable)) continue;
+    void* h;
+    uint64_t off;
+    const std::vector<int64_t>* dims;
+    const nxrt_dtype dtype = read_slot(s, rs, id, &h, &off, &dims);
+    if (!h) continue;
+    out.push_back({i, {static_cast<const unsigned char*>(h) + off, size_t(element_count(*dims)) * dtype_size(dtype)}});
+  }
+  return out;
+}
+
+std::vector<InputDigest> digest_inputs(const Session& s, const RunState& rs, const Step& step) {
+  std::vector<InputDigest> d;
+  for (auto& [i, bytes] : readable_inputs(s, rs, step)) d.push_back({i, fnv1a(bytes.first, bytes.second)});
+  return d;
+}
+
+void verify_inputs(const Session& s, const RunState& rs, const Step& step, const std::vector<InputDigest>& before,
+                   const std::string& plugin) {
+  const auto now = readable_inputs(s, rs, step);
+  for (size_t k = 0; k < before.size() && k < now.size(); ++k)
+    if (fnv1a(now[k].second.first, now[k].second.second) != before[k].hash)
+      raise(NXRT_ERR_PLUGIN, "plugin '{}' wrote to input {} ('{}') of {}, which is read-only", plugin, before[k].index,
+            s.slots()[size_t(step.inputs[before[k].index])].value->name, step.label);
+}
+
 template <typename F>
 nxrt_status* to_status(F&& f) noexcept {
   try {
@@ -482,6 +540,7 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
       ctx.session = this;
       ctx.step = &step;
       ctx.stream = rs->streams[size_t(step.ep)];
+      const std::vector<InputDigest> digests = check_read_only_inputs() ? digest_inputs(*this, *rs, step) : std::vector<InputDigest>{};
       nxrt_status* st = guarded(ep.lib->name(), "kernel_compute for " + step.label, [&] {
         std::unique_lock<std::mutex> lock;
         if (step.serial) lock = std::unique_lock<std::mutex>(*step.serial);
@@ -492,6 +551,12 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
         raise(NXRT_ERR_PLUGIN, "plugin '{}' failed a host check in {}: {}", ep.lib->name(), step.label, ctx.host_error);
       }
       check_plugin(*ep.lib, st, fmt::format("running {}", step.label));
+      if (!digests.empty()) {
+        if (ctx.stream)
+          check_plugin(*ep.lib, guarded(ep.lib->name(), "stream_synchronize", [&] { return api.stream_synchronize(ctx.stream); }),
+                       step.label);
+        verify_inputs(*this, *rs, step, digests, ep.lib->name());
+      }
       for (size_t o = 0; o < step.outputs.size(); ++o)
         if (step.outputs[o] >= 0 && !rs->state[size_t(step.outputs[o])].ready)
           raise(NXRT_ERR_PLUGIN, "plugin '{}' did not produce output {} ('{}') of {}", ep.lib->name(), o,
