@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
   rep.plugin_path = cfg.plugin;
   rep.suites = suites;
   rep.plugin = probe_plugin(cfg);
-  std::fprintf(stderr, "nxrt-conformance: %s\n", cfg.plugin.c_str());
+  std::fprintf(stderr, "nxrt-conformance (a %u.%u host of the nxrt EP ABI): %s\n", NXRT_EP_ABI_MAJOR, NXRT_EP_ABI_MINOR, cfg.plugin.c_str());
   for (auto& [k, v] : rep.plugin) std::fprintf(stderr, "  %s: %s\n", k.c_str(), v.c_str());
   bool tty = isatty(2);
 
