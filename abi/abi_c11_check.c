@@ -1,5 +1,6 @@
 /* Compiles the ABI header as strict C11 (see CMakeLists.txt); the frozen
  * negotiation prefixes, which no major may move, are pinned here. */
+#include "nxrt_dtype.h"
 #include "nxrt_ep.h"
 
 _Static_assert(sizeof(int32_t) == 4, "int32_t");

@@ -352,8 +352,8 @@ nxrt_host_tensor nxrt_outputs_get(const nxrt_outputs* o, size_t i) {
 
 void nxrt_outputs_release(nxrt_outputs* o) { delete o; }
 
-const char* nxrt_dtype_name(int32_t dtype) { return nxrt::dtype_name(nxrt_dtype(dtype)); }
-size_t nxrt_dtype_size(int32_t dtype) { return nxrt::dtype_size(nxrt_dtype(dtype)); }
+const char* nxrt_element_type_name(int32_t dtype) { return nxrt::dtype_name(nxrt_dtype(dtype)); }
+size_t nxrt_element_type_size(int32_t dtype) { return nxrt::dtype_size(nxrt_dtype(dtype)); }
 
 const char* nxrt_shape_string(const int64_t* dims, size_t rank) {
   static thread_local std::string s;

@@ -1,15 +1,13 @@
-// Element-type helpers of the host (names, sizes). The host does not use the plugin SDK:
-// these follow the ABI's nxrt_dtype numbering (ONNX TensorProto.DataType).
+// Element-type helpers of the host: the ABI's own (abi/nxrt_dtype.h), so the host,
+// the SDK and plugins agree; the host does not use the plugin SDK.
 #pragma once
-#include <nxrt_ep.h>
+#include <nxrt_dtype.h>
 
 #include <cstddef>
 
 namespace nxrt {
 
-// Bytes per element; 0 for types without a fixed size (string, undefined).
-size_t dtype_size(nxrt_dtype t);
-// "float32", "int64"...; "undefined" for an unknown code.
-const char* dtype_name(nxrt_dtype t);
+inline size_t dtype_size(nxrt_dtype t) { return nxrt_dtype_size(t); }
+inline const char* dtype_name(nxrt_dtype t) { return nxrt_dtype_name(t); }
 
 }  // namespace nxrt

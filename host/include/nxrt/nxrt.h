@@ -225,8 +225,8 @@ NXRT_API void nxrt_outputs_release(nxrt_outputs* o);
 
 /* Element types (ONNX numbering): name ("float32"; "undefined" if unknown) and size in
  * bytes (0 for types without a fixed size). */
-NXRT_API const char* nxrt_dtype_name(int32_t dtype);
-NXRT_API size_t nxrt_dtype_size(int32_t dtype);
+NXRT_API const char* nxrt_element_type_name(int32_t dtype);
+NXRT_API size_t nxrt_element_type_size(int32_t dtype);
 /* "[2,?,3]" for messages (-1 dimensions as "?"); the string lives until the next call
  * on the same thread. */
 NXRT_API const char* nxrt_shape_string(const int64_t* dims, size_t rank);

@@ -33,8 +33,8 @@ inline void check(nxrt_error* e) {
   throw err;
 }
 
-inline std::string dtype_name(int32_t dtype) { return nxrt_dtype_name(dtype); }
-inline size_t dtype_size(int32_t dtype) { return nxrt_dtype_size(dtype); }
+inline std::string dtype_name(int32_t dtype) { return nxrt_element_type_name(dtype); }
+inline size_t dtype_size(int32_t dtype) { return nxrt_element_type_size(dtype); }
 inline std::string shape_str(const int64_t* dims, size_t rank) { return nxrt_shape_string(dims, rank); }
 inline std::string shape_str(const std::vector<int64_t>& dims) { return shape_str(dims.data(), dims.size()); }
 

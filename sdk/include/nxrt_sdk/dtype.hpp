@@ -1,42 +1,15 @@
 // Element types: sizes, names and the C++ type of each.
 #pragma once
-#include <nxrt_ep.h>
+#include <nxrt_dtype.h>
 
 #include <cstddef>
 #include <cstdint>
 
 namespace nxrt::sdk {
 
-inline size_t dtype_size(nxrt_dtype t) {
-  switch (t) {
-    case NXRT_DTYPE_FLOAT32: case NXRT_DTYPE_INT32: case NXRT_DTYPE_UINT32: return 4;
-    case NXRT_DTYPE_UINT8: case NXRT_DTYPE_INT8: case NXRT_DTYPE_BOOL: return 1;
-    case NXRT_DTYPE_UINT16: case NXRT_DTYPE_INT16: case NXRT_DTYPE_FLOAT16:
-    case NXRT_DTYPE_BFLOAT16: return 2;
-    case NXRT_DTYPE_INT64: case NXRT_DTYPE_FLOAT64: case NXRT_DTYPE_UINT64: return 8;
-    default: return 0;
-  }
-}
-
-inline const char* dtype_name(nxrt_dtype t) {
-  switch (t) {
-    case NXRT_DTYPE_FLOAT32: return "float32";
-    case NXRT_DTYPE_UINT8: return "uint8";
-    case NXRT_DTYPE_INT8: return "int8";
-    case NXRT_DTYPE_UINT16: return "uint16";
-    case NXRT_DTYPE_INT16: return "int16";
-    case NXRT_DTYPE_INT32: return "int32";
-    case NXRT_DTYPE_INT64: return "int64";
-    case NXRT_DTYPE_STRING: return "string";
-    case NXRT_DTYPE_BOOL: return "bool";
-    case NXRT_DTYPE_FLOAT16: return "float16";
-    case NXRT_DTYPE_FLOAT64: return "float64";
-    case NXRT_DTYPE_UINT32: return "uint32";
-    case NXRT_DTYPE_UINT64: return "uint64";
-    case NXRT_DTYPE_BFLOAT16: return "bfloat16";
-    default: return "undefined";
-  }
-}
+// Sizes and names are the ABI's (abi/nxrt_dtype.h), shared with the host.
+inline size_t dtype_size(nxrt_dtype t) { return nxrt_dtype_size(t); }
+inline const char* dtype_name(nxrt_dtype t) { return nxrt_dtype_name(t); }
 
 template <typename T> constexpr nxrt_dtype dtype_of();
 template <> constexpr nxrt_dtype dtype_of<float>() { return NXRT_DTYPE_FLOAT32; }

@@ -1,8 +1,20 @@
-#include "dtype.hpp"
+/*
+ * Element-type helpers for the nxrt EP ABI: size and name of each nxrt_dtype.
+ * C11, header-only, no state. Shared by the host, the SDK and any plugin, so the
+ * three never disagree on a type's size or spelling. Part of ABI 2.0; a new
+ * dtype constant added by a minor is added here too.
+ */
+#ifndef NXRT_DTYPE_H
+#define NXRT_DTYPE_H
 
-namespace nxrt {
+#include "nxrt_ep.h"
 
-size_t dtype_size(nxrt_dtype t) {
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes per element; 0 for types without a fixed size (string, undefined). */
+static inline size_t nxrt_dtype_size(nxrt_dtype t) {
   switch (t) {
     case NXRT_DTYPE_FLOAT32: case NXRT_DTYPE_INT32: case NXRT_DTYPE_UINT32: return 4;
     case NXRT_DTYPE_UINT8: case NXRT_DTYPE_INT8: case NXRT_DTYPE_BOOL: return 1;
@@ -12,7 +24,8 @@ size_t dtype_size(nxrt_dtype t) {
   }
 }
 
-const char* dtype_name(nxrt_dtype t) {
+/* "float32", "int64"...; "undefined" for an unknown code. A static string. */
+static inline const char* nxrt_dtype_name(nxrt_dtype t) {
   switch (t) {
     case NXRT_DTYPE_FLOAT32: return "float32";
     case NXRT_DTYPE_UINT8: return "uint8";
@@ -32,4 +45,8 @@ const char* dtype_name(nxrt_dtype t) {
   }
 }
 
-}  // namespace nxrt
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* NXRT_DTYPE_H */
