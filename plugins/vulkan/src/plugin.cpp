@@ -1,5 +1,6 @@
 // nxrt Vulkan execution provider: the SDK glue over the Vulkan core.
 #include "program.hpp"
+#include "run_registry.hpp"
 
 #include <nxrt_sdk/sdk.hpp>
 
@@ -103,7 +104,7 @@ struct IrBuilder {
 
 class VkKernel : public Kernel {
  public:
-  VkKernel(Device& d, IrGraph g) : dev_(d), prog_(d, std::move(g)) {}
+  VkKernel(Device& d, IrGraph g, RunRegistry& runs) : dev_(d), prog_(d, std::move(g)), runs_(runs) {}
   void compute(Context& ctx) override {
     const IrGraph& g = prog_.graph();
     std::vector<Program::Input> in(g.inputs.size());
@@ -120,10 +121,14 @@ class VkKernel : public Kernel {
       shared = dev_.default_stream_lock();
       s = &dev_.default_stream();
     }
-    prog_.run(in, [&](size_t i, nxrt_dtype dt, const Shape& dims) {
+    // Profiled runs (on_run_start said so) record timestamps around the command buffer.
+    const uint64_t run_id = ctx.run_id();
+    const bool profile = runs_.profiled(run_id);
+    auto timing = prog_.run(in, [&](size_t i, nxrt_dtype dt, const Shape& dims) {
       auto t = ctx.output(i, dt, std::span<const int64_t>(dims.data(), dims.size()));
       return resolve(t, "output", i);
-    }, *s);
+    }, *s, profile);
+    if (timing) runs_.add(run_id, std::move(timing));
     if (own) s->synchronize();
   }
 
@@ -148,6 +153,7 @@ class VkKernel : public Kernel {
   }
   Device& dev_;
   Program prog_;
+  RunRegistry& runs_;
 };
 
 // ------------------------------------------------------- session
@@ -158,7 +164,8 @@ class VkSession : public Session {
     int64_t dev = option_int(o, "vulkan.device", index);
     auto& inst = Instance::get();
     if (dev < 0 || size_t(dev) >= inst.devices().size())
-      fail(NXRT_NOT_FOUND, "vulkan.device={} but there are {} Vulkan devices", dev, inst.devices().size());
+      fail(NXRT_INVALID_ARGUMENT, "option vulkan.device={} is out of range: there are {} Vulkan devices", dev,
+           inst.devices().size());
     auto it = o.find("vulkan.pipeline_cache");
     dev_ = std::make_unique<Device>(uint32_t(dev), it == o.end() ? std::string() : it->second);
     limits_.max_storage_range = dev_->limits().maxStorageBufferRange;
@@ -199,7 +206,7 @@ class VkSession : public Session {
     for (size_t i = 0; i < sg.output_count(); ++i) b.g.outputs.push_back(b.value(sg.output(i)));
     for (auto& n : b.g.nodes)
       if (auto r = check_node(b.g, n, limits_)) fail(NXRT_UNSUPPORTED, "node {} ({}): {}", n.index, n.op, r->message);
-    return std::make_unique<VkKernel>(*dev_, std::move(b.g));
+    return std::make_unique<VkKernel>(*dev_, std::move(b.g), runs_);
   }
 
   void* alloc(nxrt_memory_kind kind, uint64_t bytes, uint64_t alignment) override {
@@ -231,9 +238,22 @@ class VkSession : public Session {
   std::unique_ptr<sdk::Stream> create_stream() override { return std::make_unique<VkStreamW>(*dev_); }
   std::unique_ptr<sdk::Event> create_event() override { return std::make_unique<VkEventW>(); }
 
+  // Run hooks. A run is profiled when the host asks for it and this device has
+  // timestamp queries; the plugin reads no run options (they are kept with the run).
+  void on_run_start(const RunOptions& ro) override {
+    runs_.start(ro.run_id, ro.profiling && dev_->timestamps(), ro.options);
+  }
+  // Called after the run's streams were synchronized: every Timing of the run is
+  // complete. One event per kernel execution of the run, on the device clock.
+  void on_run_end(uint64_t run_id, const nxrt_status* run_status, nxrt_profile_sink* sink) override {
+    auto events = runs_.finish(run_id, sink && !run_status);
+    for (auto& e : events) report_device_time(sink, e.node, e.name, e.start_ns, e.end_ns);
+  }
+
  private:
   std::unique_ptr<Device> dev_;
   DeviceLimits limits_;
+  RunRegistry runs_;  // after dev_: its Timings hold query pools of the device
 };
 
 // ------------------------------------------------------- plugin
@@ -257,7 +277,18 @@ class VkPlugin : public Plugin {
   ~VkPlugin() override { Instance::release(); }
   const char* name() const override { return "vulkan"; }
   const char* version() const override { return "0.2.0"; }
-  uint64_t features() const override { return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS; }
+  // Run hooks and device profiling when some device has timestamps on its compute
+  // queue. features() must not differ between instances, so the answer is taken once
+  // per process; a session on a device without timestamps reports no device events.
+  uint64_t features() const override {
+    static const bool timestamps = [] {
+      for (auto& d : Instance::get().devices())
+        if (d.timestamp_bits > 0 && d.timestamp_period > 0) return true;
+      return false;
+    }();
+    return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS |
+           (timestamps ? NXRT_FEATURE_RUN_HOOKS | NXRT_FEATURE_DEVICE_PROFILING : 0);
+  }
   uint32_t device_count() override { return uint32_t(Instance::get().devices().size()); }
   const char* no_device_reason() override {
     auto& r = Instance::get().reason();

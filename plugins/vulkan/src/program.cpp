@@ -1,5 +1,7 @@
 #include "program.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -9,8 +11,54 @@ namespace nxrt::vk {
 
 using sdk::fail;
 
+QueryPool::QueryPool(Device& d) : dev(d) {
+  VkQueryPoolCreateInfo ci{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+  ci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+  ci.queryCount = 2;
+  check_vk(vkCreateQueryPool(d.handle(), &ci, nullptr, &pool), "vkCreateQueryPool");
+}
+
+QueryPool::~QueryPool() { vkDestroyQueryPool(dev.handle(), pool, nullptr); }
+
+std::pair<uint64_t, uint64_t> ticks_to_ns(uint64_t start, uint64_t end, uint32_t valid_bits, double period) {
+  if (valid_bits > 0 && valid_bits < 64) {
+    const uint64_t mask = (uint64_t(1) << valid_bits) - 1;
+    start &= mask;
+    end &= mask;
+    if (end < start) end += mask + 1;  // the counter wrapped between the two writes
+  }
+  if (end < start) end = start;
+  // The duration is scaled on its own so it keeps full precision on a large clock.
+  const uint64_t s = uint64_t(double(start) * period);
+  return {s, s + uint64_t(double(end - start) * period + 0.5)};
+}
+
+std::pair<uint64_t, uint64_t> Timing::read() {
+  std::lock_guard lock(mu_);
+  if (done_) return ns_;
+  if (!pool_) fail(NXRT_INTERNAL, "timing of {} has no query pool", name);
+  uint64_t t[2] = {0, 0};
+  check_vk(vkGetQueryPoolResults(pool_->dev.handle(), pool_->pool, 0, 2, sizeof t, t, sizeof(uint64_t),
+                                 VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+           "vkGetQueryPoolResults");
+  ns_ = ticks_to_ns(t[0], t[1], bits_, period_);
+  done_ = true;
+  pool_.reset();
+  return ns_;
+}
+
 Program::Program(Device& dev, IrGraph g) : dev_(dev), g_(std::move(g)) {
   nodes_in_ = g_.nodes.size();
+  if (!g_.nodes.empty()) first_node_ = g_.nodes.front().index;
+  // The profiling name: the op types in order, shortened for long groups
+  // ("Conv+Clip+Conv+...(143 nodes)") so trace viewers stay readable.
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    if (i > 0 && op_types_.size() + g_.nodes[i].op.size() > 64) {
+      op_types_ += fmt::format("+...({} nodes)", g_.nodes.size());
+      break;
+    }
+    op_types_ += (i ? "+" : "") + g_.nodes[i].op;
+  }
   // NXRT_VULKAN_NO_FUSION=1: one dispatch per node (A/B measurements, debugging).
   static const bool no_fusion = [] {
     const char* e = std::getenv("NXRT_VULKAN_NO_FUSION");
@@ -49,7 +97,8 @@ static bool overlap(const Loc& a, const Loc& b) {
   return a.a == b.a && a.off < b.off + b.bytes && b.off < a.off + a.bytes;
 }
 
-void Program::run(const std::vector<Input>& inputs, const BindOutput& bind, Stream& s) {
+std::shared_ptr<Timing> Program::run(const std::vector<Input>& inputs, const BindOutput& bind, Stream& s, bool profile) {
+  profile = profile && dev_.timestamps();
   const size_t nv = g_.values.size();
   if (inputs.size() != g_.inputs.size()) fail(NXRT_INVALID_ARGUMENT, "kernel expects {} inputs, got {}", g_.inputs.size(), inputs.size());
   std::vector<Shape> shape(nv);
@@ -102,7 +151,15 @@ void Program::run(const std::vector<Input>& inputs, const BindOutput& bind, Stre
     sig.push_back(loc[size_t(v)].off);
   }
   wait_idle();  // the command buffer and scratch of the previous run must be free
-  reused_ = recorded_ && sig == sig_;
+  // The queries are about to be reset by the next submission: keep the results of
+  // the previous one (complete after wait_idle) in its Timing. Runs collect their
+  // Timings in on_run_end, usually before this, so this is the rare case of a
+  // kernel resubmitted before its run ended (overlapping runs, a kernel run twice).
+  if (pending_) {
+    pending_->read();
+    pending_.reset();
+  }
+  reused_ = recorded_ && sig == sig_ && recorded_profiled_ == profile;
   if (!reused_) {
     // Buffer plan for internal values: root (alias target) of each value,
     // last use, then first-fit placement in one scratch buffer.
@@ -234,9 +291,17 @@ void Program::run(const std::vector<Input>& inputs, const BindOutput& bind, Stre
     }
     // Record, with a barrier only where a command touches memory that an
     // earlier command since the last barrier wrote (RAW, WAW) or read (WAR).
+    recorded_ = false;  // until the recording completes
     check_vk(vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     check_vk(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
+    if (profile) {
+      // The reset is part of the reused command buffer, ahead of the writes, so every
+      // submission writes fresh queries (reading unreset queries is invalid).
+      if (!queries_) queries_ = std::make_shared<QueryPool>(dev_);
+      vkCmdResetQueryPool(cmd_, queries_->pool, 0, 2);
+      vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_->pool, 0);
+    }
     std::vector<Loc> pend_w, pend_r;
     const Pipeline* bound = nullptr;
     uint32_t si = 0;
@@ -287,6 +352,7 @@ void Program::run(const std::vector<Input>& inputs, const BindOutput& bind, Stre
       }
     }
     host_barrier(cmd_);
+    if (profile) vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_->pool, 1);
     check_vk(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
     // NXRT_VULKAN_STATS=1: one line per recording (debugging and benchmarks).
     static const bool stats = [] {
@@ -297,10 +363,14 @@ void Program::run(const std::vector<Input>& inputs, const BindOutput& bind, Stre
       std::fprintf(stderr, "nxrt-vulkan stats: group of %zu nodes, %zu fused epilogues, %zu dispatches, %zu barriers\n",
                    nodes_in_, fused_, dispatches_, barriers_);
     recorded_ = true;
+    recorded_profiled_ = profile;
     sig_ = std::move(sig);
   }
   last_val_ = s.submit(cmd_);
   last_tl_ = s.timeline();
+  if (!profile) return nullptr;
+  pending_ = std::make_shared<Timing>(first_node_, op_types_, queries_, dev_.info().timestamp_bits, dev_.info().timestamp_period);
+  return pending_;
 }
 
 }  // namespace nxrt::vk

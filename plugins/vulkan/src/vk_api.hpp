@@ -75,7 +75,12 @@ namespace nxrt::vk {
   X(vkCreateSemaphore)                   \
   X(vkDestroySemaphore)                  \
   X(vkWaitSemaphores)                    \
-  X(vkGetSemaphoreCounterValue)
+  X(vkGetSemaphoreCounterValue)          \
+  X(vkCreateQueryPool)                   \
+  X(vkDestroyQueryPool)                  \
+  X(vkCmdResetQueryPool)                 \
+  X(vkCmdWriteTimestamp)                 \
+  X(vkGetQueryPoolResults)
 
 #define NXRT_VK_DECL(name) extern PFN_##name name;
 NXRT_VK_GLOBAL_FNS(NXRT_VK_DECL)

@@ -184,6 +184,10 @@ Instance::Instance() {
       bool found = false;
       for (uint32_t i = 0; i < qn && !found; ++i)
         if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) { d.queue_family = i; found = true; }
+      if (found) {
+        d.timestamp_bits = qf[d.queue_family].timestampValidBits;
+        d.timestamp_period = d.props.limits.timestampPeriod;
+      }
       if (!found || !d.timeline) {
         skipped += fmt::format("; {} has no {}", d.props.deviceName, found ? "timeline semaphores" : "compute queue");
         continue;
@@ -216,6 +220,8 @@ Instance::Instance() {
           {"vulkan.max_storage_buffer_range", std::to_string(L.maxStorageBufferRange)},
           {"vulkan.max_push_constants", std::to_string(L.maxPushConstantsSize)},
           {"vulkan.max_workgroup_invocations", std::to_string(L.maxComputeWorkGroupInvocations)},
+          {"vulkan.timestamp_valid_bits", std::to_string(d.timestamp_bits)},
+          {"vulkan.timestamp_period_ns", fmt::format("{}", d.timestamp_period)},
           {"vulkan.kernel_dtypes", d.storage16 ? "float32; float16 (16-bit storage, float32 arithmetic) for every "
                                                  "float kernel; int32/int64 for data movement; Cast float32<->float16, "
                                                  "float32<->int32, int64<->int32"
@@ -318,7 +324,15 @@ Device::Device(uint32_t index, std::string cache_path) : cache_path_(std::move(c
       ok = ids[0] == info_->props.vendorID && ids[1] == info_->props.deviceID && ids[2] == info_->props.driverVersion &&
            std::memcmp(blob.data() + 20, info_->props.pipelineCacheUUID, VK_UUID_SIZE) == 0;
     }
+    const size_t file_bytes = blob.size();
     blob = ok ? std::vector<char>(blob.begin() + hdr, blob.end()) : std::vector<char>{};
+    cache_loaded_ = blob.size();
+    // NXRT_VULKAN_STATS=1: what became of the file (tests check that a second session loads it).
+    if (env_on("NXRT_VULKAN_STATS"))
+      std::fprintf(stderr, "nxrt-vulkan stats: pipeline cache '%s': %s\n", cache_path_.c_str(),
+                   ok ? fmt::format("loaded {} bytes", blob.size()).c_str()
+                   : file_bytes ? "ignored (not a cache of this device and driver)"
+                                : "no file yet (written at session end)");
   }
   VkPipelineCacheCreateInfo pci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
   pci.initialDataSize = blob.size();

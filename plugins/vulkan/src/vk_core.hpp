@@ -33,6 +33,10 @@ struct PhysicalDeviceInfo {
   // the float16 kernels need it.
   bool fp16 = false, int8 = false, storage16 = false, timeline = false, push_descriptor = false;
   uint32_t queue_family = 0;
+  // timestampValidBits of the compute queue family (0: no timestamps, no device
+  // profiling on this device) and limits.timestampPeriod (ns per tick).
+  uint32_t timestamp_bits = 0;
+  double timestamp_period = 0;
   uint64_t device_local_bytes = 0;
   uint8_t uuid[16]{};
   std::string driver;
@@ -110,6 +114,8 @@ class Device {
   const PhysicalDeviceInfo& info() const { return *info_; }
   VkDevice handle() const { return device_; }
   const VkPhysicalDeviceLimits& limits() const { return info_->props.limits; }
+  // Timestamp queries work on this device's compute queue (device profiling).
+  bool timestamps() const { return info_->timestamp_bits > 0 && info_->timestamp_period > 0; }
 
   // DEVICE memory (device-local; mapped when the device allows) or HOST_PINNED
   // (host-visible, coherent, mapped).
@@ -122,6 +128,8 @@ class Device {
   const Pipeline& pipeline(Shader s, std::span<const uint32_t> spec = {});
   std::vector<uint8_t> pipeline_cache_data();
   void save_pipeline_cache();
+  // Bytes of pipeline cache data loaded from the vulkan.pipeline_cache file (0: none, or ignored).
+  size_t pipeline_cache_loaded() const { return cache_loaded_; }
 
   void submit(const VkSubmitInfo& info);
   // Waits until the queue has retired every submission. A signalled timeline value does not
@@ -153,6 +161,7 @@ class Device {
   std::mutex pipe_mu_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::string cache_path_;
+  size_t cache_loaded_ = 0;
   std::map<std::pair<int, std::vector<uint32_t>>, Pipeline> pipelines_;
   std::map<uint32_t, VkDescriptorSetLayout> set_layouts_;
   std::map<int, VkShaderModule> modules_;

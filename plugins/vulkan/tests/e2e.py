@@ -18,11 +18,23 @@ Usage: e2e.py MODE --build BUILD_DIR
             indices, Slice, Expand; rtol 2e-3, atol 1e-3), and "mixed" (float32 in and
             out, float16 inside: Cast, MatMul, Relu, Cast, plus Shape -> Cast int32 ->
             Cast int64). Skipped where the device lacks 16-bit storage.
+  profile   `nxrt bench --profile` over a model split vulkan / cpu / vulkan (Conv+Relu,
+            Round on cpu, Conv+Sigmoid): the Chrome trace has, per profiled run, one
+            "cat":"device" event per Vulkan kernel on the "vulkan device" track, named by
+            the group's op types, with end >= start, a positive duration for the Convs,
+            inside the run's span; `nxrt plugins --verbose` lists run-hooks and
+            device-profiling when the device has timestamps.
+  options   session options through `--ep-option`: vulkan.pipeline_cache=PATH creates a
+            non-empty cache file that a second run loads (NXRT_VULKAN_STATS=1 says
+            "loaded N bytes"), a foreign file is ignored and replaced; vulkan.device=99
+            fails (exit 1 or 2) with a message naming vulkan.device; vulkan.device=abc
+            and an unknown vulkan.* key are rejected by the host (exit 2).
 Validation layers are enabled (NXRT_VULKAN_VALIDATION=1); any validation message fails
 the run. A missing nxrt binary is a failure, not a skip.
 """
 import argparse
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -386,12 +398,158 @@ def mode_nodriver(args):
     return 1 if bad else 0
 
 
+def split_conv_model(rng):
+    """Conv+Relu (vulkan) -> Round (cpu: Vulkan has no Round) -> Conv+Sigmoid (vulkan)."""
+    W1 = rng.uniform(-0.3, 0.3, (16, 8, 3, 3)).astype(np.float32)
+    W2 = rng.uniform(-0.3, 0.3, (16, 16, 3, 3)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "W1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Round", ["r1"], ["q"]),
+        helper.make_node("Conv", ["q", "W2"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c2"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "split", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 32, 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 32, 32])],
+                          initializer=[numpy_helper.from_array(W1, "W1"), numpy_helper.from_array(W2, "W2")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+def mode_profile(args):
+    exe = nxrt(args.build)
+    if not exe:
+        print("FAIL: no nxrt binary under --build")
+        return 1
+    r = run([exe, "plugins", "--verbose"])
+    out = r.stdout + r.stderr
+    sect = out[out.find("vulkan"):]
+    if "vulkan.timestamp_valid_bits:" not in sect:
+        print(f"FAIL: `nxrt plugins --verbose` shows no vulkan.timestamp_valid_bits:\n{out[-1500:]}")
+        return 1
+    bits = [l.split(":")[-1].strip() for l in sect.splitlines() if "vulkan.timestamp_valid_bits:" in l]
+    if bits and bits[0] == "0":
+        print("skip: the Vulkan device has no timestamp queries on its compute queue")
+        return 77
+    bad = []
+    for feat in ("run-hooks", "device-profiling"):
+        if feat not in sect:
+            bad.append(f"`nxrt plugins --verbose` does not list {feat} for vulkan")
+    iters = 3
+    with tempfile.TemporaryDirectory() as tmp:
+        path, trace = os.path.join(tmp, "split.onnx"), os.path.join(tmp, "trace.json")
+        onnx.save(split_conv_model(np.random.default_rng(5)), path)
+        r = run([exe, "bench", path, "--ep", "vulkan,cpu", "--profile", trace, "--iters", str(iters)], vk_env(True))
+        if r.returncode != 0 or not validation_clean(r):
+            print(f"FAIL: bench --profile rc={r.returncode}\n{(r.stdout + r.stderr)[-1500:]}")
+            return 1
+        with open(trace) as f:
+            events = json.load(f)["traceEvents"]
+    tracks = {e["tid"] for e in events if e.get("ph") == "M" and e.get("args", {}).get("name") == "vulkan device"}
+    if len(tracks) != 1:
+        bad.append(f"no single 'vulkan device' track in the trace (thread_name metadata: {tracks})")
+    dev = [e for e in events if e.get("cat") == "device"]
+    kern = [e for e in events if e.get("cat") == "kernel" and e.get("args", {}).get("ep") == "vulkan"]
+    runs = {e["args"]["run"]: e for e in events if e.get("cat") == "run"}
+    if len(runs) != iters:
+        bad.append(f"{len(runs)} run events, expected {iters}")
+    for e in dev:
+        if e["tid"] not in tracks:
+            bad.append(f"device event {e['name']} is not on the vulkan device track")
+        if e["args"].get("ep") != "vulkan":
+            bad.append(f"device event {e['name']} has ep {e['args'].get('ep')}")
+        if e["dur"] < 0:
+            bad.append(f"device event {e['name']} ends before it starts: dur {e['dur']}")
+        if "Conv" in e["name"] and not e["dur"] > 0:
+            bad.append(f"device event {e['name']} (a Conv) has no duration: {e['dur']}")
+    for run_id, rev in sorted(runs.items()):
+        d = sorted((e for e in dev if e["args"]["run"] == run_id), key=lambda e: e["ts"])
+        k = [e for e in kern if e["args"]["run"] == run_id]
+        names = [e["name"] for e in d]
+        if len(d) != len(k) or len(d) != 2:
+            bad.append(f"run {run_id}: {len(d)} device events {names} for {len(k)} vulkan kernels (expected 2)")
+            continue
+        if names != ["Conv+Relu", "Conv+Sigmoid"]:
+            bad.append(f"run {run_id}: device events {names}, expected ['Conv+Relu', 'Conv+Sigmoid']")
+        if sorted(e["args"].get("node") for e in d) != [0, 3]:
+            bad.append(f"run {run_id}: device events name nodes {[e['args'].get('node') for e in d]}, expected [0, 3]")
+        lo, hi = rev["ts"] - 1, rev["ts"] + rev["dur"] + 1  # microseconds, printed to 3 decimals
+        for e in d:
+            if e["ts"] < lo or e["ts"] + e["dur"] > hi:
+                bad.append(f"run {run_id}: device event {e['name']} [{e['ts']}, +{e['dur']}] outside the run [{rev['ts']}, +{rev['dur']}]")
+        print(f"run {run_id}: " + ", ".join(f"{e['name']} {e['dur']:.1f} us" for e in d) + f" (run {rev['dur']:.1f} us)")
+    for b in bad:
+        print("FAIL", b)
+    print(f"profile: {'FAIL' if bad else 'ok'}")
+    return 1 if bad else 0
+
+
+def mode_options(args):
+    exe = nxrt(args.build)
+    if not exe:
+        print("FAIL: no nxrt binary under --build")
+        return 1
+    bad = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "split.onnx")
+        m = split_conv_model(np.random.default_rng(5))
+        # Vulkan only: drop the Round so the model needs no other EP.
+        del m.graph.node[2]
+        m.graph.node[2].input[0] = "r1"
+        onnx.save(m, path)
+        cache = os.path.join(tmp, "pc.bin")
+        env = dict(vk_env(True), NXRT_VULKAN_STATS="1")
+        base = [exe, "run", path, "--ep", "vulkan", "--ep-option", f"vulkan.pipeline_cache={cache}"]
+        r1 = run(base, env)
+        size = os.path.getsize(cache) if os.path.exists(cache) else 0
+        if r1.returncode != 0 or not validation_clean(r1):
+            bad.append(f"first run with vulkan.pipeline_cache: rc={r1.returncode}\n{(r1.stdout + r1.stderr)[-1200:]}")
+        elif size == 0:
+            bad.append(f"first run did not write {cache}")
+        else:
+            with open(cache, "rb") as f:
+                if f.read(8) != b"NXVKPC01":
+                    bad.append("the cache file lacks the NXVKPC01 header")
+            if "no file yet" not in r1.stderr:
+                bad.append(f"first run: no 'no file yet' stats line:\n{r1.stderr[-800:]}")
+        r2 = run(base, env)
+        lines = [l for l in r2.stderr.splitlines() if "pipeline cache" in l]
+        if r2.returncode != 0 or not validation_clean(r2):
+            bad.append(f"second run: rc={r2.returncode}\n{(r2.stdout + r2.stderr)[-1200:]}")
+        elif not any("loaded" in l and "loaded 0 bytes" not in l for l in lines):
+            bad.append(f"second run did not load the cache: {lines}")
+        print(f"pipeline cache: {size} bytes; second run: {lines}")
+        with open(cache, "wb") as f:
+            f.write(b"garbage" * 20)
+        r3 = run(base, env)
+        lines3 = [l for l in r3.stderr.splitlines() if "pipeline cache" in l]
+        with open(cache, "rb") as f:
+            head = f.read(8)
+        if r3.returncode != 0 or not any("ignored" in l for l in lines3) or head != b"NXVKPC01":
+            bad.append(f"foreign cache file: rc={r3.returncode}, {lines3}, header now {head!r}")
+        for opt, codes in (("vulkan.device=99", (1, 2)), ("vulkan.device=abc", (2,)), ("vulkan.no_such_key=1", (2,))):
+            r = run([exe, "run", path, "--ep", "vulkan", "--ep-option", opt], vk_env(True))
+            key = opt.split("=")[0]
+            if r.returncode not in codes or key not in r.stderr:
+                bad.append(f"--ep-option {opt}: rc={r.returncode} (want {codes}), stderr must name {key}:\n{r.stderr[-600:]}")
+            else:
+                print(f"--ep-option {opt}: rc={r.returncode}: {r.stderr.strip().splitlines()[-1][:200]}")
+    for b in bad:
+        print("FAIL", b)
+    print(f"options: {'FAIL' if bad else 'ok'}")
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["mixed", "nodriver", "fp16"])
+    ap.add_argument("mode", choices=["mixed", "nodriver", "fp16", "profile", "options"])
     ap.add_argument("--build", default=os.environ.get("NXRT_BUILD_DIR", os.path.join(SRC, "build")))
     args = ap.parse_args()
-    return {"mixed": mode_mixed, "nodriver": mode_nodriver, "fp16": mode_fp16}[args.mode](args)
+    modes = {"mixed": mode_mixed, "nodriver": mode_nodriver, "fp16": mode_fp16, "profile": mode_profile,
+             "options": mode_options}
+    return modes[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "program.hpp"
+#include "run_registry.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -1283,8 +1284,206 @@ TEST_CASE("pipeline cache saves and loads") {
   std::fclose(f);
   {
     Device d(0, path);  // loads it back (a corrupt or foreign file would be ignored)
+    CHECK(d.pipeline_cache_loaded() > 0);
     d.pipeline(Shader::matmul, std::vector<uint32_t>{256, 64, 64, 16, 4, 4});
   }
+  {
+    FILE* g = std::fopen(path.c_str(), "wb");  // a foreign file: ignored, then overwritten
+    std::fputs("not a pipeline cache, but long enough to have a header......", g);
+    std::fclose(g);
+    Device d(0, path);
+    CHECK(d.pipeline_cache_loaded() == 0);
+  }
   std::remove(path.c_str());
+  no_validation_messages();
+}
+
+// ---------------------------------------------------------------- device profiling
+
+TEST_CASE("device profiling: ticks to ns (mask, wrap, period)") {
+  CHECK(ticks_to_ns(100, 250, 64, 1.0) == std::pair<uint64_t, uint64_t>{100, 250});
+  CHECK(ticks_to_ns(100, 250, 64, 2.5) == std::pair<uint64_t, uint64_t>{250, 625});
+  // Bits above timestampValidBits are undefined: masked off.
+  CHECK(ticks_to_ns((7ull << 40) | 10, (3ull << 40) | 30, 32, 1.0) == std::pair<uint64_t, uint64_t>{10, 30});
+  // A 32-bit counter that wrapped between the writes.
+  CHECK(ticks_to_ns(0xFFFFFFF0ull, 0x10, 32, 1.0) == std::pair<uint64_t, uint64_t>{0xFFFFFFF0ull, 0x100000010ull});
+  CHECK(ticks_to_ns(5, 5, 64, 1.0).second == 5);
+}
+
+namespace {
+// A Conv -> Relu group (fused into one dispatch) on fixed allocations, so the
+// command buffer is reused across runs with the same bindings.
+struct ConvGroup {
+  IrGraph g;
+  DT x, w, b;
+  Alloc* out = nullptr;
+  uint64_t out_bytes = 0;
+  std::unique_ptr<Program> p;
+  ConvGroup() {
+    auto xv = randv(1 * 16 * 24 * 24, -1, 1, 41), wv = randv(32 * 16 * 3 * 3, -1, 1, 42), bv = randv(32, -1, 1, 43);
+    x = DT(xv.data(), {1, 16, 24, 24});
+    w = DT(wv.data(), {32, 16, 3, 3});
+    b = DT(bv.data(), {32});
+    auto val = [&](const std::string& n, Shape d) {
+      IrValue v;
+      v.name = n;
+      v.dtype = NXRT_DTYPE_FLOAT32;
+      v.rank = d.empty() ? -1 : int64_t(d.size());  // outputs: shape unknown until run time
+      v.dims = std::move(d);
+      return g.add_value(v);
+    };
+    int ix = val("x", {1, 16, 24, 24}), iw = val("w", {32, 16, 3, 3}), ib = val("b", {32});
+    int c = val("c", {}), y = val("y", {});
+    g.inputs = {ix, iw, ib};
+    IrNode conv;
+    conv.op = "Conv";
+    conv.opset = 17;
+    conv.in = {ix, iw, ib};
+    conv.out = {c};
+    conv.attrs = {{"kernel_shape", ais({3, 3})}, {"pads", ais({1, 1, 1, 1})}};
+    conv.index = 7;
+    IrNode relu;
+    relu.op = "Relu";
+    relu.opset = 17;
+    relu.in = {c};
+    relu.out = {y};
+    relu.index = 9;
+    g.nodes = {conv, relu};
+    g.outputs = {y};
+    out_bytes = 32 * 24 * 24 * 4;
+    out = device().alloc(out_bytes, false);
+    p = std::make_unique<Program>(device(), g);
+  }
+  std::shared_ptr<Timing> run(Stream& s, bool profile) {
+    std::vector<Program::Input> in{{x.loc(), x.dims}, {w.loc(), w.dims}, {b.loc(), b.dims}};
+    return p->run(in, [&](size_t, nxrt_dtype, const Shape&) { return Loc{out, 0, out_bytes}; }, s, profile);
+  }
+  ~ConvGroup() {
+    p.reset();
+    device().free(out);
+    for (DT* t : {&x, &w, &b}) device().free(t->a);
+  }
+};
+}  // namespace
+
+TEST_CASE("device profiling: a profiled Program execution has timestamps; reuse and re-recording") {
+  if (!have_device()) return;
+  if (!device().timestamps()) {
+    MESSAGE("device has no timestamp queries on its compute queue: device profiling not tested");
+    return;
+  }
+  ConvGroup cg;
+  Stream s(device());
+  CHECK(cg.p->first_node() == 7);
+  CHECK(cg.p->op_types() == "Conv+Relu");  // before epilogue fusion
+  // Not profiled: no Timing, then the command buffer is reused.
+  CHECK(cg.run(s, false) == nullptr);
+  CHECK(!cg.p->last_run_reused());
+  CHECK(cg.run(s, false) == nullptr);
+  CHECK(cg.p->last_run_reused());
+  // Profiled: re-recorded once with the timestamps, then reused with them.
+  auto t1 = cg.run(s, true);
+  REQUIRE(t1);
+  CHECK(!cg.p->last_run_reused());
+  s.synchronize();
+  auto [s1, e1] = t1->read();
+  CHECK(t1->node == 7);
+  CHECK(t1->name == "Conv+Relu");
+  CHECK(e1 > s1);  // a 32x16x3x3 Conv over 24x24 takes measurable time, even on lavapipe
+  MESSAGE("Conv+Relu device time: " << (e1 - s1) << " ns");
+  CHECK(t1->read() == std::pair{s1, e1});  // kept
+  // Resubmitted before the previous Timing was read: the Program keeps its values.
+  auto t2 = cg.run(s, true);
+  CHECK(cg.p->last_run_reused());
+  auto t3 = cg.run(s, true);
+  CHECK(cg.p->last_run_reused());
+  s.synchronize();
+  auto [s2, e2] = t2->read();
+  auto [s3, e3] = t3->read();
+  CHECK(e2 > s2);
+  CHECK(e3 > s3);
+  CHECK(s2 >= e1);  // the device clock moves forward between submissions
+  CHECK(s3 >= e2);
+  // A long group's name is shortened.
+  {
+    IrGraph lg;
+    IrValue v;
+    v.name = "x";
+    v.dtype = NXRT_DTYPE_FLOAT32;
+    v.rank = 1;
+    v.dims = {4};
+    int prev = lg.add_value(v);
+    lg.inputs = {prev};
+    for (int i = 0; i < 30; ++i) {
+      IrValue o;
+      o.name = "r" + std::to_string(i);
+      o.dtype = NXRT_DTYPE_FLOAT32;
+      int out = lg.add_value(o);
+      IrNode n;
+      n.op = "Relu";
+      n.opset = 17;
+      n.in = {prev};
+      n.out = {out};
+      n.index = size_t(i);
+      lg.nodes.push_back(n);
+      prev = out;
+    }
+    lg.outputs = {prev};
+    Program lp(device(), lg);
+    const std::string& name = lp.op_types();
+    CHECK(name.rfind("Relu+Relu+", 0) == 0);
+    CHECK(name.size() <= 64 + 16);
+    CHECK(name.substr(name.size() - 14) == "+...(30 nodes)");
+  }
+  // Back to not profiled: re-recorded without the queries.
+  CHECK(cg.run(s, false) == nullptr);
+  CHECK(!cg.p->last_run_reused());
+  s.synchronize();
+  no_validation_messages();
+}
+
+TEST_CASE("device profiling: overlapping runs keep their own kernel events") {
+  if (!have_device()) return;
+  RunRegistry runs;
+  CHECK(!runs.profiled(1));  // never started (a host without run hooks)
+  runs.start(1, true);
+  runs.start(2, false);
+  runs.start(3, true, {{"vulkan.x", "1"}});
+  CHECK(runs.profiled(1));
+  CHECK(!runs.profiled(2));
+  CHECK(runs.profiled(3));
+  if (!device().timestamps()) return;
+  ConvGroup a, b;
+  Stream s(device());
+  // Interleaved: run 1 and run 3 both use kernel a (a is resubmitted before run 1
+  // ended), run 3 runs kernel b twice; run 2 is not profiled.
+  runs.add(1, a.run(s, runs.profiled(1)));
+  runs.add(3, a.run(s, runs.profiled(3)));
+  runs.add(2, b.run(s, runs.profiled(2)));
+  runs.add(3, b.run(s, runs.profiled(3)));
+  runs.add(3, b.run(s, runs.profiled(3)));
+  s.synchronize();
+  CHECK(runs.finish(2, true).empty());
+  auto e1 = runs.finish(1, true);
+  auto e3 = runs.finish(3, true);
+  REQUIRE(e1.size() == 1);
+  REQUIRE(e3.size() == 3);
+  for (auto* v : {&e1, &e3})
+    for (auto& e : *v) {
+      CHECK(e.end_ns > e.start_ns);
+      CHECK(e.node == 7);
+      CHECK(e.name == "Conv+Relu");
+    }
+  // In submission order on one stream: run 1's kernel before run 3's.
+  CHECK(e3[0].start_ns >= e1[0].end_ns);
+  CHECK(e3[1].start_ns >= e3[0].end_ns);
+  CHECK(e3[2].start_ns >= e3[1].end_ns);
+  CHECK(runs.open_runs() == 0);
+  CHECK(runs.finish(1, true).empty());  // forgotten
+  // A failed run (read = false) is forgotten without reading.
+  runs.start(4, true);
+  runs.add(4, a.run(s, true));
+  s.synchronize();
+  CHECK(runs.finish(4, false).empty());
   no_validation_messages();
 }
