@@ -14,9 +14,12 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <memory>
+#include <mutex>
 #include <regex>
 
 namespace nxrt {
+
+std::mutex& loader_mutex();
 
 bool DeviceInfo::has_uuid() const {
   for (uint8_t b : uuid)
@@ -184,9 +187,13 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
   std::shared_ptr<PluginLibrary> lib(new PluginLibrary());
   lib->path_ = path;
   boost::dll::fs::error_code dec;
-  lib->lib_.load(boost::dll::fs::path(path.string()), boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local, dec);
+  const char* why = nullptr;
+  {
+    std::lock_guard lock(loader_mutex());
+    lib->lib_.load(boost::dll::fs::path(path.string()), boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local, dec);
+    if (dec) why = dlerror();  // the loader's own words beat Boost's generic error
+  }
   if (dec) {
-    const char* why = dlerror();  // the loader's own words beat Boost's generic error
     raise(NXRT_ERR_PLUGIN, "cannot load plugin '{}': {}", path.string(), why ? why : dec.message());
   }
   if (!lib->lib_.has(NXRT_EP_ENTRY_SYMBOL))
@@ -298,6 +305,15 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
   return lib;
 }
 
+// Every dlopen and dlclose of a plugin happens under this lock. ld.so serialises them
+// anyway, but with a lock of its own that ThreadSanitizer cannot see: this one gives
+// TSan the order, so a library unloaded by one thread and mapped again at the same
+// address by another is not reported as racing with itself. It costs nothing.
+std::mutex& loader_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
 PluginLibrary::~PluginLibrary() {
   if (shutdown_needed_ && api_ && api_->shutdown) {
     try {
@@ -306,7 +322,9 @@ PluginLibrary::~PluginLibrary() {
       // A plugin that throws from shutdown is reported by conformance; never propagate here.
     }
   }
-  // lib_ unloads after this body, once nothing of the plugin is alive.
+  // Nothing of the plugin is alive now: unload, under the loader lock (see loader_mutex).
+  std::lock_guard lock(loader_mutex());
+  lib_.unload();
 }
 
 }  // namespace nxrt
