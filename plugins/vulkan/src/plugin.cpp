@@ -314,7 +314,12 @@ class VkPlugin : public Plugin {
                  (d.storage16 ? 1ull << NXRT_DTYPE_FLOAT16 : 0);
     out.host_addressable = false;
     out.properties = d.properties;
+    out.pci_bus_id = d.pci_bus_id;
     return out;
+  }
+  uint64_t memory_free(uint32_t index) override {
+    auto& devs = Instance::get().devices();
+    return index < devs.size() ? device_local_free_bytes(devs[index]) : 0;
   }
   std::vector<OptionSpec> options() const override {
     return {{"vulkan.device", NXRT_OPTION_INT, "", "Vulkan physical device index to use instead of the session's device"},

@@ -54,6 +54,19 @@ static std::mutex& instance_mutex() {
   return mu;
 }
 
+uint64_t device_local_free_bytes(const PhysicalDeviceInfo& d) {
+  if (!d.memory_budget) return 0;
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+  VkPhysicalDeviceMemoryProperties2 mp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
+  mp.pNext = &budget;
+  vkGetPhysicalDeviceMemoryProperties2(d.handle, &mp);
+  uint64_t free = 0;
+  for (uint32_t h = 0; h < mp.memoryProperties.memoryHeapCount; ++h)
+    if ((mp.memoryProperties.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) && budget.heapBudget[h] > budget.heapUsage[h])
+      free += budget.heapBudget[h] - budget.heapUsage[h];
+  return free;
+}
+
 Instance& Instance::get() {
   std::lock_guard lock(instance_mutex());
   auto& slot = instance_slot();
@@ -196,8 +209,19 @@ Instance::Instance() {
       vkEnumerateDeviceExtensionProperties(pd, nullptr, &en, nullptr);
       std::vector<VkExtensionProperties> ep(en);
       vkEnumerateDeviceExtensionProperties(pd, nullptr, &en, ep.data());
-      for (auto& e : ep)
+      bool pci_bus_info = false;
+      for (auto& e : ep) {
         if (std::strcmp(e.extensionName, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) == 0) d.push_descriptor = true;
+        if (std::strcmp(e.extensionName, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME) == 0) pci_bus_info = true;
+        if (std::strcmp(e.extensionName, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) == 0) d.memory_budget = true;
+      }
+      if (pci_bus_info) {
+        VkPhysicalDevicePCIBusInfoPropertiesEXT pci{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT};
+        VkPhysicalDeviceProperties2 pp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+        pp.pNext = &pci;
+        vkGetPhysicalDeviceProperties2(pd, &pp);
+        d.pci_bus_id = fmt::format("{:04x}:{:02x}:{:02x}.{:x}", pci.pciDomain, pci.pciBus, pci.pciDevice, pci.pciFunction);
+      }
       std::string heaps;
       for (uint32_t h = 0; h < d.mem.memoryHeapCount; ++h) {
         auto& hp = d.mem.memoryHeaps[h];

@@ -38,10 +38,18 @@ struct PhysicalDeviceInfo {
   uint32_t timestamp_bits = 0;
   double timestamp_period = 0;
   uint64_t device_local_bytes = 0;
+  // VK_EXT_memory_budget: free device-local memory can be asked (memory_free_bytes).
+  bool memory_budget = false;
+  // VK_EXT_pci_bus_info: "dddd:bb:dd.f", empty without the extension.
+  std::string pci_bus_id;
   uint8_t uuid[16]{};
   std::string driver;
   std::vector<std::pair<std::string, std::string>> properties;  // for device_info
 };
+
+// Device-local memory free now (sum over device-local heaps of budget - usage), where the
+// driver has VK_EXT_memory_budget; 0 (unknown) otherwise.
+uint64_t device_local_free_bytes(const PhysicalDeviceInfo& d);
 
 class Instance {
  public:
