@@ -40,6 +40,69 @@ Check pool_geometry_check(const Node& n) {
   return std::nullopt;
 }
 
+// The attributes MaxPool and AveragePool share, read at kernel_create.
+struct PoolAttrs {
+  std::vector<int64_t> k, s, d, pads;
+  std::string auto_pad;
+  bool ceil = false;
+};
+
+PoolAttrs read_pool_attrs(const Node& n) {
+  PoolAttrs a;
+  a.k = n.attr_ints("kernel_shape");
+  const size_t sr = a.k.size();
+  a.s = n.attr_ints("strides", std::vector<int64_t>(sr, 1));
+  a.d = n.attr_ints("dilations", std::vector<int64_t>(sr, 1));
+  a.pads = n.attr_ints("pads", std::vector<int64_t>(2 * sr, 0));
+  a.auto_pad = n.attr_string("auto_pad", "NOTSET");
+  a.ceil = n.attr_int("ceil_mode", 0) != 0;
+  return a;
+}
+
+// The window geometry of one call from X's run-time shape, right-aligned into the
+// 3-D PoolShape (unused dims: size 1, kernel 1); `od` gets Y's dims.
+PoolShape pool_shape(const PoolAttrs& a, const ConstTensorView& x, const char* op, std::vector<int64_t>& od) {
+  const size_t sr = a.k.size();
+  if (x.rank() != sr + 2) sdk::fail(NXRT_INVALID_ARGUMENT, "{}: X {} must have rank {}", op, dims_str(x.dims()), sr + 2);
+  PoolShape s;
+  s.batch = x.dim(0);
+  s.channels = x.dim(1);
+  s.spatial = int(sr);
+  od = {x.dim(0), x.dim(1)};
+  const size_t off = 3 - sr;
+  for (size_t i = 0; i < sr; ++i) {
+    const int64_t in = x.dim(2 + i), k = a.k[i], st = a.s[i], dl = a.d[i], ek = (k - 1) * dl + 1;
+    int64_t out = 0, pb = 0, pe = 0;
+    if (a.auto_pad == "VALID") {
+      out = in >= ek ? (in - ek) / st + 1 : 0;
+    } else if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
+      out = (in + st - 1) / st;
+      const int64_t total = std::max<int64_t>(0, (out - 1) * st + ek - in);
+      pb = a.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pe = total - pb;
+    } else {
+      pb = a.pads[i];
+      pe = a.pads[i + sr];
+      const int64_t span = in + pb + pe - ek;
+      if (span < 0) out = 0;
+      else if (!a.ceil) out = span / st + 1;
+      else {
+        out = (span + st - 1) / st + 1;
+        if ((out - 1) * st >= in + pb) --out;  // last window must start inside the input or left pad
+      }
+    }
+    s.in[off + i] = in;
+    s.out[off + i] = out;
+    s.kernel[off + i] = k;
+    s.stride[off + i] = st;
+    s.dilation[off + i] = dl;
+    s.pad_begin[off + i] = pb;
+    s.pad_end[off + i] = pe;
+    od.push_back(out);
+  }
+  return s;
+}
+
 // ---------------------------------------------------------------- MaxPool
 
 Check maxpool_check(const Node& n) {
@@ -49,56 +112,12 @@ Check maxpool_check(const Node& n) {
 }
 
 std::unique_ptr<Kernel> maxpool_create(const Node& n, CpuSession& session) {
-  struct A {
-    std::vector<int64_t> k, s, d, pads;
-    std::string auto_pad;
-    bool ceil = false;
-  } a;
-  a.k = n.attr_ints("kernel_shape");
-  const size_t sr = a.k.size();
-  a.s = n.attr_ints("strides", std::vector<int64_t>(sr, 1));
-  a.d = n.attr_ints("dilations", std::vector<int64_t>(sr, 1));
-  a.pads = n.attr_ints("pads", std::vector<int64_t>(2 * sr, 0));
-  a.auto_pad = n.attr_string("auto_pad", "NOTSET");
-  a.ceil = n.attr_int("ceil_mode", 0) != 0;
+  const PoolAttrs a = read_pool_attrs(n);
   ThreadPool* pool = session.pool();
   return make_kernel([a, pool](Context& ctx) {
     ConstTensorView x = ctx.input(0);
-    const size_t sr = a.k.size();
-    if (x.rank() != sr + 2) sdk::fail(NXRT_INVALID_ARGUMENT, "MaxPool: X {} must have rank {}", dims_str(x.dims()), sr + 2);
-    PoolShape s;
-    s.batch = x.dim(0);
-    s.channels = x.dim(1);
-    s.spatial = int(sr);
-    std::vector<int64_t> od = {x.dim(0), x.dim(1)};
-    const size_t off = 3 - sr;  // right-align into the 3-D shape
-    for (size_t i = 0; i < sr; ++i) {
-      const int64_t in = x.dim(2 + i), k = a.k[i], st = a.s[i], dl = a.d[i], ek = (k - 1) * dl + 1;
-      int64_t out = 0, pb = 0;
-      if (a.auto_pad == "VALID") {
-        out = in >= ek ? (in - ek) / st + 1 : 0;
-      } else if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
-        out = (in + st - 1) / st;
-        const int64_t total = std::max<int64_t>(0, (out - 1) * st + ek - in);
-        pb = a.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      } else {
-        pb = a.pads[i];
-        const int64_t span = in + a.pads[i] + a.pads[i + sr] - ek;
-        if (span < 0) out = 0;
-        else if (!a.ceil) out = span / st + 1;
-        else {
-          out = (span + st - 1) / st + 1;
-          if ((out - 1) * st >= in + pb) --out;  // last window must start inside the input or left pad
-        }
-      }
-      s.in[off + i] = in;
-      s.out[off + i] = out;
-      s.kernel[off + i] = k;
-      s.stride[off + i] = st;
-      s.dilation[off + i] = dl;
-      s.pad_begin[off + i] = pb;
-      od.push_back(out);
-    }
+    std::vector<int64_t> od;
+    const PoolShape s = pool_shape(a, x, "MaxPool", od);
     TensorView y = ctx.output(0, x.dtype(), od);
     if (y.numel() == 0) return;
     switch (x.dtype()) {
@@ -112,12 +131,6 @@ std::unique_ptr<Kernel> maxpool_create(const Node& n, CpuSession& session) {
 
 // ------------------------------------------------------------ AveragePool
 
-struct AvgArgs {
-  std::vector<int64_t> k, s, d, pads;
-  std::string auto_pad;
-  bool ceil = false, include_pad = false;
-};
-
 Check avgpool_check(const Node& n) {
   if (auto r = sdk::require_dtypes(n, kF32)) return r;
   if (auto r = known_attrs(n, {"kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode", "count_include_pad"}))
@@ -126,68 +139,16 @@ Check avgpool_check(const Node& n) {
 }
 
 std::unique_ptr<Kernel> avgpool_create(const Node& n, CpuSession& session) {
-  AvgArgs a;
-  a.k = n.attr_ints("kernel_shape");
-  const size_t sr = a.k.size();
-  a.s = n.attr_ints("strides", std::vector<int64_t>(sr, 1));
-  a.d = n.attr_ints("dilations", std::vector<int64_t>(sr, 1));
-  a.pads = n.attr_ints("pads", std::vector<int64_t>(2 * sr, 0));
-  a.auto_pad = n.attr_string("auto_pad", "NOTSET");
-  a.ceil = n.attr_int("ceil_mode", 0) != 0;
-  a.include_pad = n.attr_int("count_include_pad", 0) != 0;
+  const PoolAttrs a = read_pool_attrs(n);
+  const bool include_pad = n.attr_int("count_include_pad", 0) != 0;
   ThreadPool* pool = session.pool();
-  return make_kernel([a, pool](Context& ctx) {
+  return make_kernel([a, include_pad, pool](Context& ctx) {
     ConstTensorView x = ctx.input(0);
-    const size_t sr = a.k.size();
-    if (x.rank() != sr + 2) sdk::fail(NXRT_INVALID_ARGUMENT, "AveragePool: X {} must have rank {}", dims_str(x.dims()), sr + 2);
-    // Right-aligned into 3 spatial dims (unused ones: size 1, kernel 1).
-    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, st[3] = {1, 1, 1}, dl[3] = {1, 1, 1}, pb[3] = {0, 0, 0},
-            pe[3] = {0, 0, 0};
-    std::vector<int64_t> od = {x.dim(0), x.dim(1)};
-    const size_t off = 3 - sr;
-    for (size_t i = 0; i < sr; ++i) {
-      const size_t j = off + i;
-      in[j] = x.dim(2 + i);
-      k[j] = a.k[i];
-      st[j] = a.s[i];
-      dl[j] = a.d[i];
-      const int64_t ek = (k[j] - 1) * dl[j] + 1;
-      if (a.auto_pad == "VALID") {
-        out[j] = in[j] >= ek ? (in[j] - ek) / st[j] + 1 : 0;
-      } else if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
-        out[j] = (in[j] + st[j] - 1) / st[j];
-        const int64_t total = std::max<int64_t>(0, (out[j] - 1) * st[j] + ek - in[j]);
-        pb[j] = a.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-        pe[j] = total - pb[j];
-      } else {
-        pb[j] = a.pads[i];
-        pe[j] = a.pads[i + sr];
-        const int64_t span = in[j] + pb[j] + pe[j] - ek;
-        if (span < 0) out[j] = 0;
-        else if (!a.ceil) out[j] = span / st[j] + 1;
-        else {
-          out[j] = (span + st[j] - 1) / st[j] + 1;
-          if ((out[j] - 1) * st[j] >= in[j] + pb[j]) --out[j];
-        }
-      }
-      od.push_back(out[j]);
-    }
+    std::vector<int64_t> od;
+    const PoolShape ps = pool_shape(a, x, "AveragePool", od);
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
     if (y.numel() == 0) return;
-    PoolShape ps;
-    ps.batch = x.dim(0);
-    ps.channels = x.dim(1);
-    ps.spatial = int(sr);
-    for (size_t d = 0; d < 3; ++d) {
-      ps.in[d] = in[d];
-      ps.out[d] = out[d];
-      ps.kernel[d] = k[d];
-      ps.stride[d] = st[d];
-      ps.dilation[d] = dl[d];
-      ps.pad_begin[d] = pb[d];
-      ps.pad_end[d] = pe[d];
-    }
-    average_pool(ps, a.include_pad, x.data<float>(), y.data<float>(), pool);
+    average_pool(ps, include_pad, x.data<float>(), y.data<float>(), pool);
   });
 }
 
