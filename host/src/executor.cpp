@@ -68,13 +68,7 @@ void bind_slot(const Session& s, RunState& rs, int id, const std::vector<int64_t
     st.offset = 0;
   } else {
     EpInstance& ep = *s.eps()[size_t(slot.ep)];
-    void* h = nullptr;
-    check_plugin(*ep.lib, retry_once([&] {
-                   return guarded(ep.lib->name(), "memory_alloc", [&] {
-                     return ep.lib->api().memory_alloc(ep.session, NXRT_MEMORY_DEVICE, bytes, NXRT_TENSOR_ALIGNMENT, &h);
-                   });
-                 }),
-                 fmt::format("allocating {} bytes for '{}'", bytes, slot.value->name));
+    void* h = ep.alloc_device(bytes, fmt::format("allocating {} bytes for '{}'", bytes, slot.value->name));
     rs.device_dynamic.emplace_back(slot.ep, h);
     st.handle = h;
     st.offset = 0;
@@ -262,13 +256,7 @@ std::unique_ptr<RunState> make_run_state(Session& s, const std::vector<uint64_t>
       }
       for (auto& ep : s.eps())
         if (ep->location == int(loc))
-          check_plugin(*ep->lib, retry_once([&] {
-                         return guarded(ep->lib->name(), "memory_alloc", [&] {
-                           return ep->lib->api().memory_alloc(ep->session, NXRT_MEMORY_DEVICE, arena_bytes[loc],
-                                                              NXRT_TENSOR_ALIGNMENT, &rs->arenas[loc]);
-                         });
-                       }),
-                       fmt::format("allocating the {}-byte activation arena", arena_bytes[loc]));
+          rs->arenas[loc] = ep->alloc_device(arena_bytes[loc], fmt::format("allocating the {}-byte activation arena", arena_bytes[loc]));
     }
     for (size_t e = 0; e < s.eps().size(); ++e) {
       EpInstance& ep = *s.eps()[e];

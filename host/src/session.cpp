@@ -22,6 +22,17 @@
 
 namespace nxrt {
 
+void* EpInstance::alloc_device(uint64_t bytes, const std::string& what) const {
+  void* h = nullptr;
+  check_plugin(*lib, retry_once([&] {
+                 return guarded(lib->name(), "memory_alloc", [&] {
+                   return lib->api().memory_alloc(session, NXRT_MEMORY_DEVICE, bytes, NXRT_TENSOR_ALIGNMENT, &h);
+                 });
+               }),
+               what);
+  return h;
+}
+
 EpInstance::~EpInstance() {
   if (session) lib->api().session_release(session);
 }
@@ -293,13 +304,7 @@ void Session::upload_constants() {
       slots_[size_t(id)].fixed_offset = total;
       total += align_up(std::max<uint64_t>(slots_[size_t(id)].value->constant->data.size(), 1), NXRT_TENSOR_ALIGNMENT);
     }
-    void* buffer = nullptr;
-    check_plugin(*ep.lib, retry_once([&] {
-                   return guarded(ep.lib->name(), "memory_alloc", [&] {
-                     return ep.lib->api().memory_alloc(ep.session, NXRT_MEMORY_DEVICE, total, NXRT_TENSOR_ALIGNMENT, &buffer);
-                   });
-                 }),
-                 fmt::format("allocating {} bytes for constants", total));
+    void* buffer = ep.alloc_device(total, fmt::format("allocating {} bytes for constants", total));
     constant_buffers_.emplace_back(e, buffer);
     std::vector<nxrt_copy_region> regions;
     for (int id : ids) {

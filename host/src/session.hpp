@@ -36,6 +36,9 @@ struct EpInstance {
   // the caller, see validate_ep_options). A retryable failure is retried once. Throws HostError.
   static std::unique_ptr<EpInstance> create(std::shared_ptr<PluginLibrary> lib, uint32_t device, int threads,
                                             const KeyValues& options = {});
+  // Device memory of this EP session (NXRT_TENSOR_ALIGNMENT-aligned); a retryable
+  // failure is retried once, then thrown as a HostError starting with `what`.
+  void* alloc_device(uint64_t bytes, const std::string& what) const;
   ~EpInstance();
 };
 
