@@ -9,6 +9,41 @@
 #define NXRT_PIN(ilp32, lp64) (lp64)
 #endif
 
+_Static_assert(sizeof(nxrt_native_handle) == NXRT_PIN(48, 48), "nxrt_native_handle size");
+_Static_assert(offsetof(nxrt_native_handle, struct_size) == NXRT_PIN(0, 0), "nxrt_native_handle.struct_size moved");
+_Static_assert(offsetof(nxrt_native_handle, type) == NXRT_PIN(4, 4), "nxrt_native_handle.type moved");
+_Static_assert(offsetof(nxrt_native_handle, handle) == NXRT_PIN(8, 8), "nxrt_native_handle.handle moved");
+_Static_assert(offsetof(nxrt_native_handle, aux0) == NXRT_PIN(16, 16), "nxrt_native_handle.aux0 moved");
+_Static_assert(offsetof(nxrt_native_handle, aux1) == NXRT_PIN(24, 24), "nxrt_native_handle.aux1 moved");
+_Static_assert(offsetof(nxrt_native_handle, value) == NXRT_PIN(32, 32), "nxrt_native_handle.value moved");
+_Static_assert(offsetof(nxrt_native_handle, size) == NXRT_PIN(40, 40), "nxrt_native_handle.size moved");
+_Static_assert(sizeof(nxrt_allocation_request) == NXRT_PIN(40, 40), "nxrt_allocation_request size");
+_Static_assert(offsetof(nxrt_allocation_request, struct_size) == NXRT_PIN(0, 0), "nxrt_allocation_request.struct_size moved");
+_Static_assert(offsetof(nxrt_allocation_request, type) == NXRT_PIN(4, 4), "nxrt_allocation_request.type moved");
+_Static_assert(offsetof(nxrt_allocation_request, bytes) == NXRT_PIN(8, 8), "nxrt_allocation_request.bytes moved");
+_Static_assert(offsetof(nxrt_allocation_request, alignment) == NXRT_PIN(16, 16), "nxrt_allocation_request.alignment moved");
+_Static_assert(offsetof(nxrt_allocation_request, device) == NXRT_PIN(24, 24), "nxrt_allocation_request.device moved");
+_Static_assert(offsetof(nxrt_allocation_request, memory_type_index) == NXRT_PIN(32, 32), "nxrt_allocation_request.memory_type_index moved");
+_Static_assert(offsetof(nxrt_allocation_request, reserved0) == NXRT_PIN(36, 36), "nxrt_allocation_request.reserved0 moved");
+_Static_assert(sizeof(nxrt_device_allocator) == NXRT_PIN(20, 32), "nxrt_device_allocator size");
+_Static_assert(offsetof(nxrt_device_allocator, struct_size) == NXRT_PIN(0, 0), "nxrt_device_allocator.struct_size moved");
+_Static_assert(offsetof(nxrt_device_allocator, reserved0) == NXRT_PIN(4, 4), "nxrt_device_allocator.reserved0 moved");
+_Static_assert(offsetof(nxrt_device_allocator, user) == NXRT_PIN(8, 8), "nxrt_device_allocator.user moved");
+_Static_assert(offsetof(nxrt_device_allocator, alloc) == NXRT_PIN(12, 16), "nxrt_device_allocator.alloc moved");
+_Static_assert(offsetof(nxrt_device_allocator, free) == NXRT_PIN(16, 24), "nxrt_device_allocator.free moved");
+_Static_assert(sizeof(nxrt_memory_stats) == NXRT_PIN(88, 88), "nxrt_memory_stats size");
+_Static_assert(offsetof(nxrt_memory_stats, struct_size) == NXRT_PIN(0, 0), "nxrt_memory_stats.struct_size moved");
+_Static_assert(offsetof(nxrt_memory_stats, reserved0) == NXRT_PIN(4, 4), "nxrt_memory_stats.reserved0 moved");
+_Static_assert(offsetof(nxrt_memory_stats, bytes_in_use) == NXRT_PIN(8, 8), "nxrt_memory_stats.bytes_in_use moved");
+_Static_assert(offsetof(nxrt_memory_stats, peak_bytes_in_use) == NXRT_PIN(16, 16), "nxrt_memory_stats.peak_bytes_in_use moved");
+_Static_assert(offsetof(nxrt_memory_stats, reserved_bytes) == NXRT_PIN(24, 24), "nxrt_memory_stats.reserved_bytes moved");
+_Static_assert(offsetof(nxrt_memory_stats, allocation_count) == NXRT_PIN(32, 32), "nxrt_memory_stats.allocation_count moved");
+_Static_assert(offsetof(nxrt_memory_stats, host_to_device_copies) == NXRT_PIN(40, 40), "nxrt_memory_stats.host_to_device_copies moved");
+_Static_assert(offsetof(nxrt_memory_stats, device_to_host_copies) == NXRT_PIN(48, 48), "nxrt_memory_stats.device_to_host_copies moved");
+_Static_assert(offsetof(nxrt_memory_stats, device_to_device_copies) == NXRT_PIN(56, 56), "nxrt_memory_stats.device_to_device_copies moved");
+_Static_assert(offsetof(nxrt_memory_stats, host_to_device_bytes) == NXRT_PIN(64, 64), "nxrt_memory_stats.host_to_device_bytes moved");
+_Static_assert(offsetof(nxrt_memory_stats, device_to_host_bytes) == NXRT_PIN(72, 72), "nxrt_memory_stats.device_to_host_bytes moved");
+_Static_assert(offsetof(nxrt_memory_stats, device_to_device_bytes) == NXRT_PIN(80, 80), "nxrt_memory_stats.device_to_device_bytes moved");
 _Static_assert(sizeof(nxrt_tensor) == NXRT_PIN(32, 40), "nxrt_tensor size");
 _Static_assert(offsetof(nxrt_tensor, struct_size) == NXRT_PIN(0, 0), "nxrt_tensor.struct_size moved");
 _Static_assert(offsetof(nxrt_tensor, dtype) == NXRT_PIN(4, 4), "nxrt_tensor.dtype moved");
@@ -126,7 +161,7 @@ _Static_assert(offsetof(nxrt_host_services, ctx_stream) == NXRT_PIN(220, 432), "
 _Static_assert(offsetof(nxrt_host_services, ctx_cancelled) == NXRT_PIN(224, 440), "nxrt_host_services.ctx_cancelled moved");
 _Static_assert(offsetof(nxrt_host_services, ctx_run_id) == NXRT_PIN(228, 448), "nxrt_host_services.ctx_run_id moved");
 _Static_assert(offsetof(nxrt_host_services, profile_device_event) == NXRT_PIN(232, 456), "nxrt_host_services.profile_device_event moved");
-_Static_assert(sizeof(nxrt_plugin_api) == NXRT_PIN(112, 224), "nxrt_plugin_api size");
+_Static_assert(sizeof(nxrt_plugin_api) == NXRT_PIN(128, 256), "nxrt_plugin_api size");
 _Static_assert(offsetof(nxrt_plugin_api, struct_size) == NXRT_PIN(0, 0), "nxrt_plugin_api.struct_size moved");
 _Static_assert(offsetof(nxrt_plugin_api, name) == NXRT_PIN(4, 8), "nxrt_plugin_api.name moved");
 _Static_assert(offsetof(nxrt_plugin_api, version) == NXRT_PIN(8, 16), "nxrt_plugin_api.version moved");
@@ -155,6 +190,10 @@ _Static_assert(offsetof(nxrt_plugin_api, event_synchronize) == NXRT_PIN(96, 192)
 _Static_assert(offsetof(nxrt_plugin_api, event_release) == NXRT_PIN(100, 200), "nxrt_plugin_api.event_release moved");
 _Static_assert(offsetof(nxrt_plugin_api, on_run_start) == NXRT_PIN(104, 208), "nxrt_plugin_api.on_run_start moved");
 _Static_assert(offsetof(nxrt_plugin_api, on_run_end) == NXRT_PIN(108, 216), "nxrt_plugin_api.on_run_end moved");
+_Static_assert(offsetof(nxrt_plugin_api, native_handle) == NXRT_PIN(112, 224), "nxrt_plugin_api.native_handle moved");
+_Static_assert(offsetof(nxrt_plugin_api, stream_import) == NXRT_PIN(116, 232), "nxrt_plugin_api.stream_import moved");
+_Static_assert(offsetof(nxrt_plugin_api, session_set_allocator) == NXRT_PIN(120, 240), "nxrt_plugin_api.session_set_allocator moved");
+_Static_assert(offsetof(nxrt_plugin_api, session_stats) == NXRT_PIN(124, 248), "nxrt_plugin_api.session_stats moved");
 _Static_assert(sizeof(nxrt_negotiate_request) == NXRT_PIN(28, 48), "nxrt_negotiate_request size");
 _Static_assert(offsetof(nxrt_negotiate_request, struct_size) == NXRT_PIN(0, 0), "nxrt_negotiate_request.struct_size moved");
 _Static_assert(offsetof(nxrt_negotiate_request, abi_major) == NXRT_PIN(4, 4), "nxrt_negotiate_request.abi_major moved");

@@ -1,5 +1,5 @@
 /*
- * nxrt execution-provider plugin ABI, version 2.0.
+ * nxrt execution-provider plugin ABI, version 2.1.
  *
  * Pure C11. This header is the only thing a plugin and the nxrt host share.
  *
@@ -21,6 +21,10 @@
  *        attributes and value producer/consumers, PCI bus id and free memory,
  *        device-side profiling, the plugin's library path and host identity in
  *        the request. (1.1's graph_capture_constant is part of 2.0.)
+ *   2.1  device interop: native handles (nxrt_native.h) of a session's device,
+ *        queue, memory and streams; streams imported from the caller's native
+ *        sync object; an external device-memory allocator per session; memory
+ *        and transfer statistics per session.
  *
  * ------------------------------------------------------------ struct rule
  * Every struct that crosses the boundary starts with `uint32_t struct_size`.
@@ -81,12 +85,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nxrt_native.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define NXRT_EP_ABI_MAJOR 2u
-#define NXRT_EP_ABI_MINOR 0u
+#define NXRT_EP_ABI_MINOR 1u
 
 /* The one exported symbol. */
 #define NXRT_EP_ENTRY_SYMBOL "nxrt_ep_negotiate"
@@ -468,7 +474,20 @@ typedef struct nxrt_host_services {
    NXRT_FEATURE_RUN_HOOKS | NXRT_FEATURE_DEVICE_PROFILING)
 /* Every bit defined by major 2 up to `minor` (a constant expression). A new
  * minor N adds its bits here: ((minor) >= N ? NXRT_FEATURES_2_N : 0). */
-#define NXRT_FEATURES_OF_MINOR(minor) (NXRT_FEATURES_2_0 | ((minor) & 0u))
+/* 2.1: native_handle is implemented (at least DEVICE and MEMORY objects). */
+#define NXRT_FEATURE_NATIVE_HANDLES (1ull << 5)
+/* 2.1: stream_import is implemented (needs STREAMS and NATIVE_HANDLES; native_handle
+ * then answers STREAM objects too). */
+#define NXRT_FEATURE_STREAM_IMPORT (1ull << 6)
+/* 2.1: session_set_allocator is implemented. */
+#define NXRT_FEATURE_EXTERNAL_ALLOCATOR (1ull << 7)
+/* 2.1: session_stats is implemented. */
+#define NXRT_FEATURE_MEMORY_STATS (1ull << 8)
+#define NXRT_FEATURES_2_1                                                                         \
+  (NXRT_FEATURE_NATIVE_HANDLES | NXRT_FEATURE_STREAM_IMPORT | NXRT_FEATURE_EXTERNAL_ALLOCATOR |   \
+   NXRT_FEATURE_MEMORY_STATS)
+#define NXRT_FEATURES_OF_MINOR(minor) (NXRT_FEATURES_2_0 | ((minor) >= 1u ? NXRT_FEATURES_2_1 : 0u))
+
 
 typedef struct nxrt_plugin_api {
   uint32_t struct_size;
@@ -555,6 +574,30 @@ typedef struct nxrt_plugin_api {
   nxrt_status* (*on_run_start)(nxrt_ep_session* session, const nxrt_run_options* options);
   nxrt_status* (*on_run_end)(nxrt_ep_session* session, uint64_t run_id, const nxrt_status* run_status,
                              nxrt_profile_sink* sink);
+
+  /* ---- 2.1 ---- */
+
+  /* native handles (NXRT_FEATURE_NATIVE_HANDLES). [any-thread] Callee-filled
+   * rule on `out`. The handles belong to the plugin and stay valid as long as
+   * the object they describe; the caller never destroys them. NXRT_UNSUPPORTED
+   * for an object kind the plugin has no native handle for. */
+  nxrt_status* (*native_handle)(nxrt_ep_session* session, nxrt_native_object what, const void* object,
+                                nxrt_native_handle* out);
+  /* A stream ordered after the caller's native work (NXRT_FEATURE_STREAM_IMPORT).
+   * [any-thread] Vulkan: a VULKAN_TIMELINE on the session's VkDevice; the
+   * stream's first work waits for `value`, and the stream then signals
+   * value+1, value+2... on that semaphore, so native_handle(STREAM) gives the
+   * point to wait for. The semaphore stays the caller's and must outlive the
+   * stream. CUDA: a CUDA_STREAM, work is enqueued on it. Released with
+   * stream_release, which does not destroy the native object. */
+  nxrt_status* (*stream_import)(nxrt_ep_session* session, const nxrt_native_handle* native, nxrt_stream** out);
+  /* [load-time for the session: right after session_create, before any other
+   * call on it] (NXRT_FEATURE_EXTERNAL_ALLOCATOR). From then on every backing
+   * allocation of device and pinned memory goes through `allocator`; the struct
+   * is copied, the allocator itself must outlive the session. */
+  nxrt_status* (*session_set_allocator)(nxrt_ep_session* session, const nxrt_device_allocator* allocator);
+  /* [any-thread] (NXRT_FEATURE_MEMORY_STATS). Callee-filled rule on `out`. */
+  nxrt_status* (*session_stats)(nxrt_ep_session* session, nxrt_memory_stats* out);
 } nxrt_plugin_api;
 
 /* ------------------------------------------------------------ handshake */

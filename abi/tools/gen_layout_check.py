@@ -10,7 +10,7 @@ import os, re, subprocess, sys, tempfile
 
 here = os.path.dirname(os.path.abspath(__file__))
 abi = os.path.dirname(here)
-header = open(os.path.join(abi, "nxrt_ep.h")).read()
+header = open(os.path.join(abi, "nxrt_native.h")).read() + open(os.path.join(abi, "nxrt_ep.h")).read()
 header_nc = re.sub(r"/\*.*?\*/", "", header, flags=re.S)
 
 structs = []

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 
 namespace nxrt::cli {
 namespace {
@@ -113,7 +114,48 @@ std::vector<nxrt_host_tensor> views(const std::vector<Tensor>& ts) {
   return v;
 }
 
-SessionOptions session_options(const Options& o) { return SessionOptions{o.eps, o.fallback, o.threads, o.device, o.ep_options}; }
+SessionOptions session_options(const Options& o) {
+  SessionOptions s{o.eps, o.fallback, o.threads, o.device, o.ep_options};
+  s.device_memory_limit = o.memory_limit;
+  return s;
+}
+
+// Per-EP memory of a session: what the host holds on it and the EP's own account.
+std::string memory_json(const Session& s) {
+  std::string out = "[";
+  for (auto& u : s.memory_usage()) {
+    out += fmt::format("{}{{\"ep\":\"{}\",\"bytes_in_use\":{},\"peak_bytes\":{},\"arena_bytes\":{},\"allocations\":{},\"limit_bytes\":{},\"plugin\":",
+                       out.size() > 1 ? "," : "", json_escape(u.ep), u.bytes_in_use, u.peak_bytes, u.arena_bytes,
+                       u.allocation_count, u.limit_bytes);
+    if (!u.has_plugin_stats) {
+      out += "null}";
+      continue;
+    }
+    const nxrt_memory_stats& p = u.plugin;
+    out += fmt::format("{{\"bytes_in_use\":{},\"peak_bytes\":{},\"reserved_bytes\":{},\"allocations\":{},"
+                       "\"host_to_device_copies\":{},\"device_to_host_copies\":{},\"device_to_device_copies\":{},"
+                       "\"host_to_device_bytes\":{},\"device_to_host_bytes\":{},\"device_to_device_bytes\":{}}}}}",
+                       p.bytes_in_use, p.peak_bytes_in_use, p.reserved_bytes, p.allocation_count, p.host_to_device_copies,
+                       p.device_to_host_copies, p.device_to_device_copies, p.host_to_device_bytes, p.device_to_host_bytes,
+                       p.device_to_device_bytes);
+  }
+  return out + "]";
+}
+
+std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", double(b) / (1024.0 * 1024.0)); }
+
+void print_memory(const Session& s) {
+  for (auto& u : s.memory_usage()) {
+    std::string line = fmt::format("memory {}: host-held {} (peak {}, arenas {}, {} allocations{})", u.ep, mib(u.bytes_in_use),
+                                   mib(u.peak_bytes), mib(u.arena_bytes), u.allocation_count,
+                                   u.limit_bytes ? ", limit " + mib(u.limit_bytes) : std::string());
+    if (u.has_plugin_stats)
+      line += fmt::format("; EP in use {} (peak {}), reserved {}; copies h2d {} d2h {} d2d {}", mib(u.plugin.bytes_in_use),
+                          mib(u.plugin.peak_bytes_in_use), mib(u.plugin.reserved_bytes), u.plugin.host_to_device_copies,
+                          u.plugin.device_to_host_copies, u.plugin.device_to_device_copies);
+    fmt::print("{}\n", line);
+  }
+}
 
 std::string stats(const nxrt_host_tensor& t) {
   if (t.dtype != kFloat32) return "";
@@ -239,7 +281,8 @@ int cmd_inspect(const Options& o) {
   Session session(env, std::move(model), session_options(o));
   auto nodes = session.nodes();
   if (o.json) {
-    std::string s = fmt::format("{{\"model\":\"{}\",\"eps\":\"{}\",\"copies\":{},\"nodes\":[", json_escape(o.model), json_escape(o.eps), session.copies());
+    std::string s = fmt::format("{{\"model\":\"{}\",\"eps\":\"{}\",\"copies\":{},\"memory\":{},\"nodes\":[", json_escape(o.model),
+                                json_escape(o.eps), session.copies(), memory_json(session));
     for (size_t i = 0; i < nodes.size(); ++i)
       s += fmt::format("{}{{\"name\":\"{}\",\"op\":\"{}\",\"ep\":\"{}\",\"fell_back\":{},\"reason\":\"{}\"}}", i ? "," : "",
                        json_escape(nodes[i].node_name), json_escape(nodes[i].op_type), json_escape(nodes[i].ep),
@@ -260,6 +303,7 @@ int cmd_inspect(const Options& o) {
   for (auto& [ep, c] : per_ep) summary += fmt::format("{}{}: {}", summary.empty() ? "" : ", ", ep, c);
   fmt::print("{} nodes ({}); {} cross-device copies{}\n", nodes.size(), summary, session.copies(),
              o.fallback ? "; * = placed by --fallback" : "");
+  print_memory(session);
   return 0;
 }
 
@@ -274,12 +318,37 @@ int cmd_bench(const Options& o) {
   std::vector<Tensor> inputs;
   for (size_t k = 0; k < infos.size(); ++k) inputs.push_back(generated_input(infos[k], k));
   auto v = views(inputs);
-  for (int i = 0; i < o.warmup; ++i) session.run(v, o.run_options);
+  // --io-binding: inputs uploaded once into the first EP's memory, outputs written into
+  // device tensors there (shapes from a first host run), so a timed run moves no data
+  // through the host.
+  std::optional<Binding> binding;
+  std::vector<DeviceTensor> device_tensors;
+  std::string bound_ep;
+  if (o.io_binding) {
+    bound_ep = session.memory_usage().at(0).ep;
+    auto first = session.run(v, o.run_options);
+    binding.emplace(session);
+    for (auto& t : inputs) {
+      device_tensors.emplace_back(session, bound_ep, t.dtype, t.dims);
+      device_tensors.back().upload(t.data.data(), t.data.size());
+      binding->bind_input(t.name, device_tensors.back());
+    }
+    for (size_t k = 0; k < first.size(); ++k) {
+      const nxrt_host_tensor out = first[k];
+      device_tensors.emplace_back(session, bound_ep, out.dtype, std::vector<int64_t>(out.dims, out.dims + out.rank));
+      binding->bind_output(out.name, device_tensors.back());
+    }
+  }
+  auto run_once = [&] {
+    if (binding) session.run(*binding, nullptr, o.run_options);
+    else session.run(v, o.run_options);
+  };
+  for (int i = 0; i < o.warmup; ++i) run_once();
   if (!o.profile.empty()) session.start_profiling();
   std::vector<double> times;
   for (int i = 0; i < o.iters; ++i) {
     auto t = Clock::now();
-    session.run(v, o.run_options);
+    run_once();
     times.push_back(ms_since(t));
   }
   size_t profile_events = o.profile.empty() ? 0 : session.end_profiling(o.profile);
@@ -294,12 +363,16 @@ int cmd_bench(const Options& o) {
   std::string name = fs::path(o.model).stem().string();
   if (o.json) {
     fmt::print("{{\"engine\":\"nxrt\",\"model\":\"{}\",\"ep\":\"{}\",\"threads\":{},\"iters\":{},\"warmup\":{},\"median_ms\":{},"
-               "\"p90_ms\":{},\"min_ms\":{},\"mean_ms\":{},\"load_ms\":{},\"base_rss_mb\":{},\"peak_rss_mb\":{}}}\n",
+               "\"p90_ms\":{},\"min_ms\":{},\"mean_ms\":{},\"load_ms\":{},\"base_rss_mb\":{},\"peak_rss_mb\":{},"
+               "\"io_binding\":{},\"memory\":{}}}\n",
                json_escape(name), json_escape(o.eps), o.threads, o.iters, o.warmup, r(median), r(p90), r(sorted[0]), r(mean),
-               r(load_ms), r(base_rss), r(peak_rss_mb()));
+               r(load_ms), r(base_rss), r(peak_rss_mb()), o.io_binding ? "\"" + json_escape(bound_ep) + "\"" : "false",
+               memory_json(session));
   } else {
-    fmt::print("{} on {} ({} threads): median {:.3f} ms, p90 {:.3f} ms, min {:.3f} ms over {} runs; load {:.1f} ms; peak RSS {:.1f} MiB\n",
-               name, o.eps, o.threads, median, p90, sorted[0], n, load_ms, peak_rss_mb());
+    fmt::print("{} on {} ({} threads{}): median {:.3f} ms, p90 {:.3f} ms, min {:.3f} ms over {} runs; load {:.1f} ms; peak RSS {:.1f} MiB\n",
+               name, o.eps, o.threads, o.io_binding ? ", I/O bound to " + bound_ep : "", median, p90, sorted[0], n, load_ms,
+               peak_rss_mb());
+    print_memory(session);
   }
   // stderr under --json, so stdout stays one JSON object.
   if (!o.profile.empty()) fmt::print(o.json ? stderr : stdout, "profile: {} events in {}\n", profile_events, o.profile);

@@ -19,6 +19,8 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> ep_options;   // --ep-option EP.KEY=VALUE
   std::vector<std::pair<std::string, std::string>> run_options;  // --run-option EP.KEY=VALUE
   bool verbose = false;  // plugins --verbose: option schemas
+  bool io_binding = false;     // bench --io-binding: inputs and outputs stay in the first EP's memory
+  unsigned long long memory_limit = 0;  // --memory-limit BYTES (0: none)
 };
 
 // Thrown for command-line mistakes: exit code 2.

@@ -19,13 +19,15 @@ const char* kUsage = R"(usage:
                [--run-option EP.KEY=VALUE]... [--plugin PATH]...
   nxrt inspect MODEL [--ep LIST] [--fallback] [--json] [--ep-option EP.KEY=VALUE]... [--plugin PATH]...
   nxrt bench MODEL [--ep X] [--threads N] [--warmup W] [--iters I] [--json] [--profile TRACE.json]
-             [--ep-option EP.KEY=VALUE]... [--run-option EP.KEY=VALUE]... [--plugin PATH]...
+             [--io-binding] [--ep-option EP.KEY=VALUE]... [--run-option EP.KEY=VALUE]... [--plugin PATH]...
+  (run, inspect and bench also take --memory-limit BYTES: the session's device memory cap)
   nxrt --version
 EP LIST is ordered and comma-separated (default: cpu); "auto" picks accelerators first,
 then cpu, with fallback. --ep-option sets a session option of an EP (e.g.
 vulkan.pipeline_cache=PATH; `nxrt plugins --verbose` lists them); --run-option is passed to
 the EP's run hooks on every run. --profile writes each step's time as a Chrome trace
-(bench: the timed iterations; summarise with tools/profile_summary.py). Plugins are found next to nxrt,
+(bench: the timed iterations; summarise with tools/profile_summary.py). bench --io-binding keeps
+inputs and outputs in the first EP's memory (uploaded once, no transfer per run). Plugins are found next to nxrt,
 in ../lib, in NXRT_PLUGIN_PATH and at each --plugin PATH.
 )";
 
@@ -73,6 +75,15 @@ nxrt::cli::Options parse(int argc, char** argv) {
     else if (a == "--input-dir") o.input_dir = value();
     else if (a == "--output-dir") o.output_dir = value();
     else if (a == "--profile") o.profile = value();
+    else if (a == "--io-binding" && o.command == "bench") o.io_binding = true;
+    else if (a == "--memory-limit" && o.command != "plugins") {
+      const char* v = value();
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long x = std::strtoull(v, &end, 10);
+      if (!*v || *end || errno || *v == '-') throw nxrt::cli::UsageError{fmt::format("--memory-limit needs a byte count, got '{}'", v)};
+      o.memory_limit = x;
+    }
     else if (a == "--plugin") o.plugin_paths.push_back(value());
     else if (a == "--verbose" && o.command == "plugins") o.verbose = true;
     else if (a == "--ep-option" && o.command != "plugins") o.ep_options.push_back(key_value(a, value()));

@@ -4,6 +4,7 @@
 #include "env.hpp"
 #include "error.hpp"
 #include "host_tensor.hpp"
+#include "io_binding.hpp"
 #include "ir.hpp"
 #include "session.hpp"
 #include "version.hpp"
@@ -84,6 +85,25 @@ struct nxrt_session {
 struct nxrt_outputs {
   std::vector<nxrt::HostTensor> tensors;
   uint64_t run_id = 0;
+};
+
+struct nxrt_device_tensor {
+  std::shared_ptr<nxrt::DeviceTensor> t;
+};
+
+struct nxrt_device_stream {
+  std::shared_ptr<nxrt::EpInstance> ep;
+  const nxrt::Session* session = nullptr;
+  nxrt_stream* stream = nullptr;
+  ~nxrt_device_stream() {
+    if (stream) ep->lib->api().stream_release(stream);
+  }
+};
+
+struct nxrt_binding {
+  nxrt_session* session = nullptr;
+  std::vector<nxrt::BoundInput> inputs;   // per graph input; name empty: not bound
+  std::vector<nxrt::BoundOutput> outputs; // per graph output
 };
 
 namespace {
@@ -168,6 +188,10 @@ const char* nxrt_feature_name(uint64_t bit) {
     case NXRT_FEATURE_CONCURRENT_RUN: return "concurrent-run";
     case NXRT_FEATURE_RUN_HOOKS: return "run-hooks";
     case NXRT_FEATURE_DEVICE_PROFILING: return "device-profiling";
+    case NXRT_FEATURE_NATIVE_HANDLES: return "native-handles";
+    case NXRT_FEATURE_STREAM_IMPORT: return "stream-import";
+    case NXRT_FEATURE_EXTERNAL_ALLOCATOR: return "external-allocator";
+    case NXRT_FEATURE_MEMORY_STATS: return "memory-stats";
   }
   return "";
 }
@@ -255,6 +279,8 @@ nxrt_error* create_session(nxrt_env* env, std::shared_ptr<const nxrt_model_ir> i
     config.fallback = options->fallback != 0;
     config.threads = options->threads;
     config.device = options->device;
+    config.device_memory_limit = options->device_memory_limit;
+    config.device_allocator = options->device_allocator;
     if (options->ep_option_count && !options->ep_options)
       nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "ep_options is NULL but ep_option_count is {}", options->ep_option_count);
     for (size_t i = 0; i < options->ep_option_count; ++i) {
@@ -317,20 +343,28 @@ nxrt_node_assignment nxrt_session_node(const nxrt_session* s, size_t i) {
 
 size_t nxrt_session_copy_count(const nxrt_session* s) { return s ? s->impl->copy_count() : 0; }
 
+namespace {
+
+nxrt::KeyValues read_run_options(const nxrt_session_run_options* run_options) {
+  nxrt::KeyValues ro;
+  if (!run_options) return ro;
+  if (run_options->option_count && !run_options->options)
+    nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "run options are NULL but option_count is {}", run_options->option_count);
+  for (size_t i = 0; i < run_options->option_count; ++i) {
+    const nxrt_key_value& kv = run_options->options[i];
+    if (!kv.key || !kv.value) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "run option {} has a NULL key or value", i);
+    ro.emplace_back(kv.key, kv.value);
+  }
+  return ro;
+}
+
+}  // namespace
+
 nxrt_error* nxrt_session_run_with_options(nxrt_session* s, const nxrt_host_tensor* inputs, size_t input_count,
                                           const nxrt_session_run_options* run_options, nxrt_outputs** outputs) {
   return wrap([&] {
     if (!s || !outputs) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "session or outputs is NULL");
-    nxrt::KeyValues ro;
-    if (run_options) {
-      if (run_options->option_count && !run_options->options)
-        nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "run options are NULL but option_count is {}", run_options->option_count);
-      for (size_t i = 0; i < run_options->option_count; ++i) {
-        const nxrt_key_value& kv = run_options->options[i];
-        if (!kv.key || !kv.value) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "run option {} has a NULL key or value", i);
-        ro.emplace_back(kv.key, kv.value);
-      }
-    }
+    nxrt::KeyValues ro = read_run_options(run_options);
     auto o = std::make_unique<nxrt_outputs>();
     s->impl->run(inputs, input_count, o->tensors, nullptr, &ro, &o->run_id);
     *outputs = o.release();
@@ -339,6 +373,325 @@ nxrt_error* nxrt_session_run_with_options(nxrt_session* s, const nxrt_host_tenso
 
 nxrt_error* nxrt_session_run(nxrt_session* s, const nxrt_host_tensor* inputs, size_t input_count, nxrt_outputs** outputs) {
   return nxrt_session_run_with_options(s, inputs, input_count, nullptr, outputs);
+}
+
+// ------------------------------------------------------------ device interop
+
+namespace {
+
+// The EP named `ep` of the session (its index), or an error naming the session's EPs.
+int find_ep(const nxrt_session* s, const char* ep) {
+  if (!s || !ep) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "session or EP name is NULL");
+  const auto& eps = s->impl->eps();
+  std::string names;
+  for (size_t e = 0; e < eps.size(); ++e) {
+    if (eps[e]->lib->name() == ep) return int(e);
+    names += (names.empty() ? "" : ", ") + eps[e]->lib->name();
+  }
+  nxrt::raise(NXRT_ERR_NOT_FOUND, "the session has no EP '{}' (its EPs: {})", ep, names);
+}
+
+void require_feature(const nxrt::EpInstance& ep, uint64_t bit, const char* feature) {
+  if (!ep.lib->has(bit))
+    nxrt::raise(NXRT_ERR_UNSUPPORTED, "EP '{}' does not offer {} (plugin {} lacks the {} feature)", ep.lib->name(),
+                feature, ep.lib->path().string(), feature);
+}
+
+nxrt_native_handle native_of(const nxrt::EpInstance& ep, nxrt_native_object what, const void* object, const char* context) {
+  require_feature(ep, NXRT_FEATURE_NATIVE_HANDLES, "native-handles");
+  nxrt_native_handle h{};
+  h.struct_size = sizeof h;
+  nxrt::check_plugin(*ep.lib, nxrt::guarded(ep.lib->name(), "native_handle", [&] {
+                       return ep.lib->api().native_handle(ep.session, what, object, &h);
+                     }),
+                     context);
+  return h;
+}
+
+// Copies what fits of a native handle into the caller's struct (callee-filled rule).
+void fill_native(nxrt_native_handle* out, const nxrt_native_handle& h) {
+  if (!out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (out->struct_size < offsetof(nxrt_native_handle, handle) + sizeof(out->handle))
+    nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "out->struct_size {} is too small (set it to sizeof(nxrt_native_handle))", out->struct_size);
+  const uint32_t size = NXRT_FILLED_SIZE(out->struct_size, uint32_t(sizeof h));
+  std::memcpy(static_cast<void*>(out), &h, size);
+  out->struct_size = size;
+}
+
+size_t output_index(const nxrt_session* s, const char* name) {
+  if (!name) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "output name is NULL");
+  const auto& outs = s->impl->model().outputs;
+  std::string names;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    if (outs[k]->name == name) return k;
+    names += (names.empty() ? "" : ", ") + outs[k]->name;
+  }
+  nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "the model has no output named '{}' (its outputs: {})", name, names);
+}
+
+size_t input_index(const nxrt_session* s, const char* name) {
+  if (!name) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "input name is NULL");
+  const auto& ins = s->impl->model().inputs;
+  std::string names;
+  for (size_t k = 0; k < ins.size(); ++k) {
+    if (ins[k]->name == name) return k;
+    names += (names.empty() ? "" : ", ") + ins[k]->name;
+  }
+  nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "the model has no input named '{}' (its inputs: {})", name, names);
+}
+
+}  // namespace
+
+size_t nxrt_session_ep_count(const nxrt_session* s) { return s ? s->impl->eps().size() : 0; }
+const char* nxrt_session_ep_name(const nxrt_session* s, size_t i) {
+  return s && i < s->impl->eps().size() ? s->impl->eps()[i]->lib->name().c_str() : "";
+}
+
+nxrt_error* nxrt_session_memory_usage(const nxrt_session* s, size_t ep_index, nxrt_memory_usage* out) {
+  return wrap([&] {
+    if (!s || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "session or out is NULL");
+    if (ep_index >= s->impl->eps().size())
+      nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "EP index {} is out of range (the session has {})", ep_index, s->impl->eps().size());
+    const nxrt::EpInstance& ep = *s->impl->eps()[ep_index];
+    const nxrt::EpMemoryUsage u = ep.usage();
+    nxrt_memory_usage m{};
+    m.ep = ep.lib->name().c_str();
+    m.bytes_in_use = u.bytes_in_use;
+    m.peak_bytes = u.peak_bytes;
+    m.arena_bytes = u.arena_bytes;
+    m.allocation_count = u.allocation_count;
+    m.limit_bytes = s->impl->memory_policy()->limit;
+    m.has_plugin_stats = ep.plugin_stats(&m.plugin) ? 1 : 0;
+    *out = m;
+  });
+}
+
+nxrt_error* nxrt_session_native_handle(const nxrt_session* s, const char* ep, nxrt_native_object what, nxrt_native_handle* out) {
+  return wrap([&] {
+    const int e = find_ep(s, ep);
+    if (what != NXRT_NATIVE_OBJECT_DEVICE && what != NXRT_NATIVE_OBJECT_QUEUE)
+      nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "native handle kind {} is not a session object (use DEVICE or QUEUE)", what);
+    fill_native(out, native_of(*s->impl->eps()[size_t(e)], what, nullptr, "reading a native handle"));
+  });
+}
+
+nxrt_error* nxrt_device_tensor_alloc(nxrt_session* s, const char* ep, int32_t dtype, const int64_t* dims, size_t rank,
+                                     nxrt_device_tensor** out) {
+  return wrap([&] {
+    if (!out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "out is NULL");
+    *out = nullptr;
+    if (rank && !dims) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "dims is NULL with rank {}", rank);
+    const int e = find_ep(s, ep);
+    auto t = std::make_unique<nxrt_device_tensor>();
+    t->t = nxrt::DeviceTensor::allocate(s->impl->eps()[size_t(e)], nxrt_dtype(dtype), std::vector<int64_t>(dims, dims + rank));
+    *out = t.release();
+  });
+}
+
+nxrt_error* nxrt_device_tensor_upload(nxrt_device_tensor* t, const void* data, size_t bytes) {
+  return wrap([&] {
+    if (!t) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "tensor is NULL");
+    t->t->upload(data, bytes);
+  });
+}
+
+nxrt_error* nxrt_device_tensor_download(const nxrt_device_tensor* t, void* data, size_t bytes) {
+  return wrap([&] {
+    if (!t) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "tensor is NULL");
+    t->t->download(data, bytes);
+  });
+}
+
+void nxrt_device_tensor_release(nxrt_device_tensor* t) { delete t; }
+
+nxrt_device_tensor_info nxrt_device_tensor_get_info(const nxrt_device_tensor* t) {
+  nxrt_device_tensor_info i{};
+  if (!t) return i;
+  const nxrt::DeviceTensor& d = *t->t;
+  i.ep = d.ep->lib->name().c_str();
+  i.dtype = int32_t(d.dtype);
+  i.rank = uint32_t(d.dims.size());
+  i.dims = d.dims.data();
+  i.memory = NXRT_MEMORY_DEVICE;
+  i.handle = d.handle;
+  i.byte_offset = d.offset;
+  i.bytes = d.bytes;
+  return i;
+}
+
+nxrt_error* nxrt_device_tensor_native(const nxrt_device_tensor* t, nxrt_native_handle* out) {
+  return wrap([&] {
+    if (!t) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "tensor is NULL");
+    nxrt_native_handle h = native_of(*t->t->ep, NXRT_NATIVE_OBJECT_MEMORY, t->t->handle, "reading a tensor's native handle");
+    h.value += t->t->offset;  // the tensor's own place inside the allocation
+    fill_native(out, h);
+  });
+}
+
+nxrt_error* nxrt_session_stream_create(nxrt_session* s, const char* ep, nxrt_device_stream** out) {
+  return wrap([&] {
+    if (!out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "out is NULL");
+    *out = nullptr;
+    const int e = find_ep(s, ep);
+    auto st = std::make_unique<nxrt_device_stream>();
+    st->ep = s->impl->eps()[size_t(e)];
+    st->session = s->impl.get();
+    require_feature(*st->ep, NXRT_FEATURE_STREAMS, "streams");
+    nxrt::check_plugin(*st->ep->lib, nxrt::guarded(st->ep->lib->name(), "stream_create", [&] {
+                         return st->ep->lib->api().stream_create(st->ep->session, &st->stream);
+                       }),
+                       "creating a stream");
+    if (!st->stream) nxrt::raise(NXRT_ERR_PLUGIN, "plugin '{}' returned no stream", st->ep->lib->name());
+    *out = st.release();
+  });
+}
+
+nxrt_error* nxrt_session_stream_import(nxrt_session* s, const char* ep, const nxrt_native_handle* native, nxrt_device_stream** out) {
+  return wrap([&] {
+    if (!out || !native) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "native or out is NULL");
+    *out = nullptr;
+    const int e = find_ep(s, ep);
+    auto st = std::make_unique<nxrt_device_stream>();
+    st->ep = s->impl->eps()[size_t(e)];
+    st->session = s->impl.get();
+    require_feature(*st->ep, NXRT_FEATURE_STREAM_IMPORT, "stream-import");
+    nxrt::check_plugin(*st->ep->lib, nxrt::guarded(st->ep->lib->name(), "stream_import", [&] {
+                         return st->ep->lib->api().stream_import(st->ep->session, native, &st->stream);
+                       }),
+                       "importing a stream", /*user_input=*/true);
+    if (!st->stream) nxrt::raise(NXRT_ERR_PLUGIN, "plugin '{}' returned no stream", st->ep->lib->name());
+    *out = st.release();
+  });
+}
+
+nxrt_error* nxrt_device_stream_native(const nxrt_device_stream* st, nxrt_native_handle* out) {
+  return wrap([&] {
+    if (!st) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "stream is NULL");
+    fill_native(out, native_of(*st->ep, NXRT_NATIVE_OBJECT_STREAM, st->stream, "reading a stream's native handle"));
+  });
+}
+
+nxrt_error* nxrt_device_stream_synchronize(nxrt_device_stream* st) {
+  return wrap([&] {
+    if (!st) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "stream is NULL");
+    nxrt::check_plugin(*st->ep->lib, nxrt::guarded(st->ep->lib->name(), "stream_synchronize", [&] {
+                         return st->ep->lib->api().stream_synchronize(st->stream);
+                       }),
+                       "synchronizing a stream");
+  });
+}
+
+void nxrt_device_stream_release(nxrt_device_stream* st) { delete st; }
+
+nxrt_error* nxrt_binding_create(nxrt_session* s, nxrt_binding** out) {
+  return wrap([&] {
+    if (!s || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "session or out is NULL");
+    auto b = std::make_unique<nxrt_binding>();
+    b->session = s;
+    b->inputs.resize(s->impl->model().inputs.size());
+    b->outputs.resize(s->impl->model().outputs.size());
+    *out = b.release();
+  });
+}
+
+void nxrt_binding_release(nxrt_binding* b) { delete b; }
+
+nxrt_error* nxrt_binding_bind_host_input(nxrt_binding* b, const nxrt_host_tensor* t) {
+  return wrap([&] {
+    if (!b || !t) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "binding or tensor is NULL");
+    if (t->rank && !t->dims) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' has rank {} but no dims", t->name ? t->name : "", t->rank);
+    const size_t k = input_index(b->session, t->name);
+    nxrt::BoundInput& in = b->inputs[k];
+    in = nxrt::BoundInput{};
+    in.name = t->name;
+    in.dtype = nxrt_dtype(t->dtype);
+    in.dims.assign(t->dims, t->dims + t->rank);
+    in.host = t->data;
+  });
+}
+
+nxrt_error* nxrt_binding_bind_input(nxrt_binding* b, const char* name, const nxrt_device_tensor* t) {
+  return wrap([&] {
+    if (!b || !t) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "binding or tensor is NULL");
+    const size_t k = input_index(b->session, name);
+    if (b->session->impl->ep_index(t->t->ep.get()) < 0)
+      nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}': the device tensor belongs to another session", name);
+    nxrt::BoundInput& in = b->inputs[k];
+    in = nxrt::BoundInput{};
+    in.name = name;
+    in.dtype = t->t->dtype;
+    in.dims = t->t->dims;
+    in.device = t->t;
+  });
+}
+
+nxrt_error* nxrt_binding_bind_output(nxrt_binding* b, const char* name, nxrt_device_tensor* t) {
+  return wrap([&] {
+    if (!b || !t) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "binding or tensor is NULL");
+    const size_t k = output_index(b->session, name);
+    if (b->session->impl->ep_index(t->t->ep.get()) < 0)
+      nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "output '{}': the device tensor belongs to another session", name);
+    const nxrt_value& v = *b->session->impl->model().outputs[k];
+    if (v.dtype != NXRT_DTYPE_UNDEFINED && v.dtype != t->t->dtype)
+      nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "output '{}' is {} but the device tensor is {}", name, nxrt::dtype_name(v.dtype),
+                  nxrt::dtype_name(t->t->dtype));
+    if (v.static_shape() && v.dims != t->t->dims)
+      nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "output '{}' has shape {} but the device tensor is {}", name, nxrt::shape_str(v.dims),
+                  nxrt::shape_str(t->t->dims));
+    b->outputs[k] = nxrt::BoundOutput{nxrt::BoundOutput::Device, t->t, -1};
+  });
+}
+
+nxrt_error* nxrt_binding_bind_output_to_device(nxrt_binding* b, const char* name, const char* ep) {
+  return wrap([&] {
+    if (!b) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "binding is NULL");
+    const size_t k = output_index(b->session, name);
+    b->outputs[k] = nxrt::BoundOutput{nxrt::BoundOutput::Leave, nullptr, find_ep(b->session, ep)};
+  });
+}
+
+nxrt_error* nxrt_binding_bind_output_to_host(nxrt_binding* b, const char* name) {
+  return wrap([&] {
+    if (!b) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "binding is NULL");
+    b->outputs[output_index(b->session, name)] = nxrt::BoundOutput{};
+  });
+}
+
+nxrt_error* nxrt_session_run_binding(nxrt_session* s, nxrt_binding* b, const nxrt_session_run_options* run_options,
+                                     nxrt_device_stream* stream, nxrt_outputs** outputs) {
+  return wrap([&] {
+    if (outputs) *outputs = nullptr;
+    if (!s || !b) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "session or binding is NULL");
+    if (b->session != s) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "the binding was made for another session");
+    nxrt::KeyValues ro = read_run_options(run_options);
+    std::vector<nxrt::BoundInput> inputs;
+    const auto& model_inputs = s->impl->model().inputs;
+    for (size_t k = 0; k < b->inputs.size(); ++k) {
+      if (b->inputs[k].name.empty()) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' is not bound", model_inputs[k]->name);
+      inputs.push_back(b->inputs[k]);
+    }
+    nxrt::CallerStream cs;
+    if (stream) {
+      cs.ep = s->impl->ep_index(stream->ep.get());
+      if (cs.ep < 0) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "the stream belongs to another session");
+      cs.stream = stream->stream;
+    }
+    auto o = std::make_unique<nxrt_outputs>();
+    s->impl->run_bound(inputs, &b->outputs, o->tensors, nullptr, &ro, &o->run_id, stream ? &cs : nullptr);
+    if (outputs) *outputs = o.release();
+  });
+}
+
+nxrt_error* nxrt_binding_output(const nxrt_binding* b, const char* name, nxrt_device_tensor** out) {
+  return wrap([&] {
+    if (!b || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "binding or out is NULL");
+    *out = nullptr;
+    const size_t k = output_index(b->session, name);
+    const nxrt::BoundOutput& o = b->outputs[k];
+    if (o.kind == nxrt::BoundOutput::Host) nxrt::raise(NXRT_ERR_NOT_FOUND, "output '{}' is bound to host memory", name);
+    if (!o.tensor) nxrt::raise(NXRT_ERR_NOT_FOUND, "output '{}' has no device tensor yet (no successful run)", name);
+    *out = new nxrt_device_tensor{o.tensor};
+  });
 }
 
 uint64_t nxrt_outputs_run_id(const nxrt_outputs* o) { return o ? o->run_id : 0; }

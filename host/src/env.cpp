@@ -5,6 +5,7 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -182,11 +183,21 @@ std::unique_ptr<Session> Env::create_session(std::shared_ptr<const nxrt_model_ir
   }
   int threads = config.threads;
   KeyValues options = validate_ep_options(given, libs, fallback_libs, &threads);
+  auto policy = std::make_shared<MemoryPolicy>();
+  policy->limit = config.device_memory_limit;
+  if (config.device_allocator) {
+    const nxrt_device_allocator& a = *config.device_allocator;
+    if (a.struct_size < offsetof(nxrt_device_allocator, free) + sizeof(a.free) || !a.alloc || !a.free)
+      raise(NXRT_ERR_INVALID_ARGUMENT, "the device allocator has struct_size {} or a NULL callback", a.struct_size);
+    std::memcpy(&policy->allocator, &a, std::min<size_t>(a.struct_size, sizeof policy->allocator));
+    policy->allocator.struct_size = sizeof policy->allocator;
+    policy->has_allocator = true;
+  }
   std::vector<std::unique_ptr<EpInstance>> eps;
-  for (auto& lib : libs) eps.push_back(EpInstance::create(lib, config.device, threads, options));
+  for (auto& lib : libs) eps.push_back(EpInstance::create(lib, config.device, threads, options, policy));
   if (eps.empty() && fallback_libs.empty()) raise(NXRT_ERR_NOT_FOUND, "none of the requested EPs is available");
   return std::make_unique<Session>(std::move(model), std::move(eps), fallback, fallback_libs, threads, config.device,
-                                   owns_model, std::move(options));
+                                   owns_model, std::move(options), std::move(policy));
 }
 
 std::shared_ptr<PluginLibrary> Env::find(const std::string& name) const {

@@ -25,6 +25,8 @@ struct SessionConfig {
   int threads = 0;          // intra-op threads, 0 = plugin default
   uint32_t device = 0;      // device index for every EP
   KeyValues ep_options;     // "<ep>.<key>" = value (validated against the schemas), "threads"
+  uint64_t device_memory_limit = 0;                  // bytes the host may ask the EPs for; 0: no cap
+  const nxrt_device_allocator* device_allocator = nullptr;  // every EP's backing memory from the caller
 };
 
 class Env {

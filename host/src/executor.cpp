@@ -2,6 +2,7 @@
 // through the kernel context, copies across devices, returns host outputs.
 #include "error.hpp"
 #include "executor.hpp"
+#include "io_binding.hpp"
 #include "profile_sink.hpp"
 #include "run_state.hpp"
 #include "status.hpp"
@@ -54,7 +55,18 @@ void bind_slot(const Session& s, RunState& rs, int id, const std::vector<int64_t
   const Slot& slot = s.slots()[size_t(id)];
   SlotState& st = rs.state[size_t(id)];
   uint64_t bytes = uint64_t(element_count(dims)) * dtype_size(dtype);
-  if (slot.planned && dims == slot.dims) {
+  const int bound = rs.output_override.empty() ? -1 : rs.output_override[size_t(id)];
+  if (bound >= 0) {  // a graph output bound to device memory: written in place
+    BoundOutput& o = (*rs.bound_outputs)[size_t(bound)];
+    if (o.kind == BoundOutput::Leave) {
+      o.tensor = DeviceTensor::allocate(s.eps()[size_t(o.ep)], dtype, dims);
+    } else if (o.tensor->dtype != dtype || o.tensor->dims != dims) {
+      raise(NXRT_ERR_INVALID_ARGUMENT, "output '{}' is {} {} but the device tensor bound to it is {} {}", slot.value->name,
+            dtype_name(dtype), shape_str(dims), dtype_name(o.tensor->dtype), shape_str(o.tensor->dims));
+    }
+    st.handle = o.tensor->handle;
+    st.offset = o.tensor->offset;
+  } else if (slot.planned && dims == slot.dims) {
     st.handle = rs.arenas[size_t(slot.location)];
     st.offset = slot.offset;
   } else if (slot.graph_output >= 0) {
@@ -69,6 +81,7 @@ void bind_slot(const Session& s, RunState& rs, int id, const std::vector<int64_t
   } else {
     EpInstance& ep = *s.eps()[size_t(slot.ep)];
     void* h = ep.alloc_device(bytes, fmt::format("allocating {} bytes for '{}'", bytes, slot.value->name));
+    rs.dynamic_eps.insert(slot.ep);
     rs.device_dynamic.emplace_back(slot.ep, h);
     st.handle = h;
     st.offset = 0;
@@ -251,12 +264,26 @@ std::unique_ptr<RunState> make_run_state(Session& s, const std::vector<uint64_t>
     for (size_t loc = 0; loc < arena_bytes.size(); ++loc) {
       if (arena_bytes[loc] == 0) continue;
       if (loc == 0) {
+        if (s.pinned_ep() >= 0) {  // pinned when the plugin offers it, else plain host memory
+          EpInstance& ep = *s.eps()[size_t(s.pinned_ep())];
+          void* h = nullptr;
+          nxrt_status* st = guarded(ep.lib->name(), "memory_alloc", [&] {
+            return ep.lib->api().memory_alloc(ep.session, NXRT_MEMORY_HOST_PINNED, arena_bytes[0], NXRT_TENSOR_ALIGNMENT, &h);
+          });
+          release_status(st);
+          if (!st && h) {
+            rs->arenas[0] = h;
+            rs->pinned_arena_ep = s.pinned_ep();
+            continue;
+          }
+        }
         rs->arenas[0] = host_alloc(arena_bytes[0]);
         continue;
       }
       for (auto& ep : s.eps())
         if (ep->location == int(loc))
-          rs->arenas[loc] = ep->alloc_device(arena_bytes[loc], fmt::format("allocating the {}-byte activation arena", arena_bytes[loc]));
+          rs->arenas[loc] = ep->alloc_device(arena_bytes[loc], fmt::format("allocating the {}-byte activation arena", arena_bytes[loc]),
+                                             /*arena=*/true);
     }
     for (size_t e = 0; e < s.eps().size(); ++e) {
       EpInstance& ep = *s.eps()[e];
@@ -267,10 +294,25 @@ std::unique_ptr<RunState> make_run_state(Session& s, const std::vector<uint64_t>
     throw;
   }
   rs->state.resize(s.slots().size());
+  rs->pending.assign(s.eps().size(), nullptr);
+  rs->pending_set.assign(s.eps().size(), 0);
+  rs->events.resize(s.eps().size());
   return rs;
 }
 
 void free_run_state(Session& s, RunState& rs) {
+  // Work a caller's stream may still run on this state's arenas: wait for it first.
+  for (size_t e = 0; e < rs.pending.size(); ++e)
+    if (rs.pending[e]) {
+      const auto& api = s.eps()[e]->lib->api();
+      if (rs.pending_set[e]) release_status(api.event_synchronize(rs.pending[e]));
+      api.event_release(rs.pending[e]);
+      rs.pending[e] = nullptr;
+    }
+  for (size_t e = 0; e < rs.events.size(); ++e) {
+    for (nxrt_event* ev : rs.events[e]) s.eps()[e]->lib->api().event_release(ev);
+    rs.events[e].clear();
+  }
   for (size_t e = 0; e < rs.streams.size(); ++e)
     if (rs.streams[e]) {
       s.eps()[e]->lib->api().stream_release(rs.streams[e]);
@@ -278,10 +320,14 @@ void free_run_state(Session& s, RunState& rs) {
     }
   for (size_t loc = 0; loc < rs.arenas.size(); ++loc) {
     if (!rs.arenas[loc]) continue;
-    if (loc == 0) std::free(rs.arenas[0]);
-    else
+    if (loc == 0 && rs.pinned_arena_ep >= 0) {
+      const EpInstance& ep = *s.eps()[size_t(rs.pinned_arena_ep)];
+      ep.lib->api().memory_free(ep.session, NXRT_MEMORY_HOST_PINNED, rs.arenas[0]);
+    } else if (loc == 0) {
+      std::free(rs.arenas[0]);
+    } else
       for (auto& ep : s.eps())
-        if (ep->location == int(loc)) ep->lib->api().memory_free(ep->session, NXRT_MEMORY_DEVICE, rs.arenas[loc]);
+        if (ep->location == int(loc)) ep->free_device(rs.arenas[loc]);
     rs.arenas[loc] = nullptr;
   }
 }
@@ -302,18 +348,34 @@ void Session::release_run_state(std::unique_ptr<RunState> rs) {
   for (auto& st : rs->state) st.ready = false;
   rs->outputs.clear();
   rs->cancel = nullptr;
+  rs->output_override.clear();
+  rs->bound_outputs = nullptr;
+  rs->dynamic_eps.clear();
   std::lock_guard lock(pool_mu_);
   pool_.push_back(std::move(rs));
 }
 
 void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<HostTensor>& outputs, const std::atomic<bool>* cancel,
                   const KeyValues* run_options, uint64_t* run_id_out) {
-  const auto& m = *model_;
   if (count && !inputs) raise(NXRT_ERR_INVALID_ARGUMENT, "inputs is NULL");
-  std::vector<const nxrt_host_tensor*> given(m.inputs.size(), nullptr);
+  std::vector<BoundInput> given(count);
   for (size_t i = 0; i < count; ++i) {
     const nxrt_host_tensor& t = inputs[i];
     if (!t.name) raise(NXRT_ERR_INVALID_ARGUMENT, "input {} has no name", i);
+    if (t.rank && !t.dims) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' has rank {} but no dims", t.name, t.rank);
+    given[i].name = t.name;
+    given[i].dtype = nxrt_dtype(t.dtype);
+    given[i].dims.assign(t.dims, t.dims + t.rank);
+    given[i].host = t.data;
+  }
+  run_bound(given, nullptr, outputs, cancel, run_options, run_id_out, nullptr);
+}
+
+std::vector<BoundInput> Session::resolve_inputs(const std::vector<BoundInput>& inputs) const {
+  const auto& m = *model_;
+  std::vector<BoundInput> by_index(m.inputs.size());
+  std::vector<char> seen(m.inputs.size(), 0);
+  for (const BoundInput& t : inputs) {
     size_t k = 0;
     while (k < m.inputs.size() && m.inputs[k]->name != t.name) ++k;
     if (k == m.inputs.size()) {
@@ -321,23 +383,46 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
       for (auto* v : m.inputs) names += (names.empty() ? "" : ", ") + v->name;
       raise(NXRT_ERR_INVALID_ARGUMENT, "the model has no input named '{}' (its inputs: {})", t.name, names);
     }
-    if (given[k]) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' was given twice", t.name);
+    if (seen[k]) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' was given twice", t.name);
     const nxrt_value& v = *m.inputs[k];
-    if (v.dtype != NXRT_DTYPE_UNDEFINED && nxrt_dtype(t.dtype) != v.dtype)
-      raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' is {} but the model expects {}", t.name, dtype_name(nxrt_dtype(t.dtype)),
-            dtype_name(v.dtype));
-    std::vector<int64_t> dims(t.dims, t.dims + t.rank);
-    for (auto d : dims) if (d < 0) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' has a negative dimension {}", t.name, shape_str(dims));
+    if (v.dtype != NXRT_DTYPE_UNDEFINED && t.dtype != v.dtype)
+      raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' is {} but the model expects {}", t.name, dtype_name(t.dtype), dtype_name(v.dtype));
+    for (auto d : t.dims)
+      if (d < 0) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' has a negative dimension {}", t.name, shape_str(t.dims));
     if (v.rank >= 0) {
-      bool ok = int64_t(dims.size()) == v.rank;
-      for (size_t d = 0; ok && d < dims.size(); ++d) ok = v.dims[d] < 0 || v.dims[d] == dims[d];
-      if (!ok) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' has shape {} but the model expects {}", t.name, shape_str(dims), shape_str(v.dims));
+      bool ok = int64_t(t.dims.size()) == v.rank;
+      for (size_t d = 0; ok && d < t.dims.size(); ++d) ok = v.dims[d] < 0 || v.dims[d] == t.dims[d];
+      if (!ok) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' has shape {} but the model expects {}", t.name, shape_str(t.dims), shape_str(v.dims));
     }
-    if (!t.data && element_count(dims) > 0) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' has no data", t.name);
-    given[k] = &t;
+    if (t.device) {
+      if (std::find(eps_.begin(), eps_.end(), t.device->ep) == eps_.end())
+        raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' is a device tensor of another session (EP '{}')", t.name, t.device->ep->lib->name());
+    } else if (!t.host && element_count(t.dims) > 0) {
+      raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' has no data", t.name);
+    }
+    seen[k] = 1;
+    by_index[k] = t;
   }
   for (size_t k = 0; k < m.inputs.size(); ++k)
-    if (!given[k]) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' was not given", m.inputs[k]->name);
+    if (!seen[k]) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' was not given", m.inputs[k]->name);
+  return by_index;
+}
+
+int Session::ep_index(const EpInstance* ep) const {
+  for (size_t e = 0; e < eps_.size(); ++e)
+    if (eps_[e].get() == ep) return int(e);
+  return -1;
+}
+
+void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<BoundOutput>* bound_outputs,
+                        std::vector<HostTensor>& outputs, const std::atomic<bool>* cancel, const KeyValues* run_options,
+                        uint64_t* run_id_out, const CallerStream* caller) {
+  const auto& m = *model_;
+  const std::vector<BoundInput> given = resolve_inputs(inputs);
+  if (bound_outputs && bound_outputs->size() != m.outputs.size())
+    raise(NXRT_ERR_INVALID_ARGUMENT, "output bindings for {} outputs, the model has {}", bound_outputs->size(), m.outputs.size());
+  if (caller && (caller->ep < 0 || size_t(caller->ep) >= eps_.size() || !caller->stream))
+    raise(NXRT_ERR_INVALID_ARGUMENT, "the stream is not one of this session's EPs");
 
   // Run options go to the hooks of the EP their prefix names.
   std::vector<KeyValues> ep_run_options(eps_.size());
@@ -394,18 +479,50 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
     rs->outputs[k].name = m.outputs[k]->name;
     rs->outputs[k].dtype = m.outputs[k]->dtype;
   }
-  for (size_t id = 0; id < slots_.size(); ++id) {
-    const Slot& slot = slots_[id];
-    if (slot.graph_input < 0) continue;
-    const nxrt_host_tensor& t = *given[size_t(slot.graph_input)];
-    SlotState& st = rs->state[id];
-    st.handle = const_cast<void*>(t.data);
-    st.offset = 0;
-    st.dims.assign(t.dims, t.dims + t.rank);
-    st.dtype = nxrt_dtype(t.dtype);
-    st.ready = true;
-  }
+  // The streams of this run: the state's own, or the caller's for its EP.
+  std::vector<nxrt_stream*> streams = rs->streams;
+  if (caller) streams[size_t(caller->ep)] = caller->stream;
+  // Steps this run leaves out: copies a bound device tensor makes unnecessary.
+  std::vector<char> skip(steps_.size(), 0);
+  // Graph outputs that could not be written in place: copied to their binding at the end.
+  std::vector<size_t> bound_after;
+  // Host transfers per EP in this run (a caller's stream with none may be left running).
+  std::vector<char> host_transfer(eps_.size(), 0);
+  // Ordering inside the run with the EPs' events instead of a host wait per copy: a
+  // download into a host slot records an event that the host waits for only right before
+  // something reads that slot. (Host sources of uploads need no wait: the planner keeps
+  // them alive to the end of the run.)
+  struct Pending {
+    int ep = -1;
+    nxrt_event* event = nullptr;
+  };
+  std::vector<Pending> download(slots_.size());
+  std::vector<size_t> events_used(eps_.size(), 0);
+  auto next_event = [&](int e) -> nxrt_event* {
+    auto& pool = rs->events[size_t(e)];
+    if (events_used[size_t(e)] == pool.size()) {
+      nxrt_event* ev = nullptr;
+      check_plugin(*eps_[size_t(e)]->lib, guarded(eps_[size_t(e)]->lib->name(), "event_create", [&] {
+                     return eps_[size_t(e)]->lib->api().event_create(eps_[size_t(e)]->session, &ev);
+                   }),
+                   "creating an event");
+      pool.push_back(ev);
+    }
+    return pool[events_used[size_t(e)]++];
+  };
+  auto host_wait = [&](const Pending& p, const std::string& why) {
+    const auto t = prof ? Profiler::Clock::now() : Profiler::Clock::time_point{};
+    EpInstance& ep = *eps_[size_t(p.ep)];
+    check_plugin(*ep.lib, guarded(ep.lib->name(), "event_synchronize", [&] { return ep.lib->api().event_synchronize(p.event); }), why);
+    if (prof) record("wait for " + why, "sync", p.ep, "sync", t);
+  };
+  auto wait_download = [&](int id) {
+    if (download[size_t(id)].ep < 0) return;
+    host_wait(download[size_t(id)], fmt::format("'{}' on the host", slots_[size_t(id)].value->name));
+    download[size_t(id)] = Pending{};
+  };
 
+  nxrt_status_code failure_code = NXRT_INTERNAL;
   // Run hooks: on_run_start right before an EP session's first step of this run,
   // on_run_end once its work is complete (after the stream synchronization).
   std::vector<char> started(eps_.size(), 0);
@@ -434,19 +551,33 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
   // failure: the run's error ("" on success), handed to on_run_end.
   auto finish = [&](bool ok, const std::string& failure, nxrt_status_code failure_code) {
     std::string sync_error, end_error;
-    for (size_t e = 0; e < eps_.size(); ++e)
-      if (rs->streams[e]) {
+    for (size_t e = 0; e < eps_.size(); ++e) {
+      if (!streams[e]) continue;
+      const auto& api = eps_[e]->lib->api();
+      // A caller's stream with nothing of this run on the host side is left running:
+      // the caller waits for it (natively or nxrt_device_stream_synchronize). The state's
+      // arenas are then in use until an event recorded on it completes.
+      if (caller && int(e) == caller->ep && ok && !prof && !host_transfer[e] && !rs->dynamic_eps.count(int(e))) {
         nxrt_status* st = nullptr;
-        try {
-          st = guarded(eps_[e]->lib->name(), "stream_synchronize", [&] { return eps_[e]->lib->api().stream_synchronize(rs->streams[e]); });
-        } catch (const HostError& err) {
-          if (sync_error.empty()) sync_error = err.what();
+        if (!rs->pending[e]) st = api.event_create(eps_[e]->session, &rs->pending[e]);
+        if (!st) st = api.event_record(rs->pending[e], streams[e]);
+        if (!st) {
+          rs->pending_set[e] = 1;
+          continue;
         }
-        if (st) {
-          if (sync_error.empty()) sync_error = fmt::format("{}: {}", eps_[e]->lib->name(), st->message);
-          release_status(st);
-        }
+        release_status(st);  // could not record: wait instead
       }
+      nxrt_status* st = nullptr;
+      try {
+        st = guarded(eps_[e]->lib->name(), "stream_synchronize", [&] { return api.stream_synchronize(streams[e]); });
+      } catch (const HostError& err) {
+        if (sync_error.empty()) sync_error = err.what();
+      }
+      if (st) {
+        if (sync_error.empty()) sync_error = fmt::format("{}: {}", eps_[e]->lib->name(), st->message);
+        release_status(st);
+      }
+    }
     nxrt_status* run_status = nullptr;
     if (!ok) run_status = new_status(failure_code, failure);
     else if (!sync_error.empty()) run_status = new_status(NXRT_INTERNAL, "device work failed: " + sync_error);
@@ -468,24 +599,149 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
     }
     release_status(run_status);
     if (prof) merge_device_events(*prof, sinks, step_begin, step_ran, run_index);
-    for (auto& [e, h] : rs->device_dynamic) eps_[size_t(e)]->lib->api().memory_free(eps_[size_t(e)]->session, NXRT_MEMORY_DEVICE, h);
+    for (auto& [e, h] : rs->device_dynamic) eps_[size_t(e)]->free_device(h);
     rs->device_dynamic.clear();
     for (void* p : rs->host_dynamic) std::free(p);
     rs->host_dynamic.clear();
     if (ok && sync_error.empty() && end_error.empty()) outputs = std::move(rs->outputs);
+    // A failed run leaves no half-written device outputs behind.
+    if (bound_outputs && !(ok && sync_error.empty() && end_error.empty()))
+      for (auto& o : *bound_outputs)
+        if (o.kind == BoundOutput::Leave) o.tensor.reset();
     release_run_state(std::move(rs));
     if (ok && !sync_error.empty()) raise(NXRT_ERR_RUNTIME, "device work failed: {}", sync_error);
     if (ok && !end_error.empty()) raise(NXRT_ERR_PLUGIN, "{}", end_error);
   };
 
-  nxrt_status_code failure_code = NXRT_INTERNAL;
+  // Synchronous copy of `bytes` between host memory and a device tensor (bindings).
+  auto step_copy = [&](int e, nxrt_memory_kind src_kind, const void* src, uint64_t src_off, nxrt_memory_kind dst_kind, void* dst,
+                       uint64_t dst_off, uint64_t bytes, const std::string& what) {
+    if (!bytes) return;
+    EpInstance& ep = *eps_[size_t(e)];
+    nxrt_copy_region r{};
+    r.struct_size = sizeof r;
+    r.src_memory = src_kind;
+    r.src = src;
+    r.src_offset = src_off;
+    r.dst_memory = dst_kind;
+    r.dst = dst;
+    r.dst_offset = dst_off;
+    r.bytes = bytes;
+    const nxrt_copy_region* region = &r;
+    nxrt_stream* stream = streams[size_t(e)];
+    check_plugin(*ep.lib, guarded(ep.lib->name(), "copy", [&] { return ep.lib->api().copy(ep.session, &region, 1, stream); }), what);
+    if (stream)
+      check_plugin(*ep.lib, guarded(ep.lib->name(), "stream_synchronize", [&] { return ep.lib->api().stream_synchronize(stream); }), what);
+    host_transfer[size_t(e)] = 1;
+  };
+
   try {
+    // Work a caller's stream of an earlier run on this state may still do comes first.
+    for (size_t e = 0; e < eps_.size(); ++e)
+      if (rs->pending_set[e]) {
+        const auto& api = eps_[e]->lib->api();
+        if (streams[e]) check_plugin(*eps_[e]->lib, api.stream_wait_event(streams[e], rs->pending[e]), "ordering after the previous run");
+        else check_plugin(*eps_[e]->lib, api.event_synchronize(rs->pending[e]), "waiting for the previous run");
+        rs->pending_set[e] = 0;
+      }
+
+    for (size_t id = 0; id < slots_.size(); ++id) {
+      const Slot& slot = slots_[id];
+      if (slot.graph_input < 0) continue;
+      const BoundInput& t = given[size_t(slot.graph_input)];
+      SlotState& st = rs->state[id];
+      st.dims = t.dims;
+      st.dtype = t.dtype;
+      if (!t.device) {
+        st.handle = const_cast<void*>(t.host);
+        st.offset = 0;
+        st.ready = true;
+        continue;
+      }
+      // A device tensor: the copies to its own memory location become aliases of it.
+      const DeviceTensor& d = *t.device;
+      const int loc = d.ep->location;
+      if (loc == 0) {  // host-addressable EP memory: the host slot reads it in place
+        st.handle = static_cast<char*>(d.handle) + d.offset;
+        st.offset = 0;
+        st.ready = true;
+        continue;
+      }
+      bool host_needed = std::find(output_slot_.begin(), output_slot_.end(), int(id)) != output_slot_.end();
+      for (size_t si = 0; si < steps_.size(); ++si)
+        for (int in : steps_[si].inputs) {
+          if (in != int(id)) continue;
+          const int dst = steps_[si].kind == Step::Copy ? steps_[si].outputs[0] : -1;
+          if (dst >= 0 && slots_[size_t(dst)].location == loc) {
+            skip[si] = 1;
+            SlotState& ds = rs->state[size_t(dst)];
+            ds.handle = d.handle;
+            ds.offset = d.offset;
+            ds.dims = d.dims;
+            ds.dtype = d.dtype;
+            ds.ready = true;
+          } else {
+            host_needed = true;
+          }
+        }
+      if (host_needed) {  // something on the host (or another device) reads it: one download
+        const int e = ep_index(d.ep.get());
+        void* h = host_alloc(d.bytes);
+        rs->host_dynamic.push_back(h);
+        step_copy(e, NXRT_MEMORY_DEVICE, d.handle, d.offset, NXRT_MEMORY_HOST, h, 0, d.bytes,
+                  fmt::format("downloading device input '{}'", t.name));
+        st.handle = h;
+        st.offset = 0;
+        st.ready = true;
+      }
+    }
+
+    // Outputs bound to device memory are written in place by the kernel that makes them
+    // when it runs on that memory; its download to the host is then left out.
+    if (bound_outputs) {
+      rs->output_override.assign(slots_.size(), -1);
+      rs->bound_outputs = bound_outputs;
+      for (size_t k = 0; k < m.outputs.size(); ++k) {
+        BoundOutput& o = (*bound_outputs)[k];
+        if (o.kind == BoundOutput::Host) continue;
+        if (o.kind == BoundOutput::Leave) o.tensor.reset();
+        const int e = o.kind == BoundOutput::Device ? ep_index(o.tensor->ep.get()) : o.ep;
+        if (e < 0) raise(NXRT_ERR_INVALID_ARGUMENT, "output '{}' is bound to a device tensor of another session", m.outputs[k]->name);
+        if (o.kind == BoundOutput::Leave) o.ep = e;
+        const int loc = eps_[size_t(e)]->location;
+        const int host_slot = output_slot_[k];
+        int home = -1;  // the slot a kernel writes the value into
+        for (size_t si = 0; si < steps_.size() && home < 0; ++si)
+          if (steps_[si].kind == Step::Kernel)
+            for (int out : steps_[si].outputs)
+              if (out >= 0 && slots_[size_t(out)].value == m.outputs[k]) home = out;
+        bool first_binding = home >= 0 && rs->output_override[size_t(home)] < 0;
+        if (home < 0 || slots_[size_t(home)].location != loc || !first_binding) {
+          bound_after.push_back(k);
+          continue;
+        }
+        rs->output_override[size_t(home)] = int(k);
+        if (home == host_slot) continue;
+        // The download home -> host slot is needed only if a host step reads the host slot.
+        bool host_read = std::count(output_slot_.begin(), output_slot_.end(), host_slot) > 1;
+        int download = -1;
+        for (size_t si = 0; si < steps_.size(); ++si)
+          for (int in : steps_[si].inputs)
+            if (in == host_slot) host_read = true;
+            else if (in == home && steps_[si].kind == Step::Copy && steps_[si].outputs[0] == host_slot) download = int(si);
+        if (download >= 0 && !host_read) skip[size_t(download)] = 1;
+      }
+    }
+
     for (size_t si = 0; si < steps_.size(); ++si) {
       const Step& step = steps_[si];
+      if (skip[si]) continue;
       if (cancel && cancel->load()) {
         failure_code = NXRT_CANCELLED;
         raise(NXRT_ERR_RUNTIME, "run cancelled before {}", step.label);
       }
+      for (int in : step.inputs)
+        if (in >= 0) wait_download(in);
       start_hooks(step.ep);
       const auto step_start = prof ? Profiler::Clock::now() : Profiler::Clock::time_point{};
       if (prof) {
@@ -505,21 +761,29 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
         const SlotState& ds = rs->state[size_t(dst)];
         nxrt_copy_region r{};
         r.struct_size = sizeof r;
-        r.src_memory = slots_[size_t(src)].location == 0 ? NXRT_MEMORY_HOST : NXRT_MEMORY_DEVICE;
+        // Host values in a pinned arena are that plugin's HOST_PINNED memory.
+        auto kind = [&](int id, void* handle) -> nxrt_memory_kind {
+          if (slots_[size_t(id)].location != 0) return NXRT_MEMORY_DEVICE;
+          return rs->pinned_arena_ep == step.ep && handle == rs->arenas[0] ? NXRT_MEMORY_HOST_PINNED : NXRT_MEMORY_HOST;
+        };
+        r.src_memory = kind(src, h);
         r.src = h;
         r.src_offset = off;
-        r.dst_memory = slots_[size_t(dst)].location == 0 ? NXRT_MEMORY_HOST : NXRT_MEMORY_DEVICE;
+        r.dst_memory = kind(dst, ds.handle);
         r.dst = ds.handle;
         r.dst_offset = ds.offset;
         r.bytes = uint64_t(element_count(d)) * dtype_size(dtype);
         const nxrt_copy_region* region = &r;
-        nxrt_stream* stream = rs->streams[size_t(step.ep)];
+        nxrt_stream* stream = streams[size_t(step.ep)];
+        if (slots_[size_t(src)].location == 0 || slots_[size_t(dst)].location == 0) host_transfer[size_t(step.ep)] = 1;
         if (r.bytes)
           check_plugin(*ep.lib, guarded(ep.lib->name(), "copy", [&] { return api.copy(ep.session, &region, 1, stream); }), step.label);
-        // The host reads downloads right away: wait for them.
-        if (stream && r.dst_memory == NXRT_MEMORY_HOST)
-          check_plugin(*ep.lib, guarded(ep.lib->name(), "stream_synchronize", [&] { return api.stream_synchronize(stream); }),
-                       step.label);
+        // A download is ordered on the stream; its event says when the host may read it.
+        if (stream && r.bytes && slots_[size_t(dst)].location == 0) {
+          Pending p{step.ep, next_event(step.ep)};
+          check_plugin(*ep.lib, guarded(ep.lib->name(), "event_record", [&] { return api.event_record(p.event, stream); }), step.label);
+          download[size_t(dst)] = p;
+        }
         if (prof) record(step.label, "copy", step.ep, step.ops, step_start);
         continue;
       }
@@ -527,7 +791,7 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
       ctx.rs = rs.get();
       ctx.session = this;
       ctx.step = &step;
-      ctx.stream = rs->streams[size_t(step.ep)];
+      ctx.stream = streams[size_t(step.ep)];
       const std::vector<InputDigest> digests = check_read_only_inputs() ? digest_inputs(*this, *rs, step) : std::vector<InputDigest>{};
       nxrt_status* st = guarded(ep.lib->name(), "kernel_compute for " + step.label, [&] {
         std::unique_lock<std::mutex> lock;
@@ -551,10 +815,18 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
                 slots_[size_t(step.outputs[o])].value->name, step.label);
       if (prof) record(step.label, "kernel", step.ep, step.ops, step_start);
     }
-    // Outputs that are not produced into the result buffer (inputs, constants, repeats).
+    for (size_t id = 0; id < download.size(); ++id) wait_download(int(id));
+    auto device_bound = [&](size_t k) { return bound_outputs && (*bound_outputs)[k].kind != BoundOutput::Host; };
+    // Host results: outputs produced into the result buffer take their shape; the others
+    // (inputs, constants, repeats) are copied. Outputs written in place on a device skip this.
     for (size_t k = 0; k < m.outputs.size(); ++k) {
+      if (device_bound(k) && std::find(bound_after.begin(), bound_after.end(), k) == bound_after.end()) continue;
       int id = output_slot_[k];
-      if (slots_[size_t(id)].graph_output == int(k)) continue;
+      if (slots_[size_t(id)].graph_output == int(k)) {
+        rs->outputs[k].dims = rs->state[size_t(id)].dims;
+        rs->outputs[k].dtype = rs->state[size_t(id)].dtype;
+        continue;
+      }
       void* h;
       uint64_t off;
       const std::vector<int64_t>* dims;
@@ -565,13 +837,27 @@ void Session::run(const nxrt_host_tensor* inputs, size_t count, std::vector<Host
       out.data.resize(size_t(element_count(out.dims)) * dtype_size(out.dtype));
       if (!out.data.empty()) std::memcpy(out.data.data(), static_cast<char*>(h) + off, out.data.size());
     }
-    for (size_t k = 0; k < m.outputs.size(); ++k) {
-      int id = output_slot_[k];
-      if (slots_[size_t(id)].graph_output == int(k)) {
-        rs->outputs[k].dims = rs->state[size_t(id)].dims;
-        rs->outputs[k].dtype = rs->state[size_t(id)].dtype;
+    // Bound outputs that were made elsewhere: one upload from their host copy.
+    for (size_t k : bound_after) {
+      BoundOutput& o = (*bound_outputs)[k];
+      HostTensor& src = rs->outputs[k];
+      if (o.kind == BoundOutput::Leave) {
+        o.tensor = DeviceTensor::allocate(eps_[size_t(o.ep)], src.dtype, src.dims);
+      } else if (o.tensor->dtype != src.dtype || o.tensor->dims != src.dims) {
+        raise(NXRT_ERR_INVALID_ARGUMENT, "output '{}' is {} {} but the device tensor bound to it is {} {}", m.outputs[k]->name,
+              dtype_name(src.dtype), shape_str(src.dims), dtype_name(o.tensor->dtype), shape_str(o.tensor->dims));
       }
+      const int e = ep_index(o.tensor->ep.get());
+      step_copy(e, NXRT_MEMORY_HOST, src.data.data(), 0, NXRT_MEMORY_DEVICE, o.tensor->handle, o.tensor->offset, src.data.size(),
+                fmt::format("uploading output '{}' to its device tensor", m.outputs[k]->name));
     }
+    // Device-bound outputs carry their shape in the host list, without data.
+    for (size_t k = 0; k < m.outputs.size(); ++k)
+      if (device_bound(k) && (*bound_outputs)[k].tensor) {
+        rs->outputs[k].dims = (*bound_outputs)[k].tensor->dims;
+        rs->outputs[k].dtype = (*bound_outputs)[k].tensor->dtype;
+        rs->outputs[k].data.clear();
+      }
   } catch (const std::exception& e) {
     finish(false, e.what(), failure_code);
     throw;

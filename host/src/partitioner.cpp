@@ -131,7 +131,7 @@ void Session::partition(bool fallback, const std::vector<std::shared_ptr<PluginL
       bool used = false;
       for (auto& e : eps_) used |= e->lib == lib;
       if (used || lib->devices().empty()) continue;
-      auto inst = EpInstance::create(lib, device < lib->devices().size() ? device : 0, threads, ep_options_);
+      auto inst = EpInstance::create(lib, device < lib->devices().size() ? device : 0, threads, ep_options_, policy_);
       eps_.push_back(std::move(inst));
       offer(int(eps_.size() - 1), true);
     }

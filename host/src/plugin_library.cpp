@@ -144,6 +144,24 @@ void require_functions(const nxrt_plugin_api& a, uint64_t features, const std::f
     for (auto& f : hooks)
       if (!f.p) raise(NXRT_ERR_PLUGIN, "plugin '{}' declares run hooks but has no {} function", path.string(), f.name);
   }
+  // 2.1 bits are set only when the agreed minor is >= 1, and then the table was checked
+  // to reach session_stats, so these reads stay inside it.
+  struct Interop {
+    uint64_t bit;
+    const char* feature;
+    Fn fn;
+  };
+  const Interop interop[] = {{NXRT_FEATURE_NATIVE_HANDLES, "native-handles", NXRT_FN(a, native_handle)},
+                             {NXRT_FEATURE_STREAM_IMPORT, "stream-import", NXRT_FN(a, stream_import)},
+                             {NXRT_FEATURE_EXTERNAL_ALLOCATOR, "external-allocator", NXRT_FN(a, session_set_allocator)},
+                             {NXRT_FEATURE_MEMORY_STATS, "memory-stats", NXRT_FN(a, session_stats)}};
+  for (auto& i : interop)
+    if ((features & i.bit) && !i.fn.p)
+      raise(NXRT_ERR_PLUGIN, "plugin '{}' declares {} but has no {} function", path.string(), i.feature, i.fn.name);
+  if ((features & NXRT_FEATURE_STREAM_IMPORT) &&
+      (features & (NXRT_FEATURE_STREAMS | NXRT_FEATURE_NATIVE_HANDLES)) != (NXRT_FEATURE_STREAMS | NXRT_FEATURE_NATIVE_HANDLES))
+    raise(NXRT_ERR_PLUGIN, "plugin '{}' declares stream-import without streams and native-handles (it needs both)",
+          path.string());
 }
 #undef NXRT_FN
 
@@ -236,11 +254,15 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
   lib->features_ = rp.features & NXRT_FEATURES_OF_MINOR(minor);
   // From here on, failing must still shut the instance down: the destructor does.
   lib->shutdown_needed_ = NXRT_HAS_FIELD(rp.api, nxrt_plugin_api, shutdown) && rp.api->shutdown != nullptr;
-  // A table smaller than 2.0's is refused; a larger one is a newer minor whose extra
-  // entries we ignore.
-  if (!NXRT_HAS_FIELD(rp.api, nxrt_plugin_api, on_run_end))
+  // A table smaller than the agreed minor's is refused; a larger one is a newer minor
+  // whose extra entries we ignore.
+  const bool table_ok = minor >= 1 ? NXRT_HAS_FIELD(rp.api, nxrt_plugin_api, session_stats)
+                                   : NXRT_HAS_FIELD(rp.api, nxrt_plugin_api, on_run_end);
+  if (!table_ok)
     raise(NXRT_ERR_PLUGIN, "plugin '{}' function table is {} bytes, ABI {}.{} needs {}", path_str, rp.api->struct_size,
-          rp.abi_major, minor, sizeof(nxrt_plugin_api));
+          rp.abi_major, minor,
+          minor >= 1 ? sizeof(nxrt_plugin_api)
+                     : offsetof(nxrt_plugin_api, on_run_end) + sizeof(nxrt_plugin_api::on_run_end));
   require_functions(*rp.api, lib->features_, path);
   if (!valid_name(rp.api->name))
     raise(NXRT_ERR_PLUGIN, "plugin '{}' has an invalid EP name (want 1-64 characters of [A-Za-z0-9_-])", path_str);

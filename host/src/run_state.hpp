@@ -1,9 +1,11 @@
 // Per-run buffers: arenas, slot bindings, streams. Pooled by the session so
 // concurrent runs each have their own and sequential runs reuse them.
 #pragma once
+#include "io_binding.hpp"
 #include "session.hpp"
 
 #include <atomic>
+#include <set>
 #include <vector>
 
 namespace nxrt {
@@ -18,6 +20,7 @@ struct SlotState {
 
 struct RunState {
   std::vector<void*> arenas;          // per location
+  int pinned_arena_ep = -1;           // the host arena is this EP's HOST_PINNED memory (-1: plain)
   std::vector<SlotState> state;       // per slot
   std::vector<nxrt_stream*> streams;  // per EP, null without streams
   std::vector<std::pair<int, void*>> device_dynamic;  // (ep, handle), freed after the run
@@ -25,6 +28,18 @@ struct RunState {
   std::vector<HostTensor> outputs;
   const std::atomic<bool>* cancel = nullptr;
   uint64_t run_id = 0;  // this run's id (nxrt_run_options.run_id, ctx_run_id)
+  // I/O binding of this run: per slot, the graph output whose bound device memory it is
+  // written into (-1 none; empty when nothing is bound), and the bindings.
+  std::vector<int> output_override;
+  std::vector<BoundOutput>* bound_outputs = nullptr;
+  std::set<int> dynamic_eps;  // EPs that allocated memory for this run
+  // Per EP: an event recorded on a caller's stream that a run returned without waiting
+  // for; the next run on this state orders its work for that EP after it.
+  std::vector<nxrt_event*> pending;
+  std::vector<char> pending_set;
+  // Per EP: events for ordering inside a run (downloads the host waits for later,
+  // uploads whose host source must stay unchanged), reused from run to run.
+  std::vector<std::vector<nxrt_event*>> events;
 };
 
 }  // namespace nxrt

@@ -22,15 +22,69 @@
 
 namespace nxrt {
 
-void* EpInstance::alloc_device(uint64_t bytes, const std::string& what) const {
+void* EpInstance::alloc_device(uint64_t bytes, const std::string& what, bool arena) {
+  // The cap covers what the host asks for; the reservation is taken before the plugin is
+  // asked, so concurrent runs cannot overshoot it together.
+  if (policy && policy->limit) {
+    uint64_t held = policy->in_use.load();
+    do {
+      if (held + bytes > policy->limit)
+        raise(NXRT_ERR_RESOURCE_EXHAUSTED,
+              "{}: the session's device memory limit is {} bytes, it holds {} and needs {} more (EP '{}')", what,
+              policy->limit, held, bytes, lib->name());
+    } while (!policy->in_use.compare_exchange_weak(held, held + bytes));
+  } else if (policy) {
+    policy->in_use += bytes;
+  }
   void* h = nullptr;
-  check_plugin(*lib, retry_once([&] {
-                 return guarded(lib->name(), "memory_alloc", [&] {
-                   return lib->api().memory_alloc(session, NXRT_MEMORY_DEVICE, bytes, NXRT_TENSOR_ALIGNMENT, &h);
-                 });
-               }),
-               what);
+  try {
+    check_plugin(*lib, retry_once([&] {
+                   return guarded(lib->name(), "memory_alloc", [&] {
+                     return lib->api().memory_alloc(session, NXRT_MEMORY_DEVICE, bytes, NXRT_TENSOR_ALIGNMENT, &h);
+                   });
+                 }),
+                 what);
+    if (!h) raise(NXRT_ERR_PLUGIN, "{}: plugin '{}' returned a NULL allocation", what, lib->name());
+  } catch (...) {
+    if (policy) policy->in_use -= bytes;
+    throw;
+  }
+  std::lock_guard lock(mem_mu_);
+  held_[h] = {bytes, arena};
+  usage_.bytes_in_use += bytes;
+  usage_.peak_bytes = std::max(usage_.peak_bytes, usage_.bytes_in_use);
+  if (arena) usage_.arena_bytes += bytes;
+  ++usage_.allocation_count;
   return h;
+}
+
+void EpInstance::free_device(void* handle) {
+  if (!handle) return;
+  {
+    std::lock_guard lock(mem_mu_);
+    auto it = held_.find(handle);
+    if (it != held_.end()) {
+      usage_.bytes_in_use -= it->second.first;
+      if (it->second.second) usage_.arena_bytes -= it->second.first;
+      if (policy) policy->in_use -= it->second.first;
+      held_.erase(it);
+    }
+  }
+  lib->api().memory_free(session, NXRT_MEMORY_DEVICE, handle);
+}
+
+EpMemoryUsage EpInstance::usage() const {
+  std::lock_guard lock(mem_mu_);
+  return usage_;
+}
+
+bool EpInstance::plugin_stats(nxrt_memory_stats* out) const {
+  if (!lib->has(NXRT_FEATURE_MEMORY_STATS)) return false;
+  *out = nxrt_memory_stats{};
+  out->struct_size = sizeof *out;
+  check_plugin(*lib, guarded(lib->name(), "session_stats", [&] { return lib->api().session_stats(session, out); }),
+               "reading memory stats");
+  return true;
 }
 
 EpInstance::~EpInstance() {
@@ -38,7 +92,7 @@ EpInstance::~EpInstance() {
 }
 
 std::unique_ptr<EpInstance> EpInstance::create(std::shared_ptr<PluginLibrary> lib, uint32_t device, int threads,
-                                               const KeyValues& options) {
+                                               const KeyValues& options, std::shared_ptr<MemoryPolicy> policy) {
   const std::string& name = lib->name();
   if (lib->devices().empty()) raise(NXRT_ERR_NOT_FOUND, "EP '{}' has no device: {}", name, lib->no_device_reason());
   if (device >= lib->devices().size())
@@ -69,6 +123,15 @@ std::unique_ptr<EpInstance> EpInstance::create(std::shared_ptr<PluginLibrary> li
   inst->concurrent = lib->has(NXRT_FEATURE_CONCURRENT_RUN);
   inst->run_hooks = lib->has(NXRT_FEATURE_RUN_HOOKS);
   inst->device_profiling = inst->run_hooks && lib->has(NXRT_FEATURE_DEVICE_PROFILING);
+  inst->policy = policy ? std::move(policy) : std::make_shared<MemoryPolicy>();
+  if (inst->policy->has_allocator) {
+    if (!lib->has(NXRT_FEATURE_EXTERNAL_ALLOCATOR))
+      raise(NXRT_ERR_UNSUPPORTED, "EP '{}' cannot take an external device allocator (plugin {} lacks the external-allocator feature)",
+            name, lib->path().string());
+    check_plugin(*lib, guarded(name, "session_set_allocator",
+                               [&] { return lib->api().session_set_allocator(inst->session, &inst->policy->allocator); }),
+                 "handing the session the external allocator");
+  }
   return inst;
 }
 
@@ -121,8 +184,12 @@ uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 Session::Session(std::shared_ptr<const nxrt_model_ir> model, std::vector<std::unique_ptr<EpInstance>> eps, bool fallback,
                  std::vector<std::shared_ptr<PluginLibrary>> fallback_libs, int threads, uint32_t device,
-                 bool owns_model, KeyValues ep_options)
-    : model_(std::move(model)), eps_(std::move(eps)), owns_model_(owns_model), ep_options_(std::move(ep_options)) {
+                 bool owns_model, KeyValues ep_options, std::shared_ptr<MemoryPolicy> policy)
+    : model_(std::move(model)),
+      eps_(std::make_move_iterator(eps.begin()), std::make_move_iterator(eps.end())),
+      policy_(policy ? std::move(policy) : std::make_shared<MemoryPolicy>()),
+      owns_model_(owns_model),
+      ep_options_(std::move(ep_options)) {
   try {
     partition(fallback, fallback_libs, threads, device);
     bind_kernels();
@@ -132,7 +199,7 @@ Session::Session(std::shared_ptr<const nxrt_model_ir> model, std::vector<std::un
     for (auto& s : steps_)
       if (s.kernel) eps_[size_t(s.ep)]->lib->api().kernel_release(s.kernel);
     steps_.clear();
-    for (auto& [ep, h] : constant_buffers_) eps_[size_t(ep)]->lib->api().memory_free(eps_[size_t(ep)]->session, NXRT_MEMORY_DEVICE, h);
+    for (auto& [ep, h] : constant_buffers_) eps_[size_t(ep)]->free_device(h);
     constant_buffers_.clear();
     throw;
   }
@@ -143,7 +210,7 @@ Session::~Session() {
   pool_.clear();
   for (auto& s : steps_)
     if (s.kernel) eps_[size_t(s.ep)]->lib->api().kernel_release(s.kernel);
-  for (auto& [ep, h] : constant_buffers_) eps_[size_t(ep)]->lib->api().memory_free(eps_[size_t(ep)]->session, NXRT_MEMORY_DEVICE, h);
+  for (auto& [ep, h] : constant_buffers_) eps_[size_t(ep)]->free_device(h);
 }
 
 void Session::bind_kernels() {
@@ -264,6 +331,14 @@ void Session::bind_kernels() {
       }
     if (!ep.concurrent) s.serial = std::make_unique<std::mutex>();
     steps_.push_back(std::move(s));
+  }
+  // Host values that cross to a device are staged in that plugin's pinned memory (the
+  // whole host arena), so its transfers need no bounce buffer; the first such EP wins.
+  for (const Step& st : steps_) {
+    if (st.kind != Step::Copy || pinned_ep_ >= 0) continue;
+    const Slot& a = slots_[size_t(st.inputs[0])];
+    const Slot& b = slots_[size_t(st.outputs[0])];
+    if ((a.location == 0) != (b.location == 0) && !eps_[size_t(st.ep)]->host_addressable) pinned_ep_ = st.ep;
   }
   for (size_t k = 0; k < m.outputs.size(); ++k) {
     int id = need(m.outputs[k], 0);

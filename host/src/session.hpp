@@ -10,6 +10,7 @@
 struct nxrt_profile_sink;
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,6 +19,21 @@ struct nxrt_profile_sink;
 namespace nxrt {
 
 class Env;
+
+// Device memory policy of one host session, shared by its EP sessions and by the device
+// tensors they made: the cap on what the host asks the EPs for (0: none) and the
+// caller's allocator (NULL: the plugins' own).
+struct MemoryPolicy {
+  uint64_t limit = 0;
+  nxrt_device_allocator allocator{};
+  bool has_allocator = false;
+  std::atomic<uint64_t> in_use{0};  // bytes the host holds over all EPs of the session
+};
+
+// What the host asked one EP session for, and holds.
+struct EpMemoryUsage {
+  uint64_t bytes_in_use = 0, peak_bytes = 0, arena_bytes = 0, allocation_count = 0;
+};
 
 // One plugin session on one device.
 struct EpInstance {
@@ -34,12 +50,29 @@ struct EpInstance {
   // Opens a plugin session on `device` with the intra-op thread count and the options of
   // `options` that are this plugin's ("<name>." keys; validated against its schema by
   // the caller, see validate_ep_options). A retryable failure is retried once. Throws HostError.
+  // `policy` (NULL: none) is shared with the host session: its allocator is handed to the
+  // plugin right after session_create (NXRT_FEATURE_EXTERNAL_ALLOCATOR, else an error).
   static std::unique_ptr<EpInstance> create(std::shared_ptr<PluginLibrary> lib, uint32_t device, int threads,
-                                            const KeyValues& options = {});
+                                            const KeyValues& options = {}, std::shared_ptr<MemoryPolicy> policy = nullptr);
   // Device memory of this EP session (NXRT_TENSOR_ALIGNMENT-aligned); a retryable
-  // failure is retried once, then thrown as a HostError starting with `what`.
-  void* alloc_device(uint64_t bytes, const std::string& what) const;
+  // failure is retried once, then thrown as a HostError starting with `what`. Going
+  // over the policy's limit throws NXRT_ERR_RESOURCE_EXHAUSTED before asking the plugin.
+  // `arena`: counted as arena memory in the usage.
+  void* alloc_device(uint64_t bytes, const std::string& what, bool arena = false);
+  // Frees what alloc_device returned (and updates the usage).
+  void free_device(void* handle);
+  EpMemoryUsage usage() const;
+  // The plugin's own figures (NXRT_FEATURE_MEMORY_STATS); false without the feature.
+  bool plugin_stats(nxrt_memory_stats* out) const;
   ~EpInstance();
+
+  std::shared_ptr<MemoryPolicy> policy;
+
+ private:
+  mutable std::mutex mem_mu_;
+  std::map<void*, std::pair<uint64_t, bool>> held_;  // handle -> (bytes, arena)
+  EpMemoryUsage usage_;
+ public:
 };
 
 // A value placed in one memory location. A value used on two devices has two slots.
@@ -81,6 +114,9 @@ struct Assignment {
 };
 
 struct RunState;
+struct BoundInput;
+struct BoundOutput;
+struct CallerStream;
 
 // Checks session options against the plugins' schemas before any session_create:
 // every "<ep>.<key>" must name an EP of `eps` (or, with fallback, any of `fallback_libs`)
@@ -96,21 +132,36 @@ class Session {
   // owns_model: no one else will build a session from `model`, so constants that
   // kernels captured or that were uploaded to a device are freed from it.
   // ep_options: validated options (validate_ep_options), for EPs the partitioner adds by fallback.
+  // policy: the memory policy the EPs were created with (fallback EPs get it too).
   Session(std::shared_ptr<const nxrt_model_ir> model, std::vector<std::unique_ptr<EpInstance>> eps,
           bool fallback, std::vector<std::shared_ptr<PluginLibrary>> fallback_libs, int threads, uint32_t device,
-          bool owns_model = false, KeyValues ep_options = {});
+          bool owns_model = false, KeyValues ep_options = {}, std::shared_ptr<MemoryPolicy> policy = nullptr);
   ~Session();
 
   // run_options: "<ep>.<key>" = value, forwarded to that EP's on_run_start (the prefix must
   // name an EP of this session). *run_id (may be NULL) gets the run's id.
   void run(const nxrt_host_tensor* inputs, size_t count, std::vector<HostTensor>& outputs,
            const std::atomic<bool>* cancel = nullptr, const KeyValues* run_options = nullptr, uint64_t* run_id = nullptr);
+  // The same with I/O binding: inputs in host or device memory (by name, each once);
+  // bound_outputs (NULL: all host) has one entry per graph output; device-bound outputs
+  // appear in `outputs` with their shape and no data. With `stream`, that EP's work is
+  // queued on the caller's stream, and when nothing of the run touched the host on it
+  // the run returns without waiting for it.
+  void run_bound(const std::vector<BoundInput>& inputs, std::vector<BoundOutput>* bound_outputs,
+                 std::vector<HostTensor>& outputs, const std::atomic<bool>* cancel, const KeyValues* run_options,
+                 uint64_t* run_id, const CallerStream* stream);
+  // Index of `ep` in eps(), -1 if it is not this session's.
+  int ep_index(const EpInstance* ep) const;
 
   const nxrt_model_ir& model() const { return *model_; }
-  const std::vector<std::unique_ptr<EpInstance>>& eps() const { return eps_; }
+  const std::vector<std::shared_ptr<EpInstance>>& eps() const { return eps_; }
+  const std::shared_ptr<MemoryPolicy>& memory_policy() const { return policy_; }
   const std::vector<Assignment>& assignments() const { return assign_; }  // by node index
   size_t copy_count() const { return copies_; }
   const std::vector<uint64_t>& arena_bytes() const { return arena_bytes_; }  // per memory location
+  // The EP whose pinned host memory backs the host arena (-1: plain host memory): the
+  // first device EP that copies to or from host values, when it offers HOST_PINNED.
+  int pinned_ep() const { return pinned_ep_; }
 
   // Profiling: per-step wall times of every run, on any thread, from start to end.
   void start_profiling();
@@ -131,11 +182,13 @@ class Session {
   void merge_device_events(Profiler& prof, const std::vector<std::unique_ptr<nxrt_profile_sink>>& sinks,
                            const std::vector<Profiler::Clock::time_point>& step_begin, const std::vector<char>& step_ran,
                            uint64_t run_index) const;
+  std::vector<BoundInput> resolve_inputs(const std::vector<BoundInput>& inputs) const;
   std::unique_ptr<RunState> acquire_run_state();
   void release_run_state(std::unique_ptr<RunState> rs);
 
   std::shared_ptr<const nxrt_model_ir> model_;
-  std::vector<std::unique_ptr<EpInstance>> eps_;
+  std::vector<std::shared_ptr<EpInstance>> eps_;
+  std::shared_ptr<MemoryPolicy> policy_;
   std::vector<Assignment> assign_;
   std::vector<std::vector<size_t>> groups_;  // claims: node indices
   std::vector<int> group_ep_;
@@ -148,6 +201,7 @@ class Session {
   std::vector<std::shared_ptr<const HostTensor>> held_constants_;
   std::vector<int> output_slot_;       // per graph output: its host slot
   size_t copies_ = 0;
+  int pinned_ep_ = -1;
   KeyValues ep_options_;
   std::atomic<uint64_t> next_run_id_{1};
   std::mutex profile_mu_;

@@ -58,6 +58,14 @@ struct ModelBuilder {
   }
 };
 
+std::string temp_path(const std::string& stem) {
+  static std::atomic<int> counter{0};
+  auto p = fs::temp_directory_path() /
+           ("nxrt_host_test_" + stem + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  fs::remove(p);
+  return p.string();
+}
+
 std::shared_ptr<nxrt_model_ir> relu_chain(int n, std::vector<int64_t> dims) {
   ModelBuilder b;
   b.io(true, "x", dims);
@@ -278,8 +286,8 @@ TEST_CASE("registry: a plugin refusing negotiation is reported, not loaded") {
   Env env;
   std::string err = error_of([&] { env.add(std::string(NXRT_TEST_PLUGIN_DIR) + "/libnxrt_ep_newmajor.so"); });
   // Both majors: the plugin's (3, from the reply's frozen prefix) and the host's (2).
-  CHECK(err.find("plugin 'libnxrt_ep_newmajor.so' is built for nxrt EP ABI 3.x; this host speaks 2.0") != std::string::npos);
-  CHECK(err.find("this plugin speaks nxrt EP ABI 3.x only; the host offers ABI 2.0") != std::string::npos);
+  CHECK(err.find("plugin 'libnxrt_ep_newmajor.so' is built for nxrt EP ABI 3.x; this host speaks 2.1") != std::string::npos);
+  CHECK(err.find("this plugin speaks nxrt EP ABI 3.x only; the host offers ABI 2.1") != std::string::npos);
   auto entries = env.entries();
   REQUIRE(entries.size() == 1);
   CHECK(!entries[0].lib);
@@ -313,6 +321,33 @@ TEST_CASE("device path: groups on an opaque-memory device, copies and deferred s
     double sg = 1 / (1 + std::exp(-m));
     CHECK(y[i] == doctest::Approx(sg * sg).epsilon(1e-5));
   }
+}
+
+TEST_CASE("device path: the host waits on events only where it reads device results") {
+  Env env;
+  auto devmem = test_plugin(env, "devmem");
+  auto cpu = plugin(env, "libnxrt_ep_cpu.so");
+  ModelBuilder b;
+  b.io(true, "x", {2, 4});
+  b.node("Relu", {"x"}, {"r"});
+  b.node("Mul", {"r", "x"}, {"m"});
+  b.node("Sigmoid", {"m"}, {"s"});  // cpu: reads m on the host
+  b.node("Relu", {"s"}, {"r2"});
+  b.node("Mul", {"r2", "s"}, {"y"});
+  b.io(false, "y", {2, 4});
+  auto s = make_session(b.load(), {devmem, cpu});
+  s->start_profiling();
+  run(*s, {-2, -1, 0, 1, 2, 3, -4, 5}, {2, 4});
+  const std::string trace = temp_path("events_trace.json");
+  s->end_profiling(trace);
+  std::ifstream f(trace);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // Downloads record events; the host waits once for m (the CPU's Sigmoid reads it)
+  // and once for y (the caller reads it), and for nothing else.
+  std::vector<std::string> waits;
+  const std::regex wait_event(R"re("name":"(wait for [^"]*)")re");
+  for (std::sregex_iterator it(text.begin(), text.end(), wait_event), end; it != end; ++it) waits.push_back((*it)[1]);
+  CHECK(waits == std::vector<std::string>{"wait for 'm' on the host", "wait for 'y' on the host"});
 }
 
 TEST_CASE("partitioner: a claim made non-convex by a hidden node is split") {
@@ -545,13 +580,6 @@ std::string read_text(const std::string& path) {
 }
 
 // A fresh, empty temporary file path for one test.
-std::string temp_path(const std::string& stem) {
-  static std::atomic<int> counter{0};
-  auto p = fs::temp_directory_path() /
-           ("nxrt_host_test_" + stem + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  fs::remove(p);
-  return p.string();
-}
 
 // "key=value" fields of one hooks.log line ("start s=1 run=3 ..."): the first word is "event".
 std::map<std::string, std::string> fields(const std::string& line) {
@@ -636,11 +664,11 @@ TEST_CASE("versioning: a 1.x plugin is refused naming both majors") {
     CAPTURE(name);
     Env env;
     std::string err = error_of([&] { env.add(test_plugin_path(name)); });
-    CHECK(err.find(fmt::format("plugin 'libnxrt_ep_{}.so' is built for nxrt EP ABI 1.x; this host speaks 2.0", name)) !=
+    CHECK(err.find(fmt::format("plugin 'libnxrt_ep_{}.so' is built for nxrt EP ABI 1.x; this host speaks 2.1", name)) !=
           std::string::npos);
     CHECK(err.find("rebuild it against the 2.x header") != std::string::npos);
     if (std::string(name) == "abi1")
-      CHECK(err.find("this plugin is built for nxrt EP ABI 1.x; the host offers ABI 2.0") != std::string::npos);
+      CHECK(err.find("this plugin is built for nxrt EP ABI 1.x; the host offers ABI 2.1") != std::string::npos);
     auto entries = env.entries();
     REQUIRE(entries.size() == 1);
     CHECK(!entries[0].lib);
@@ -655,8 +683,8 @@ TEST_CASE("versioning: a newer 2.x minor runs with its extra features off") {
   REQUIRE(lib);
   CHECK(lib->name() == "future_minor");
   CHECK(lib->abi_major() == 2);
-  CHECK(lib->abi_minor() == 0);  // min(host 0, plugin 3)
-  // It declares CONCURRENT_RUN and bit 40 (a "2.3" feature): the host keeps only 2.0's.
+  CHECK(lib->abi_minor() == 1);  // min(host 1, plugin 3)
+  // It declares CONCURRENT_RUN and bit 40 (a "2.3" feature): the host keeps only 2.1's.
   CHECK(lib->features() == NXRT_FEATURE_CONCURRENT_RUN);
   CHECK((lib->features() & (1ull << 40)) == 0);
   // device_info came from a larger struct, written only as far as the host's fits.
@@ -668,6 +696,20 @@ TEST_CASE("versioning: a newer 2.x minor runs with its extra features off") {
   auto s = make_session(relu_chain(3, {2, 4}), {lib});
   CHECK(s->assignments()[0].ep == 0);
   CHECK(run(*s, {-1, 2, -3, 4, -5, 6, 0, -0.5f}, {2, 4}) == std::vector<float>{0, 2, 0, 4, 0, 6, 0, 0});
+}
+
+TEST_CASE("versioning: a 2.0 plugin runs on this 2.1 host with no 2.1 feature") {
+  Env env;
+  auto lib = test_plugin(env, "v2_0");
+  REQUIRE(lib);
+  CHECK(lib->abi_major() == 2);
+  CHECK(lib->abi_minor() == 0);
+  CHECK(lib->features() == NXRT_FEATURE_CONCURRENT_RUN);
+  CHECK(!lib->has(NXRT_FEATURE_MEMORY_STATS));
+  auto s = make_session(relu_chain(3, {2, 4}), {lib});
+  CHECK(run(*s, {-1, 2, -3, 4, -5, 6, 0, -0.5f}, {2, 4}) == std::vector<float>{0, 2, 0, 4, 0, 6, 0, 0});
+  nxrt_memory_stats st{};
+  CHECK(!s->eps()[0]->plugin_stats(&st));  // never reads past a 2.0 table
 }
 
 TEST_CASE("run hooks: on_run_start and on_run_end once per run per session, matching run ids, run options forwarded") {

@@ -60,7 +60,7 @@ class SamplePlugin : public nxrt::sdk::Plugin {
  public:
   const char* name() const override { return "sample"; }
   const char* version() const override { return "0.1.0"; }
-  uint64_t features() const override { return NXRT_FEATURE_CONCURRENT_RUN; }
+  uint64_t features() const override { return NXRT_FEATURE_CONCURRENT_RUN | nxrt::sdk::kHostMemoryFeatures; }
   uint32_t device_count() override { return 1; }
   nxrt::sdk::DeviceDescription describe_device(uint32_t) override {
     nxrt::sdk::DeviceDescription d;

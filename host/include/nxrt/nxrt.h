@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <nxrt_native.h> /* native handles, external allocators, memory stats (shared with the EP ABI) */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -32,7 +34,8 @@ typedef enum nxrt_error_code {
   NXRT_ERR_MODEL = 4,            /* corrupt or invalid model */
   NXRT_ERR_PLUGIN = 5,           /* plugin failed to load, negotiate, create a claimed kernel or run */
   NXRT_ERR_BUSY = 6,             /* e.g. unregistering a plugin still in use */
-  NXRT_ERR_RUNTIME = 7           /* anything else during execution */
+  NXRT_ERR_RUNTIME = 7,          /* anything else during execution */
+  NXRT_ERR_RESOURCE_EXHAUSTED = 8 /* over the session's device memory limit, or the device is out of memory */
 } nxrt_error_code;
 
 /* The product version, e.g. "0.1.0" (also sent to plugins as the host's release). */
@@ -136,6 +139,18 @@ typedef struct nxrt_session_options {
    * May be NULL when ep_option_count is 0. */
   const nxrt_key_value* ep_options;
   size_t ep_option_count;
+  /* Device memory cap: bytes the session may ask its EPs for (activation arenas, values
+   * of dynamic shape, uploaded constants, device tensors), over all its EPs; 0: no cap.
+   * Going over it fails that run (or allocation) with NXRT_ERR_RESOURCE_EXHAUSTED before
+   * the plugin is asked; the session stays usable. Memory a plugin keeps for itself
+   * (prepacked weights, pipelines) is not capped; nxrt_session_memory_usage reports it. */
+  uint64_t device_memory_limit;
+  /* The caller's allocator (NULL: the plugins' own): every backing allocation of device
+   * and pinned memory of every EP session of this session goes through it (request type
+   * VULKAN_MEMORY for Vulkan, HOST_POINTER for CPU-like EPs). An EP without the
+   * external-allocator feature fails session creation with NXRT_ERR_UNSUPPORTED. The
+   * allocator must outlive the session and every device tensor made from it. */
+  const nxrt_device_allocator* device_allocator;
 } nxrt_session_options;
 
 /* Partitions the model over the EPs and prepares kernels and memory. */
@@ -220,6 +235,95 @@ NXRT_API uint64_t nxrt_outputs_run_id(const nxrt_outputs* o);
 NXRT_API size_t nxrt_outputs_count(const nxrt_outputs* o);
 NXRT_API nxrt_host_tensor nxrt_outputs_get(const nxrt_outputs* o, size_t i);
 NXRT_API void nxrt_outputs_release(nxrt_outputs* o);
+
+/* ------------------------------------------------- device interop (2.1) */
+
+/* The EPs of a session (requested ones first, then any added by fallback). */
+NXRT_API size_t nxrt_session_ep_count(const nxrt_session* s);
+NXRT_API const char* nxrt_session_ep_name(const nxrt_session* s, size_t ep_index);
+
+/* Memory of one EP session of a session. The host's figures count what the host asked
+ * the EP for; `plugin` is the EP's own account, including what it keeps for itself
+ * (has_plugin_stats: the EP has the memory-stats feature). */
+typedef struct nxrt_memory_usage {
+  const char* ep;
+  uint64_t bytes_in_use;     /* held now by the host: arenas, dynamic values, constants, device tensors */
+  uint64_t peak_bytes;
+  uint64_t arena_bytes;      /* of bytes_in_use: activation arenas (one per concurrent run) */
+  uint64_t allocation_count; /* allocations the host made so far */
+  uint64_t limit_bytes;      /* the session's device_memory_limit (0: none) */
+  int has_plugin_stats;
+  nxrt_memory_stats plugin;
+} nxrt_memory_usage;
+NXRT_API nxrt_error* nxrt_session_memory_usage(const nxrt_session* s, size_t ep_index, nxrt_memory_usage* out);
+
+/* Native handles of an EP session: what = NXRT_NATIVE_OBJECT_DEVICE or NXRT_NATIVE_OBJECT_QUEUE.
+ * Fails with NXRT_ERR_UNSUPPORTED when the EP has no native handles.
+ * The handles stay the plugin's; never destroy them. */
+NXRT_API nxrt_error* nxrt_session_native_handle(const nxrt_session* s, const char* ep, nxrt_native_object what,
+                                               nxrt_native_handle* out);
+
+/* Device tensors: dense tensors in the memory of one EP session of a session. They keep
+ * that EP session alive, so they may outlive the nxrt_session (not the env). */
+typedef struct nxrt_device_tensor nxrt_device_tensor;
+NXRT_API nxrt_error* nxrt_device_tensor_alloc(nxrt_session* s, const char* ep, int32_t dtype, const int64_t* dims, size_t rank,
+                                              nxrt_device_tensor** out);
+/* Synchronous copies of the whole tensor; `bytes` must equal its size. */
+NXRT_API nxrt_error* nxrt_device_tensor_upload(nxrt_device_tensor* t, const void* data, size_t bytes);
+NXRT_API nxrt_error* nxrt_device_tensor_download(const nxrt_device_tensor* t, void* data, size_t bytes);
+NXRT_API void nxrt_device_tensor_release(nxrt_device_tensor* t);
+typedef struct nxrt_device_tensor_info {
+  const char* ep;
+  int32_t dtype;
+  uint32_t rank;
+  const int64_t* dims;
+  uint32_t memory;      /* NXRT_MEMORY_DEVICE (1) */
+  void* handle;         /* the EP's allocation handle (a host pointer for host-addressable EPs) */
+  uint64_t byte_offset; /* of the tensor inside the allocation */
+  uint64_t bytes;
+} nxrt_device_tensor_info;
+NXRT_API nxrt_device_tensor_info nxrt_device_tensor_get_info(const nxrt_device_tensor* t);
+/* The native memory behind it (VULKAN_BUFFER: VkBuffer + offset; HOST_POINTER...). */
+NXRT_API nxrt_error* nxrt_device_tensor_native(const nxrt_device_tensor* t, nxrt_native_handle* out);
+
+/* Streams of an EP session: create one, or import the caller's native one (Vulkan: a
+ * timeline semaphore on the session's VkDevice, and the point the stream's first work
+ * waits for; CUDA: a cudaStream_t). Streams keep their EP session alive. */
+typedef struct nxrt_device_stream nxrt_device_stream;
+NXRT_API nxrt_error* nxrt_session_stream_create(nxrt_session* s, const char* ep, nxrt_device_stream** out);
+NXRT_API nxrt_error* nxrt_session_stream_import(nxrt_session* s, const char* ep, const nxrt_native_handle* native,
+                                                nxrt_device_stream** out);
+/* Where the stream's queued work completes (Vulkan: timeline semaphore + value to wait for). */
+NXRT_API nxrt_error* nxrt_device_stream_native(const nxrt_device_stream* st, nxrt_native_handle* out);
+NXRT_API nxrt_error* nxrt_device_stream_synchronize(nxrt_device_stream* st);
+NXRT_API void nxrt_device_stream_release(nxrt_device_stream* st);
+
+/* I/O binding: where each input comes from and each output goes for the runs that use it.
+ * Unbound outputs are returned in host memory; every input must be bound. */
+typedef struct nxrt_binding nxrt_binding;
+NXRT_API nxrt_error* nxrt_binding_create(nxrt_session* s, nxrt_binding** out);
+NXRT_API void nxrt_binding_release(nxrt_binding* b);
+/* Host input: the struct and its data are read at run time, so they must stay valid. */
+NXRT_API nxrt_error* nxrt_binding_bind_host_input(nxrt_binding* b, const nxrt_host_tensor* t);
+/* Device input (the binding holds a reference): read in place by the EP it belongs to. */
+NXRT_API nxrt_error* nxrt_binding_bind_input(nxrt_binding* b, const char* name, const nxrt_device_tensor* t);
+/* Output written into the caller's device tensor (dtype and shape must match the result). */
+NXRT_API nxrt_error* nxrt_binding_bind_output(nxrt_binding* b, const char* name, nxrt_device_tensor* t);
+/* Output left in EP `ep`'s memory: each run makes a new device tensor, read it with
+ * nxrt_binding_output. */
+NXRT_API nxrt_error* nxrt_binding_bind_output_to_device(nxrt_binding* b, const char* name, const char* ep);
+/* Back to a host output. */
+NXRT_API nxrt_error* nxrt_binding_bind_output_to_host(nxrt_binding* b, const char* name);
+/* Runs with the binding. `stream` (may be NULL): that EP's work is queued on it, and when
+ * no transfer through the host and no allocation was needed for that EP the call returns
+ * without waiting for the device (wait through nxrt_device_stream_native or
+ * nxrt_device_stream_synchronize). *outputs (may be NULL) gets every graph output in
+ * order; device-bound ones with their shape and data NULL. */
+NXRT_API nxrt_error* nxrt_session_run_binding(nxrt_session* s, nxrt_binding* b, const nxrt_session_run_options* run_options,
+                                              nxrt_device_stream* stream, nxrt_outputs** outputs);
+/* The device tensor of a device-bound output after a run: a new reference the caller
+ * releases (nxrt_device_tensor_release); NXRT_ERR_NOT_FOUND for a host output. */
+NXRT_API nxrt_error* nxrt_binding_output(const nxrt_binding* b, const char* name, nxrt_device_tensor** out);
 
 /* ------------------------------------------------------ tensors, files */
 

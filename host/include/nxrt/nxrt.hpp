@@ -149,6 +149,85 @@ struct SessionOptions {
   int threads = 0;
   uint32_t device = 0;
   KeyValues ep_options;  // "<ep>.<key>" = value, checked against the plugins' schemas
+  uint64_t device_memory_limit = 0;                         // bytes; 0: no cap
+  const nxrt_device_allocator* device_allocator = nullptr;  // must outlive the session
+};
+
+class Session;
+
+// A tensor in one EP session's memory (nxrt_device_tensor).
+class DeviceTensor {
+ public:
+  DeviceTensor() = default;
+  explicit DeviceTensor(nxrt_device_tensor* t) : t_(t) {}
+  DeviceTensor(Session& s, const std::string& ep, int32_t dtype, const std::vector<int64_t>& dims);
+  nxrt_device_tensor_info info() const { return nxrt_device_tensor_get_info(t_.get()); }
+  std::vector<int64_t> dims() const {
+    auto i = info();
+    return std::vector<int64_t>(i.dims, i.dims + i.rank);
+  }
+  void upload(const void* data, size_t bytes) { check(nxrt_device_tensor_upload(t_.get(), data, bytes)); }
+  void download(void* data, size_t bytes) const { check(nxrt_device_tensor_download(t_.get(), data, bytes)); }
+  template <typename T>
+  std::vector<T> download() const {
+    std::vector<T> v(info().bytes / sizeof(T));
+    download(v.data(), v.size() * sizeof(T));
+    return v;
+  }
+  nxrt_native_handle native() const {
+    nxrt_native_handle h{};
+    h.struct_size = sizeof h;
+    check(nxrt_device_tensor_native(t_.get(), &h));
+    return h;
+  }
+  nxrt_device_tensor* get() const { return t_.get(); }
+  explicit operator bool() const { return bool(t_); }
+
+ private:
+  struct Del { void operator()(nxrt_device_tensor* t) const { nxrt_device_tensor_release(t); } };
+  std::unique_ptr<nxrt_device_tensor, Del> t_;
+};
+
+// A stream of one EP session (nxrt_device_stream), created or imported from a native one.
+class DeviceStream {
+ public:
+  explicit DeviceStream(nxrt_device_stream* s) : s_(s) {}
+  nxrt_native_handle native() const {
+    nxrt_native_handle h{};
+    h.struct_size = sizeof h;
+    check(nxrt_device_stream_native(s_.get(), &h));
+    return h;
+  }
+  void synchronize() { check(nxrt_device_stream_synchronize(s_.get())); }
+  nxrt_device_stream* get() const { return s_.get(); }
+
+ private:
+  struct Del { void operator()(nxrt_device_stream* s) const { nxrt_device_stream_release(s); } };
+  std::unique_ptr<nxrt_device_stream, Del> s_;
+};
+
+// Where a run's inputs come from and its outputs go (nxrt_binding).
+class Binding {
+ public:
+  explicit Binding(Session& s);
+  // Host inputs are read at run time: keep `t` (and its data) alive.
+  void bind_input(const nxrt_host_tensor& t) { check(nxrt_binding_bind_host_input(b_.get(), &t)); }
+  void bind_input(const std::string& name, const DeviceTensor& t) { check(nxrt_binding_bind_input(b_.get(), name.c_str(), t.get())); }
+  void bind_output(const std::string& name, DeviceTensor& t) { check(nxrt_binding_bind_output(b_.get(), name.c_str(), t.get())); }
+  void bind_output_to_device(const std::string& name, const std::string& ep) {
+    check(nxrt_binding_bind_output_to_device(b_.get(), name.c_str(), ep.c_str()));
+  }
+  void bind_output_to_host(const std::string& name) { check(nxrt_binding_bind_output_to_host(b_.get(), name.c_str())); }
+  DeviceTensor output(const std::string& name) const {
+    nxrt_device_tensor* t = nullptr;
+    check(nxrt_binding_output(b_.get(), name.c_str(), &t));
+    return DeviceTensor(t);
+  }
+  nxrt_binding* get() const { return b_.get(); }
+
+ private:
+  struct Del { void operator()(nxrt_binding* b) const { nxrt_binding_release(b); } };
+  std::unique_ptr<nxrt_binding, Del> b_;
 };
 
 class Session {
@@ -196,12 +275,49 @@ class Session {
     check(nxrt_session_run_with_options(s_.get(), inputs.data(), inputs.size(), &ro, &o));
     return Outputs(o);
   }
+  // A run with I/O binding, on `stream` when given (see nxrt_session_run_binding).
+  Outputs run(Binding& binding, DeviceStream* stream = nullptr, const KeyValues& run_options = {}) {
+    std::vector<nxrt_key_value> kv;
+    for (auto& [k, v] : run_options) kv.push_back(nxrt_key_value{k.c_str(), v.c_str()});
+    nxrt_session_run_options ro{kv.data(), kv.size()};
+    nxrt_outputs* o = nullptr;
+    check(nxrt_session_run_binding(s_.get(), binding.get(), &ro, stream ? stream->get() : nullptr, &o));
+    return Outputs(o);
+  }
+  std::vector<nxrt_memory_usage> memory_usage() const {
+    std::vector<nxrt_memory_usage> v(nxrt_session_ep_count(s_.get()));
+    for (size_t e = 0; e < v.size(); ++e) check(nxrt_session_memory_usage(s_.get(), e, &v[e]));
+    return v;
+  }
+  nxrt_memory_usage memory_usage(const std::string& ep) const {
+    for (auto& u : memory_usage())
+      if (ep == u.ep) return u;
+    throw Error(NXRT_ERR_NOT_FOUND, "the session has no EP '" + ep + "'");
+  }
+  nxrt_native_handle native_handle(const std::string& ep, nxrt_native_object what) const {
+    nxrt_native_handle h{};
+    h.struct_size = sizeof h;
+    check(nxrt_session_native_handle(s_.get(), ep.c_str(), what, &h));
+    return h;
+  }
+  DeviceStream create_stream(const std::string& ep) {
+    nxrt_device_stream* st = nullptr;
+    check(nxrt_session_stream_create(s_.get(), ep.c_str(), &st));
+    return DeviceStream(st);
+  }
+  DeviceStream import_stream(const std::string& ep, const nxrt_native_handle& native) {
+    nxrt_device_stream* st = nullptr;
+    check(nxrt_session_stream_import(s_.get(), ep.c_str(), &native, &st));
+    return DeviceStream(st);
+  }
+  nxrt_session* get() const { return s_.get(); }
 
  private:
   void create(Env& env, const nxrt_model* model, nxrt_model* taken, const SessionOptions& options) {
     std::vector<nxrt_key_value> kv;
     for (auto& [k, v] : options.ep_options) kv.push_back(nxrt_key_value{k.c_str(), v.c_str()});
-    nxrt_session_options o{options.eps.c_str(), options.fallback ? 1 : 0, options.threads, options.device, kv.data(), kv.size()};
+    nxrt_session_options o{options.eps.c_str(), options.fallback ? 1 : 0, options.threads, options.device, kv.data(), kv.size(),
+                           options.device_memory_limit, options.device_allocator};
     nxrt_session* s = nullptr;
     check(taken ? nxrt_session_create_take_model(env.get(), taken, &o, &s) : nxrt_session_create(env.get(), model, &o, &s));
     s_.reset(s);
@@ -210,6 +326,18 @@ class Session {
   struct Del { void operator()(nxrt_session* s) const { nxrt_session_release(s); } };
   std::unique_ptr<nxrt_session, Del> s_;
 };
+
+inline DeviceTensor::DeviceTensor(Session& s, const std::string& ep, int32_t dtype, const std::vector<int64_t>& dims) {
+  nxrt_device_tensor* t = nullptr;
+  check(nxrt_device_tensor_alloc(s.get(), ep.c_str(), dtype, dims.data(), dims.size(), &t));
+  t_.reset(t);
+}
+
+inline Binding::Binding(Session& s) {
+  nxrt_binding* b = nullptr;
+  check(nxrt_binding_create(s.get(), &b));
+  b_.reset(b);
+}
 
 inline Tensor read_tensor_file(const std::string& path) {
   nxrt_outputs* o = nullptr;

@@ -1,7 +1,9 @@
 // Test plugin that behaves like a discrete accelerator, so the host's device
 // path is tested without a GPU: memory handles are opaque (not host pointers),
 // work is deferred on streams until synchronize, and maximal runs of supported
-// nodes are claimed as fused groups. Ops: float32 Relu and Mul (same shapes).
+// nodes are claimed as fused groups. Ops: float32 Relu (any shape, so values of
+// dynamic shape are allocated per run) and Mul (same static shapes). Memory stats
+// (ABI 2.1) count every allocation and copy, so tests see the transfers a run makes.
 #include <nxrt_sdk/sdk.hpp>
 
 #include <cstring>
@@ -108,8 +110,8 @@ bool supported(const Node& n) {
   if (n.op_type() != "Relu" && n.op_type() != "Mul") return false;
   if (require_dtypes(n, {NXRT_DTYPE_FLOAT32})) return false;
   auto a = n.input(0);
-  if (!a.static_shape()) return false;
-  return n.op_type() == "Relu" || (n.input(1).static_shape() && std::ranges::equal(a.dims(), n.input(1).dims()));
+  if (n.op_type() == "Relu") return true;
+  return a.static_shape() && n.input(1).static_shape() && std::ranges::equal(a.dims(), n.input(1).dims());
 }
 
 class DevmemSession : public Session {
@@ -136,11 +138,20 @@ class DevmemSession : public Session {
     if (kind != NXRT_MEMORY_DEVICE) fail(NXRT_UNSUPPORTED, "devmem allocates device memory only");
     auto* b = new Buffer;
     b->bytes.resize(bytes ? bytes : 1);
+    counters_.alloc(b->bytes.size());
+    counters_.reserve(b->bytes.size());
     return b;
   }
-  void free(nxrt_memory_kind, void* handle) override { delete &buffer(handle); }
+  void free(nxrt_memory_kind, void* handle) override {
+    Buffer& b = buffer(handle);
+    counters_.free(b.bytes.size());
+    counters_.unreserve(b.bytes.size());
+    delete &b;
+  }
+  nxrt_memory_stats memory_stats() override { return counters_.stats(); }
   void copy(std::span<const nxrt_copy_region> regions, Stream* s) override {
     for (auto r : regions) {
+      counters_.copied(r.src_memory, r.dst_memory, r.bytes);
       auto op = [r] {
         const uint8_t* src = r.src_memory == NXRT_MEMORY_DEVICE ? buffer(const_cast<void*>(r.src)).bytes.data() : static_cast<const uint8_t*>(r.src);
         uint8_t* dst = r.dst_memory == NXRT_MEMORY_DEVICE ? buffer(r.dst).bytes.data() : static_cast<uint8_t*>(r.dst);
@@ -152,13 +163,16 @@ class DevmemSession : public Session {
   }
   std::unique_ptr<Stream> create_stream() override { return std::make_unique<DeferredStream>(); }
   std::unique_ptr<Event> create_event() override { return std::make_unique<FlagEvent>(); }
+
+ private:
+  MemoryCounters counters_;
 };
 
 class DevmemPlugin : public Plugin {
  public:
   const char* name() const override { return "devmem"; }
   const char* version() const override { return "0.0.1"; }
-  uint64_t features() const override { return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS; }
+  uint64_t features() const override { return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS | NXRT_FEATURE_MEMORY_STATS; }
   uint32_t device_count() override { return 1; }
   DeviceDescription describe_device(uint32_t) override {
     DeviceDescription d;

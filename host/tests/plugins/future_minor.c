@@ -1,24 +1,48 @@
-/* Test plugin from a newer minor of the same major: plain C against the 2.0
- * header, written as a 2.3 plugin would be. On a 2.0 host it must load and run
- * with everything newer than 2.0 off:
+/* Test plugin from another minor of the same major, plain C. Built twice:
+ *
+ * future_minor: against the current (2.1) header, written as a 2.3 plugin would
+ * be. On a 2.1 host it must load and run with everything newer than 2.1 off:
  *   - it answers abi_minor = min(host's minor, 3);
- *   - it declares a feature bit 2.0 does not define (FUTURE_FEATURE_BIT), which
+ *   - it declares a feature bit 2.1 does not define (FUTURE_FEATURE_BIT), which
  *     the host must mask off;
- *   - its function table is larger than nxrt_plugin_api (2.0's table first,
- *     then two entries "added in 2.1/2.3"), struct_size = the larger size;
+ *   - its function table is larger than nxrt_plugin_api (2.1's table first, with
+ *     none of 2.1's optional entries, then two entries "added in 2.2/2.3"),
+ *     struct_size = the larger size;
  *   - it fills the negotiation reply and device_info by the callee-filled rule
  *     from its own, larger definitions (extra trailing fields), writing only
  *     what fits in the caller's struct;
  *   - float32 Relu on host memory, with one CPU-like device.
+ *
+ * v2_0 (NXRT_AS_2_0): the same source against the verbatim 2.0 header
+ * (abi2_0/nxrt_ep_v2_0.h): a plugin built before 2.1 existed. It answers minor 0,
+ * its table and reply are 2.0's sizes; a 2.1 host must run it with no 2.1 feature
+ * and never read past its table.
  * Only nxrt_ep_negotiate is exported. */
+#ifdef NXRT_AS_2_0
+#include "abi2_0/nxrt_ep_v2_0.h"
+#else
 #include <nxrt_ep.h>
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef NXRT_AS_2_0
+#define FUTURE_MINOR 0u
+#define FUTURE_FEATURE_BIT 0ull
+#define FUTURE_NAME "v2_0"
+#define TABLE_SIZE sizeof(nxrt_plugin_api)
+#define REPLY_SIZE sizeof(nxrt_negotiate_reply)
+#define INFO_SIZE sizeof(nxrt_device_info)
+#else
+#define TABLE_SIZE sizeof(future_plugin_api)
+#define REPLY_SIZE sizeof(future_negotiate_reply)
+#define INFO_SIZE sizeof(future_device_info)
 #define FUTURE_MINOR 3u
-#define FUTURE_FEATURE_BIT (1ull << 40) /* "defined by 2.3": unknown to a 2.0 host */
+#define FUTURE_FEATURE_BIT (1ull << 40) /* "defined by 2.3": unknown to a 2.1 host */
+#define FUTURE_NAME "future_minor"
+#endif
 
 /* The 2.3 reply: 2.0's, then fields 2.3 appended. */
 typedef struct future_negotiate_reply {
@@ -67,7 +91,7 @@ static nxrt_status* device_info(nxrt_plugin* p, uint32_t index, nxrt_device_info
   if (!info) return err(p->host, NXRT_INVALID_ARGUMENT, "device_info: info is NULL");
   if (index != 0) return err(p->host, NXRT_NOT_FOUND, "future_minor has one device");
   memset(&full, 0, sizeof full);
-  full.v2_0.struct_size = sizeof full;
+  full.v2_0.struct_size = INFO_SIZE;
   full.v2_0.kind = NXRT_DEVICE_CPU;
   full.v2_0.name = "future minor test CPU";
   full.v2_0.vendor = "nxrt tests";
@@ -79,7 +103,7 @@ static nxrt_status* device_info(nxrt_plugin* p, uint32_t index, nxrt_device_info
   full.l2_cache_bytes = 1u << 20;
   full.driver = "future 2.3";
   /* Callee-filled rule: only what fits in the caller's struct, and say how much. */
-  size = NXRT_FILLED_SIZE((size_t)info->struct_size, sizeof full);
+  size = NXRT_FILLED_SIZE((size_t)info->struct_size, INFO_SIZE);
   memcpy(info, &full, size);
   info->struct_size = (uint32_t)size;
   return NULL;
@@ -181,8 +205,8 @@ static nxrt_status* copy(nxrt_ep_session* s, const nxrt_copy_region* const* r, s
   return NULL;
 }
 
-/* "2.1" and "2.3" entries: only a host that agreed on those minors may call them. */
-static nxrt_status* session_trim_2_1(nxrt_ep_session* s) {
+/* "2.2" and "2.3" entries: only a host that agreed on those minors may call them. */
+static nxrt_status* session_trim_2_2(nxrt_ep_session* s) {
   snprintf(s->plugin->extension_log, sizeof s->plugin->extension_log, "trim");
   return NULL;
 }
@@ -194,22 +218,23 @@ static uint64_t plugin_build_number_2_3(nxrt_plugin* p) {
 /* The 2.3 table: 2.0's first, then the appended entries. */
 typedef struct future_plugin_api {
   nxrt_plugin_api v2_0;
-  nxrt_status* (*session_trim)(nxrt_ep_session* s);  /* 2.1 */
+  nxrt_status* (*session_trim)(nxrt_ep_session* s);  /* 2.2 */
   uint64_t (*plugin_build_number)(nxrt_plugin* p);   /* 2.3 */
 } future_plugin_api;
 
 static const future_plugin_api kApi = {
     {
-        sizeof(future_plugin_api), /* struct_size: the whole, larger table */
-        "future_minor", "2.3.0", shutdown_instance, device_count, no_device_reason, device_info, option_count,
+        TABLE_SIZE, /* struct_size: the whole, larger table (2.0's alone for v2_0) */
+        FUTURE_NAME, "2.3.0", shutdown_instance, device_count, no_device_reason, device_info, option_count,
         option_info, session_create, session_release, get_capability, kernel_create, kernel_compute, kernel_release,
         memory_alloc, memory_free, copy,
         NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, /* no streams */
         NULL, NULL,                                     /* no run hooks */
     },
-    session_trim_2_1,
+    session_trim_2_2,
     plugin_build_number_2_3,
 };
+
 
 NXRT_EP_EXPORT int32_t nxrt_ep_negotiate(const nxrt_negotiate_request* rq, nxrt_negotiate_reply* rp) {
   future_negotiate_reply full;
@@ -237,7 +262,7 @@ NXRT_EP_EXPORT int32_t nxrt_ep_negotiate(const nxrt_negotiate_request* rq, nxrt_
   }
   inst->host = rq->host;
   memset(&full, 0, sizeof full);
-  full.v2_0.struct_size = sizeof full;
+  full.v2_0.struct_size = REPLY_SIZE;
   full.v2_0.abi_major = NXRT_EP_ABI_MAJOR;
   full.v2_0.abi_minor = rq->abi_minor < FUTURE_MINOR ? rq->abi_minor : FUTURE_MINOR;
   full.v2_0.features = NXRT_FEATURE_CONCURRENT_RUN | FUTURE_FEATURE_BIT; /* the host masks what it lacks */
@@ -245,7 +270,7 @@ NXRT_EP_EXPORT int32_t nxrt_ep_negotiate(const nxrt_negotiate_request* rq, nxrt_
   full.v2_0.plugin = inst;
   full.features2 = 1;
   full.build_id = "future-minor-test";
-  size = NXRT_FILLED_SIZE((size_t)rp->struct_size, sizeof full);
+  size = NXRT_FILLED_SIZE((size_t)rp->struct_size, REPLY_SIZE);
   memcpy(rp, &full, size);
   rp->struct_size = (uint32_t)size;
   return NXRT_OK;

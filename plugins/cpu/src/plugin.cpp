@@ -44,7 +44,9 @@ class CpuPlugin final : public sdk::Plugin {
  public:
   const char* name() const override { return "cpu"; }
   const char* version() const override { return "0.2.0"; }
-  uint64_t features() const override { return NXRT_FEATURE_CONCURRENT_RUN | NXRT_FEATURE_FUSED_GROUPS; }
+  uint64_t features() const override {
+    return NXRT_FEATURE_CONCURRENT_RUN | NXRT_FEATURE_FUSED_GROUPS | sdk::kHostMemoryFeatures;
+  }
   uint32_t device_count() override { return 1; }
   const char* no_device_reason() override { return "the CPU is always available"; }
   sdk::DeviceDescription describe_device(uint32_t) override {

@@ -15,6 +15,7 @@ using namespace nxrt::sdk;
 struct VkStreamW : sdk::Stream {
   std::unique_ptr<vk::Stream> s;
   explicit VkStreamW(Device& d) : s(std::make_unique<vk::Stream>(d)) {}
+  explicit VkStreamW(std::unique_ptr<vk::Stream> imported) : s(std::move(imported)) {}
   void synchronize() override { s->synchronize(); }
   void wait(sdk::Event& e) override;
 };
@@ -220,22 +221,19 @@ class VkSession : public Session {
     else if (kind == NXRT_MEMORY_HOST_PINNED) dev_->free(dev_->find_pinned(h));
   }
   void copy(std::span<const nxrt_copy_region> regions, sdk::Stream* stream) override {
-    std::vector<CopyOp> ops;
-    auto ep = [](nxrt_memory_kind k, const void* p, uint64_t off) {
-      Endpoint e;
-      if (k == NXRT_MEMORY_DEVICE) e.alloc = static_cast<Alloc*>(const_cast<void*>(p));
-      else e.host = static_cast<char*>(const_cast<void*>(p));
-      e.offset = off;
-      if (!p) fail(NXRT_INVALID_ARGUMENT, "copy region with a null buffer");
-      return e;
-    };
-    for (auto& r : regions) {
-      if (r.bytes == 0) continue;
-      ops.push_back({ep(r.src_memory, r.src, r.src_offset), ep(r.dst_memory, r.dst, r.dst_offset), r.bytes});
-    }
-    vk::copy(*dev_, ops, stream ? static_cast<VkStreamW*>(stream)->s.get() : nullptr);
+    copy_regions(*dev_, regions, stream ? static_cast<VkStreamW*>(stream)->s.get() : nullptr);
   }
   std::unique_ptr<sdk::Stream> create_stream() override { return std::make_unique<VkStreamW>(*dev_); }
+
+  // ABI 2.1 interop (vk_core: native_handle, import_stream).
+  nxrt_native_handle native_handle(nxrt_native_object what, const void* memory, sdk::Stream* stream) override {
+    return vk::native_handle(*dev_, what, memory, stream ? static_cast<VkStreamW*>(stream)->s.get() : nullptr);
+  }
+  std::unique_ptr<sdk::Stream> import_stream(const nxrt_native_handle& h) override {
+    return std::make_unique<VkStreamW>(vk::import_stream(*dev_, h));
+  }
+  void set_allocator(const nxrt_device_allocator& a) override { dev_->set_allocator(a); }
+  nxrt_memory_stats memory_stats() override { return dev_->counters().stats(); }
   std::unique_ptr<sdk::Event> create_event() override { return std::make_unique<VkEventW>(); }
 
   // Run hooks. A run is profiled when the host asks for it and this device has
@@ -286,7 +284,8 @@ class VkPlugin : public Plugin {
         if (d.timestamp_bits > 0 && d.timestamp_period > 0) return true;
       return false;
     }();
-    return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS |
+    return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS | NXRT_FEATURE_NATIVE_HANDLES | NXRT_FEATURE_STREAM_IMPORT |
+           NXRT_FEATURE_EXTERNAL_ALLOCATOR | NXRT_FEATURE_MEMORY_STATS |
            (timestamps ? NXRT_FEATURE_RUN_HOOKS | NXRT_FEATURE_DEVICE_PROFILING : 0);
   }
   uint32_t device_count() override { return uint32_t(Instance::get().devices().size()); }

@@ -77,6 +77,7 @@ namespace nxrt::vk {
   X(vkDestroySemaphore)                  \
   X(vkWaitSemaphores)                    \
   X(vkGetSemaphoreCounterValue)          \
+  X(vkSignalSemaphore)                   \
   X(vkCreateQueryPool)                   \
   X(vkDestroyQueryPool)                  \
   X(vkCmdResetQueryPool)                 \

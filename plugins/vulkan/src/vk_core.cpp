@@ -274,7 +274,10 @@ Instance::~Instance() {
 
 struct Block {
   VkDeviceMemory mem = VK_NULL_HANDLE;
-  VkDeviceSize size = 0;
+  VkDeviceSize size = 0;      // usable bytes (what was asked for)
+  VkDeviceSize reserved = 0;  // bytes held: the external allocator may return more
+  bool external = false;      // from the caller's allocator: goes back through it
+  nxrt_native_handle native{};
   uint32_t type = 0;
   char* mapped = nullptr;
   bool dedicated = false;
@@ -290,6 +293,7 @@ Device::Device(uint32_t index, std::string cache_path) : cache_path_(std::move(c
   auto& inst = Instance::get();
   if (index >= inst.devices().size()) fail(NXRT_NOT_FOUND, "no Vulkan device {}", index);
   info_ = &inst.devices()[index];
+  instance_ = inst.handle();
   float prio = 1.0f;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
   qci.queueFamilyIndex = info_->queue_family;
@@ -379,7 +383,10 @@ Device::~Device() {
   for (auto& [n, l] : set_layouts_) vkDestroyDescriptorSetLayout(device_, l, nullptr);
   for (auto& [n, m] : modules_) vkDestroyShaderModule(device_, m, nullptr);
   vkDestroyPipelineCache(device_, cache_, nullptr);
-  for (auto& b : blocks_) vkFreeMemory(device_, b->mem, nullptr);
+  // Blocks leaked by callers that never freed their allocations still go back (to the
+  // external allocator too) before the device they belong to is destroyed.
+  for (auto& b : blocks_) release_block(b.get());
+  blocks_.clear();
   vkDestroyDevice(device_, nullptr);
 }
 
@@ -391,19 +398,30 @@ uint32_t Device::find_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPr
   return UINT32_MAX;
 }
 
-Block* Device::new_block(uint32_t type, VkDeviceSize bytes, bool map) {
+// Called with mem_mu_ held.
+Block* Device::new_block(uint32_t type, VkDeviceSize bytes, VkDeviceSize alignment, bool map) {
   auto b = std::make_unique<Block>();
-  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-  ai.allocationSize = bytes;
-  ai.memoryTypeIndex = type;
-  check_vk(vkAllocateMemory(device_, &ai, nullptr, &b->mem), "vkAllocateMemory");
   b->size = bytes;
   b->type = type;
+  if (external_.active()) {
+    b->native = external_.allocate(NXRT_NATIVE_VULKAN_MEMORY, bytes, alignment, handle_u64(device_), type);
+    b->mem = handle_from_u64<VkDeviceMemory>(b->native.handle);
+    b->external = true;
+    b->reserved = b->native.size;
+  } else {
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = bytes;
+    ai.memoryTypeIndex = type;
+    check_vk(vkAllocateMemory(device_, &ai, nullptr, &b->mem), "vkAllocateMemory");
+    b->reserved = bytes;
+  }
+  counters_.reserve(b->reserved);
+  allocated_ = true;
   if (map) {
     void* p = nullptr;
     VkResult r = vkMapMemory(device_, b->mem, 0, VK_WHOLE_SIZE, 0, &p);
     if (r != VK_SUCCESS) {
-      vkFreeMemory(device_, b->mem, nullptr);
+      release_block(b.get());
       check_vk(r, "vkMapMemory");
     }
     b->mapped = static_cast<char*>(p);
@@ -411,6 +429,30 @@ Block* Device::new_block(uint32_t type, VkDeviceSize bytes, bool map) {
   b->free[0] = bytes;
   blocks_.push_back(std::move(b));
   return blocks_.back().get();
+}
+
+void Device::release_block(Block* b) {
+  if (b->external) {
+    // The caller may keep and hand the memory out again: it must come back unmapped.
+    if (b->mapped) vkUnmapMemory(device_, b->mem);
+    external_.release(b->native);
+  } else {
+    vkFreeMemory(device_, b->mem, nullptr);  // unmaps implicitly
+  }
+  b->mapped = nullptr;
+  b->mem = VK_NULL_HANDLE;
+  counters_.unreserve(b->reserved);
+}
+
+void Device::set_allocator(const nxrt_device_allocator& a) {
+  std::lock_guard lock(mem_mu_);
+  if (allocated_) fail(NXRT_INVALID_ARGUMENT, "set_allocator: the Vulkan device has already allocated memory");
+  external_.set(a);
+}
+
+bool Device::is_device_alloc(const Alloc* a) {
+  std::lock_guard lock(mem_mu_);
+  return a && live_.count(a) && !a->pinned;
 }
 
 Alloc* Device::alloc(uint64_t bytes, bool pinned, uint64_t alignment) {
@@ -434,7 +476,7 @@ Alloc* Device::alloc(uint64_t bytes, bool pinned, uint64_t alignment) {
     Block* blk = nullptr;
     VkDeviceSize off = 0;
     if (req.size >= kDedicated) {
-      blk = new_block(type, req.size, map);
+      blk = new_block(type, req.size, req.alignment, map);
       blk->dedicated = true;
       blk->free.clear();
     } else {
@@ -455,7 +497,7 @@ Alloc* Device::alloc(uint64_t bytes, bool pinned, uint64_t alignment) {
         if (blk) break;
       }
       if (!blk) {
-        blk = new_block(type, kBlockSize, map);
+        blk = new_block(type, kBlockSize, req.alignment, map);
         blk->free.clear();
         if (req.size < kBlockSize) blk->free[req.size] = kBlockSize - req.size;
       }
@@ -471,6 +513,8 @@ Alloc* Device::alloc(uint64_t bytes, bool pinned, uint64_t alignment) {
   }
   in_use_ += a->block_size;
   if (pinned) pinned_[uintptr_t(a->mapped)] = a.get();
+  live_.insert(a.get());
+  counters_.alloc(a->size);
   return a.release();
 }
 
@@ -479,10 +523,12 @@ void Device::free(Alloc* a) {
   vkDestroyBuffer(device_, a->buffer, nullptr);
   std::lock_guard lock(mem_mu_);
   if (a->pinned) pinned_.erase(uintptr_t(a->mapped));
+  live_.erase(a);
+  counters_.free(a->size);
   in_use_ -= a->block_size;
   Block* b = a->block;
   if (b->dedicated) {
-    vkFreeMemory(device_, b->mem, nullptr);
+    release_block(b);
     blocks_.erase(std::find_if(blocks_.begin(), blocks_.end(), [&](auto& p) { return p.get() == b; }));
   } else {
     VkDeviceSize o = a->block_offset, s = a->block_size;
@@ -646,7 +692,9 @@ Timeline::Timeline(Device* d) : dev(d) {
   sci.pNext = &tci;
   check_vk(vkCreateSemaphore(dev->handle(), &sci, nullptr, &sem), "vkCreateSemaphore");
 }
-Timeline::~Timeline() { vkDestroySemaphore(dev->handle(), sem, nullptr); }
+Timeline::~Timeline() {
+  if (owned) vkDestroySemaphore(dev->handle(), sem, nullptr);
+}
 uint64_t Timeline::completed() const {
   uint64_t v = 0;
   check_vk(vkGetSemaphoreCounterValue(dev->handle(), sem, &v), "vkGetSemaphoreCounterValue");
@@ -661,19 +709,31 @@ void Timeline::wait(uint64_t value) const {
   check_vk(vkWaitSemaphores(dev->handle(), &wi, UINT64_MAX), "vkWaitSemaphores");
 }
 
-Stream::Stream(Device& d) : dev_(d), timeline_(std::make_shared<Timeline>(&d)) {
+Stream::Stream(Device& d) : dev_(d), timeline_(std::make_shared<Timeline>(&d)) { create_pool(); }
+
+Stream::Stream(Device& d, VkSemaphore sem, uint64_t value)
+    : dev_(d), timeline_(std::make_shared<Timeline>(&d, sem)), value_(value), start_(value) {
+  create_pool();
+}
+
+void Stream::create_pool() {
   VkCommandPoolCreateInfo ci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   ci.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
-  ci.queueFamilyIndex = d.info().queue_family;
-  check_vk(vkCreateCommandPool(d.handle(), &ci, nullptr, &pool_), "vkCreateCommandPool");
+  ci.queueFamilyIndex = dev_.info().queue_family;
+  check_vk(vkCreateCommandPool(dev_.handle(), &ci, nullptr, &pool_), "vkCreateCommandPool");
 }
 
 Stream::~Stream() {
-  try {
-    timeline_->wait(value_);
-  } catch (...) {
+  // Only our own submissions are waited for: an imported stream that submitted nothing
+  // must not block on the caller's work (which may wait on something the caller signals
+  // only later).
+  if (value_ > start_) {
+    try {
+      timeline_->wait(value_);
+    } catch (...) {
+    }
+    dev_.queue_wait_idle();
   }
-  dev_.queue_wait_idle();
   for (auto& p : pending_)
     if (p.cmd) vkFreeCommandBuffers(dev_.handle(), pool_, 1, &p.cmd);
   pending_.clear();
@@ -768,6 +828,56 @@ std::pair<std::shared_ptr<Timeline>, uint64_t> Stream::mark() {
   return {timeline_, value_};
 }
 
+// ------------------------------------------------------------- interop
+
+nxrt_native_handle native_handle(Device& d, nxrt_native_object what, const void* memory, Stream* stream) {
+  nxrt_native_handle h{};
+  h.struct_size = sizeof h;
+  switch (what) {
+    case NXRT_NATIVE_OBJECT_DEVICE:
+      h.type = NXRT_NATIVE_VULKAN_DEVICE;
+      h.handle = handle_u64(d.handle());
+      h.aux0 = handle_u64(d.info().handle);
+      h.aux1 = handle_u64(d.instance());
+      h.value = d.info().queue_family;
+      return h;
+    case NXRT_NATIVE_OBJECT_QUEUE:
+      h.type = NXRT_NATIVE_VULKAN_QUEUE;
+      h.handle = handle_u64(d.queue());
+      h.value = d.info().queue_family;
+      return h;
+    case NXRT_NATIVE_OBJECT_MEMORY: {
+      auto* a = static_cast<const Alloc*>(memory);
+      if (!d.is_device_alloc(a))
+        fail(NXRT_INVALID_ARGUMENT, "native_handle: {} is not a DEVICE allocation of this Vulkan session", memory);
+      // Every Alloc has a VkBuffer of its own, bound at its place in the block: offset 0.
+      h.type = NXRT_NATIVE_VULKAN_BUFFER;
+      h.handle = handle_u64(a->buffer);
+      h.value = 0;
+      h.size = a->size;
+      return h;
+    }
+    case NXRT_NATIVE_OBJECT_STREAM: {
+      if (!stream) fail(NXRT_INVALID_ARGUMENT, "native_handle: NULL stream");
+      auto [timeline, value] = stream->mark();
+      h.type = NXRT_NATIVE_VULKAN_TIMELINE;
+      h.handle = handle_u64(timeline->sem);
+      h.value = value;
+      return h;
+    }
+    default:
+      fail(NXRT_UNSUPPORTED, "the Vulkan plugin has no native handle for object kind {}", what);
+  }
+}
+
+std::unique_ptr<Stream> import_stream(Device& d, const nxrt_native_handle& h) {
+  if (h.type != NXRT_NATIVE_VULKAN_TIMELINE)
+    fail(NXRT_INVALID_ARGUMENT, "stream_import: the Vulkan plugin imports NXRT_NATIVE_VULKAN_TIMELINE ({}) handles, not type {}",
+         int(NXRT_NATIVE_VULKAN_TIMELINE), h.type);
+  if (h.handle == 0) fail(NXRT_INVALID_ARGUMENT, "stream_import: the timeline semaphore handle is 0 (VK_NULL_HANDLE)");
+  return std::make_unique<Stream>(d, handle_from_u64<VkSemaphore>(h.handle), h.value);
+}
+
 // ------------------------------------------------------------- transfers
 
 void copy(Device& d, std::span<const CopyOp> ops, Stream* stream) {
@@ -841,6 +951,27 @@ void copy(Device& d, std::span<const CopyOp> ops, Stream* stream) {
     s.synchronize();
     for (auto& r : readbacks) std::memcpy(r.dst, r.staging->mapped + r.off, r.bytes);
   }
+}
+
+void copy_regions(Device& d, std::span<const nxrt_copy_region> regions, Stream* stream) {
+  std::vector<CopyOp> ops;
+  auto ep = [](nxrt_memory_kind k, const void* p, uint64_t off) {
+    if (!p) fail(NXRT_INVALID_ARGUMENT, "copy region with a null buffer");
+    Endpoint e;
+    if (k == NXRT_MEMORY_DEVICE) e.alloc = static_cast<Alloc*>(const_cast<void*>(p));
+    else e.host = static_cast<char*>(const_cast<void*>(p));
+    e.offset = off;
+    return e;
+  };
+  for (auto& r : regions) {
+    if (r.bytes == 0) continue;
+    ops.push_back({ep(r.src_memory, r.src, r.src_offset), ep(r.dst_memory, r.dst, r.dst_offset), r.bytes});
+  }
+  copy(d, ops, stream);
+  // Counted once performed (or ordered on the stream), by the kinds the host named:
+  // a pinned pointer is host memory even though its bytes move as a device buffer.
+  for (auto& r : regions)
+    if (r.bytes) d.counters().copied(r.src_memory, r.dst_memory, r.bytes);
 }
 
 }  // namespace nxrt::vk

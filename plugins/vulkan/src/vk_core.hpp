@@ -5,6 +5,7 @@
 #pragma once
 #include "vk_api.hpp"
 
+#include <nxrt_sdk/memory_accounting.hpp>
 #include <nxrt_sdk/status.hpp>
 
 #include <atomic>
@@ -16,11 +17,27 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <unordered_set>
 #include <vector>
 
 namespace nxrt::vk {
 
 void check_vk(VkResult r, const char* what);
+
+// Vulkan handles as the 64-bit integers of nxrt_native_handle: dispatchable handles
+// (pointers) through uintptr_t, non-dispatchable ones as their 64-bit value (a pointer
+// type on 64-bit builds, uint64_t on 32-bit ones).
+template <typename H>
+uint64_t handle_u64(H h) {
+  if constexpr (std::is_pointer_v<H>) return uint64_t(reinterpret_cast<uintptr_t>(h));
+  else return uint64_t(h);
+}
+template <typename H>
+H handle_from_u64(uint64_t v) {
+  if constexpr (std::is_pointer_v<H>) return reinterpret_cast<H>(uintptr_t(v));
+  else return H(v);
+}
 
 // ------------------------------------------------------------- instance
 
@@ -121,6 +138,8 @@ class Device {
 
   const PhysicalDeviceInfo& info() const { return *info_; }
   VkDevice handle() const { return device_; }
+  VkQueue queue() const { return queue_; }
+  VkInstance instance() const { return instance_; }
   const VkPhysicalDeviceLimits& limits() const { return info_->props.limits; }
   // Timestamp queries work on this device's compute queue (device profiling).
   bool timestamps() const { return info_->timestamp_bits > 0 && info_->timestamp_period > 0; }
@@ -130,8 +149,17 @@ class Device {
   Alloc* alloc(uint64_t bytes, bool pinned, uint64_t alignment = 256);
   void free(Alloc* a);
   Alloc* find_pinned(const void* p);  // the pinned allocation containing p
+  // `a` is a live DEVICE (not pinned) allocation of this device.
+  bool is_device_alloc(const Alloc* a);
   bool device_mapped() const { return device_type_host_visible_; }
   uint64_t bytes_in_use() const { return in_use_; }
+  // Every VkDeviceMemory block (device-local and host-visible) comes from `a` from now
+  // on. Fails with NXRT_INVALID_ARGUMENT once the device has allocated memory, since the
+  // blocks it holds could not go back through `a`. The constructor allocates none.
+  void set_allocator(const nxrt_device_allocator& a);
+  // Memory and transfer counters (nxrt_memory_stats): alloc/free per Alloc (staging
+  // included), reserve/unreserve per backing block, copied by copy_regions.
+  sdk::MemoryCounters& counters() { return counters_; }
 
   const Pipeline& pipeline(Shader s, std::span<const uint32_t> spec = {});
   std::vector<uint8_t> pipeline_cache_data();
@@ -139,6 +167,8 @@ class Device {
   // Bytes of pipeline cache data loaded from the vulkan.pipeline_cache file (0: none, or ignored).
   size_t pipeline_cache_loaded() const { return cache_loaded_; }
 
+  // Submits on the device's queue under its lock (Vulkan queues are externally
+  // synchronised); also for tests that stand in for a caller's own submissions.
   void submit(const VkSubmitInfo& info);
   // Waits until the queue has retired every submission. A signalled timeline value does not
   // promise the driver is done with the command buffer (lavapipe's queue thread may still
@@ -154,9 +184,11 @@ class Device {
  private:
   friend class Stream;
   uint32_t find_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid = 0);
-  Block* new_block(uint32_t type, VkDeviceSize bytes, bool map);
+  Block* new_block(uint32_t type, VkDeviceSize bytes, VkDeviceSize alignment, bool map);
+  void release_block(Block* b);  // returns its memory (driver or external allocator)
 
   const PhysicalDeviceInfo* info_;
+  VkInstance instance_ = VK_NULL_HANDLE;
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   std::mutex queue_mu_;
@@ -165,7 +197,11 @@ class Device {
   std::mutex mem_mu_;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::map<uintptr_t, Alloc*> pinned_;  // mapped address -> allocation
+  std::unordered_set<const Alloc*> live_;
   uint64_t in_use_ = 0;
+  bool allocated_ = false;  // a block was ever allocated (set_allocator is too late)
+  sdk::ExternalAllocator external_;
+  sdk::MemoryCounters counters_;
   std::mutex pipe_mu_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::string cache_path_;
@@ -183,8 +219,12 @@ class Device {
 struct Timeline {
   Device* dev;
   VkSemaphore sem = VK_NULL_HANDLE;
+  bool owned = true;  // false: the caller's semaphore (imported stream), never destroyed here
   explicit Timeline(Device* d);
+  Timeline(Device* d, VkSemaphore external) : dev(d), sem(external), owned(false) {}
   ~Timeline();
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
   uint64_t completed() const;
   void wait(uint64_t value) const;
 };
@@ -192,7 +232,12 @@ struct Timeline {
 class Stream {
  public:
   explicit Stream(Device& d);
+  // A stream over the caller's timeline semaphore `sem` (ABI stream import): its first
+  // submission waits for `value` and signals value+1, and so on. `sem` is not owned.
+  Stream(Device& d, VkSemaphore sem, uint64_t value);
   ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
   Device& device() { return dev_; }
   // Submits `cmd` after everything queued before; returns the timeline value
   // that signals its completion. `keep` lives until then.
@@ -201,7 +246,9 @@ class Stream {
   VkCommandBuffer begin_transient();
   uint64_t submit_transient(VkCommandBuffer cmd, std::shared_ptr<void> keep = {});
   void synchronize();
-  bool idle() const { return timeline_->completed() >= value_; }
+  // Nothing queued or waited for: host-side access needs no synchronisation. Pending
+  // waits (an event's point, not yet submitted) count as work.
+  bool idle() const { return waits_.empty() && timeline_->completed() >= value_; }
   void wait_for(std::shared_ptr<Timeline> t, uint64_t value);
   std::pair<std::shared_ptr<Timeline>, uint64_t> mark();  // flushes pending waits
   const std::shared_ptr<Timeline>& timeline() const { return timeline_; }
@@ -209,9 +256,11 @@ class Stream {
 
  private:
   void retire();
+  void create_pool();
   Device& dev_;
   std::shared_ptr<Timeline> timeline_;
   uint64_t value_ = 0;
+  uint64_t start_ = 0;  // value_ at creation: nothing of ours to wait for before it
   std::vector<std::pair<std::shared_ptr<Timeline>, uint64_t>> waits_;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   struct Pending { uint64_t value; VkCommandBuffer cmd; std::shared_ptr<void> keep; };
@@ -229,6 +278,22 @@ class Event {
   uint64_t value_ = 0;
 };
 
+// ------------------------------------------------------------- interop (ABI 2.1)
+
+// The native handle (nxrt_native.h) of a device object; handles stay the plugin's.
+//   DEVICE: VULKAN_DEVICE, handle VkDevice, aux0 VkPhysicalDevice, aux1 VkInstance,
+//           value the queue family index.
+//   QUEUE:  VULKAN_QUEUE, handle VkQueue, value the family index.
+//   MEMORY: `memory` a DEVICE Alloc*: VULKAN_BUFFER, handle its own VkBuffer, value 0 (the
+//           allocation starts the buffer), size the Alloc's size (the request rounded up
+//           to 256 bytes). INVALID_ARGUMENT for anything else.
+//   STREAM: VULKAN_TIMELINE, handle the stream's timeline semaphore, value the point at
+//           which all work queued so far completes (pending waits are flushed first).
+nxrt_native_handle native_handle(Device& d, nxrt_native_object what, const void* memory, Stream* stream);
+// A stream over the caller's VULKAN_TIMELINE (semaphore not owned, first submission waits
+// for h.value); INVALID_ARGUMENT for another type or a zero handle.
+std::unique_ptr<Stream> import_stream(Device& d, const nxrt_native_handle& h);
+
 // ------------------------------------------------------------- transfers
 
 // One side of a copy: host memory (pointer) or a device/pinned allocation.
@@ -241,6 +306,9 @@ struct CopyOp { Endpoint src, dst; uint64_t bytes; };
 
 // Performs copies, ordered on `stream` when given (else complete on return).
 void copy(Device& d, std::span<const CopyOp> ops, Stream* stream);
+// The ABI's copy: regions as the host passed them (DEVICE handles are Alloc*, host and
+// pinned ones pointers), performed by copy() and counted by direction in d.counters().
+void copy_regions(Device& d, std::span<const nxrt_copy_region> regions, Stream* stream);
 
 // The compute-to-compute/transfer barrier used between dependent commands.
 void full_barrier(VkCommandBuffer cmd);

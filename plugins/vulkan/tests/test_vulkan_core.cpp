@@ -7,12 +7,15 @@
 #include "program.hpp"
 #include "run_registry.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <random>
+#include <thread>
 
 using namespace nxrt::vk;
 
@@ -1485,5 +1488,423 @@ TEST_CASE("device profiling: overlapping runs keep their own kernel events") {
   runs.add(4, a.run(s, true));
   s.synchronize();
   CHECK(runs.finish(4, false).empty());
+  no_validation_messages();
+}
+
+// ---------------------------------------------------------------- ABI 2.1 interop
+
+namespace {
+
+VkSemaphore make_timeline(Device& d) {
+  VkSemaphoreTypeCreateInfo tci{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+  tci.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+  VkSemaphoreCreateInfo sci{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+  sci.pNext = &tci;
+  VkSemaphore s = VK_NULL_HANDLE;
+  check_vk(vkCreateSemaphore(d.handle(), &sci, nullptr, &s), "vkCreateSemaphore");
+  return s;
+}
+uint64_t counter(Device& d, VkSemaphore s) {
+  uint64_t v = 0;
+  check_vk(vkGetSemaphoreCounterValue(d.handle(), s, &v), "vkGetSemaphoreCounterValue");
+  return v;
+}
+// The status code `f` fails with (NXRT_OK when it does not), its message in *msg.
+template <typename F>
+nxrt_status_code error_of(F&& f, std::string* msg = nullptr) {
+  try {
+    f();
+  } catch (const nxrt::sdk::Error& e) {
+    if (msg) *msg = e.what();
+    return e.code();
+  }
+  return NXRT_OK;
+}
+std::vector<float> read_back(Device& d, Alloc* a, size_t n) {
+  std::vector<float> v(n);
+  CopyOp op{{a, nullptr, 0}, {nullptr, (char*)v.data(), 0}, n * 4};
+  copy(d, std::span(&op, 1), nullptr);
+  return v;
+}
+
+// A caller's allocator: real vkAllocateMemory on the device of the request, counting what
+// is live, checking every request's fields.
+struct TestAllocator {
+  VkDevice device = VK_NULL_HANDLE;  // the device requests must name
+  bool refuse = false;
+  int calls = 0, frees = 0;
+  uint64_t live = 0;
+  std::map<uint64_t, std::pair<VkDevice, uint64_t>> blocks;  // memory -> (device, bytes)
+  std::vector<std::string> problems;
+
+  nxrt_device_allocator table() {
+    nxrt_device_allocator a{};
+    a.struct_size = sizeof a;
+    a.user = this;
+    a.alloc = &alloc_cb;
+    a.free = &free_cb;
+    return a;
+  }
+  static int32_t alloc_cb(void* user, const nxrt_allocation_request* rq, nxrt_native_handle* out) {
+    auto* self = static_cast<TestAllocator*>(user);
+    if (self->refuse) return 1;
+    if (rq->struct_size < sizeof *rq || rq->type != NXRT_NATIVE_VULKAN_MEMORY || rq->reserved0 != 0)
+      self->problems.push_back(fmt::format("request struct_size {} type {}", rq->struct_size, rq->type));
+    if (rq->device != handle_u64(self->device)) self->problems.push_back("request names another device");
+    if (rq->alignment == 0 || (rq->alignment & (rq->alignment - 1)))
+      self->problems.push_back(fmt::format("alignment {}", rq->alignment));
+    auto dev = handle_from_u64<VkDevice>(rq->device);
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = rq->bytes;
+    ai.memoryTypeIndex = rq->memory_type_index;
+    VkDeviceMemory m = VK_NULL_HANDLE;
+    if (vkAllocateMemory(dev, &ai, nullptr, &m) != VK_SUCCESS) return 1;
+    out->type = NXRT_NATIVE_VULKAN_MEMORY;
+    out->handle = handle_u64(m);
+    out->value = rq->memory_type_index;
+    out->size = rq->bytes;
+    self->blocks[out->handle] = {dev, rq->bytes};
+    self->live += rq->bytes;
+    ++self->calls;
+    return 0;
+  }
+  static void free_cb(void* user, const nxrt_native_handle* h) {
+    auto* self = static_cast<TestAllocator*>(user);
+    auto it = self->blocks.find(h->handle);
+    if (it == self->blocks.end() || h->type != NXRT_NATIVE_VULKAN_MEMORY) {
+      self->problems.push_back("free of a handle the allocator did not return");
+      return;
+    }
+    vkFreeMemory(it->second.first, handle_from_u64<VkDeviceMemory>(h->handle), nullptr);
+    self->live -= it->second.second;
+    self->blocks.erase(it);
+    ++self->frees;
+  }
+};
+
+nxrt_copy_region region(nxrt_memory_kind sk, const void* src, uint64_t so, nxrt_memory_kind dk, void* dst, uint64_t doff,
+                        uint64_t bytes) {
+  nxrt_copy_region r{};
+  r.struct_size = sizeof r;
+  r.src_memory = sk;
+  r.dst_memory = dk;
+  r.src = src;
+  r.dst = dst;
+  r.src_offset = so;
+  r.dst_offset = doff;
+  r.bytes = bytes;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("native handles: device, queue, buffer, stream timeline") {
+  if (!have_device()) return;
+  Device& d = device();
+  auto dh = native_handle(d, NXRT_NATIVE_OBJECT_DEVICE, nullptr, nullptr);
+  CHECK(dh.struct_size == sizeof dh);
+  CHECK(dh.type == NXRT_NATIVE_VULKAN_DEVICE);
+  CHECK(dh.handle == handle_u64(d.handle()));
+  CHECK(dh.aux0 == handle_u64(d.info().handle));
+  CHECK(dh.aux1 == handle_u64(Instance::get().handle()));
+  CHECK(dh.value == d.info().queue_family);
+  auto qh = native_handle(d, NXRT_NATIVE_OBJECT_QUEUE, nullptr, nullptr);
+  CHECK(qh.type == NXRT_NATIVE_VULKAN_QUEUE);
+  CHECK(qh.handle == handle_u64(d.queue()));
+  CHECK(qh.value == d.info().queue_family);
+
+  Alloc* a = d.alloc(1000, false);
+  auto bh = native_handle(d, NXRT_NATIVE_OBJECT_MEMORY, a, nullptr);
+  CHECK(bh.type == NXRT_NATIVE_VULKAN_BUFFER);
+  CHECK(bh.handle == handle_u64(a->buffer));
+  CHECK(bh.value == 0);
+  CHECK(bh.size == a->size);
+  CHECK(bh.size >= 1000);
+  // Only live DEVICE allocations: not NULL, not a pinned one, not one already freed.
+  Alloc* pin = d.alloc(1000, true);
+  std::string msg;
+  CHECK(error_of([&] { native_handle(d, NXRT_NATIVE_OBJECT_MEMORY, nullptr, nullptr); }) == NXRT_INVALID_ARGUMENT);
+  CHECK(error_of([&] { native_handle(d, NXRT_NATIVE_OBJECT_MEMORY, pin, nullptr); }, &msg) == NXRT_INVALID_ARGUMENT);
+  CHECK(msg.find("not a DEVICE allocation") != std::string::npos);
+  CHECK(error_of([&] { native_handle(d, NXRT_NATIVE_OBJECT_MEMORY, pin->mapped, nullptr); }) == NXRT_INVALID_ARGUMENT);
+  d.free(pin);
+  CHECK(error_of([&] { native_handle(d, nxrt_native_object(42), nullptr, nullptr); }) == NXRT_UNSUPPORTED);
+
+  // A stream's handle is its timeline and the point everything queued so far reaches;
+  // waits recorded on it are flushed first, so the point covers them.
+  Stream s1(d), s2(d);
+  auto sh = native_handle(d, NXRT_NATIVE_OBJECT_STREAM, nullptr, &s1);
+  CHECK(sh.type == NXRT_NATIVE_VULKAN_TIMELINE);
+  CHECK(sh.handle == handle_u64(s1.timeline()->sem));
+  CHECK(sh.value == 0);
+  Alloc* b = d.alloc(1000, false);
+  CopyOp dd[] = {{{a, nullptr, 0}, {b, nullptr, 0}, 1000}};
+  VkCommandBuffer cmd = s1.begin_transient();
+  s1.submit_transient(cmd);
+  CHECK(native_handle(d, NXRT_NATIVE_OBJECT_STREAM, nullptr, &s1).value == 1);
+  Event e;
+  e.record(s1);
+  e.wait_on(s2);
+  CHECK(!s2.idle());  // a pending wait is work: no host-side shortcut past it
+  auto sh2 = native_handle(d, NXRT_NATIVE_OBJECT_STREAM, nullptr, &s2);
+  CHECK(sh2.handle == handle_u64(s2.timeline()->sem));
+  CHECK(sh2.value == 1);  // the flushed wait
+  copy(d, dd, &s2);
+  s2.synchronize();
+  CHECK(counter(d, s2.timeline()->sem) >= sh2.value);
+  CHECK(error_of([&] { native_handle(d, NXRT_NATIVE_OBJECT_STREAM, nullptr, nullptr); }) == NXRT_INVALID_ARGUMENT);
+  s1.synchronize();
+  d.free(a);
+  CHECK(error_of([&] { native_handle(d, NXRT_NATIVE_OBJECT_MEMORY, a, nullptr); }) == NXRT_INVALID_ARGUMENT);
+  d.free(b);
+  no_validation_messages();
+}
+
+TEST_CASE("imported stream: waits for the caller's timeline work, continues its timeline, never owns it") {
+  if (!have_device()) return;
+  Device& d = device();
+  const size_t n = 4096;
+  Alloc* src = d.alloc(n * 4, false);
+  Alloc* dst = d.alloc(n * 4, false);
+  Alloc* dst2 = d.alloc(n * 4, false);
+  // Zeros first: a copy that ran before the caller's fill would read them.
+  std::vector<float> zeros(n, 0.f);
+  for (Alloc* a : {src, dst, dst2}) {
+    CopyOp z{{nullptr, (char*)zeros.data(), 0}, {a, nullptr, 0}, n * 4};
+    copy(d, std::span(&z, 1), nullptr);
+  }
+
+  // The caller's work on the device's queue: once the host opens `gate`, fill src with
+  // 1.0f and signal `caller` = 1.
+  VkSemaphore caller = make_timeline(d), gate = make_timeline(d);
+  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pci.queueFamilyIndex = d.info().queue_family;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  check_vk(vkCreateCommandPool(d.handle(), &pci, nullptr, &pool), "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  check_vk(vkAllocateCommandBuffers(d.handle(), &ai, &cmd), "vkAllocateCommandBuffers");
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  check_vk(vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
+  vkCmdFillBuffer(cmd, src->buffer, 0, n * 4, 0x3f800000u);  // 1.0f
+  check_vk(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+  uint64_t wait_value = 1, signal_value = 1;
+  VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+  ti.waitSemaphoreValueCount = 1;
+  ti.pWaitSemaphoreValues = &wait_value;
+  ti.signalSemaphoreValueCount = 1;
+  ti.pSignalSemaphoreValues = &signal_value;
+  VkPipelineStageFlags stage = VK_PIPELINE_STAGE_TRANSFER_BIT;
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.pNext = &ti;
+  si.waitSemaphoreCount = 1;
+  si.pWaitSemaphores = &gate;
+  si.pWaitDstStageMask = &stage;
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd;
+  si.signalSemaphoreCount = 1;
+  si.pSignalSemaphores = &caller;
+  d.submit(si);
+
+  {
+    nxrt_native_handle h{};
+    h.struct_size = sizeof h;
+    h.type = NXRT_NATIVE_VULKAN_TIMELINE;
+    h.handle = handle_u64(caller);
+    h.value = 1;
+    std::unique_ptr<Stream> s = import_stream(d, h);
+    CHECK(s->timeline()->sem == caller);
+    CHECK(s->value() == 1);
+    CHECK(!s->idle());  // the caller's point is not reached
+    CopyOp dd{{src, nullptr, 0}, {dst, nullptr, 0}, n * 4};
+    copy(d, std::span(&dd, 1), s.get());
+    // An event recorded on the imported stream orders a plugin stream after it.
+    Event e;
+    e.record(*s);
+    Stream s2(d);
+    e.wait_on(s2);
+    CopyOp dd2{{dst, nullptr, 0}, {dst2, nullptr, 0}, n * 4};
+    copy(d, std::span(&dd2, 1), &s2);
+    auto sh = native_handle(d, NXRT_NATIVE_OBJECT_STREAM, nullptr, s.get());
+    CHECK(sh.handle == handle_u64(caller));
+    CHECK(sh.value == 2);  // first submission: waits 1, signals 2
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CHECK(!s->idle());
+    CHECK(counter(d, caller) == 0);
+
+    VkSemaphoreSignalInfo sig{VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO};
+    sig.semaphore = gate;
+    sig.value = 1;
+    check_vk(vkSignalSemaphore(d.handle(), &sig), "vkSignalSemaphore");
+    s->synchronize();
+    CHECK(s->idle());
+    CHECK(counter(d, caller) == 2);
+    CHECK(read_back(d, dst, n) == std::vector<float>(n, 1.f));
+    s2.synchronize();
+    CHECK(read_back(d, dst2, n) == std::vector<float>(n, 1.f));
+    // Later work continues the caller's timeline (transient command buffers retire).
+    VkCommandBuffer c = s->begin_transient();
+    CHECK(s->submit_transient(c) == 3);
+    CHECK(native_handle(d, NXRT_NATIVE_OBJECT_STREAM, nullptr, s.get()).value == 3);
+    s->synchronize();
+  }
+  // The stream is gone; the semaphore is still the caller's, alive, at the last point.
+  CHECK(counter(d, caller) == 3);
+
+  std::string msg;
+  nxrt_native_handle bad{};
+  bad.struct_size = sizeof bad;
+  bad.type = NXRT_NATIVE_VULKAN_MEMORY;
+  bad.handle = handle_u64(caller);
+  CHECK(error_of([&] { import_stream(d, bad); }, &msg) == NXRT_INVALID_ARGUMENT);
+  CHECK(msg.find("NXRT_NATIVE_VULKAN_TIMELINE") != std::string::npos);
+  bad.type = NXRT_NATIVE_VULKAN_TIMELINE;
+  bad.handle = 0;
+  CHECK(error_of([&] { import_stream(d, bad); }, &msg) == NXRT_INVALID_ARGUMENT);
+  CHECK(msg.find("handle is 0") != std::string::npos);
+
+  d.queue_wait_idle();
+  vkDestroyCommandPool(d.handle(), pool, nullptr);
+  vkDestroySemaphore(d.handle(), caller, nullptr);
+  vkDestroySemaphore(d.handle(), gate, nullptr);
+  for (Alloc* a : {src, dst, dst2}) d.free(a);
+  no_validation_messages();
+}
+
+TEST_CASE("external allocator: every block (device, pinned, staging) comes from it and goes back") {
+  if (!have_device()) return;
+  TestAllocator ta;
+  {
+    Device d(0);
+    ta.device = d.handle();
+    auto table = ta.table();
+    d.set_allocator(table);
+    CHECK(d.counters().stats().reserved_bytes == 0);
+    // A refusal is OUT_OF_MEMORY and leaks nothing (the device's teardown would report a buffer).
+    ta.refuse = true;
+    CHECK(error_of([&] { d.alloc(1024, false); }) == NXRT_OUT_OF_MEMORY);
+    ta.refuse = false;
+    CHECK(ta.calls == 0);
+
+    std::vector<Alloc*> small = {d.alloc(1000, false), d.alloc(5000, false), d.alloc(4096, true), d.alloc(300, true)};
+    Alloc* big = d.alloc(20ull << 20, false);     // dedicated block
+    Alloc* big_pin = d.alloc(20ull << 20, true);  // dedicated, mapped
+    CHECK(ta.calls >= 3);
+    CHECK(ta.live > 40ull << 20);
+    CHECK(d.counters().stats().reserved_bytes == ta.live);
+    // Too late once memory was allocated.
+    std::string msg;
+    CHECK(error_of([&] { d.set_allocator(table); }, &msg) == NXRT_INVALID_ARGUMENT);
+    CHECK(msg.find("already allocated") != std::string::npos);
+
+    // Data through the caller's memory: host -> device (staged), device -> device,
+    // device -> mapped pinned memory, host-visible mapping of an external block.
+    auto h = randv(4096);
+    Stream s0(d), s(d);
+    s0.submit_transient(s0.begin_transient());
+    Event e;
+    e.record(s0);
+    e.wait_on(s);  // s is not idle: host data goes through a pinned staging buffer
+    const uint64_t count = d.counters().stats().allocation_count;
+    CopyOp up{{nullptr, (char*)h.data(), 0}, {small[1], nullptr, 0}, 4096};
+    copy(d, std::span(&up, 1), &s);
+    s.synchronize();
+    CHECK(d.counters().stats().allocation_count == count + 1);
+    CopyOp dd{{small[1], nullptr, 0}, {big, nullptr, 1024}, 4096};
+    copy(d, std::span(&dd, 1), nullptr);
+    CopyOp down{{big, nullptr, 1024}, {nullptr, big_pin->mapped + 4096, 0}, 4096};
+    copy(d, std::span(&down, 1), nullptr);
+    CHECK(std::memcmp(big_pin->mapped + 4096, h.data(), 4096) == 0);
+    CopyOp down2{{big, nullptr, 1024}, {nullptr, (char*)h.data(), 0}, 4096};  // staged read-back on a stream
+    std::fill(h.begin(), h.end(), 0.f);
+    copy(d, std::span(&down2, 1), &s);
+    s.synchronize();
+    CHECK(std::memcmp(big_pin->mapped + 4096, h.data(), 4096) == 0);
+    CHECK(d.counters().stats().reserved_bytes == ta.live);
+
+    // A dedicated block goes back as soon as its allocation is freed.
+    const int frees = ta.frees;
+    const uint64_t live = ta.live;
+    d.free(big);
+    CHECK(ta.frees == frees + 1);
+    CHECK(ta.live == live - (20ull << 20));
+    CHECK(d.counters().stats().reserved_bytes == ta.live);
+    for (Alloc* a : small) d.free(a);
+    d.free(big_pin);
+    auto st = d.counters().stats();
+    CHECK(st.bytes_in_use == 0);
+    CHECK(st.reserved_bytes == ta.live);  // shared blocks stay until the device goes
+    CHECK(st.allocation_count >= small.size() + 2);
+  }
+  CHECK(ta.live == 0);
+  CHECK(ta.calls == ta.frees);
+  CHECK(ta.blocks.empty());
+  for (auto& p : ta.problems) MESSAGE(p);
+  CHECK(ta.problems.empty());
+  no_validation_messages();
+}
+
+TEST_CASE("memory stats: allocations, reserved blocks and copies by direction") {
+  if (!have_device()) return;
+  Device d(0);
+  auto st = d.counters().stats();
+  CHECK(st.struct_size == sizeof st);
+  CHECK(st.bytes_in_use == 0);
+  CHECK(st.reserved_bytes == 0);  // the device allocates nothing until asked
+  Alloc* a = d.alloc(4096, false);
+  Alloc* b = d.alloc(4096, false);
+  Alloc* pin = d.alloc(4096, true);
+  st = d.counters().stats();
+  CHECK(st.bytes_in_use == 3 * 4096);
+  CHECK(st.allocation_count == 3);
+  CHECK(st.reserved_bytes >= 3 * 4096);
+
+  auto h = randv(1024);
+  std::vector<float> back(1024, 0.f), host2(1024, 0.f);
+  auto one = [&](nxrt_copy_region r, Stream* s = nullptr) { copy_regions(d, std::span(&r, 1), s); };
+  one(region(NXRT_MEMORY_HOST, h.data(), 0, NXRT_MEMORY_DEVICE, a, 0, 4096));                 // h2d
+  one(region(NXRT_MEMORY_DEVICE, a, 0, NXRT_MEMORY_DEVICE, b, 0, 4096));                      // d2d
+  one(region(NXRT_MEMORY_DEVICE, b, 0, NXRT_MEMORY_HOST_PINNED, pin->mapped, 0, 4096));      // d2h (pinned is host)
+  one(region(NXRT_MEMORY_HOST_PINNED, pin->mapped, 1024, NXRT_MEMORY_DEVICE, b, 2048, 2048));  // h2d from pinned
+  one(region(NXRT_MEMORY_DEVICE, b, 0, NXRT_MEMORY_HOST, back.data(), 0, 4096));              // d2h
+  one(region(NXRT_MEMORY_HOST, h.data(), 0, NXRT_MEMORY_HOST, host2.data(), 0, 4096));        // host to host: none
+  one(region(NXRT_MEMORY_HOST, h.data(), 0, NXRT_MEMORY_DEVICE, a, 0, 0));                    // empty: none
+  CHECK(std::memcmp(back.data(), h.data(), 2048) == 0);
+  CHECK(std::memcmp(back.data() + 512, h.data() + 256, 2048) == 0);
+  CHECK(host2 == h);
+  st = d.counters().stats();
+  CHECK(st.host_to_device_copies == 2);
+  CHECK(st.host_to_device_bytes == 4096 + 2048);
+  CHECK(st.device_to_device_copies == 1);
+  CHECK(st.device_to_device_bytes == 4096);
+  CHECK(st.device_to_host_copies == 2);
+  CHECK(st.device_to_host_bytes == 8192);
+
+  // A batch on a stream counts each region.
+  Stream s(d);
+  // Independent regions (a batch does not order its regions against each other).
+  nxrt_copy_region batch[] = {region(NXRT_MEMORY_HOST, h.data(), 0, NXRT_MEMORY_DEVICE, a, 0, 100),
+                              region(NXRT_MEMORY_DEVICE, a, 1024, NXRT_MEMORY_DEVICE, b, 256, 200),
+                              region(NXRT_MEMORY_DEVICE, b, 2048, NXRT_MEMORY_HOST, back.data(), 0, 300)};
+  copy_regions(d, batch, &s);
+  s.synchronize();
+  st = d.counters().stats();
+  CHECK(st.host_to_device_copies == 3);
+  CHECK(st.host_to_device_bytes == 4096 + 2048 + 100);
+  CHECK(st.device_to_device_copies == 2);
+  CHECK(st.device_to_device_bytes == 4096 + 200);
+  CHECK(st.device_to_host_copies == 3);
+  CHECK(st.device_to_host_bytes == 8192 + 300);
+
+  d.free(a);
+  d.free(b);
+  d.free(pin);
+  st = d.counters().stats();
+  CHECK(st.bytes_in_use == 0);
+  CHECK(st.peak_bytes_in_use >= 3 * 4096);
+  CHECK(st.allocation_count >= 3);  // + staging buffers on devices without mapped device memory
   no_validation_messages();
 }

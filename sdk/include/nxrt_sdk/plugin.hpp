@@ -10,6 +10,7 @@
 #include "context.hpp"
 #include "graph.hpp"
 #include "kernel_registry.hpp"
+#include "memory_accounting.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -95,6 +96,22 @@ class Session {
   // report each kernel's device time with report_device_time().
   virtual void on_run_start(const RunOptions&) {}
   virtual void on_run_end(uint64_t /*run_id*/, const nxrt_status* /*run_status*/, nxrt_profile_sink* /*sink*/) {}
+
+  // ABI 2.1, each only for plugins that declare its feature.
+  // NXRT_FEATURE_NATIVE_HANDLES: `memory` is a DEVICE handle for NXRT_NATIVE_OBJECT_MEMORY,
+  // `stream` this session's stream for NXRT_NATIVE_OBJECT_STREAM, else both NULL. The SDK
+  // sets struct_size.
+  virtual nxrt_native_handle native_handle(nxrt_native_object what, const void* /*memory*/, Stream* /*stream*/) {
+    fail(NXRT_UNSUPPORTED, "no native handle for object kind {}", what);
+  }
+  // NXRT_FEATURE_STREAM_IMPORT: a stream ordered after the caller's native work.
+  virtual std::unique_ptr<Stream> import_stream(const nxrt_native_handle&) {
+    fail(NXRT_UNSUPPORTED, "stream import not implemented");
+  }
+  // NXRT_FEATURE_EXTERNAL_ALLOCATOR: called before any other call on the session.
+  virtual void set_allocator(const nxrt_device_allocator&) { fail(NXRT_UNSUPPORTED, "external allocators not implemented"); }
+  // NXRT_FEATURE_MEMORY_STATS.
+  virtual nxrt_memory_stats memory_stats() { fail(NXRT_UNSUPPORTED, "memory stats not implemented"); }
 };
 
 // From on_run_end: one kernel's device-side time, on the device's clock.
@@ -103,7 +120,11 @@ inline void report_device_time(nxrt_profile_sink* sink, size_t node_index, const
   check(host().profile_device_event(sink, node_index, name.c_str(), start_ns, end_ns));
 }
 
-// Memory for plugins whose device memory is host memory (CPU-like).
+// Memory for plugins whose device memory is host memory (CPU-like), with the 2.1
+// interop a CPU-like plugin can give for free: host pointers as native handles, the
+// caller's allocator (asked for HOST_POINTER memory) and memory/transfer stats. Declare
+// NXRT_FEATURE_NATIVE_HANDLES | NXRT_FEATURE_EXTERNAL_ALLOCATOR | NXRT_FEATURE_MEMORY_STATS
+// (kHostMemoryFeatures) to offer them.
 class HostMemorySession : public Session {
  public:
   void* alloc(nxrt_memory_kind, uint64_t bytes, uint64_t alignment) override {
@@ -111,19 +132,79 @@ class HostMemorySession : public Session {
     if (alignment & (alignment - 1)) fail(NXRT_INVALID_ARGUMENT, "alignment {} is not a power of two", alignment);
     uint64_t rounded = (bytes + alignment - 1) / alignment * alignment;
     if (rounded == 0) rounded = alignment;  // zero-byte requests get a unique handle
-    void* p = std::aligned_alloc(alignment, rounded);
-    if (!p) fail(NXRT_OUT_OF_MEMORY, "cannot allocate {} bytes", bytes);
+    void* p;
+    if (external_.active()) {
+      nxrt_native_handle h = external_.allocate(NXRT_NATIVE_HOST_POINTER, rounded, alignment);
+      p = reinterpret_cast<void*>(uintptr_t(h.handle));
+      if (uintptr_t(p) % alignment) {
+        external_.release(h);
+        fail(NXRT_OUT_OF_MEMORY, "the external allocator returned memory aligned below {}", alignment);
+      }
+      counters_.reserve(h.size);
+      std::lock_guard lock(mu_);
+      sizes_[p] = h;
+    } else {
+      p = std::aligned_alloc(alignment, rounded);
+      if (!p) fail(NXRT_OUT_OF_MEMORY, "cannot allocate {} bytes", bytes);
+      nxrt_native_handle h{};
+      h.struct_size = sizeof h;
+      h.type = NXRT_NATIVE_HOST_POINTER;
+      h.handle = uint64_t(uintptr_t(p));
+      h.size = rounded;
+      counters_.reserve(rounded);
+      std::lock_guard lock(mu_);
+      sizes_[p] = h;
+    }
+    counters_.alloc(rounded);
     return p;
   }
-  void free(nxrt_memory_kind, void* handle) override { std::free(handle); }
+  void free(nxrt_memory_kind, void* handle) override {
+    if (!handle) return;
+    nxrt_native_handle h{};
+    {
+      std::lock_guard lock(mu_);
+      auto it = sizes_.find(handle);
+      if (it == sizes_.end()) return;  // not ours: ignore rather than corrupt the heap
+      h = it->second;
+      sizes_.erase(it);
+    }
+    counters_.free(h.size);
+    counters_.unreserve(h.size);
+    if (external_.active()) external_.release(h);
+    else std::free(handle);
+  }
   void copy(std::span<const nxrt_copy_region> regions, Stream*) override {
     for (auto& r : regions) {
       if (r.bytes == 0) continue;
       if (!r.src || !r.dst) fail(NXRT_INVALID_ARGUMENT, "copy region with a null buffer");
       std::memmove(static_cast<char*>(r.dst) + r.dst_offset, static_cast<const char*>(r.src) + r.src_offset, r.bytes);
+      counters_.copied(r.src_memory, r.dst_memory, r.bytes);
     }
   }
+  nxrt_native_handle native_handle(nxrt_native_object what, const void* memory, Stream*) override {
+    if (what != NXRT_NATIVE_OBJECT_MEMORY) fail(NXRT_UNSUPPORTED, "a host-memory device has no native handle for object kind {}", what);
+    std::lock_guard lock(mu_);
+    auto it = sizes_.find(const_cast<void*>(memory));
+    if (it == sizes_.end()) fail(NXRT_INVALID_ARGUMENT, "native_handle: {} is not memory of this session", memory);
+    return it->second;
+  }
+  void set_allocator(const nxrt_device_allocator& a) override {
+    std::lock_guard lock(mu_);
+    if (!sizes_.empty()) fail(NXRT_INVALID_ARGUMENT, "set_allocator after the session allocated memory");
+    external_.set(a);
+  }
+  nxrt_memory_stats memory_stats() override { return counters_.stats(); }
+  // Plugins with their own internal buffers (prepacked weights) account them here too.
+  MemoryCounters& counters() { return counters_; }
+
+ private:
+  std::mutex mu_;
+  std::map<void*, nxrt_native_handle> sizes_;
+  MemoryCounters counters_;
+  ExternalAllocator external_;
 };
+inline constexpr uint64_t kHostMemoryFeatures =
+    NXRT_FEATURE_NATIVE_HANDLES | NXRT_FEATURE_EXTERNAL_ALLOCATOR | NXRT_FEATURE_MEMORY_STATS;
 
 // One plugin instance: made by each negotiation, destroyed by its shutdown.
 // Several instances of a library may live at once, so a Plugin keeps its state
@@ -408,6 +489,61 @@ struct Entry {
     });
   }
 
+  static nxrt_status* native_handle(nxrt_ep_session* s, nxrt_native_object what, const void* object, nxrt_native_handle* out) {
+    return guard([&] {
+      if (!s || !out) fail(NXRT_INVALID_ARGUMENT, "native_handle: NULL argument");
+      if (out->struct_size < offsetof(nxrt_native_handle, handle) + sizeof(out->handle))
+        fail(NXRT_INVALID_ARGUMENT, "native_handle: struct_size {} too small", out->struct_size);
+      if ((what == NXRT_NATIVE_OBJECT_MEMORY || what == NXRT_NATIVE_OBJECT_STREAM) && !object)
+        fail(NXRT_INVALID_ARGUMENT, "native_handle: object kind {} needs an object", what);
+      Stream* stream = what == NXRT_NATIVE_OBJECT_STREAM
+                           ? from<StreamBox>(const_cast<nxrt_stream*>(static_cast<const nxrt_stream*>(object)))->s.get()
+                           : nullptr;
+      nxrt_native_handle full = from<SessionBox>(s)->s->native_handle(what, what == NXRT_NATIVE_OBJECT_MEMORY ? object : nullptr, stream);
+      full.struct_size = sizeof full;
+      const uint32_t size = uint32_t(NXRT_FILLED_SIZE(size_t(out->struct_size), sizeof full));
+      std::memcpy(static_cast<void*>(out), &full, size);
+      out->struct_size = size;
+    });
+  }
+  static nxrt_status* stream_import(nxrt_ep_session* s, const nxrt_native_handle* h, nxrt_stream** out) {
+    return guard([&] {
+      if (!s || !h || !out) fail(NXRT_INVALID_ARGUMENT, "stream_import: NULL argument");
+      *out = nullptr;
+      if (!NXRT_HAS_FIELD(h, nxrt_native_handle, value))
+        fail(NXRT_INVALID_ARGUMENT, "stream_import: native handle struct_size {} too small", h->struct_size);
+      nxrt_native_handle full{};
+      std::memcpy(&full, h, std::min<size_t>(h->struct_size, sizeof full));
+      full.struct_size = sizeof full;
+      auto box = std::make_unique<StreamBox>();
+      box->s = from<SessionBox>(s)->s->import_stream(full);
+      *out = to<nxrt_stream>(box.release());
+    });
+  }
+  static nxrt_status* session_set_allocator(nxrt_ep_session* s, const nxrt_device_allocator* a) {
+    return guard([&] {
+      if (!s || !a) fail(NXRT_INVALID_ARGUMENT, "session_set_allocator: NULL argument");
+      if (!NXRT_HAS_FIELD(a, nxrt_device_allocator, free))
+        fail(NXRT_INVALID_ARGUMENT, "session_set_allocator: struct_size {} too small", a->struct_size);
+      nxrt_device_allocator full{};
+      std::memcpy(&full, a, sizeof full);
+      full.struct_size = sizeof full;
+      from<SessionBox>(s)->s->set_allocator(full);
+    });
+  }
+  static nxrt_status* session_stats(nxrt_ep_session* s, nxrt_memory_stats* out) {
+    return guard([&] {
+      if (!s || !out) fail(NXRT_INVALID_ARGUMENT, "session_stats: NULL argument");
+      if (out->struct_size < offsetof(nxrt_memory_stats, bytes_in_use) + sizeof(out->bytes_in_use))
+        fail(NXRT_INVALID_ARGUMENT, "session_stats: struct_size {} too small", out->struct_size);
+      nxrt_memory_stats full = from<SessionBox>(s)->s->memory_stats();
+      full.struct_size = sizeof full;
+      const uint32_t size = uint32_t(NXRT_FILLED_SIZE(size_t(out->struct_size), sizeof full));
+      std::memcpy(static_cast<void*>(out), &full, size);
+      out->struct_size = size;
+    });
+  }
+
   static void shutdown(nxrt_plugin* p) { delete from<InstanceBox>(p); }
 
   // The one table of this library: built on the first negotiation from the
@@ -446,6 +582,10 @@ struct Entry {
       a.event_release = streams ? &event_release : nullptr;
       a.on_run_start = hooks ? &on_run_start : nullptr;
       a.on_run_end = hooks ? &on_run_end : nullptr;
+      a.native_handle = (f & NXRT_FEATURE_NATIVE_HANDLES) ? &native_handle : nullptr;
+      a.stream_import = (f & NXRT_FEATURE_STREAM_IMPORT) ? &stream_import : nullptr;
+      a.session_set_allocator = (f & NXRT_FEATURE_EXTERNAL_ALLOCATOR) ? &session_set_allocator : nullptr;
+      a.session_stats = (f & NXRT_FEATURE_MEMORY_STATS) ? &session_stats : nullptr;
       return a;
     }();
     return &api;

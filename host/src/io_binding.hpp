@@ -1,0 +1,55 @@
+// I/O binding: tensors that live in an EP session's memory, and what one run reads
+// from and writes to them (nxrt_binding in the C API). The executor places bound
+// inputs and outputs straight into the kernels' slots, so a run whose inputs and
+// outputs stay on the device copies nothing through the host.
+#pragma once
+#include "session.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace nxrt {
+
+// Memory of one EP session holding one dense tensor. Keeps the EP session (and so its
+// plugin) alive: a tensor may outlive the host session that made it.
+struct DeviceTensor {
+  std::shared_ptr<EpInstance> ep;
+  nxrt_dtype dtype = NXRT_DTYPE_UNDEFINED;
+  std::vector<int64_t> dims;
+  void* handle = nullptr;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+
+  // Allocates through ep->alloc_device (counted, capped).
+  static std::shared_ptr<DeviceTensor> allocate(std::shared_ptr<EpInstance> ep, nxrt_dtype dtype, std::vector<int64_t> dims);
+  // Synchronous transfers between this tensor and host memory of exactly `bytes` bytes.
+  void upload(const void* data, uint64_t bytes) const;
+  void download(void* data, uint64_t bytes) const;
+  ~DeviceTensor();
+};
+
+// One graph input of a run: host memory (the caller's) or a device tensor.
+struct BoundInput {
+  std::string name;
+  nxrt_dtype dtype = NXRT_DTYPE_UNDEFINED;
+  std::vector<int64_t> dims;
+  const void* host = nullptr;
+  std::shared_ptr<DeviceTensor> device;
+};
+
+// One graph output of a run.
+struct BoundOutput {
+  enum Kind { Host, Device, Leave } kind = Host;
+  std::shared_ptr<DeviceTensor> tensor;  // Device: the caller's buffer; Leave: set by the run
+  int ep = -1;                           // Leave: the EP whose memory keeps it
+};
+
+// A caller's stream for one EP of the session: the run's work for that EP is queued on
+// it, and when nothing of the run needs the host the run returns without waiting.
+struct CallerStream {
+  int ep = -1;
+  nxrt_stream* stream = nullptr;
+};
+
+}  // namespace nxrt

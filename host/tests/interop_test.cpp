@@ -1,0 +1,624 @@
+// Device interop (EP ABI 2.1) through the public C++ wrapper (nxrt.hpp over libnxrt):
+// device tensors and I/O binding, the caller's streams, the caller's allocator, memory
+// accounting and the memory cap. devmem (a simulated discrete device whose streams run
+// only when synchronized) tests the host's logic; Vulkan (lavapipe here) tests it for real.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <nxrt/nxrt.hpp>
+
+#include <onnx/onnx_pb.h>
+#include <vulkan/vulkan.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::string lib_path(const std::string& name) { return std::string(NXRT_LIB_DIR) + "/libnxrt_ep_" + name + ".so"; }
+std::string test_plugin_path(const std::string& name) {
+  return std::string(NXRT_TEST_PLUGIN_DIR) + "/libnxrt_ep_" + name + ".so";
+}
+
+// x[rows,cols] -> Relu -> Relu -> y; rows < 0: a symbolic "N".
+std::string relu_model(int64_t rows, int64_t cols) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("relu2");
+  auto io = [&](onnx::ValueInfoProto* v, const char* name) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    auto* d0 = tt->mutable_shape()->add_dim();
+    if (rows < 0) d0->set_dim_param("N");
+    else d0->set_dim_value(rows);
+    tt->mutable_shape()->add_dim()->set_dim_value(cols);
+  };
+  io(g->add_input(), "x");
+  io(g->add_output(), "y");
+  auto* n1 = g->add_node();
+  n1->set_op_type("Relu");
+  n1->add_input("x");
+  n1->add_output("r");
+  auto* n2 = g->add_node();
+  n2->set_op_type("Relu");
+  n2->add_input("r");
+  n2->add_output("y");
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("nxrt_interop_relu_" + std::to_string(rows) + "x" + std::to_string(cols) + "_" +
+                             std::to_string(::getpid()) + ".onnx"))
+                               .string();
+  std::ofstream(path, std::ios::binary) << m.SerializeAsString();
+  return path;
+}
+
+nxrt::Env make_env(std::initializer_list<std::string> plugins) {
+  nxrt::Env env(false);
+  for (auto& p : plugins) env.register_plugin(p == "devmem" ? test_plugin_path(p) : lib_path(p));
+  return env;
+}
+
+bool has_vulkan_device(nxrt::Env& env) {
+  for (auto& p : env.plugins())
+    if (std::string(p.name) == "vulkan") return p.loaded && p.device_count > 0;
+  return false;
+}
+
+std::vector<float> host_floats(const nxrt_host_tensor& t) {
+  size_t n = 1;
+  for (uint32_t i = 0; i < t.rank; ++i) n *= size_t(t.dims[i]);
+  const float* p = static_cast<const float*>(t.data);
+  return std::vector<float>(p, p + n);
+}
+
+nxrt_memory_stats plugin_stats(const nxrt::Session& s, const std::string& ep) {
+  nxrt_memory_usage u = s.memory_usage(ep);
+  REQUIRE(u.has_plugin_stats);
+  return u.plugin;
+}
+
+const std::vector<float> kX = {-1, 2, -3, 4, -5, 6};
+const std::vector<float> kY = {0, 2, 0, 4, 0, 6};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------- devmem
+
+TEST_CASE("io binding (devmem): device input and output stay on the device across 100 runs") {
+  auto env = make_env({"devmem"});
+  nxrt::Model model(relu_model(2, 3));
+  nxrt::Session s(env, model, "devmem");
+  const std::vector<int64_t> dims{2, 3};
+  // Host path first: the reference.
+  nxrt_host_tensor in{"x", 1, 2, dims.data(), kX.data()};
+  CHECK(host_floats(s.run({in})[0]) == kY);
+
+  nxrt::DeviceTensor x(s, "devmem", 1, dims), y(s, "devmem", 1, dims);
+  x.upload(kX.data(), kX.size() * 4);
+  nxrt::Binding b(s);
+  b.bind_input("x", x);
+  b.bind_output("y", y);
+  const nxrt_memory_stats before = plugin_stats(s, "devmem");
+  for (int i = 0; i < 100; ++i) {
+    auto out = s.run(b);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].data == nullptr);  // on the device: shape only
+    CHECK(out[0].rank == 2);
+  }
+  const nxrt_memory_stats after = plugin_stats(s, "devmem");
+  CHECK(after.host_to_device_copies == before.host_to_device_copies);
+  CHECK(after.device_to_host_copies == before.device_to_host_copies);
+  CHECK(y.download<float>() == kY);
+
+  // Left on the device: each run makes the tensor, the binding hands it out.
+  b.bind_output_to_device("y", "devmem");
+  s.run(b);
+  nxrt::DeviceTensor left = b.output("y");
+  CHECK(left.dims() == dims);
+  CHECK(left.download<float>() == kY);
+  CHECK(plugin_stats(s, "devmem").host_to_device_copies == after.host_to_device_copies);
+  // And back to the host.
+  b.bind_output_to_host("y");
+  CHECK(host_floats(s.run(b)[0]) == kY);
+}
+
+TEST_CASE("io binding (devmem): wrong bindings are clear errors, and the session stays usable") {
+  auto env = make_env({"devmem"});
+  nxrt::Model model(relu_model(2, 3));
+  nxrt::Session s(env, model, "devmem");
+  nxrt::DeviceTensor wrong(s, "devmem", 1, {3, 2});
+  nxrt::Binding b(s);
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const nxrt::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(message([&] { b.bind_output("y", wrong); }).find("output 'y' has shape [2,3] but the device tensor is [3,2]") !=
+        std::string::npos);
+  CHECK(message([&] { b.bind_input("nope", wrong); }).find("no input named 'nope'") != std::string::npos);
+  CHECK(message([&] { s.run(b); }).find("input 'x' is not bound") != std::string::npos);
+  b.bind_input("x", wrong);
+  CHECK(message([&] { s.run(b); }).find("input 'x' has shape [3,2] but the model expects [2,3]") != std::string::npos);
+  CHECK(message([&] { nxrt::DeviceTensor t(s, "cpu", 1, {1}); }).find("no EP 'cpu'") != std::string::npos);
+  const std::vector<int64_t> dims{2, 3};
+  nxrt_host_tensor in{"x", 1, 2, dims.data(), kX.data()};
+  CHECK(host_floats(s.run({in})[0]) == kY);
+}
+
+TEST_CASE("caller stream (devmem): a device-resident run returns without waiting; the stream completes it") {
+  auto env = make_env({"devmem"});
+  nxrt::Model model(relu_model(2, 3));
+  nxrt::Session s(env, model, "devmem");
+  const std::vector<int64_t> dims{2, 3};
+  nxrt::DeviceTensor x(s, "devmem", 1, dims), y(s, "devmem", 1, dims);
+  x.upload(kX.data(), 24);
+  const std::vector<float> sentinel(6, 42.f);
+  y.upload(sentinel.data(), 24);
+  nxrt::DeviceStream stream = s.create_stream("devmem");
+  nxrt::Binding b(s);
+  b.bind_input("x", x);
+  b.bind_output("y", y);
+  s.run(b, &stream);
+  // devmem runs queued work only when its stream is synchronized: nothing ran yet, so
+  // the run did not wait for the device.
+  CHECK(y.download<float>() == sentinel);
+  stream.synchronize();
+  CHECK(y.download<float>() == kY);
+  // The next run on the session's own streams reuses the run state the caller's stream
+  // used: it is ordered after it and correct.
+  nxrt_host_tensor in{"x", 1, 2, dims.data(), kX.data()};
+  CHECK(host_floats(s.run({in})[0]) == kY);
+}
+
+TEST_CASE("memory cap (devmem): going over it is RESOURCE_EXHAUSTED; a smaller input then runs") {
+  auto env = make_env({"devmem"});
+  nxrt::Model model(relu_model(-1, 64));
+  nxrt::SessionOptions o;
+  o.eps = "devmem";
+  o.device_memory_limit = 64 * 1024;
+  nxrt::Session s(env, model, o);
+  auto run_rows = [&](int64_t rows) {
+    std::vector<float> x(size_t(rows * 64), -1.f);
+    x[0] = 3.f;
+    const std::vector<int64_t> dims{rows, 64};
+    nxrt_host_tensor in{"x", 1, 2, dims.data(), x.data()};
+    return host_floats(s.run({in})[0]);
+  };
+  try {
+    run_rows(1024);  // 256 KiB per value
+    FAIL("no error");
+  } catch (const nxrt::Error& e) {
+    CHECK(e.code() == NXRT_ERR_RESOURCE_EXHAUSTED);
+    CHECK(std::string(e.what()).find("device memory limit is 65536 bytes") != std::string::npos);
+  }
+  CHECK(s.memory_usage("devmem").bytes_in_use == 0);  // nothing leaked by the failed run
+  auto y = run_rows(8);
+  CHECK(y.size() == 8 * 64);
+  CHECK(y[0] == 3.f);
+  CHECK(y[1] == 0.f);
+  const nxrt_memory_usage u = s.memory_usage("devmem");
+  CHECK(u.limit_bytes == 64 * 1024);
+  CHECK(u.peak_bytes > 0);
+  CHECK(u.peak_bytes <= 64 * 1024);
+  CHECK(u.allocation_count > 0);
+  // Device tensors count too.
+  CHECK_THROWS_AS(nxrt::DeviceTensor(s, "devmem", 1, {1024, 64}), nxrt::Error);
+}
+
+// ------------------------------------------------------------------------------------- cpu
+
+namespace {
+
+// A counting allocator for host memory (CPU-like EPs ask for HOST_POINTER).
+struct CountingAllocator {
+  std::mutex mu;
+  std::map<uint64_t, uint64_t> live;  // handle -> bytes
+  uint64_t calls = 0, live_bytes = 0, total_bytes = 0;
+  std::vector<nxrt_native_type> types;
+  nxrt_device_allocator table{};
+  explicit CountingAllocator(int32_t (*alloc)(void*, const nxrt_allocation_request*, nxrt_native_handle*),
+                             void (*free)(void*, const nxrt_native_handle*)) {
+    table.struct_size = sizeof table;
+    table.user = this;
+    table.alloc = alloc;
+    table.free = free;
+  }
+  void add(uint64_t handle, uint64_t bytes, nxrt_native_type type) {
+    std::lock_guard lock(mu);
+    live[handle] = bytes;
+    ++calls;
+    live_bytes += bytes;
+    total_bytes += bytes;
+    types.push_back(type);
+  }
+  void remove(uint64_t handle) {
+    std::lock_guard lock(mu);
+    auto it = live.find(handle);
+    REQUIRE(it != live.end());
+    live_bytes -= it->second;
+    live.erase(it);
+  }
+};
+
+int32_t host_alloc(void* user, const nxrt_allocation_request* rq, nxrt_native_handle* out) {
+  auto* a = static_cast<CountingAllocator*>(user);
+  if (rq->type != NXRT_NATIVE_HOST_POINTER) return 1;
+  const uint64_t align = std::max<uint64_t>(rq->alignment, 64);
+  void* p = std::aligned_alloc(align, (rq->bytes + align - 1) / align * align);
+  if (!p) return 1;
+  out->type = NXRT_NATIVE_HOST_POINTER;
+  out->handle = uint64_t(uintptr_t(p));
+  out->size = rq->bytes;
+  a->add(out->handle, rq->bytes, rq->type);
+  return 0;
+}
+void host_free(void* user, const nxrt_native_handle* h) {
+  static_cast<CountingAllocator*>(user)->remove(h->handle);
+  std::free(reinterpret_cast<void*>(uintptr_t(h->handle)));
+}
+
+}  // namespace
+
+TEST_CASE("cpu: device tensors are host memory with HOST_POINTER handles; the caller's allocator gets every byte") {
+  auto env = make_env({"cpu"});
+  CountingAllocator alloc(host_alloc, host_free);
+  {
+    nxrt::Model model(relu_model(2, 3));
+    nxrt::SessionOptions o;
+    o.eps = "cpu";
+    o.device_allocator = &alloc.table;
+    nxrt::Session s(env, model, o);
+    const std::vector<int64_t> dims{2, 3};
+    nxrt::DeviceTensor x(s, "cpu", 1, dims), y(s, "cpu", 1, dims);
+    x.upload(kX.data(), 24);
+    const nxrt_native_handle h = x.native();
+    CHECK(h.type == NXRT_NATIVE_HOST_POINTER);
+    CHECK(std::memcmp(reinterpret_cast<const void*>(uintptr_t(h.handle)), kX.data(), 24) == 0);
+    nxrt::Binding b(s);
+    b.bind_input("x", x);
+    b.bind_output("y", y);
+    for (int i = 0; i < 3; ++i) s.run(b);
+    CHECK(y.download<float>() == kY);
+    CHECK(alloc.calls >= 2);
+    const nxrt_memory_stats st = plugin_stats(s, "cpu");
+    CHECK(st.reserved_bytes == alloc.live_bytes);
+    CHECK(st.bytes_in_use >= 48);
+  }
+  CHECK(alloc.live_bytes == 0);
+  CHECK(alloc.live.empty());
+}
+
+// ---------------------------------------------------------------------------------- vulkan
+
+namespace {
+
+std::string cnn32_path() { return std::string(NXRT_TESTDATA) + "/bench-models/cnn32.onnx"; }
+
+std::vector<float> random_image(size_t n) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  float m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("io binding (vulkan): the cnn with device-resident input and output, 100 runs, no per-run transfer") {
+  auto env = make_env({"vulkan"});
+  if (!has_vulkan_device(env)) {
+    MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  nxrt::Model model(cnn32_path());
+  nxrt::Session s(env, model, "vulkan");
+  const std::vector<int64_t> in_dims{1, 3, 32, 32}, out_dims{1, 1000};
+  const std::vector<float> image = random_image(3 * 32 * 32);
+  nxrt_host_tensor in{"input", 1, 4, in_dims.data(), image.data()};
+  const std::vector<float> reference = host_floats(s.run({in})[0]);
+
+  nxrt::DeviceTensor x(s, "vulkan", 1, in_dims), y(s, "vulkan", 1, out_dims);
+  x.upload(image.data(), image.size() * 4);  // asked for: one upload
+  nxrt::Binding b(s);
+  b.bind_input("input", x);
+  b.bind_output("output", y);
+  const nxrt_memory_stats before = plugin_stats(s, "vulkan");
+  for (int i = 0; i < 100; ++i) s.run(b);
+  const nxrt_memory_stats after = plugin_stats(s, "vulkan");
+  CHECK(after.host_to_device_copies == before.host_to_device_copies);
+  CHECK(after.device_to_host_copies == before.device_to_host_copies);
+  CHECK(after.device_to_device_copies == before.device_to_device_copies);
+  const std::vector<float> got = y.download<float>();  // asked for: one download
+  CHECK(plugin_stats(s, "vulkan").device_to_host_copies == after.device_to_host_copies + 1);
+  CHECK(max_abs_diff(got, reference) <= 1e-5f);
+  // Memory accounting: arena, constants and the two tensors are held on the device.
+  const nxrt_memory_usage u = s.memory_usage("vulkan");
+  CHECK(u.bytes_in_use >= x.info().bytes + y.info().bytes + 11'000'000ull * 4);
+  CHECK(u.arena_bytes > 0);
+  CHECK(u.plugin.bytes_in_use >= u.bytes_in_use);
+  CHECK(u.plugin.reserved_bytes >= u.plugin.bytes_in_use);
+}
+
+namespace {
+
+// Vulkan objects the test itself creates on the session's VkDevice.
+struct CallerVulkan {
+  VkDevice dev;
+  VkQueue queue;
+  uint32_t family;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  CallerVulkan(const nxrt_native_handle& d, const nxrt_native_handle& q)
+      : dev(reinterpret_cast<VkDevice>(uintptr_t(d.handle))), queue(reinterpret_cast<VkQueue>(uintptr_t(q.handle))),
+        family(uint32_t(d.value)) {
+    VkCommandPoolCreateInfo ci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    ci.queueFamilyIndex = family;
+    REQUIRE(vkCreateCommandPool(dev, &ci, nullptr, &pool) == VK_SUCCESS);
+  }
+  ~CallerVulkan() { vkDestroyCommandPool(dev, pool, nullptr); }
+  VkSemaphore timeline(uint64_t initial) {
+    VkSemaphoreTypeCreateInfo t{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+    t.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+    t.initialValue = initial;
+    VkSemaphoreCreateInfo ci{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+    ci.pNext = &t;
+    VkSemaphore s;
+    REQUIRE(vkCreateSemaphore(dev, &ci, nullptr, &s) == VK_SUCCESS);
+    return s;
+  }
+  uint64_t value(VkSemaphore s) {
+    uint64_t v = 0;
+    REQUIRE(vkGetSemaphoreCounterValue(dev, s, &v) == VK_SUCCESS);
+    return v;
+  }
+  // Records `record`, submits it waiting for `wait` >= wait_value and signalling `signal` = signal_value.
+  template <typename F>
+  VkCommandBuffer submit(F&& record, VkSemaphore wait, uint64_t wait_value, VkSemaphore signal, uint64_t signal_value) {
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = pool;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    VkCommandBuffer cmd;
+    REQUIRE(vkAllocateCommandBuffers(dev, &ai, &cmd) == VK_SUCCESS);
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    vkBeginCommandBuffer(cmd, &bi);
+    record(cmd);
+    REQUIRE(vkEndCommandBuffer(cmd) == VK_SUCCESS);
+    VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+    ti.waitSemaphoreValueCount = 1;
+    ti.pWaitSemaphoreValues = &wait_value;
+    ti.signalSemaphoreValueCount = 1;
+    ti.pSignalSemaphoreValues = &signal_value;
+    const VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.pNext = &ti;
+    si.waitSemaphoreCount = 1;
+    si.pWaitSemaphores = &wait;
+    si.pWaitDstStageMask = &stage;
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cmd;
+    si.signalSemaphoreCount = 1;
+    si.pSignalSemaphores = &signal;
+    REQUIRE(vkQueueSubmit(queue, 1, &si, VK_NULL_HANDLE) == VK_SUCCESS);
+    return cmd;
+  }
+};
+
+VkBuffer buffer_of(const nxrt::DeviceTensor& t, VkDeviceSize* offset) {
+  const nxrt_native_handle h = t.native();
+  REQUIRE(h.type == NXRT_NATIVE_VULKAN_BUFFER);
+  *offset = h.value;
+  return VkBuffer(h.handle);
+}
+
+}  // namespace
+
+TEST_CASE("caller stream (vulkan): a run on an imported timeline is ordered after the caller's work and before the caller's next") {
+  auto env = make_env({"vulkan"});
+  if (!has_vulkan_device(env)) {
+    MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  nxrt::Model model(relu_model(4, 256));
+  nxrt::Session s(env, model, "vulkan");
+  CallerVulkan vk(s.native_handle("vulkan", NXRT_NATIVE_OBJECT_DEVICE), s.native_handle("vulkan", NXRT_NATIVE_OBJECT_QUEUE));
+  const std::vector<int64_t> dims{4, 256};
+  nxrt::DeviceTensor x(s, "vulkan", 1, dims), y(s, "vulkan", 1, dims), z(s, "vulkan", 1, dims);
+  const std::vector<float> minus(1024, -1.f);
+  x.upload(minus.data(), 4096);  // the run would give all zeros from this
+  VkDeviceSize xo, yo, zo;
+  VkBuffer xb = buffer_of(x, &xo), yb = buffer_of(y, &yo), zb = buffer_of(z, &zo);
+
+  VkSemaphore gate = vk.timeline(0), timeline = vk.timeline(0);
+  // The caller's work: once the host opens the gate, fill x with 2.0f; signals timeline = 1.
+  uint32_t two;
+  const float f2 = 2.f;
+  std::memcpy(&two, &f2, 4);
+  VkCommandBuffer fill = vk.submit([&](VkCommandBuffer c) { vkCmdFillBuffer(c, xb, xo, 4096, two); }, gate, 1, timeline, 1);
+
+  nxrt_native_handle point{};
+  point.struct_size = sizeof point;
+  point.type = NXRT_NATIVE_VULKAN_TIMELINE;
+  point.handle = uint64_t(timeline);
+  point.value = 1;
+  nxrt::DeviceStream stream = s.import_stream("vulkan", point);
+  nxrt::Binding b(s);
+  b.bind_input("x", x);
+  b.bind_output("y", y);
+  s.run(b, &stream);  // returns without waiting: its work waits for timeline = 1
+  const nxrt_native_handle done = stream.native();
+  CHECK(done.type == NXRT_NATIVE_VULKAN_TIMELINE);
+  CHECK(done.handle == uint64_t(timeline));
+  CHECK(done.value > 1);
+  CHECK(vk.value(timeline) == 0);  // nothing ran: the gate is closed
+
+  // The caller's next work waits for the run on the device: copy y to z.
+  VkSemaphore after = vk.timeline(0);
+  VkCommandBuffer copy = vk.submit(
+      [&](VkCommandBuffer c) {
+        VkBufferCopy r{yo, zo, 4096};
+        vkCmdCopyBuffer(c, yb, zb, 1, &r);
+      },
+      timeline, done.value, after, 1);
+
+  VkSemaphoreSignalInfo open{VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO};
+  open.semaphore = gate;
+  open.value = 1;
+  REQUIRE(vkSignalSemaphore(vk.dev, &open) == VK_SUCCESS);
+  VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+  wi.semaphoreCount = 1;
+  wi.pSemaphores = &after;
+  const uint64_t one = 1;
+  wi.pValues = &one;
+  REQUIRE(vkWaitSemaphores(vk.dev, &wi, 10'000'000'000ull) == VK_SUCCESS);
+  CHECK(y.download<float>() == std::vector<float>(1024, 2.f));  // saw the caller's fill
+  CHECK(z.download<float>() == std::vector<float>(1024, 2.f));  // the caller's copy saw the run
+  vkFreeCommandBuffers(vk.dev, vk.pool, 1, &fill);
+  vkFreeCommandBuffers(vk.dev, vk.pool, 1, &copy);
+  stream.synchronize();
+  vkDestroySemaphore(vk.dev, after, nullptr);
+  vkDestroySemaphore(vk.dev, gate, nullptr);
+  // The stream must go before its imported semaphore.
+  { nxrt::DeviceStream gone = std::move(stream); }
+  vkDestroySemaphore(vk.dev, timeline, nullptr);
+}
+
+namespace {
+
+int32_t vulkan_alloc(void* user, const nxrt_allocation_request* rq, nxrt_native_handle* out) {
+  auto* a = static_cast<CountingAllocator*>(user);
+  if (rq->type != NXRT_NATIVE_VULKAN_MEMORY) return 1;
+  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  ai.allocationSize = rq->bytes;
+  ai.memoryTypeIndex = rq->memory_type_index;
+  VkDeviceMemory mem;
+  if (vkAllocateMemory(reinterpret_cast<VkDevice>(uintptr_t(rq->device)), &ai, nullptr, &mem) != VK_SUCCESS) return 1;
+  out->type = NXRT_NATIVE_VULKAN_MEMORY;
+  out->handle = uint64_t(mem);
+  out->aux0 = rq->device;
+  out->value = rq->memory_type_index;
+  out->size = rq->bytes;
+  a->add(out->handle, rq->bytes, rq->type);
+  return 0;
+}
+void vulkan_free(void* user, const nxrt_native_handle* h) {
+  static_cast<CountingAllocator*>(user)->remove(h->handle);
+  vkFreeMemory(reinterpret_cast<VkDevice>(uintptr_t(h->aux0)), VkDeviceMemory(h->handle), nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("external allocator (vulkan): every device byte of the session comes from the caller") {
+  auto env = make_env({"vulkan"});
+  if (!has_vulkan_device(env)) {
+    MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  CountingAllocator alloc(vulkan_alloc, vulkan_free);
+  {
+    nxrt::Model model(relu_model(4, 256));
+    nxrt::SessionOptions o;
+    o.eps = "vulkan";
+    o.device_allocator = &alloc.table;
+    nxrt::Session s(env, model, o);
+    const std::vector<float> x(1024, -0.5f);
+    const std::vector<int64_t> dims{4, 256};
+    nxrt_host_tensor in{"x", 1, 2, dims.data(), x.data()};
+    CHECK(host_floats(s.run({in})[0]) == std::vector<float>(1024, 0.f));
+    nxrt::DeviceTensor t(s, "vulkan", 1, {1 << 20});
+    CHECK(alloc.calls > 0);
+    for (auto type : alloc.types) CHECK(type == NXRT_NATIVE_VULKAN_MEMORY);
+    const nxrt_memory_stats st = plugin_stats(s, "vulkan");
+    CHECK(st.reserved_bytes == alloc.live_bytes);  // nothing reserved behind the allocator's back
+    CHECK(st.bytes_in_use <= st.reserved_bytes);
+    CHECK(st.bytes_in_use >= (1u << 22));
+  }
+  CHECK(alloc.live_bytes == 0);
+}
+
+namespace {
+
+// x[4,256] -> Relu (vulkan) -> Round (cpu: Vulkan lacks it) -> Relu (vulkan) -> y.
+std::string vulkan_cpu_model() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("mixed");
+  auto io = [&](onnx::ValueInfoProto* v, const char* name) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_value(4);
+    tt->mutable_shape()->add_dim()->set_dim_value(256);
+  };
+  io(g->add_input(), "x");
+  io(g->add_output(), "y");
+  const char* chain[][3] = {{"Relu", "x", "r"}, {"Round", "r", "q"}, {"Relu", "q", "y"}};
+  for (auto& c : chain) {
+    auto* n = g->add_node();
+    n->set_op_type(c[0]);
+    n->add_input(c[1]);
+    n->add_output(c[2]);
+  }
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("nxrt_interop_mixed_" + std::to_string(::getpid()) + ".onnx")).string();
+  std::ofstream(path, std::ios::binary) << m.SerializeAsString();
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("pinned staging (vulkan + cpu): host values crossing to Vulkan live in its pinned memory, no bounce buffers") {
+  auto env = make_env({"vulkan", "cpu"});
+  if (!has_vulkan_device(env)) {
+    MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  nxrt::Model model(vulkan_cpu_model());
+  nxrt::Session s(env, model, "vulkan,cpu");
+  const std::vector<int64_t> dims{4, 256};
+  std::vector<float> x(1024), expect(1024);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = float(int(i % 41) - 20) * 0.37f;
+    expect[i] = std::max(std::nearbyint(std::max(x[i], 0.f)), 0.f);
+  }
+  nxrt::DeviceTensor xd(s, "vulkan", 1, dims), yd(s, "vulkan", 1, dims);
+  xd.upload(x.data(), 4096);
+  nxrt::Binding b(s);
+  b.bind_input("x", xd);
+  b.bind_output("y", yd);
+  s.run(b);  // warm: arenas made
+  const nxrt_memory_stats before = plugin_stats(s, "vulkan");
+  for (int i = 0; i < 5; ++i) s.run(b);
+  const nxrt_memory_stats after = plugin_stats(s, "vulkan");
+  CHECK(yd.download<float>() == expect);
+  // Per run: r goes down to the CPU and q comes back up...
+  CHECK(after.device_to_host_copies - before.device_to_host_copies == 5);
+  CHECK(after.host_to_device_copies - before.host_to_device_copies == 5);
+  // ...straight to and from the pinned host arena: no staging buffer is allocated per run.
+  CHECK(after.allocation_count == before.allocation_count);
+}
