@@ -24,7 +24,8 @@
  *   2.1  device interop: native handles (nxrt_native.h) of a session's device,
  *        queue, memory and streams; streams imported from the caller's native
  *        sync object; an external device-memory allocator per session; memory
- *        and transfer statistics per session.
+ *        and transfer statistics per session; copies between two sessions of one
+ *        plugin instance.
  *
  * ------------------------------------------------------------ struct rule
  * Every struct that crosses the boundary starts with `uint32_t struct_size`.
@@ -483,9 +484,11 @@ typedef struct nxrt_host_services {
 #define NXRT_FEATURE_EXTERNAL_ALLOCATOR (1ull << 7)
 /* 2.1: session_stats is implemented. */
 #define NXRT_FEATURE_MEMORY_STATS (1ull << 8)
+/* 2.1: copy_peer is implemented. */
+#define NXRT_FEATURE_PEER_COPY (1ull << 9)
 #define NXRT_FEATURES_2_1                                                                         \
   (NXRT_FEATURE_NATIVE_HANDLES | NXRT_FEATURE_STREAM_IMPORT | NXRT_FEATURE_EXTERNAL_ALLOCATOR |   \
-   NXRT_FEATURE_MEMORY_STATS)
+   NXRT_FEATURE_MEMORY_STATS | NXRT_FEATURE_PEER_COPY)
 #define NXRT_FEATURES_OF_MINOR(minor) (NXRT_FEATURES_2_0 | ((minor) >= 1u ? NXRT_FEATURES_2_1 : 0u))
 
 
@@ -598,6 +601,14 @@ typedef struct nxrt_plugin_api {
   nxrt_status* (*session_set_allocator)(nxrt_ep_session* session, const nxrt_device_allocator* allocator);
   /* [any-thread] (NXRT_FEATURE_MEMORY_STATS). Callee-filled rule on `out`. */
   nxrt_status* (*session_stats)(nxrt_ep_session* session, nxrt_memory_stats* out);
+  /* [any-thread] (NXRT_FEATURE_PEER_COPY). Copies from DEVICE memory of `src_session`
+   * to DEVICE memory of `dst_session`, two sessions of the same plugin instance (on the
+   * same or different devices), without the host touching the bytes. The source must be
+   * complete (its producer's stream synchronized). With a stream of dst_session the
+   * copies are ordered on it, else complete on return. NXRT_UNSUPPORTED when this pair
+   * of sessions cannot: the host then stages through host memory. */
+  nxrt_status* (*copy_peer)(nxrt_ep_session* dst_session, nxrt_ep_session* src_session,
+                            const nxrt_copy_region* const* regions, size_t count, nxrt_stream* stream);
 } nxrt_plugin_api;
 
 /* ------------------------------------------------------------ handshake */

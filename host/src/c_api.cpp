@@ -192,6 +192,7 @@ const char* nxrt_feature_name(uint64_t bit) {
     case NXRT_FEATURE_STREAM_IMPORT: return "stream-import";
     case NXRT_FEATURE_EXTERNAL_ALLOCATOR: return "external-allocator";
     case NXRT_FEATURE_MEMORY_STATS: return "memory-stats";
+    case NXRT_FEATURE_PEER_COPY: return "peer-copy";
   }
   return "";
 }
@@ -503,6 +504,13 @@ nxrt_error* nxrt_device_tensor_download(const nxrt_device_tensor* t, void* data,
 }
 
 void nxrt_device_tensor_release(nxrt_device_tensor* t) { delete t; }
+
+nxrt_error* nxrt_device_tensor_copy(nxrt_device_tensor* dst, const nxrt_device_tensor* src) {
+  return wrap([&] {
+    if (!dst || !src) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "dst or src is NULL");
+    nxrt::DeviceTensor::copy(*src->t, *dst->t);
+  });
+}
 
 nxrt_device_tensor_info nxrt_device_tensor_get_info(const nxrt_device_tensor* t) {
   nxrt_device_tensor_info i{};

@@ -60,6 +60,61 @@ void DeviceTensor::download(void* data, uint64_t n) const {
   transfer(*ep, r, "downloading a device tensor");
 }
 
+void DeviceTensor::copy(const DeviceTensor& src, const DeviceTensor& dst) {
+  if (src.dtype != dst.dtype || src.dims != dst.dims)
+    raise(NXRT_ERR_INVALID_ARGUMENT, "copy from a {} {} tensor into a {} {} one", dtype_name(src.dtype), shape_str(src.dims),
+          dtype_name(dst.dtype), shape_str(dst.dims));
+  if (!src.bytes) return;
+  nxrt_copy_region r{};
+  r.struct_size = sizeof r;
+  r.src_memory = NXRT_MEMORY_DEVICE;
+  r.src = src.handle;
+  r.src_offset = src.offset;
+  r.dst_memory = NXRT_MEMORY_DEVICE;
+  r.dst = dst.handle;
+  r.dst_offset = dst.offset;
+  r.bytes = src.bytes;
+  if (src.ep == dst.ep) {
+    transfer(*dst.ep, r, "copying a device tensor");
+    return;
+  }
+  const PluginLibrary& lib = *dst.ep->lib;
+  if (src.ep->lib == dst.ep->lib && lib.has(NXRT_FEATURE_PEER_COPY)) {
+    const nxrt_copy_region* region = &r;
+    nxrt_status* st = guarded(lib.name(), "copy_peer", [&] {
+      return lib.api().copy_peer(dst.ep->session, src.ep->session, &region, 1, nullptr);
+    });
+    if (!st) return;
+    if (st->code != NXRT_UNSUPPORTED) check_plugin(lib, st, "copying a device tensor between two EP sessions");
+    release_status(st);  // this pair cannot: stage through the host
+  }
+  char* src_host = src.ep->host_addressable ? static_cast<char*>(src.handle) + src.offset : nullptr;
+  char* dst_host = dst.ep->host_addressable ? static_cast<char*>(dst.handle) + dst.offset : nullptr;
+  if (src_host) return dst.upload(src_host, src.bytes);
+  if (dst_host) return src.download(dst_host, src.bytes);
+  // A bounce buffer: the source plugin's pinned memory when it offers it.
+  const auto& sapi = src.ep->lib->api();
+  void* pinned = nullptr;
+  nxrt_status* st = guarded(src.ep->lib->name(), "memory_alloc", [&] {
+    return sapi.memory_alloc(src.ep->session, NXRT_MEMORY_HOST_PINNED, src.bytes, NXRT_TENSOR_ALIGNMENT, &pinned);
+  });
+  release_status(st);
+  std::vector<char> plain;
+  if (st || !pinned) {
+    pinned = nullptr;
+    plain.resize(src.bytes);
+  }
+  char* bounce = pinned ? static_cast<char*>(pinned) : plain.data();
+  try {
+    src.download(bounce, src.bytes);
+    dst.upload(bounce, src.bytes);
+  } catch (...) {
+    if (pinned) sapi.memory_free(src.ep->session, NXRT_MEMORY_HOST_PINNED, pinned);
+    throw;
+  }
+  if (pinned) sapi.memory_free(src.ep->session, NXRT_MEMORY_HOST_PINNED, pinned);
+}
+
 DeviceTensor::~DeviceTensor() {
   if (ep && handle) ep->free_device(handle);
 }

@@ -26,6 +26,11 @@ struct DeviceTensor {
   // Synchronous transfers between this tensor and host memory of exactly `bytes` bytes.
   void upload(const void* data, uint64_t bytes) const;
   void download(void* data, uint64_t bytes) const;
+  // Copies `src` (same dtype and shape) into `dst`, synchronously and by the shortest way:
+  // within one EP session; between two sessions of one plugin instance with copy_peer
+  // (NXRT_FEATURE_PEER_COPY); else through host memory (directly from or into a
+  // host-addressable side, else via the source plugin's pinned memory when it has some).
+  static void copy(const DeviceTensor& src, const DeviceTensor& dst);
   ~DeviceTensor();
 };
 

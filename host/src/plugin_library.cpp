@@ -145,7 +145,7 @@ void require_functions(const nxrt_plugin_api& a, uint64_t features, const std::f
       if (!f.p) raise(NXRT_ERR_PLUGIN, "plugin '{}' declares run hooks but has no {} function", path.string(), f.name);
   }
   // 2.1 bits are set only when the agreed minor is >= 1, and then the table was checked
-  // to reach session_stats, so these reads stay inside it.
+  // to reach copy_peer, so these reads stay inside it.
   struct Interop {
     uint64_t bit;
     const char* feature;
@@ -154,7 +154,8 @@ void require_functions(const nxrt_plugin_api& a, uint64_t features, const std::f
   const Interop interop[] = {{NXRT_FEATURE_NATIVE_HANDLES, "native-handles", NXRT_FN(a, native_handle)},
                              {NXRT_FEATURE_STREAM_IMPORT, "stream-import", NXRT_FN(a, stream_import)},
                              {NXRT_FEATURE_EXTERNAL_ALLOCATOR, "external-allocator", NXRT_FN(a, session_set_allocator)},
-                             {NXRT_FEATURE_MEMORY_STATS, "memory-stats", NXRT_FN(a, session_stats)}};
+                             {NXRT_FEATURE_MEMORY_STATS, "memory-stats", NXRT_FN(a, session_stats)},
+                             {NXRT_FEATURE_PEER_COPY, "peer-copy", NXRT_FN(a, copy_peer)}};
   for (auto& i : interop)
     if ((features & i.bit) && !i.fn.p)
       raise(NXRT_ERR_PLUGIN, "plugin '{}' declares {} but has no {} function", path.string(), i.feature, i.fn.name);
@@ -256,7 +257,7 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
   lib->shutdown_needed_ = NXRT_HAS_FIELD(rp.api, nxrt_plugin_api, shutdown) && rp.api->shutdown != nullptr;
   // A table smaller than the agreed minor's is refused; a larger one is a newer minor
   // whose extra entries we ignore.
-  const bool table_ok = minor >= 1 ? NXRT_HAS_FIELD(rp.api, nxrt_plugin_api, session_stats)
+  const bool table_ok = minor >= 1 ? NXRT_HAS_FIELD(rp.api, nxrt_plugin_api, copy_peer)
                                    : NXRT_HAS_FIELD(rp.api, nxrt_plugin_api, on_run_end);
   if (!table_ok)
     raise(NXRT_ERR_PLUGIN, "plugin '{}' function table is {} bytes, ABI {}.{} needs {}", path_str, rp.api->struct_size,

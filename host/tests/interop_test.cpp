@@ -622,3 +622,51 @@ TEST_CASE("pinned staging (vulkan + cpu): host values crossing to Vulkan live in
   // ...straight to and from the pinned host arena: no staging buffer is allocated per run.
   CHECK(after.allocation_count == before.allocation_count);
 }
+
+TEST_CASE("device tensor copies: within a session, between two sessions of one plugin, across plugins") {
+  auto env = make_env({"vulkan", "cpu", "devmem"});
+  nxrt::Model model(relu_model(2, 3));
+  const std::vector<int64_t> dims{2, 3};
+  // cpu -> cpu between two sessions: a peer copy (host memory both sides).
+  nxrt::Session c1(env, model, "cpu"), c2(env, model, "cpu");
+  nxrt::DeviceTensor a(c1, "cpu", 1, dims), b(c2, "cpu", 1, dims);
+  a.upload(kX.data(), 24);
+  b.copy_from(a);
+  CHECK(b.download<float>() == kX);
+  CHECK(plugin_stats(c2, "cpu").device_to_device_copies == 1);
+  // cpu -> devmem (another plugin): an upload straight from the CPU tensor's memory.
+  nxrt::Session d(env, model, "devmem");
+  nxrt::DeviceTensor dm(d, "devmem", 1, dims);
+  dm.copy_from(b);
+  CHECK(dm.download<float>() == kX);
+  nxrt::DeviceTensor wrong(d, "devmem", 1, {3, 2});
+  CHECK_THROWS_AS(wrong.copy_from(dm), nxrt::Error);
+  if (!has_vulkan_device(env)) {
+    MESSAGE("vulkan part skipped: no Vulkan device");
+    return;
+  }
+  // Model A's output, left on the device, becomes model B's input in another session:
+  // a peer copy, the host never reads it.
+  nxrt::Session va(env, model, "vulkan"), vb(env, model, "vulkan");
+  nxrt::DeviceTensor x(va, "vulkan", 1, dims);
+  x.upload(kX.data(), 24);
+  nxrt::Binding ba(va);
+  ba.bind_input("x", x);
+  ba.bind_output_to_device("y", "vulkan");
+  va.run(ba);
+  nxrt::DeviceTensor ya = ba.output("y");
+  nxrt::DeviceTensor xb(vb, "vulkan", 1, dims);
+  const nxrt_memory_stats a_before = plugin_stats(va, "vulkan");
+  xb.copy_from(ya);
+  CHECK(plugin_stats(va, "vulkan").device_to_host_copies == a_before.device_to_host_copies);
+  CHECK(plugin_stats(vb, "vulkan").device_to_device_copies == 1);
+  nxrt::Binding bb(vb);
+  bb.bind_input("x", xb);
+  bb.bind_output_to_device("y", "vulkan");
+  vb.run(bb);
+  CHECK(bb.output("y").download<float>() == kY);
+  // devmem -> vulkan: two plugins, staged through the host.
+  nxrt::DeviceTensor v2(vb, "vulkan", 1, dims);
+  v2.copy_from(dm);
+  CHECK(v2.download<float>() == kX);
+}

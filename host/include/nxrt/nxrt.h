@@ -87,7 +87,8 @@ typedef struct nxrt_plugin_info {
 } nxrt_plugin_info;
 
 /* The name of one feature bit of nxrt_plugin_info.features: "fused-groups", "streams",
- * "concurrent-run", "run-hooks", "device-profiling"; "" for a bit this host does not know. */
+ * "concurrent-run", "run-hooks", "device-profiling" (2.0), "native-handles", "stream-import",
+ * "external-allocator", "memory-stats", "peer-copy" (2.1); "" for a bit this host does not know. */
 NXRT_API const char* nxrt_feature_name(uint64_t feature_bit);
 
 NXRT_API size_t nxrt_env_plugin_count(const nxrt_env* env);
@@ -272,6 +273,12 @@ NXRT_API nxrt_error* nxrt_device_tensor_alloc(nxrt_session* s, const char* ep, i
 NXRT_API nxrt_error* nxrt_device_tensor_upload(nxrt_device_tensor* t, const void* data, size_t bytes);
 NXRT_API nxrt_error* nxrt_device_tensor_download(const nxrt_device_tensor* t, void* data, size_t bytes);
 NXRT_API void nxrt_device_tensor_release(nxrt_device_tensor* t);
+/* Copies src into dst (same element type and shape), synchronously, without the host
+ * touching the bytes when both live in one EP session or in two sessions of one plugin
+ * that has the peer-copy feature (say, the outputs of one model's session into the
+ * inputs of another's); else staged through host memory (the source plugin's pinned
+ * memory when it offers it). */
+NXRT_API nxrt_error* nxrt_device_tensor_copy(nxrt_device_tensor* dst, const nxrt_device_tensor* src);
 typedef struct nxrt_device_tensor_info {
   const char* ep;
   int32_t dtype;

@@ -168,6 +168,8 @@ class DeviceTensor {
   }
   void upload(const void* data, size_t bytes) { check(nxrt_device_tensor_upload(t_.get(), data, bytes)); }
   void download(void* data, size_t bytes) const { check(nxrt_device_tensor_download(t_.get(), data, bytes)); }
+  // From another device tensor of the same type and shape (nxrt_device_tensor_copy).
+  void copy_from(const DeviceTensor& src) { check(nxrt_device_tensor_copy(t_.get(), src.get())); }
   template <typename T>
   std::vector<T> download() const {
     std::vector<T> v(info().bytes / sizeof(T));

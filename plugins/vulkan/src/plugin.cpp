@@ -234,6 +234,10 @@ class VkSession : public Session {
   }
   void set_allocator(const nxrt_device_allocator& a) override { dev_->set_allocator(a); }
   nxrt_memory_stats memory_stats() override { return dev_->counters().stats(); }
+  // Another session of this instance (the SDK checked), so another VkSession.
+  void copy_peer(sdk::Session& src, std::span<const nxrt_copy_region> regions, sdk::Stream* stream) override {
+    copy_between(*static_cast<VkSession&>(src).dev_, *dev_, regions, stream ? static_cast<VkStreamW*>(stream)->s.get() : nullptr);
+  }
   std::unique_ptr<sdk::Event> create_event() override { return std::make_unique<VkEventW>(); }
 
   // Run hooks. A run is profiled when the host asks for it and this device has
@@ -285,7 +289,7 @@ class VkPlugin : public Plugin {
       return false;
     }();
     return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS | NXRT_FEATURE_NATIVE_HANDLES | NXRT_FEATURE_STREAM_IMPORT |
-           NXRT_FEATURE_EXTERNAL_ALLOCATOR | NXRT_FEATURE_MEMORY_STATS |
+           NXRT_FEATURE_EXTERNAL_ALLOCATOR | NXRT_FEATURE_MEMORY_STATS | NXRT_FEATURE_PEER_COPY |
            (timestamps ? NXRT_FEATURE_RUN_HOOKS | NXRT_FEATURE_DEVICE_PROFILING : 0);
   }
   uint32_t device_count() override { return uint32_t(Instance::get().devices().size()); }

@@ -974,4 +974,33 @@ void copy_regions(Device& d, std::span<const nxrt_copy_region> regions, Stream* 
     if (r.bytes) d.counters().copied(r.src_memory, r.dst_memory, r.bytes);
 }
 
+void copy_between(Device& src, Device& dst, std::span<const nxrt_copy_region> regions, Stream* dst_stream) {
+  if (&src == &dst) {
+    copy_regions(dst, regions, dst_stream);
+    return;
+  }
+  for (const auto& r : regions) {
+    if (r.bytes == 0) continue;
+    auto* from = static_cast<Alloc*>(const_cast<void*>(r.src));
+    auto* to = static_cast<Alloc*>(r.dst);
+    if (!from || !to) fail(NXRT_INVALID_ARGUMENT, "peer copy region with a null buffer");
+    if (!src.is_device_alloc(from) || !dst.is_device_alloc(to))
+      fail(NXRT_INVALID_ARGUMENT, "peer copy region names an allocation of neither session");
+    if (r.src_offset + r.bytes > from->size || r.dst_offset + r.bytes > to->size)
+      fail(NXRT_INVALID_ARGUMENT, "peer copy of {} bytes overruns an allocation", r.bytes);
+    if (from->mapped && to->mapped) {
+      // Work queued on dst may still touch the destination: wait for it first.
+      if (dst_stream && !dst_stream->idle()) dst_stream->synchronize();
+      std::memcpy(to->mapped + r.dst_offset, from->mapped + r.src_offset, r.bytes);
+    } else {
+      std::vector<char> bounce(r.bytes);
+      const CopyOp down{{from, nullptr, r.src_offset}, {nullptr, bounce.data(), 0}, r.bytes};
+      copy(src, std::span<const CopyOp>(&down, 1), nullptr);
+      const CopyOp up{{nullptr, bounce.data(), 0}, {to, nullptr, r.dst_offset}, r.bytes};
+      copy(dst, std::span<const CopyOp>(&up, 1), dst_stream);  // host sources are staged at once
+    }
+    dst.counters().copied(NXRT_MEMORY_DEVICE, NXRT_MEMORY_DEVICE, r.bytes);
+  }
+}
+
 }  // namespace nxrt::vk

@@ -309,6 +309,11 @@ void copy(Device& d, std::span<const CopyOp> ops, Stream* stream);
 // The ABI's copy: regions as the host passed them (DEVICE handles are Alloc*, host and
 // pinned ones pointers), performed by copy() and counted by direction in d.counters().
 void copy_regions(Device& d, std::span<const nxrt_copy_region> regions, Stream* stream);
+// Device-to-device regions from `src`'s allocations to `dst`'s (two sessions, maybe two
+// VkDevices): one buffer copy on the same Device, a direct memcpy when both sides are
+// mapped, else a bounce through host memory. Ordered on `dst_stream` (a stream of `dst`)
+// when given; the source must be complete. Counted as device-to-device in dst's counters.
+void copy_between(Device& src, Device& dst, std::span<const nxrt_copy_region> regions, Stream* dst_stream);
 
 // The compute-to-compute/transfer barrier used between dependent commands.
 void full_barrier(VkCommandBuffer cmd);

@@ -112,6 +112,12 @@ class Session {
   virtual void set_allocator(const nxrt_device_allocator&) { fail(NXRT_UNSUPPORTED, "external allocators not implemented"); }
   // NXRT_FEATURE_MEMORY_STATS.
   virtual nxrt_memory_stats memory_stats() { fail(NXRT_UNSUPPORTED, "memory stats not implemented"); }
+  // NXRT_FEATURE_PEER_COPY: regions from `src`'s DEVICE memory to this session's (`src` is
+  // another session of the same plugin instance; the SDK checks that). Throw
+  // NXRT_UNSUPPORTED for a pair you cannot copy between: the host then stages.
+  virtual void copy_peer(Session& /*src*/, std::span<const nxrt_copy_region>, Stream*) {
+    fail(NXRT_UNSUPPORTED, "peer copies not implemented");
+  }
 };
 
 // From on_run_end: one kernel's device-side time, on the device's clock.
@@ -194,6 +200,15 @@ class HostMemorySession : public Session {
     external_.set(a);
   }
   nxrt_memory_stats memory_stats() override { return counters_.stats(); }
+  // Both sessions' memory is host memory: a plain copy.
+  void copy_peer(Session&, std::span<const nxrt_copy_region> regions, Stream*) override {
+    for (auto& r : regions) {
+      if (r.bytes == 0) continue;
+      if (!r.src || !r.dst) fail(NXRT_INVALID_ARGUMENT, "copy region with a null buffer");
+      std::memmove(static_cast<char*>(r.dst) + r.dst_offset, static_cast<const char*>(r.src) + r.src_offset, r.bytes);
+      counters_.copied(NXRT_MEMORY_DEVICE, NXRT_MEMORY_DEVICE, r.bytes);
+    }
+  }
   // Plugins with their own internal buffers (prepacked weights) account them here too.
   MemoryCounters& counters() { return counters_; }
 
@@ -204,7 +219,7 @@ class HostMemorySession : public Session {
   ExternalAllocator external_;
 };
 inline constexpr uint64_t kHostMemoryFeatures =
-    NXRT_FEATURE_NATIVE_HANDLES | NXRT_FEATURE_EXTERNAL_ALLOCATOR | NXRT_FEATURE_MEMORY_STATS;
+    NXRT_FEATURE_NATIVE_HANDLES | NXRT_FEATURE_EXTERNAL_ALLOCATOR | NXRT_FEATURE_MEMORY_STATS | NXRT_FEATURE_PEER_COPY;
 
 // One plugin instance: made by each negotiation, destroyed by its shutdown.
 // Several instances of a library may live at once, so a Plugin keeps its state
@@ -251,7 +266,10 @@ struct InstanceBox {
   };
   std::map<uint32_t, std::unique_ptr<Device>> devices;
 };
-struct SessionBox { std::unique_ptr<Session> s; };
+struct SessionBox {
+  std::unique_ptr<Session> s;
+  const InstanceBox* owner = nullptr;  // peer copies only between sessions of one instance
+};
 struct KernelBox { std::unique_ptr<Kernel> k; };
 struct StreamBox { std::unique_ptr<Stream> s; };
 struct EventBox { std::unique_ptr<Event> e; };
@@ -356,6 +374,7 @@ struct Entry {
       const Options o = read_options(*from<InstanceBox>(p), opts, n);
       auto box = std::make_unique<SessionBox>();
       box->s = pl.create_session(device, o);
+      box->owner = from<InstanceBox>(p);
       *out = to<nxrt_ep_session>(box.release());
     });
   }
@@ -544,6 +563,26 @@ struct Entry {
     });
   }
 
+  static nxrt_status* copy_peer(nxrt_ep_session* dst, nxrt_ep_session* src, const nxrt_copy_region* const* r, size_t n,
+                                nxrt_stream* st) {
+    return guard([&] {
+      if (!dst || !src || (n && !r)) fail(NXRT_INVALID_ARGUMENT, "copy_peer: NULL argument");
+      if (from<SessionBox>(dst)->owner != from<SessionBox>(src)->owner)
+        fail(NXRT_INVALID_ARGUMENT, "copy_peer: the two sessions belong to different plugin instances");
+      std::vector<nxrt_copy_region> regions(n);
+      for (size_t i = 0; i < n; ++i) {
+        if (!r[i]) fail(NXRT_INVALID_ARGUMENT, "copy_peer: region {} is NULL", i);
+        if (!NXRT_HAS_FIELD(r[i], nxrt_copy_region, bytes))
+          fail(NXRT_INVALID_ARGUMENT, "copy_peer: region {} struct_size {} too small", i, r[i]->struct_size);
+        std::memcpy(&regions[i], r[i], sizeof(nxrt_copy_region));
+        if (regions[i].src_memory != NXRT_MEMORY_DEVICE || regions[i].dst_memory != NXRT_MEMORY_DEVICE)
+          fail(NXRT_INVALID_ARGUMENT, "copy_peer: region {} is not device to device", i);
+      }
+      from<SessionBox>(dst)->s->copy_peer(*from<SessionBox>(src)->s, std::span<const nxrt_copy_region>(regions),
+                                          st ? from<StreamBox>(st)->s.get() : nullptr);
+    });
+  }
+
   static void shutdown(nxrt_plugin* p) { delete from<InstanceBox>(p); }
 
   // The one table of this library: built on the first negotiation from the
@@ -586,6 +625,7 @@ struct Entry {
       a.stream_import = (f & NXRT_FEATURE_STREAM_IMPORT) ? &stream_import : nullptr;
       a.session_set_allocator = (f & NXRT_FEATURE_EXTERNAL_ALLOCATOR) ? &session_set_allocator : nullptr;
       a.session_stats = (f & NXRT_FEATURE_MEMORY_STATS) ? &session_stats : nullptr;
+      a.copy_peer = (f & NXRT_FEATURE_PEER_COPY) ? &copy_peer : nullptr;
       return a;
     }();
     return &api;
