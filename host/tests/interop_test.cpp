@@ -11,6 +11,7 @@
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -28,17 +29,19 @@ std::string test_plugin_path(const std::string& name) {
   return std::string(NXRT_TEST_PLUGIN_DIR) + "/libnxrt_ep_" + name + ".so";
 }
 
-// x[rows,cols] -> Relu -> Relu -> y; rows < 0: a symbolic "N".
-std::string relu_model(int64_t rows, int64_t cols) {
+// A chain of unary nodes {op, input, output} from x[rows,cols] to y, written to a temporary
+// file; rows < 0: a symbolic "N".
+std::string chain_model(const std::string& name, int64_t rows, int64_t cols,
+                        const std::vector<std::array<const char*, 3>>& chain) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   auto* op = m.add_opset_import();
   op->set_domain("");
   op->set_version(17);
   auto* g = m.mutable_graph();
-  g->set_name("relu2");
-  auto io = [&](onnx::ValueInfoProto* v, const char* name) {
-    v->set_name(name);
+  g->set_name(name);
+  auto io = [&](onnx::ValueInfoProto* v, const char* value) {
+    v->set_name(value);
     auto* tt = v->mutable_type()->mutable_tensor_type();
     tt->set_elem_type(onnx::TensorProto::FLOAT);
     auto* d0 = tt->mutable_shape()->add_dim();
@@ -48,21 +51,21 @@ std::string relu_model(int64_t rows, int64_t cols) {
   };
   io(g->add_input(), "x");
   io(g->add_output(), "y");
-  auto* n1 = g->add_node();
-  n1->set_op_type("Relu");
-  n1->add_input("x");
-  n1->add_output("r");
-  auto* n2 = g->add_node();
-  n2->set_op_type("Relu");
-  n2->add_input("r");
-  n2->add_output("y");
+  for (auto& c : chain) {
+    auto* n = g->add_node();
+    n->set_op_type(c[0]);
+    n->add_input(c[1]);
+    n->add_output(c[2]);
+  }
   const std::string path = (std::filesystem::temp_directory_path() /
-                            ("nxrt_interop_relu_" + std::to_string(rows) + "x" + std::to_string(cols) + "_" +
-                             std::to_string(::getpid()) + ".onnx"))
+                            ("nxrt_interop_" + name + "_" + std::to_string(rows) + "x" + std::to_string(cols) + "_" + std::to_string(::getpid()) + ".onnx"))
                                .string();
   std::ofstream(path, std::ios::binary) << m.SerializeAsString();
   return path;
 }
+
+// x[rows,cols] -> Relu -> Relu -> y.
+std::string relu_model(int64_t rows, int64_t cols) { return chain_model("relu2", rows, cols, {{"Relu", "x", "r"}, {"Relu", "r", "y"}}); }
 
 nxrt::Env make_env(std::initializer_list<std::string> plugins) {
   nxrt::Env env(false);
@@ -561,33 +564,7 @@ namespace {
 
 // x[4,256] -> Relu (vulkan) -> Round (cpu: Vulkan lacks it) -> Relu (vulkan) -> y.
 std::string vulkan_cpu_model() {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(17);
-  auto* g = m.mutable_graph();
-  g->set_name("mixed");
-  auto io = [&](onnx::ValueInfoProto* v, const char* name) {
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto::FLOAT);
-    tt->mutable_shape()->add_dim()->set_dim_value(4);
-    tt->mutable_shape()->add_dim()->set_dim_value(256);
-  };
-  io(g->add_input(), "x");
-  io(g->add_output(), "y");
-  const char* chain[][3] = {{"Relu", "x", "r"}, {"Round", "r", "q"}, {"Relu", "q", "y"}};
-  for (auto& c : chain) {
-    auto* n = g->add_node();
-    n->set_op_type(c[0]);
-    n->add_input(c[1]);
-    n->add_output(c[2]);
-  }
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("nxrt_interop_mixed_" + std::to_string(::getpid()) + ".onnx")).string();
-  std::ofstream(path, std::ios::binary) << m.SerializeAsString();
-  return path;
+  return chain_model("mixed", 4, 256, {{"Relu", "x", "r"}, {"Round", "r", "q"}, {"Relu", "q", "y"}});
 }
 
 }  // namespace
