@@ -123,6 +123,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     ConvIo io;
     std::vector<int64_t> w_dims;
     std::shared_ptr<PackedConvWeights> packed;  // when W is constant
+    std::shared_ptr<sdk::HeldBytes> held;       // packed in the session's memory stats
     std::vector<float> bias;
     bool bias_const = false;
   } st;
@@ -141,6 +142,8 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     s.k_w = t.dim(t.rank() - 1);
     if (s.out_c % a.group != 0) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: {} output channels not divisible by group {}", s.out_c, a.group);
     st.packed = std::make_shared<PackedConvWeights>(pack_conv_weights(s, static_cast<const float*>(t.raw())));
+    st.held = std::make_shared<sdk::HeldBytes>(session.counters(),
+                                               (st.packed->data.size() + st.packed->raw.size()) * sizeof(float));
     // Only the packed copy is read from now on (unless the same value is also X or the
     // residual of a fused group): the host may free W.
     if (io.w != io.x && io.w != io.residual) w.capture();

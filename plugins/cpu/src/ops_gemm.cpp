@@ -23,6 +23,7 @@ struct GemmState {
   bool b_packed = false;
   int64_t pk = 0, pn = 0;  // K, N of the packed B
   std::shared_ptr<AlignedFloats> packed_b;
+  std::shared_ptr<sdk::HeldBytes> held;  // packed_b in the session's memory stats
 };
 
 Check gemm_check(const Node& n) {
@@ -51,6 +52,7 @@ std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s) {
     st.pn = st.trans_b ? t.dim(0) : t.dim(1);
     st.packed_b = std::make_shared<AlignedFloats>(packed_b_floats(st.pk, st.pn));
     pack_b(static_cast<const float*>(t.raw()), t.dim(1), st.trans_b, st.pk, st.pn, st.packed_b->data());
+    st.held = std::make_shared<sdk::HeldBytes>(s.counters(), st.packed_b->size() * sizeof(float));
     st.b_packed = true;
     b.capture();  // only the packed copy is read from now on: the host may free B
   }
@@ -105,6 +107,7 @@ struct MatMulState {
   std::vector<int64_t> b_dims;  // as given
   int64_t pk = 0, pn = 0, b_batches = 1;
   std::shared_ptr<AlignedFloats> packed_b;  // b_batches packed matrices
+  std::shared_ptr<sdk::HeldBytes> held;     // packed_b in the session's memory stats
 };
 
 std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s) {
@@ -124,6 +127,7 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s) {
         const float* src = static_cast<const float*>(t.raw());
         for (int64_t i = 0; i < st.b_batches; ++i)
           pack_b(src + i * st.pk * st.pn, st.pn, false, st.pk, st.pn, st.packed_b->data() + per * size_t(i));
+        st.held = std::make_shared<sdk::HeldBytes>(s.counters(), st.packed_b->size() * sizeof(float));
         st.b_packed = true;
         b.capture();  // only the packed copy is read from now on: the host may free B
       }

@@ -61,6 +61,20 @@ class MemoryCounters {
   uint64_t h2d_ = 0, d2h_ = 0, d2d_ = 0, h2d_bytes_ = 0, d2h_bytes_ = 0, d2d_bytes_ = 0;
 };
 
+// Counts `bytes` as in use while it lives: a plugin's own buffers (packed weights) held by
+// a kernel. The counters must outlive it (a session outlives its kernels).
+class HeldBytes {
+ public:
+  HeldBytes(MemoryCounters& c, uint64_t bytes) : c_(c), bytes_(bytes) { c_.alloc(bytes_); }
+  ~HeldBytes() { c_.free(bytes_); }
+  HeldBytes(const HeldBytes&) = delete;
+  HeldBytes& operator=(const HeldBytes&) = delete;
+
+ private:
+  MemoryCounters& c_;
+  uint64_t bytes_;
+};
+
 // The caller's allocator, once set (Session::set_allocator). allocate() fails with
 // NXRT_OUT_OF_MEMORY when the caller's callback refuses or returns the wrong type.
 class ExternalAllocator {
