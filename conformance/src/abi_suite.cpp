@@ -573,9 +573,11 @@ Record api_struct_size(const Config& c) {
   return with_plugin(c, [](Plugin& p) {
     std::string e = p.negotiate();
     if (!e.empty()) return skip("not run: " + e);
-    if (p.api_struct_size() < sizeof(nxrt_plugin_api))
+    // The 2.0 table ends with on_run_end (2.1 appended native_handle..session_stats).
+    constexpr size_t k20 = offsetof(nxrt_plugin_api, on_run_end) + sizeof(void*);
+    if (p.api_struct_size() < k20)
       return fail("the function table's struct_size is " + std::to_string(p.api_struct_size()) +
-                  " bytes; ABI 2.0 needs " + std::to_string(sizeof(nxrt_plugin_api)));
+                  " bytes; ABI 2.0 needs " + std::to_string(k20));
     return pass(std::to_string(p.api_struct_size()) + " bytes");
   });
 }
@@ -630,39 +632,87 @@ Record api_feature_bits(const Config& c) {
 }
 
 // A declared feature guarantees its functions, an undeclared one that they are NULL.
+// The 2.0 features are checked at 2.0 (the host's own minor); the 2.1 ones need
+// 2.1 agreed (a 2.0 host never reads the 2.1 part of the table), so the check
+// negotiates a second time as a 2.1 host when the plugin speaks 2.1 or later.
+struct FeatureGroup {
+  uint64_t bit;
+  const char* feature;
+  std::vector<std::pair<const char*, size_t>> fns;  // name, offset in the table
+};
+#define NXRT_CONF_FN(f) std::pair<const char*, size_t>(#f, offsetof(nxrt_plugin_api, f))
+const std::vector<FeatureGroup>& feature_groups_2_0() {
+  static const std::vector<FeatureGroup> g = {
+      {NXRT_FEATURE_STREAMS, "NXRT_FEATURE_STREAMS",
+       {NXRT_CONF_FN(stream_create), NXRT_CONF_FN(stream_synchronize), NXRT_CONF_FN(stream_release),
+        NXRT_CONF_FN(event_create), NXRT_CONF_FN(event_record), NXRT_CONF_FN(stream_wait_event),
+        NXRT_CONF_FN(event_synchronize), NXRT_CONF_FN(event_release)}},
+      {NXRT_FEATURE_RUN_HOOKS, "NXRT_FEATURE_RUN_HOOKS", {NXRT_CONF_FN(on_run_start), NXRT_CONF_FN(on_run_end)}}};
+  return g;
+}
+const std::vector<FeatureGroup>& feature_groups_2_1() {
+  static const std::vector<FeatureGroup> g = {
+      {NXRT_FEATURE_NATIVE_HANDLES, "NXRT_FEATURE_NATIVE_HANDLES", {NXRT_CONF_FN(native_handle)}},
+      {NXRT_FEATURE_STREAM_IMPORT, "NXRT_FEATURE_STREAM_IMPORT", {NXRT_CONF_FN(stream_import)}},
+      {NXRT_FEATURE_EXTERNAL_ALLOCATOR, "NXRT_FEATURE_EXTERNAL_ALLOCATOR", {NXRT_CONF_FN(session_set_allocator)}},
+      {NXRT_FEATURE_MEMORY_STATS, "NXRT_FEATURE_MEMORY_STATS", {NXRT_CONF_FN(session_stats)}}};
+  return g;
+}
+#undef NXRT_CONF_FN
+
+// "" when every group's functions match its bit in `f`. The table as the host
+// copied it (fields past struct_size read as NULL).
+std::string check_feature_groups(const Plugin& p, uint64_t f, const std::vector<FeatureGroup>& groups) {
+  const auto* table = reinterpret_cast<const uint8_t*>(&p.api());
+  for (auto& g : groups) {
+    bool on = f & g.bit;
+    for (auto& [name, off] : g.fns) {
+      const void* ptr;
+      std::memcpy(&ptr, table + off, sizeof ptr);
+      bool inside = p.api_struct_size() >= off + sizeof(void*);
+      if (on && !inside)
+        return std::string(g.feature) + " is declared but " + name + " lies beyond the table's struct_size (" +
+               std::to_string(p.api_struct_size()) + " bytes)";
+      if (on && !ptr) return std::string(g.feature) + " is declared but " + name + " is NULL";
+      if (!on && ptr) return std::string(g.feature) + " is not declared but " + name + " is set";
+    }
+  }
+  return "";
+}
+
 Record api_feature_functions(const Config& c) {
   return with_plugin(c, [](Plugin& p) {
     std::string e = p.negotiate();
     if (!e.empty()) return skip("not run: " + e);
     uint64_t f = p.raw_features();
-    auto& a = p.api();
-    auto fn = [](auto x) { return reinterpret_cast<const void*>(x); };
-    struct Group {
-      uint64_t bit;
-      const char* feature;
-      std::vector<std::pair<const char*, const void*>> fns;
-    };
-    std::vector<Group> groups = {
-        {NXRT_FEATURE_STREAMS, "NXRT_FEATURE_STREAMS",
-         {{"stream_create", fn(a.stream_create)}, {"stream_synchronize", fn(a.stream_synchronize)},
-          {"stream_release", fn(a.stream_release)}, {"event_create", fn(a.event_create)},
-          {"event_record", fn(a.event_record)}, {"stream_wait_event", fn(a.stream_wait_event)},
-          {"event_synchronize", fn(a.event_synchronize)}, {"event_release", fn(a.event_release)}}},
-        {NXRT_FEATURE_RUN_HOOKS, "NXRT_FEATURE_RUN_HOOKS",
-         {{"on_run_start", fn(a.on_run_start)}, {"on_run_end", fn(a.on_run_end)}}}};
-    for (auto& g : groups) {
-      bool on = f & g.bit;
-      for (auto& [name, ptr] : g.fns) {
-        if (on && !ptr) return fail(std::string(g.feature) + " is declared but " + name + " is NULL");
-        if (!on && ptr) return fail(std::string(g.feature) + " is not declared but " + name + " is set");
-      }
-    }
+    if (auto m = check_feature_groups(p, f, feature_groups_2_0()); !m.empty()) return fail(m);
     if ((f & NXRT_FEATURE_DEVICE_PROFILING) && !(f & NXRT_FEATURE_RUN_HOOKS))
       return fail("NXRT_FEATURE_DEVICE_PROFILING is declared without NXRT_FEATURE_RUN_HOOKS (timings come through on_run_end)");
     std::string d = std::string("fused_groups=") + b2s(f & NXRT_FEATURE_FUSED_GROUPS) + " streams=" +
                     b2s(f & NXRT_FEATURE_STREAMS) + " concurrent_run=" + b2s(f & NXRT_FEATURE_CONCURRENT_RUN) +
                     " run_hooks=" + b2s(f & NXRT_FEATURE_RUN_HOOKS) + " device_profiling=" +
                     b2s(f & NXRT_FEATURE_DEVICE_PROFILING);
+    p.shutdown();
+
+    // 2.1, as a 2.1 host: a new instance.
+    Plugin* p21 = &p;
+    e = p21->negotiate(kInteropMinor);
+    if (!e.empty()) return fail("as a 2.1 host: " + e);
+    if (p21->agreed_minor() < 1) return pass(d + "; offered 2.1, the plugin speaks 2.0 (no 2.1 features)");
+    uint64_t f1 = p21->raw_features();
+    if ((f1 & NXRT_FEATURES_2_0) != (f & NXRT_FEATURES_2_0))
+      return fail("the 2.0 feature bits differ between a 2.0 negotiation (" + hex(f & NXRT_FEATURES_2_0) + ") and a 2.1 one (" +
+                  hex(f1 & NXRT_FEATURES_2_0) + "); the table and its features are the same for every instance");
+    if (auto m = check_feature_groups(*p21, f1, feature_groups_2_0()); !m.empty()) return fail("at 2.1: " + m);
+    if (auto m = check_feature_groups(*p21, f1, feature_groups_2_1()); !m.empty()) return fail("at 2.1: " + m);
+    if ((f1 & NXRT_FEATURE_STREAM_IMPORT) && !(f1 & NXRT_FEATURE_STREAMS))
+      return fail("NXRT_FEATURE_STREAM_IMPORT is declared without NXRT_FEATURE_STREAMS (an imported stream is a stream)");
+    if ((f1 & NXRT_FEATURE_STREAM_IMPORT) && !(f1 & NXRT_FEATURE_NATIVE_HANDLES))
+      return fail("NXRT_FEATURE_STREAM_IMPORT is declared without NXRT_FEATURE_NATIVE_HANDLES (native_handle(STREAM) "
+                  "gives the imported stream's completion point)");
+    d += "; at 2." + std::to_string(p21->agreed_minor()) + ": native_handles=" + b2s(f1 & NXRT_FEATURE_NATIVE_HANDLES) +
+         " stream_import=" + b2s(f1 & NXRT_FEATURE_STREAM_IMPORT) + " external_allocator=" +
+         b2s(f1 & NXRT_FEATURE_EXTERNAL_ALLOCATOR) + " memory_stats=" + b2s(f1 & NXRT_FEATURE_MEMORY_STATS);
     return pass(d);
   });
 }

@@ -29,6 +29,7 @@ struct Env {
   explicit Env(const Config& c) : cfg(c) {}
   ~Env();
   const Config& cfg;
+  uint32_t minor = kHostMinor;  // offered at negotiation (interop: kInteropMinor)
   std::unique_ptr<Plugin> p;
   uint32_t devices = 0;
   nxrt_device_info info{};
@@ -103,6 +104,7 @@ std::string run_add_relu_once(Session& s, const AddRelu& g, size_t* claimed);
 
 std::vector<Item> abi_items(const Config& cfg);
 std::vector<Item> stress_items(const Config& cfg);
+std::vector<Item> interop_items(const Config& cfg);
 std::vector<Item> ops_items(const Config& cfg, std::string* error);
 std::vector<Item> models_items(const Config& cfg, std::string* error);
 bool host_suites_available();

@@ -40,7 +40,7 @@ std::optional<Record> Env::load() {
   std::string err, stage;
   p = Plugin::open(cfg.plugin, &err, &stage);
   if (!p) return skip("not run: the plugin does not load (" + err + ")");
-  std::string why = p->negotiate();
+  std::string why = p->negotiate(minor);
   if (!why.empty()) return skip("not run: negotiation failed (" + why + ")");
   std::string miss = missing_required(*p);
   if (!miss.empty()) return skip("not run: the function table lacks required functions: " + miss);
@@ -48,7 +48,8 @@ std::optional<Record> Env::load() {
 }
 
 std::optional<Record> Env::device() {
-  if (auto r = load()) return r;
+  if (!p || !p->negotiated())  // a check may have loaded (and inspected) the plugin already
+    if (auto r = load()) return r;
   Result st = take(p->api().device_count(p->instance(), &devices));
   if (!st.ok) return skip("not run: device_count failed (" + st.str() + ")");
   if (devices == 0) {

@@ -1,6 +1,6 @@
 // nxrt-conformance: certifies an EP plugin binary.
 //
-//   nxrt-conformance --plugin PATH|NAME [--device N] [--suite abi,ops,models,stress]
+//   nxrt-conformance --plugin PATH|NAME [--device N] [--suite abi,interop,ops,models,stress]
 //                    [--tests DIR] [--models DIR] [--reference PATH|NAME]
 //                    [--report-json F] [--report-md F] [--report-html F]
 //                    [--jobs N] [--timeout S] [--stress-seconds S] [--ops-filter REGEX]
@@ -33,7 +33,7 @@ void usage(FILE* f) {
                "  --plugin PATH|NAME    plugin library, or EP name resolved to libnxrt_ep_NAME.so\n"
                "                        (NXRT_PLUGIN_PATH, then <bin>/../lib)\n"
                "  --device N            device index (default 0)\n"
-               "  --suite LIST          comma-separated: abi,ops,models,stress (default: all)\n"
+               "  --suite LIST          comma-separated: abi,interop,ops,models,stress (default: all)\n"
                "  --tests DIR           ONNX backend node tests (DIR/node/*, DIR/simple/*); default: generated\n"
                "                        with tools/gen_onnx_node_tests.py into the cache folder\n"
                "  --models DIR          bench models (*.onnx); default: generated with tools/gen_bench_models.py\n"
@@ -127,7 +127,9 @@ std::vector<std::pair<std::string, std::string>> probe_plugin(const Config& cfg)
               kv("load error", err);
               return out;
             }
-            std::string e = p->negotiate();
+            // As a 2.1 host, so the identity shows the plugin's minor (up to 2.1) and its 2.1 features.
+            std::string e = p->negotiate(kInteropMinor);
+            if (!e.empty()) e = p->negotiate();
             if (!e.empty()) {
               kv("load error", e);
               return out;
@@ -142,6 +144,10 @@ std::vector<std::pair<std::string, std::string>> probe_plugin(const Config& cfg)
             if (p->features() & NXRT_FEATURE_CONCURRENT_RUN) f += "concurrent_run ";
             if (p->features() & NXRT_FEATURE_RUN_HOOKS) f += "run_hooks ";
             if (p->features() & NXRT_FEATURE_DEVICE_PROFILING) f += "device_profiling ";
+            if (p->features() & NXRT_FEATURE_NATIVE_HANDLES) f += "native_handles ";
+            if (p->features() & NXRT_FEATURE_STREAM_IMPORT) f += "stream_import ";
+            if (p->features() & NXRT_FEATURE_EXTERNAL_ALLOCATOR) f += "external_allocator ";
+            if (p->features() & NXRT_FEATURE_MEMORY_STATS) f += "memory_stats ";
             kv("features", f.empty() ? "none" : f.substr(0, f.size() - 1));
             uint32_t n = 0;
             if (a.device_count && take(a.device_count(p->instance(), &n)).ok) {
@@ -176,7 +182,7 @@ int main(int argc, char** argv) {
   // The ops and models suites run through libnxrt: its read-only input guard hashes every
   // kernel input before and after the call, so a plugin writing to an input fails by name.
   setenv("NXRT_CHECK_READONLY_INPUTS", "1", 1);
-  std::string plugin_arg, suites_arg = "abi,ops,models,stress", json, mdf, htmlf, tests, models, reference = "cpu", filter;
+  std::string plugin_arg, suites_arg = "abi,interop,ops,models,stress", json, mdf, htmlf, tests, models, reference = "cpu", filter;
   Config cfg;
   int jobs = int(std::max(1u, std::thread::hardware_concurrency()));
   double timeout = 120;
@@ -223,11 +229,11 @@ int main(int argc, char** argv) {
                  plugin_arg.c_str(), plugin_arg.c_str(), exe_dir().c_str());
     return 2;
   }
-  std::set<std::string> known = {"abi", "ops", "models", "stress"};
+  std::set<std::string> known = {"abi", "interop", "ops", "models", "stress"};
   std::vector<std::string> suites = split(suites_arg, ',');
   for (auto& s : suites)
     if (!known.count(s)) {
-      std::fprintf(stderr, "nxrt-conformance: unknown suite '%s' (abi, ops, models, stress)\n", s.c_str());
+      std::fprintf(stderr, "nxrt-conformance: unknown suite '%s' (abi, interop, ops, models, stress)\n", s.c_str());
       return 2;
     }
   cfg.source_dir = source_dir();
@@ -241,7 +247,8 @@ int main(int argc, char** argv) {
   rep.plugin_path = cfg.plugin;
   rep.suites = suites;
   rep.plugin = probe_plugin(cfg);
-  std::fprintf(stderr, "nxrt-conformance (a %u.%u host of the nxrt EP ABI): %s\n", NXRT_EP_ABI_MAJOR, NXRT_EP_ABI_MINOR, cfg.plugin.c_str());
+  std::fprintf(stderr, "nxrt-conformance (a %u.%u host of the nxrt EP ABI; %u.%u for the interop suite): %s\n", NXRT_EP_ABI_MAJOR,
+               kHostMinor, NXRT_EP_ABI_MAJOR, kInteropMinor, cfg.plugin.c_str());
   for (auto& [k, v] : rep.plugin) std::fprintf(stderr, "  %s: %s\n", k.c_str(), v.c_str());
   bool tty = isatty(2);
 
@@ -253,6 +260,8 @@ int main(int argc, char** argv) {
     o.timeout_s = timeout;
     if (suite == "abi") {
       items = abi_items(cfg);
+    } else if (suite == "interop") {
+      items = interop_items(cfg);
     } else if (suite == "stress") {
       items = stress_items(cfg);
       o.jobs = 1;  // the checks load the machine themselves

@@ -552,6 +552,14 @@ const nxrt_host_services* host_table_full() {
   static const nxrt_host_services t = make_table();
   return &t;
 }
+const nxrt_host_services* host_table_21() {
+  static const nxrt_host_services t = [] {
+    nxrt_host_services h = make_table();
+    h.abi_minor = kInteropMinor;
+    return h;
+  }();
+  return &t;
+}
 const nxrt_host_services* host_table_newer() {
   static NewerTable t = [] {
     NewerTable n{};
@@ -744,17 +752,22 @@ void Plugin::shutdown_raw(const NegotiateResult& r) {
   r.reply.api->shutdown(r.reply.plugin);
 }
 
-std::string Plugin::negotiate() {
-  NegotiateResult r = negotiate_raw(NegotiateArgs{});
+std::string Plugin::negotiate(uint32_t minor) {
+  NegotiateArgs args;
+  args.minor = minor;
+  args.host = minor == kHostMinor ? host_table_full() : host_table_21();
+  NegotiateResult r = negotiate_raw(args);
+  const std::string offered = "2." + std::to_string(minor);
   if (r.rc != NXRT_OK)
-    return std::string("the plugin refused ABI 2.0 with ") + status_code_name(r.rc) + ": '" + r.reply.message + "'";
+    return "the plugin refused ABI " + offered + " with " + status_code_name(r.rc) + ": '" + r.reply.message + "'";
   if (r.reply.abi_major != NXRT_EP_ABI_MAJOR) {
     shutdown_raw(r);
     return "the plugin agreed to major " + std::to_string(r.reply.abi_major) + " but the host offered major 2";
   }
-  if (r.reply.abi_minor > kHostMinor) {
+  if (r.reply.abi_minor > minor) {
     shutdown_raw(r);
-    return "the plugin agreed to minor " + std::to_string(r.reply.abi_minor) + ", newer than the host's 0";
+    return "the plugin agreed to minor " + std::to_string(r.reply.abi_minor) + ", newer than the host's " +
+           std::to_string(minor);
   }
   if (!r.reply.api) return "negotiation returned NXRT_OK with reply.api = NULL (no function table)";
   reply_ = r.reply;
@@ -765,6 +778,7 @@ std::string Plugin::negotiate() {
   std::memcpy(&api_, r.reply.api, std::min<size_t>(api_size_, sizeof api_));
   api_.struct_size = api_size_;
   raw_features_ = r.reply.features;
+  offered_minor_ = minor;
   features_ = r.reply.features & NXRT_FEATURES_OF_MINOR(r.reply.abi_minor);  // as a host masks them
   negotiated_ = true;
   return "";

@@ -1,5 +1,5 @@
-// A minimal nxrt host, independent of libnxrt, used by the abi and stress
-// suites: it loads a plugin with dlopen, negotiates with hand-built requests,
+// A minimal nxrt host, independent of libnxrt, used by the abi, interop and
+// stress suites: it loads a plugin with dlopen, negotiates with hand-built requests,
 // serves the host-services table (real, inspectable status objects, graph
 // views of small hand-built graphs, claim sinks, kernel contexts) and records
 // every contract violation it sees so checks can fail on them.
@@ -119,11 +119,16 @@ const nxrt_status* oom_status();
 // The mini-host's identity in the negotiation request.
 constexpr const char* kHostName = "nxrt-conformance";
 constexpr const char* kHostVersion = "2.0.0";
-// The minor the mini-host speaks: it is the oldest host of major 2.
+// The minor the mini-host speaks: it is the oldest host of major 2 (abi and
+// stress suites). The interop suite negotiates as a 2.1 host (kInteropMinor) to
+// reach the 2.1 entry points; the services table did not change in 2.1.
 constexpr uint32_t kHostMinor = 0;
+constexpr uint32_t kInteropMinor = 1;
 
-// The host services table. `full` is the ABI 2.0 table.
+// The host services table. `full` is the ABI 2.0 table (abi_minor 0).
 const nxrt_host_services* host_table_full();
+// The same table as a 2.1 host offers it (abi_minor 1; 2.1 appended no host service).
+const nxrt_host_services* host_table_21();
 // A table claiming minor 7 with a larger struct_size (fields appended).
 const nxrt_host_services* host_table_newer();
 // A truncated table: struct_size stops before ctx_run_id; the fields past it
@@ -195,8 +200,9 @@ class Plugin {
   }
   // Releases an instance from negotiate_raw (its table's shutdown).
   static void shutdown_raw(const NegotiateResult& r);
-  // Standard negotiation (2.0, full table). Fills api() and instance(); returns "" or why it failed.
-  std::string negotiate();
+  // Standard negotiation (2.<minor>, full table; 2.0 unless a check asks for a
+  // later minor). Fills api() and instance(); returns "" or why it failed.
+  std::string negotiate(uint32_t minor = kHostMinor);
   void shutdown();
   // Drops the instance without shutting it down (it is another Plugin's).
   void forget() {
@@ -209,6 +215,8 @@ class Plugin {
   uint32_t api_struct_size() const { return api_size_; }
   uint64_t features() const { return features_; }          // masked by the agreed minor
   uint64_t raw_features() const { return raw_features_; }  // as the plugin answered
+  uint32_t offered_minor() const { return offered_minor_; }
+  uint32_t agreed_minor() const { return reply_.abi_minor; }
   const nxrt_negotiate_reply& reply() const { return reply_; }
   bool negotiated() const { return negotiated_; }
   nxrt_ep_negotiate_fn entry() const { return fn_; }
@@ -223,6 +231,7 @@ class Plugin {
   nxrt_plugin* instance_ = nullptr;
   uint32_t api_size_ = 0;
   uint64_t features_ = 0, raw_features_ = 0;
+  uint32_t offered_minor_ = kHostMinor;
   nxrt_negotiate_reply reply_{};
   bool negotiated_ = false;
 };

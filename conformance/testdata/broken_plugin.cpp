@@ -1,7 +1,8 @@
 // Test plugins for nxrt-conformance. Built without a BROKEN_* switch this is
 // a small, well-behaved plugin ("conftest_good": float32 Add and Relu on the
-// host, synchronous streams); each BROKEN_* switch breaks exactly one rule so
-// the conformance runner can be shown to catch it and name it.
+// host, synchronous streams, and the SDK's 2.1 host-memory interop: native
+// handles, an external allocator, memory stats); each BROKEN_* switch breaks
+// exactly one rule so the conformance runner can be shown to catch it and name it.
 #include <nxrt_sdk/sdk.hpp>
 
 #include <chrono>
@@ -102,6 +103,26 @@ class RefSession : public HostMemorySession {
   std::unique_ptr<Kernel> create_kernel(const Graph& sub) override { return registry().create(sub, *this); }
   std::unique_ptr<Stream> create_stream() override { return std::make_unique<SyncStream>(); }
   std::unique_ptr<Event> create_event() override { return std::make_unique<SyncEvent>(); }
+#ifdef BROKEN_STATS_NO_COPIES
+  // The copies happen, but session_stats never hears of them.
+  void copy(std::span<const nxrt_copy_region> regions, Stream*) override {
+    for (auto& r : regions)
+      if (r.bytes)
+        std::memmove(static_cast<char*>(r.dst) + r.dst_offset, static_cast<const char*>(r.src) + r.src_offset, r.bytes);
+  }
+#endif
+#ifdef BROKEN_HANDLE_ZERO
+  // Every native handle it gives is 0.
+  nxrt_native_handle native_handle(nxrt_native_object what, const void* memory, Stream* stream) override {
+    nxrt_native_handle h = HostMemorySession::native_handle(what, memory, stream);
+    h.handle = 0;
+    return h;
+  }
+#endif
+#ifdef BROKEN_ALLOCATOR_BYPASS
+  // Accepts the caller's allocator and never uses it.
+  void set_allocator(const nxrt_device_allocator&) override {}
+#endif
 };
 
 class RefPlugin : public Plugin {
@@ -109,7 +130,7 @@ class RefPlugin : public Plugin {
   const char* name() const override { return CONFTEST_NAME; }
   const char* version() const override { return "0.1.0"; }
   uint64_t features() const override {
-    return NXRT_FEATURE_STREAMS | NXRT_FEATURE_CONCURRENT_RUN | NXRT_FEATURE_RUN_HOOKS;
+    return NXRT_FEATURE_STREAMS | NXRT_FEATURE_CONCURRENT_RUN | NXRT_FEATURE_RUN_HOOKS | kHostMemoryFeatures;
   }
   uint32_t device_count() override { return 1; }
   DeviceDescription describe_device(uint32_t) override {
@@ -172,6 +193,19 @@ nxrt_status* blank_kernel_create(nxrt_ep_session* s, const nxrt_graph* g, nxrt_k
 }
 #endif
 
+#ifdef BROKEN_HANDLE_OVERRUN
+// Fills the whole nxrt_native_handle whatever the caller's struct_size.
+nxrt_status* overrun_native_handle(nxrt_ep_session* s, nxrt_native_object what, const void* object, nxrt_native_handle* out) {
+  if (!out) return Entry::native_handle(s, what, object, out);
+  nxrt_native_handle full{};
+  full.struct_size = sizeof full;
+  nxrt_status* st = Entry::native_handle(s, what, object, &full);
+  if (st) return st;
+  std::memcpy(static_cast<void*>(out), &full, sizeof full);
+  return nullptr;
+}
+#endif
+
 // The table handed out: the SDK's, patched by the BROKEN_* switches. Built once
 // and immutable, like every table (the same for every instance).
 [[maybe_unused]] const nxrt_plugin_api* patched_table(const nxrt_plugin_api* sdk) {
@@ -182,6 +216,12 @@ nxrt_status* blank_kernel_create(nxrt_ep_session* s, const nxrt_graph* g, nxrt_k
 #endif
 #ifdef BROKEN_THROWS
     a.get_capability = throwing_capability;
+#endif
+#ifdef BROKEN_HANDLE_OVERRUN
+    a.native_handle = overrun_native_handle;
+#endif
+#ifdef BROKEN_NULL_SESSION_STATS
+    a.session_stats = nullptr;  // NXRT_FEATURE_MEMORY_STATS stays declared
 #endif
 #ifdef BROKEN_PHANTOM_CLAIM
     a.get_capability = phantom_capability;

@@ -148,7 +148,7 @@ class HostMemorySession : public Session {
       }
       counters_.reserve(h.size);
       std::lock_guard lock(mu_);
-      sizes_[p] = h;
+      held_[p] = {h, rounded};
     } else {
       p = std::aligned_alloc(alignment, rounded);
       if (!p) fail(NXRT_OUT_OF_MEMORY, "cannot allocate {} bytes", bytes);
@@ -159,23 +159,24 @@ class HostMemorySession : public Session {
       h.size = rounded;
       counters_.reserve(rounded);
       std::lock_guard lock(mu_);
-      sizes_[p] = h;
+      held_[p] = {h, rounded};
     }
     counters_.alloc(rounded);
     return p;
   }
   void free(nxrt_memory_kind, void* handle) override {
     if (!handle) return;
-    nxrt_native_handle h{};
+    Held held;
     {
       std::lock_guard lock(mu_);
-      auto it = sizes_.find(handle);
-      if (it == sizes_.end()) return;  // not ours: ignore rather than corrupt the heap
-      h = it->second;
-      sizes_.erase(it);
+      auto it = held_.find(handle);
+      if (it == held_.end()) return;  // not ours: ignore rather than corrupt the heap
+      held = it->second;
+      held_.erase(it);
     }
-    counters_.free(h.size);
-    counters_.unreserve(h.size);
+    const nxrt_native_handle& h = held.native;
+    counters_.free(held.bytes);     // what alloc counted as in use
+    counters_.unreserve(h.size);    // what the allocator actually holds (may be more)
     if (external_.active()) external_.release(h);
     else std::free(handle);
   }
@@ -190,13 +191,13 @@ class HostMemorySession : public Session {
   nxrt_native_handle native_handle(nxrt_native_object what, const void* memory, Stream*) override {
     if (what != NXRT_NATIVE_OBJECT_MEMORY) fail(NXRT_UNSUPPORTED, "a host-memory device has no native handle for object kind {}", what);
     std::lock_guard lock(mu_);
-    auto it = sizes_.find(const_cast<void*>(memory));
-    if (it == sizes_.end()) fail(NXRT_INVALID_ARGUMENT, "native_handle: {} is not memory of this session", memory);
-    return it->second;
+    auto it = held_.find(const_cast<void*>(memory));
+    if (it == held_.end()) fail(NXRT_INVALID_ARGUMENT, "native_handle: {} is not memory of this session", memory);
+    return it->second.native;
   }
   void set_allocator(const nxrt_device_allocator& a) override {
     std::lock_guard lock(mu_);
-    if (!sizes_.empty()) fail(NXRT_INVALID_ARGUMENT, "set_allocator after the session allocated memory");
+    if (!held_.empty()) fail(NXRT_INVALID_ARGUMENT, "set_allocator after the session allocated memory");
     external_.set(a);
   }
   nxrt_memory_stats memory_stats() override { return counters_.stats(); }
@@ -213,8 +214,12 @@ class HostMemorySession : public Session {
   MemoryCounters& counters() { return counters_; }
 
  private:
+  struct Held {
+    nxrt_native_handle native;  // as allocated (size: what the allocator holds)
+    uint64_t bytes = 0;         // counted as in use
+  };
   std::mutex mu_;
-  std::map<void*, nxrt_native_handle> sizes_;
+  std::map<void*, Held> held_;
   MemoryCounters counters_;
   ExternalAllocator external_;
 };
