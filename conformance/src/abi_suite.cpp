@@ -655,7 +655,8 @@ const std::vector<FeatureGroup>& feature_groups_2_1() {
       {NXRT_FEATURE_NATIVE_HANDLES, "NXRT_FEATURE_NATIVE_HANDLES", {NXRT_CONF_FN(native_handle)}},
       {NXRT_FEATURE_STREAM_IMPORT, "NXRT_FEATURE_STREAM_IMPORT", {NXRT_CONF_FN(stream_import)}},
       {NXRT_FEATURE_EXTERNAL_ALLOCATOR, "NXRT_FEATURE_EXTERNAL_ALLOCATOR", {NXRT_CONF_FN(session_set_allocator)}},
-      {NXRT_FEATURE_MEMORY_STATS, "NXRT_FEATURE_MEMORY_STATS", {NXRT_CONF_FN(session_stats)}}};
+      {NXRT_FEATURE_MEMORY_STATS, "NXRT_FEATURE_MEMORY_STATS", {NXRT_CONF_FN(session_stats)}},
+      {NXRT_FEATURE_PEER_COPY, "NXRT_FEATURE_PEER_COPY", {NXRT_CONF_FN(copy_peer)}}};
   return g;
 }
 #undef NXRT_CONF_FN
@@ -712,7 +713,8 @@ Record api_feature_functions(const Config& c) {
                   "gives the imported stream's completion point)");
     d += "; at 2." + std::to_string(p21->agreed_minor()) + ": native_handles=" + b2s(f1 & NXRT_FEATURE_NATIVE_HANDLES) +
          " stream_import=" + b2s(f1 & NXRT_FEATURE_STREAM_IMPORT) + " external_allocator=" +
-         b2s(f1 & NXRT_FEATURE_EXTERNAL_ALLOCATOR) + " memory_stats=" + b2s(f1 & NXRT_FEATURE_MEMORY_STATS);
+         b2s(f1 & NXRT_FEATURE_EXTERNAL_ALLOCATOR) + " memory_stats=" + b2s(f1 & NXRT_FEATURE_MEMORY_STATS) +
+         " peer_copy=" + b2s(f1 & NXRT_FEATURE_PEER_COPY);
     return pass(d);
   });
 }

@@ -100,6 +100,7 @@ std::optional<Record> load_21(Env& env, uint64_t need) {
       {NXRT_FEATURE_EXTERNAL_ALLOCATOR, "NXRT_FEATURE_EXTERNAL_ALLOCATOR",
        reinterpret_cast<const void*>(a.session_set_allocator), "session_set_allocator"},
       {NXRT_FEATURE_MEMORY_STATS, "NXRT_FEATURE_MEMORY_STATS", reinterpret_cast<const void*>(a.session_stats), "session_stats"},
+      {NXRT_FEATURE_PEER_COPY, "NXRT_FEATURE_PEER_COPY", reinterpret_cast<const void*>(a.copy_peer), "copy_peer"},
       {NXRT_FEATURE_STREAMS, "NXRT_FEATURE_STREAMS", reinterpret_cast<const void*>(a.stream_create), "stream_create"}};
   for (auto& b : bits) {
     if (!(need & b.bit)) continue;
@@ -1263,6 +1264,70 @@ Record import_vulkan_timeline(const Config& c) {
 
 }  // namespace
 
+// ------------------------------------------------------------ peer copy
+
+// Two sessions of one instance: bytes uploaded to the first arrive in the second through
+// copy_peer alone (or it says UNSUPPORTED for the pair); a region that is not device to
+// device is refused with a status.
+Record peer_copy(const Config& c) {
+  Env env(c);
+  if (auto r = session_21(env, NXRT_FEATURE_PEER_COPY)) return *r;
+  Session second(*env.p, c.device);
+  second.set_host_addressable(env.info.host_addressable != 0);
+  if (Result st = second.create(); !st.ok) return fail(ok_or(st, "a second session_create"));
+  const size_t n = 65536 + 12;
+  auto data = pattern(n, 31);
+  void *a = nullptr, *b = nullptr;
+  Result r = env.s->upload(data.data(), n, &a);
+  if (!r.ok) return fail(ok_or(r, "uploading to the first session"));
+  std::vector<uint8_t> zeros(n, 0);
+  r = second.upload(zeros.data(), n, &b);
+  if (!r.ok) {
+    env.s->free(a);
+    return fail(ok_or(r, "uploading to the second session"));
+  }
+  auto region = [&](nxrt_memory_kind sk, nxrt_memory_kind dk, uint64_t so, uint64_t doff, uint64_t bytes) {
+    nxrt_copy_region x{};
+    x.struct_size = sizeof x;
+    x.src_memory = sk;
+    x.src = a;
+    x.src_offset = so;
+    x.dst_memory = dk;
+    x.dst = b;
+    x.dst_offset = doff;
+    x.bytes = bytes;
+    return x;
+  };
+  std::string e;
+  const nxrt_copy_region whole = region(NXRT_MEMORY_DEVICE, NXRT_MEMORY_DEVICE, 0, 0, n);
+  const nxrt_copy_region* wp = &whole;
+  Result cr;
+  {
+    Phase ph("copy_peer");
+    cr = take(env.p->api().copy_peer(second.raw(), env.s->raw(), &wp, 1, nullptr));
+  }
+  bool unsupported = !cr.ok && cr.code == NXRT_UNSUPPORTED;
+  if (!cr.ok && !unsupported) e = ok_or(cr, "copy_peer of " + u64(n) + " bytes");
+  std::vector<uint8_t> back(n);
+  if (e.empty() && !unsupported) {
+    Result dr = second.download(b, 0, back.data(), n);
+    if (!dr.ok) e = ok_or(dr, "downloading from the second session");
+    else if (back != data) e = "copy_peer: the second session's buffer does not hold the first one's bytes";
+  }
+  if (e.empty()) {  // a host region is not a peer copy: a status, never a crash
+    const nxrt_copy_region bad = region(NXRT_MEMORY_HOST, NXRT_MEMORY_DEVICE, 0, 0, 16);
+    const nxrt_copy_region* bp = &bad;
+    Phase ph("copy_peer");
+    Result br = take(env.p->api().copy_peer(second.raw(), env.s->raw(), &bp, 1, nullptr));
+    if (br.ok) e = "copy_peer accepted a region whose source is HOST memory (it copies DEVICE to DEVICE only)";
+  }
+  env.s->free(a);
+  second.free(b);
+  if (!e.empty()) return fail(e);
+  return pass(unsupported ? "UNSUPPORTED for two sessions on one device (the host stages)"
+                          : u64(n) + " bytes between two sessions, bytes equal; a HOST region refused");
+}
+
 std::vector<Item> interop_items(const Config& cfg) {
   std::vector<Item> items;
   auto add = [&](std::string name, std::function<Record(const Config&)> f) {
@@ -1282,6 +1347,7 @@ std::vector<Item> interop_items(const Config& cfg) {
   add("external_allocator.rounded_sizes", stats_external_sizes);
   add("stream_import.foreign_handle", import_foreign);
   add("stream_import.vulkan_timeline", import_vulkan_timeline);
+  add("peer_copy.two_sessions", peer_copy);
   return items;
 }
 
