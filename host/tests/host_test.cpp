@@ -294,19 +294,24 @@ TEST_CASE("registry: a plugin refusing negotiation is reported, not loaded") {
   CHECK(entries[0].error == err);
 }
 
-TEST_CASE("device path: groups on an opaque-memory device, copies and deferred streams") {
-  Env env;
-  auto devmem = test_plugin(env, "devmem");
-  auto cpu = plugin(env, "libnxrt_ep_cpu.so");
+// x -> Relu -> Mul -> Sigmoid (devmem lacks it: the CPU plugin runs it) -> Relu -> Mul -> y.
+std::shared_ptr<nxrt_model_ir> devmem_cpu_model() {
   ModelBuilder b;
   b.io(true, "x", {2, 4});
   b.node("Relu", {"x"}, {"r"});
   b.node("Mul", {"r", "x"}, {"m"});
-  b.node("Sigmoid", {"m"}, {"s"});  // devmem lacks it: the CPU plugin runs it
+  b.node("Sigmoid", {"m"}, {"s"});
   b.node("Relu", {"s"}, {"r2"});
   b.node("Mul", {"r2", "s"}, {"y"});
   b.io(false, "y", {2, 4});
-  auto s = make_session(b.load(), {devmem, cpu});
+  return b.load();
+}
+
+TEST_CASE("device path: groups on an opaque-memory device, copies and deferred streams") {
+  Env env;
+  auto devmem = test_plugin(env, "devmem");
+  auto cpu = plugin(env, "libnxrt_ep_cpu.so");
+  auto s = make_session(devmem_cpu_model(), {devmem, cpu});
   CHECK(s->assignments()[0].ep == 0);
   CHECK(s->assignments()[1].ep == 0);
   CHECK(s->assignments()[2].ep == 1);
@@ -327,15 +332,7 @@ TEST_CASE("device path: the host waits on events only where it reads device resu
   Env env;
   auto devmem = test_plugin(env, "devmem");
   auto cpu = plugin(env, "libnxrt_ep_cpu.so");
-  ModelBuilder b;
-  b.io(true, "x", {2, 4});
-  b.node("Relu", {"x"}, {"r"});
-  b.node("Mul", {"r", "x"}, {"m"});
-  b.node("Sigmoid", {"m"}, {"s"});  // cpu: reads m on the host
-  b.node("Relu", {"s"}, {"r2"});
-  b.node("Mul", {"r2", "s"}, {"y"});
-  b.io(false, "y", {2, 4});
-  auto s = make_session(b.load(), {devmem, cpu});
+  auto s = make_session(devmem_cpu_model(), {devmem, cpu});  // the CPU's Sigmoid reads m on the host
   s->start_profiling();
   run(*s, {-2, -1, 0, 1, 2, 3, -4, 5}, {2, 4});
   const std::string trace = temp_path("events_trace.json");
