@@ -93,10 +93,15 @@ struct nxrt_device_tensor {
 
 struct nxrt_device_stream {
   std::shared_ptr<nxrt::EpInstance> ep;
-  const nxrt::Session* session = nullptr;
+  nxrt::Session* session = nullptr;
+  std::weak_ptr<const char> session_alive;
   nxrt_stream* stream = nullptr;
   ~nxrt_device_stream() {
-    if (stream) ep->lib->api().stream_release(stream);
+    if (!stream) return;
+    // Runs that returned without waiting for this stream are settled first, so no event
+    // of the session refers to it (or to the caller's semaphore behind it) afterwards.
+    if (session_alive.lock()) session->settle_stream(stream);
+    ep->lib->api().stream_release(stream);
   }
 };
 
@@ -544,6 +549,7 @@ nxrt_error* nxrt_session_stream_create(nxrt_session* s, const char* ep, nxrt_dev
     auto st = std::make_unique<nxrt_device_stream>();
     st->ep = s->impl->eps()[size_t(e)];
     st->session = s->impl.get();
+    st->session_alive = s->impl->alive_token();
     require_feature(*st->ep, NXRT_FEATURE_STREAMS, "streams");
     nxrt::check_plugin(*st->ep->lib, nxrt::guarded(st->ep->lib->name(), "stream_create", [&] {
                          return st->ep->lib->api().stream_create(st->ep->session, &st->stream);
@@ -562,6 +568,7 @@ nxrt_error* nxrt_session_stream_import(nxrt_session* s, const char* ep, const nx
     auto st = std::make_unique<nxrt_device_stream>();
     st->ep = s->impl->eps()[size_t(e)];
     st->session = s->impl.get();
+    st->session_alive = s->impl->alive_token();
     require_feature(*st->ep, NXRT_FEATURE_STREAM_IMPORT, "stream-import");
     nxrt::check_plugin(*st->ep->lib, nxrt::guarded(st->ep->lib->name(), "stream_import", [&] {
                          return st->ep->lib->api().stream_import(st->ep->session, native, &st->stream);

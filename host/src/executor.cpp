@@ -296,6 +296,7 @@ std::unique_ptr<RunState> make_run_state(Session& s, const std::vector<uint64_t>
   rs->state.resize(s.slots().size());
   rs->pending.assign(s.eps().size(), nullptr);
   rs->pending_set.assign(s.eps().size(), 0);
+  rs->pending_stream.assign(s.eps().size(), nullptr);
   rs->events.resize(s.eps().size());
   return rs;
 }
@@ -342,6 +343,17 @@ std::unique_ptr<RunState> Session::acquire_run_state() {
     }
   }
   return make_run_state(*this, arena_bytes_);
+}
+
+void Session::settle_stream(nxrt_stream* stream) {
+  std::lock_guard lock(pool_mu_);
+  for (auto& rs : pool_)
+    for (size_t e = 0; e < rs->pending.size(); ++e)
+      if (rs->pending_set[e] && rs->pending_stream[e] == stream) {
+        release_status(eps_[e]->lib->api().event_synchronize(rs->pending[e]));
+        rs->pending_set[e] = 0;
+        rs->pending_stream[e] = nullptr;
+      }
 }
 
 void Session::release_run_state(std::unique_ptr<RunState> rs) {
@@ -563,6 +575,7 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
         if (!st) st = api.event_record(rs->pending[e], streams[e]);
         if (!st) {
           rs->pending_set[e] = 1;
+          rs->pending_stream[e] = streams[e];
           continue;
         }
         release_status(st);  // could not record: wait instead

@@ -37,6 +37,7 @@ struct RunState {
   // for; the next run on this state orders its work for that EP after it.
   std::vector<nxrt_event*> pending;
   std::vector<char> pending_set;
+  std::vector<nxrt_stream*> pending_stream;  // the caller's stream each was recorded on
   // Per EP: events for ordering inside a run (downloads the host waits for later,
   // uploads whose host source must stay unchanged), reused from run to run.
   std::vector<std::vector<nxrt_event*>> events;

@@ -152,6 +152,11 @@ class Session {
                  uint64_t* run_id, const CallerStream* stream);
   // Index of `ep` in eps(), -1 if it is not this session's.
   int ep_index(const EpInstance* ep) const;
+  // A caller's stream is going away: runs that returned without waiting for it are waited
+  // for now, so nothing later touches the stream's (or its native semaphore's) state.
+  void settle_stream(nxrt_stream* stream);
+  // Expires when the session is destroyed (streams and tensors may outlive it).
+  std::weak_ptr<const char> alive_token() const { return alive_; }
 
   const nxrt_model_ir& model() const { return *model_; }
   const std::vector<std::shared_ptr<EpInstance>>& eps() const { return eps_; }
@@ -208,6 +213,7 @@ class Session {
   std::shared_ptr<Profiler> profiler_;
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<RunState>> pool_;
+  std::shared_ptr<const char> alive_ = std::make_shared<const char>(0);
 };
 
 }  // namespace nxrt

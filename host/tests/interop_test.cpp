@@ -186,6 +186,16 @@ TEST_CASE("caller stream (devmem): a device-resident run returns without waiting
   // used: it is ordered after it and correct.
   nxrt_host_tensor in{"x", 1, 2, dims.data(), kX.data()};
   CHECK(host_floats(s.run({in})[0]) == kY);
+  // Released with a run still queued on it: the release waits for that run, and the
+  // session never touches the stream again.
+  {
+    nxrt::DeviceStream other = s.create_stream("devmem");
+    y.upload(sentinel.data(), 24);
+    s.run(b, &other);
+    CHECK(y.download<float>() == sentinel);
+  }
+  CHECK(y.download<float>() == kY);
+  CHECK(host_floats(s.run({in})[0]) == kY);
 }
 
 TEST_CASE("memory cap (devmem): going over it is RESOURCE_EXHAUSTED; a smaller input then runs") {

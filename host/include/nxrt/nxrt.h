@@ -295,7 +295,9 @@ NXRT_API nxrt_error* nxrt_device_tensor_native(const nxrt_device_tensor* t, nxrt
 
 /* Streams of an EP session: create one, or import the caller's native one (Vulkan: a
  * timeline semaphore on the session's VkDevice, and the point the stream's first work
- * waits for; CUDA: a cudaStream_t). Streams keep their EP session alive. */
+ * waits for; CUDA: a cudaStream_t). Streams keep their EP session alive. Releasing a stream
+ * waits for the runs that returned without waiting for it (so release it once its work can
+ * complete); after that nothing of nxrt refers to it or to the caller's native object. */
 typedef struct nxrt_device_stream nxrt_device_stream;
 NXRT_API nxrt_error* nxrt_session_stream_create(nxrt_session* s, const char* ep, nxrt_device_stream** out);
 NXRT_API nxrt_error* nxrt_session_stream_import(nxrt_session* s, const char* ep, const nxrt_native_handle* native,
