@@ -12,6 +12,7 @@
 #include <nxrt_ep.h>
 
 #include <cstring>
+#include <functional>
 
 struct nxrt_error {
   nxrt_error_code code;
@@ -424,26 +425,33 @@ void fill_native(nxrt_native_handle* out, const nxrt_native_handle& h) {
   out->struct_size = size;
 }
 
-size_t output_index(const nxrt_session* s, const char* name) {
-  if (!name) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "output name is NULL");
-  const auto& outs = s->impl->model().outputs;
+// Index of the graph input or output `name` ("input" or "output": which list), or an
+// error naming the model's.
+size_t io_index(const std::vector<nxrt_value*>& values, const char* name, const char* what) {
+  if (!name) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "{} name is NULL", what);
   std::string names;
-  for (size_t k = 0; k < outs.size(); ++k) {
-    if (outs[k]->name == name) return k;
-    names += (names.empty() ? "" : ", ") + outs[k]->name;
+  for (size_t k = 0; k < values.size(); ++k) {
+    if (values[k]->name == name) return k;
+    names += (names.empty() ? "" : ", ") + values[k]->name;
   }
-  nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "the model has no output named '{}' (its outputs: {})", name, names);
+  nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "the model has no {} named '{}' (its {}s: {})", what, name, what, names);
 }
+size_t input_index(const nxrt_session* s, const char* name) { return io_index(s->impl->model().inputs, name, "input"); }
+size_t output_index(const nxrt_session* s, const char* name) { return io_index(s->impl->model().outputs, name, "output"); }
 
-size_t input_index(const nxrt_session* s, const char* name) {
-  if (!name) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "input name is NULL");
-  const auto& ins = s->impl->model().inputs;
-  std::string names;
-  for (size_t k = 0; k < ins.size(); ++k) {
-    if (ins[k]->name == name) return k;
-    names += (names.empty() ? "" : ", ") + ins[k]->name;
-  }
-  nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "the model has no input named '{}' (its inputs: {})", name, names);
+// A stream object for EP `ep` of the session, its plugin stream made by `make` once the
+// EP is found to have `feature`.
+nxrt_device_stream* new_stream(nxrt_session* s, const char* ep, uint64_t feature, const char* feature_name,
+                               const std::function<void(const nxrt::EpInstance&, nxrt_stream**)>& make) {
+  const int e = find_ep(s, ep);
+  auto st = std::make_unique<nxrt_device_stream>();
+  st->ep = s->impl->eps()[size_t(e)];
+  st->session = s->impl.get();
+  st->session_alive = s->impl->alive_token();
+  require_feature(*st->ep, feature, feature_name);
+  make(*st->ep, &st->stream);
+  if (!st->stream) nxrt::raise(NXRT_ERR_PLUGIN, "plugin '{}' returned no stream", st->ep->lib->name());
+  return st.release();
 }
 
 }  // namespace
@@ -545,18 +553,10 @@ nxrt_error* nxrt_session_stream_create(nxrt_session* s, const char* ep, nxrt_dev
   return wrap([&] {
     if (!out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = nullptr;
-    const int e = find_ep(s, ep);
-    auto st = std::make_unique<nxrt_device_stream>();
-    st->ep = s->impl->eps()[size_t(e)];
-    st->session = s->impl.get();
-    st->session_alive = s->impl->alive_token();
-    require_feature(*st->ep, NXRT_FEATURE_STREAMS, "streams");
-    nxrt::check_plugin(*st->ep->lib, nxrt::guarded(st->ep->lib->name(), "stream_create", [&] {
-                         return st->ep->lib->api().stream_create(st->ep->session, &st->stream);
-                       }),
-                       "creating a stream");
-    if (!st->stream) nxrt::raise(NXRT_ERR_PLUGIN, "plugin '{}' returned no stream", st->ep->lib->name());
-    *out = st.release();
+    *out = new_stream(s, ep, NXRT_FEATURE_STREAMS, "streams", [](const nxrt::EpInstance& e, nxrt_stream** st) {
+      nxrt::check_plugin(*e.lib, nxrt::guarded(e.lib->name(), "stream_create", [&] { return e.lib->api().stream_create(e.session, st); }),
+                         "creating a stream");
+    });
   });
 }
 
@@ -564,18 +564,11 @@ nxrt_error* nxrt_session_stream_import(nxrt_session* s, const char* ep, const nx
   return wrap([&] {
     if (!out || !native) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "native or out is NULL");
     *out = nullptr;
-    const int e = find_ep(s, ep);
-    auto st = std::make_unique<nxrt_device_stream>();
-    st->ep = s->impl->eps()[size_t(e)];
-    st->session = s->impl.get();
-    st->session_alive = s->impl->alive_token();
-    require_feature(*st->ep, NXRT_FEATURE_STREAM_IMPORT, "stream-import");
-    nxrt::check_plugin(*st->ep->lib, nxrt::guarded(st->ep->lib->name(), "stream_import", [&] {
-                         return st->ep->lib->api().stream_import(st->ep->session, native, &st->stream);
-                       }),
-                       "importing a stream", /*user_input=*/true);
-    if (!st->stream) nxrt::raise(NXRT_ERR_PLUGIN, "plugin '{}' returned no stream", st->ep->lib->name());
-    *out = st.release();
+    *out = new_stream(s, ep, NXRT_FEATURE_STREAM_IMPORT, "stream-import", [&](const nxrt::EpInstance& e, nxrt_stream** st) {
+      nxrt::check_plugin(*e.lib,
+                         nxrt::guarded(e.lib->name(), "stream_import", [&] { return e.lib->api().stream_import(e.session, native, st); }),
+                         "importing a stream", /*user_input=*/true);
+    });
   });
 }
 

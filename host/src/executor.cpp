@@ -81,7 +81,6 @@ void bind_slot(const Session& s, RunState& rs, int id, const std::vector<int64_t
   } else {
     EpInstance& ep = *s.eps()[size_t(slot.ep)];
     void* h = ep.alloc_device(bytes, fmt::format("allocating {} bytes for '{}'", bytes, slot.value->name));
-    rs.dynamic_eps.insert(slot.ep);
     rs.device_dynamic.emplace_back(slot.ep, h);
     st.handle = h;
     st.offset = 0;
@@ -264,18 +263,10 @@ std::unique_ptr<RunState> make_run_state(Session& s, const std::vector<uint64_t>
     for (size_t loc = 0; loc < arena_bytes.size(); ++loc) {
       if (arena_bytes[loc] == 0) continue;
       if (loc == 0) {
-        if (s.pinned_ep() >= 0) {  // pinned when the plugin offers it, else plain host memory
-          EpInstance& ep = *s.eps()[size_t(s.pinned_ep())];
-          void* h = nullptr;
-          nxrt_status* st = guarded(ep.lib->name(), "memory_alloc", [&] {
-            return ep.lib->api().memory_alloc(ep.session, NXRT_MEMORY_HOST_PINNED, arena_bytes[0], NXRT_TENSOR_ALIGNMENT, &h);
-          });
-          release_status(st);
-          if (!st && h) {
-            rs->arenas[0] = h;
-            rs->pinned_arena_ep = s.pinned_ep();
-            continue;
-          }
+        // Pinned when the plugin offers it, else plain host memory.
+        if (s.pinned_ep() >= 0 && (rs->arenas[0] = s.eps()[size_t(s.pinned_ep())]->alloc_pinned(arena_bytes[0]))) {
+          rs->pinned_arena_ep = s.pinned_ep();
+          continue;
         }
         rs->arenas[0] = host_alloc(arena_bytes[0]);
         continue;
@@ -322,8 +313,7 @@ void free_run_state(Session& s, RunState& rs) {
   for (size_t loc = 0; loc < rs.arenas.size(); ++loc) {
     if (!rs.arenas[loc]) continue;
     if (loc == 0 && rs.pinned_arena_ep >= 0) {
-      const EpInstance& ep = *s.eps()[size_t(rs.pinned_arena_ep)];
-      ep.lib->api().memory_free(ep.session, NXRT_MEMORY_HOST_PINNED, rs.arenas[0]);
+      s.eps()[size_t(rs.pinned_arena_ep)]->free_pinned(rs.arenas[0]);
     } else if (loc == 0) {
       std::free(rs.arenas[0]);
     } else
@@ -362,7 +352,6 @@ void Session::release_run_state(std::unique_ptr<RunState> rs) {
   rs->cancel = nullptr;
   rs->output_override.clear();
   rs->bound_outputs = nullptr;
-  rs->dynamic_eps.clear();
   std::lock_guard lock(pool_mu_);
   pool_.push_back(std::move(rs));
 }
@@ -407,7 +396,7 @@ std::vector<BoundInput> Session::resolve_inputs(const std::vector<BoundInput>& i
       if (!ok) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' has shape {} but the model expects {}", t.name, shape_str(t.dims), shape_str(v.dims));
     }
     if (t.device) {
-      if (std::find(eps_.begin(), eps_.end(), t.device->ep) == eps_.end())
+      if (ep_index(t.device->ep.get()) < 0)
         raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' is a device tensor of another session (EP '{}')", t.name, t.device->ep->lib->name());
     } else if (!t.host && element_count(t.dims) > 0) {
       raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' has no data", t.name);
@@ -569,7 +558,9 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
       // A caller's stream with nothing of this run on the host side is left running:
       // the caller waits for it (natively or nxrt_device_stream_synchronize). The state's
       // arenas are then in use until an event recorded on it completes.
-      if (caller && int(e) == caller->ep && ok && !prof && !host_transfer[e] && !rs->dynamic_eps.count(int(e))) {
+      const bool allocated = std::any_of(rs->device_dynamic.begin(), rs->device_dynamic.end(),
+                                         [&](const auto& d) { return d.first == int(e); });
+      if (caller && int(e) == caller->ep && ok && !prof && !host_transfer[e] && !allocated) {
         nxrt_status* st = nullptr;
         if (!rs->pending[e]) st = api.event_create(eps_[e]->session, &rs->pending[e]);
         if (!st) st = api.event_record(rs->pending[e], streams[e]);
@@ -626,23 +617,13 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
     if (ok && !end_error.empty()) raise(NXRT_ERR_PLUGIN, "{}", end_error);
   };
 
-  // Synchronous copy of `bytes` between host memory and a device tensor (bindings).
-  auto step_copy = [&](int e, nxrt_memory_kind src_kind, const void* src, uint64_t src_off, nxrt_memory_kind dst_kind, void* dst,
-                       uint64_t dst_off, uint64_t bytes, const std::string& what) {
-    if (!bytes) return;
+  // A copy between host memory and a device tensor (bindings), on EP e's stream of this
+  // run and waited for.
+  auto sync_copy = [&](int e, const nxrt_copy_region& r, const std::string& what) {
+    if (!r.bytes) return;
     EpInstance& ep = *eps_[size_t(e)];
-    nxrt_copy_region r{};
-    r.struct_size = sizeof r;
-    r.src_memory = src_kind;
-    r.src = src;
-    r.src_offset = src_off;
-    r.dst_memory = dst_kind;
-    r.dst = dst;
-    r.dst_offset = dst_off;
-    r.bytes = bytes;
-    const nxrt_copy_region* region = &r;
     nxrt_stream* stream = streams[size_t(e)];
-    check_plugin(*ep.lib, guarded(ep.lib->name(), "copy", [&] { return ep.lib->api().copy(ep.session, &region, 1, stream); }), what);
+    ep.copy(r, stream, what);
     if (stream)
       check_plugin(*ep.lib, guarded(ep.lib->name(), "stream_synchronize", [&] { return ep.lib->api().stream_synchronize(stream); }), what);
     host_transfer[size_t(e)] = 1;
@@ -701,7 +682,7 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
         const int e = ep_index(d.ep.get());
         void* h = host_alloc(d.bytes);
         rs->host_dynamic.push_back(h);
-        step_copy(e, NXRT_MEMORY_DEVICE, d.handle, d.offset, NXRT_MEMORY_HOST, h, 0, d.bytes,
+        sync_copy(e, copy_region(NXRT_MEMORY_DEVICE, d.handle, d.offset, NXRT_MEMORY_HOST, h, 0, d.bytes),
                   fmt::format("downloading device input '{}'", t.name));
         st.handle = h;
         st.offset = 0;
@@ -772,25 +753,16 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
         std::vector<int64_t> d = *dims;
         bind_slot(*this, *rs, dst, d, dtype);
         const SlotState& ds = rs->state[size_t(dst)];
-        nxrt_copy_region r{};
-        r.struct_size = sizeof r;
         // Host values in a pinned arena are that plugin's HOST_PINNED memory.
         auto kind = [&](int id, void* handle) -> nxrt_memory_kind {
           if (slots_[size_t(id)].location != 0) return NXRT_MEMORY_DEVICE;
           return rs->pinned_arena_ep == step.ep && handle == rs->arenas[0] ? NXRT_MEMORY_HOST_PINNED : NXRT_MEMORY_HOST;
         };
-        r.src_memory = kind(src, h);
-        r.src = h;
-        r.src_offset = off;
-        r.dst_memory = kind(dst, ds.handle);
-        r.dst = ds.handle;
-        r.dst_offset = ds.offset;
-        r.bytes = uint64_t(element_count(d)) * dtype_size(dtype);
-        const nxrt_copy_region* region = &r;
+        const nxrt_copy_region r = copy_region(kind(src, h), h, off, kind(dst, ds.handle), ds.handle, ds.offset,
+                                               uint64_t(element_count(d)) * dtype_size(dtype));
         nxrt_stream* stream = streams[size_t(step.ep)];
         if (slots_[size_t(src)].location == 0 || slots_[size_t(dst)].location == 0) host_transfer[size_t(step.ep)] = 1;
-        if (r.bytes)
-          check_plugin(*ep.lib, guarded(ep.lib->name(), "copy", [&] { return api.copy(ep.session, &region, 1, stream); }), step.label);
+        ep.copy(r, stream, step.label);
         // A download is ordered on the stream; its event says when the host may read it.
         if (stream && r.bytes && slots_[size_t(dst)].location == 0) {
           Pending p{step.ep, next_event(step.ep)};
@@ -861,7 +833,8 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
               dtype_name(src.dtype), shape_str(src.dims), dtype_name(o.tensor->dtype), shape_str(o.tensor->dims));
       }
       const int e = ep_index(o.tensor->ep.get());
-      step_copy(e, NXRT_MEMORY_HOST, src.data.data(), 0, NXRT_MEMORY_DEVICE, o.tensor->handle, o.tensor->offset, src.data.size(),
+      sync_copy(e, copy_region(NXRT_MEMORY_HOST, src.data.data(), 0, NXRT_MEMORY_DEVICE, o.tensor->handle, o.tensor->offset,
+                               src.data.size()),
                 fmt::format("uploading output '{}' to its device tensor", m.outputs[k]->name));
     }
     // Device-bound outputs carry their shape in the host list, without data.

@@ -23,41 +23,16 @@ std::shared_ptr<DeviceTensor> DeviceTensor::allocate(std::shared_ptr<EpInstance>
   return t;
 }
 
-namespace {
-
-void transfer(const EpInstance& ep, nxrt_copy_region& r, const char* what) {
-  r.struct_size = sizeof r;
-  if (!r.bytes) return;
-  const nxrt_copy_region* region = &r;
-  check_plugin(*ep.lib, guarded(ep.lib->name(), "copy", [&] { return ep.lib->api().copy(ep.session, &region, 1, nullptr); }), what);
-}
-
-}  // namespace
-
 void DeviceTensor::upload(const void* data, uint64_t n) const {
   if (n != bytes) raise(NXRT_ERR_INVALID_ARGUMENT, "upload of {} bytes into a device tensor of {} bytes ({} {})", n, bytes, dtype_name(dtype), shape_str(dims));
   if (!data && n) raise(NXRT_ERR_INVALID_ARGUMENT, "upload from NULL");
-  nxrt_copy_region r{};
-  r.src_memory = NXRT_MEMORY_HOST;
-  r.src = data;
-  r.dst_memory = NXRT_MEMORY_DEVICE;
-  r.dst = handle;
-  r.dst_offset = offset;
-  r.bytes = n;
-  transfer(*ep, r, "uploading a device tensor");
+  ep->copy(copy_region(NXRT_MEMORY_HOST, data, 0, NXRT_MEMORY_DEVICE, handle, offset, n), nullptr, "uploading a device tensor");
 }
 
 void DeviceTensor::download(void* data, uint64_t n) const {
   if (n != bytes) raise(NXRT_ERR_INVALID_ARGUMENT, "download of a device tensor of {} bytes ({} {}) into {} bytes", bytes, dtype_name(dtype), shape_str(dims), n);
   if (!data && n) raise(NXRT_ERR_INVALID_ARGUMENT, "download into NULL");
-  nxrt_copy_region r{};
-  r.src_memory = NXRT_MEMORY_DEVICE;
-  r.src = handle;
-  r.src_offset = offset;
-  r.dst_memory = NXRT_MEMORY_HOST;
-  r.dst = data;
-  r.bytes = n;
-  transfer(*ep, r, "downloading a device tensor");
+  ep->copy(copy_region(NXRT_MEMORY_DEVICE, handle, offset, NXRT_MEMORY_HOST, data, 0, n), nullptr, "downloading a device tensor");
 }
 
 void DeviceTensor::copy(const DeviceTensor& src, const DeviceTensor& dst) {
@@ -65,19 +40,8 @@ void DeviceTensor::copy(const DeviceTensor& src, const DeviceTensor& dst) {
     raise(NXRT_ERR_INVALID_ARGUMENT, "copy from a {} {} tensor into a {} {} one", dtype_name(src.dtype), shape_str(src.dims),
           dtype_name(dst.dtype), shape_str(dst.dims));
   if (!src.bytes) return;
-  nxrt_copy_region r{};
-  r.struct_size = sizeof r;
-  r.src_memory = NXRT_MEMORY_DEVICE;
-  r.src = src.handle;
-  r.src_offset = src.offset;
-  r.dst_memory = NXRT_MEMORY_DEVICE;
-  r.dst = dst.handle;
-  r.dst_offset = dst.offset;
-  r.bytes = src.bytes;
-  if (src.ep == dst.ep) {
-    transfer(*dst.ep, r, "copying a device tensor");
-    return;
-  }
+  const nxrt_copy_region r = copy_region(NXRT_MEMORY_DEVICE, src.handle, src.offset, NXRT_MEMORY_DEVICE, dst.handle, dst.offset, src.bytes);
+  if (src.ep == dst.ep) return dst.ep->copy(r, nullptr, "copying a device tensor");
   const PluginLibrary& lib = *dst.ep->lib;
   if (src.ep->lib == dst.ep->lib && lib.has(NXRT_FEATURE_PEER_COPY)) {
     const nxrt_copy_region* region = &r;
@@ -93,26 +57,17 @@ void DeviceTensor::copy(const DeviceTensor& src, const DeviceTensor& dst) {
   if (src_host) return dst.upload(src_host, src.bytes);
   if (dst_host) return src.download(dst_host, src.bytes);
   // A bounce buffer: the source plugin's pinned memory when it offers it.
-  const auto& sapi = src.ep->lib->api();
-  void* pinned = nullptr;
-  nxrt_status* st = guarded(src.ep->lib->name(), "memory_alloc", [&] {
-    return sapi.memory_alloc(src.ep->session, NXRT_MEMORY_HOST_PINNED, src.bytes, NXRT_TENSOR_ALIGNMENT, &pinned);
-  });
-  release_status(st);
-  std::vector<char> plain;
-  if (st || !pinned) {
-    pinned = nullptr;
-    plain.resize(src.bytes);
-  }
+  void* pinned = src.ep->alloc_pinned(src.bytes);
+  std::vector<char> plain(pinned ? 0 : src.bytes);
   char* bounce = pinned ? static_cast<char*>(pinned) : plain.data();
   try {
     src.download(bounce, src.bytes);
     dst.upload(bounce, src.bytes);
   } catch (...) {
-    if (pinned) sapi.memory_free(src.ep->session, NXRT_MEMORY_HOST_PINNED, pinned);
+    src.ep->free_pinned(pinned);
     throw;
   }
-  if (pinned) sapi.memory_free(src.ep->session, NXRT_MEMORY_HOST_PINNED, pinned);
+  src.ep->free_pinned(pinned);
 }
 
 DeviceTensor::~DeviceTensor() {

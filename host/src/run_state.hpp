@@ -5,7 +5,6 @@
 #include "session.hpp"
 
 #include <atomic>
-#include <set>
 #include <vector>
 
 namespace nxrt {
@@ -32,7 +31,6 @@ struct RunState {
   // written into (-1 none; empty when nothing is bound), and the bindings.
   std::vector<int> output_override;
   std::vector<BoundOutput>* bound_outputs = nullptr;
-  std::set<int> dynamic_eps;  // EPs that allocated memory for this run
   // Per EP: an event recorded on a caller's stream that a run returned without waiting
   // for; the next run on this state orders its work for that EP after it.
   std::vector<nxrt_event*> pending;

@@ -73,6 +73,42 @@ void EpInstance::free_device(void* handle) {
   lib->api().memory_free(session, NXRT_MEMORY_DEVICE, handle);
 }
 
+nxrt_copy_region copy_region(nxrt_memory_kind src_kind, const void* src, uint64_t src_offset, nxrt_memory_kind dst_kind,
+                             void* dst, uint64_t dst_offset, uint64_t bytes) {
+  nxrt_copy_region r{};
+  r.struct_size = sizeof r;
+  r.src_memory = src_kind;
+  r.src = src;
+  r.src_offset = src_offset;
+  r.dst_memory = dst_kind;
+  r.dst = dst;
+  r.dst_offset = dst_offset;
+  r.bytes = bytes;
+  return r;
+}
+
+void* EpInstance::alloc_pinned(uint64_t bytes) const {
+  void* h = nullptr;
+  nxrt_status* st = guarded(lib->name(), "memory_alloc", [&] {
+    return lib->api().memory_alloc(session, NXRT_MEMORY_HOST_PINNED, bytes, NXRT_TENSOR_ALIGNMENT, &h);
+  });
+  if (st) {
+    release_status(st);
+    return nullptr;
+  }
+  return h;
+}
+
+void EpInstance::free_pinned(void* pointer) const {
+  if (pointer) lib->api().memory_free(session, NXRT_MEMORY_HOST_PINNED, pointer);
+}
+
+void EpInstance::copy(const nxrt_copy_region& region, nxrt_stream* stream, const std::string& what) const {
+  if (!region.bytes) return;
+  const nxrt_copy_region* r = &region;
+  check_plugin(*lib, guarded(lib->name(), "copy", [&] { return lib->api().copy(session, &r, 1, stream); }), what);
+}
+
 EpMemoryUsage EpInstance::usage() const {
   std::lock_guard lock(mem_mu_);
   return usage_;
@@ -385,14 +421,8 @@ void Session::upload_constants() {
     for (int id : ids) {
       Slot& s = slots_[size_t(id)];
       s.fixed_handle = buffer;
-      nxrt_copy_region r{};
-      r.struct_size = sizeof r;
-      r.src_memory = NXRT_MEMORY_HOST;
-      r.src = s.value->constant->data.data();
-      r.dst_memory = NXRT_MEMORY_DEVICE;
-      r.dst = buffer;
-      r.dst_offset = s.fixed_offset;
-      r.bytes = s.value->constant->data.size();
+      const nxrt_copy_region r = copy_region(NXRT_MEMORY_HOST, s.value->constant->data.data(), 0, NXRT_MEMORY_DEVICE, buffer,
+                                             s.fixed_offset, s.value->constant->data.size());
       if (r.bytes) regions.push_back(r);
     }
     std::vector<const nxrt_copy_region*> region_ptrs;

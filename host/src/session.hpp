@@ -35,6 +35,10 @@ struct EpMemoryUsage {
   uint64_t bytes_in_use = 0, peak_bytes = 0, arena_bytes = 0, allocation_count = 0;
 };
 
+// One contiguous copy region (struct_size set).
+nxrt_copy_region copy_region(nxrt_memory_kind src_kind, const void* src, uint64_t src_offset, nxrt_memory_kind dst_kind,
+                             void* dst, uint64_t dst_offset, uint64_t bytes);
+
 // One plugin session on one device.
 struct EpInstance {
   std::shared_ptr<PluginLibrary> lib;
@@ -61,6 +65,13 @@ struct EpInstance {
   void* alloc_device(uint64_t bytes, const std::string& what, bool arena = false);
   // Frees what alloc_device returned (and updates the usage).
   void free_device(void* handle);
+  // The plugin's HOST_PINNED memory (a host pointer), or NULL when it offers none; not
+  // counted or capped (host memory). Freed with free_pinned.
+  void* alloc_pinned(uint64_t bytes) const;
+  void free_pinned(void* pointer) const;
+  // One region through the plugin's copy, on `stream` (NULL: complete on return); a
+  // failure is thrown naming `what`. Nothing for an empty region.
+  void copy(const nxrt_copy_region& region, nxrt_stream* stream, const std::string& what) const;
   EpMemoryUsage usage() const;
   // The plugin's own figures (NXRT_FEATURE_MEMORY_STATS); false without the feature.
   bool plugin_stats(nxrt_memory_stats* out) const;
