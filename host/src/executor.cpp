@@ -662,22 +662,20 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
         continue;
       }
       bool host_needed = std::find(output_slot_.begin(), output_slot_.end(), int(id)) != output_slot_.end();
-      for (size_t si = 0; si < steps_.size(); ++si)
-        for (int in : steps_[si].inputs) {
-          if (in != int(id)) continue;
-          const int dst = steps_[si].kind == Step::Copy ? steps_[si].outputs[0] : -1;
-          if (dst >= 0 && slots_[size_t(dst)].location == loc) {
-            skip[si] = 1;
-            SlotState& ds = rs->state[size_t(dst)];
-            ds.handle = d.handle;
-            ds.offset = d.offset;
-            ds.dims = d.dims;
-            ds.dtype = d.dtype;
-            ds.ready = true;
-          } else {
-            host_needed = true;
-          }
+      for (int si : input_readers_[size_t(slot.graph_input)]) {
+        const int dst = steps_[size_t(si)].kind == Step::Copy ? steps_[size_t(si)].outputs[0] : -1;
+        if (dst >= 0 && slots_[size_t(dst)].location == loc) {
+          skip[size_t(si)] = 1;
+          SlotState& ds = rs->state[size_t(dst)];
+          ds.handle = d.handle;
+          ds.offset = d.offset;
+          ds.dims = d.dims;
+          ds.dtype = d.dtype;
+          ds.ready = true;
+        } else {
+          host_needed = true;
         }
+      }
       if (host_needed) {  // something on the host (or another device) reads it: one download
         const int e = ep_index(d.ep.get());
         void* h = host_alloc(d.bytes);
@@ -703,27 +701,14 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
         if (e < 0) raise(NXRT_ERR_INVALID_ARGUMENT, "output '{}' is bound to a device tensor of another session", m.outputs[k]->name);
         if (o.kind == BoundOutput::Leave) o.ep = e;
         const int loc = eps_[size_t(e)]->location;
-        const int host_slot = output_slot_[k];
-        int home = -1;  // the slot a kernel writes the value into
-        for (size_t si = 0; si < steps_.size() && home < 0; ++si)
-          if (steps_[si].kind == Step::Kernel)
-            for (int out : steps_[si].outputs)
-              if (out >= 0 && slots_[size_t(out)].value == m.outputs[k]) home = out;
-        bool first_binding = home >= 0 && rs->output_override[size_t(home)] < 0;
-        if (home < 0 || slots_[size_t(home)].location != loc || !first_binding) {
+        const int home = output_home_[k];  // the slot a kernel writes the value into
+        if (home < 0 || slots_[size_t(home)].location != loc || rs->output_override[size_t(home)] >= 0) {
           bound_after.push_back(k);
           continue;
         }
         rs->output_override[size_t(home)] = int(k);
-        if (home == host_slot) continue;
-        // The download home -> host slot is needed only if a host step reads the host slot.
-        bool host_read = std::count(output_slot_.begin(), output_slot_.end(), host_slot) > 1;
-        int download = -1;
-        for (size_t si = 0; si < steps_.size(); ++si)
-          for (int in : steps_[si].inputs)
-            if (in == host_slot) host_read = true;
-            else if (in == home && steps_[si].kind == Step::Copy && steps_[si].outputs[0] == host_slot) download = int(si);
-        if (download >= 0 && !host_read) skip[size_t(download)] = 1;
+        // The download home -> host slot is needed only if something else reads the host slot.
+        if (output_download_[k] >= 0 && !output_host_read_[k]) skip[size_t(output_download_[k])] = 1;
       }
     }
 

@@ -382,6 +382,29 @@ void Session::bind_kernels() {
     if (s.graph_output < 0 && s.graph_input < 0 && !s.fixed) s.graph_output = int(k);
     output_slot_.push_back(id);
   }
+  // I/O binding routes: which steps read each input's host slot; for each output the slot
+  // a kernel writes it into, the download from there, and whether the host slot has other readers.
+  input_readers_.assign(m.inputs.size(), {});
+  for (size_t si = 0; si < steps_.size(); ++si)
+    for (int in : steps_[si].inputs)
+      if (in >= 0 && slots_[size_t(in)].graph_input >= 0) input_readers_[size_t(slots_[size_t(in)].graph_input)].push_back(int(si));
+  output_home_.assign(m.outputs.size(), -1);
+  output_download_.assign(m.outputs.size(), -1);
+  output_host_read_.assign(m.outputs.size(), 0);
+  for (size_t k = 0; k < m.outputs.size(); ++k) {
+    const int host_slot = output_slot_[k];
+    int& home = output_home_[k];
+    for (size_t si = 0; si < steps_.size() && home < 0; ++si)
+      if (steps_[si].kind == Step::Kernel)
+        for (int out : steps_[si].outputs)
+          if (out >= 0 && slots_[size_t(out)].value == m.outputs[k]) home = out;
+    output_host_read_[k] = std::count(output_slot_.begin(), output_slot_.end(), host_slot) > 1;
+    for (size_t si = 0; si < steps_.size(); ++si)
+      for (int in : steps_[si].inputs)
+        if (in == host_slot) output_host_read_[k] = 1;
+        else if (home >= 0 && in == home && steps_[si].kind == Step::Copy && steps_[si].outputs[0] == host_slot)
+          output_download_[k] = int(si);
+  }
 }
 
 void Session::upload_constants() {

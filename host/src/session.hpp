@@ -216,6 +216,11 @@ class Session {
   // Host constants the run reads: held here, so the model may drop its copies.
   std::vector<std::shared_ptr<const HostTensor>> held_constants_;
   std::vector<int> output_slot_;       // per graph output: its host slot
+  // Where the I/O binding can cut a transfer, found once (bind_kernels):
+  std::vector<std::vector<int>> input_readers_;  // per graph input: the steps reading its host slot
+  std::vector<int> output_home_;       // per graph output: the slot a kernel writes it into, -1 none
+  std::vector<int> output_download_;   // per graph output: the copy home -> host slot, -1 none
+  std::vector<char> output_host_read_; // per graph output: a step or another output reads the host slot
   size_t copies_ = 0;
   int pinned_ep_ = -1;
   KeyValues ep_options_;
