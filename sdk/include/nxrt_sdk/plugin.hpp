@@ -258,6 +258,15 @@ T* from(C* c) { return reinterpret_cast<T*>(c); }
 template <typename C, typename T>
 C* to(T* t) { return reinterpret_cast<C*>(t); }
 
+// The callee-filled rule: writes what fits of `full` in the caller's struct (`out`'s
+// struct_size) and writes back the size filled.
+template <typename T>
+void fill_callee(T* out, const T& full) {
+  const uint32_t size = uint32_t(NXRT_FILLED_SIZE(size_t(out->struct_size), sizeof full));
+  std::memcpy(static_cast<void*>(out), &full, size);
+  out->struct_size = size;
+}
+
 // The nxrt_plugin* of one instance: the plugin, its device descriptions (kept
 // stable: the ABI lets the host hold their strings) and its option schema.
 struct InstanceBox {
@@ -347,10 +356,7 @@ struct Entry {
       full.property_count = uint32_t(dev->prop_ptrs.size());
       full.properties = dev->prop_ptrs.data();
       full.pci_bus_id = d.pci_bus_id.c_str();
-      // Callee-filled rule: write what fits, say how much.
-      const uint32_t size = uint32_t(NXRT_FILLED_SIZE(size_t(info->struct_size), sizeof full));
-      std::memcpy(static_cast<void*>(info), &full, size);
-      info->struct_size = size;
+      fill_callee(info, full);
     });
   }
   static uint32_t option_count(nxrt_plugin* p) { return p ? uint32_t(from<InstanceBox>(p)->options.size()) : 0; }
@@ -363,9 +369,7 @@ struct Entry {
       if (index >= opts.size()) fail(NXRT_NOT_FOUND, "no option {} (plugin has {})", index, opts.size());
       const OptionSpec& o = opts[index];
       nxrt_option_info full{sizeof(nxrt_option_info), o.type, o.name.c_str(), o.default_value.c_str(), o.help.c_str()};
-      const uint32_t size = uint32_t(NXRT_FILLED_SIZE(size_t(info->struct_size), sizeof full));
-      std::memcpy(static_cast<void*>(info), &full, size);
-      info->struct_size = size;
+      fill_callee(info, full);
     });
   }
   static nxrt_status* session_create(nxrt_plugin* p, uint32_t device, const nxrt_option* const* opts, size_t n,
@@ -525,9 +529,7 @@ struct Entry {
                            : nullptr;
       nxrt_native_handle full = from<SessionBox>(s)->s->native_handle(what, what == NXRT_NATIVE_OBJECT_MEMORY ? object : nullptr, stream);
       full.struct_size = sizeof full;
-      const uint32_t size = uint32_t(NXRT_FILLED_SIZE(size_t(out->struct_size), sizeof full));
-      std::memcpy(static_cast<void*>(out), &full, size);
-      out->struct_size = size;
+      fill_callee(out, full);
     });
   }
   static nxrt_status* stream_import(nxrt_ep_session* s, const nxrt_native_handle* h, nxrt_stream** out) {
@@ -562,9 +564,7 @@ struct Entry {
         fail(NXRT_INVALID_ARGUMENT, "session_stats: struct_size {} too small", out->struct_size);
       nxrt_memory_stats full = from<SessionBox>(s)->s->memory_stats();
       full.struct_size = sizeof full;
-      const uint32_t size = uint32_t(NXRT_FILLED_SIZE(size_t(out->struct_size), sizeof full));
-      std::memcpy(static_cast<void*>(out), &full, size);
-      out->struct_size = size;
+      fill_callee(out, full);
     });
   }
 
