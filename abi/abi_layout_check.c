@@ -161,7 +161,7 @@ _Static_assert(offsetof(nxrt_host_services, ctx_stream) == NXRT_PIN(220, 432), "
 _Static_assert(offsetof(nxrt_host_services, ctx_cancelled) == NXRT_PIN(224, 440), "nxrt_host_services.ctx_cancelled moved");
 _Static_assert(offsetof(nxrt_host_services, ctx_run_id) == NXRT_PIN(228, 448), "nxrt_host_services.ctx_run_id moved");
 _Static_assert(offsetof(nxrt_host_services, profile_device_event) == NXRT_PIN(232, 456), "nxrt_host_services.profile_device_event moved");
-_Static_assert(sizeof(nxrt_plugin_api) == NXRT_PIN(132, 264), "nxrt_plugin_api size");
+_Static_assert(sizeof(nxrt_plugin_api) == NXRT_PIN(136, 272), "nxrt_plugin_api size");
 _Static_assert(offsetof(nxrt_plugin_api, struct_size) == NXRT_PIN(0, 0), "nxrt_plugin_api.struct_size moved");
 _Static_assert(offsetof(nxrt_plugin_api, name) == NXRT_PIN(4, 8), "nxrt_plugin_api.name moved");
 _Static_assert(offsetof(nxrt_plugin_api, version) == NXRT_PIN(8, 16), "nxrt_plugin_api.version moved");
@@ -195,6 +195,7 @@ _Static_assert(offsetof(nxrt_plugin_api, stream_import) == NXRT_PIN(116, 232), "
 _Static_assert(offsetof(nxrt_plugin_api, session_set_allocator) == NXRT_PIN(120, 240), "nxrt_plugin_api.session_set_allocator moved");
 _Static_assert(offsetof(nxrt_plugin_api, session_stats) == NXRT_PIN(124, 248), "nxrt_plugin_api.session_stats moved");
 _Static_assert(offsetof(nxrt_plugin_api, copy_peer) == NXRT_PIN(128, 256), "nxrt_plugin_api.copy_peer moved");
+_Static_assert(offsetof(nxrt_plugin_api, memory_import) == NXRT_PIN(132, 264), "nxrt_plugin_api.memory_import moved");
 _Static_assert(sizeof(nxrt_negotiate_request) == NXRT_PIN(28, 48), "nxrt_negotiate_request size");
 _Static_assert(offsetof(nxrt_negotiate_request, struct_size) == NXRT_PIN(0, 0), "nxrt_negotiate_request.struct_size moved");
 _Static_assert(offsetof(nxrt_negotiate_request, abi_major) == NXRT_PIN(4, 4), "nxrt_negotiate_request.abi_major moved");

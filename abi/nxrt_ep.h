@@ -1,5 +1,5 @@
 /*
- * nxrt execution-provider plugin ABI, version 2.1.
+ * nxrt execution-provider plugin ABI, version 2.2.
  *
  * Pure C11. This header is the only thing a plugin and the nxrt host share.
  *
@@ -26,6 +26,9 @@
  *        sync object; an external device-memory allocator per session; memory
  *        and transfer statistics per session; copies between two sessions of one
  *        plugin instance.
+ *   2.2  memory import: a session wraps memory it did not allocate (the
+ *        caller's, or another plugin's, given by its native handle) as its own
+ *        DEVICE memory, without a copy.
  *
  * ------------------------------------------------------------ struct rule
  * Every struct that crosses the boundary starts with `uint32_t struct_size`.
@@ -93,7 +96,7 @@ extern "C" {
 #endif
 
 #define NXRT_EP_ABI_MAJOR 2u
-#define NXRT_EP_ABI_MINOR 1u
+#define NXRT_EP_ABI_MINOR 2u
 
 /* The one exported symbol. */
 #define NXRT_EP_ENTRY_SYMBOL "nxrt_ep_negotiate"
@@ -489,7 +492,12 @@ typedef struct nxrt_host_services {
 #define NXRT_FEATURES_2_1                                                                         \
   (NXRT_FEATURE_NATIVE_HANDLES | NXRT_FEATURE_STREAM_IMPORT | NXRT_FEATURE_EXTERNAL_ALLOCATOR |   \
    NXRT_FEATURE_MEMORY_STATS | NXRT_FEATURE_PEER_COPY)
-#define NXRT_FEATURES_OF_MINOR(minor) (NXRT_FEATURES_2_0 | ((minor) >= 1u ? NXRT_FEATURES_2_1 : 0u))
+/* 2.2: memory_import is implemented. The bit says the session may import; which
+ * native types and which memories it can take, memory_import answers per call. */
+#define NXRT_FEATURE_MEMORY_IMPORT (1ull << 10)
+#define NXRT_FEATURES_2_2 (NXRT_FEATURE_MEMORY_IMPORT)
+#define NXRT_FEATURES_OF_MINOR(minor)                                                             \
+  (NXRT_FEATURES_2_0 | ((minor) >= 1u ? NXRT_FEATURES_2_1 : 0u) | ((minor) >= 2u ? NXRT_FEATURES_2_2 : 0u))
 
 
 typedef struct nxrt_plugin_api {
@@ -609,6 +617,21 @@ typedef struct nxrt_plugin_api {
    * of sessions cannot: the host then stages through host memory. */
   nxrt_status* (*copy_peer)(nxrt_ep_session* dst_session, nxrt_ep_session* src_session,
                             const nxrt_copy_region* const* regions, size_t count, nxrt_stream* stream);
+
+  /* ---- 2.2 ---- */
+
+  /* [any-thread] (NXRT_FEATURE_MEMORY_IMPORT). Wraps memory the session did not
+   * allocate as a DEVICE handle of this session, without copying: `native` is
+   * the caller's or another plugin's memory (HOST_POINTER with `size`; a
+   * VULKAN_BUFFER with aux0 = its VkDevice, value 0 and `size`; a CUDA_POINTER),
+   * as native_handle(MEMORY) describes it. The handle is used like one from
+   * memory_alloc (kernels, copies, native_handle) and released with memory_free,
+   * which drops the wrapping only: the memory stays its owner's, who keeps it
+   * alive and unchanged-in-place until then. Imported bytes are not counted as
+   * allocated in session_stats. NXRT_UNSUPPORTED (with the reason) for memory
+   * this session cannot use: another type, another device, misaligned host
+   * memory; the host then copies instead. */
+  nxrt_status* (*memory_import)(nxrt_ep_session* session, const nxrt_native_handle* native, void** handle);
 } nxrt_plugin_api;
 
 /* ------------------------------------------------------------ handshake */

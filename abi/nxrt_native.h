@@ -1,5 +1,5 @@
 /*
- * Native interop types of the nxrt EP ABI (2.1): handles of the device API
+ * Native interop types of the nxrt EP ABI (2.1, import 2.2): handles of the device API
  * behind an EP session (a VkDevice, a VkBuffer, a timeline semaphore, a CUDA
  * stream...) and the external device-memory allocator a caller may hand to a
  * session. Pure C11, no state. Shared by the plugin ABI (nxrt_ep.h) and the
@@ -31,7 +31,8 @@ enum {
    * synchronised: submit to it only while no nxrt call on the session runs. */
   NXRT_NATIVE_VULKAN_QUEUE = 3,
   /* handle: VkBuffer; value: byte offset of the allocation inside the buffer;
-   * size: the allocation's bytes. */
+   * size: the allocation's bytes; aux0: the VkDevice it belongs to (2.2; a
+   * 2.1 plugin may leave it 0). */
   NXRT_NATIVE_VULKAN_BUFFER = 4,
   /* handle: a timeline VkSemaphore; value: a point on it. As a stream's handle:
    * the point at which all work queued on the stream so far is complete. */

@@ -634,7 +634,7 @@ Record api_feature_bits(const Config& c) {
 // A declared feature guarantees its functions, an undeclared one that they are NULL.
 // The 2.0 features are checked at 2.0 (the host's own minor); the 2.1 ones need
 // 2.1 agreed (a 2.0 host never reads the 2.1 part of the table), so the check
-// negotiates a second time as a 2.1 host when the plugin speaks 2.1 or later.
+// negotiates a second time as the newest host (2.2) when the plugin speaks 2.1 or later.
 struct FeatureGroup {
   uint64_t bit;
   const char* feature;
@@ -657,6 +657,11 @@ const std::vector<FeatureGroup>& feature_groups_2_1() {
       {NXRT_FEATURE_EXTERNAL_ALLOCATOR, "NXRT_FEATURE_EXTERNAL_ALLOCATOR", {NXRT_CONF_FN(session_set_allocator)}},
       {NXRT_FEATURE_MEMORY_STATS, "NXRT_FEATURE_MEMORY_STATS", {NXRT_CONF_FN(session_stats)}},
       {NXRT_FEATURE_PEER_COPY, "NXRT_FEATURE_PEER_COPY", {NXRT_CONF_FN(copy_peer)}}};
+  return g;
+}
+const std::vector<FeatureGroup>& feature_groups_2_2() {
+  static const std::vector<FeatureGroup> g = {
+      {NXRT_FEATURE_MEMORY_IMPORT, "NXRT_FEATURE_MEMORY_IMPORT", {NXRT_CONF_FN(memory_import)}}};
   return g;
 }
 #undef NXRT_CONF_FN
@@ -695,10 +700,10 @@ Record api_feature_functions(const Config& c) {
                     b2s(f & NXRT_FEATURE_DEVICE_PROFILING);
     p.shutdown();
 
-    // 2.1, as a 2.1 host: a new instance.
+    // 2.1 and 2.2, as the newest host: a new instance.
     Plugin* p21 = &p;
     e = p21->negotiate(kInteropMinor);
-    if (!e.empty()) return fail("as a 2.1 host: " + e);
+    if (!e.empty()) return fail("as a 2." + std::to_string(kInteropMinor) + " host: " + e);
     if (p21->agreed_minor() < 1) return pass(d + "; offered 2.1, the plugin speaks 2.0 (no 2.1 features)");
     uint64_t f1 = p21->raw_features();
     if ((f1 & NXRT_FEATURES_2_0) != (f & NXRT_FEATURES_2_0))
@@ -706,6 +711,8 @@ Record api_feature_functions(const Config& c) {
                   hex(f1 & NXRT_FEATURES_2_0) + "); the table and its features are the same for every instance");
     if (auto m = check_feature_groups(*p21, f1, feature_groups_2_0()); !m.empty()) return fail("at 2.1: " + m);
     if (auto m = check_feature_groups(*p21, f1, feature_groups_2_1()); !m.empty()) return fail("at 2.1: " + m);
+    if (p21->agreed_minor() >= 2)
+      if (auto m = check_feature_groups(*p21, f1, feature_groups_2_2()); !m.empty()) return fail("at 2.2: " + m);
     if ((f1 & NXRT_FEATURE_STREAM_IMPORT) && !(f1 & NXRT_FEATURE_STREAMS))
       return fail("NXRT_FEATURE_STREAM_IMPORT is declared without NXRT_FEATURE_STREAMS (an imported stream is a stream)");
     if ((f1 & NXRT_FEATURE_STREAM_IMPORT) && !(f1 & NXRT_FEATURE_NATIVE_HANDLES))
@@ -714,7 +721,7 @@ Record api_feature_functions(const Config& c) {
     d += "; at 2." + std::to_string(p21->agreed_minor()) + ": native_handles=" + b2s(f1 & NXRT_FEATURE_NATIVE_HANDLES) +
          " stream_import=" + b2s(f1 & NXRT_FEATURE_STREAM_IMPORT) + " external_allocator=" +
          b2s(f1 & NXRT_FEATURE_EXTERNAL_ALLOCATOR) + " memory_stats=" + b2s(f1 & NXRT_FEATURE_MEMORY_STATS) +
-         " peer_copy=" + b2s(f1 & NXRT_FEATURE_PEER_COPY);
+         " peer_copy=" + b2s(f1 & NXRT_FEATURE_PEER_COPY) + " memory_import=" + b2s(f1 & NXRT_FEATURE_MEMORY_IMPORT);
     return pass(d);
   });
 }

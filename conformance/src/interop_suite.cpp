@@ -1,6 +1,6 @@
-// The interop suite: the ABI 2.1 entry points (native handles, stream import,
-// external allocator, memory stats). The abi and stress suites certify a plugin
-// against a 2.0 host; these checks negotiate as a 2.1 host (kInteropMinor) to
+// The interop suite: the ABI 2.1 and 2.2 entry points (native handles, stream import,
+// external allocator, memory stats, peer copies, memory import). The abi and stress suites certify a plugin
+// against a 2.0 host; these checks negotiate as the newest host (kInteropMinor, 2.2) to
 // reach what 2.1 appended, and each is skipped, with the reason, when the plugin
 // agrees on 2.0 or does not declare the feature it needs. Declared <=> implemented
 // for the 2.1 bits is abi/api.feature_functions.
@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -101,7 +102,12 @@ std::optional<Record> load_21(Env& env, uint64_t need) {
        reinterpret_cast<const void*>(a.session_set_allocator), "session_set_allocator"},
       {NXRT_FEATURE_MEMORY_STATS, "NXRT_FEATURE_MEMORY_STATS", reinterpret_cast<const void*>(a.session_stats), "session_stats"},
       {NXRT_FEATURE_PEER_COPY, "NXRT_FEATURE_PEER_COPY", reinterpret_cast<const void*>(a.copy_peer), "copy_peer"},
+      {NXRT_FEATURE_MEMORY_IMPORT, "NXRT_FEATURE_MEMORY_IMPORT", p.agreed_minor() >= 2 && p.api_struct_size() >=
+       offsetof(nxrt_plugin_api, memory_import) + sizeof(void*) ? reinterpret_cast<const void*>(a.memory_import) : nullptr,
+       "memory_import"},
       {NXRT_FEATURE_STREAMS, "NXRT_FEATURE_STREAMS", reinterpret_cast<const void*>(a.stream_create), "stream_create"}};
+  if ((need & NXRT_FEATURES_2_2) && p.agreed_minor() < 2)
+    return skip("the plugin agreed on ABI 2." + std::to_string(p.agreed_minor()) + " when offered 2.2: it has no 2.2 entry points");
   for (auto& b : bits) {
     if (!(need & b.bit)) continue;
     if (!(p.features() & b.bit)) return skip(std::string("the plugin does not declare ") + b.name);
@@ -514,7 +520,9 @@ Record negotiate_21(const Config& c) {
   if (f & NXRT_FEATURE_STREAM_IMPORT) d += " stream_import";
   if (f & NXRT_FEATURE_EXTERNAL_ALLOCATOR) d += " external_allocator";
   if (f & NXRT_FEATURE_MEMORY_STATS) d += " memory_stats";
-  return pass("agreed 2." + std::to_string(p.agreed_minor()) + "; 2.1 features:" + (d.empty() ? " none" : d));
+  if (f & NXRT_FEATURE_PEER_COPY) d += " peer_copy";
+  if (f & NXRT_FEATURE_MEMORY_IMPORT) d += " memory_import";
+  return pass("agreed 2." + std::to_string(p.agreed_minor()) + "; interop features:" + (d.empty() ? " none" : d));
 }
 
 // -------------------------------------------------------- native handles
@@ -1328,6 +1336,77 @@ Record peer_copy(const Config& c) {
                           : u64(n) + " bytes between two sessions, bytes equal; a HOST region refused");
 }
 
+// ------------------------------------------------------------ memory import (2.2)
+
+// Page-aligned host memory imported as DEVICE memory aliases it both ways (no copy), is
+// usable by the plugin's copy, and outlives memory_free of the import; types a plugin
+// cannot take are refused with a status, never a crash.
+Record import_host_memory(const Config& c) {
+  Env env(c);
+  if (auto r = session_21(env, NXRT_FEATURE_MEMORY_IMPORT)) return *r;
+  const auto& api = env.p->api();
+  auto import = [&](const nxrt_native_handle* n, void** h) {
+    Phase ph("memory_import");
+    return take(api.memory_import(env.s->raw(), n, h));
+  };
+  // Refusals first: nothing valid to import.
+  std::string e;
+  void* h = nullptr;
+  if (import(nullptr, &h).ok) e = "memory_import accepted a NULL native handle";
+  nxrt_native_handle none{};
+  none.struct_size = sizeof none;
+  none.type = NXRT_NATIVE_NONE;
+  none.size = 4096;
+  if (e.empty() && import(&none, &h).ok) e = "memory_import accepted type NXRT_NATIVE_NONE";
+  if (!e.empty()) return fail(e);
+
+  constexpr size_t kBytes = 65536;
+  std::unique_ptr<uint8_t, decltype(&std::free)> mem(static_cast<uint8_t*>(std::aligned_alloc(kBytes, kBytes)), &std::free);
+  const auto first = pattern(kBytes, 41), second = pattern(kBytes, 42);
+  std::memcpy(mem.get(), first.data(), kBytes);
+  nxrt_native_handle n{};
+  n.struct_size = sizeof n;
+  n.type = NXRT_NATIVE_HOST_POINTER;
+  n.handle = uint64_t(uintptr_t(mem.get()));
+  n.size = kBytes;
+  nxrt_memory_stats before{};
+  const bool stats = env.p->features() & NXRT_FEATURE_MEMORY_STATS;
+  if (stats) {
+    before.struct_size = sizeof before;
+    if (Result r = take(api.session_stats(env.s->raw(), &before)); !r.ok) return fail(ok_or(r, "session_stats"));
+  }
+  Result r = import(&n, &h);
+  if (!r.ok) {
+    if (r.code == NXRT_UNSUPPORTED) return pass("UNSUPPORTED for 64 KiB of page-aligned host memory: " + r.message);
+    return fail(ok_or(r, "memory_import of 64 KiB of page-aligned host memory") + " (want OK or NXRT_UNSUPPORTED)");
+  }
+  if (!h) return fail("memory_import succeeded with a NULL handle");
+  std::vector<uint8_t> back(kBytes);
+  // The import reads the caller's bytes...
+  if (Result d = env.s->download(h, 0, back.data(), kBytes); !d.ok) e = ok_or(d, "copying from the imported memory");
+  else if (back != first) e = "the imported memory does not hold the caller's bytes";
+  // ...without a copy: what the caller writes now is what the plugin sees next.
+  if (e.empty()) {
+    std::memcpy(mem.get(), second.data(), kBytes);
+    if (Result d = env.s->download(h, 0, back.data(), kBytes); !d.ok) e = ok_or(d, "copying from the imported memory");
+    else if (back != second) e = "the import is a copy: the caller's later writes are not seen through it";
+  }
+  if (e.empty() && stats) {
+    nxrt_memory_stats after{};
+    after.struct_size = sizeof after;
+    if (Result sr = take(api.session_stats(env.s->raw(), &after)); !sr.ok) e = ok_or(sr, "session_stats");
+    else if (after.bytes_in_use != before.bytes_in_use)
+      e = "session_stats counts the import as allocated: bytes_in_use " + u64(before.bytes_in_use) + " -> " + u64(after.bytes_in_use);
+  }
+  env.s->free(h);
+  // The memory is still the caller's: writable and intact after the import is gone.
+  if (e.empty() && std::memcmp(mem.get(), second.data(), kBytes) != 0) e = "memory_free of the import changed the caller's memory";
+  mem.get()[0] ^= 0xff;
+  if (!e.empty()) return fail(e);
+  return pass("64 KiB of host memory imported, read in place both before and after the caller rewrote it"
+              + std::string(stats ? ", not counted as allocated" : ""));
+}
+
 std::vector<Item> interop_items(const Config& cfg) {
   std::vector<Item> items;
   auto add = [&](std::string name, std::function<Record(const Config&)> f) {
@@ -1348,6 +1427,7 @@ std::vector<Item> interop_items(const Config& cfg) {
   add("stream_import.foreign_handle", import_foreign);
   add("stream_import.vulkan_timeline", import_vulkan_timeline);
   add("peer_copy.two_sessions", peer_copy);
+  add("memory_import.host_memory", import_host_memory);
   return items;
 }
 

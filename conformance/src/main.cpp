@@ -127,7 +127,7 @@ std::vector<std::pair<std::string, std::string>> probe_plugin(const Config& cfg)
               kv("load error", err);
               return out;
             }
-            // As a 2.1 host, so the identity shows the plugin's minor (up to 2.1) and its 2.1 features.
+            // As the newest host, so the identity shows the plugin's minor (up to 2.2) and its interop features.
             std::string e = p->negotiate(kInteropMinor);
             if (!e.empty()) e = p->negotiate();
             if (!e.empty()) {

@@ -120,10 +120,10 @@ const nxrt_status* oom_status();
 constexpr const char* kHostName = "nxrt-conformance";
 constexpr const char* kHostVersion = "2.0.0";
 // The minor the mini-host speaks: it is the oldest host of major 2 (abi and
-// stress suites). The interop suite negotiates as a 2.1 host (kInteropMinor) to
-// reach the 2.1 entry points; the services table did not change in 2.1.
+// stress suites). The interop suite negotiates as the newest host (kInteropMinor) to
+// reach the 2.1 and 2.2 entry points; the services table did not change in 2.1 or 2.2.
 constexpr uint32_t kHostMinor = 0;
-constexpr uint32_t kInteropMinor = 1;
+constexpr uint32_t kInteropMinor = 2;
 
 // The host services table. `full` is the ABI 2.0 table (abi_minor 0).
 const nxrt_host_services* host_table_full();

@@ -123,6 +123,15 @@ class RefSession : public HostMemorySession {
   // Accepts the caller's allocator and never uses it.
   void set_allocator(const nxrt_device_allocator&) override {}
 #endif
+#ifdef BROKEN_IMPORT_COPIES
+  // "Imports" by copying: the caller's later writes are never seen.
+  void* import_memory(const nxrt_native_handle& n) override {
+    if (n.type != NXRT_NATIVE_HOST_POINTER || !n.handle) fail(NXRT_UNSUPPORTED, "host pointers only");
+    void* p = alloc(NXRT_MEMORY_DEVICE, n.size, 64);
+    std::memcpy(p, reinterpret_cast<const void*>(uintptr_t(n.handle)), n.size);
+    return p;
+  }
+#endif
 };
 
 class RefPlugin : public Plugin {

@@ -199,6 +199,7 @@ const char* nxrt_feature_name(uint64_t bit) {
     case NXRT_FEATURE_EXTERNAL_ALLOCATOR: return "external-allocator";
     case NXRT_FEATURE_MEMORY_STATS: return "memory-stats";
     case NXRT_FEATURE_PEER_COPY: return "peer-copy";
+    case NXRT_FEATURE_MEMORY_IMPORT: return "memory-import";
   }
   return "";
 }
@@ -546,6 +547,24 @@ nxrt_error* nxrt_device_tensor_native(const nxrt_device_tensor* t, nxrt_native_h
     nxrt_native_handle h = native_of(*t->t->ep, NXRT_NATIVE_OBJECT_MEMORY, t->t->handle, "reading a tensor's native handle");
     h.value += t->t->offset;  // the tensor's own place inside the allocation
     fill_native(out, h);
+  });
+}
+
+nxrt_error* nxrt_device_tensor_import(nxrt_session* s, const char* ep, const nxrt_native_handle* native, int32_t dtype,
+                                      const int64_t* dims, size_t rank, nxrt_device_tensor** out) {
+  return wrap([&] {
+    if (!out || !native) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "native or out is NULL");
+    *out = nullptr;
+    if (rank && !dims) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "dims is NULL with rank {}", rank);
+    if (!NXRT_HAS_FIELD(native, nxrt_native_handle, size))
+      nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "native->struct_size {} is too small (set it to sizeof(nxrt_native_handle))",
+                  native->struct_size);
+    const int e = find_ep(s, ep);
+    nxrt_native_handle n{};
+    std::memcpy(&n, native, sizeof n);
+    auto t = std::make_unique<nxrt_device_tensor>();
+    t->t = nxrt::DeviceTensor::import(s->impl->eps()[size_t(e)], n, nxrt_dtype(dtype), std::vector<int64_t>(dims, dims + rank));
+    *out = t.release();
   });
 }
 

@@ -21,17 +21,30 @@ struct DeviceTensor {
   uint64_t offset = 0;
   uint64_t bytes = 0;
 
+  bool imported = false;  // memory the caller or another plugin owns (import)
+
   // Allocates through ep->alloc_device (counted, capped).
   static std::shared_ptr<DeviceTensor> allocate(std::shared_ptr<EpInstance> ep, nxrt_dtype dtype, std::vector<int64_t> dims);
+  // The tensor at the start of `native` (a HOST_POINTER; a VULKAN_BUFFER whose value is
+  // the tensor's byte offset in the buffer...), imported by the EP without a copy
+  // (NXRT_FEATURE_MEMORY_IMPORT). The memory stays its owner's, who keeps it alive while
+  // the tensor lives. NXRT_ERR_UNSUPPORTED with the plugin's reason when it cannot.
+  static std::shared_ptr<DeviceTensor> import(std::shared_ptr<EpInstance> ep, const nxrt_native_handle& native,
+                                              nxrt_dtype dtype, std::vector<int64_t> dims);
   // Synchronous transfers between this tensor and host memory of exactly `bytes` bytes.
   void upload(const void* data, uint64_t bytes) const;
   void download(void* data, uint64_t bytes) const;
   // Copies `src` (same dtype and shape) into `dst`, synchronously and by the shortest way:
   // within one EP session; between two sessions of one plugin instance with copy_peer
   // (NXRT_FEATURE_PEER_COPY); else through host memory (directly from or into a
-  // host-addressable side, else via the source plugin's pinned memory when it has some).
+  // host-addressable side); else by one plugin importing the other's memory
+  // (NXRT_FEATURE_MEMORY_IMPORT) and copying on its own device; else via the source
+  // plugin's pinned memory when it has some, or plain host memory.
   static void copy(const DeviceTensor& src, const DeviceTensor& dst);
   ~DeviceTensor();
+
+ private:
+  static bool copy_by_import(const DeviceTensor& src, const DeviceTensor& dst);
 };
 
 // One graph input of a run: host memory (the caller's) or a device tensor.

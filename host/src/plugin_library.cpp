@@ -144,8 +144,8 @@ void require_functions(const nxrt_plugin_api& a, uint64_t features, const std::f
     for (auto& f : hooks)
       if (!f.p) raise(NXRT_ERR_PLUGIN, "plugin '{}' declares run hooks but has no {} function", path.string(), f.name);
   }
-  // 2.1 bits are set only when the agreed minor is >= 1, and then the table was checked
-  // to reach copy_peer, so these reads stay inside it.
+  // 2.1 (2.2) bits are set only when the agreed minor is >= 1 (2), and then the table was
+  // checked to reach copy_peer (memory_import), so these reads stay inside it.
   struct Interop {
     uint64_t bit;
     const char* feature;
@@ -155,7 +155,8 @@ void require_functions(const nxrt_plugin_api& a, uint64_t features, const std::f
                              {NXRT_FEATURE_STREAM_IMPORT, "stream-import", NXRT_FN(a, stream_import)},
                              {NXRT_FEATURE_EXTERNAL_ALLOCATOR, "external-allocator", NXRT_FN(a, session_set_allocator)},
                              {NXRT_FEATURE_MEMORY_STATS, "memory-stats", NXRT_FN(a, session_stats)},
-                             {NXRT_FEATURE_PEER_COPY, "peer-copy", NXRT_FN(a, copy_peer)}};
+                             {NXRT_FEATURE_PEER_COPY, "peer-copy", NXRT_FN(a, copy_peer)},
+                             {NXRT_FEATURE_MEMORY_IMPORT, "memory-import", NXRT_FN(a, memory_import)}};
   for (auto& i : interop)
     if ((features & i.bit) && !i.fn.p)
       raise(NXRT_ERR_PLUGIN, "plugin '{}' declares {} but has no {} function", path.string(), i.feature, i.fn.name);
@@ -257,13 +258,13 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
   lib->shutdown_needed_ = NXRT_HAS_FIELD(rp.api, nxrt_plugin_api, shutdown) && rp.api->shutdown != nullptr;
   // A table smaller than the agreed minor's is refused; a larger one is a newer minor
   // whose extra entries we ignore.
-  const bool table_ok = minor >= 1 ? NXRT_HAS_FIELD(rp.api, nxrt_plugin_api, copy_peer)
-                                   : NXRT_HAS_FIELD(rp.api, nxrt_plugin_api, on_run_end);
-  if (!table_ok)
+  // The last entry each minor appended: the table must reach it.
+  const size_t table_needs = minor >= 2   ? offsetof(nxrt_plugin_api, memory_import) + sizeof(nxrt_plugin_api::memory_import)
+                             : minor >= 1 ? offsetof(nxrt_plugin_api, copy_peer) + sizeof(nxrt_plugin_api::copy_peer)
+                                          : offsetof(nxrt_plugin_api, on_run_end) + sizeof(nxrt_plugin_api::on_run_end);
+  if (rp.api->struct_size < table_needs)
     raise(NXRT_ERR_PLUGIN, "plugin '{}' function table is {} bytes, ABI {}.{} needs {}", path_str, rp.api->struct_size,
-          rp.abi_major, minor,
-          minor >= 1 ? sizeof(nxrt_plugin_api)
-                     : offsetof(nxrt_plugin_api, on_run_end) + sizeof(nxrt_plugin_api::on_run_end));
+          rp.abi_major, minor, table_needs);
   require_functions(*rp.api, lib->features_, path);
   if (!valid_name(rp.api->name))
     raise(NXRT_ERR_PLUGIN, "plugin '{}' has an invalid EP name (want 1-64 characters of [A-Za-z0-9_-])", path_str);

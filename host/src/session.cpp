@@ -109,6 +109,38 @@ void EpInstance::copy(const nxrt_copy_region& region, nxrt_stream* stream, const
   check_plugin(*lib, guarded(lib->name(), "copy", [&] { return lib->api().copy(session, &r, 1, stream); }), what);
 }
 
+bool EpInstance::native_memory(const void* handle, nxrt_native_handle* out) const {
+  if (!lib->has(NXRT_FEATURE_NATIVE_HANDLES)) return false;
+  *out = nxrt_native_handle{};
+  out->struct_size = sizeof *out;
+  nxrt_status* st = guarded(lib->name(), "native_handle", [&] {
+    return lib->api().native_handle(session, NXRT_NATIVE_OBJECT_MEMORY, handle, out);
+  });
+  if (st && st->code == NXRT_UNSUPPORTED) {
+    release_status(st);
+    return false;
+  }
+  check_plugin(*lib, st, "reading the native handle of device memory");
+  return true;
+}
+
+void* EpInstance::import_memory(const nxrt_native_handle& native, std::string* why) const {
+  if (!lib->has(NXRT_FEATURE_MEMORY_IMPORT)) {
+    *why = fmt::format("plugin '{}' does not import memory (no memory-import feature)", lib->name());
+    return nullptr;
+  }
+  void* h = nullptr;
+  nxrt_status* st = guarded(lib->name(), "memory_import", [&] { return lib->api().memory_import(session, &native, &h); });
+  if (st && st->code == NXRT_UNSUPPORTED) {
+    *why = fmt::format("EP '{}' cannot import it: {}", lib->name(), st->message);
+    release_status(st);
+    return nullptr;
+  }
+  check_plugin(*lib, st, "importing memory");
+  if (!h) raise(NXRT_ERR_PLUGIN, "plugin '{}' imported memory but returned a NULL handle", lib->name());
+  return h;
+}
+
 EpMemoryUsage EpInstance::usage() const {
   std::lock_guard lock(mem_mu_);
   return usage_;

@@ -72,6 +72,14 @@ struct EpInstance {
   // One region through the plugin's copy, on `stream` (NULL: complete on return); a
   // failure is thrown naming `what`. Nothing for an empty region.
   void copy(const nxrt_copy_region& region, nxrt_stream* stream, const std::string& what) const;
+  // The native handle of DEVICE memory `handle` (NXRT_FEATURE_NATIVE_HANDLES); false when
+  // the plugin has none for it (no feature, or NXRT_UNSUPPORTED). Other failures throw.
+  bool native_memory(const void* handle, nxrt_native_handle* out) const;
+  // Memory someone else owns, `native` as native_memory describes it, as a DEVICE handle
+  // of this session (NXRT_FEATURE_MEMORY_IMPORT); freed with free_device, which drops the
+  // wrapping only. Not counted or capped. NULL with the reason in `why` when the plugin
+  // cannot import it (no feature, or NXRT_UNSUPPORTED); other failures throw.
+  void* import_memory(const nxrt_native_handle& native, std::string* why) const;
   EpMemoryUsage usage() const;
   // The plugin's own figures (NXRT_FEATURE_MEMORY_STATS); false without the feature.
   bool plugin_stats(nxrt_memory_stats* out) const;

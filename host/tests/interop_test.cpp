@@ -79,6 +79,22 @@ bool has_vulkan_device(nxrt::Env& env) {
   return false;
 }
 
+// The vulkan.host_import_alignment property of device 0 (0: no host-memory import).
+uint64_t vulkan_host_import_alignment(nxrt::Env& env) {
+  const auto plugins = env.plugins();
+  for (size_t i = 0; i < plugins.size(); ++i) {
+    if (std::string(plugins[i].name) != "vulkan" || !plugins[i].loaded || plugins[i].device_count == 0) continue;
+    const std::string text = env.device_description(i, 0);
+    const std::string key = "vulkan.host_import_alignment";
+    size_t at = text.find(key);
+    REQUIRE(at != std::string::npos);
+    at += key.size();
+    while (at < text.size() && !std::isdigit(static_cast<unsigned char>(text[at]))) ++at;
+    return std::strtoull(text.c_str() + at, nullptr, 10);
+  }
+  return 0;
+}
+
 std::vector<float> host_floats(const nxrt_host_tensor& t) {
   size_t n = 1;
   for (uint32_t i = 0; i < t.rank; ++i) n *= size_t(t.dims[i]);
@@ -652,8 +668,193 @@ TEST_CASE("device tensor copies: within a session, between two sessions of one p
   bb.bind_output_to_device("y", "vulkan");
   vb.run(bb);
   CHECK(bb.output("y").download<float>() == kY);
-  // devmem -> vulkan: two plugins, staged through the host.
+  // devmem -> vulkan: two plugins. devmem exports its pages as HOST_POINTER memory and
+  // Vulkan imports them (ABI 2.2 memory import) when the device can: one device-side copy,
+  // no download from devmem and no upload into Vulkan. Without the extension: through the host.
   nxrt::DeviceTensor v2(vb, "vulkan", 1, dims);
+  const nxrt_memory_stats vb_before = plugin_stats(vb, "vulkan"), dm_before = plugin_stats(d, "devmem");
   v2.copy_from(dm);
   CHECK(v2.download<float>() == kX);
+  const nxrt_memory_stats vb_after = plugin_stats(vb, "vulkan"), dm_after = plugin_stats(d, "devmem");
+  if (vulkan_host_import_alignment(env) > 0) {
+    CHECK(dm_after.device_to_host_copies == dm_before.device_to_host_copies);
+    CHECK(vb_after.host_to_device_copies == vb_before.host_to_device_copies);
+    CHECK(vb_after.device_to_device_copies == vb_before.device_to_device_copies + 1);
+    CHECK(vb_after.bytes_in_use == vb_before.bytes_in_use);  // the import is gone again
+  } else {
+    MESSAGE("no VK_EXT_external_memory_host: devmem -> vulkan went through the host");
+  }
+}
+
+// ------------------------------------------------------------------ memory import (2.2)
+
+TEST_CASE("memory import (cpu): the caller's host memory is bound as input and output in place") {
+  auto env = make_env({"cpu"});
+  nxrt::Model model(relu_model(2, 3));
+  nxrt::Session s(env, model, "cpu");
+  std::vector<float> x = kX, y(6, 42.f);
+  auto host_native = [](void* p, size_t bytes) {
+    nxrt_native_handle h{};
+    h.struct_size = sizeof h;
+    h.type = NXRT_NATIVE_HOST_POINTER;
+    h.handle = uint64_t(uintptr_t(p));
+    h.size = bytes;
+    return h;
+  };
+  nxrt::DeviceTensor xd = nxrt::DeviceTensor::import(s, "cpu", host_native(x.data(), 24), 1, {2, 3});
+  nxrt::DeviceTensor yd = nxrt::DeviceTensor::import(s, "cpu", host_native(y.data(), 24), 1, {2, 3});
+  CHECK(xd.info().handle == x.data());  // no copy: the tensor is the caller's memory
+  const nxrt_memory_stats before = plugin_stats(s, "cpu");
+  nxrt::Binding b(s);
+  b.bind_input("x", xd);
+  b.bind_output("y", yd);
+  s.run(b);
+  CHECK(y == kY);  // written in place, into the caller's vector
+  x[0] = 7.f;      // the input is read in place too
+  s.run(b);
+  CHECK(y[0] == 7.f);
+  const nxrt_memory_stats after = plugin_stats(s, "cpu");
+  CHECK(after.allocation_count == before.allocation_count);  // imports are not allocations
+  // Too small for the tensor: a clear error before the plugin is asked.
+  try {
+    nxrt::DeviceTensor::import(s, "cpu", host_native(x.data(), 20), 1, {2, 3});
+    FAIL("a 20-byte import of a 24-byte tensor was accepted");
+  } catch (const nxrt::Error& e) {
+    CHECK(std::string(e.what()).find("holds 20 bytes") != std::string::npos);
+  }
+  xd = nxrt::DeviceTensor();
+  yd = nxrt::DeviceTensor();
+  CHECK(x[0] == 7.f);  // releasing an import leaves the memory to its owner
+}
+
+namespace {
+
+uint32_t host_visible_type(const nxrt_native_handle& device, uint32_t bits) {
+  VkPhysicalDeviceMemoryProperties mp;
+  vkGetPhysicalDeviceMemoryProperties(reinterpret_cast<VkPhysicalDevice>(uintptr_t(device.aux0)), &mp);
+  const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  for (uint32_t i = 0; i < mp.memoryTypeCount; ++i)
+    if ((bits & (1u << i)) && (mp.memoryTypes[i].propertyFlags & want) == want) return i;
+  return UINT32_MAX;
+}
+
+}  // namespace
+
+TEST_CASE("memory import (vulkan): the caller's VkBuffer and page-aligned host memory become device tensors, used in place") {
+  auto env = make_env({"vulkan"});
+  if (!has_vulkan_device(env)) {
+    MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  nxrt::Model model(relu_model(4, 256));
+  nxrt::Session s(env, model, "vulkan");
+  const nxrt_native_handle device = s.native_handle("vulkan", NXRT_NATIVE_OBJECT_DEVICE);
+  VkDevice dev = reinterpret_cast<VkDevice>(uintptr_t(device.handle));
+  // The caller's own buffer: x at offset 0, y at offset 4096, host-visible so the test reads it.
+  VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bci.size = 8192;
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  VkBuffer buf;
+  REQUIRE(vkCreateBuffer(dev, &bci, nullptr, &buf) == VK_SUCCESS);
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(dev, buf, &req);
+  VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  mai.allocationSize = req.size;
+  mai.memoryTypeIndex = host_visible_type(device, req.memoryTypeBits);
+  REQUIRE(mai.memoryTypeIndex != UINT32_MAX);
+  VkDeviceMemory mem;
+  REQUIRE(vkAllocateMemory(dev, &mai, nullptr, &mem) == VK_SUCCESS);
+  REQUIRE(vkBindBufferMemory(dev, buf, mem, 0) == VK_SUCCESS);
+  float* mapped = nullptr;
+  REQUIRE(vkMapMemory(dev, mem, 0, VK_WHOLE_SIZE, 0, reinterpret_cast<void**>(&mapped)) == VK_SUCCESS);
+  std::vector<float> x(1024), expect(1024);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = float(int(i % 13) - 6);
+    expect[i] = std::max(x[i], 0.f);
+  }
+  std::memcpy(mapped, x.data(), 4096);
+  std::fill(mapped + 1024, mapped + 2048, -1.f);
+
+  auto buffer_native = [&](VkDeviceSize offset) {
+    nxrt_native_handle h{};
+    h.struct_size = sizeof h;
+    h.type = NXRT_NATIVE_VULKAN_BUFFER;
+    h.handle = uint64_t(buf);
+    h.aux0 = device.handle;
+    h.value = offset;
+    h.size = 4096;
+    return h;
+  };
+  const std::vector<int64_t> dims{4, 256};
+  {
+    nxrt::DeviceTensor xd = nxrt::DeviceTensor::import(s, "vulkan", buffer_native(0), 1, dims);
+    nxrt::DeviceTensor yd = nxrt::DeviceTensor::import(s, "vulkan", buffer_native(4096), 1, dims);
+    CHECK(yd.native().handle == uint64_t(buf));  // the caller's buffer, at its offset
+    CHECK(yd.native().value == 4096);
+    nxrt::Binding b(s);
+    b.bind_input("x", xd);
+    b.bind_output("y", yd);
+    s.run(b);  // warm: arenas made
+    const nxrt_memory_stats before = plugin_stats(s, "vulkan");
+    s.run(b);
+    const nxrt_memory_stats after = plugin_stats(s, "vulkan");
+    CHECK(std::vector<float>(mapped + 1024, mapped + 2048) == expect);  // in the caller's buffer
+    CHECK(after.host_to_device_copies == before.host_to_device_copies);
+    CHECK(after.device_to_host_copies == before.device_to_host_copies);
+    CHECK(after.allocation_count == before.allocation_count);
+
+    // Another VkDevice's buffer: refused with the reason, the session stays usable.
+    nxrt_native_handle other = buffer_native(0);
+    other.aux0 = 0x1234;
+    try {
+      nxrt::DeviceTensor::import(s, "vulkan", other, 1, dims);
+      FAIL("a buffer of another VkDevice was imported");
+    } catch (const nxrt::Error& e) {
+      CHECK(e.code() == NXRT_ERR_UNSUPPORTED);
+      CHECK(std::string(e.what()).find("VkDevice") != std::string::npos);
+    }
+    s.run(b);
+  }
+
+  // Host memory, aligned as the device requires (VK_EXT_external_memory_host).
+  const uint64_t align = vulkan_host_import_alignment(env);
+  if (align == 0) {
+    MESSAGE("host-memory import skipped: no VK_EXT_external_memory_host");
+  } else {
+    const size_t bytes = std::max<size_t>(4096, align);
+    float* host = static_cast<float*>(std::aligned_alloc(align, bytes));
+    REQUIRE(host);
+    std::memcpy(host, x.data(), 4096);
+    nxrt_native_handle h{};
+    h.struct_size = sizeof h;
+    h.type = NXRT_NATIVE_HOST_POINTER;
+    h.handle = uint64_t(uintptr_t(host));
+    h.size = bytes;
+    {
+      nxrt::DeviceTensor xd = nxrt::DeviceTensor::import(s, "vulkan", h, 1, dims);
+      nxrt::DeviceTensor yd(s, "vulkan", 1, dims);
+      nxrt::Binding b(s);
+      b.bind_input("x", xd);
+      b.bind_output("y", yd);
+      s.run(b);
+      const nxrt_memory_stats before = plugin_stats(s, "vulkan");
+      host[0] = 5.f;  // read in place by the next run: no upload
+      s.run(b);
+      const nxrt_memory_stats after = plugin_stats(s, "vulkan");
+      CHECK(after.host_to_device_copies == before.host_to_device_copies);
+      std::vector<float> want = expect;
+      want[0] = 5.f;
+      CHECK(yd.download<float>() == want);
+      // Misaligned host memory: refused with the reason.
+      nxrt_native_handle bad = h;
+      bad.handle += 4;
+      bad.size -= 4;
+      CHECK_THROWS_AS(nxrt::DeviceTensor::import(s, "vulkan", bad, 1, {16}), nxrt::Error);
+    }
+    CHECK(host[0] == 5.f);  // still the caller's
+    std::free(host);
+  }
+  vkUnmapMemory(dev, mem);
+  vkDestroyBuffer(dev, buf, nullptr);
+  vkFreeMemory(dev, mem, nullptr);
 }

@@ -88,7 +88,8 @@ typedef struct nxrt_plugin_info {
 
 /* The name of one feature bit of nxrt_plugin_info.features: "fused-groups", "streams",
  * "concurrent-run", "run-hooks", "device-profiling" (2.0), "native-handles", "stream-import",
- * "external-allocator", "memory-stats", "peer-copy" (2.1); "" for a bit this host does not know. */
+ * "external-allocator", "memory-stats", "peer-copy" (2.1), "memory-import" (2.2); "" for a bit this
+ * host does not know. */
 NXRT_API const char* nxrt_feature_name(uint64_t feature_bit);
 
 NXRT_API size_t nxrt_env_plugin_count(const nxrt_env* env);
@@ -276,8 +277,9 @@ NXRT_API void nxrt_device_tensor_release(nxrt_device_tensor* t);
 /* Copies src into dst (same element type and shape), synchronously, without the host
  * touching the bytes when both live in one EP session or in two sessions of one plugin
  * that has the peer-copy feature (say, the outputs of one model's session into the
- * inputs of another's); else staged through host memory (the source plugin's pinned
- * memory when it offers it). */
+ * inputs of another's); directly from or into a host-addressable side; by one plugin
+ * importing the other's memory (memory-import feature); else staged through host memory
+ * (the source plugin's pinned memory when it offers it). */
 NXRT_API nxrt_error* nxrt_device_tensor_copy(nxrt_device_tensor* dst, const nxrt_device_tensor* src);
 typedef struct nxrt_device_tensor_info {
   const char* ep;
@@ -292,6 +294,16 @@ typedef struct nxrt_device_tensor_info {
 NXRT_API nxrt_device_tensor_info nxrt_device_tensor_get_info(const nxrt_device_tensor* t);
 /* The native memory behind it (VULKAN_BUFFER: VkBuffer + offset; HOST_POINTER...). */
 NXRT_API nxrt_error* nxrt_device_tensor_native(const nxrt_device_tensor* t, nxrt_native_handle* out);
+/* Memory the caller (or another plugin) owns as a device tensor of EP `ep`, without a copy:
+ * `native` says where the tensor starts, as nxrt_device_tensor_native would (a
+ * VULKAN_BUFFER on the session's VkDevice, with value = the tensor's byte offset in it; a
+ * HOST_POINTER, which Vulkan takes when it is aligned as the device requires, see the
+ * vulkan.host_import_alignment property), and size >= the tensor's bytes. Bind it as an
+ * input or output like any device tensor. Releasing it leaves the memory to its owner, who
+ * keeps it alive until then. NXRT_ERR_UNSUPPORTED, with the plugin's reason, when the EP
+ * lacks the memory-import feature or cannot use this memory. */
+NXRT_API nxrt_error* nxrt_device_tensor_import(nxrt_session* s, const char* ep, const nxrt_native_handle* native,
+                                               int32_t dtype, const int64_t* dims, size_t rank, nxrt_device_tensor** out);
 
 /* Streams of an EP session: create one, or import the caller's native one (Vulkan: a
  * timeline semaphore on the session's VkDevice, and the point the stream's first work

@@ -161,6 +161,9 @@ class DeviceTensor {
   DeviceTensor() = default;
   explicit DeviceTensor(nxrt_device_tensor* t) : t_(t) {}
   DeviceTensor(Session& s, const std::string& ep, int32_t dtype, const std::vector<int64_t>& dims);
+  // The caller's own memory, imported without a copy (nxrt_device_tensor_import).
+  static DeviceTensor import(Session& s, const std::string& ep, const nxrt_native_handle& native, int32_t dtype,
+                             const std::vector<int64_t>& dims);
   nxrt_device_tensor_info info() const { return nxrt_device_tensor_get_info(t_.get()); }
   std::vector<int64_t> dims() const {
     auto i = info();
@@ -333,6 +336,13 @@ inline DeviceTensor::DeviceTensor(Session& s, const std::string& ep, int32_t dty
   nxrt_device_tensor* t = nullptr;
   check(nxrt_device_tensor_alloc(s.get(), ep.c_str(), dtype, dims.data(), dims.size(), &t));
   t_.reset(t);
+}
+
+inline DeviceTensor DeviceTensor::import(Session& s, const std::string& ep, const nxrt_native_handle& native, int32_t dtype,
+                                        const std::vector<int64_t>& dims) {
+  nxrt_device_tensor* t = nullptr;
+  check(nxrt_device_tensor_import(s.get(), ep.c_str(), &native, dtype, dims.data(), dims.size(), &t));
+  return DeviceTensor(t);
 }
 
 inline Binding::Binding(Session& s) {

@@ -6,7 +6,9 @@
 // (ABI 2.1) count every allocation and copy, so tests see the transfers a run makes.
 #include <nxrt_sdk/sdk.hpp>
 
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <deque>
 #include <functional>
 #include <map>
@@ -15,10 +17,15 @@ namespace {
 
 using namespace nxrt::sdk;
 
-// Device memory: the handle points at this struct, never at the bytes.
+// Device memory: the handle points at this struct, never at the bytes. The bytes are
+// whole pages, exported as HOST_POINTER native handles (like a device whose memory can be
+// shared), so another plugin may import them (ABI 2.2) instead of staging through the host.
+constexpr size_t kPage = 4096;
 struct Buffer {
   uint64_t magic = 0xdeb1ce;
-  std::vector<uint8_t> bytes;
+  size_t size = 0;  // whole pages
+  std::unique_ptr<uint8_t, decltype(&std::free)> mem{nullptr, &std::free};
+  uint8_t* data() const { return mem.get(); }
 };
 
 Buffer& buffer(void* handle) {
@@ -29,12 +36,12 @@ Buffer& buffer(void* handle) {
 
 float* device_floats(const TensorView& t) {
   if (t.memory() != NXRT_MEMORY_DEVICE) fail(NXRT_INVALID_ARGUMENT, "devmem kernels need device tensors");
-  return reinterpret_cast<float*>(buffer(t.handle()).bytes.data() + t.byte_offset());
+  return reinterpret_cast<float*>(buffer(t.handle()).data() + t.byte_offset());
 }
 // Inputs are read-only: the kernel only reads through this pointer.
 const float* device_floats(const ConstTensorView& t) {
   if (t.memory() != NXRT_MEMORY_DEVICE) fail(NXRT_INVALID_ARGUMENT, "devmem kernels need device tensors");
-  return reinterpret_cast<const float*>(buffer(const_cast<void*>(t.handle())).bytes.data() + t.byte_offset());
+  return reinterpret_cast<const float*>(buffer(const_cast<void*>(t.handle())).data() + t.byte_offset());
 }
 
 class DeferredStream : public Stream {
@@ -136,25 +143,36 @@ class DevmemSession : public Session {
   std::unique_ptr<Kernel> create_kernel(const Graph& g) override { return std::make_unique<GroupKernel>(g); }
   void* alloc(nxrt_memory_kind kind, uint64_t bytes, uint64_t) override {
     if (kind != NXRT_MEMORY_DEVICE) fail(NXRT_UNSUPPORTED, "devmem allocates device memory only");
-    auto* b = new Buffer;
-    b->bytes.resize(bytes ? bytes : 1);
-    counters_.alloc(b->bytes.size());
-    counters_.reserve(b->bytes.size());
-    return b;
+    auto b = std::make_unique<Buffer>();
+    b->size = (std::max<uint64_t>(bytes, 1) + kPage - 1) / kPage * kPage;
+    b->mem.reset(static_cast<uint8_t*>(std::aligned_alloc(kPage, b->size)));
+    if (!b->mem) fail(NXRT_OUT_OF_MEMORY, "cannot allocate {} bytes", b->size);
+    counters_.alloc(b->size);
+    counters_.reserve(b->size);
+    return b.release();
   }
   void free(nxrt_memory_kind, void* handle) override {
     Buffer& b = buffer(handle);
-    counters_.free(b.bytes.size());
-    counters_.unreserve(b.bytes.size());
+    counters_.free(b.size);
+    counters_.unreserve(b.size);
     delete &b;
+  }
+  nxrt_native_handle native_handle(nxrt_native_object what, const void* memory, Stream*) override {
+    if (what != NXRT_NATIVE_OBJECT_MEMORY) fail(NXRT_UNSUPPORTED, "devmem has native handles for memory only");
+    const Buffer& b = buffer(const_cast<void*>(memory));
+    nxrt_native_handle h{};
+    h.type = NXRT_NATIVE_HOST_POINTER;
+    h.handle = uint64_t(uintptr_t(b.data()));
+    h.size = b.size;
+    return h;
   }
   nxrt_memory_stats memory_stats() override { return counters_.stats(); }
   void copy(std::span<const nxrt_copy_region> regions, Stream* s) override {
     for (auto r : regions) {
       counters_.copied(r.src_memory, r.dst_memory, r.bytes);
       auto op = [r] {
-        const uint8_t* src = r.src_memory == NXRT_MEMORY_DEVICE ? buffer(const_cast<void*>(r.src)).bytes.data() : static_cast<const uint8_t*>(r.src);
-        uint8_t* dst = r.dst_memory == NXRT_MEMORY_DEVICE ? buffer(r.dst).bytes.data() : static_cast<uint8_t*>(r.dst);
+        const uint8_t* src = r.src_memory == NXRT_MEMORY_DEVICE ? buffer(const_cast<void*>(r.src)).data() : static_cast<const uint8_t*>(r.src);
+        uint8_t* dst = r.dst_memory == NXRT_MEMORY_DEVICE ? buffer(r.dst).data() : static_cast<uint8_t*>(r.dst);
         std::memcpy(dst + r.dst_offset, src + r.src_offset, r.bytes);
       };
       if (s) static_cast<DeferredStream*>(s)->work.push_back(op);
@@ -172,7 +190,9 @@ class DevmemPlugin : public Plugin {
  public:
   const char* name() const override { return "devmem"; }
   const char* version() const override { return "0.0.1"; }
-  uint64_t features() const override { return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS | NXRT_FEATURE_MEMORY_STATS; }
+  uint64_t features() const override {
+    return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS | NXRT_FEATURE_MEMORY_STATS | NXRT_FEATURE_NATIVE_HANDLES;
+  }
   uint32_t device_count() override { return 1; }
   DeviceDescription describe_device(uint32_t) override {
     DeviceDescription d;

@@ -1,12 +1,12 @@
 /* Test plugin from another minor of the same major, plain C. Built twice:
  *
- * future_minor: against the current (2.1) header, written as a 2.3 plugin would
- * be. On a 2.1 host it must load and run with everything newer than 2.1 off:
+ * future_minor: against the current (2.2) header, written as a 2.3 plugin would
+ * be. On a 2.2 host it must load and run with everything newer than 2.2 off:
  *   - it answers abi_minor = min(host's minor, 3);
- *   - it declares a feature bit 2.1 does not define (FUTURE_FEATURE_BIT), which
+ *   - it declares a feature bit 2.2 does not define (FUTURE_FEATURE_BIT), which
  *     the host must mask off;
- *   - its function table is larger than nxrt_plugin_api (2.1's table first, with
- *     none of 2.1's optional entries, then two entries "added in 2.2/2.3"),
+ *   - its function table is larger than nxrt_plugin_api (2.2's table first, with
+ *     none of 2.1's or 2.2's optional entries, then two entries "added in 2.3"),
  *     struct_size = the larger size;
  *   - it fills the negotiation reply and device_info by the callee-filled rule
  *     from its own, larger definitions (extra trailing fields), writing only
@@ -15,7 +15,7 @@
  *
  * v2_0 (NXRT_AS_2_0): the same source against the verbatim 2.0 header
  * (abi2_0/nxrt_ep_v2_0.h): a plugin built before 2.1 existed. It answers minor 0,
- * its table and reply are 2.0's sizes; a 2.1 host must run it with no 2.1 feature
+ * its table and reply are 2.0's sizes; a 2.2 host must run it with no 2.1/2.2 feature
  * and never read past its table.
  * Only nxrt_ep_negotiate is exported. */
 #ifdef NXRT_AS_2_0
@@ -215,10 +215,10 @@ static uint64_t plugin_build_number_2_3(nxrt_plugin* p) {
   return 23;
 }
 
-/* The 2.3 table: 2.0's first, then the appended entries. */
+/* The 2.3 table: the current one first, then the appended entries. */
 typedef struct future_plugin_api {
   nxrt_plugin_api v2_0;
-  nxrt_status* (*session_trim)(nxrt_ep_session* s);  /* 2.2 */
+  nxrt_status* (*session_trim)(nxrt_ep_session* s);  /* 2.3 */
   uint64_t (*plugin_build_number)(nxrt_plugin* p);   /* 2.3 */
 } future_plugin_api;
 

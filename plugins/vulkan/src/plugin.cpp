@@ -238,6 +238,8 @@ class VkSession : public Session {
   void copy_peer(sdk::Session& src, std::span<const nxrt_copy_region> regions, sdk::Stream* stream) override {
     copy_between(*static_cast<VkSession&>(src).dev_, *dev_, regions, stream ? static_cast<VkStreamW*>(stream)->s.get() : nullptr);
   }
+  // ABI 2.2: a caller's VkBuffer on this device, or host memory (VK_EXT_external_memory_host).
+  void* import_memory(const nxrt_native_handle& h) override { return dev_->import(h); }
   std::unique_ptr<sdk::Event> create_event() override { return std::make_unique<VkEventW>(); }
 
   // Run hooks. A run is profiled when the host asks for it and this device has
@@ -290,7 +292,7 @@ class VkPlugin : public Plugin {
     }();
     return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS | NXRT_FEATURE_NATIVE_HANDLES | NXRT_FEATURE_STREAM_IMPORT |
            NXRT_FEATURE_EXTERNAL_ALLOCATOR | NXRT_FEATURE_MEMORY_STATS | NXRT_FEATURE_PEER_COPY |
-           (timestamps ? NXRT_FEATURE_RUN_HOOKS | NXRT_FEATURE_DEVICE_PROFILING : 0);
+           NXRT_FEATURE_MEMORY_IMPORT | (timestamps ? NXRT_FEATURE_RUN_HOOKS | NXRT_FEATURE_DEVICE_PROFILING : 0);
   }
   uint32_t device_count() override { return uint32_t(Instance::get().devices().size()); }
   const char* no_device_reason() override {

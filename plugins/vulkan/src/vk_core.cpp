@@ -214,6 +214,14 @@ Instance::Instance() {
         if (std::strcmp(e.extensionName, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) == 0) d.push_descriptor = true;
         if (std::strcmp(e.extensionName, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME) == 0) pci_bus_info = true;
         if (std::strcmp(e.extensionName, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) == 0) d.memory_budget = true;
+        if (std::strcmp(e.extensionName, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME) == 0) d.host_import_alignment = 1;
+      }
+      if (d.host_import_alignment) {
+        VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
+        VkPhysicalDeviceProperties2 pp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+        pp.pNext = &hp;
+        vkGetPhysicalDeviceProperties2(pd, &pp);
+        d.host_import_alignment = std::max<uint64_t>(hp.minImportedHostPointerAlignment, 1);
       }
       if (pci_bus_info) {
         VkPhysicalDevicePCIBusInfoPropertiesEXT pci{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT};
@@ -240,6 +248,7 @@ Instance::Instance() {
           {"vulkan.shader_int8", d.int8 ? "1" : "0"},
           {"vulkan.storage_buffer_16bit", d.storage16 ? "1" : "0"},
           {"vulkan.push_descriptor", d.push_descriptor ? "1" : "0"},
+          {"vulkan.host_import_alignment", std::to_string(d.host_import_alignment)},
           {"vulkan.max_compute_shared_memory", std::to_string(L.maxComputeSharedMemorySize)},
           {"vulkan.max_storage_buffer_range", std::to_string(L.maxStorageBufferRange)},
           {"vulkan.max_push_constants", std::to_string(L.maxPushConstantsSize)},
@@ -309,7 +318,15 @@ Device::Device(uint32_t index, std::string cache_path) : cache_path_(std::move(c
   dci.pNext = &f12;
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
+  const char* host_import_ext = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+  if (info_->host_import_alignment) {
+    dci.enabledExtensionCount = 1;
+    dci.ppEnabledExtensionNames = &host_import_ext;
+  }
   check_vk(vkCreateDevice(info_->handle, &dci, nullptr, &device_), "vkCreateDevice");
+  if (info_->host_import_alignment)
+    host_pointer_properties_ = reinterpret_cast<PFN_vkGetMemoryHostPointerPropertiesEXT>(
+        vkGetDeviceProcAddr(device_, "vkGetMemoryHostPointerPropertiesEXT"));
   vkGetDeviceQueue(device_, info_->queue_family, 0, &queue_);
 
   // Memory types, from a probe buffer's requirements.
@@ -520,6 +537,19 @@ Alloc* Device::alloc(uint64_t bytes, bool pinned, uint64_t alignment) {
 
 void Device::free(Alloc* a) {
   if (!a) return;
+  if (a->imported) {
+    {
+      std::lock_guard lock(mem_mu_);
+      live_.erase(a);
+    }
+    if (a->block) {  // host memory imported: our buffer and VkDeviceMemory over it go
+      vkDestroyBuffer(device_, a->buffer, nullptr);
+      vkFreeMemory(device_, a->block->mem, nullptr);
+      delete a->block;
+    }
+    delete a;
+    return;
+  }
   vkDestroyBuffer(device_, a->buffer, nullptr);
   std::lock_guard lock(mem_mu_);
   if (a->pinned) pinned_.erase(uintptr_t(a->mapped));
@@ -549,6 +579,72 @@ void Device::free(Alloc* a) {
     b->free[o] = s;
   }
   delete a;
+}
+
+Alloc* Device::import(const nxrt_native_handle& h) {
+  static std::atomic<uint64_t> next_id{uint64_t(1) << 62};  // apart from alloc()'s ids
+  auto a = std::make_unique<Alloc>();
+  a->imported = true;
+  a->id = next_id++;
+  a->size = h.size;
+  if (h.size == 0) fail(NXRT_INVALID_ARGUMENT, "memory_import: size 0");
+  if (h.type == NXRT_NATIVE_VULKAN_BUFFER) {
+    if (h.aux0 != handle_u64(device_))
+      fail(NXRT_UNSUPPORTED, "memory_import: the VkBuffer belongs to VkDevice {:#x}, this session's is {:#x}", h.aux0,
+           handle_u64(device_));
+    if (h.value != 0)
+      fail(NXRT_UNSUPPORTED, "memory_import: a VkBuffer is imported from offset 0 (got {}); give the offset with the tensor", h.value);
+    if (!h.handle) fail(NXRT_INVALID_ARGUMENT, "memory_import: a null VkBuffer");
+    a->buffer = reinterpret_cast<VkBuffer>(uintptr_t(h.handle));
+  } else if (h.type == NXRT_NATIVE_HOST_POINTER) {
+    const uint64_t align = info_->host_import_alignment;
+    if (!align || !host_pointer_properties_)
+      fail(NXRT_UNSUPPORTED, "memory_import: this Vulkan device has no VK_EXT_external_memory_host");
+    if (!h.handle) fail(NXRT_INVALID_ARGUMENT, "memory_import: a NULL host pointer");
+    if (h.handle % align || h.size % align)
+      fail(NXRT_UNSUPPORTED, "memory_import: host memory at {:#x} of {} bytes is not aligned to the device's {} bytes",
+           h.handle, h.size, align);
+    void* ptr = reinterpret_cast<void*>(uintptr_t(h.handle));
+    VkMemoryHostPointerPropertiesEXT props{VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+    check_vk(host_pointer_properties_(device_, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, ptr, &props),
+             "vkGetMemoryHostPointerPropertiesEXT");
+    VkExternalMemoryBufferCreateInfo ext{VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO};
+    ext.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+    VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bci.pNext = &ext;
+    bci.size = h.size;
+    bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    check_vk(vkCreateBuffer(device_, &bci, nullptr, &a->buffer), "vkCreateBuffer");
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(device_, a->buffer, &req);
+    const uint32_t type = find_type(req.memoryTypeBits & props.memoryTypeBits, 0);
+    auto blk = std::make_unique<Block>();
+    VkImportMemoryHostPointerInfoEXT imp{VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT};
+    imp.handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+    imp.pHostPointer = ptr;
+    VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    mai.pNext = &imp;
+    mai.allocationSize = h.size;
+    mai.memoryTypeIndex = type;
+    VkResult r = type == UINT32_MAX ? VK_ERROR_FEATURE_NOT_PRESENT : vkAllocateMemory(device_, &mai, nullptr, &blk->mem);
+    if (r == VK_SUCCESS) r = vkBindBufferMemory(device_, a->buffer, blk->mem, 0);
+    if (r != VK_SUCCESS) {
+      if (blk->mem) vkFreeMemory(device_, blk->mem, nullptr);
+      vkDestroyBuffer(device_, a->buffer, nullptr);
+      fail(NXRT_UNSUPPORTED, "memory_import: the device cannot use host memory at {:#x} ({} bytes): {}", h.handle, h.size,
+           type == UINT32_MAX ? "no memory type fits both the buffer and the pointer" : result_name(r));
+    }
+    blk->size = blk->reserved = h.size;
+    blk->type = type;
+    blk->dedicated = true;
+    a->block = blk.release();
+    a->mapped = static_cast<char*>(ptr);  // the caller's bytes, as coherent as the memory type says
+  } else {
+    fail(NXRT_UNSUPPORTED, "memory_import: a Vulkan session imports VULKAN_BUFFER or HOST_POINTER memory (got native type {})", h.type);
+  }
+  std::lock_guard lock(mem_mu_);
+  live_.insert(a.get());
+  return a.release();
 }
 
 Alloc* Device::find_pinned(const void* p) {
@@ -853,6 +949,7 @@ nxrt_native_handle native_handle(Device& d, nxrt_native_object what, const void*
       // Every Alloc has a VkBuffer of its own, bound at its place in the block: offset 0.
       h.type = NXRT_NATIVE_VULKAN_BUFFER;
       h.handle = handle_u64(a->buffer);
+      h.aux0 = handle_u64(d.handle());
       h.value = 0;
       h.size = a->size;
       return h;

@@ -59,6 +59,9 @@ struct PhysicalDeviceInfo {
   bool memory_budget = false;
   // VK_EXT_pci_bus_info: "dddd:bb:dd.f", empty without the extension.
   std::string pci_bus_id;
+  // VK_EXT_external_memory_host (enabled when present): host memory aligned to
+  // host_import_alignment can be imported (memory_import of HOST_POINTER); 0 without it.
+  uint64_t host_import_alignment = 0;
   uint8_t uuid[16]{};
   std::string driver;
   std::vector<std::pair<std::string, std::string>> properties;  // for device_info
@@ -108,6 +111,10 @@ struct Alloc {
   Block* block = nullptr;
   VkDeviceSize block_offset = 0, block_size = 0;
   bool pinned = false;
+  // Memory of someone else (Device::import): a caller's VkBuffer (block null, buffer not
+  // ours) or host memory imported into a VkDeviceMemory of its own (block owned by the
+  // Alloc, freed with it). Never counted as allocated.
+  bool imported = false;
   // Unique per allocation (never reused, unlike the Alloc address): a recorded
   // command buffer is reused only for the same allocations.
   uint64_t id = 0;
@@ -149,6 +156,10 @@ class Device {
   Alloc* alloc(uint64_t bytes, bool pinned, uint64_t alignment = 256);
   void free(Alloc* a);
   Alloc* find_pinned(const void* p);  // the pinned allocation containing p
+  // Memory not allocated here as a DEVICE Alloc (memory_import, ABI 2.2): a VULKAN_BUFFER
+  // of this VkDevice (aux0) at value 0, or a HOST_POINTER aligned to the device's
+  // host_import_alignment (VK_EXT_external_memory_host). NXRT_UNSUPPORTED otherwise.
+  Alloc* import(const nxrt_native_handle& h);
   // `a` is a live DEVICE (not pinned) allocation of this device.
   bool is_device_alloc(const Alloc* a);
   bool device_mapped() const { return device_type_host_visible_; }
@@ -198,6 +209,7 @@ class Device {
   std::vector<std::unique_ptr<Block>> blocks_;
   std::map<uintptr_t, Alloc*> pinned_;  // mapped address -> allocation
   std::unordered_set<const Alloc*> live_;
+  PFN_vkGetMemoryHostPointerPropertiesEXT host_pointer_properties_ = nullptr;
   uint64_t in_use_ = 0;
   bool allocated_ = false;  // a block was ever allocated (set_allocator is too late)
   sdk::ExternalAllocator external_;
@@ -286,7 +298,7 @@ class Event {
 //   QUEUE:  VULKAN_QUEUE, handle VkQueue, value the family index.
 //   MEMORY: `memory` a DEVICE Alloc*: VULKAN_BUFFER, handle its own VkBuffer, value 0 (the
 //           allocation starts the buffer), size the Alloc's size (the request rounded up
-//           to 256 bytes). INVALID_ARGUMENT for anything else.
+//           to 256 bytes), aux0 the VkDevice. INVALID_ARGUMENT for anything else.
 //   STREAM: VULKAN_TIMELINE, handle the stream's timeline semaphore, value the point at
 //           which all work queued so far completes (pending waits are flushed first).
 nxrt_native_handle native_handle(Device& d, nxrt_native_object what, const void* memory, Stream* stream);

@@ -118,6 +118,12 @@ class Session {
   virtual void copy_peer(Session& /*src*/, std::span<const nxrt_copy_region>, Stream*) {
     fail(NXRT_UNSUPPORTED, "peer copies not implemented");
   }
+  // ABI 2.2, NXRT_FEATURE_MEMORY_IMPORT: `native` (struct_size set by the SDK) as a DEVICE
+  // handle of this session that aliases it. free() of that handle must drop the wrapping
+  // only. Throw NXRT_UNSUPPORTED with the reason for memory you cannot use.
+  virtual void* import_memory(const nxrt_native_handle& /*native*/) {
+    fail(NXRT_UNSUPPORTED, "memory import not implemented");
+  }
 };
 
 // From on_run_end: one kernel's device-side time, on the device's clock.
@@ -126,11 +132,10 @@ inline void report_device_time(nxrt_profile_sink* sink, size_t node_index, const
   check(host().profile_device_event(sink, node_index, name.c_str(), start_ns, end_ns));
 }
 
-// Memory for plugins whose device memory is host memory (CPU-like), with the 2.1
-// interop a CPU-like plugin can give for free: host pointers as native handles, the
-// caller's allocator (asked for HOST_POINTER memory) and memory/transfer stats. Declare
-// NXRT_FEATURE_NATIVE_HANDLES | NXRT_FEATURE_EXTERNAL_ALLOCATOR | NXRT_FEATURE_MEMORY_STATS
-// (kHostMemoryFeatures) to offer them.
+// Memory for plugins whose device memory is host memory (CPU-like), with the interop a
+// CPU-like plugin can give for free: host pointers as native handles, the caller's
+// allocator (asked for HOST_POINTER memory), memory/transfer stats, peer copies and
+// (2.2) imports of anyone's host memory. Declare kHostMemoryFeatures to offer them.
 class HostMemorySession : public Session {
  public:
   void* alloc(nxrt_memory_kind, uint64_t bytes, uint64_t alignment) override {
@@ -174,6 +179,7 @@ class HostMemorySession : public Session {
       held = it->second;
       held_.erase(it);
     }
+    if (held.imported) return;  // the owner's memory: only the wrapping goes
     const nxrt_native_handle& h = held.native;
     counters_.free(held.bytes);     // what alloc counted as in use
     counters_.unreserve(h.size);    // what the allocator actually holds (may be more)
@@ -201,6 +207,19 @@ class HostMemorySession : public Session {
     external_.set(a);
   }
   nxrt_memory_stats memory_stats() override { return counters_.stats(); }
+  // Host memory of anyone (the caller's, or a plugin whose memory is host memory) is
+  // usable as it is: the handle is the pointer, not counted as allocated. One pointer is
+  // imported once at a time (handles are the pointers themselves).
+  void* import_memory(const nxrt_native_handle& n) override {
+    if (n.type != NXRT_NATIVE_HOST_POINTER)
+      fail(NXRT_UNSUPPORTED, "a host-memory device imports HOST_POINTER memory only (got native type {})", n.type);
+    void* p = reinterpret_cast<void*>(uintptr_t(n.handle));
+    if (!p) fail(NXRT_INVALID_ARGUMENT, "memory_import: a NULL host pointer");
+    std::lock_guard lock(mu_);
+    if (held_.count(p)) fail(NXRT_UNSUPPORTED, "memory_import: {} is already memory of this session", p);
+    held_[p] = {n, 0, true};
+    return p;
+  }
   // Both sessions' memory is host memory: a plain copy.
   void copy_peer(Session&, std::span<const nxrt_copy_region> regions, Stream*) override {
     for (auto& r : regions) {
@@ -217,6 +236,7 @@ class HostMemorySession : public Session {
   struct Held {
     nxrt_native_handle native;  // as allocated (size: what the allocator holds)
     uint64_t bytes = 0;         // counted as in use
+    bool imported = false;      // import_memory: the owner's, never freed here
   };
   std::mutex mu_;
   std::map<void*, Held> held_;
@@ -224,7 +244,8 @@ class HostMemorySession : public Session {
   ExternalAllocator external_;
 };
 inline constexpr uint64_t kHostMemoryFeatures =
-    NXRT_FEATURE_NATIVE_HANDLES | NXRT_FEATURE_EXTERNAL_ALLOCATOR | NXRT_FEATURE_MEMORY_STATS | NXRT_FEATURE_PEER_COPY;
+    NXRT_FEATURE_NATIVE_HANDLES | NXRT_FEATURE_EXTERNAL_ALLOCATOR | NXRT_FEATURE_MEMORY_STATS | NXRT_FEATURE_PEER_COPY |
+    NXRT_FEATURE_MEMORY_IMPORT;
 
 // One plugin instance: made by each negotiation, destroyed by its shutdown.
 // Several instances of a library may live at once, so a Plugin keeps its state
@@ -588,6 +609,19 @@ struct Entry {
     });
   }
 
+  static nxrt_status* memory_import(nxrt_ep_session* s, const nxrt_native_handle* n, void** out) {
+    return guard([&] {
+      if (!s || !n || !out) fail(NXRT_INVALID_ARGUMENT, "memory_import: NULL argument");
+      *out = nullptr;
+      if (!NXRT_HAS_FIELD(n, nxrt_native_handle, size))
+        fail(NXRT_INVALID_ARGUMENT, "memory_import: native handle struct_size {} too small", n->struct_size);
+      nxrt_native_handle full{};
+      std::memcpy(&full, n, sizeof full);
+      full.struct_size = sizeof full;
+      *out = from<SessionBox>(s)->s->import_memory(full);
+    });
+  }
+
   static void shutdown(nxrt_plugin* p) { delete from<InstanceBox>(p); }
 
   // The one table of this library: built on the first negotiation from the
@@ -631,6 +665,7 @@ struct Entry {
       a.session_set_allocator = (f & NXRT_FEATURE_EXTERNAL_ALLOCATOR) ? &session_set_allocator : nullptr;
       a.session_stats = (f & NXRT_FEATURE_MEMORY_STATS) ? &session_stats : nullptr;
       a.copy_peer = (f & NXRT_FEATURE_PEER_COPY) ? &copy_peer : nullptr;
+      a.memory_import = (f & NXRT_FEATURE_MEMORY_IMPORT) ? &memory_import : nullptr;
       return a;
     }();
     return &api;
