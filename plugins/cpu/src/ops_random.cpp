@@ -25,6 +25,14 @@ SeedSpec float_seed(const Node& n) {
   return {};
 }
 
+// Input 0 is float32 or float64 (probabilities, log-probabilities).
+Check float_input(const Node& n) {
+  const auto t = n.input(0).dtype();
+  if (t != NXRT_DTYPE_FLOAT32 && t != NXRT_DTYPE_FLOAT64)
+    return sdk::refuse(NXRT_REFUSE_DTYPE, "{} input is {}, only float32/float64 are implemented", n.op_type(), sdk::dtype_name(t));
+  return std::nullopt;
+}
+
 Check float_output(const Node& n) {
   const auto t = n.output(0).dtype();
   if (t != NXRT_DTYPE_FLOAT32 && t != NXRT_DTYPE_FLOAT64)
@@ -72,7 +80,7 @@ std::unique_ptr<Kernel> random_create(const Node& n, Dist d, bool like) {
 // --------------------------------------------------------------- Bernoulli
 
 Check bernoulli_check(const Node& n) {
-  if (auto r = sdk::require_dtypes(n, kFloat, 0, 1)) return r;
+  if (auto r = float_input(n)) return r;
   bool ok = false;
   for (auto t : kNumBool) ok = ok || t == n.output(0).dtype();
   if (!ok) return sdk::refuse(NXRT_REFUSE_DTYPE, "Bernoulli output is {}", sdk::dtype_name(n.output(0).dtype()));
@@ -103,7 +111,7 @@ std::unique_ptr<Kernel> bernoulli_create(const Node& n, CpuSession&) {
 // ------------------------------------------------------------- Multinomial
 
 Check multinomial_check(const Node& n) {
-  if (auto r = sdk::require_dtypes(n, kFloat, 0, 1)) return r;
+  if (auto r = float_input(n)) return r;
   const auto t = n.output(0).dtype();
   if (t != NXRT_DTYPE_INT32 && t != NXRT_DTYPE_INT64) return sdk::refuse(NXRT_REFUSE_DTYPE, "Multinomial output is {}", sdk::dtype_name(t));
   return known_attrs(n, {"dtype", "sample_size", "seed"});
