@@ -31,6 +31,9 @@ const Registry& registry() {
     register_resize_ops(reg);
     register_linalg_ops(reg);
     register_rnn_ops(reg);
+    register_signal_ops(reg);
+    register_text_ops(reg);
+    register_random_ops(reg);
     return reg;
   }();
   return r;

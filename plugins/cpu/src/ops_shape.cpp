@@ -1,5 +1,5 @@
 // Ops that give the data a new shape or report the shape: Shape, Size,
-// Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout (inference: Y = X).
+// Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout 7-11 (Y = X).
 // Any fixed-size element type. Outputs are copies (the ABI has no aliasing),
 // so they cost one memcpy.
 #include <algorithm>
@@ -173,25 +173,13 @@ std::unique_ptr<Kernel> unsqueeze_create(const Node& n, bool from_input) {
 
 // ----------------------------------------------------------------- Dropout
 
-// Inference Dropout: Y = X, mask all true. Refused when it would be random.
-Check dropout_check(const Node& n, bool inputs) {
+// Dropout 7-11 (no training_mode input): Y = X, mask all true. Dropout 12+,
+// which may be random, is in ops_random.cpp.
+Check dropout_check(const Node& n) {
   if (auto r = sdk::require_dtypes(n, kAllFixed, 0, 1)) return r;
   if (auto r = known_attrs(n, {"ratio", "seed"})) return r;
   if (n.has_output(1) && n.output(1).dtype() != NXRT_DTYPE_BOOL)
     return sdk::refuse(NXRT_REFUSE_DTYPE, "Dropout: mask output is {}, only bool is implemented", sdk::dtype_name(n.output(1).dtype()));
-  if (inputs && n.has_input(2)) {
-    auto tm = n.input(2);
-    if (!tm.is_constant() || tm.dtype() != NXRT_DTYPE_BOOL)
-      return sdk::refuse(NXRT_REFUSE_OTHER, "Dropout: training_mode must be a constant bool");
-    const bool training = *tm.constant().data<bool>();
-    if (training) {
-      // Training with ratio 0 is still the identity; anything else is random.
-      auto ratio = n.input(1);
-      if (!ratio.present() || !ratio.is_constant() || ratio.constant().dtype() != NXRT_DTYPE_FLOAT32 ||
-          ratio.constant().numel() != 1 || *ratio.constant().data<float>() != 0.f)
-        return sdk::refuse(NXRT_REFUSE_OTHER, "Dropout: training_mode=true (random) is not implemented");
-    }
-  }
   return std::nullopt;
 }
 
@@ -230,8 +218,7 @@ void register_shape_ops(Registry& r) {
             [](const Node& n, CpuSession&) { return unsqueeze_create(n, false); }});
   r.add(Def{"Unsqueeze", "", 13, INT_MAX, [](const Node& n) { return axes_types(n); },
             [](const Node& n, CpuSession&) { return unsqueeze_create(n, true); }});
-  r.add(Def{"Dropout", "", 7, 11, [](const Node& n) { return dropout_check(n, false); }, dropout_create});
-  r.add(Def{"Dropout", "", 12, INT_MAX, [](const Node& n) { return dropout_check(n, true); }, dropout_create});
+  r.add(Def{"Dropout", "", 7, 11, dropout_check, dropout_create});
 }
 
 }  // namespace nxrt::cpu
