@@ -23,7 +23,7 @@ Check conv_geometry_check(const Node& n, size_t w_input) {
   if (sr < 1 || sr > 2) return sdk::refuse(NXRT_REFUSE_SHAPE, "{} with {} spatial dims is not implemented (1-D and 2-D only)", n.op_type(), sr);
   const std::string ap = n.attr_string("auto_pad", "NOTSET");
   if (ap != "NOTSET" && ap != "VALID" && ap != "SAME_UPPER" && ap != "SAME_LOWER")
-    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "Conv: auto_pad '{}' is not valid", ap);
+    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: auto_pad '{}' is not valid", n.op_type(), ap);
   auto sized = [&](const char* name, size_t want) -> Check {
     auto a = n.attr(name);
     if (a && a->ints().size() != want)
