@@ -95,7 +95,7 @@ int64_t conv_spatial_rank(const Node& n, size_t w_input);  // -1: unknown before
 Check conv_geometry_check(const Node& n, size_t w_input);   // attributes and rank (not dtypes)
 ConvAttrs read_conv_attrs(const Node& n, size_t w_input);
 // The call's shape from X's and W's run-time dims; fails naming the problem.
-ConvShape conv_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<const int64_t> wd);
+ConvShape conv_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<const int64_t> wd, const char* op);
 
 // Claims with fusion: every node as the registry decides, plus Conv chains
 // (Conv -> [Add] -> [Relu | Clip]) as one group when that is exact.

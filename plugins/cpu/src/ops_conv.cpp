@@ -86,20 +86,20 @@ void out_dim(const ConvAttrs& a, int64_t i, int64_t in, int64_t k, int64_t& out,
 
 }  // namespace
 
-ConvShape conv_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<const int64_t> wd) {
+ConvShape conv_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<const int64_t> wd, const char* op) {
   ConvShape s;
   const size_t r = size_t(a.sr) + 2;
   if (xd.size() != r || wd.size() != r)
-    sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: X {} and W {} must have rank {}", dims_str(xd), dims_str(wd), r);
+    sdk::fail(NXRT_INVALID_ARGUMENT, "{}: X {} and W {} must have rank {}", op, dims_str(xd), dims_str(wd), r);
   s.batch = xd[0];
   s.in_c = xd[1];
   s.out_c = wd[0];
   s.group = a.group;
   if (wd[1] * a.group != s.in_c || s.out_c % a.group != 0)
-    sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: X {} / W {} do not fit group={}", dims_str(xd), dims_str(wd), a.group);
+    sdk::fail(NXRT_INVALID_ARGUMENT, "{}: X {} / W {} do not fit group={}", op, dims_str(xd), dims_str(wd), a.group);
   for (int64_t i = 0; i < a.sr; ++i)
     if (!a.kernel_shape.empty() && a.kernel_shape[size_t(i)] != wd[size_t(2 + i)])
-      sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: kernel_shape disagrees with W {}", dims_str(wd));
+      sdk::fail(NXRT_INVALID_ARGUMENT, "{}: kernel_shape disagrees with W {}", op, dims_str(wd));
   const int64_t off = a.sr == 1 ? 1 : 0;  // 1-D runs as H = 1
   int64_t in[2] = {1, 1}, k[2] = {1, 1}, st[2] = {1, 1}, dl[2] = {1, 1}, outd[2] = {1, 1}, pb[2] = {0, 0};
   for (int64_t i = 0; i < a.sr; ++i) {
@@ -161,7 +161,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
   return make_kernel([st = std::move(st), pool](Context& ctx) {
     ConstTensorView x = ctx.input(size_t(st.io.x)), w = ctx.input(size_t(st.io.w));
     auto b = st.io.b >= 0 ? ctx.optional_input(size_t(st.io.b)) : std::nullopt;
-    ConvShape s = conv_shape(st.a, x.dims(), w.dims());
+    ConvShape s = conv_shape(st.a, x.dims(), w.dims(), "Conv");
     if (st.packed && w.dims() != st.w_dims) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: W shape changed");
     const float* bias = nullptr;
     if (b) {

@@ -187,7 +187,7 @@ std::unique_ptr<Kernel> qlinear_matmul_create(const Node&, CpuSession& session) 
 ConvShape conv_integer_run(const ConvAttrs& attrs, const ConstTensorView& x, const ConstTensorView& w,
                            const std::optional<ConstTensorView>& xz, const std::optional<ConstTensorView>& wz, const char* op,
                            std::vector<int32_t>& acc, std::vector<int64_t>& od, ThreadPool* pool) {
-  const ConvShape s = conv_shape(attrs, x.dims(), w.dims());
+  const ConvShape s = conv_shape(attrs, x.dims(), w.dims(), op);
   const int32_t x_zp = zero_points(xz, 1, op, "x_zero_point")[0];
   const auto w_zp = zero_points(wz, s.out_c, op, "w_zero_point");
   od = {s.batch, s.out_c};
