@@ -9,7 +9,8 @@ def load(path):
 
 
 def mismatch(got, want, rtol, atol):
-    """None when `got` matches `want` (same dtype and shape, |g-w| <= atol + rtol*|w|, NaN == NaN),
+    """None when `got` matches `want` (same dtype and shape, g == w or |g-w| <= atol + rtol*|w|,
+    so equal infinities match, NaN == NaN),
     else a one-line description of the first difference."""
     if got.dtype != want.dtype:
         return f"dtype {got.dtype} != expected {want.dtype}"
@@ -19,7 +20,8 @@ def mismatch(got, want, rtol, atol):
         g = got.astype(np.float64)
         w = want.astype(np.float64)
         both_nan = np.isnan(g) & np.isnan(w)
-        ok = both_nan | (np.abs(g - w) <= atol + rtol * np.abs(w))
+        with np.errstate(invalid="ignore"):  # inf - inf
+            ok = both_nan | (g == w) | (np.abs(g - w) <= atol + rtol * np.abs(w))
         ok &= ~(np.isnan(g) ^ np.isnan(w))
     else:
         ok = got == want

@@ -18,6 +18,37 @@ void batchnorm_fold(int64_t channels, const float* scale, const float* bias, con
   }
 }
 
+void batchnorm_training(int64_t batch, int64_t channels, int64_t spatial, const float* x, const float* scale,
+                        const float* bias, const float* mean, const float* var, double epsilon, double momentum,
+                        float* y, float* running_mean, float* running_var, ThreadPool* pool) {
+  const int parts = threads_for(pool, double(batch) * double(channels) * double(spatial) * 2, 65536.0);
+  parallel_ranges(pool, channels, parts, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const double count = double(batch) * double(spatial);
+      double sum = 0;
+      for (int64_t b = 0; b < batch; ++b) {
+        const float* p = x + (b * channels + c) * spatial;
+        for (int64_t i = 0; i < spatial; ++i) sum += p[i];
+      }
+      const double m = count > 0 ? sum / count : 0.0;
+      double sq = 0;
+      for (int64_t b = 0; b < batch; ++b) {
+        const float* p = x + (b * channels + c) * spatial;
+        for (int64_t i = 0; i < spatial; ++i) sq += (p[i] - m) * (p[i] - m);
+      }
+      const double v = count > 0 ? sq / count : 0.0;
+      const double mul = double(scale[c]) / std::sqrt(v + epsilon), add = double(bias[c]) - m * mul;
+      for (int64_t b = 0; b < batch; ++b) {
+        const float* p = x + (b * channels + c) * spatial;
+        float* q = y + (b * channels + c) * spatial;
+        for (int64_t i = 0; i < spatial; ++i) q[i] = float(p[i] * mul + add);
+      }
+      if (running_mean) running_mean[c] = float(double(mean[c]) * momentum + m * (1 - momentum));
+      if (running_var) running_var[c] = float(double(var[c]) * momentum + v * (1 - momentum));
+    }
+  });
+}
+
 NXRT_CLONES
 static void affine_plane(const float* x, float* y, int64_t n, float m, float a) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * m + a;

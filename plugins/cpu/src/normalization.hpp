@@ -16,6 +16,15 @@ void batchnorm_fold(int64_t channels, const float* scale, const float* bias, con
 void channel_affine(int64_t batch, int64_t channels, int64_t spatial, const float* x, const float* mul,
                     const float* add, float* y, ThreadPool* pool);
 
+// BatchNormalization with training_mode=1 on x: [batch][channels][spatial]:
+// each channel is normalised by its batch mean and biased variance (over
+// batch and spatial, in double), y = (x - mean_b) * scale[c] / sqrt(var_b +
+// epsilon) + bias[c]; running_mean/var (optional) get
+// mean * momentum + mean_b * (1 - momentum), likewise for var.
+void batchnorm_training(int64_t batch, int64_t channels, int64_t spatial, const float* x, const float* scale,
+                        const float* bias, const float* mean, const float* var, double epsilon, double momentum,
+                        float* y, float* running_mean, float* running_var, ThreadPool* pool);
+
 // Normalises each of `rows` rows of `cols` elements: y = (x - mean) * inv_std * scale + bias,
 // scale/bias of `cols` elements (bias may be null). mean/inv_std (optional) get one value per row.
 void layer_norm(int64_t rows, int64_t cols, const float* x, const float* scale, const float* bias, float epsilon,

@@ -28,6 +28,7 @@ const Registry& registry() {
     register_loss_ops(reg);
     register_optimizer_ops(reg);
     register_quantize_ops(reg);
+    register_integer_ops(reg);
     register_resize_ops(reg);
     register_linalg_ops(reg);
     register_rnn_ops(reg);

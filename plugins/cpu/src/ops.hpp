@@ -69,6 +69,7 @@ void register_object_detection_ops(Registry& r);    // NonMaxSuppression, RoiAli
 void register_loss_ops(Registry& r);                // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_optimizer_ops(Registry& r);           // ai.onnx.preview.training Adagrad, Momentum
 void register_quantize_ops(Registry& r);            // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
+void register_integer_ops(Registry& r);             // MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
 void register_resize_ops(Registry& r);              // Resize, GridSample
 void register_linalg_ops(Registry& r);              // Einsum, Det
 void register_rnn_ops(Registry& r);                 // RNN, GRU, LSTM
@@ -84,6 +85,20 @@ struct ConvIo {
   ConvPostOps post;         // clamp (residual is bound at run time)
 };
 std::unique_ptr<Kernel> make_conv_kernel(const Node& conv, CpuSession& session, const ConvIo& io);
+
+// Conv geometry shared by Conv, ConvInteger and QLinearConv (ops_conv.cpp);
+// w_input is W's input index. 1-D and 2-D.
+struct ConvAttrs {
+  int64_t sr = 2;  // spatial rank
+  std::string auto_pad;
+  int64_t group = 1;
+  std::vector<int64_t> kernel_shape, strides, dilations, pads;
+};
+int64_t conv_spatial_rank(const Node& n, size_t w_input);  // -1: unknown before run time
+Check conv_geometry_check(const Node& n, size_t w_input);   // attributes and rank (not dtypes)
+ConvAttrs read_conv_attrs(const Node& n, size_t w_input);
+// The call's shape from X's and W's run-time dims; fails naming the problem.
+ConvShape conv_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<const int64_t> wd, const char* op);
 
 // Claims with fusion: every node as the registry decides, plus Conv chains
 // (Conv -> [Add] -> [Relu | Clip]) as one group when that is exact.

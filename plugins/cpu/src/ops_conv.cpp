@@ -6,11 +6,10 @@
 #include "ops.hpp"
 
 namespace nxrt::cpu {
-namespace {
 
 // Spatial rank from what is known before run time; -1 if unknown.
-int64_t conv_spatial_rank(const Node& n) {
-  auto w = n.input(1);
+int64_t conv_spatial_rank(const Node& n, size_t w_input) {
+  auto w = n.input(w_input);
   if (w.present() && w.rank() >= 0) return w.rank() - 2;
   auto x = n.input(0);
   if (x.present() && x.rank() >= 0) return x.rank() - 2;
@@ -18,18 +17,17 @@ int64_t conv_spatial_rank(const Node& n) {
   return -1;
 }
 
-Check conv_check(const Node& n) {
-  if (auto r = sdk::require_dtypes(n, kF32)) return r;
-  const int64_t sr = conv_spatial_rank(n);
-  if (sr < 0) return sdk::refuse(NXRT_REFUSE_SHAPE, "Conv: rank of X and W unknown before run time");
-  if (sr < 1 || sr > 2) return sdk::refuse(NXRT_REFUSE_SHAPE, "Conv with {} spatial dims is not implemented (1-D and 2-D only)", sr);
+Check conv_geometry_check(const Node& n, size_t w_input) {
+  const int64_t sr = conv_spatial_rank(n, w_input);
+  if (sr < 0) return sdk::refuse(NXRT_REFUSE_SHAPE, "{}: rank of X and W unknown before run time", n.op_type());
+  if (sr < 1 || sr > 2) return sdk::refuse(NXRT_REFUSE_SHAPE, "{} with {} spatial dims is not implemented (1-D and 2-D only)", n.op_type(), sr);
   const std::string ap = n.attr_string("auto_pad", "NOTSET");
   if (ap != "NOTSET" && ap != "VALID" && ap != "SAME_UPPER" && ap != "SAME_LOWER")
-    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "Conv: auto_pad '{}' is not valid", ap);
+    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: auto_pad '{}' is not valid", n.op_type(), ap);
   auto sized = [&](const char* name, size_t want) -> Check {
     auto a = n.attr(name);
     if (a && a->ints().size() != want)
-      return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "Conv: {} has {} values, expected {}", name, a->ints().size(), want);
+      return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: {} has {} values, expected {}", n.op_type(), name, a->ints().size(), want);
     return std::nullopt;
   };
   if (auto r = sized("kernel_shape", size_t(sr))) return r;
@@ -37,21 +35,33 @@ Check conv_check(const Node& n) {
   if (auto r = sized("dilations", size_t(sr))) return r;
   if (auto r = sized("pads", size_t(2 * sr))) return r;
   for (auto v : n.attr_ints("strides"))
-    if (v < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "Conv: stride {} < 1", v);
+    if (v < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: stride {} < 1", n.op_type(), v);
   for (auto v : n.attr_ints("dilations"))
-    if (v < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "Conv: dilation {} < 1", v);
+    if (v < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: dilation {} < 1", n.op_type(), v);
   for (auto v : n.attr_ints("pads"))
-    if (v < 0) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "Conv: negative pad {}", v);
-  if (n.attr_int("group", 1) < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "Conv: group < 1");
-  return std::nullopt;
+    if (v < 0) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: negative pad {}", n.op_type(), v);
+  if (n.attr_int("group", 1) < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: group < 1", n.op_type());
+  return known_attrs(n, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
 }
 
-struct ConvAttrs {
-  int64_t sr = 2;
-  std::string auto_pad;
-  int64_t group = 1;
-  std::vector<int64_t> kernel_shape, strides, dilations, pads;
-};
+ConvAttrs read_conv_attrs(const Node& n, size_t w_input) {
+  ConvAttrs a;
+  a.sr = conv_spatial_rank(n, w_input);
+  a.auto_pad = n.attr_string("auto_pad", "NOTSET");
+  a.group = n.attr_int("group", 1);
+  a.kernel_shape = n.attr_ints("kernel_shape");
+  a.strides = n.attr_ints("strides");
+  a.dilations = n.attr_ints("dilations");
+  a.pads = n.attr_ints("pads");
+  return a;
+}
+
+namespace {
+
+Check conv_check(const Node& n) {
+  if (auto r = sdk::require_dtypes(n, kF32)) return r;
+  return conv_geometry_check(n, 1);
+}
 
 // Output size and begin pad of one spatial dim.
 void out_dim(const ConvAttrs& a, int64_t i, int64_t in, int64_t k, int64_t& out, int64_t& pad_begin) {
@@ -74,20 +84,22 @@ void out_dim(const ConvAttrs& a, int64_t i, int64_t in, int64_t k, int64_t& out,
   }
 }
 
-ConvShape make_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<const int64_t> wd) {
+}  // namespace
+
+ConvShape conv_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<const int64_t> wd, const char* op) {
   ConvShape s;
   const size_t r = size_t(a.sr) + 2;
   if (xd.size() != r || wd.size() != r)
-    sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: X {} and W {} must have rank {}", dims_str(xd), dims_str(wd), r);
+    sdk::fail(NXRT_INVALID_ARGUMENT, "{}: X {} and W {} must have rank {}", op, dims_str(xd), dims_str(wd), r);
   s.batch = xd[0];
   s.in_c = xd[1];
   s.out_c = wd[0];
   s.group = a.group;
   if (wd[1] * a.group != s.in_c || s.out_c % a.group != 0)
-    sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: X {} / W {} do not fit group={}", dims_str(xd), dims_str(wd), a.group);
+    sdk::fail(NXRT_INVALID_ARGUMENT, "{}: X {} / W {} do not fit group={}", op, dims_str(xd), dims_str(wd), a.group);
   for (int64_t i = 0; i < a.sr; ++i)
     if (!a.kernel_shape.empty() && a.kernel_shape[size_t(i)] != wd[size_t(2 + i)])
-      sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: kernel_shape disagrees with W {}", dims_str(wd));
+      sdk::fail(NXRT_INVALID_ARGUMENT, "{}: kernel_shape disagrees with W {}", op, dims_str(wd));
   const int64_t off = a.sr == 1 ? 1 : 0;  // 1-D runs as H = 1
   int64_t in[2] = {1, 1}, k[2] = {1, 1}, st[2] = {1, 1}, dl[2] = {1, 1}, outd[2] = {1, 1}, pb[2] = {0, 0};
   for (int64_t i = 0; i < a.sr; ++i) {
@@ -106,18 +118,9 @@ ConvShape make_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<
   return s;
 }
 
-}  // namespace
-
 // The Conv kernel, alone (io = ConvIo{}) or heading a fused group.
 std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, const ConvIo& io) {
-  ConvAttrs a;
-  a.sr = conv_spatial_rank(n);
-  a.auto_pad = n.attr_string("auto_pad", "NOTSET");
-  a.group = n.attr_int("group", 1);
-  a.kernel_shape = n.attr_ints("kernel_shape");
-  a.strides = n.attr_ints("strides");
-  a.dilations = n.attr_ints("dilations");
-  a.pads = n.attr_ints("pads");
+  const ConvAttrs a = read_conv_attrs(n, 1);
   struct State {
     ConvAttrs a;
     ConvIo io;
@@ -158,7 +161,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
   return make_kernel([st = std::move(st), pool](Context& ctx) {
     ConstTensorView x = ctx.input(size_t(st.io.x)), w = ctx.input(size_t(st.io.w));
     auto b = st.io.b >= 0 ? ctx.optional_input(size_t(st.io.b)) : std::nullopt;
-    ConvShape s = make_shape(st.a, x.dims(), w.dims());
+    ConvShape s = conv_shape(st.a, x.dims(), w.dims(), "Conv");
     if (st.packed && w.dims() != st.w_dims) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: W shape changed");
     const float* bias = nullptr;
     if (b) {

@@ -1,5 +1,6 @@
 // Unary elementwise ops: Relu, Clip, and Erf/Sqrt/Exp/Tanh/Sigmoid/Neg/Abs on
-// float32 (the vectorised kernels of elementwise.cpp); Sign, IsNaN/IsInf; and
+// float32 (the vectorised kernels of elementwise.cpp; Neg/Abs also float64
+// and integers); Sign, IsNaN/IsInf; and
 // float32/float64 math (Log, Floor, Sin, LeakyRelu, Elu, Gelu, ...) evaluated
 // in double and rounded once.
 #include <algorithm>
@@ -32,6 +33,53 @@ Def unary_def(const char* op, UnaryOp kind, int since) {
     });
   };
   return Def{op, "", since, INT_MAX, [](const Node& n) { return sdk::require_dtypes(n, kF32); }, create};
+}
+
+// Neg and Abs beyond float32: float64 and the integer types (Neg: signed
+// ones). Integers wrap like numpy (-(-128) is -128 in int8).
+constexpr nxrt_dtype kNegTypes[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT64, NXRT_DTYPE_INT8,
+                                    NXRT_DTYPE_INT16,   NXRT_DTYPE_INT32,   NXRT_DTYPE_INT64};
+
+template <typename T>
+T negate(T v) {
+  if constexpr (std::is_integral_v<T>) return T(std::make_unsigned_t<T>(0) - std::make_unsigned_t<T>(v));
+  else return T(-v);
+}
+
+Def neg_abs_def(const char* op, UnaryOp kind) {
+  auto create = [kind, name = std::string(op)](const Node&, CpuSession& s) {
+    ThreadPool* pool = s.pool();
+    return make_kernel([kind, name, pool](Context& ctx) {
+      ConstTensorView x = ctx.input(0);
+      TensorView y = ctx.output(0, x.dtype(), x.dims());
+      if (x.dtype() == NXRT_DTYPE_FLOAT32) {
+        unary(kind, x.data<float>(), y.data<float>(), x.numel(), pool);
+        return;
+      }
+      dispatch_type(x.dtype(), name.c_str(), [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (std::is_same_v<T, bool>) {
+          sdk::fail(NXRT_INVALID_ARGUMENT, "{}: bool", name);
+        } else {
+          const T* xp = x.data<T>();
+          T* yp = y.data<T>();
+          for (int64_t i = 0; i < x.numel(); ++i) {
+            if (kind == UnaryOp::Neg) yp[i] = negate(xp[i]);
+            else if constexpr (std::is_unsigned_v<T>) yp[i] = xp[i];
+            else yp[i] = xp[i] < 0 ? negate(xp[i]) : xp[i];
+          }
+        }
+      });
+    });
+  };
+  std::vector<nxrt_dtype> types(kind == UnaryOp::Neg ? std::begin(kNegTypes) : std::begin(kNumeric),
+                                kind == UnaryOp::Neg ? std::end(kNegTypes) : std::end(kNumeric));
+  auto check = [types](const Node& n) -> Check {
+    if (auto r = typed_same(n, types)) return r;
+    if (n.output(0).dtype() != n.input(0).dtype()) return sdk::refuse(NXRT_REFUSE_DTYPE, "{}: output dtype differs from input", n.op_type());
+    return attrs_in(n, {});
+  };
+  return Def{op, "", 6, INT_MAX, check, create};
 }
 
 template <typename T>
@@ -202,8 +250,8 @@ void register_elementwise_unary_ops(Registry& r) {
   r.add(unary_def("Exp", UnaryOp::Exp, 6));
   r.add(unary_def("Tanh", UnaryOp::Tanh, 6));
   r.add(unary_def("Sigmoid", UnaryOp::Sigmoid, 6));
-  r.add(unary_def("Neg", UnaryOp::Neg, 6));
-  r.add(unary_def("Abs", UnaryOp::Abs, 6));
+  r.add(neg_abs_def("Neg", UnaryOp::Neg));
+  r.add(neg_abs_def("Abs", UnaryOp::Abs));
   r.add(Def{"Sign", "", 9, INT_MAX, [](const Node& n) { return sdk::require_dtypes(n, kNumeric); }, sign_create});
   r.add(Def{"IsNaN", "", 9, INT_MAX,
             [](const Node& n) -> Check {

@@ -1,5 +1,5 @@
 // Normalization: BatchNormalization (inference, folded into a per-channel
-// affine), LayerNormalization, InstanceNormalization, LRN,
+// affine; training_mode=1 from opset 14 with batch statistics), LayerNormalization, InstanceNormalization, LRN,
 // MeanVarianceNormalization. float32.
 #include <algorithm>
 #include <array>
@@ -18,6 +18,35 @@ Check bn_check(const Node& n) {
                        [&] { return no_outputs_from(n, 1, "running statistics (training mode)"); },
                        [&] { return attr_int_is(n, "training_mode", 0); },
                        [&] { return attr_int_is(n, "spatial", 1); });
+}
+
+// Opset 14+ with training_mode=1: batch statistics, optional running_mean and
+// running_var outputs (1, 2).
+Check bn_training_check(const Node& n) {
+  return first_refusal([&] { return sdk::require_dtypes(n, kF32); },
+                       [&] { return no_outputs_from(n, 3, "unknown"); },
+                       [&] { return known_attrs(n, {"epsilon", "momentum", "training_mode"}); },
+                       [&] { return attr_int_is(n, "training_mode", 1); });
+}
+
+std::unique_ptr<Kernel> bn_training_create(const Node& n, CpuSession& session) {
+  const double eps = n.attr_float("epsilon", 1e-5f), momentum = n.attr_float("momentum", 0.9f);
+  const bool want_mean = n.has_output(1), want_var = n.has_output(2);
+  ThreadPool* pool = session.pool();
+  return make_kernel([eps, momentum, want_mean, want_var, pool](Context& ctx) {
+    ConstTensorView x = ctx.input(0);
+    if (x.rank() < 2) sdk::fail(NXRT_INVALID_ARGUMENT, "BatchNormalization: X {} must have rank >= 2", dims_str(x.dims()));
+    const int64_t N = x.dim(0), C = x.dim(1);
+    const int64_t spatial = C ? x.numel() / std::max<int64_t>(1, N * C) : 0;
+    ConstTensorView sc = ctx.input(1), b = ctx.input(2), m = ctx.input(3), v = ctx.input(4);
+    if (sc.numel() != C || b.numel() != C || m.numel() != C || v.numel() != C)
+      sdk::fail(NXRT_INVALID_ARGUMENT, "BatchNormalization: parameters must have {} values", C);
+    TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
+    float* rm = want_mean ? ctx.output(1, NXRT_DTYPE_FLOAT32, {C}).data<float>() : nullptr;
+    float* rv = want_var ? ctx.output(2, NXRT_DTYPE_FLOAT32, {C}).data<float>() : nullptr;
+    batchnorm_training(N, C, spatial, x.data<float>(), sc.data<float>(), b.data<float>(), m.data<float>(), v.data<float>(), eps,
+                       momentum, y.data<float>(), rm, rv, pool);
+  });
 }
 
 std::unique_ptr<Kernel> bn_create(const Node& n, CpuSession& session) {
@@ -185,7 +214,12 @@ std::unique_ptr<Kernel> mvn_create(const Node& n, CpuSession& s) {
 }  // namespace
 
 void register_normalization_ops(Registry& r) {
-  r.add(Def{"BatchNormalization", "", 7, INT_MAX, bn_check, bn_create});
+  r.add(Def{"BatchNormalization", "", 7, 13, bn_check, bn_create});
+  r.add(Def{"BatchNormalization", "", 14, INT_MAX,
+            [](const Node& n) { return n.attr_int("training_mode", 0) != 0 ? bn_training_check(n) : bn_check(n); },
+            [](const Node& n, CpuSession& s) {
+              return n.attr_int("training_mode", 0) != 0 ? bn_training_create(n, s) : bn_create(n, s);
+            }});
   r.add(Def{"LayerNormalization", "", 17, INT_MAX, ln_check, ln_create});
   r.add(Def{"InstanceNormalization", "", 6, INT_MAX,
             [](const Node& n) -> Check {

@@ -1,4 +1,4 @@
-// Pooling: MaxPool (float32, int8, uint8), AveragePool (pads, auto_pad,
+// Pooling: MaxPool (float32, int8, uint8; Indices output with storage_order 0/1), AveragePool (pads, auto_pad,
 // count_include_pad, ceil_mode, dilations), GlobalAveragePool,
 // GlobalMaxPool, MaxUnpool; 1-3 spatial dims, NC... layout.
 #include <algorithm>
@@ -106,19 +106,40 @@ PoolShape pool_shape(const PoolAttrs& a, const ConstTensorView& x, const char* o
 // ---------------------------------------------------------------- MaxPool
 
 Check maxpool_check(const Node& n) {
-  if (auto r = sdk::require_dtypes(n, kPoolTypes)) return r;
-  if (auto r = no_outputs_from(n, 1, "Indices")) return r;
+  auto ok = [](nxrt_dtype t) {
+    for (auto k : kPoolTypes) if (k == t) return true;
+    return false;
+  };
+  if (!ok(n.input(0).dtype())) return sdk::refuse(NXRT_REFUSE_DTYPE, "MaxPool input 0 is {}", sdk::dtype_name(n.input(0).dtype()));
+  if (n.output(0).dtype() != n.input(0).dtype()) return sdk::refuse(NXRT_REFUSE_DTYPE, "MaxPool: Y's dtype differs from X's");
+  if (n.has_output(1) && n.output(1).dtype() != NXRT_DTYPE_INT64)
+    return sdk::refuse(NXRT_REFUSE_DTYPE, "MaxPool: Indices is {}, not int64", sdk::dtype_name(n.output(1).dtype()));
+  const int64_t order = n.attr_int("storage_order", 0);
+  if (order != 0 && order != 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "MaxPool: storage_order {} (0 or 1)", order);
   return pool_geometry_check(n);
 }
 
 std::unique_ptr<Kernel> maxpool_create(const Node& n, CpuSession& session) {
   const PoolAttrs a = read_pool_attrs(n);
+  const bool with_indices = n.has_output(1);
+  const bool column_major = n.attr_int("storage_order", 0) == 1;
   ThreadPool* pool = session.pool();
-  return make_kernel([a, pool](Context& ctx) {
+  return make_kernel([a, with_indices, column_major, pool](Context& ctx) {
     ConstTensorView x = ctx.input(0);
     std::vector<int64_t> od;
     const PoolShape s = pool_shape(a, x, "MaxPool", od);
     TensorView y = ctx.output(0, x.dtype(), od);
+    if (with_indices) {
+      TensorView idx = ctx.output(1, NXRT_DTYPE_INT64, od);
+      if (y.numel() == 0) return;
+      switch (x.dtype()) {
+        case NXRT_DTYPE_FLOAT32: max_pool_with_indices(s, column_major, x.data<float>(), y.data<float>(), idx.data<int64_t>(), pool); break;
+        case NXRT_DTYPE_INT8: max_pool_with_indices(s, column_major, x.data<int8_t>(), y.data<int8_t>(), idx.data<int64_t>(), pool); break;
+        case NXRT_DTYPE_UINT8: max_pool_with_indices(s, column_major, x.data<uint8_t>(), y.data<uint8_t>(), idx.data<int64_t>(), pool); break;
+        default: sdk::fail(NXRT_INVALID_ARGUMENT, "MaxPool: dtype {}", sdk::dtype_name(x.dtype()));
+      }
+      return;
+    }
     if (y.numel() == 0) return;
     switch (x.dtype()) {
       case NXRT_DTYPE_FLOAT32: max_pool(s, x.data<float>(), y.data<float>(), pool); break;

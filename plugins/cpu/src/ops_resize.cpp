@@ -1,4 +1,4 @@
-// Resize (opset 11+) and GridSample (16-19, 4-D): nearest (4 rounding modes), linear and cubic
+// Resize (opset 11+), Upsample (7-9, Resize with asymmetric coordinates) and GridSample (16-19, 4-D): nearest (4 rounding modes), linear and cubic
 // (cubic_coeff_a, exclude_outside), every coordinate transformation mode
 // including tf_crop_and_resize (roi, extrapolation_value). Separable: one
 // 1-D pass per axis whose mapping is not the identity, in double precision,
@@ -163,6 +163,51 @@ bool identity_taps(const std::vector<Taps>& taps, int64_t in) {
   return true;
 }
 
+// Runs the separable passes: y (dims od) from x, axis d scaled by scale[d]
+// (roi_s/roi_e: tf_crop_and_resize's box, else 0 and 1).
+void resize_run(const ResizeArgs& a, const ConstTensorView& x, TensorView& y, const std::vector<int64_t>& od,
+                const std::vector<double>& scale, const std::vector<double>& roi_s, const std::vector<double>& roi_e,
+                ThreadPool* pool, const char* op) {
+  if (y.numel() == 0) return;
+  if (x.numel() == 0) sdk::fail(NXRT_INVALID_ARGUMENT, "{}: empty input, non-empty output", op);
+  const size_t r = x.rank();
+  std::vector<int64_t> cur = x.dims();
+  const float* xp = x.data<float>();
+  std::vector<double> buf(xp, xp + x.numel()), next;
+  for (size_t d = 0; d < r; ++d) {
+    const auto taps = axis_taps(a, cur[d], od[d], scale[d], roi_s[d], roi_e[d]);
+    if (identity_taps(taps, cur[d])) continue;
+    int64_t outer = 1, inner = 1;
+    for (size_t i = 0; i < d; ++i) outer *= cur[i];
+    for (size_t i = d + 1; i < r; ++i) inner *= cur[i];
+    const int64_t in = cur[d], out = od[d];
+    next.assign(static_cast<size_t>(outer * out * inner), 0.0);
+    const int parts = int(std::min<int64_t>(outer * out, threads_for(pool, double(outer * out * inner) * 4, 65536.0)));
+    parallel_for(pool, parts, [&](int64_t c) {
+      int64_t b = 0, e = 0;
+      split_range(outer * out, parts, c, b, e);
+      for (int64_t oj = b; oj < e; ++oj) {
+        const int64_t o = oj / out, j = oj % out;
+        const Taps& t = taps[size_t(j)];
+        double* dst = next.data() + oj * inner;
+        if (t.extrapolate) {
+          std::fill(dst, dst + inner, double(a.extrapolation));
+          continue;
+        }
+        for (int k = 0; k < t.count; ++k) {
+          const double* src = buf.data() + (o * in + t.idx[k]) * inner;
+          const double w = t.w[k];
+          for (int64_t i = 0; i < inner; ++i) dst[i] += w * src[i];
+        }
+      }
+    });
+    buf.swap(next);
+    cur[d] = out;
+  }
+  float* yp = y.data<float>();
+  for (size_t i = 0; i < buf.size(); ++i) yp[i] = float(buf[i]);
+}
+
 std::unique_ptr<Kernel> resize_create(const Node& n, CpuSession& s) {
   ResizeArgs a;
   const std::string mode = n.attr_string("mode", "nearest");
@@ -212,43 +257,55 @@ std::unique_ptr<Kernel> resize_create(const Node& n, CpuSession& s) {
       }
     }
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
-    if (y.numel() == 0) return;
-    if (x.numel() == 0) sdk::fail(NXRT_INVALID_ARGUMENT, "Resize: empty input, non-empty output");
-    std::vector<int64_t> cur = x.dims();
-    const float* xp = x.data<float>();
-    std::vector<double> buf(xp, xp + x.numel()), next;
-    for (size_t d = 0; d < r; ++d) {
-      const auto taps = axis_taps(a, cur[d], od[d], scale[d], roi_s[d], roi_e[d]);
-      if (identity_taps(taps, cur[d])) continue;
-      int64_t outer = 1, inner = 1;
-      for (size_t i = 0; i < d; ++i) outer *= cur[i];
-      for (size_t i = d + 1; i < r; ++i) inner *= cur[i];
-      const int64_t in = cur[d], out = od[d];
-      next.assign(static_cast<size_t>(outer * out * inner), 0.0);
-      const int parts = int(std::min<int64_t>(outer * out, threads_for(pool, double(outer * out * inner) * 4, 65536.0)));
-      parallel_for(pool, parts, [&](int64_t c) {
-        int64_t b = 0, e = 0;
-        split_range(outer * out, parts, c, b, e);
-        for (int64_t oj = b; oj < e; ++oj) {
-          const int64_t o = oj / out, j = oj % out;
-          const Taps& t = taps[size_t(j)];
-          double* dst = next.data() + oj * inner;
-          if (t.extrapolate) {
-            std::fill(dst, dst + inner, double(a.extrapolation));
-            continue;
-          }
-          for (int k = 0; k < t.count; ++k) {
-            const double* src = buf.data() + (o * in + t.idx[k]) * inner;
-            const double w = t.w[k];
-            for (int64_t i = 0; i < inner; ++i) dst[i] += w * src[i];
-          }
-        }
-      });
-      buf.swap(next);
-      cur[d] = out;
+    resize_run(a, x, y, od, scale, roi_s, roi_e, pool, "Resize");
+  });
+}
+
+// ---------------------------------------------------------------- Upsample
+
+// Upsample (deprecated at opset 10): Resize with asymmetric coordinates and
+// floor rounding for nearest; scales from the attribute (7-8) or input 1 (9).
+// Each output dim is floor(input dim * scale).
+Check upsample_check(const Node& n, bool scales_input) {
+  if (auto r = input_dtype_is(n, 0, NXRT_DTYPE_FLOAT32, "X")) return r;
+  if (n.output(0).dtype() != NXRT_DTYPE_FLOAT32) return sdk::refuse(NXRT_REFUSE_DTYPE, "Upsample: output is not float32");
+  if (scales_input) {
+    if (auto r = input_dtype_is(n, 1, NXRT_DTYPE_FLOAT32, "scales")) return r;
+    if (auto r = known_attrs(n, {"mode"})) return r;
+  } else if (auto r = known_attrs(n, {"mode", "scales"})) {
+    return r;
+  }
+  const std::string mode = n.attr_string("mode", "nearest");
+  if (mode != "nearest" && mode != "linear") return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "Upsample: mode '{}'", mode);
+  return std::nullopt;
+}
+
+std::unique_ptr<Kernel> upsample_create(const Node& n, CpuSession& s, bool scales_input) {
+  ResizeArgs a;
+  a.mode = n.attr_string("mode", "nearest") == "linear" ? Mode::Linear : Mode::Nearest;
+  a.coord = Coord::Asymmetric;
+  a.round = Round::Floor;
+  std::vector<double> attr_scales;
+  if (!scales_input)
+    for (float f : n.attr_floats("scales")) attr_scales.push_back(double(f));
+  ThreadPool* pool = s.pool();
+  return make_kernel([a, attr_scales, pool](Context& ctx) {
+    ConstTensorView x = ctx.input(0);
+    const size_t r = x.rank();
+    std::vector<double> scale = attr_scales;
+    if (ctx.input_count() > 1) {
+      ConstTensorView st = ctx.input(1);
+      const float* sp = st.data<float>();
+      scale.assign(sp, sp + st.numel());
     }
-    float* yp = y.data<float>();
-    for (size_t i = 0; i < buf.size(); ++i) yp[i] = float(buf[i]);
+    if (scale.size() != r) sdk::fail(NXRT_INVALID_ARGUMENT, "Upsample: {} scales for rank {}", scale.size(), r);
+    std::vector<int64_t> od(r);
+    for (size_t d = 0; d < r; ++d) {
+      if (!(scale[d] >= 1)) sdk::fail(NXRT_INVALID_ARGUMENT, "Upsample: scale {} must be >= 1", scale[d]);
+      od[d] = int64_t(std::floor(double(x.dim(d)) * scale[d]));
+    }
+    TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
+    resize_run(a, x, y, od, scale, std::vector<double>(r, 0.0), std::vector<double>(r, 1.0), pool, "Upsample");
   });
 }
 
@@ -363,6 +420,10 @@ Check gridsample_check(const Node& n) {
 
 void register_resize_ops(Registry& r) {
   r.add(Def{"Resize", "", 11, INT_MAX, resize_check, resize_create});
+  r.add(Def{"Upsample", "", 7, 8, [](const Node& n) { return upsample_check(n, false); },
+            [](const Node& n, CpuSession& s) { return upsample_create(n, s, false); }});
+  r.add(Def{"Upsample", "", 9, 9, [](const Node& n) { return upsample_check(n, true); },
+            [](const Node& n, CpuSession& s) { return upsample_create(n, s, true); }});
   r.add(Def{"GridSample", "", 16, 19, gridsample_check, gridsample_create});
 }
 

@@ -92,6 +92,52 @@ template void max_pool<float>(const PoolShape&, const float*, float*, ThreadPool
 template void max_pool<int8_t>(const PoolShape&, const int8_t*, int8_t*, ThreadPool*);
 template void max_pool<uint8_t>(const PoolShape&, const uint8_t*, uint8_t*, ThreadPool*);
 
+template <typename T>
+void max_pool_with_indices(const PoolShape& s, bool column_major, const T* x, T* y, int64_t* indices, ThreadPool* pool) {
+  const int64_t planes = s.batch * s.channels;
+  const int64_t in_plane = s.in[0] * s.in[1] * s.in[2], out_plane = s.out[0] * s.out[1] * s.out[2];
+  const double work = double(planes) * double(out_plane) * double(s.kernel[0] * s.kernel[1] * s.kernel[2]);
+  const int parts = threads_for(pool, work);
+  parallel_ranges(pool, planes, parts, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const T* xp = x + p * in_plane;
+      T* yp = y + p * out_plane;
+      int64_t* ip = indices + p * out_plane;
+      for (int64_t od = 0; od < s.out[0]; ++od)
+        for (int64_t oh = 0; oh < s.out[1]; ++oh)
+          for (int64_t ow = 0; ow < s.out[2]; ++ow) {
+            T best = std::numeric_limits<T>::lowest();
+            int64_t at = -1;  // stays -1 only for a window entirely in the padding
+            for (int64_t kd = 0; kd < s.kernel[0]; ++kd) {
+              const int64_t id = od * s.stride[0] - s.pad_begin[0] + kd * s.dilation[0];
+              if (id < 0 || id >= s.in[0]) continue;
+              for (int64_t kh = 0; kh < s.kernel[1]; ++kh) {
+                const int64_t ih = oh * s.stride[1] - s.pad_begin[1] + kh * s.dilation[1];
+                if (ih < 0 || ih >= s.in[1]) continue;
+                for (int64_t kw = 0; kw < s.kernel[2]; ++kw) {
+                  const int64_t iw = ow * s.stride[2] - s.pad_begin[2] + kw * s.dilation[2];
+                  if (iw < 0 || iw >= s.in[2]) continue;
+                  const int64_t row_major = (id * s.in[1] + ih) * s.in[2] + iw;
+                  const T v = xp[row_major];
+                  if (at < 0 || v > best || (v != v && best == best)) {  // first maximum; a NaN wins once
+                    best = v;
+                    at = column_major ? id + (ih + iw * s.in[1]) * s.in[0] : row_major;
+                  }
+                }
+              }
+            }
+            const int64_t o = (od * s.out[1] + oh) * s.out[2] + ow;
+            yp[o] = best;
+            ip[o] = at < 0 ? -1 : p * in_plane + at;
+          }
+    }
+  });
+}
+
+template void max_pool_with_indices<float>(const PoolShape&, bool, const float*, float*, int64_t*, ThreadPool*);
+template void max_pool_with_indices<int8_t>(const PoolShape&, bool, const int8_t*, int8_t*, int64_t*, ThreadPool*);
+template void max_pool_with_indices<uint8_t>(const PoolShape&, bool, const uint8_t*, uint8_t*, int64_t*, ThreadPool*);
+
 NXRT_CLONES
 static float plane_sum(const float* x, int64_t n) {
   float acc[16] = {};

@@ -23,6 +23,14 @@ struct PoolShape {
 template <typename T>
 void max_pool(const PoolShape& s, const T* x, T* y, ThreadPool* pool);
 
+// MaxPool with its Indices output: indices[i] is the flat index into x (batch
+// and channel included) of the first maximum of window i, the spatial part
+// row-major (storage_order 0) or column-major (storage_order 1: the first
+// spatial dim varies fastest). A NaN is taken as the maximum. A window
+// entirely in the padding gives the lowest value and index -1.
+template <typename T>
+void max_pool_with_indices(const PoolShape& s, bool column_major, const T* x, T* y, int64_t* indices, ThreadPool* pool);
+
 // AveragePool (1-3 spatial dims, dilations): the mean of the window's
 // elements inside the input, or, with count_include_pad, divided by the
 // number of window positions inside the padded extent (pad_begin / pad_end).

@@ -282,6 +282,21 @@ float half_to_float(uint16_t h) {
   return f;
 }
 
+uint16_t float_to_bfloat16(float f, Bf16Round round) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &f, 4);
+  if (std::isnan(f)) return uint16_t((bits >> 16) | 0x40u);  // keep it a (quiet) NaN
+  if (round == Bf16Round::Truncate) return uint16_t(bits >> 16);
+  return uint16_t((uint64_t(bits) + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+float bfloat16_to_float(uint16_t b) {
+  const uint32_t bits = uint32_t(b) << 16;
+  float f = 0;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 namespace {
 
 struct Half { uint16_t v; };
@@ -290,12 +305,8 @@ struct BHalf { uint16_t v; };
 template <typename S>
 double to_double(S v) {
   if constexpr (std::is_same_v<S, Half>) return half_to_float(v.v);
-  else if constexpr (std::is_same_v<S, BHalf>) {
-    const uint32_t bits = uint32_t(v.v) << 16;
-    float f = 0;
-    std::memcpy(&f, &bits, 4);
-    return f;
-  } else return double(v);
+  else if constexpr (std::is_same_v<S, BHalf>) return bfloat16_to_float(v.v);
+  else return double(v);
 }
 
 template <typename D>
@@ -312,17 +323,13 @@ D from_float(double v) {
 }
 
 template <typename S, typename D>
-void cast_t(const S* s, D* d, int64_t n) {
+void cast_t(const S* s, D* d, int64_t n, Bf16Round bf16) {
   for (int64_t i = 0; i < n; ++i) {
     if constexpr (std::is_same_v<D, Half>) {
       if constexpr (std::is_same_v<S, float>) d[i].v = float_to_half(s[i]);
       else d[i].v = double_to_half(to_double(s[i]));  // one rounding, also from double
     } else if constexpr (std::is_same_v<D, BHalf>) {
-      const float f = float(to_double(s[i]));
-      uint32_t bits = 0;
-      std::memcpy(&bits, &f, 4);
-      if (std::isnan(f)) d[i].v = uint16_t((bits >> 16) | 0x40u);
-      else d[i].v = uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+      d[i].v = float_to_bfloat16(float(to_double(s[i])), bf16);
     } else if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BHalf> || std::is_floating_point_v<S>) {
       d[i] = from_float<D>(to_double(s[i]));
     } else if constexpr (std::is_same_v<D, bool>) {
@@ -334,41 +341,41 @@ void cast_t(const S* s, D* d, int64_t n) {
 }
 
 template <typename S>
-void cast_from(const S* s, void* dst, Elem dt, int64_t n) {
+void cast_from(const S* s, void* dst, Elem dt, int64_t n, Bf16Round bf16) {
   switch (dt) {
-    case Elem::F32: cast_t(s, static_cast<float*>(dst), n); break;
-    case Elem::F16: cast_t(s, static_cast<Half*>(dst), n); break;
-    case Elem::BF16: cast_t(s, static_cast<BHalf*>(dst), n); break;
-    case Elem::F64: cast_t(s, static_cast<double*>(dst), n); break;
-    case Elem::I8: cast_t(s, static_cast<int8_t*>(dst), n); break;
-    case Elem::U8: cast_t(s, static_cast<uint8_t*>(dst), n); break;
-    case Elem::I16: cast_t(s, static_cast<int16_t*>(dst), n); break;
-    case Elem::U16: cast_t(s, static_cast<uint16_t*>(dst), n); break;
-    case Elem::I32: cast_t(s, static_cast<int32_t*>(dst), n); break;
-    case Elem::U32: cast_t(s, static_cast<uint32_t*>(dst), n); break;
-    case Elem::I64: cast_t(s, static_cast<int64_t*>(dst), n); break;
-    case Elem::U64: cast_t(s, static_cast<uint64_t*>(dst), n); break;
-    case Elem::Bool: cast_t(s, static_cast<bool*>(dst), n); break;
+    case Elem::F32: cast_t(s, static_cast<float*>(dst), n, bf16); break;
+    case Elem::F16: cast_t(s, static_cast<Half*>(dst), n, bf16); break;
+    case Elem::BF16: cast_t(s, static_cast<BHalf*>(dst), n, bf16); break;
+    case Elem::F64: cast_t(s, static_cast<double*>(dst), n, bf16); break;
+    case Elem::I8: cast_t(s, static_cast<int8_t*>(dst), n, bf16); break;
+    case Elem::U8: cast_t(s, static_cast<uint8_t*>(dst), n, bf16); break;
+    case Elem::I16: cast_t(s, static_cast<int16_t*>(dst), n, bf16); break;
+    case Elem::U16: cast_t(s, static_cast<uint16_t*>(dst), n, bf16); break;
+    case Elem::I32: cast_t(s, static_cast<int32_t*>(dst), n, bf16); break;
+    case Elem::U32: cast_t(s, static_cast<uint32_t*>(dst), n, bf16); break;
+    case Elem::I64: cast_t(s, static_cast<int64_t*>(dst), n, bf16); break;
+    case Elem::U64: cast_t(s, static_cast<uint64_t*>(dst), n, bf16); break;
+    case Elem::Bool: cast_t(s, static_cast<bool*>(dst), n, bf16); break;
   }
 }
 
 }  // namespace
 
-void cast(const void* src, Elem st, void* dst, Elem dt, int64_t n) {
+void cast(const void* src, Elem st, void* dst, Elem dt, int64_t n, Bf16Round bf16) {
   switch (st) {
-    case Elem::F32: cast_from(static_cast<const float*>(src), dst, dt, n); break;
-    case Elem::F16: cast_from(static_cast<const Half*>(src), dst, dt, n); break;
-    case Elem::BF16: cast_from(static_cast<const BHalf*>(src), dst, dt, n); break;
-    case Elem::F64: cast_from(static_cast<const double*>(src), dst, dt, n); break;
-    case Elem::I8: cast_from(static_cast<const int8_t*>(src), dst, dt, n); break;
-    case Elem::U8: cast_from(static_cast<const uint8_t*>(src), dst, dt, n); break;
-    case Elem::I16: cast_from(static_cast<const int16_t*>(src), dst, dt, n); break;
-    case Elem::U16: cast_from(static_cast<const uint16_t*>(src), dst, dt, n); break;
-    case Elem::I32: cast_from(static_cast<const int32_t*>(src), dst, dt, n); break;
-    case Elem::U32: cast_from(static_cast<const uint32_t*>(src), dst, dt, n); break;
-    case Elem::I64: cast_from(static_cast<const int64_t*>(src), dst, dt, n); break;
-    case Elem::U64: cast_from(static_cast<const uint64_t*>(src), dst, dt, n); break;
-    case Elem::Bool: cast_from(static_cast<const bool*>(src), dst, dt, n); break;
+    case Elem::F32: cast_from(static_cast<const float*>(src), dst, dt, n, bf16); break;
+    case Elem::F16: cast_from(static_cast<const Half*>(src), dst, dt, n, bf16); break;
+    case Elem::BF16: cast_from(static_cast<const BHalf*>(src), dst, dt, n, bf16); break;
+    case Elem::F64: cast_from(static_cast<const double*>(src), dst, dt, n, bf16); break;
+    case Elem::I8: cast_from(static_cast<const int8_t*>(src), dst, dt, n, bf16); break;
+    case Elem::U8: cast_from(static_cast<const uint8_t*>(src), dst, dt, n, bf16); break;
+    case Elem::I16: cast_from(static_cast<const int16_t*>(src), dst, dt, n, bf16); break;
+    case Elem::U16: cast_from(static_cast<const uint16_t*>(src), dst, dt, n, bf16); break;
+    case Elem::I32: cast_from(static_cast<const int32_t*>(src), dst, dt, n, bf16); break;
+    case Elem::U32: cast_from(static_cast<const uint32_t*>(src), dst, dt, n, bf16); break;
+    case Elem::I64: cast_from(static_cast<const int64_t*>(src), dst, dt, n, bf16); break;
+    case Elem::U64: cast_from(static_cast<const uint64_t*>(src), dst, dt, n, bf16); break;
+    case Elem::Bool: cast_from(static_cast<const bool*>(src), dst, dt, n, bf16); break;
   }
 }
 

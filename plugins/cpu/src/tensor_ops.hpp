@@ -75,22 +75,23 @@ void broadcast_rows(std::span<const int64_t> out_dims, const std::array<std::vec
   parallel_ranges(pool, rows, parts, run);
 }
 
-// y = f(a, b) with broadcasting (y contiguous over od; a of ad, b of bd).
-template <typename T, typename R, typename F>
-void broadcast_binary(const T* a, std::span<const int64_t> ad, const T* b, std::span<const int64_t> bd, R* y,
+// y = f(a, b) with broadcasting (y contiguous over od; a of ad, b of bd; a and
+// b may have different element types).
+template <typename TA, typename TB, typename R, typename F>
+void broadcast_binary(const TA* a, std::span<const int64_t> ad, const TB* b, std::span<const int64_t> bd, R* y,
                       std::span<const int64_t> od, ThreadPool* pool, F f) {
   const std::array<std::vector<int64_t>, 2> st = {broadcast_strides(ad, od), broadcast_strides(bd, od)};
   broadcast_rows<2>(od, st, pool, [&](int64_t o, int64_t n, const int64_t* off, const int64_t* in) {
-    const T* ap = a + off[0];
-    const T* bp = b + off[1];
+    const TA* ap = a + off[0];
+    const TB* bp = b + off[1];
     R* yp = y + o;
     if (in[0] == 1 && in[1] == 1) {
       for (int64_t i = 0; i < n; ++i) yp[i] = f(ap[i], bp[i]);
     } else if (in[0] == 1 && in[1] == 0) {
-      const T bv = bp[0];
+      const TB bv = bp[0];
       for (int64_t i = 0; i < n; ++i) yp[i] = f(ap[i], bv);
     } else if (in[0] == 0 && in[1] == 1) {
-      const T av = ap[0];
+      const TA av = ap[0];
       for (int64_t i = 0; i < n; ++i) yp[i] = f(av, bp[i]);
     } else {
       for (int64_t i = 0; i < n; ++i) yp[i] = f(ap[i * in[0]], bp[i * in[1]]);
@@ -138,9 +139,17 @@ enum class Elem { F32, F16, BF16, F64, I8, U8, I16, U16, I32, U32, I64, U64, Boo
 uint16_t float_to_half(float f);  // round to nearest even; overflow -> inf; NaN kept
 float half_to_float(uint16_t h);
 
+// float32 -> bfloat16 (the upper 16 bits of the float32): round to nearest
+// even, or truncate (drop the low 16 bits, what ONNX 1.12's Cast test data
+// holds). NaN stays a quiet NaN either way.
+enum class Bf16Round { NearestEven, Truncate };
+uint16_t float_to_bfloat16(float f, Bf16Round round);
+float bfloat16_to_float(uint16_t b);
+
 // dst[i] = (dt)src[i] with numpy's astype semantics for the supported pairs
-// (float -> int truncates toward zero; -> bool is != 0).
-void cast(const void* src, Elem st, void* dst, Elem dt, int64_t n);
+// (float -> int truncates toward zero; -> bool is != 0); -> bfloat16 rounds
+// as `bf16` says (from float64 through float32).
+void cast(const void* src, Elem st, void* dst, Elem dt, int64_t n, Bf16Round bf16 = Bf16Round::NearestEven);
 
 // -------------------------------------------------------------- reductions
 
