@@ -344,7 +344,7 @@ nxrt_node_assignment nxrt_session_node(const nxrt_session* s, size_t i) {
   auto nodes = s->impl->model().live_nodes();
   const nxrt_node* n = nodes.at(i);
   const auto& a = s->impl->assignments().at(n->index);
-  const char* ep = a.ep >= 0 ? s->impl->eps()[size_t(a.ep)]->lib->name().c_str() : "";
+  const char* ep = a.ep >= 0 ? s->impl->eps()[size_t(a.ep)]->lib->name().c_str() : a.host ? "host" : "";
   return nxrt_node_assignment{n->name.c_str(), n->op_type.c_str(), ep, a.fell_back ? 1 : 0, a.reasons.c_str()};
 }
 

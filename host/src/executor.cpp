@@ -1,5 +1,6 @@
 // The sequential executor: validates inputs, walks the steps, binds outputs
 // through the kernel context, copies across devices, returns host outputs.
+#include "control_flow.hpp"
 #include "error.hpp"
 #include "executor.hpp"
 #include "io_binding.hpp"
@@ -177,6 +178,52 @@ nxrt_status* to_status(F&& f) noexcept {
     return new_status(NXRT_OUT_OF_MEMORY, "out of host memory");
   } catch (const std::exception& e) {
     return new_status(NXRT_INTERNAL, e.what());
+  }
+}
+
+// A host step: its inputs read in host memory (the executor waited for their downloads),
+// its outputs bound like a kernel's and filled; a graph output takes the result's buffer.
+void run_host_step(const Session& s, RunState& rs, const Step& step) {
+  std::vector<TensorView> views(step.inputs.size());
+  std::vector<const TensorView*> in(step.inputs.size(), nullptr);
+  for (size_t i = 0; i < step.inputs.size(); ++i) {
+    if (step.inputs[i] < 0) continue;
+    void* h;
+    uint64_t off;
+    const std::vector<int64_t>* dims;
+    views[i].dtype = read_slot(s, rs, step.inputs[i], &h, &off, &dims);
+    views[i].dims = *dims;
+    views[i].data = static_cast<const char*>(h) + off;
+    in[i] = &views[i];
+  }
+  std::vector<HostTensor> out;
+  step.host->run(in, out, rs.cancel);
+  if (out.size() != step.outputs.size())
+    raise(NXRT_ERR_RUNTIME, "{} produced {} outputs, the node has {}", step.label, out.size(), step.outputs.size());
+  for (size_t o = 0; o < out.size(); ++o) {
+    const int id = step.outputs[o];
+    if (id < 0) continue;
+    const Slot& slot = s.slots()[size_t(id)];
+    HostTensor& t = out[o];
+    if (slot.dtype != NXRT_DTYPE_UNDEFINED && t.dtype != slot.dtype)
+      raise(NXRT_ERR_RUNTIME, "output {} of {} ('{}') is {} but the model says {}", o, step.label, slot.value->name,
+            dtype_name(t.dtype), dtype_name(slot.dtype));
+    const bool overridden = !rs.output_override.empty() && rs.output_override[size_t(id)] >= 0;
+    if (slot.graph_output >= 0 && !overridden && !(slot.planned && t.dims == slot.dims)) {
+      // The result becomes the run's output buffer: no copy.
+      HostTensor& dst = rs.outputs[size_t(slot.graph_output)];
+      dst.data = std::move(t.data);
+      SlotState& st = rs.state[size_t(id)];
+      st.handle = dst.data.data();
+      st.offset = 0;
+      st.dims = t.dims;
+      st.dtype = t.dtype;
+      st.ready = true;
+      continue;
+    }
+    bind_slot(s, rs, id, t.dims, t.dtype);
+    const SlotState& st = rs.state[size_t(id)];
+    if (!t.data.empty()) std::memcpy(static_cast<char*>(st.handle) + st.offset, t.data.data(), t.data.size());
   }
 }
 
@@ -721,6 +768,12 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
       }
       for (int in : step.inputs)
         if (in >= 0) wait_download(in);
+      if (step.kind == Step::Host) {
+        const auto step_start = prof ? Profiler::Clock::now() : Profiler::Clock::time_point{};
+        run_host_step(*this, *rs, step);
+        if (prof) record(step.label, "host", -1, step.ops, step_start);
+        continue;
+      }
       start_hooks(step.ep);
       const auto step_start = prof ? Profiler::Clock::now() : Profiler::Clock::time_point{};
       if (prof) {

@@ -4,6 +4,7 @@
 #include "partitioner.hpp"
 
 #include "claims.hpp"
+#include "control_flow.hpp"
 #include "error.hpp"
 #include "session.hpp"
 #include "status.hpp"
@@ -125,6 +126,17 @@ void Session::partition(bool fallback, const std::vector<std::shared_ptr<PluginL
     requested += (i ? "," : "") + eps_[i]->lib->name();
     offer(int(i), false);
   }
+  // Control flow no requested EP took is the host's (before any fallback EP is opened for it).
+  for (auto it = unassigned.begin(); it != unassigned.end();) {
+    if (!is_host_op(*model_->nodes[*it])) {
+      ++it;
+      continue;
+    }
+    assign_[*it].host = true;
+    groups_.push_back({*it});
+    group_ep_.push_back(-1);
+    it = unassigned.erase(it);
+  }
   if (!unassigned.empty() && fallback) {
     for (auto& lib : fallback_libs) {
       if (unassigned.empty()) break;
@@ -160,12 +172,16 @@ std::vector<size_t> order_groups(const nxrt_model_ir& m, const std::vector<std::
   std::vector<std::set<size_t>> succ(groups.size());
   std::vector<size_t> indeg(groups.size(), 0);
   for (size_t u = 0; u < groups.size(); ++u)
-    for (size_t n : groups[u])
-      for (auto* in : m.nodes[n]->inputs)
+    for (size_t n : groups[u]) {
+      // A control-flow node also depends on what its bodies read from this graph.
+      std::vector<const nxrt_value*> ins(m.nodes[n]->inputs.begin(), m.nodes[n]->inputs.end());
+      for (const nxrt_value* v : implicit_inputs(m, *m.nodes[n])) ins.push_back(v);
+      for (const nxrt_value* in : ins)
         if (in && in->producer >= 0) {
           int p = unit_of[size_t(in->producer)];
           if (p >= 0 && size_t(p) != u && succ[size_t(p)].insert(u).second) indeg[u]++;
         }
+    }
   auto first = [&](size_t u) { return groups[u].front(); };
   auto cmp = [&](size_t a, size_t b) { return first(a) > first(b); };
   std::priority_queue<size_t, std::vector<size_t>, decltype(cmp)> ready(cmp);

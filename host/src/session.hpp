@@ -105,9 +105,13 @@ struct Slot {
   int graph_output = -1;  // index into outputs, for the host slot of a graph output
 };
 
+class HostOp;
+
 struct Step {
-  enum Kind { Kernel, Copy } kind = Kernel;
+  // Host: a node the host runs itself (control flow), ep -1, its data in host memory.
+  enum Kind { Kernel, Copy, Host } kind = Kernel;
   int ep = -1;
+  std::shared_ptr<const HostOp> host;
   nxrt_kernel* kernel = nullptr;
   std::unique_ptr<std::mutex> serial;  // for plugins without CONCURRENT_RUN
   std::vector<int> inputs;   // slot ids, -1 absent
@@ -119,7 +123,8 @@ struct Step {
 };
 
 struct Assignment {
-  int ep = -1;  // index into eps
+  int ep = -1;  // index into eps; -1 with `host`: the host runs it (control flow)
+  bool host = false;
   bool fell_back = false;
   std::string reasons;  // why earlier EPs refused it
 };
@@ -147,6 +152,9 @@ class Session {
   Session(std::shared_ptr<const nxrt_model_ir> model, std::vector<std::unique_ptr<EpInstance>> eps,
           bool fallback, std::vector<std::shared_ptr<PluginLibrary>> fallback_libs, int threads, uint32_t device,
           bool owns_model = false, KeyValues ep_options = {}, std::shared_ptr<MemoryPolicy> policy = nullptr);
+  // The program of a control-flow body: `model` (control_flow.hpp's body_model) on the
+  // parent's EPs, with its fallback policy, threads, options and memory policy.
+  Session(std::shared_ptr<const nxrt_model_ir> model, const Session& parent);
   ~Session();
 
   // run_options: "<ep>.<key>" = value, forwarded to that EP's on_run_start (the prefix must
@@ -190,6 +198,7 @@ class Session {
   const std::vector<Step>& steps() const { return steps_; }
 
  private:
+  void prepare(bool fallback, const std::vector<std::shared_ptr<PluginLibrary>>& fallback_libs, int threads, uint32_t device);
   void partition(bool fallback, const std::vector<std::shared_ptr<PluginLibrary>>& fallback_libs, int threads,
                  uint32_t device);
   void bind_kernels();
@@ -224,6 +233,11 @@ class Session {
   size_t copies_ = 0;
   int pinned_ep_ = -1;
   KeyValues ep_options_;
+  // What bodies' programs are prepared with (the parent's settings).
+  bool fallback_ = false;
+  std::vector<std::shared_ptr<PluginLibrary>> fallback_libs_;
+  int threads_ = 0;
+  uint32_t device_ = 0;
   std::atomic<uint64_t> next_run_id_{1};
   std::mutex profile_mu_;
   std::shared_ptr<Profiler> profiler_;

@@ -197,7 +197,7 @@ NXRT_API nxrt_io_info nxrt_session_output(const nxrt_session* s, size_t i);
 typedef struct nxrt_node_assignment {
   const char* node_name;
   const char* op_type;
-  const char* ep;          /* "" if the node is a host-side no-op */
+  const char* ep;          /* "host" if the host runs it (control flow), "" for a host-side no-op */
   int fell_back;           /* placed by --fallback, not by the requested list */
   const char* reason;      /* why earlier EPs refused it, "" if none did */
 } nxrt_node_assignment;
