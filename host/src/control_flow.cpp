@@ -2,6 +2,8 @@
 #include "control_flow.hpp"
 
 #include "error.hpp"
+#include "io_binding.hpp"
+#include "sequence_ops.hpp"
 #include "session.hpp"
 
 #include <fmt/format.h>
@@ -16,7 +18,7 @@ namespace nxrt {
 
 bool is_host_op(const nxrt_node& n) {
   if (!n.domain.empty()) return false;
-  return n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan";
+  return n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan" || n.op_type == "SequenceMap" || is_sequence_op(n);
 }
 
 namespace {
@@ -71,22 +73,34 @@ struct Body {
   size_t outputs = 0;
 
   // Runs the body on its formal inputs; extra inputs are taken from the step's inputs.
-  std::vector<HostTensor> run(const std::vector<const TensorView*>& formal_in, const std::vector<const TensorView*>& step_in,
+  std::vector<Result> run(const std::vector<const TensorView*>& formal_in, const std::vector<const TensorView*>& step_in,
                               const std::atomic<bool>* cancel) const {
     const auto& ins = model->inputs;
-    std::vector<nxrt_host_tensor> args;
+    std::vector<BoundInput> args;
     args.reserve(ins.size());
     auto add = [&](size_t i, const TensorView* v) {
       if (!v) raise(NXRT_ERR_RUNTIME, "{}: input '{}' has no value", what, ins[i]->name);
-      args.push_back(nxrt_host_tensor{ins[i]->name.c_str(), int32_t(v->dtype), uint32_t(v->dims.size()), v->dims.data(), v->data});
+      BoundInput b;
+      b.name = ins[i]->name;
+      b.dtype = v->dtype;
+      b.dims = v->dims;
+      b.host = v->data;
+      b.value = v->value;
+      args.push_back(std::move(b));
     };
     for (size_t i = 0; i < formal; ++i) add(i, formal_in[i]);
     for (size_t k = 0; k < capture_input.size(); ++k) add(formal + k, step_in[capture_input[k]]);
-    std::vector<HostTensor> out;
+    std::vector<HostTensor> tensors;
+    std::vector<ValuePtr> values;
     try {
-      session->run(args.data(), args.size(), out, cancel);
+      session->run_bound(args, nullptr, tensors, cancel, nullptr, nullptr, nullptr, &values);
     } catch (const HostError& e) {
       throw HostError(e.code(), fmt::format("{}: {}", what, e.what()));
+    }
+    std::vector<Result> out(tensors.size());
+    for (size_t k = 0; k < out.size(); ++k) {
+      out[k].tensor = std::move(tensors[k]);
+      if (k < values.size()) out[k].value = std::move(values[k]);
     }
     return out;
   }
@@ -125,24 +139,41 @@ Body make_body(const nxrt_model_ir& m, const nxrt_node& n, const char* attr_name
 
 size_t bytes_of(nxrt_dtype t, const std::vector<int64_t>& dims) { return size_t(element_count(dims)) * dtype_size(t); }
 
-HostTensor copy_of(const TensorView& v) {
+Result copy_of(const TensorView& v) {
+  if (v.value) return Result{{}, v.value};
   HostTensor t;
   t.dtype = v.dtype;
   t.dims = v.dims;
   t.data.resize(bytes_of(v.dtype, v.dims));
   if (!t.data.empty()) std::memcpy(t.data.data(), v.data, t.data.size());
-  return t;
+  return Result{std::move(t), nullptr};
 }
 
-TensorView view_of(const HostTensor& t) { return TensorView{t.dtype, t.dims, t.data.data()}; }
+TensorView view_of(const HostTensor& t) { return TensorView{t.dtype, t.dims, t.data.data(), nullptr}; }
+TensorView view_of(const Result& r) {
+  if (r.value) return TensorView{NXRT_DTYPE_UNDEFINED, {}, nullptr, r.value};
+  return view_of(r.tensor);
+}
+
+// The tensors a scan output's iterations made (a sequence cannot be stacked).
+std::vector<HostTensor> tensors_of(std::vector<Result>& parts, const std::string& what) {
+  std::vector<HostTensor> out;
+  for (auto& p : parts) {
+    if (p.value) raise(NXRT_ERR_MODEL, "{} is a sequence or optional; only tensors can be stacked", what);
+    out.push_back(std::move(p.tensor));
+  }
+  return out;
+}
 
 bool read_bool(const TensorView& v, const std::string& what) {
+  if (v.value) raise(NXRT_ERR_INVALID_ARGUMENT, "{} must be a tensor, it is a sequence or optional", what);
   if (element_count(v.dims) != 1) raise(NXRT_ERR_INVALID_ARGUMENT, "{} must have one element, it has shape {}", what, shape_str(v.dims));
   if (v.dtype != NXRT_DTYPE_BOOL) raise(NXRT_ERR_INVALID_ARGUMENT, "{} must be bool, it is {}", what, dtype_name(v.dtype));
   return *static_cast<const uint8_t*>(v.data) != 0;
 }
 
 int64_t read_int(const TensorView& v, const std::string& what) {
+  if (v.value) raise(NXRT_ERR_INVALID_ARGUMENT, "{} must be a tensor, it is a sequence or optional", what);
   if (element_count(v.dims) != 1) raise(NXRT_ERR_INVALID_ARGUMENT, "{} must have one element, it has shape {}", what, shape_str(v.dims));
   if (v.dtype == NXRT_DTYPE_INT64) return *static_cast<const int64_t*>(v.data);
   if (v.dtype == NXRT_DTYPE_INT32) return *static_cast<const int32_t*>(v.data);
@@ -224,7 +255,7 @@ class IfOp final : public HostOp {
   std::vector<BodyProgram> bodies() const override {
     return {{then_.attribute, then_.session.get()}, {else_.attribute, else_.session.get()}};
   }
-  void run(const std::vector<const TensorView*>& in, std::vector<HostTensor>& out, const std::atomic<bool>* cancel) const override {
+  void run(const std::vector<const TensorView*>& in, std::vector<Result>& out, const std::atomic<bool>* cancel) const override {
     if (!in[0]) raise(NXRT_ERR_RUNTIME, "{}: the condition has no value", node_);
     const Body& b = read_bool(*in[0], node_ + ": the condition") ? then_ : else_;
     out = b.run({}, in, cancel);
@@ -248,11 +279,11 @@ class LoopOp final : public HostOp {
     for (size_t k = carried_; k < n.outputs.size(); ++k) scan_types_.push_back(n.outputs[k] ? n.outputs[k]->dtype : nxrt_dtype(NXRT_DTYPE_UNDEFINED));
   }
   std::vector<BodyProgram> bodies() const override { return {{body_.attribute, body_.session.get()}}; }
-  void run(const std::vector<const TensorView*>& in, std::vector<HostTensor>& out, const std::atomic<bool>* cancel) const override {
+  void run(const std::vector<const TensorView*>& in, std::vector<Result>& out, const std::atomic<bool>* cancel) const override {
     const int64_t max_trips = in[0] ? read_int(*in[0], node_ + ": the trip count M") : std::numeric_limits<int64_t>::max();
     bool cond = in[1] ? read_bool(*in[1], node_ + ": the condition") : true;
-    std::vector<HostTensor> carried;  // after the first iteration: the body's last outputs
-    std::vector<std::vector<HostTensor>> scans(scan_values_.size());
+    std::vector<Result> carried;  // after the first iteration: the body's last outputs
+    std::vector<std::vector<Result>> scans(scan_values_.size());
     HostTensor iter{"", NXRT_DTYPE_INT64, {}, {}}, cond_in{"", NXRT_DTYPE_BOOL, {}, {}};
     iter.data.resize(8);
     cond_in.data.resize(1);
@@ -272,7 +303,7 @@ class LoopOp final : public HostOp {
       }
       std::vector<const TensorView*> formal;
       for (auto& v : views) formal.push_back(&v);
-      std::vector<HostTensor> res = body_.run(formal, in, cancel);
+      std::vector<Result> res = body_.run(formal, in, cancel);
       cond = read_bool(view_of(res[0]), node_ + ": the body's condition output");
       // The next iteration reads this one's results in place: moved, not copied.
       carried.assign(std::make_move_iterator(res.begin() + 1), std::make_move_iterator(res.begin() + 1 + std::ptrdiff_t(carried_)));
@@ -286,8 +317,9 @@ class LoopOp final : public HostOp {
     }
     for (size_t k = 0; k < scans.size(); ++k) {
       nxrt_dtype t = scan_types_[k] != NXRT_DTYPE_UNDEFINED ? scan_types_[k] : scan_values_[k]->dtype;
-      out[carried_ + k] = stack(scans[k], 0, false, scans[k].size(), t, empty_slice_dims(scan_values_[k]),
-                                fmt::format("{}: scan output {}", node_, k));
+      const std::string what = fmt::format("{}: scan output {}", node_, k);
+      const size_t n = scans[k].size();
+      out[carried_ + k].tensor = stack(tensors_of(scans[k], what), 0, false, n, t, empty_slice_dims(scan_values_[k]), what);
     }
   }
 
@@ -330,7 +362,7 @@ class ScanOp final : public HostOp {
   }
 
   std::vector<BodyProgram> bodies() const override { return {{body_.attribute, body_.session.get()}}; }
-  void run(const std::vector<const TensorView*>& in, std::vector<HostTensor>& out, const std::atomic<bool>* cancel) const override {
+  void run(const std::vector<const TensorView*>& in, std::vector<Result>& out, const std::atomic<bool>* cancel) const override {
     const size_t first = opset8_ ? 1 : 0;
     for (size_t j = first; j < first + state_ + scan_in_; ++j)
       if (!in[j]) raise(NXRT_ERR_RUNTIME, "{}: input {} has no value", node_, j);
@@ -342,7 +374,7 @@ class ScanOp final : public HostOp {
     }
     // Scan-8: axis 0 of every input is the batch; each batch entry is one scan over axis 1.
     const int64_t batch = in[1]->dims.empty() ? 0 : in[1]->dims[0];
-    std::vector<std::vector<HostTensor>> per_batch;
+    std::vector<std::vector<Result>> per_batch;
     for (size_t j = 1; j < in.size() && j < 1 + state_ + scan_in_; ++j)
       if (in[j]->dims.empty() || in[j]->dims[0] != batch)
         raise(NXRT_ERR_INVALID_ARGUMENT, "{}: input {} has shape {}, its first (batch) dimension must be {}", node_, j,
@@ -365,17 +397,18 @@ class ScanOp final : public HostOp {
     }
     out.clear();
     for (size_t k = 0; k < state_ + scan_out_; ++k) {
-      std::vector<HostTensor> parts;
+      std::vector<Result> parts;
       for (auto& r : per_batch) parts.push_back(std::move(r[k]));
       const nxrt_value* v = k < state_ ? body_.model->outputs[k] : scan_values_[k - state_];
-      out.push_back(stack(parts, 0, false, size_t(batch), v->dtype, empty_slice_dims(v), fmt::format("{}: output {}", node_, k)));
+      const std::string what = fmt::format("{}: output {}", node_, k);
+      out.push_back(Result{stack(tensors_of(parts, what), 0, false, size_t(batch), v->dtype, empty_slice_dims(v), what), nullptr});
     }
   }
 
  private:
   // One scan. len >= 0: only the first `len` steps run (Scan-8 sequence_lens), the scan
   // outputs are zero past them.
-  std::vector<HostTensor> scan(const std::vector<const TensorView*>& states_in, const std::vector<const TensorView*>& xs,
+  std::vector<Result> scan(const std::vector<const TensorView*>& states_in, const std::vector<const TensorView*>& xs,
                                const std::vector<const TensorView*>& step_in, int64_t len, const std::atomic<bool>* cancel) const {
     std::vector<size_t> axes(scan_in_);
     int64_t steps = -1;
@@ -390,8 +423,8 @@ class ScanOp final : public HostOp {
       steps = xs[j]->dims[axes[j]];
     }
     const int64_t run_steps = len >= 0 ? std::min(len, steps) : steps;
-    std::vector<HostTensor> states;
-    std::vector<std::vector<HostTensor>> scans(scan_out_);
+    std::vector<Result> states;
+    std::vector<std::vector<Result>> scans(scan_out_);
     for (int64_t t = 0; t < run_steps; ++t) {
       if (cancel && cancel->load()) raise(NXRT_ERR_RUNTIME, "run cancelled in {} at step {}", node_, t);
       std::vector<TensorView> views;
@@ -400,24 +433,20 @@ class ScanOp final : public HostOp {
       for (size_t j = 0; j < scan_in_; ++j) views.push_back(slice(*xs[j], axes[j], in_dirs_[j] ? run_steps - 1 - t : t, store[j]));
       std::vector<const TensorView*> formal;
       for (auto& v : views) formal.push_back(&v);
-      std::vector<HostTensor> res = body_.run(formal, step_in, cancel);
+      std::vector<Result> res = body_.run(formal, step_in, cancel);
       states.assign(std::make_move_iterator(res.begin()), std::make_move_iterator(res.begin() + std::ptrdiff_t(state_)));
       for (size_t k = 0; k < scan_out_; ++k) scans[k].push_back(std::move(res[state_ + k]));
     }
-    std::vector<HostTensor> out(state_ + scan_out_);
+    std::vector<Result> out(state_ + scan_out_);
     for (size_t k = 0; k < state_; ++k) out[k] = states.empty() ? copy_of(*states_in[k]) : std::move(states[k]);
     for (size_t k = 0; k < scan_out_; ++k) {
       // A reversed output with fewer steps than its length fills from position run_steps-1 down.
-      std::vector<HostTensor>& parts = scans[k];
+      const std::string what = fmt::format("{}: scan output {}", node_, k);
+      std::vector<HostTensor> parts = tensors_of(scans[k], what);
       const size_t total = size_t(std::max<int64_t>(steps, 0));
-      HostTensor s = stack(parts, out_axes_[k], false, total, scan_values_[k]->dtype, empty_slice_dims(scan_values_[k]),
-                           fmt::format("{}: scan output {}", node_, k));
-      if (out_dirs_[k] && !parts.empty()) {
-        std::reverse(parts.begin(), parts.end());
-        s = stack(parts, out_axes_[k], false, total, scan_values_[k]->dtype, empty_slice_dims(scan_values_[k]),
-                  fmt::format("{}: scan output {}", node_, k));
-      }
-      out[state_ + k] = std::move(s);
+      // Reversed: the last step's slice comes first.
+      if (out_dirs_[k]) std::reverse(parts.begin(), parts.end());
+      out[state_ + k].tensor = stack(parts, out_axes_[k], false, total, scan_values_[k]->dtype, empty_slice_dims(scan_values_[k]), what);
     }
     return out;
   }
@@ -430,7 +459,78 @@ class ScanOp final : public HostOp {
   std::vector<const nxrt_value*> scan_values_;
 };
 
+// SequenceMap: the body runs once per element of the first input; sequence inputs give
+// their element at that position, tensor inputs themselves; each output is a sequence.
+class SequenceMapOp final : public HostOp {
+ public:
+  SequenceMapOp(const nxrt_model_ir& m, const nxrt_node& n, const Session& parent) : node_(describe(n)) {
+    if (n.inputs.empty() || !n.inputs[0]) raise(NXRT_ERR_MODEL, "{} needs an input sequence", node_);
+    body_ = make_body(m, n, "body", parent, n.inputs.size(), n.outputs.size());
+    inputs_ = n.inputs.size();
+  }
+  std::vector<BodyProgram> bodies() const override { return {{body_.attribute, body_.session.get()}}; }
+  void run(const std::vector<const TensorView*>& in, std::vector<Result>& out, const std::atomic<bool>* cancel) const override {
+    auto seq_at = [&](size_t j) -> const Value* {
+      if (!in[j]) raise(NXRT_ERR_RUNTIME, "{}: input {} has no value", node_, j);
+      if (in[j]->value && in[j]->value->kind != Value::Sequence)
+        raise(NXRT_ERR_INVALID_ARGUMENT, "{}: input {} must be a tensor or a sequence", node_, j);
+      return in[j]->value.get();
+    };
+    const Value* first = seq_at(0);
+    if (!first) raise(NXRT_ERR_INVALID_ARGUMENT, "{}: input 0 must be a sequence", node_);
+    const size_t count = first->items.size();
+    for (size_t j = 1; j < inputs_; ++j)
+      if (const Value* s = seq_at(j); s && s->items.size() != count)
+        raise(NXRT_ERR_INVALID_ARGUMENT, "{}: input {} has {} elements, input 0 has {}", node_, j, s->items.size(), count);
+    std::vector<std::shared_ptr<Value>> seqs(body_.outputs);
+    for (size_t k = 0; k < seqs.size(); ++k) {
+      seqs[k] = std::make_shared<Value>();
+      seqs[k]->kind = Value::Sequence;
+      seqs[k]->elem = body_.model->outputs[k]->dtype;
+    }
+    for (size_t i = 0; i < count; ++i) {
+      if (cancel && cancel->load()) raise(NXRT_ERR_RUNTIME, "run cancelled in {} at element {}", node_, i);
+      std::vector<TensorView> views;
+      for (size_t j = 0; j < inputs_; ++j) {
+        const Value* s = seq_at(j);
+        views.push_back(s ? view_of(s->items[i]->tensor) : *in[j]);
+      }
+      std::vector<const TensorView*> formal;
+      for (auto& v : views) formal.push_back(&v);
+      std::vector<Result> res = body_.run(formal, in, cancel);
+      for (size_t k = 0; k < res.size(); ++k) {
+        if (res[k].value) raise(NXRT_ERR_RUNTIME, "{}: body output {} must be a tensor", node_, k);
+        seqs[k]->elem = res[k].tensor.dtype;
+        seqs[k]->items.push_back(Value::of(std::move(res[k].tensor)));
+      }
+    }
+    out.clear();
+    for (auto& s : seqs) out.push_back(Result{{}, s});
+  }
+
+ private:
+  std::string node_;
+  size_t inputs_ = 0;
+  Body body_;
+};
+
 }  // namespace
+
+std::string describe_bodies(const HostOp& op, const std::string& indent) {
+  std::string out;
+  for (const auto& b : op.bodies()) {
+    out += fmt::format("{}{}:\n", indent, b.attribute);
+    const Session& s = *b.session;
+    for (const nxrt_node* n : s.model().live_nodes()) {
+      const Assignment& a = s.assignments()[n->index];
+      const std::string ep = a.host ? "host" : a.ep >= 0 ? s.eps()[size_t(a.ep)]->lib->name() : "";
+      out += fmt::format("{}  {} ({}): {}{}\n", indent, n->name, n->op_type, ep, a.fell_back ? "*" : "");
+      for (const Step& st : s.steps())
+        if (st.kind == Step::Host && st.nodes[0] == n->index) out += describe_bodies(*st.host, indent + "    ");
+    }
+  }
+  return out;
+}
 
 std::vector<std::string> free_names(const GraphBody& body) {
   std::vector<std::string> out;
@@ -490,6 +590,7 @@ std::shared_ptr<nxrt_model_ir> body_model(const GraphBody& body, const nxrt_mode
       c->name = name;
       if (const nxrt_value* o = parent.find_value(name)) {
         c->dtype = o->dtype;
+        c->kind = o->kind;
         c->rank = o->rank;
         c->dims = o->dims;
       }
@@ -510,6 +611,8 @@ std::unique_ptr<HostOp> make_host_op(const nxrt_model_ir& m, const nxrt_node& n,
   if (n.op_type == "If") return std::make_unique<IfOp>(m, n, parent);
   if (n.op_type == "Loop") return std::make_unique<LoopOp>(m, n, parent);
   if (n.op_type == "Scan") return std::make_unique<ScanOp>(m, n, parent);
+  if (n.op_type == "SequenceMap") return std::make_unique<SequenceMapOp>(m, n, parent);
+  if (is_sequence_op(n)) return make_sequence_op(n);
   raise(NXRT_ERR_UNSUPPORTED, "the host has no implementation of {}", describe(n));
 }
 

@@ -6,6 +6,7 @@
 // host (the executor downloads it first when it lives on a device), runs the body, and
 // hands loop-carried values from one iteration to the next by moving them.
 #pragma once
+#include "host_value.hpp"
 #include "ir.hpp"
 
 #include <atomic>
@@ -17,15 +18,23 @@ namespace nxrt {
 
 class Session;
 
-// A host tensor the step reads without owning it (a slot of the run, or a constant).
+// One input of a host step, read without owning it: a host tensor (a slot of the run, or
+// a constant), or, with `value` set, a sequence or optional.
 struct TensorView {
   nxrt_dtype dtype = NXRT_DTYPE_UNDEFINED;
   std::vector<int64_t> dims;
   const void* data = nullptr;
+  ValuePtr value;
 };
 
-// One host step's work: reads its inputs (std::nullopt-like: data==nullptr with
-// dtype UNDEFINED for an absent optional input), fills one HostTensor per output.
+// One output of a host step: a tensor, or (value set) a sequence or optional.
+struct Result {
+  HostTensor tensor;
+  ValuePtr value;
+};
+
+// One host step's work: reads its inputs (nullptr for an absent optional input), fills
+// one Result per output.
 class HostOp {
  public:
   // A body's program, for inspection: the attribute it came from ("then_branch", "body").
@@ -34,10 +43,15 @@ class HostOp {
     const Session* session = nullptr;
   };
   virtual ~HostOp() = default;
-  virtual std::vector<BodyProgram> bodies() const = 0;
-  virtual void run(const std::vector<const TensorView*>& inputs, std::vector<HostTensor>& outputs,
+  virtual std::vector<BodyProgram> bodies() const { return {}; }
+  virtual void run(const std::vector<const TensorView*>& inputs, std::vector<Result>& outputs,
                    const std::atomic<bool>* cancel) const = 0;
 };
+
+// Where the nodes of `op`'s bodies run: for each body a line "<indent><attribute>:", then one
+// line per node "<indent>  <name> (<op>): <ep>" (ep "host" for nested control flow, whose
+// bodies follow one level deeper; "*" marks fallback).
+std::string describe_bodies(const HostOp& op, const std::string& indent);
 
 // Ops the host runs itself when no EP claims them.
 bool is_host_op(const nxrt_node& n);

@@ -29,13 +29,32 @@ const char* refusal_name(nxrt_refusal r) {
 
 namespace {
 
-// A group is convex when no path leaves it and comes back.
+// Per value id: the nodes whose bodies read it (control flow's implicit inputs).
+std::vector<std::vector<int>> body_readers(const nxrt_model_ir& m) {
+  std::vector<std::vector<int>> readers(m.values.size());
+  for (const nxrt_node* n : m.live_nodes())
+    for (auto& a : n->attributes)
+      if (a.graph) {
+        for (const nxrt_value* v : implicit_inputs(m, *n)) readers[v->id].push_back(int(n->index));
+        break;
+      }
+  return readers;
+}
+
+// A group is convex when no path leaves it and comes back (through a body's read of a
+// value too: the control-flow node depends on it).
 bool convex(const nxrt_model_ir& m, const std::set<size_t>& g) {
   std::vector<char> seen(m.nodes.size(), 0);
   std::vector<size_t> stack;
+  const auto implicit = body_readers(m);
+  auto consumers = [&](const nxrt_value* out) {
+    std::vector<int> c = out->consumers;
+    c.insert(c.end(), implicit[out->id].begin(), implicit[out->id].end());
+    return c;
+  };
   auto push_consumers = [&](size_t n) {
     for (auto* out : m.nodes[n]->outputs)
-      if (out) for (int c : out->consumers) stack.push_back(size_t(c));
+      if (out) for (int c : consumers(out)) stack.push_back(size_t(c));
   };
   for (size_t n : g) push_consumers(n);
   // Walk only outside the group; reaching the group again breaks convexity.
@@ -48,7 +67,7 @@ bool convex(const nxrt_model_ir& m, const std::set<size_t>& g) {
     seen[c] = 1;
     for (auto* out : m.nodes[c]->outputs) {
       if (!out) continue;
-      for (int cc : out->consumers) {
+      for (int cc : consumers(out)) {
         if (g.count(size_t(cc))) return false;
         frontier.push_back(size_t(cc));
       }

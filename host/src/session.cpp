@@ -246,6 +246,8 @@ void Session::prepare(bool fallback, const std::vector<std::shared_ptr<PluginLib
     bind_kernels();
     plan_memory();
     upload_constants();
+    for (const Step& st : steps_)
+      if (st.kind == Step::Host && !st.host->bodies().empty()) body_placement_[st.nodes[0]] = describe_bodies(*st.host, "  ");
   } catch (...) {
     for (auto& s : steps_)
       if (s.kernel) eps_[size_t(s.ep)]->lib->api().kernel_release(s.kernel);
@@ -263,6 +265,12 @@ Session::~Session() {
   for (auto& s : steps_)
     if (s.kernel) eps_[size_t(s.ep)]->lib->api().kernel_release(s.kernel);
   for (auto& [ep, h] : constant_buffers_) eps_[size_t(ep)]->free_device(h);
+}
+
+const std::string& Session::body_placement(size_t node_index) const {
+  static const std::string none;
+  auto it = body_placement_.find(node_index);
+  return it == body_placement_.end() ? none : it->second;
 }
 
 void Session::bind_kernels() {

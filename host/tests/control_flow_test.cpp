@@ -6,7 +6,9 @@
 #include "control_flow.hpp"
 #include "env.hpp"
 #include "error.hpp"
+#include "io_binding.hpp"
 #include "ir.hpp"
+#include "partitioner.hpp"
 #include "session.hpp"
 
 #include <doctest/doctest.h>
@@ -33,6 +35,11 @@ void set_type(onnx::ValueInfoProto* v, const std::string& name, int elem, const 
       else tt->mutable_shape()->add_dim()->set_dim_value(d);
     }
   }
+}
+
+void set_seq_type(onnx::ValueInfoProto* v, const std::string& name, int elem) {
+  v->set_name(name);
+  v->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(elem);
 }
 
 constexpr int F = onnx::TensorProto::FLOAT, I64 = onnx::TensorProto::INT64, B = onnx::TensorProto::BOOL;
@@ -406,4 +413,110 @@ TEST_CASE("control flow: a body's nodes run on Vulkan where it claims them, the 
   CHECK(values(r[0]) == std::vector<float>{1, 4, 5, 10});
   auto r2 = run(*s, {boolean("cond", false), f32("x", {-1, 2, -3, 4}, {4})});
   CHECK(values(r2[0]) == std::vector<float>{1, -2, 3, -4});
+}
+
+TEST_CASE("sequences: SplitToSequence, SequenceMap with a body, SequenceLength and ConcatFromSequence") {
+  // x [2,3] split into its 3 columns, each squared by the map's body, stacked back as [3,2].
+  Model m;
+  Graph g = m.main();
+  g.in("x", F, std::vector<int64_t>{2, 3});
+  auto* split = g.node("SplitToSequence", {"x"}, {"cols"});
+  int_attr(split, "axis", 1);
+  int_attr(split, "keepdims", 0);
+  auto* map = g.node("SequenceMap", {"cols"}, {"squares"});
+  Graph b = body(map, "body", "square");
+  b.in("e", F, std::vector<int64_t>{2});
+  b.node("Mul", {"e", "e"}, {"e2"});
+  b.out("e2", F, std::vector<int64_t>{2});
+  g.node("SequenceLength", {"squares"}, {"n"});
+  auto* cat = g.node("ConcatFromSequence", {"squares"}, {"y"});
+  int_attr(cat, "axis", 0);
+  int_attr(cat, "new_axis", 1);
+  g.out("y", F, std::vector<int64_t>{3, 2});
+  g.out("n", I64, std::vector<int64_t>{});
+  Env env;
+  auto s = session(env, m.load());
+  auto r = run(*s, {f32("x", {1, 2, 3, 4, 5, 6}, {2, 3})});
+  CHECK(r[0].dims == std::vector<int64_t>{3, 2});
+  CHECK(values(r[0]) == std::vector<float>{1, 16, 4, 25, 9, 36});
+  int64_t n = 0;
+  std::memcpy(&n, r[1].data.data(), 8);
+  CHECK(n == 3);
+}
+
+TEST_CASE("sequences: a Loop carries a sequence it grows, and returns it as a graph output") {
+  Model m(17);
+  Graph g = m.main();
+  g.in("x", F, std::vector<int64_t>{2});
+  g.int64s("M", {3}, {});
+  auto* empty = g.node("SequenceEmpty", {}, {"s0"});
+  int_attr(empty, "dtype", F);
+  auto* loop = g.node("Loop", {"M", "", "s0"}, {"s"});
+  Graph b = body(loop, "body", "grow");
+  b.in("i", I64, std::vector<int64_t>{});
+  b.in("c", B, std::vector<int64_t>{});
+  set_seq_type(b.g->add_input(), "s_in", F);
+  auto* cast = b.node("Cast", {"i"}, {"fi"});
+  int_attr(cast, "to", F);
+  b.node("Mul", {"x", "fi"}, {"xi"});
+  b.node("SequenceInsert", {"s_in", "xi"}, {"s_out"});
+  b.node("Identity", {"c"}, {"c_out"});
+  b.out("c_out", B, std::vector<int64_t>{});
+  set_seq_type(b.g->add_output(), "s_out", F);
+  auto* cat = g.node("ConcatFromSequence", {"s"}, {"y"});
+  int_attr(cat, "axis", 0);
+  g.out("y", F, std::vector<int64_t>{6});
+  set_seq_type(g.g->add_output(), "s", F);
+  Env env;
+  auto s = session(env, m.load());
+  In x = f32("x", {1, 10}, {2});
+  BoundInput in;
+  in.name = "x";
+  in.dtype = x.dtype;
+  in.dims = x.dims;
+  in.host = x.bytes.data();
+  std::vector<HostTensor> out;
+  std::vector<ValuePtr> vals;
+  s->run_bound({in}, nullptr, out, nullptr, nullptr, nullptr, nullptr, &vals);
+  CHECK(values(out[0]) == std::vector<float>{0, 0, 1, 10, 2, 20});
+  REQUIRE(vals.size() == 2);
+  CHECK(!vals[0]);
+  REQUIRE(vals[1]);
+  CHECK(vals[1]->kind == Value::Sequence);
+  REQUIRE(vals[1]->items.size() == 3);
+  CHECK(values(vals[1]->items[2]->tensor) == std::vector<float>{2, 20});
+  // A sequence input given as a tensor is refused by name.
+  Model m2(17);
+  Graph g2 = m2.main();
+  set_seq_type(g2.g->add_input(), "seq", F);
+  g2.node("SequenceLength", {"seq"}, {"n"});
+  g2.out("n", I64, std::vector<int64_t>{});
+  Env env2;
+  auto s2 = session(env2, m2.load());
+  In t = f32("seq", {1}, {1});
+  std::string err = error_of([&] { run(*s2, {t}); });
+  CHECK(err.find("input 'seq' must be a sequence") != std::string::npos);
+}
+
+TEST_CASE("partitioner: a claim around a control-flow node that reads its value through a body is split") {
+  // Relu -> r; If reads r only inside its branches; Neg(If's output). {Relu, Neg} is not
+  // convex: the path Relu -> If -> Neg runs through the body's read.
+  Model m;
+  Graph g = m.main();
+  g.in("cond", B, std::vector<int64_t>{});
+  g.in("x", F, std::vector<int64_t>{2});
+  g.node("Relu", {"x"}, {"r"});
+  auto* n = g.node("If", {"cond"}, {"y"});
+  Graph t = body(n, "then_branch", "then");
+  t.node("Abs", {"r"}, {"t_y"});
+  t.out("t_y", F, std::vector<int64_t>{2});
+  Graph e = body(n, "else_branch", "else");
+  e.node("Sigmoid", {"x"}, {"e_y"});
+  e.out("e_y", F, std::vector<int64_t>{2});
+  g.node("Neg", {"y"}, {"z"});
+  g.out("z", F, std::vector<int64_t>{2});
+  auto model = m.load();
+  auto parts = convex_parts(*model, {0, 2});
+  CHECK(parts.size() == 2);
+  CHECK(order_groups(*model, {{0}, {1}, {2}}) == std::vector<size_t>{0, 1, 2});
 }
