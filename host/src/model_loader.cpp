@@ -98,8 +98,8 @@ nxrt_attribute convert_attribute(const onnx::AttributeProto& a, const fs::path& 
       break;
     }
     case onnx::AttributeProto::GRAPH:
-      // A body the plugins can read (attribute_graph). The host does not run control
-      // flow itself; a body it cannot map (say a string initializer) stays type-only.
+      // A body the plugins can read (attribute_graph) and the host runs (control_flow.hpp);
+      // a body it cannot map (say a string initializer) stays type-only.
       try {
         out.graph = build_body(a.g(), base_dir, scope, model);
       } catch (const HostError&) {
