@@ -4,11 +4,44 @@ import onnx
 from onnx import numpy_helper
 
 
-def load(path):
-    return numpy_helper.to_array(onnx.load_tensor(path))
+def load(path, kind="tensor_type"):
+    """A .pb value: a numpy array (kind "tensor_type"), a list of arrays ("sequence_type", a
+    SequenceProto) or an array, list or None ("optional_type", an OptionalProto); `kind` is the
+    TypeProto field of the model's input or output, as the ONNX backend runner decides."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if kind == "sequence_type":
+        p = onnx.SequenceProto()
+        p.ParseFromString(data)
+        return onnx.numpy_helper.to_list(p)
+    if kind == "optional_type":
+        p = onnx.OptionalProto()
+        p.ParseFromString(data)
+        return onnx.numpy_helper.to_optional(p)
+    t = onnx.TensorProto()
+    t.ParseFromString(data)
+    return numpy_helper.to_array(t)
 
 
 def mismatch(got, want, rtol, atol):
+    """Like tensor_mismatch, for sequences (lists, element by element) and optionals (None) too."""
+    if want is None or got is None:
+        return None if got is None and want is None else f"got {'nothing' if got is None else 'a value'}, expected " \
+            f"{'nothing' if want is None else 'a value'}"
+    if isinstance(want, list) or isinstance(got, list):
+        if not isinstance(want, list) or not isinstance(got, list):
+            return f"got a {type(got).__name__}, expected a {type(want).__name__}"
+        if len(got) != len(want):
+            return f"sequence of {len(got)} tensors, expected {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            why = tensor_mismatch(g, w, rtol, atol)
+            if why:
+                return f"sequence element {i}: {why}"
+        return None
+    return tensor_mismatch(got, want, rtol, atol)
+
+
+def tensor_mismatch(got, want, rtol, atol):
     """None when `got` matches `want` (same dtype and shape, g == w or |g-w| <= atol + rtol*|w|,
     so equal infinities match, NaN == NaN),
     else a one-line description of the first difference."""

@@ -69,13 +69,20 @@ def relabel_bf16_inputs(data, bf16_inputs, tmp):
     return tmp
 
 
-def load_output(path, want_uint16_bits):
-    """An output file as numpy; a bfloat16 output as its raw uint16 bits when the expected file
-    stores bits (ONNX 1.12), so the two compare exactly."""
-    t = onnx.load_tensor(path)
-    if want_uint16_bits and t.data_type == BFLOAT16:
-        return np.frombuffer(t.raw_data, dtype="<u2").reshape(list(t.dims)).astype(np.uint16)
-    return compare.load(path)
+def load_output(path, kind, want_uint16_bits):
+    """An output file (compare.load's value for its kind); a bfloat16 tensor as its raw uint16
+    bits when the expected file stores bits (ONNX 1.12), so the two compare exactly."""
+    if want_uint16_bits:
+        t = onnx.load_tensor(path)
+        if t.data_type == BFLOAT16:
+            return np.frombuffer(t.raw_data, dtype="<u2").reshape(list(t.dims)).astype(np.uint16)
+    return compare.load(path, kind)
+
+
+def output_kinds(model_path):
+    """Per graph output: the TypeProto field its type sets ("tensor_type", "sequence_type", ...)."""
+    m = onnx.load(model_path, load_external_data=False)
+    return [o.type.WhichOneof("value") or "tensor_type" for o in m.graph.output]
 
 
 def run_case(nxrt, ep, case, rtol, atol, extra, env, forbid):
@@ -111,14 +118,16 @@ def run_case(nxrt, ep, case, rtol, atol, extra, env, forbid):
                     return name, "fail", f"by distribution ({compare.RANDOM_RULES[rule]}): {why}"
                 results.append("pass")
                 continue
+            kinds = output_kinds(os.path.join(case, "model.onnx"))
             for want_path in sorted(glob.glob(os.path.join(data, "output_*.pb"))):
+                k = int(os.path.basename(want_path)[len("output_"):-len(".pb")])
+                kind = kinds[k] if k < len(kinds) else "tensor_type"
                 got_path = os.path.join(out, os.path.basename(want_path))
                 if not os.path.exists(got_path):
                     return name, "fail", f"{os.path.basename(want_path)} was not written"
-                want = compare.load(want_path)
-                k = int(re.search(r"output_(\d+)\.pb$", want_path).group(1))
-                got = load_output(got_path, k in bf16_outputs and want.dtype == np.uint16)
-                why = compare.mismatch(got, want, rtol, atol)
+                want = compare.load(want_path, kind)
+                bits = k in bf16_outputs and kind == "tensor_type" and want.dtype == np.uint16
+                why = compare.mismatch(load_output(got_path, kind, bits), want, rtol, atol)
                 if why:
                     return name, "fail", f"{os.path.basename(want_path)}: {why}"
             results.append("pass")

@@ -97,7 +97,11 @@ std::vector<Tensor> prepare_inputs(const Options& o, Session& s) {
     if (it != by_name.end()) file = it->second;
     else if (!o.input_dir.empty() && fs::exists(fs::path(o.input_dir) / fmt::format("input_{}.pb", k)))
       file = fs::path(o.input_dir) / fmt::format("input_{}.pb", k);
-    if (file.empty()) {
+    if (s.input_kind(k) != NXRT_VALUE_TENSOR) {  // a sequence or optional: read by run_with_values
+      Tensor t;
+      t.name = infos[k].name;
+      out.push_back(std::move(t));
+    } else if (file.empty()) {
       out.push_back(generated_input(infos[k], k));
     } else {
       Tensor t = read_tensor_file(file.string());
@@ -239,6 +243,41 @@ int cmd_plugins(const Options& o) {
   return 0;
 }
 
+// The .pb file given for input k (--input NAME=FILE, or input_<k>.pb in --input-dir), "" if none.
+fs::path input_file(const Options& o, const nxrt_io_info& info, size_t k) {
+  for (auto& [name, file] : o.inputs)
+    if (name == info.name) return file;
+  if (!o.input_dir.empty() && fs::exists(fs::path(o.input_dir) / fmt::format("input_{}.pb", k)))
+    return fs::path(o.input_dir) / fmt::format("input_{}.pb", k);
+  return {};
+}
+
+// A model with sequence or optional inputs or outputs: those inputs are read from their
+// files as SequenceProto / OptionalProto, and every output is a value (written as such).
+Outputs run_with_values(const Options& o, Session& session, const std::vector<Tensor>& tensors) {
+  auto infos = session.inputs();
+  std::vector<Outputs> files;  // keep the read values alive during the run
+  std::vector<nxrt_host_tensor> views(tensors.size());
+  std::vector<nxrt_host_value> in;
+  for (size_t k = 0; k < infos.size(); ++k) {
+    const nxrt_value_kind kind = session.input_kind(k);
+    if (kind == NXRT_VALUE_TENSOR) {
+      views[k] = tensors[k].view();
+      in.push_back(nxrt_host_value{infos[k].name, NXRT_VALUE_TENSOR, 0, 0, 0, 1, &views[k]});
+      continue;
+    }
+    const fs::path file = input_file(o, infos[k], k);
+    if (file.empty())
+      throw Error(NXRT_ERR_INVALID_ARGUMENT, fmt::format("input '{}' is a {}: give it as a .pb file (--input or --input-dir)", infos[k].name,
+                                                         kind == NXRT_VALUE_SEQUENCE ? "sequence" : "optional"));
+    files.push_back(read_value_file(file.string(), kind));
+    nxrt_host_value v = files.back().value(0);
+    v.name = infos[k].name;
+    in.push_back(v);
+  }
+  return session.run_values(in);
+}
+
 int cmd_run(const Options& o) {
   Env env = make_env(o);
   auto t0 = Clock::now();
@@ -248,7 +287,12 @@ int cmd_run(const Options& o) {
   auto inputs = prepare_inputs(o, session);
   if (!o.profile.empty()) session.start_profiling();
   auto t1 = Clock::now();
-  Outputs outs = session.run(views(inputs), o.run_options);
+  bool values_io = false;
+  for (size_t k = 0; k < session.inputs().size(); ++k) values_io |= session.input_kind(k) != NXRT_VALUE_TENSOR;
+  for (size_t k = 0; k < session.outputs().size(); ++k) values_io |= session.output_kind(k) != NXRT_VALUE_TENSOR;
+  if (values_io && !o.run_options.empty())
+    throw Error(NXRT_ERR_INVALID_ARGUMENT, "--run-option is not supported for models with sequence or optional inputs or outputs");
+  Outputs outs = values_io ? run_with_values(o, session, inputs) : session.run(views(inputs), o.run_options);
   double run_ms = ms_since(t1);
   if (!o.profile.empty()) fmt::print("profile: {} events in {}\n", session.end_profiling(o.profile), o.profile);
 
@@ -268,9 +312,21 @@ int cmd_run(const Options& o) {
     if (ec) throw Error(NXRT_ERR_INVALID_ARGUMENT, fmt::format("cannot create output folder '{}': {}", o.output_dir, ec.message()));
   }
   for (size_t k = 0; k < outs.size(); ++k) {
+    const fs::path file = fs::path(o.output_dir) / fmt::format("output_{}.pb", k);
+    if (values_io && session.output_kind(k) != NXRT_VALUE_TENSOR) {
+      const nxrt_host_value v = outs.value(k);
+      const bool seq = v.kind == NXRT_VALUE_SEQUENCE || (v.has_value && v.inner_kind == NXRT_VALUE_SEQUENCE);
+      std::string what = v.kind == NXRT_VALUE_OPTIONAL ? (v.has_value ? "optional holding " : "optional, empty") : "";
+      if (v.kind == NXRT_VALUE_SEQUENCE || v.has_value)
+        what += seq ? fmt::format("sequence of {} {} tensors", v.count, dtype_name(v.elem_dtype))
+                    : fmt::format("{} {}", dtype_name(v.tensors[0].dtype), shape_str(v.tensors[0].dims, v.tensors[0].rank));
+      fmt::print("output {} '{}': {}\n", k, v.name, what);
+      if (!o.output_dir.empty()) write_value_file(file.string(), v);
+      continue;
+    }
     auto t = outs[k];
     fmt::print("output {} '{}': {} {}{}\n", k, t.name, dtype_name(t.dtype), shape_str(t.dims, t.rank), stats(t));
-    if (!o.output_dir.empty()) write_tensor_file((fs::path(o.output_dir) / fmt::format("output_{}.pb", k)).string(), t);
+    if (!o.output_dir.empty()) write_tensor_file(file.string(), t);
   }
   return 0;
 }
@@ -284,9 +340,9 @@ int cmd_inspect(const Options& o) {
     std::string s = fmt::format("{{\"model\":\"{}\",\"eps\":\"{}\",\"copies\":{},\"memory\":{},\"nodes\":[", json_escape(o.model),
                                 json_escape(o.eps), session.copies(), memory_json(session));
     for (size_t i = 0; i < nodes.size(); ++i)
-      s += fmt::format("{}{{\"name\":\"{}\",\"op\":\"{}\",\"ep\":\"{}\",\"fell_back\":{},\"reason\":\"{}\"}}", i ? "," : "",
-                       json_escape(nodes[i].node_name), json_escape(nodes[i].op_type), json_escape(nodes[i].ep),
-                       nodes[i].fell_back ? "true" : "false", json_escape(nodes[i].reason));
+      s += fmt::format("{}{{\"name\":\"{}\",\"op\":\"{}\",\"ep\":\"{}\",\"fell_back\":{},\"reason\":\"{}\",\"bodies\":\"{}\"}}",
+                       i ? "," : "", json_escape(nodes[i].node_name), json_escape(nodes[i].op_type), json_escape(nodes[i].ep),
+                       nodes[i].fell_back ? "true" : "false", json_escape(nodes[i].reason), json_escape(session.node_bodies(i)));
     fmt::print("{}]}}\n", s);
     return 0;
   }
@@ -299,6 +355,8 @@ int cmd_inspect(const Options& o) {
     std::string ep = std::string(n.ep) + (n.fell_back ? "*" : "");
     fmt::print("{:<{}}  {:<20}  {:<8}  {}\n", n.node_name, w, n.op_type, ep, n.reason);
   }
+  for (size_t i = 0; i < nodes.size(); ++i)  // where control-flow bodies run
+    if (auto bodies = session.node_bodies(i); !bodies.empty()) fmt::print("bodies of '{}':\n{}", nodes[i].node_name, bodies);
   std::string summary;
   for (auto& [ep, c] : per_ep) summary += fmt::format("{}{}: {}", summary.empty() ? "" : ", ", ep, c);
   fmt::print("{} nodes ({}); {} cross-device copies{}\n", nodes.size(), summary, session.copies(),

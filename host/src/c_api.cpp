@@ -85,6 +85,8 @@ struct nxrt_session {
 
 struct nxrt_outputs {
   std::vector<nxrt::HostTensor> tensors;
+  std::vector<nxrt::ValuePtr> values;  // per output: its sequence or optional (null: a tensor)
+  std::vector<std::vector<nxrt_host_tensor>> views;  // per value output: its tensors, for nxrt_outputs_get_value
   uint64_t run_id = 0;
 };
 
@@ -132,6 +134,79 @@ nxrt_error* wrap(F&& f) noexcept {
 
 nxrt_io_info io_info(const nxrt_value* v) {
   return nxrt_io_info{v->name.c_str(), int32_t(v->dtype), v->rank, v->dims.data()};
+}
+
+}  // namespace
+
+namespace {
+
+nxrt_host_tensor view_of(const nxrt::HostTensor& t, const char* name) {
+  return nxrt_host_tensor{name, int32_t(t.dtype), uint32_t(t.dims.size()), t.dims.data(), t.data.data()};
+}
+
+// Fills o->views (the tensors nxrt_outputs_get_value points at); every nxrt_outputs is made with them.
+void make_views(nxrt_outputs& o) {
+  o.values.resize(o.tensors.size());
+  o.views.assign(o.tensors.size(), {});
+  for (size_t i = 0; i < o.values.size(); ++i) {
+    const nxrt::ValuePtr& v = o.values[i];
+    const char* name = o.tensors[i].name.c_str();
+    if (!v) {
+      o.views[i].push_back(view_of(o.tensors[i], name));
+      continue;
+    }
+    const nxrt::Value* seq = v->kind == nxrt::Value::Sequence ? v.get()
+                             : !v->items.empty() && v->items[0]->kind == nxrt::Value::Sequence ? v->items[0].get() : nullptr;
+    if (seq)
+      for (auto& item : seq->items) o.views[i].push_back(view_of(item->tensor, name));
+    else if (!v->items.empty())
+      o.views[i].push_back(view_of(v->items[0]->tensor, name));
+  }
+}
+
+nxrt::HostTensor tensor_from(const nxrt_host_tensor& t) {
+  if (t.rank && !t.dims) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "tensor dims are NULL");
+  nxrt::HostTensor h;
+  h.name = t.name ? t.name : "";
+  h.dtype = nxrt_dtype(t.dtype);
+  h.dims.assign(t.dims, t.dims + t.rank);
+  for (auto d : h.dims)
+    if (d < 0) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "tensor '{}' has a negative dimension", h.name);
+  const size_t bytes = size_t(h.numel()) * nxrt::dtype_size(h.dtype);
+  if (bytes && !t.data) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "tensor '{}' has no data", h.name);
+  if (bytes) h.data.assign(static_cast<const uint8_t*>(t.data), static_cast<const uint8_t*>(t.data) + bytes);
+  return h;
+}
+
+// A caller's sequence or optional as a host value (copied).
+nxrt::ValuePtr value_from(const nxrt_host_value& v) {
+  if (v.count && !v.tensors) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "value '{}' has {} tensors but tensors is NULL", v.name ? v.name : "", v.count);
+  auto seq = [&] {
+    auto s = std::make_shared<nxrt::Value>();
+    s->kind = nxrt::Value::Sequence;
+    s->elem = nxrt_dtype(v.elem_dtype);
+    for (size_t k = 0; k < v.count; ++k) {
+      s->items.push_back(nxrt::Value::of(tensor_from(v.tensors[k])));
+      if (s->items.back()->tensor.dtype != s->elem)
+        nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "sequence '{}': tensor {} is {}, the sequence holds {}", v.name ? v.name : "", k,
+                    nxrt::dtype_name(s->items.back()->tensor.dtype), nxrt::dtype_name(s->elem));
+    }
+    return s;
+  };
+  if (v.kind == NXRT_VALUE_SEQUENCE) return seq();
+  if (v.kind != NXRT_VALUE_OPTIONAL) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "value '{}' has an unknown kind {}", v.name ? v.name : "", v.kind);
+  auto o = std::make_shared<nxrt::Value>();
+  o->kind = nxrt::Value::Optional;
+  if (v.has_value) {
+    if (v.inner_kind == NXRT_VALUE_SEQUENCE) o->items.push_back(seq());
+    else if (v.inner_kind == NXRT_VALUE_TENSOR && v.count == 1) o->items.push_back(nxrt::Value::of(tensor_from(v.tensors[0])));
+    else nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "optional '{}' must hold one tensor or a sequence", v.name ? v.name : "");
+  }
+  return o;
+}
+
+int32_t kind_of(const nxrt_value* v) {
+  return v->kind == nxrt::ValueKind::Sequence ? NXRT_VALUE_SEQUENCE : v->kind == nxrt::ValueKind::Optional ? NXRT_VALUE_OPTIONAL : NXRT_VALUE_TENSOR;
 }
 
 }  // namespace
@@ -345,8 +420,15 @@ nxrt_node_assignment nxrt_session_node(const nxrt_session* s, size_t i) {
   auto nodes = s->impl->model().live_nodes();
   const nxrt_node* n = nodes.at(i);
   const auto& a = s->impl->assignments().at(n->index);
-  const char* ep = a.ep >= 0 ? s->impl->eps()[size_t(a.ep)]->lib->name().c_str() : "";
+  const char* ep = a.ep >= 0 ? s->impl->eps()[size_t(a.ep)]->lib->name().c_str() : a.host ? "host" : "";
   return nxrt_node_assignment{n->name.c_str(), n->op_type.c_str(), ep, a.fell_back ? 1 : 0, a.reasons.c_str()};
+}
+
+const char* nxrt_session_node_bodies(const nxrt_session* s, size_t i) {
+  if (!s) return "";
+  auto nodes = s->impl->model().live_nodes();
+  if (i >= nodes.size()) return "";
+  return s->impl->body_placement(nodes[i]->index).c_str();
 }
 
 size_t nxrt_session_copy_count(const nxrt_session* s) { return s ? s->impl->copy_count() : 0; }
@@ -375,6 +457,7 @@ nxrt_error* nxrt_session_run_with_options(nxrt_session* s, const nxrt_host_tenso
     nxrt::KeyValues ro = read_run_options(run_options);
     auto o = std::make_unique<nxrt_outputs>();
     s->impl->run(inputs, input_count, o->tensors, nullptr, &ro, &o->run_id);
+    make_views(*o);
     *outputs = o.release();
   });
 }
@@ -705,6 +788,7 @@ nxrt_error* nxrt_session_run_binding(nxrt_session* s, nxrt_binding* b, const nxr
     }
     auto o = std::make_unique<nxrt_outputs>();
     s->impl->run_bound(inputs, &b->outputs, o->tensors, nullptr, &ro, &o->run_id, stream ? &cs : nullptr);
+    make_views(*o);
     if (outputs) *outputs = o.release();
   });
 }
@@ -724,6 +808,94 @@ nxrt_error* nxrt_binding_output(const nxrt_binding* b, const char* name, nxrt_de
 uint64_t nxrt_outputs_run_id(const nxrt_outputs* o) { return o ? o->run_id : 0; }
 
 size_t nxrt_outputs_count(const nxrt_outputs* o) { return o ? o->tensors.size() : 0; }
+
+
+int32_t nxrt_session_input_kind(const nxrt_session* s, size_t i) { return s ? kind_of(s->impl->model().inputs.at(i)) : 0; }
+int32_t nxrt_session_output_kind(const nxrt_session* s, size_t i) { return s ? kind_of(s->impl->model().outputs.at(i)) : 0; }
+
+nxrt_error* nxrt_session_run_values(nxrt_session* s, const nxrt_host_value* inputs, size_t input_count, nxrt_outputs** outputs) {
+  return wrap([&] {
+    if (!s || !outputs) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "session or outputs is NULL");
+    if (input_count && !inputs) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "inputs is NULL");
+    std::vector<nxrt::BoundInput> given(input_count);
+    for (size_t i = 0; i < input_count; ++i) {
+      const nxrt_host_value& v = inputs[i];
+      if (!v.name) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "input {} has no name", i);
+      given[i].name = v.name;
+      if (v.kind == NXRT_VALUE_TENSOR) {
+        if (v.count != 1 || !v.tensors) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "tensor input '{}' needs exactly one tensor", v.name);
+        const nxrt_host_tensor& t = v.tensors[0];
+        if (t.rank && !t.dims) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' has rank {} but no dims", v.name, t.rank);
+        given[i].dtype = nxrt_dtype(t.dtype);
+        given[i].dims.assign(t.dims, t.dims + t.rank);
+        given[i].host = t.data;
+      } else {
+        given[i].value = value_from(v);
+      }
+    }
+    auto o = std::make_unique<nxrt_outputs>();
+    s->impl->run_bound(given, nullptr, o->tensors, nullptr, nullptr, &o->run_id, nullptr, &o->values);
+    make_views(*o);
+    *outputs = o.release();
+  });
+}
+
+nxrt_host_value nxrt_outputs_get_value(const nxrt_outputs* o, size_t i) {
+  const auto& t = o->tensors.at(i);
+  nxrt_host_value v{};
+  v.name = t.name.c_str();
+  const nxrt::ValuePtr& val = i < o->values.size() ? o->values[i] : nullptr;
+  if (!val) {
+    v.kind = NXRT_VALUE_TENSOR;
+    v.count = 1;
+    v.tensors = &o->views.at(i).at(0);
+    return v;
+  }
+  const auto& views = o->views.at(i);
+  v.tensors = views.empty() ? nullptr : views.data();
+  v.count = views.size();
+  if (val->kind == nxrt::Value::Sequence) {
+    v.kind = NXRT_VALUE_SEQUENCE;
+    v.elem_dtype = int32_t(val->elem);
+  } else {
+    v.kind = NXRT_VALUE_OPTIONAL;
+    v.has_value = val->items.empty() ? 0 : 1;
+    if (v.has_value) {
+      v.inner_kind = val->items[0]->kind == nxrt::Value::Sequence ? NXRT_VALUE_SEQUENCE : NXRT_VALUE_TENSOR;
+      if (v.inner_kind == NXRT_VALUE_SEQUENCE) v.elem_dtype = int32_t(val->items[0]->elem);
+    }
+  }
+  return v;
+}
+
+nxrt_error* nxrt_value_file_read(const char* path, int32_t kind, nxrt_outputs** out) {
+  return wrap([&] {
+    if (!path || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "path or out is NULL");
+    if (kind < NXRT_VALUE_TENSOR || kind > NXRT_VALUE_OPTIONAL) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "unknown value kind {}", kind);
+    auto o = std::make_unique<nxrt_outputs>();
+    nxrt::Value v = nxrt::read_value_file(path, nxrt::Value::Kind(kind));
+    o->tensors.emplace_back();
+    if (kind == NXRT_VALUE_TENSOR) o->tensors[0] = std::move(v.tensor);
+    else o->values.push_back(std::make_shared<nxrt::Value>(std::move(v)));
+    make_views(*o);
+    *out = o.release();
+  });
+}
+
+nxrt_error* nxrt_value_file_write(const char* path, const nxrt_host_value* v) {
+  return wrap([&] {
+    if (!path || !v) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "path or value is NULL");
+    const std::string name = v->name ? v->name : "";
+    if (v->kind == NXRT_VALUE_TENSOR) {
+      if (v->count != 1 || !v->tensors) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "a tensor value needs exactly one tensor");
+      nxrt::Value t;
+      t.tensor = tensor_from(v->tensors[0]);
+      nxrt::write_value_file(path, t, name);
+      return;
+    }
+    nxrt::write_value_file(path, *value_from(*v), name);
+  });
+}
 
 nxrt_host_tensor nxrt_outputs_get(const nxrt_outputs* o, size_t i) {
   const auto& t = o->tensors.at(i);
@@ -750,6 +922,7 @@ nxrt_error* nxrt_tensor_file_read(const char* path, nxrt_outputs** out) {
     if (!path || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "path or out is NULL");
     auto o = std::make_unique<nxrt_outputs>();
     o->tensors.push_back(nxrt::read_tensor_file(path));
+    make_views(*o);
     *out = o.release();
   });
 }

@@ -1,5 +1,6 @@
 // The sequential executor: validates inputs, walks the steps, binds outputs
 // through the kernel context, copies across devices, returns host outputs.
+#include "control_flow.hpp"
 #include "error.hpp"
 #include "executor.hpp"
 #include "io_binding.hpp"
@@ -180,6 +181,72 @@ nxrt_status* to_status(F&& f) noexcept {
   }
 }
 
+// A host step: its inputs read in host memory (the executor waited for their downloads),
+// its outputs bound like a kernel's and filled; a graph output takes the result's buffer.
+void run_host_step(const Session& s, RunState& rs, const Step& step) {
+  std::vector<TensorView> views(step.inputs.size());
+  std::vector<const TensorView*> in(step.inputs.size(), nullptr);
+  for (size_t i = 0; i < step.inputs.size(); ++i) {
+    if (step.inputs[i] < 0) continue;
+    void* h;
+    uint64_t off;
+    const std::vector<int64_t>* dims;
+    in[i] = &views[i];
+    if (!s.slots()[size_t(step.inputs[i])].fixed && rs.values[size_t(step.inputs[i])]) {
+      views[i].value = rs.values[size_t(step.inputs[i])];
+      continue;
+    }
+    views[i].dtype = read_slot(s, rs, step.inputs[i], &h, &off, &dims);
+    views[i].dims = *dims;
+    views[i].data = static_cast<const char*>(h) + off;
+  }
+  std::vector<Result> out;
+  step.host->run(in, out, rs.cancel);
+  if (out.size() != step.outputs.size())
+    raise(NXRT_ERR_RUNTIME, "{} produced {} outputs, the node has {}", step.label, out.size(), step.outputs.size());
+  for (size_t o = 0; o < out.size(); ++o) {
+    const int id = step.outputs[o];
+    if (id < 0) continue;
+    const Slot& slot = s.slots()[size_t(id)];
+    if (out[o].value) {  // a sequence or optional: kept by reference
+      if (slot.value->kind == ValueKind::Tensor && out[o].value->kind != Value::Tensor)
+        raise(NXRT_ERR_RUNTIME, "output {} of {} ('{}') is a sequence or optional but the model says tensor", o, step.label,
+              slot.value->name);
+      if (out[o].value->kind == Value::Tensor) {
+        out[o].tensor = out[o].value->tensor;  // an optional's or sequence's element, as a tensor slot
+      } else {
+        rs.values[size_t(id)] = out[o].value;
+        SlotState& st = rs.state[size_t(id)];
+        st.handle = nullptr;
+        st.offset = 0;
+        st.dims.clear();
+        st.ready = true;
+        continue;
+      }
+    }
+    HostTensor& t = out[o].tensor;
+    if (slot.dtype != NXRT_DTYPE_UNDEFINED && t.dtype != slot.dtype)
+      raise(NXRT_ERR_RUNTIME, "output {} of {} ('{}') is {} but the model says {}", o, step.label, slot.value->name,
+            dtype_name(t.dtype), dtype_name(slot.dtype));
+    const bool overridden = !rs.output_override.empty() && rs.output_override[size_t(id)] >= 0;
+    if (slot.graph_output >= 0 && !overridden && !(slot.planned && t.dims == slot.dims)) {
+      // The result becomes the run's output buffer: no copy.
+      HostTensor& dst = rs.outputs[size_t(slot.graph_output)];
+      dst.data = std::move(t.data);
+      SlotState& st = rs.state[size_t(id)];
+      st.handle = dst.data.data();
+      st.offset = 0;
+      st.dims = t.dims;
+      st.dtype = t.dtype;
+      st.ready = true;
+      continue;
+    }
+    bind_slot(s, rs, id, t.dims, t.dtype);
+    const SlotState& st = rs.state[size_t(id)];
+    if (!t.data.empty()) std::memcpy(static_cast<char*>(st.handle) + st.offset, t.data.data(), t.data.size());
+  }
+}
+
 }  // namespace
 
 nxrt_status* ctx_input(const nxrt_kernel_context* ctx, size_t i, nxrt_const_tensor* out) {
@@ -285,6 +352,7 @@ std::unique_ptr<RunState> make_run_state(Session& s, const std::vector<uint64_t>
     throw;
   }
   rs->state.resize(s.slots().size());
+  rs->values.resize(s.slots().size());
   rs->pending.assign(s.eps().size(), nullptr);
   rs->pending_set.assign(s.eps().size(), 0);
   rs->pending_stream.assign(s.eps().size(), nullptr);
@@ -348,7 +416,9 @@ void Session::settle_stream(nxrt_stream* stream) {
 
 void Session::release_run_state(std::unique_ptr<RunState> rs) {
   for (auto& st : rs->state) st.ready = false;
+  for (auto& v : rs->values) v.reset();
   rs->outputs.clear();
+  rs->output_values.clear();
   rs->cancel = nullptr;
   rs->output_override.clear();
   rs->bound_outputs = nullptr;
@@ -386,6 +456,34 @@ std::vector<BoundInput> Session::resolve_inputs(const std::vector<BoundInput>& i
     }
     if (seen[k]) raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' was given twice", t.name);
     const nxrt_value& v = *m.inputs[k];
+    if (v.kind != ValueKind::Tensor || t.value) {  // sequences and optionals: the kinds must agree
+      const bool seq = v.kind == ValueKind::Sequence, opt = v.kind == ValueKind::Optional;
+      BoundInput given = t;
+      // An optional input takes a plain tensor or sequence as the optional holding it (a
+      // Loop carrying an optional whose body returns the sequence, as ONNX allows).
+      if (opt && (!t.value || t.value->kind != Value::Optional)) {
+        auto o = std::make_shared<Value>();
+        o->kind = Value::Optional;
+        if (t.value) {
+          o->items.push_back(t.value);
+        } else {
+          if (t.device) raise(NXRT_ERR_INVALID_ARGUMENT, "optional input '{}' cannot be a device tensor", t.name);
+          HostTensor h;
+          h.dtype = t.dtype;
+          h.dims = t.dims;
+          h.data.resize(size_t(element_count(t.dims)) * dtype_size(t.dtype));
+          if (!h.data.empty()) std::memcpy(h.data.data(), t.host, h.data.size());
+          o->items.push_back(Value::of(std::move(h)));
+        }
+        given.value = o;
+      }
+      const bool ok = given.value && ((seq && given.value->kind == Value::Sequence) || (opt && given.value->kind == Value::Optional));
+      if (!ok)
+        raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' must be {}", t.name, seq ? "a sequence" : opt ? "an optional" : "a tensor");
+      seen[k] = 1;
+      by_index[k] = std::move(given);
+      continue;
+    }
     if (v.dtype != NXRT_DTYPE_UNDEFINED && t.dtype != v.dtype)
       raise(NXRT_ERR_INVALID_ARGUMENT, "input '{}' is {} but the model expects {}", t.name, dtype_name(t.dtype), dtype_name(v.dtype));
     for (auto d : t.dims)
@@ -417,7 +515,7 @@ int Session::ep_index(const EpInstance* ep) const {
 
 void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<BoundOutput>* bound_outputs,
                         std::vector<HostTensor>& outputs, const std::atomic<bool>* cancel, const KeyValues* run_options,
-                        uint64_t* run_id_out, const CallerStream* caller) {
+                        uint64_t* run_id_out, const CallerStream* caller, std::vector<ValuePtr>* values_out) {
   const auto& m = *model_;
   const std::vector<BoundInput> given = resolve_inputs(inputs);
   if (bound_outputs && bound_outputs->size() != m.outputs.size())
@@ -476,6 +574,7 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
   rs->cancel = cancel;
   rs->run_id = run_id;
   rs->outputs.assign(m.outputs.size(), HostTensor{});
+  rs->output_values.assign(m.outputs.size(), nullptr);
   for (size_t k = 0; k < m.outputs.size(); ++k) {
     rs->outputs[k].name = m.outputs[k]->name;
     rs->outputs[k].dtype = m.outputs[k]->dtype;
@@ -607,7 +706,10 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
     rs->device_dynamic.clear();
     for (void* p : rs->host_dynamic) std::free(p);
     rs->host_dynamic.clear();
-    if (ok && sync_error.empty() && end_error.empty()) outputs = std::move(rs->outputs);
+    if (ok && sync_error.empty() && end_error.empty()) {
+      outputs = std::move(rs->outputs);
+      if (values_out) *values_out = std::move(rs->output_values);
+    }
     // A failed run leaves no half-written device outputs behind.
     if (bound_outputs && !(ok && sync_error.empty() && end_error.empty()))
       for (auto& o : *bound_outputs)
@@ -646,6 +748,13 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
       SlotState& st = rs->state[id];
       st.dims = t.dims;
       st.dtype = t.dtype;
+      if (t.value) {  // a sequence or optional: the host's own
+        rs->values[id] = t.value;
+        st.handle = nullptr;
+        st.offset = 0;
+        st.ready = true;
+        continue;
+      }
       if (!t.device) {
         st.handle = const_cast<void*>(t.host);
         st.offset = 0;
@@ -721,6 +830,12 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
       }
       for (int in : step.inputs)
         if (in >= 0) wait_download(in);
+      if (step.kind == Step::Host) {
+        const auto step_start = prof ? Profiler::Clock::now() : Profiler::Clock::time_point{};
+        run_host_step(*this, *rs, step);
+        if (prof) record(step.label, "host", -1, step.ops, step_start);
+        continue;
+      }
       start_hooks(step.ep);
       const auto step_start = prof ? Profiler::Clock::now() : Profiler::Clock::time_point{};
       if (prof) {
@@ -792,6 +907,13 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
     for (size_t k = 0; k < m.outputs.size(); ++k) {
       if (device_bound(k) && std::find(bound_after.begin(), bound_after.end(), k) == bound_after.end()) continue;
       int id = output_slot_[k];
+      if (rs->values[size_t(id)]) {  // a sequence or optional
+        if (!rs->state[size_t(id)].ready) raise(NXRT_ERR_RUNTIME, "output '{}' was not produced", m.outputs[k]->name);
+        rs->output_values[k] = rs->values[size_t(id)];
+        rs->outputs[k].dims.clear();
+        rs->outputs[k].data.clear();
+        continue;
+      }
       if (slots_[size_t(id)].graph_output == int(k)) {
         rs->outputs[k].dims = rs->state[size_t(id)].dims;
         rs->outputs[k].dtype = rs->state[size_t(id)].dtype;

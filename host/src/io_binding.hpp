@@ -3,6 +3,7 @@
 // inputs and outputs straight into the kernels' slots, so a run whose inputs and
 // outputs stay on the device copies nothing through the host.
 #pragma once
+#include "host_value.hpp"
 #include "session.hpp"
 
 #include <memory>
@@ -47,13 +48,15 @@ struct DeviceTensor {
   static bool copy_by_import(const DeviceTensor& src, const DeviceTensor& dst);
 };
 
-// One graph input of a run: host memory (the caller's) or a device tensor.
+// One graph input of a run: host memory (the caller's), a device tensor, or (value set)
+// a sequence or optional for an input of that kind.
 struct BoundInput {
   std::string name;
   nxrt_dtype dtype = NXRT_DTYPE_UNDEFINED;
   std::vector<int64_t> dims;
   const void* host = nullptr;
   std::shared_ptr<DeviceTensor> device;
+  ValuePtr value;
 };
 
 // One graph output of a run.

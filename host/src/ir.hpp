@@ -13,12 +13,17 @@
 #include <vector>
 
 namespace onnx { class AttributeProto; class ModelProto; }
-namespace nxrt { struct GraphBody; }
+namespace nxrt {
+struct GraphBody;
+// What a value holds: a tensor (what EPs see), or a sequence / optional the host holds.
+enum class ValueKind : uint8_t { Tensor, Sequence, Optional };
+}  // namespace nxrt
 
 struct nxrt_value {
   size_t id = 0;
   std::string name;
-  nxrt_dtype dtype = NXRT_DTYPE_UNDEFINED;
+  nxrt_dtype dtype = NXRT_DTYPE_UNDEFINED;  // tensors only (undefined for sequences and optionals)
+  nxrt::ValueKind kind = nxrt::ValueKind::Tensor;
   int64_t rank = -1;            // -1: unknown
   std::vector<int64_t> dims;    // -1 for a dimension not known before run time
   std::shared_ptr<const nxrt::HostTensor> constant;  // initializer or folded Constant

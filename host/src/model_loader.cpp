@@ -31,7 +31,14 @@ std::string one_line(std::string s) {
   return s;
 }
 
+// Sequences and optionals are host values: no dtype, so no EP takes them for tensors.
+void read_kind(const onnx::TypeProto& type, nxrt_value& v) {
+  if (type.has_sequence_type()) v.kind = nxrt::ValueKind::Sequence;
+  else if (type.has_optional_type()) v.kind = nxrt::ValueKind::Optional;
+}
+
 void read_type(const onnx::TypeProto& type, nxrt_value& v) {
+  read_kind(type, v);
   if (!type.has_tensor_type()) return;  // sequences, maps, optionals: dtype stays undefined
   const auto& tt = type.tensor_type();
   v.dtype = static_cast<nxrt_dtype>(tt.elem_type());
@@ -57,6 +64,7 @@ struct Scope {
 
 // Like read_type, but keeps what is already known when the proto says less.
 void merge_type(const onnx::TypeProto& type, nxrt_value& v) {
+  read_kind(type, v);
   if (!type.has_tensor_type()) return;
   const auto& tt = type.tensor_type();
   if (tt.elem_type() != 0) v.dtype = static_cast<nxrt_dtype>(tt.elem_type());
@@ -90,8 +98,8 @@ nxrt_attribute convert_attribute(const onnx::AttributeProto& a, const fs::path& 
       break;
     }
     case onnx::AttributeProto::GRAPH:
-      // A body the plugins can read (attribute_graph). The host does not run control
-      // flow itself; a body it cannot map (say a string initializer) stays type-only.
+      // A body the plugins can read (attribute_graph) and the host runs (control_flow.hpp);
+      // a body it cannot map (say a string initializer) stays type-only.
       try {
         out.graph = build_body(a.g(), base_dir, scope, model);
       } catch (const HostError&) {
@@ -129,6 +137,7 @@ std::shared_ptr<GraphBody> build_body(const onnx::GraphProto& g, const fs::path&
     nxrt_value* v = make(name);
     if (const nxrt_value* o = outer.find(name)) {
       v->dtype = o->dtype;
+      v->kind = o->kind;
       v->rank = o->rank;
       v->dims = o->dims;
     }

@@ -4,6 +4,7 @@
 #include "partitioner.hpp"
 
 #include "claims.hpp"
+#include "control_flow.hpp"
 #include "error.hpp"
 #include "session.hpp"
 #include "status.hpp"
@@ -28,13 +29,32 @@ const char* refusal_name(nxrt_refusal r) {
 
 namespace {
 
-// A group is convex when no path leaves it and comes back.
+// Per value id: the nodes whose bodies read it (control flow's implicit inputs).
+std::vector<std::vector<int>> body_readers(const nxrt_model_ir& m) {
+  std::vector<std::vector<int>> readers(m.values.size());
+  for (const nxrt_node* n : m.live_nodes())
+    for (auto& a : n->attributes)
+      if (a.graph) {
+        for (const nxrt_value* v : implicit_inputs(m, *n)) readers[v->id].push_back(int(n->index));
+        break;
+      }
+  return readers;
+}
+
+// A group is convex when no path leaves it and comes back (through a body's read of a
+// value too: the control-flow node depends on it).
 bool convex(const nxrt_model_ir& m, const std::set<size_t>& g) {
   std::vector<char> seen(m.nodes.size(), 0);
   std::vector<size_t> stack;
+  const auto implicit = body_readers(m);
+  auto consumers = [&](const nxrt_value* out) {
+    std::vector<int> c = out->consumers;
+    c.insert(c.end(), implicit[out->id].begin(), implicit[out->id].end());
+    return c;
+  };
   auto push_consumers = [&](size_t n) {
     for (auto* out : m.nodes[n]->outputs)
-      if (out) for (int c : out->consumers) stack.push_back(size_t(c));
+      if (out) for (int c : consumers(out)) stack.push_back(size_t(c));
   };
   for (size_t n : g) push_consumers(n);
   // Walk only outside the group; reaching the group again breaks convexity.
@@ -47,7 +67,7 @@ bool convex(const nxrt_model_ir& m, const std::set<size_t>& g) {
     seen[c] = 1;
     for (auto* out : m.nodes[c]->outputs) {
       if (!out) continue;
-      for (int cc : out->consumers) {
+      for (int cc : consumers(out)) {
         if (g.count(size_t(cc))) return false;
         frontier.push_back(size_t(cc));
       }
@@ -125,6 +145,17 @@ void Session::partition(bool fallback, const std::vector<std::shared_ptr<PluginL
     requested += (i ? "," : "") + eps_[i]->lib->name();
     offer(int(i), false);
   }
+  // Control flow no requested EP took is the host's (before any fallback EP is opened for it).
+  for (auto it = unassigned.begin(); it != unassigned.end();) {
+    if (!is_host_op(*model_->nodes[*it])) {
+      ++it;
+      continue;
+    }
+    assign_[*it].host = true;
+    groups_.push_back({*it});
+    group_ep_.push_back(-1);
+    it = unassigned.erase(it);
+  }
   if (!unassigned.empty() && fallback) {
     for (auto& lib : fallback_libs) {
       if (unassigned.empty()) break;
@@ -160,12 +191,16 @@ std::vector<size_t> order_groups(const nxrt_model_ir& m, const std::vector<std::
   std::vector<std::set<size_t>> succ(groups.size());
   std::vector<size_t> indeg(groups.size(), 0);
   for (size_t u = 0; u < groups.size(); ++u)
-    for (size_t n : groups[u])
-      for (auto* in : m.nodes[n]->inputs)
+    for (size_t n : groups[u]) {
+      // A control-flow node also depends on what its bodies read from this graph.
+      std::vector<const nxrt_value*> ins(m.nodes[n]->inputs.begin(), m.nodes[n]->inputs.end());
+      for (const nxrt_value* v : implicit_inputs(m, *m.nodes[n])) ins.push_back(v);
+      for (const nxrt_value* in : ins)
         if (in && in->producer >= 0) {
           int p = unit_of[size_t(in->producer)];
           if (p >= 0 && size_t(p) != u && succ[size_t(p)].insert(u).second) indeg[u]++;
         }
+    }
   auto first = [&](size_t u) { return groups[u].front(); };
   auto cmp = [&](size_t a, size_t b) { return first(a) > first(b); };
   std::priority_queue<size_t, std::vector<size_t>, decltype(cmp)> ready(cmp);

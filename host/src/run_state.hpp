@@ -25,6 +25,9 @@ struct RunState {
   std::vector<std::pair<int, void*>> device_dynamic;  // (ep, handle), freed after the run
   std::vector<void*> host_dynamic;
   std::vector<HostTensor> outputs;
+  // Per slot: the sequence or optional it holds this run (null for tensors); per graph output likewise.
+  std::vector<ValuePtr> values;
+  std::vector<ValuePtr> output_values;
   const std::atomic<bool>* cancel = nullptr;
   uint64_t run_id = 0;  // this run's id (nxrt_run_options.run_id, ctx_run_id)
   // I/O binding of this run: per slot, the graph output whose bound device memory it is

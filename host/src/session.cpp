@@ -4,6 +4,7 @@
 #include "session.hpp"
 
 #include "partitioner.hpp"
+#include "control_flow.hpp"
 #include "error.hpp"
 #include "executor.hpp"
 #include "status.hpp"
@@ -258,15 +259,32 @@ Session::Session(std::shared_ptr<const nxrt_model_ir> model, std::vector<std::un
       policy_(policy ? std::move(policy) : std::make_shared<MemoryPolicy>()),
       owns_model_(owns_model),
       ep_options_(std::move(ep_options)) {
+  prepare(fallback, fallback_libs, threads, device);
+}
+
+Session::Session(std::shared_ptr<const nxrt_model_ir> model, const Session& parent)
+    : model_(std::move(model)), eps_(parent.eps_), policy_(parent.policy_), ep_options_(parent.ep_options_) {
+  prepare(parent.fallback_, parent.fallback_libs_, parent.threads_, parent.device_);
+}
+
+void Session::prepare(bool fallback, const std::vector<std::shared_ptr<PluginLibrary>>& fallback_libs, int threads,
+                      uint32_t device) {
+  fallback_ = fallback;
+  fallback_libs_ = fallback_libs;
+  threads_ = threads;
+  device_ = device;
   try {
     partition(fallback, fallback_libs, threads, device);
     bind_kernels();
     plan_memory();
     upload_constants();
+    for (const Step& st : steps_)
+      if (st.kind == Step::Host && !st.host->bodies().empty()) body_placement_[st.nodes[0]] = describe_bodies(*st.host, "  ");
   } catch (...) {
     for (auto& s : steps_)
       if (s.kernel) eps_[size_t(s.ep)]->lib->api().kernel_release(s.kernel);
     steps_.clear();
+    slots_.clear();
     for (auto& [ep, h] : constant_buffers_) eps_[size_t(ep)]->free_device(h);
     constant_buffers_.clear();
     throw;
@@ -279,6 +297,12 @@ Session::~Session() {
   for (auto& s : steps_)
     if (s.kernel) eps_[size_t(s.ep)]->lib->api().kernel_release(s.kernel);
   for (auto& [ep, h] : constant_buffers_) eps_[size_t(ep)]->free_device(h);
+}
+
+const std::string& Session::body_placement(size_t node_index) const {
+  static const std::string none;
+  auto it = body_placement_.find(node_index);
+  return it == body_placement_.end() ? none : it->second;
 }
 
 void Session::bind_kernels() {
@@ -345,9 +369,31 @@ void Session::bind_kernels() {
 
   std::vector<int> unit_of(m.nodes.size(), -1);
   for (size_t u = 0; u < groups_.size(); ++u) for (size_t n : groups_[u]) unit_of[n] = int(u);
+  // Values control-flow bodies read (not among any node's inputs): never freed as captured.
+  std::set<const nxrt_value*> read_by_bodies;
+  for (const nxrt_node* n : m.live_nodes())
+    for (auto& a : n->attributes)
+      if (a.graph) {
+        for (const nxrt_value* v : implicit_inputs(m, *n)) read_by_bodies.insert(v);
+        break;
+      }
   for (size_t u : order_groups(m, groups_)) {
     const auto& group = groups_[u];
     const int e = group_ep_[u];
+    if (e < 0) {  // a node the host runs: its inputs and implicit inputs on the host
+      const nxrt_node& n = *m.nodes[group[0]];
+      Step s;
+      s.kind = Step::Host;
+      s.nodes = group;
+      s.ops = n.op_type;
+      s.label = fmt::format("node '{}' ({})", n.name, n.op_type);
+      for (auto* in : n.inputs) s.inputs.push_back(in ? need(in, 0) : -1);
+      for (const nxrt_value* in : implicit_inputs(m, n)) s.inputs.push_back(need(in, 0));
+      for (auto* out : n.outputs) s.outputs.push_back(out ? new_slot(out, 0, -1) : -1);
+      s.host = make_host_op(m, n, *this);
+      steps_.push_back(std::move(s));
+      continue;
+    }
     EpInstance& ep = *eps_[size_t(e)];
     nxrt_graph view;
     view.model = model_.get();
@@ -393,7 +439,7 @@ void Session::bind_kernels() {
     // kernel packs its own: the peak holds each weight about once.
     if (owns_model_)
       for (const nxrt_value* v : captured) {
-        bool only_here = !v->is_graph_output;
+        bool only_here = !v->is_graph_output && !read_by_bodies.count(v);
         for (int c : v->consumers) only_here &= unit_of[size_t(c)] == int(u);
         if (only_here) m.values[v->id]->constant.reset();
       }

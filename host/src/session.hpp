@@ -3,6 +3,7 @@
 #pragma once
 #include "ir.hpp"
 #include "plugin_library.hpp"
+#include "host_value.hpp"
 #include "profiler.hpp"
 
 #include <nxrt/nxrt.h>
@@ -113,9 +114,13 @@ struct Slot {
   int graph_output = -1;  // index into outputs, for the host slot of a graph output
 };
 
+class HostOp;
+
 struct Step {
-  enum Kind { Kernel, Copy } kind = Kernel;
+  // Host: a node the host runs itself (control flow), ep -1, its data in host memory.
+  enum Kind { Kernel, Copy, Host } kind = Kernel;
   int ep = -1;
+  std::shared_ptr<const HostOp> host;
   nxrt_kernel* kernel = nullptr;
   std::unique_ptr<std::mutex> serial;  // for plugins without CONCURRENT_RUN
   std::vector<int> inputs;   // slot ids, -1 absent
@@ -127,7 +132,8 @@ struct Step {
 };
 
 struct Assignment {
-  int ep = -1;  // index into eps
+  int ep = -1;  // index into eps; -1 with `host`: the host runs it (control flow)
+  bool host = false;
   bool fell_back = false;
   std::string reasons;  // why earlier EPs refused it
 };
@@ -155,6 +161,9 @@ class Session {
   Session(std::shared_ptr<const nxrt_model_ir> model, std::vector<std::unique_ptr<EpInstance>> eps,
           bool fallback, std::vector<std::shared_ptr<PluginLibrary>> fallback_libs, int threads, uint32_t device,
           bool owns_model = false, KeyValues ep_options = {}, std::shared_ptr<MemoryPolicy> policy = nullptr);
+  // The program of a control-flow body: `model` (control_flow.hpp's body_model) on the
+  // parent's EPs, with its fallback policy, threads, options and memory policy.
+  Session(std::shared_ptr<const nxrt_model_ir> model, const Session& parent);
   ~Session();
 
   // run_options: "<ep>.<key>" = value, forwarded to that EP's on_run_start (the prefix must
@@ -165,10 +174,11 @@ class Session {
   // bound_outputs (NULL: all host) has one entry per graph output; device-bound outputs
   // appear in `outputs` with their shape and no data. With `stream`, that EP's work is
   // queued on the caller's stream, and when nothing of the run touched the host on it
-  // the run returns without waiting for it.
+  // the run returns without waiting for it. `values` (may be NULL) gets one entry per
+  // graph output: its sequence or optional, null for a tensor output.
   void run_bound(const std::vector<BoundInput>& inputs, std::vector<BoundOutput>* bound_outputs,
                  std::vector<HostTensor>& outputs, const std::atomic<bool>* cancel, const KeyValues* run_options,
-                 uint64_t* run_id, const CallerStream* stream);
+                 uint64_t* run_id, const CallerStream* stream, std::vector<ValuePtr>* values = nullptr);
   // Index of `ep` in eps(), -1 if it is not this session's.
   int ep_index(const EpInstance* ep) const;
   // A caller's stream is going away: runs that returned without waiting for it are waited
@@ -182,6 +192,9 @@ class Session {
   const std::shared_ptr<MemoryPolicy>& memory_policy() const { return policy_; }
   const std::vector<Assignment>& assignments() const { return assign_; }  // by node index
   size_t copy_count() const { return copies_; }
+  // For a node the host runs with bodies (If, Loop, Scan, SequenceMap): where each body's
+  // nodes run, one line per node, indented by depth ("" for any other node).
+  const std::string& body_placement(size_t node_index) const;
   const std::vector<uint64_t>& arena_bytes() const { return arena_bytes_; }  // per memory location
   // The EP whose pinned host memory backs the host arena (-1: plain host memory): the
   // first device EP that copies to or from host values, when it offers HOST_PINNED.
@@ -198,6 +211,7 @@ class Session {
   const std::vector<Step>& steps() const { return steps_; }
 
  private:
+  void prepare(bool fallback, const std::vector<std::shared_ptr<PluginLibrary>>& fallback_libs, int threads, uint32_t device);
   void partition(bool fallback, const std::vector<std::shared_ptr<PluginLibrary>>& fallback_libs, int threads,
                  uint32_t device);
   void bind_kernels();
@@ -230,8 +244,14 @@ class Session {
   std::vector<int> output_download_;   // per graph output: the copy home -> host slot, -1 none
   std::vector<char> output_host_read_; // per graph output: a step or another output reads the host slot
   size_t copies_ = 0;
+  std::map<size_t, std::string> body_placement_;  // by node index (host steps with bodies)
   int pinned_ep_ = -1;
   KeyValues ep_options_;
+  // What bodies' programs are prepared with (the parent's settings).
+  bool fallback_ = false;
+  std::vector<std::shared_ptr<PluginLibrary>> fallback_libs_;
+  int threads_ = 0;
+  uint32_t device_ = 0;
   std::atomic<uint64_t> next_run_id_{1};
   std::mutex profile_mu_;
   std::shared_ptr<Profiler> profiler_;

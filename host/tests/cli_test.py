@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""The nxrt CLI. Good paths: plugins, run (outputs written), inspect, bench JSON keys.
+"""The nxrt CLI. Good paths: plugins, run (outputs written; sequence and optional .pb files), inspect,
+bench JSON keys.
 Bad input: each case must exit 1 or 2 with one clear line that names the problem, never
 crash or hang. Uses the always-built `sample` plugin.
 
@@ -95,6 +96,56 @@ def good_paths(nxrt, model, tmp):
         ok = False
     check("bench --profile writes a Chrome trace of the timed runs (3 runs x 2 kernels)", ok, p.stdout + p.stderr)
     return failures
+
+
+def sequence_paths(nxrt, tmp):
+    """Sequence and optional inputs/outputs through `run --input-dir/--output-dir` (SequenceProto /
+    OptionalProto files) and a missing sequence input. Returns (failures, checks)."""
+    failures = 0
+
+    def check(name, ok, detail):
+        nonlocal failures
+        print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f": {detail}"))
+        failures += 0 if ok else 1
+
+    seq_t = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, None))
+    nodes = [helper.make_node("SequenceInsert", ["s", "x"], ["s2"]), helper.make_node("SequenceLength", ["s2"], ["n"]),
+             helper.make_node("Optional", ["s2"], ["o"])]
+    g = helper.make_graph(nodes, "seq", [helper.make_value_info("s", seq_t),
+                                         helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_value_info("s2", seq_t), helper.make_tensor_value_info("n", TensorProto.INT64, []),
+                           helper.make_value_info("o", helper.make_optional_type_proto(seq_t))])
+    model = os.path.join(tmp, "seq.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), model)
+    data = os.path.join(tmp, "seq_data")
+    os.makedirs(data, exist_ok=True)
+    items = [np.array([1, 2], np.float32), np.array([3, 4, 5], np.float32)]
+    with open(os.path.join(data, "input_0.pb"), "wb") as f:
+        f.write(numpy_helper.from_list(items, "s").SerializeToString())
+    tensor(os.path.join(data, "input_1.pb"), np.array([7, 8], np.float32))
+    out = os.path.join(tmp, "seq_out")
+    p = subprocess.run([nxrt, "run", model, "--ep", "sample", "--input-dir", data, "--output-dir", out],
+                       capture_output=True, text=True, timeout=60)
+    ok = p.returncode == 0
+    try:
+        sp, op = onnx.SequenceProto(), onnx.OptionalProto()
+        with open(os.path.join(out, "output_0.pb"), "rb") as f:
+            sp.ParseFromString(f.read())
+        with open(os.path.join(out, "output_2.pb"), "rb") as f:
+            op.ParseFromString(f.read())
+        got = numpy_helper.to_list(sp)
+        n = numpy_helper.to_array(onnx.load_tensor(os.path.join(out, "output_1.pb")))
+        opt = numpy_helper.to_optional(op)
+        ok = ok and len(got) == 3 and np.array_equal(got[2], [7, 8]) and np.array_equal(got[1], [3, 4, 5]) and int(n) == 3
+        ok = ok and isinstance(opt, list) and len(opt) == 3 and "sequence of 3 float32 tensors" in p.stdout
+    except (OSError, ValueError, TypeError) as e:
+        ok = False
+        p.stderr += str(e)
+    check("run reads a SequenceProto input and writes SequenceProto / OptionalProto outputs", ok, p.stdout + p.stderr)
+    p = subprocess.run([nxrt, "run", model, "--ep", "sample"], capture_output=True, text=True, timeout=60)
+    check("a sequence input without a file is a clear error (exit 2)",
+          p.returncode == 2 and "input 's' is a sequence: give it as a .pb file" in p.stderr, p.stdout + p.stderr)
+    return failures, 2
 
 
 def relu_model(path, n=1):
@@ -374,7 +425,9 @@ def main():
     failures += good_paths(args.nxrt, good, t)
     abi2_failures, abi2_checks = abi2_good_paths(args.nxrt, t, plug)
     failures += abi2_failures
-    total = len(cases) + 1 + GOOD_CHECKS + abi2_checks
+    seq_failures, seq_checks = sequence_paths(args.nxrt, t)
+    failures += seq_failures
+    total = len(cases) + 1 + GOOD_CHECKS + abi2_checks + seq_checks
     print(f"{total - failures} passed, {failures} failed")
     return 1 if failures else 0
 

@@ -198,7 +198,7 @@ NXRT_API nxrt_io_info nxrt_session_output(const nxrt_session* s, size_t i);
 typedef struct nxrt_node_assignment {
   const char* node_name;
   const char* op_type;
-  const char* ep;          /* "" if the node is a host-side no-op */
+  const char* ep;          /* "host" if the host runs it (control flow), "" for a host-side no-op */
   int fell_back;           /* placed by --fallback, not by the requested list */
   const char* reason;      /* why earlier EPs refused it, "" if none did */
 } nxrt_node_assignment;
@@ -206,6 +206,10 @@ typedef struct nxrt_node_assignment {
 NXRT_API size_t nxrt_session_node_count(const nxrt_session* s);
 NXRT_API nxrt_node_assignment nxrt_session_node(const nxrt_session* s, size_t i);
 NXRT_API size_t nxrt_session_copy_count(const nxrt_session* s); /* cross-device copies inserted */
+/* For node i the host runs with bodies (If, Loop, Scan, SequenceMap): where each body's
+ * nodes run, as lines "<attribute>:" then "  <node> (<op>): <ep>" (nested bodies indented
+ * further, "*" = by fallback); "" for other nodes. Valid while the session lives. */
+NXRT_API const char* nxrt_session_node_bodies(const nxrt_session* s, size_t i);
 
 /* A host-memory tensor given to or taken from a run. */
 typedef struct nxrt_host_tensor {
@@ -237,6 +241,39 @@ NXRT_API uint64_t nxrt_outputs_run_id(const nxrt_outputs* o);
 NXRT_API size_t nxrt_outputs_count(const nxrt_outputs* o);
 NXRT_API nxrt_host_tensor nxrt_outputs_get(const nxrt_outputs* o, size_t i);
 NXRT_API void nxrt_outputs_release(nxrt_outputs* o);
+
+/* ------------------------------------------------- sequences and optionals */
+
+/* What an input or output holds: ONNX tensor, sequence(tensor) or optional(tensor or sequence). */
+typedef enum nxrt_value_kind { NXRT_VALUE_TENSOR = 0, NXRT_VALUE_SEQUENCE = 1, NXRT_VALUE_OPTIONAL = 2 } nxrt_value_kind;
+
+NXRT_API int32_t nxrt_session_input_kind(const nxrt_session* s, size_t i);  /* nxrt_value_kind */
+NXRT_API int32_t nxrt_session_output_kind(const nxrt_session* s, size_t i);
+
+/* One input or output of any kind. TENSOR: tensors[0] (count 1). SEQUENCE: `count`
+ * tensors of elem_dtype. OPTIONAL: has_value 0 (none) or 1; with a value, inner_kind is
+ * TENSOR (tensors[0]) or SEQUENCE (`count` tensors of elem_dtype). */
+typedef struct nxrt_host_value {
+  const char* name;
+  int32_t kind;       /* nxrt_value_kind */
+  int32_t has_value;  /* OPTIONAL */
+  int32_t inner_kind; /* OPTIONAL with a value */
+  int32_t elem_dtype; /* SEQUENCE, or OPTIONAL holding one */
+  size_t count;
+  const nxrt_host_tensor* tensors;
+} nxrt_host_value;
+
+/* A run whose inputs may be sequences or optionals (their data is copied). The outputs
+ * are read with nxrt_outputs_get_value (nxrt_outputs_get gives a sequence or optional
+ * output as a tensor without dtype or data). */
+NXRT_API nxrt_error* nxrt_session_run_values(nxrt_session* s, const nxrt_host_value* inputs, size_t input_count,
+                                             nxrt_outputs** outputs);
+/* Output i as a value of its kind; the tensors stay valid until nxrt_outputs_release. */
+NXRT_API nxrt_host_value nxrt_outputs_get_value(const nxrt_outputs* o, size_t i);
+/* Value files as the ONNX backend tests store them: a TensorProto, SequenceProto or
+ * OptionalProto (.pb), read as `kind` into a one-element nxrt_outputs. */
+NXRT_API nxrt_error* nxrt_value_file_read(const char* path, int32_t kind, nxrt_outputs** out);
+NXRT_API nxrt_error* nxrt_value_file_write(const char* path, const nxrt_host_value* v);
 
 /* ------------------------------------------------- device interop (2.1) */
 

@@ -135,6 +135,8 @@ class Outputs {
   explicit Outputs(nxrt_outputs* o) : o_(o) {}
   size_t size() const { return nxrt_outputs_count(o_.get()); }
   nxrt_host_tensor operator[](size_t i) const { return nxrt_outputs_get(o_.get(), i); }
+  // Output i of any kind (a sequence or optional too); valid while this object lives.
+  nxrt_host_value value(size_t i) const { return nxrt_outputs_get_value(o_.get(), i); }
   uint64_t run_id() const { return nxrt_outputs_run_id(o_.get()); }
 
  private:
@@ -260,6 +262,16 @@ class Session {
     return v;
   }
   size_t copies() const { return nxrt_session_copy_count(s_.get()); }
+  // Where the bodies of node i run ("" unless the host runs it with bodies).
+  std::string node_bodies(size_t i) const { return nxrt_session_node_bodies(s_.get(), i); }
+  nxrt_value_kind input_kind(size_t i) const { return nxrt_value_kind(nxrt_session_input_kind(s_.get(), i)); }
+  nxrt_value_kind output_kind(size_t i) const { return nxrt_value_kind(nxrt_session_output_kind(s_.get(), i)); }
+  // A run whose inputs may be sequences or optionals; read outputs with Outputs::value.
+  Outputs run_values(const std::vector<nxrt_host_value>& inputs) {
+    nxrt_outputs* o = nullptr;
+    check(nxrt_session_run_values(s_.get(), inputs.data(), inputs.size(), &o));
+    return Outputs(o);
+  }
   void start_profiling() { check(nxrt_session_start_profiling(s_.get())); }
   size_t end_profiling(const std::string& trace_path) {
     size_t n = 0;
@@ -350,6 +362,15 @@ inline Binding::Binding(Session& s) {
   check(nxrt_binding_create(s.get(), &b));
   b_.reset(b);
 }
+
+// Value files (.pb): a TensorProto, SequenceProto or OptionalProto read as `kind`;
+// the value is Outputs::value(0).
+inline Outputs read_value_file(const std::string& path, nxrt_value_kind kind) {
+  nxrt_outputs* o = nullptr;
+  check(nxrt_value_file_read(path.c_str(), int32_t(kind), &o));
+  return Outputs(o);
+}
+inline void write_value_file(const std::string& path, const nxrt_host_value& v) { check(nxrt_value_file_write(path.c_str(), &v)); }
 
 inline Tensor read_tensor_file(const std::string& path) {
   nxrt_outputs* o = nullptr;
