@@ -306,7 +306,7 @@ void check_shapes(const nxrt_model_ir& ir) {
       else count *= uint64_t(d);
     }
     const uint64_t elem = std::max<size_t>(dtype_size(v->dtype), 1);
-    if (overflow || count > uint64_t(INT64_MAX) / elem)
+    if (overflow || count > uint64_t(kMaxElements) || count > uint64_t(INT64_MAX) / elem)
       raise(NXRT_ERR_MODEL, "model '{}': value '{}' has shape {} whose size overflows 64-bit arithmetic", ir.path, v->name,
             shape_str(v->dims));
   }
