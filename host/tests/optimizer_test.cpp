@@ -13,6 +13,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <unistd.h>
@@ -523,4 +524,48 @@ TEST_CASE("loader: sizes that overflow 64-bit arithmetic are refused") {
     CAPTURE(err);
     CHECK(err.find("node 'Tile:y' (Tile) asks for a shape of about") != std::string::npos);
   }
+}
+
+TEST_CASE("fusion groups: a plugin that claims an annotated group gets it whole; without the annotation, nothing") {
+  Builder b;
+  b.io(true, "x", {2, 3});
+  b.floats("sqrt2", {1.4142135f});
+  b.floats("one", {1});
+  b.floats("half", {0.5f});
+  b.node("Relu", {"x"}, {"r"});
+  b.node("Mul", {"r", "half"}, {"h"});  // the halving first: the other GELU form
+  b.node("Div", {"r", "sqrt2"}, {"g0"});
+  b.node("Erf", {"g0"}, {"g1"});
+  b.node("Add", {"g1", "one"}, {"g2"});
+  b.node("Mul", {"h", "g2"}, {"y"});
+  b.io(false, "y", {2, 3});
+  std::shared_ptr<const nxrt_model_ir> m = b.load();
+  Env env;
+  cpu_plugin(env);
+  env.add(std::string(NXRT_TEST_PLUGIN_DIR) + "/libnxrt_ep_fusion.so");
+  SessionConfig config;
+  config.eps = "fusion,cpu";
+  const std::vector<float> x = {-2, -0.5, 0, 0.5, 1, 3};
+  const std::vector<int64_t> dims = {2, 3};
+  auto run = [&](Session& s) {
+    nxrt_host_tensor in{"x", NXRT_DTYPE_FLOAT32, 2, dims.data(), x.data()};
+    std::vector<HostTensor> out;
+    s.run(&in, 1, out);
+    return floats_of(out.at(0));
+  };
+  config.opt_level = 2;
+  auto plain = env.create_session(m, config, false);
+  for (auto* n : plain->model().live_nodes()) CHECK(plain->assignments()[n->index].ep == 1);  // all on cpu
+  config.opt_level = 3;
+  auto fused = env.create_session(m, config, false);
+  size_t on_fusion = 0;
+  for (auto* n : fused->model().live_nodes()) on_fusion += fused->assignments()[n->index].ep == 0;
+  CHECK(on_fusion == 5);
+  size_t kernels = 0;
+  for (auto& st : fused->steps()) kernels += st.kind == Step::Kernel;
+  CHECK(kernels == 2);  // Relu on cpu, the whole group as one kernel
+  const auto a = run(*plain), c = run(*fused);
+  REQUIRE(a.size() == c.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(c[i] == doctest::Approx(a[i]).epsilon(1e-6));
+  CHECK(a[5] == doctest::Approx(3 * 0.5 * (1 + std::erf(3 / std::sqrt(2.0)))));
 }
