@@ -114,6 +114,9 @@ def main():
     ap.add_argument("--rtol", type=float, default=1e-3)
     ap.add_argument("--atol", type=float, default=1e-5)
     ap.add_argument("--threads", default="0")
+    ap.add_argument("--opt", help="graph optimization level (nxrt run --opt), default: nxrt's")
+    ap.add_argument("--via-optimize", action="store_true",
+                    help="run the model `nxrt optimize` wrote (at --opt) instead of the original, with --opt 0")
     args = ap.parse_args()
     ref = args.reference
     if ref == "auto":
@@ -139,8 +142,20 @@ def main():
         data = os.path.join(case, "test_data_set_0")
         out = os.path.join(args.cache, "out", args.ep.replace(",", "_"), name)
         shutil.rmtree(out, ignore_errors=True)
-        p = subprocess.run([args.nxrt, "run", model, "--ep", args.ep, "--threads", args.threads, "--input-dir", data,
-                            "--output-dir", out], capture_output=True, text=True, timeout=600)
+        opt = ["--opt", args.opt] if args.opt is not None else []
+        if args.via_optimize:
+            written = os.path.join(args.cache, "out", f"{name}.opt{args.opt or ''}.onnx")
+            os.makedirs(os.path.dirname(written), exist_ok=True)
+            p = subprocess.run([args.nxrt, "optimize", model, "-o", written] + opt, capture_output=True, text=True, timeout=600)
+            if p.returncode != 0:
+                print(f"FAIL {name}: nxrt optimize exited {p.returncode}: {p.stderr.strip()}")
+                failed += 1
+                continue
+            run_model, opt = written, ["--opt", "0"]
+        else:
+            run_model = model
+        p = subprocess.run([args.nxrt, "run", run_model, "--ep", args.ep, "--threads", args.threads, "--input-dir", data,
+                            "--output-dir", out] + opt, capture_output=True, text=True, timeout=600)
         if p.returncode != 0:
             print(f"FAIL {name}: nxrt exited {p.returncode}: {p.stderr.strip()}")
             failed += 1

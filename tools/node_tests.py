@@ -166,6 +166,7 @@ def main():
     ap.add_argument("--threads", default="1", help="intra-op threads per run")
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE set for every run")
     ap.add_argument("--forbid-stderr", default="", help="a run whose stderr contains this text fails")
+    ap.add_argument("--opt", help="graph optimization level for every run (nxrt run --opt), default: nxrt's")
     args = ap.parse_args()
     kinds = [k for k in args.kind.split(",") if k]
     cases = sorted(d for k in kinds for d in glob.glob(os.path.join(args.tests, k, "*")) if os.path.isdir(d))
@@ -174,7 +175,7 @@ def main():
     if not cases:
         print(f"node_tests: no cases under {args.tests}/{{{args.kind}}}", file=sys.stderr)
         return 1
-    extra = ["--threads", args.threads]
+    extra = ["--threads", args.threads] + (["--opt", args.opt] if args.opt is not None else [])
     env = dict(os.environ)
     env.update(kv.split("=", 1) for kv in args.env)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 
 namespace nxrt::cli {
 namespace {
@@ -118,9 +119,12 @@ std::vector<nxrt_host_tensor> views(const std::vector<Tensor>& ts) {
   return v;
 }
 
+int opt_level(const Options& o) { return o.opt < 0 ? NXRT_OPT_DEFAULT : NXRT_OPT_LEVEL_0 + o.opt; }
+
 SessionOptions session_options(const Options& o) {
   SessionOptions s{o.eps, o.fallback, o.threads, o.device, o.ep_options};
   s.device_memory_limit = o.memory_limit;
+  s.optimization_level = opt_level(o);
   return s;
 }
 
@@ -284,6 +288,7 @@ int cmd_run(const Options& o) {
   Model model(o.model);
   Session session(env, std::move(model), session_options(o));
   double load_ms = ms_since(t0);
+  if (o.verbose) fmt::print(stderr, "{}", session.optimization_log());
   auto inputs = prepare_inputs(o, session);
   if (!o.profile.empty()) session.start_profiling();
   auto t1 = Clock::now();
@@ -343,6 +348,10 @@ int cmd_inspect(const Options& o) {
       s += fmt::format("{}{{\"name\":\"{}\",\"op\":\"{}\",\"ep\":\"{}\",\"fell_back\":{},\"reason\":\"{}\",\"bodies\":\"{}\"}}",
                        i ? "," : "", json_escape(nodes[i].node_name), json_escape(nodes[i].op_type), json_escape(nodes[i].ep),
                        nodes[i].fell_back ? "true" : "false", json_escape(nodes[i].reason), json_escape(session.node_bodies(i)));
+    s += "],\"optimization\":[";
+    std::stringstream log(session.optimization_log());
+    std::string line;
+    for (bool first = true; std::getline(log, line); first = false) s += fmt::format("{}\"{}\"", first ? "" : ",", json_escape(line));
     fmt::print("{}]}}\n", s);
     return 0;
   }
@@ -362,6 +371,16 @@ int cmd_inspect(const Options& o) {
   fmt::print("{} nodes ({}); {} cross-device copies{}\n", nodes.size(), summary, session.copies(),
              o.fallback ? "; * = placed by --fallback" : "");
   print_memory(session);
+  fmt::print("{}", session.optimization_log());
+  return 0;
+}
+
+int cmd_optimize(const Options& o) {
+  Env env = make_env(o);
+  Model model(o.model);
+  model.optimize(env, opt_level(o));
+  model.save(o.output);
+  fmt::print("{}wrote {}\n", model.optimization_log(), o.output);
   return 0;
 }
 

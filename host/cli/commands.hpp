@@ -18,7 +18,9 @@ struct Options {
   std::vector<std::string> plugin_paths;  // --plugin PATH
   std::vector<std::pair<std::string, std::string>> ep_options;   // --ep-option EP.KEY=VALUE
   std::vector<std::pair<std::string, std::string>> run_options;  // --run-option EP.KEY=VALUE
-  bool verbose = false;  // plugins --verbose: option schemas
+  bool verbose = false;  // plugins --verbose: option schemas; run/inspect/optimize: the optimizer's account
+  int opt = -1;          // --opt 0..3; -1: the default level
+  std::string output;    // optimize -o OUT.onnx
   bool io_binding = false;     // bench --io-binding: inputs and outputs stay in the first EP's memory
   unsigned long long memory_limit = 0;  // --memory-limit BYTES (0: none)
 };
@@ -32,5 +34,6 @@ int cmd_plugins(const Options& o);
 int cmd_run(const Options& o);
 int cmd_inspect(const Options& o);
 int cmd_bench(const Options& o);
+int cmd_optimize(const Options& o);
 
 }  // namespace nxrt::cli

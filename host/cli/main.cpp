@@ -17,10 +17,13 @@ const char* kUsage = R"(usage:
   nxrt run MODEL [--ep LIST|auto] [--fallback] [--threads N] [--device N] [--input NAME=FILE.pb]...
                [--input-dir DIR] [--output-dir DIR] [--profile TRACE.json] [--ep-option EP.KEY=VALUE]...
                [--run-option EP.KEY=VALUE]... [--plugin PATH]...
-  nxrt inspect MODEL [--ep LIST] [--fallback] [--json] [--ep-option EP.KEY=VALUE]... [--plugin PATH]...
+  nxrt inspect MODEL [--ep LIST] [--fallback] [--json] [--verbose] [--ep-option EP.KEY=VALUE]... [--plugin PATH]...
+  nxrt optimize MODEL -o OUT.onnx [--opt N] [--plugin PATH]...
   nxrt bench MODEL [--ep X] [--threads N] [--warmup W] [--iters I] [--json] [--profile TRACE.json]
              [--io-binding] [--ep-option EP.KEY=VALUE]... [--run-option EP.KEY=VALUE]... [--plugin PATH]...
-  (run, inspect and bench also take --memory-limit BYTES: the session's device memory cap)
+  (run, inspect and bench also take --memory-limit BYTES: the session's device memory cap,
+   and --opt N: the graph optimization level, 0 none .. 3 all, default 2, the highest exact one;
+   run --verbose prints what the optimizer did, inspect always does)
   nxrt --version
 EP LIST is ordered and comma-separated (default: cpu); "auto" picks accelerators first,
 then cpu, with fallback. --ep-option sets a session option of an EP (e.g.
@@ -38,10 +41,12 @@ std::pair<std::string, std::string> key_value(const std::string& flag, const std
   return {v.substr(0, eq), v.substr(eq + 1)};
 }
 
-int parse_int(const std::string& flag, const char* v, int lo) {
+int parse_int(const std::string& flag, const char* v, int lo, int hi = 1 << 20) {
   char* end = nullptr;
   long x = std::strtol(v, &end, 10);
-  if (!*v || *end || x < lo || x > 1 << 20) throw nxrt::cli::UsageError{fmt::format("{} needs an integer >= {}, got '{}'", flag, lo, v)};
+  if (!*v || *end || x < lo || x > hi)
+    throw nxrt::cli::UsageError{hi == 1 << 20 ? fmt::format("{} needs an integer >= {}, got '{}'", flag, lo, v)
+                                              : fmt::format("{} needs an integer from {} to {}, got '{}'", flag, lo, hi, v)};
   return int(x);
 }
 
@@ -57,7 +62,8 @@ nxrt::cli::Options parse(int argc, char** argv) {
     fmt::print("nxrt {} (EP ABI {}.{})\n", nxrt_version(), nxrt_ep_abi_major(), nxrt_ep_abi_minor());
     std::exit(0);
   }
-  if (o.command != "plugins" && o.command != "run" && o.command != "inspect" && o.command != "bench")
+  if (o.command != "plugins" && o.command != "run" && o.command != "inspect" && o.command != "bench" &&
+      o.command != "optimize")
     throw nxrt::cli::UsageError{fmt::format("unknown command '{}'", o.command)};
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
@@ -85,7 +91,9 @@ nxrt::cli::Options parse(int argc, char** argv) {
       o.memory_limit = x;
     }
     else if (a == "--plugin") o.plugin_paths.push_back(value());
-    else if (a == "--verbose" && o.command == "plugins") o.verbose = true;
+    else if (a == "--verbose" && o.command != "bench") o.verbose = true;
+    else if (a == "--opt" && o.command != "plugins") o.opt = parse_int(a, value(), 0, 3);
+    else if ((a == "-o" || a == "--output") && o.command == "optimize") o.output = value();
     else if (a == "--ep-option" && o.command != "plugins") o.ep_options.push_back(key_value(a, value()));
     else if (a == "--run-option" && (o.command == "run" || o.command == "bench")) o.run_options.push_back(key_value(a, value()));
     else if (a == "--input") {
@@ -103,6 +111,7 @@ nxrt::cli::Options parse(int argc, char** argv) {
     }
   }
   if (o.command != "plugins" && o.model.empty()) throw nxrt::cli::UsageError{fmt::format("'nxrt {}' needs a MODEL", o.command)};
+  if (o.command == "optimize" && o.output.empty()) throw nxrt::cli::UsageError{"'nxrt optimize' needs -o OUT.onnx"};
   return o;
 }
 
@@ -122,6 +131,7 @@ int main(int argc, char** argv) {
     if (o.command == "plugins") return nxrt::cli::cmd_plugins(o);
     if (o.command == "run") return nxrt::cli::cmd_run(o);
     if (o.command == "inspect") return nxrt::cli::cmd_inspect(o);
+    if (o.command == "optimize") return nxrt::cli::cmd_optimize(o);
     return nxrt::cli::cmd_bench(o);
   } catch (const nxrt::cli::UsageError& e) {
     fmt::print(stderr, "nxrt: error: {}\n{}", printable(e.message), kUsage);

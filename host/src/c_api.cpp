@@ -5,6 +5,7 @@
 #include "error.hpp"
 #include "host_tensor.hpp"
 #include "io_binding.hpp"
+#include "model_writer.hpp"
 #include "ir.hpp"
 #include "session.hpp"
 #include "version.hpp"
@@ -76,11 +77,13 @@ struct nxrt_env {
 
 struct nxrt_model {
   std::shared_ptr<const nxrt_model_ir> ir;
+  std::string log;  // nxrt_model_optimization_log's text
 };
 
 struct nxrt_session {
   std::unique_ptr<nxrt::Session> impl;
   std::vector<std::string> ep_names;
+  std::string log;  // nxrt_session_optimization_log's text
 };
 
 struct nxrt_outputs {
@@ -350,6 +353,48 @@ void nxrt_model_release(nxrt_model* model) { delete model; }
 
 namespace {
 
+// nxrt_opt_level -> 0..3 (NXRT_OPT_DEFAULT: the default level).
+int opt_level(int level) {
+  if (level == NXRT_OPT_DEFAULT) return nxrt::kDefaultOptLevel;
+  if (level < NXRT_OPT_LEVEL_0 || level > NXRT_OPT_LEVEL_3)
+    nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "optimization level {} is not an nxrt_opt_level (0 or {}..{})", level,
+                int(NXRT_OPT_LEVEL_0), int(NXRT_OPT_LEVEL_3));
+  return level - NXRT_OPT_LEVEL_0;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string s;
+  for (auto& l : lines) s += l + "\n";
+  return s;
+}
+
+}  // namespace
+
+nxrt_error* nxrt_model_optimize(nxrt_env* env, nxrt_model* model, int level) {
+  return wrap([&] {
+    if (!env || !model || !model->ir) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "env or model is NULL");
+    // Sessions made from the model share its IR: they keep theirs, this gets a copy.
+    const bool owns = model->ir.use_count() == 1;
+    model->ir = env->env.optimized(std::move(model->ir), opt_level(level), owns);
+  });
+}
+
+nxrt_error* nxrt_model_save(const nxrt_model* model, const char* path) {
+  return wrap([&] {
+    if (!model || !model->ir || !path) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "model or path is NULL");
+    nxrt::save_model(*model->ir, path);
+  });
+}
+
+const char* nxrt_model_optimization_log(const nxrt_model* model) {
+  if (!model || !model->ir) return "";
+  auto* m = const_cast<nxrt_model*>(model);
+  m->log = joined(model->ir->optimizer_log);
+  return m->log.c_str();
+}
+
+namespace {
+
 // owns: the caller handed the model over; no other session shares it, so the
 // session frees the constants it does not need (see nxrt_session_create_take_model).
 // The EP-list policy lives in nxrt::Env::create_session; this only translates.
@@ -364,6 +409,7 @@ nxrt_error* create_session(nxrt_env* env, std::shared_ptr<const nxrt_model_ir> i
     config.device = options->device;
     config.device_memory_limit = options->device_memory_limit;
     config.device_allocator = options->device_allocator;
+    config.opt_level = opt_level(options->optimization_level);
     if (options->ep_option_count && !options->ep_options)
       nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "ep_options is NULL but ep_option_count is {}", options->ep_option_count);
     for (size_t i = 0; i < options->ep_option_count; ++i) {
@@ -432,6 +478,13 @@ const char* nxrt_session_node_bodies(const nxrt_session* s, size_t i) {
 }
 
 size_t nxrt_session_copy_count(const nxrt_session* s) { return s ? s->impl->copy_count() : 0; }
+
+const char* nxrt_session_optimization_log(const nxrt_session* s) {
+  if (!s) return "";
+  auto* m = const_cast<nxrt_session*>(s);
+  m->log = joined(s->impl->model().optimizer_log);
+  return m->log.c_str();
+}
 
 namespace {
 

@@ -115,10 +115,22 @@ std::vector<PluginEntry> Env::entries() const {
   return entries_;
 }
 
+std::shared_ptr<const nxrt_model_ir> Env::optimized(std::shared_ptr<const nxrt_model_ir> model, int level,
+                                                    bool owns_model) const {
+  if (level < 0 || level > kMaxOptLevel)
+    raise(NXRT_ERR_INVALID_ARGUMENT, "optimization level {} is not one of 0..{}", level, kMaxOptLevel);
+  std::shared_ptr<nxrt_model_ir> work =
+      owns_model ? std::const_pointer_cast<nxrt_model_ir>(std::move(model)) : clone_model(model);
+  optimize(*work, OptimizeOptions{level, find("cpu")});
+  return work;
+}
+
 std::unique_ptr<Session> Env::create_session(std::shared_ptr<const nxrt_model_ir> model, const SessionConfig& config,
                                              bool owns_model) const {
   if (!model) raise(NXRT_ERR_INVALID_ARGUMENT, "no model given");
   if (config.threads < 0) raise(NXRT_ERR_INVALID_ARGUMENT, "threads must be >= 0, got {}", config.threads);
+  if (config.opt_level < 0 || config.opt_level > kMaxOptLevel)
+    raise(NXRT_ERR_INVALID_ARGUMENT, "optimization level {} is not one of 0..{}", config.opt_level, kMaxOptLevel);
   std::vector<std::string> names;
   bool fallback = config.fallback;
   auto all = entries();
@@ -196,6 +208,7 @@ std::unique_ptr<Session> Env::create_session(std::shared_ptr<const nxrt_model_ir
   std::vector<std::unique_ptr<EpInstance>> eps;
   for (auto& lib : libs) eps.push_back(EpInstance::create(lib, config.device, threads, options, policy));
   if (eps.empty() && fallback_libs.empty()) raise(NXRT_ERR_NOT_FOUND, "none of the requested EPs is available");
+  model = optimized(std::move(model), config.opt_level, owns_model);
   return std::make_unique<Session>(std::move(model), std::move(eps), fallback, fallback_libs, threads, config.device,
                                    owns_model, std::move(options), std::move(policy));
 }

@@ -27,6 +27,7 @@ struct SessionConfig {
   KeyValues ep_options;     // "<ep>.<key>" = value (validated against the schemas), "threads"
   uint64_t device_memory_limit = 0;                  // bytes the host may ask the EPs for; 0: no cap
   const nxrt_device_allocator* device_allocator = nullptr;  // every EP's backing memory from the caller
+  int opt_level = kDefaultOptLevel;  // graph optimization level, 0..3 (optimizer.hpp)
 };
 
 class Env {
@@ -44,6 +45,10 @@ class Env {
   // Resolves the EP list (auto, fallback order: cpu first, then as discovered), validates
   // the options against the plugins' schemas, opens the EP sessions and prepares the
   // session. owns_model: see Session. Throws HostError.
+  // Optimizes the model for a session at `level`, folding constants on this env's CPU
+  // plugin: in place when owns_model, else on a copy (other sessions keep the original).
+  std::shared_ptr<const nxrt_model_ir> optimized(std::shared_ptr<const nxrt_model_ir> model, int level, bool owns_model) const;
+
   std::unique_ptr<Session> create_session(std::shared_ptr<const nxrt_model_ir> model, const SessionConfig& config,
                                           bool owns_model) const;
 

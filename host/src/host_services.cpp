@@ -111,6 +111,7 @@ const nxrt_attribute* node_attribute_at(const nxrt_node* n, size_t i) {
 const nxrt_attribute* node_attribute(const nxrt_node* n, const char* name) {
   if (!n || !name) return nullptr;
   for (auto& a : n->attributes) if (a.name == name) return &a;
+  for (auto& a : n->annotations) if (a.name == name) return &a;  // host annotations: asked for by name only
   return nullptr;
 }
 

@@ -11,8 +11,12 @@
 namespace nxrt {
 
 int64_t element_count(const std::vector<int64_t>& dims) {
+  // Checked: a count past kMaxElements would overflow the byte sizes computed from it
+  // (count * element size) and give a short buffer instead of an error.
   int64_t n = 1;
-  for (auto d : dims) n *= d;
+  for (auto d : dims)
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements || n < -kMaxElements)
+      raise(NXRT_ERR_INVALID_ARGUMENT, "shape {} has more elements than a tensor may hold (2^59)", shape_str(dims));
   return n;
 }
 

@@ -37,6 +37,9 @@ struct HostTensor {
   int64_t numel() const;
 };
 
+// Elements of a tensor of these dims; throws HostError(INVALID_ARGUMENT) past kMaxElements,
+// so no byte size computed from it can overflow 64 bits.
+inline constexpr int64_t kMaxElements = int64_t(1) << 59;
 int64_t element_count(const std::vector<int64_t>& dims);
 // "[2,?,3]": a shape for messages, "?" for a dimension unknown before run time.
 std::string shape_str(const int64_t* dims, size_t rank);

@@ -53,6 +53,9 @@ struct nxrt_attribute {
   std::vector<std::string> strings;
   std::shared_ptr<const nxrt::HostTensor> tensor;
   std::shared_ptr<const nxrt::GraphBody> graph;  // GRAPH attributes: the body (If branch, Loop/Scan body)
+  // The attribute as read, kept where the fields above cannot say it all (graphs, sparse or
+  // undecodable tensors), so an optimized model can be written back (model_writer.cpp).
+  std::shared_ptr<const onnx::AttributeProto> proto;
 };
 
 struct nxrt_node {
@@ -63,6 +66,10 @@ struct nxrt_node {
   std::vector<nxrt_value*> inputs;   // nullptr: absent optional input
   std::vector<nxrt_value*> outputs;  // nullptr: absent optional output
   std::vector<nxrt_attribute> attributes;
+  // The optimizer's notes on the node ("nxrt.fusion", optimizer.hpp): found by
+  // node_attribute(name) only, never listed with the attributes, so a plugin that checks
+  // every attribute it is shown still sees just the model's.
+  std::vector<nxrt_attribute> annotations;
   bool removed = false;  // dropped by an optimization pass
   const nxrt::GraphBody* body = nullptr;  // the body it belongs to; nullptr for the main graph
 };
@@ -86,6 +93,12 @@ struct nxrt_model_ir {
   std::vector<nxrt_value*> outputs;
   std::map<std::string, int64_t> opsets;  // "" = default domain
   std::string path;
+  int64_t ir_version = 0;  // the file's, kept for writing the model back
+  // The optimizer's account: one line per pass (what it changed, or why it was skipped).
+  std::vector<std::string> optimizer_log;
+  // A copy made for one session's optimization (optimizer.cpp) keeps the model it was
+  // copied from alive: control-flow bodies are shared and name that model as theirs.
+  std::shared_ptr<const nxrt_model_ir> origin;
 
   nxrt_value* find_value(const std::string& name) const;
   // Live nodes, in topological order.

@@ -15,7 +15,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <unordered_map>
 
@@ -94,6 +97,7 @@ nxrt_attribute convert_attribute(const onnx::AttributeProto& a, const fs::path& 
         out.tensor = std::make_shared<HostTensor>(decode_tensor(a.t(), base_dir));
       } catch (const HostError&) {
         out.tensor = nullptr;  // e.g. string tensors: kept as an attribute without data; plugins refuse
+        out.proto = std::make_shared<onnx::AttributeProto>(a);
       }
       break;
     }
@@ -105,8 +109,11 @@ nxrt_attribute convert_attribute(const onnx::AttributeProto& a, const fs::path& 
       } catch (const HostError&) {
         out.graph = nullptr;
       }
+      out.proto = std::make_shared<onnx::AttributeProto>(a);
       break;
-    default: break;  // lists of graphs, sparse tensors: type only, plugins refuse them
+    default:  // lists of graphs, sparse tensors: type only, plugins refuse them
+      out.proto = std::make_shared<onnx::AttributeProto>(a);
+      break;
   }
   return out;
 }
@@ -210,6 +217,7 @@ std::shared_ptr<GraphBody> build_body(const onnx::GraphProto& g, const fs::path&
 std::unique_ptr<nxrt_model_ir> build_ir(onnx::ModelProto& m, const fs::path& base_dir, const std::string& path) {
   auto ir = std::make_unique<nxrt_model_ir>();
   ir->path = path;
+  ir->ir_version = m.ir_version();
   for (const auto& op : m.opset_import()) {
     std::string d = op.domain() == "ai.onnx" ? "" : op.domain();
     ir->opsets[d] = op.version();
@@ -276,6 +284,101 @@ std::unique_ptr<nxrt_model_ir> build_ir(onnx::ModelProto& m, const fs::path& bas
   return ir;
 }
 
+// A model importing an opset newer than the bundled ONNX schemas describe cannot be
+// checked or shape-inferred truthfully: refused, naming the domain and both versions.
+// Domains the schemas do not know (vendors' own) are left to the plugins.
+void check_opsets(const onnx::ModelProto& m, const std::string& path) {
+  const auto& known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  for (const auto& op : m.opset_import()) {
+    const std::string domain = op.domain() == "ai.onnx" ? "" : op.domain();
+    auto it = known.find(domain);
+    if (it == known.end()) continue;
+    if (op.version() > it->second.second)
+      raise(NXRT_ERR_MODEL, "model '{}' imports opset {} of domain '{}', newer than this build's ONNX schemas know (up to {})",
+            path, op.version(), domain.empty() ? "ai.onnx" : domain, it->second.second);
+  }
+}
+
+// Declared and inferred shapes: every dimension >= 0 (or unknown) and the element count
+// and byte size of each static shape representable, so no later size arithmetic (host
+// plan, kernels) can overflow on them. Covers Reshape/Expand/Tile/ConstantOfShape/Resize
+// targets too: shape inference writes their results into the values checked here.
+void check_shapes(const nxrt_model_ir& ir) {
+  for (const auto& v : ir.values) {
+    if (v->rank < 0) continue;
+    uint64_t count = 1;
+    bool overflow = false;
+    for (int64_t d : v->dims) {
+      if (d < -1) raise(NXRT_ERR_MODEL, "model '{}': value '{}' has a negative dimension {} in {}", ir.path, v->name, d, shape_str(v->dims));
+      if (d < 0) continue;
+      if (d != 0 && count > uint64_t(INT64_MAX) / uint64_t(d)) overflow = true;
+      else count *= uint64_t(d);
+    }
+    const uint64_t elem = std::max<size_t>(dtype_size(v->dtype), 1);
+    if (overflow || count > uint64_t(kMaxElements) || count > uint64_t(INT64_MAX) / elem)
+      raise(NXRT_ERR_MODEL, "model '{}': value '{}' has shape {} whose size overflows 64-bit arithmetic", ir.path, v->name,
+            shape_str(v->dims));
+  }
+}
+
+// The int64 entries of a constant integer tensor (a shape, sizes, repeats); false otherwise.
+bool int_values(const nxrt_value* v, std::vector<int64_t>* out) {
+  if (!v || !v->constant) return false;
+  const HostTensor& t = *v->constant;
+  out->clear();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (t.dtype == NXRT_DTYPE_INT64) out->push_back(reinterpret_cast<const int64_t*>(t.data.data())[i]);
+    else if (t.dtype == NXRT_DTYPE_INT32) out->push_back(reinterpret_cast<const int32_t*>(t.data.data())[i]);
+    else return false;
+  }
+  return true;
+}
+
+// The shape targets of Reshape, Expand, Tile, ConstantOfShape and Resize, when constant:
+// the element count they ask for must be representable (shape inference multiplies them
+// without checking). Unknown dims count as 1, so what is refused overflows for any input.
+void check_shape_targets(const nxrt_model_ir& ir) {
+  for (const auto& n : ir.nodes) {
+    if (!n->domain.empty() || n->inputs.size() < 2) continue;
+    const std::string& op = n->op_type;
+    std::vector<int64_t> target, dims;
+    double count = 1;  // in double: only its size matters, and it cannot wrap
+    const nxrt_value* x = n->inputs[0];
+    auto known = [&](size_t i) -> double { return x && x->rank > int64_t(i) && x->dims[i] > 0 ? double(x->dims[i]) : 1.0; };
+    if ((op == "Reshape" || op == "Expand") && int_values(n->inputs[1], &target)) {
+      for (int64_t d : target) count *= d > 0 ? double(d) : 1.0;
+    } else if (op == "ConstantOfShape" && int_values(n->inputs[0], &target)) {
+      for (int64_t d : target) {
+        if (d < 0) raise(NXRT_ERR_MODEL, "model '{}': node '{}' (ConstantOfShape) asks for a negative dimension {}", ir.path, n->name, d);
+        count *= double(d);
+      }
+    } else if (op == "Tile" && int_values(n->inputs[1], &target)) {
+      for (size_t i = 0; i < target.size(); ++i) {
+        if (target[i] < 0) raise(NXRT_ERR_MODEL, "model '{}': node '{}' (Tile) has a negative repeat {}", ir.path, n->name, target[i]);
+        count *= known(i) * double(target[i]);
+      }
+    } else if (op == "Resize" && n->inputs.size() > 3 && int_values(n->inputs[3], &target)) {
+      for (int64_t d : target) count *= d > 0 ? double(d) : 1.0;
+    } else if (op == "Resize" && n->inputs.size() > 2 && n->inputs[2] && n->inputs[2]->constant &&
+               n->inputs[2]->constant->dtype == NXRT_DTYPE_FLOAT32) {
+      const HostTensor& s = *n->inputs[2]->constant;
+      for (int64_t i = 0; i < s.numel(); ++i) {
+        const double f = reinterpret_cast<const float*>(s.data.data())[i];
+        if (!std::isfinite(f) || f < 0)
+          raise(NXRT_ERR_MODEL, "model '{}': node '{}' (Resize) has scale {} (must be finite and >= 0)", ir.path, n->name, f);
+        count *= std::max(1.0, std::floor(known(size_t(i)) * f));
+      }
+    } else {
+      continue;
+    }
+    const nxrt_value* y = n->outputs.empty() ? nullptr : n->outputs[0];
+    const double elem = double(std::max<size_t>(y ? dtype_size(y->dtype) : 1, 1));
+    if (count * elem >= 9.2e18)
+      raise(NXRT_ERR_MODEL, "model '{}': node '{}' ({}) asks for a shape of about {:.3g} elements, which overflows 64-bit sizes",
+            ir.path, n->name, op, count);
+  }
+}
+
 bool uses_external_data(const onnx::ModelProto& m) {
   for (const auto& t : m.graph().initializer())
     if (t.data_location() == onnx::TensorProto::EXTERNAL) return true;
@@ -285,6 +388,7 @@ bool uses_external_data(const onnx::ModelProto& m) {
 std::unique_ptr<nxrt_model_ir> load(onnx::ModelProto& m, const fs::path& base_dir, const std::string& path) {
   if (m.graph().node_size() == 0 && m.graph().output_size() == 0)
     raise(NXRT_ERR_MODEL, "model '{}' has an empty graph", path);
+  check_opsets(m, path);
   try {
     if (!path.empty() && uses_external_data(m)) onnx::checker::check_model(path);
     else onnx::checker::check_model(m);
@@ -298,7 +402,11 @@ std::unique_ptr<nxrt_model_ir> load(onnx::ModelProto& m, const fs::path& base_di
     raise(NXRT_ERR_MODEL, "model '{}' failed shape inference: {}", path, one_line(e.what()));
   }
   auto ir = build_ir(m, base_dir, path);
-  optimize(*ir);
+  check_shapes(*ir);
+  check_shape_targets(*ir);
+  // Representation, not optimization: at every level Constant nodes become constant
+  // values (no EP needs a Constant kernel). The levels' passes run per session.
+  passes::fold_constant_nodes(*ir);
   return ir;
 }
 

@@ -17,12 +17,12 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
-def relu_add_model(path, op="Relu", domain=""):
+def relu_add_model(path, op="Relu", domain="", opset=17):
     nodes = [helper.make_node(op, ["x"], ["r"], domain=domain), helper.make_node("Add", ["r", "x"], ["y"])]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
                           initializer=[numpy_helper.from_array(np.arange(1000, dtype=np.float32), "unused_weights")])
-    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
     m = helper.make_model(g, opset_imports=opsets)
     with open(path, "wb") as f:
         f.write(m.SerializeToString())  # no checker: some fixtures are invalid on purpose
@@ -32,7 +32,7 @@ def tensor(path, arr, name="x"):
     onnx.save_tensor(numpy_helper.from_array(arr, name), path)
 
 
-GOOD_CHECKS = 6
+GOOD_CHECKS = 8
 
 
 def good_paths(nxrt, model, tmp):
@@ -95,6 +95,27 @@ def good_paths(nxrt, model, tmp):
     except (OSError, ValueError, KeyError):
         ok = False
     check("bench --profile writes a Chrome trace of the timed runs (3 runs x 2 kernels)", ok, p.stdout + p.stderr)
+    # nxrt optimize: the written model (no unused initializer left) runs to the same values.
+    written = os.path.join(tmp, "optimized.onnx")
+    p = subprocess.run([nxrt, "optimize", model, "-o", written, "--opt", "3"], capture_output=True, text=True, timeout=60)
+    ok = p.returncode == 0 and "optimization level 3" in p.stdout and "dead-node elimination" in p.stdout
+    if ok:
+        m = onnx.load(written)
+        onnx.checker.check_model(m)
+        ok = [n.op_type for n in m.graph.node] == ["Relu", "Add"] and not m.graph.initializer
+        p = subprocess.run([nxrt, "run", written, "--ep", "sample", "--opt", "0", "--input",
+                            "x=" + os.path.join(tmp, "x_good.pb"), "--output-dir", out], capture_output=True, text=True,
+                           timeout=60)
+        y = numpy_helper.to_array(onnx.load_tensor(os.path.join(out, "output_0.pb")))
+        ok = ok and p.returncode == 0 and np.array_equal(y, np.maximum(x, 0) + x)
+    check("optimize writes a checked model that runs to the same values", ok, p.stdout + p.stderr)
+    p = subprocess.run([nxrt, "inspect", model, "--ep", "sample", "--json", "--opt", "1"], capture_output=True, text=True,
+                       timeout=60)
+    try:
+        ok = json.loads(p.stdout)["optimization"][0] == "optimization level 1"
+    except (ValueError, KeyError, IndexError):
+        ok = False
+    check("inspect --json reports the optimizer's passes at the level asked for", ok, p.stdout + p.stderr)
     return failures
 
 
@@ -341,6 +362,7 @@ def main():
     relu_add_model(good)
     relu_add_model(os.path.join(t, "unknown_op.onnx"), op="FooBar")
     relu_add_model(os.path.join(t, "custom_op.onnx"), op="FooBar", domain="com.example")
+    relu_add_model(os.path.join(t, "future_opset.onnx"), opset=999)
     data = open(good, "rb").read()
     open(os.path.join(t, "truncated.onnx"), "wb").write(data[: len(data) * 3 // 5])
     open(os.path.join(t, "corrupt.onnx"), "wb").write(bytes(range(256)) * 8)
@@ -384,6 +406,12 @@ def main():
                                       os.path.join(t, "no", "such", "dir", "t.json")],
          "cannot write the profile to"),
         ("unknown command", [args.nxrt, "frobnicate"], "unknown command 'frobnicate'"),
+        ("optimize without -o", [args.nxrt, "optimize", good], "'nxrt optimize' needs -o OUT.onnx", 2),
+        ("--opt out of range", run + [good, "--ep", "sample", "--opt", "4"], "--opt needs an integer from 0 to 3, got '4'", 2),
+        ("opset newer than the schemas", run + [os.path.join(t, "future_opset.onnx"), "--ep", "sample"],
+         "imports opset 999 of domain 'ai.onnx', newer than this build's ONNX schemas know", 1),
+        ("optimize into a missing folder", [args.nxrt, "optimize", good, "-o", os.path.join(t, "no", "dir", "o.onnx")],
+         "cannot write model file", 2),
     ]
     cases += abi2_cases(args.nxrt, t, plug)
     failures = 0

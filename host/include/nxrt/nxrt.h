@@ -125,6 +125,26 @@ NXRT_API nxrt_error* nxrt_model_load(const char* path, nxrt_model** out);
 NXRT_API nxrt_error* nxrt_model_load_bytes(const void* data, size_t size, nxrt_model** out);
 NXRT_API void nxrt_model_release(nxrt_model* model);
 
+/* Graph optimization levels (docs/architecture.md lists every pass with its level).
+ * Level N of `nxrt --opt N` is NXRT_OPT_LEVEL_0 + N; zero is the default, so options
+ * written before this field existed keep their meaning. */
+typedef enum nxrt_opt_level {
+  NXRT_OPT_DEFAULT = 0, /* the highest exact level: 2 */
+  NXRT_OPT_LEVEL_0 = 1, /* none */
+  NXRT_OPT_LEVEL_1 = 2, /* bit-exact: no-op removal, shape and constant folding, CSE, dead nodes */
+  NXRT_OPT_LEVEL_2 = 3, /* + MatMul+Add -> Gemm, BatchNormalization into Conv (same math, rounding may differ) */
+  NXRT_OPT_LEVEL_3 = 4  /* + LayerNorm / GELU / attention offered to plugins as claimable groups */
+} nxrt_opt_level;
+
+/* Optimizes the model in place at `level` (an nxrt_opt_level), folding constants on the
+ * env's CPU plugin (skipped, and said so in the log, without one). Sessions made from the
+ * model before keep the graph they were made from. */
+NXRT_API nxrt_error* nxrt_model_optimize(nxrt_env* env, nxrt_model* model, int level);
+/* Writes the model's current graph as an ONNX file (initializers inline). */
+NXRT_API nxrt_error* nxrt_model_save(const nxrt_model* model, const char* path);
+/* What the optimizer did to the model, one line per pass; "" if it never ran. */
+NXRT_API const char* nxrt_model_optimization_log(const nxrt_model* model);
+
 /* ------------------------------------------------------------ sessions */
 
 typedef struct nxrt_session_options {
@@ -153,6 +173,9 @@ typedef struct nxrt_session_options {
    * external-allocator feature fails session creation with NXRT_ERR_UNSUPPORTED. The
    * allocator must outlive the session and every device tensor made from it. */
   const nxrt_device_allocator* device_allocator;
+  /* Graph optimization level of the session's copy of the model (nxrt_opt_level; 0: the
+   * default). Anything else fails with NXRT_ERR_INVALID_ARGUMENT. */
+  int optimization_level;
 } nxrt_session_options;
 
 /* Partitions the model over the EPs and prepares kernels and memory. */
@@ -210,6 +233,8 @@ NXRT_API size_t nxrt_session_copy_count(const nxrt_session* s); /* cross-device 
  * nodes run, as lines "<attribute>:" then "  <node> (<op>): <ep>" (nested bodies indented
  * further, "*" = by fallback); "" for other nodes. Valid while the session lives. */
 NXRT_API const char* nxrt_session_node_bodies(const nxrt_session* s, size_t i);
+/* What the optimizer did to the session's graph, one line per pass (nxrt_model_optimization_log). */
+NXRT_API const char* nxrt_session_optimization_log(const nxrt_session* s);
 
 /* A host-memory tensor given to or taken from a run. */
 typedef struct nxrt_host_tensor {

@@ -124,6 +124,10 @@ class Model {
   }
   const nxrt_model* get() const { return model_.get(); }
   nxrt_model* release() { return model_.release(); }
+  // In place, at an nxrt_opt_level (NXRT_OPT_LEVEL_0 + N for level N).
+  void optimize(Env& env, int level) { check(nxrt_model_optimize(env.get(), model_.get(), level)); }
+  void save(const std::string& path) const { check(nxrt_model_save(model_.get(), path.c_str())); }
+  std::string optimization_log() const { return nxrt_model_optimization_log(model_.get()); }
 
  private:
   struct Del { void operator()(nxrt_model* m) const { nxrt_model_release(m); } };
@@ -153,6 +157,7 @@ struct SessionOptions {
   KeyValues ep_options;  // "<ep>.<key>" = value, checked against the plugins' schemas
   uint64_t device_memory_limit = 0;                         // bytes; 0: no cap
   const nxrt_device_allocator* device_allocator = nullptr;  // must outlive the session
+  int optimization_level = NXRT_OPT_DEFAULT;                // nxrt_opt_level
 };
 
 class Session;
@@ -272,6 +277,7 @@ class Session {
     check(nxrt_session_run_values(s_.get(), inputs.data(), inputs.size(), &o));
     return Outputs(o);
   }
+  std::string optimization_log() const { return nxrt_session_optimization_log(s_.get()); }
   void start_profiling() { check(nxrt_session_start_profiling(s_.get())); }
   size_t end_profiling(const std::string& trace_path) {
     size_t n = 0;
@@ -334,7 +340,7 @@ class Session {
     std::vector<nxrt_key_value> kv;
     for (auto& [k, v] : options.ep_options) kv.push_back(nxrt_key_value{k.c_str(), v.c_str()});
     nxrt_session_options o{options.eps.c_str(), options.fallback ? 1 : 0, options.threads, options.device, kv.data(), kv.size(),
-                           options.device_memory_limit, options.device_allocator};
+                           options.device_memory_limit, options.device_allocator, options.optimization_level};
     nxrt_session* s = nullptr;
     check(taken ? nxrt_session_create_take_model(env.get(), taken, &o, &s) : nxrt_session_create(env.get(), model, &o, &s));
     s_.reset(s);
