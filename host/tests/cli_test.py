@@ -137,7 +137,7 @@ def sequence_paths(nxrt, tmp):
                           [helper.make_value_info("s2", seq_t), helper.make_tensor_value_info("n", TensorProto.INT64, []),
                            helper.make_value_info("o", helper.make_optional_type_proto(seq_t))])
     model = os.path.join(tmp, "seq.onnx")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), model)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), model)
     data = os.path.join(tmp, "seq_data")
     os.makedirs(data, exist_ok=True)
     items = [np.array([1, 2], np.float32), np.array([3, 4, 5], np.float32)]
