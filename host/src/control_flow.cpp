@@ -41,19 +41,9 @@ void collect_free(const GraphBody& b, std::vector<std::string>& out, std::set<st
       }
 }
 
-const nxrt_attribute* attr(const nxrt_node& n, const char* name) {
-  for (auto& a : n.attributes)
-    if (a.name == name) return &a;
-  return nullptr;
-}
-
-int64_t attr_int(const nxrt_node& n, const char* name, int64_t dflt) {
-  const nxrt_attribute* a = attr(n, name);
-  return a ? a->i : dflt;
-}
 
 std::vector<int64_t> attr_ints(const nxrt_node& n, const char* name, size_t count, int64_t dflt) {
-  const nxrt_attribute* a = attr(n, name);
+  const nxrt_attribute* a = find_attribute(n, name);
   if (!a || a->ints.empty()) return std::vector<int64_t>(count, dflt);
   if (a->ints.size() != count)
     raise(NXRT_ERR_MODEL, "node '{}' ({}): attribute '{}' has {} entries, expected {}", n.name, n.op_type, name, a->ints.size(), count);
@@ -108,7 +98,7 @@ struct Body {
 
 Body make_body(const nxrt_model_ir& m, const nxrt_node& n, const char* attr_name, const Session& parent, size_t formal,
                size_t outputs) {
-  const nxrt_attribute* a = attr(n, attr_name);
+  const nxrt_attribute* a = find_attribute(n, attr_name);
   if (!a || a->type != NXRT_ATTR_GRAPH)
     raise(NXRT_ERR_MODEL, "{} has no graph attribute '{}'", describe(n), attr_name);
   if (!a->graph) raise(NXRT_ERR_UNSUPPORTED, "{}: its body '{}' could not be read (an unsupported initializer?)", describe(n), attr_name);
@@ -336,7 +326,7 @@ class ScanOp final : public HostOp {
   ScanOp(const nxrt_model_ir& m, const nxrt_node& n, const Session& parent) : node_(describe(n)) {
     auto it = m.opsets.find("");
     opset8_ = it != m.opsets.end() && it->second < 9;
-    const int64_t scans_in = attr_int(n, "num_scan_inputs", -1);
+    const int64_t scans_in = attribute_int(n, "num_scan_inputs", -1);
     const size_t first = opset8_ ? 1 : 0;  // Scan-8: sequence_lens comes first
     if (scans_in < 1 || size_t(scans_in) + first > n.inputs.size())
       raise(NXRT_ERR_MODEL, "{}: num_scan_inputs {} does not fit its {} inputs", node_, scans_in, n.inputs.size());

@@ -120,6 +120,18 @@ struct GraphBody {
   nxrt_graph view;                 // what attribute_graph hands out: every node, inputs, outputs
 };
 
+// The attribute `name` of `n` (its own attributes, not the optimizer's annotations), or NULL.
+inline const nxrt_attribute* find_attribute(const nxrt_node& n, const char* name) {
+  for (auto& a : n.attributes)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+// An INT attribute, or `dflt` when the node does not set it.
+inline int64_t attribute_int(const nxrt_node& n, const char* name, int64_t dflt) {
+  const nxrt_attribute* a = find_attribute(n, name);
+  return a ? a->i : dflt;
+}
+
 }  // namespace nxrt
 
 // The stages that make and rewrite the IR (kept here too, so including ir.hpp is enough).

@@ -15,16 +15,6 @@ namespace {
 
 std::string describe(const nxrt_node& n) { return fmt::format("node '{}' ({})", n.name, n.op_type); }
 
-const nxrt_attribute* attr(const nxrt_node& n, const char* name) {
-  for (auto& a : n.attributes)
-    if (a.name == name) return &a;
-  return nullptr;
-}
-
-int64_t attr_int(const nxrt_node& n, const char* name, int64_t dflt) {
-  const nxrt_attribute* a = attr(n, name);
-  return a ? a->i : dflt;
-}
 
 size_t bytes_of(nxrt_dtype t, const std::vector<int64_t>& dims) { return size_t(element_count(dims)) * dtype_size(t); }
 
@@ -120,7 +110,7 @@ std::unique_ptr<HostOp> make_sequence_op(const nxrt_node& n) {
   const std::string& op = n.op_type;
 
   if (op == "SequenceEmpty") {
-    const nxrt_dtype elem = nxrt_dtype(attr_int(n, "dtype", NXRT_DTYPE_FLOAT32));
+    const nxrt_dtype elem = nxrt_dtype(attribute_int(n, "dtype", NXRT_DTYPE_FLOAT32));
     return std::make_unique<SequenceOp>(what, [=](auto&, auto& out) { out = {Result{{}, make_seq(elem, {})}}; });
   }
   if (op == "SequenceConstruct") {
@@ -172,7 +162,7 @@ std::unique_ptr<HostOp> make_sequence_op(const nxrt_node& n) {
     });
   }
   if (op == "SplitToSequence") {
-    const int64_t axis_attr = attr_int(n, "axis", 0), keepdims = attr_int(n, "keepdims", 1);
+    const int64_t axis_attr = attribute_int(n, "axis", 0), keepdims = attribute_int(n, "keepdims", 1);
     return std::make_unique<SequenceOp>(what, [=](auto& in, auto& out) {
       const TensorView& x = tensor(in, 0);
       const int64_t rank = int64_t(x.dims.size());
@@ -223,9 +213,9 @@ std::unique_ptr<HostOp> make_sequence_op(const nxrt_node& n) {
     });
   }
   if (op == "ConcatFromSequence") {
-    const nxrt_attribute* a = attr(n, "axis");
+    const nxrt_attribute* a = find_attribute(n, "axis");
     if (!a) raise(NXRT_ERR_MODEL, "{} needs the 'axis' attribute", what);
-    const int64_t axis_attr = a->i, new_axis = attr_int(n, "new_axis", 0);
+    const int64_t axis_attr = a->i, new_axis = attribute_int(n, "new_axis", 0);
     return std::make_unique<SequenceOp>(what, [=](auto& in, auto& out) {
       const Value& s = seq(in, 0);
       if (s.items.empty()) raise(NXRT_ERR_INVALID_ARGUMENT, "{}: the sequence is empty", what);

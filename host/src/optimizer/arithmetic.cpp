@@ -68,8 +68,8 @@ size_t fold_batchnorm(nxrt_model_ir& m) {
     if (!edit::is_op(bn, "BatchNormalization") || bn.inputs.size() != 5) continue;
     bool extra_outputs = false;
     for (size_t i = 1; i < bn.outputs.size(); ++i) extra_outputs |= bn.outputs[i] != nullptr;
-    const auto* mode = edit::attribute(bn, "training_mode");
-    const auto* epsilon = edit::attribute(bn, "epsilon");
+    const auto* mode = find_attribute(bn, "training_mode");
+    const auto* epsilon = find_attribute(bn, "epsilon");
     const bool training = mode && mode->i != 0;
     const double eps = epsilon ? epsilon->f : 1e-5;
     nxrt_value* x = bn.inputs[0];

@@ -45,7 +45,7 @@ bool is_noop(const nxrt_node& n) {
   if (n.op_type == "Identity") return n.inputs.size() == 1;
   if (n.op_type == "Dropout") return inference_dropout(n);
   if (n.op_type == "Cast") {
-    const nxrt_attribute* to = edit::attribute(n, "to");
+    const nxrt_attribute* to = find_attribute(n, "to");
     return to && n.inputs[0]->dtype != NXRT_DTYPE_UNDEFINED && nxrt_dtype(to->i) == n.inputs[0]->dtype;
   }
   if (n.op_type == "CastLike")

@@ -80,12 +80,6 @@ nxrt_node* sole_consumer(const nxrt_model_ir& m, const nxrt_value* v, const std:
   return n->removed ? nullptr : n;
 }
 
-const nxrt_attribute* attribute(const nxrt_node& n, const char* name) {
-  for (auto& a : n.attributes)
-    if (a.name == name) return &a;
-  return nullptr;
-}
-
 bool scalar_constant(const nxrt_value* v, double* out) {
   if (!v || !v->constant || v->constant->numel() != 1) return false;
   const auto& t = *v->constant;

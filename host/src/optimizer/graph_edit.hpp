@@ -31,7 +31,6 @@ nxrt_node* producer(const nxrt_model_ir& m, const nxrt_value* v, const char* op 
 // The only node reading v (v read once, not an output, not read by a body); else nullptr.
 nxrt_node* sole_consumer(const nxrt_model_ir& m, const nxrt_value* v, const std::set<std::string>& body_names);
 
-const nxrt_attribute* attribute(const nxrt_node& n, const char* name);
 bool is_op(const nxrt_node& n, const char* op);  // live, default domain, this op type
 
 // A float constant holding one value (any shape of one element), as a double.

@@ -25,8 +25,8 @@ bool shape_of(const nxrt_node& shape, std::vector<int64_t>* dims) {
   if (!x || x->rank < 0) return false;
   const int64_t r = x->rank;
   int64_t start = 0, end = r;
-  if (auto* a = edit::attribute(shape, "start")) start = a->i;
-  if (auto* a = edit::attribute(shape, "end")) end = a->i;
+  if (auto* a = find_attribute(shape, "start")) start = a->i;
+  if (auto* a = find_attribute(shape, "end")) end = a->i;
   auto clamp = [&](int64_t v) { return v < 0 ? std::max<int64_t>(v + r, 0) : std::min(v, r); };
   start = clamp(start);
   end = clamp(end);
@@ -83,7 +83,7 @@ size_t fold_shapes(nxrt_model_ir& m) {
     } else if (n.op_type == "Gather" && n.inputs.size() == 2 && n.inputs[1] && n.inputs[1]->constant) {
       // Gather(Shape(x), k): known when the dims it picks are, even if others are not.
       const nxrt_node* shape = edit::producer(m, n.inputs[0], "Shape");
-      const auto* axis = edit::attribute(n, "axis");
+      const auto* axis = find_attribute(n, "axis");
       const HostTensor& idx = *n.inputs[1]->constant;
       if (!shape || (axis && axis->i != 0) || !shape_of(*shape, &dims) || idx.dims.size() > 1 ||
           (idx.dtype != NXRT_DTYPE_INT64 && idx.dtype != NXRT_DTYPE_INT32))

@@ -331,7 +331,8 @@ std::unique_ptr<Kernel> tile_create(const Node&, CpuSession& s) {
     std::vector<int64_t> od(r);
     for (size_t d = 0; d < r; ++d) {
       if (rep[d] < 0) sdk::fail(NXRT_INVALID_ARGUMENT, "Tile: negative repeat {}", rep[d]);
-      od[d] = x.dim(d) * rep[d];
+      if (__builtin_mul_overflow(x.dim(d), rep[d], &od[d]))
+        sdk::fail(NXRT_INVALID_ARGUMENT, "Tile: dimension {} ({}) times repeat {} overflows int64", d, x.dim(d), rep[d]);
     }
     TensorView y = ctx.output(0, x.dtype(), od);
     if (y.numel() == 0) return;

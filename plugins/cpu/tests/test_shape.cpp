@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <numeric>
+#include <vector>
+
+#include <nxrt_sdk/tensor.hpp>
 
 #include "transpose.hpp"
 
@@ -58,4 +61,13 @@ TEST_CASE("transpose: attention head split, large and threaded") {
     transpose(x.data(), y.data(), 4, d, p, &pool);
     CHECK(y == naive_transpose(x, d, p));
   }
+}
+
+TEST_CASE("sdk element_count: a product past int64 fails instead of wrapping") {
+  const std::vector<int64_t> ok{1 << 20, 1 << 20, 1 << 20};
+  CHECK(nxrt::sdk::element_count(ok) == (int64_t(1) << 60));
+  const std::vector<int64_t> huge{int64_t(1) << 40, int64_t(1) << 40};
+  CHECK_THROWS(nxrt::sdk::element_count(huge));
+  const std::vector<int64_t> empty_dim{0, int64_t(1) << 62, 4};
+  CHECK(nxrt::sdk::element_count(empty_dim) == 0);
 }

@@ -10,9 +10,12 @@
 
 namespace nxrt::sdk {
 
+// The product of the dims; a product past int64 is an NXRT_INVALID_ARGUMENT failure, never a
+// wrapped count that a kernel would then size buffers by.
 inline int64_t element_count(std::span<const int64_t> dims) {
   int64_t n = 1;
-  for (auto d : dims) n *= d;
+  for (auto d : dims)
+    if (__builtin_mul_overflow(n, d, &n)) fail(NXRT_INVALID_ARGUMENT, "a shape of rank {} has more elements than int64 counts", dims.size());
   return n;
 }
 
