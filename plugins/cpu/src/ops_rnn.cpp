@@ -1,12 +1,14 @@
-// RNN, GRU, LSTM (default activations only): forward, reverse and
-// bidirectional, sequence_lens, initial_h/initial_c, peepholes, clip,
-// linear_before_reset (GRU), layout 0/1. Straight loops in double per
-// time step (dot products over the input and hidden sizes). float32.
+// RNN, GRU, LSTM: forward, reverse and bidirectional, sequence_lens,
+// initial_h/initial_c, peepholes, clip, linear_before_reset (GRU), layout 0/1,
+// explicit activations with activation_alpha/beta per direction (resolved once
+// at kernel creation, rnn_activation.hpp). Straight loops in double per time
+// step (dot products over the input and hidden sizes). float32.
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "ops.hpp"
+#include "rnn_activation.hpp"
 
 namespace nxrt::cpu {
 namespace {
@@ -16,6 +18,20 @@ enum class Cell { Rnn, Gru, Lstm };
 
 int gates_of(Cell c) { return c == Cell::Rnn ? 1 : c == Cell::Gru ? 3 : 4; }
 
+// The ONNX defaults: RNN f=Tanh; GRU f=Sigmoid, g=Tanh; LSTM f=Sigmoid, g=Tanh, h=Tanh.
+std::vector<RnnActivationKind> default_activations(Cell c) {
+  using K = RnnActivationKind;
+  if (c == Cell::Rnn) return {K::Tanh};
+  if (c == Cell::Gru) return {K::Sigmoid, K::Tanh};
+  return {K::Sigmoid, K::Tanh, K::Tanh};
+}
+
+RnnActivations activations_of(const Node& n, Cell c) {
+  const size_t D = n.attr_string("direction", "forward") == "bidirectional" ? 2 : 1;
+  return resolve_rnn_activations(n.attr_strings("activations"), n.attr_floats("activation_alpha"),
+                                 n.attr_floats("activation_beta"), default_activations(c), D);
+}
+
 Check rnn_check(const Node& n, Cell c) {
   if (auto r = sdk::require_dtypes(n, kF32, 0, 4)) return r;
   if (auto r = sdk::require_dtypes(n, kF32, 5)) return r;  // initial_h, initial_c, P and the outputs
@@ -23,20 +39,15 @@ Check rnn_check(const Node& n, Cell c) {
   if (auto r = known_attrs(n, {"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size", "layout",
                                "linear_before_reset", "input_forget"}))
     return r;
-  if (n.has_attr("activation_alpha") || n.has_attr("activation_beta"))
-    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: activation_alpha/beta are not implemented", n.op_type());
   const std::string dir = n.attr_string("direction", "forward");
   if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
     return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: direction '{}'", n.op_type(), dir);
-  if (n.has_attr("activations"))  // the SDK has no string-list accessor: only the defaults are claimed
-    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: explicit activations are not implemented (only the defaults)", n.op_type());
-  (void)c;
+  if (auto acts = activations_of(n, c); !acts.error.empty())
+    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: {}", n.op_type(), acts.error);
   if (n.attr_int("input_forget", 0) != 0) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "LSTM: input_forget=1 is not implemented");
   if (!n.has_attr("hidden_size")) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: hidden_size is required", n.op_type());
   return std::nullopt;
 }
-
-double sigm(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 std::unique_ptr<Kernel> rnn_create(const Node& n, CpuSession&, Cell cell) {
   const int64_t H = n.attr_int("hidden_size", 0);
@@ -46,6 +57,10 @@ std::unique_ptr<Kernel> rnn_create(const Node& n, CpuSession&, Cell cell) {
   const bool layout1 = n.attr_int("layout", 0) != 0;
   const bool lbr = n.attr_int("linear_before_reset", 0) != 0;
   const bool want_y = n.has_output(0), want_h = n.has_output(1), want_c = cell == Cell::Lstm && n.has_output(2);
+  RnnActivations acts = activations_of(n, cell);
+  if (!acts.error.empty()) sdk::fail(NXRT_INVALID_ARGUMENT, "{}: {}", n.op_type(), acts.error);
+  const std::vector<RnnActivation> fns = std::move(acts.functions);
+  const size_t per_dir = default_activations(cell).size();
   return make_kernel([=](Context& ctx) {
     ConstTensorView x = ctx.input(0), w = ctx.input(1), r = ctx.input(2);
     auto b = ctx.optional_input(3);
@@ -90,6 +105,10 @@ std::unique_ptr<Kernel> rnn_create(const Node& n, CpuSession&, Cell cell) {
       const float* Wb = bp ? bp + d * 2 * G * H : nullptr;
       const float* Rb = bp ? Wb + G * H : nullptr;
       const float* P = pp_ ? pp_ + d * 3 * H : nullptr;
+      // f, g, h of this direction (RNN: f; GRU: f, g; LSTM: f, g, h).
+      const RnnActivation act_f = fns[size_t(d) * per_dir];
+      const RnnActivation act_g = per_dir > 1 ? fns[size_t(d) * per_dir + 1] : act_f;
+      const RnnActivation act_h = per_dir > 2 ? fns[size_t(d) * per_dir + 2] : act_f;
       for (int64_t bb = 0; bb < B; ++bb) {
         double* hs = Hs.data() + (d * B + bb) * H;
         double* cs = Cs.data() + (d * B + bb) * H;
@@ -106,12 +125,12 @@ std::unique_ptr<Kernel> rnn_create(const Node& n, CpuSession&, Cell cell) {
           }
           if (cell == Cell::Gru)
             for (int64_t h = 0; h < H; ++h) {
-              zr[size_t(h)] = sigm(cl(gx[size_t(h)] + gh[size_t(h)]));
-              zr[size_t(H + h)] = sigm(cl(gx[size_t(H + h)] + gh[size_t(H + h)]));
+              zr[size_t(h)] = act_f(cl(gx[size_t(h)] + gh[size_t(h)]));
+              zr[size_t(H + h)] = act_f(cl(gx[size_t(H + h)] + gh[size_t(H + h)]));
             }
           for (int64_t h = 0; h < H; ++h) {
             if (cell == Cell::Rnn) {
-              hn[size_t(h)] = std::tanh(cl(gx[size_t(h)] + gh[size_t(h)]));
+              hn[size_t(h)] = act_f(cl(gx[size_t(h)] + gh[size_t(h)]));
             } else if (cell == Cell::Gru) {
               const double z = zr[size_t(h)], rr = zr[size_t(H + h)];
               double pre = 0;
@@ -123,16 +142,16 @@ std::unique_ptr<Kernel> rnn_create(const Node& n, CpuSession&, Cell cell) {
                 for (int64_t i = 0; i < H; ++i) acc += double(R[(2 * H + h) * H + i]) * zr[size_t(H + i)] * hs[i];
                 pre = gx[size_t(2 * H + h)] + acc;
               }
-              const double hh = std::tanh(cl(pre));
+              const double hh = act_g(cl(pre));
               hn[size_t(h)] = (1 - z) * hh + z * hs[h];
             } else {
-              const double ig = sigm(cl(gx[size_t(h)] + gh[size_t(h)] + (P ? P[h] * cs[h] : 0.0)));
-              const double fg = sigm(cl(gx[size_t(2 * H + h)] + gh[size_t(2 * H + h)] + (P ? P[2 * H + h] * cs[h] : 0.0)));
-              const double cg = std::tanh(cl(gx[size_t(3 * H + h)] + gh[size_t(3 * H + h)]));
+              const double ig = act_f(cl(gx[size_t(h)] + gh[size_t(h)] + (P ? P[h] * cs[h] : 0.0)));
+              const double fg = act_f(cl(gx[size_t(2 * H + h)] + gh[size_t(2 * H + h)] + (P ? P[2 * H + h] * cs[h] : 0.0)));
+              const double cg = act_g(cl(gx[size_t(3 * H + h)] + gh[size_t(3 * H + h)]));
               const double c = fg * cs[h] + ig * cg;
-              const double og = sigm(cl(gx[size_t(H + h)] + gh[size_t(H + h)] + (P ? P[H + h] * c : 0.0)));
+              const double og = act_f(cl(gx[size_t(H + h)] + gh[size_t(H + h)] + (P ? P[H + h] * c : 0.0)));
               cs[h] = c;
-              hn[size_t(h)] = og * std::tanh(c);
+              hn[size_t(h)] = og * act_h(c);
             }
           }
           for (int64_t h = 0; h < H; ++h) {

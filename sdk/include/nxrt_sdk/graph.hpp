@@ -83,6 +83,15 @@ class Attribute {
     const float* p = host().attribute_floats(a_, &n);
     return p ? std::vector<float>(p, p + n) : std::vector<float>{};
   }
+  std::vector<std::string> strings() const {
+    std::vector<std::string> out(host().attribute_string_count(a_));
+    for (size_t i = 0; i < out.size(); ++i) {
+      size_t n = 0;
+      const char* p = host().attribute_string_at(a_, i, &n);
+      if (p) out[i].assign(p, n);
+    }
+    return out;
+  }
   ConstTensorView tensor() const {
     nxrt_const_tensor t{};
     t.struct_size = sizeof t;
@@ -137,6 +146,10 @@ class Node {
   std::vector<float> attr_floats(const char* name, std::vector<float> fallback = {}) const {
     auto a = attr(name);
     return a ? a->floats() : fallback;
+  }
+  std::vector<std::string> attr_strings(const char* name, std::vector<std::string> fallback = {}) const {
+    auto a = attr(name);
+    return a ? a->strings() : fallback;
   }
 
  private:
