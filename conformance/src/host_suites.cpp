@@ -290,7 +290,16 @@ std::string random_mismatch(RandomRule rule, const std::vector<HostTensor>& ins,
 }
 
 // An ONNX backend test case: model.onnx + test_data_set_*/{input,output}_K.pb.
+// Cases whose ONNX 1.12 data contradicts their own model (tools/node_tests.py BAD_DATA): no
+// backend can pass them, so they are skipped with the reason.
+std::string bad_data(const std::string& name) {
+  static const std::set<std::string> like_shape = {"test_castlike_BFLOAT16_to_FLOAT", "test_castlike_BFLOAT16_to_FLOAT_expanded",
+                                                   "test_castlike_FLOAT_to_BFLOAT16", "test_castlike_FLOAT_to_BFLOAT16_expanded"};
+  return like_shape.count(name) ? "ONNX 1.12 data: input 'like' is [1] but the model declares [3,4]" : "";
+}
+
 Record run_backend_case(const Config& c, const std::string& dir, double rtol, double atol) {
+  if (auto why = bad_data(fs::path(dir).filename().string()); !why.empty()) return skip("not run: " + why);
   ModelInfo info;
   std::string e = read_model(dir + "/model.onnx", info);
   if (!e.empty()) return skip("not run: " + e);
@@ -318,6 +327,9 @@ Record run_backend_case(const Config& c, const std::string& dir, double rtol, do
       e = read_tensor_pb(p, t);
       if (!e.empty()) return skip("not run: " + e);
       if (k >= info.inputs.size()) return skip("not run: more input files than graph inputs");
+      // ONNX 1.12 stores bfloat16 test tensors as UINT16 files of the raw bits.
+      if (t.dtype == NXRT_DTYPE_UINT16 && k < info.input_shapes.size() && info.input_shapes[k].dtype == NXRT_DTYPE_BFLOAT16)
+        t.dtype = NXRT_DTYPE_BFLOAT16;
       names.push_back(info.inputs[k]);
       ins.push_back(std::move(t));
     }
@@ -341,6 +353,7 @@ Record run_backend_case(const Config& c, const std::string& dir, double rtol, do
       continue;
     }
     for (size_t k = 0; k < exp.size(); ++k) {
+      if (got[k].dtype == NXRT_DTYPE_BFLOAT16 && exp[k].dtype == NXRT_DTYPE_UINT16) exp[k].dtype = NXRT_DTYPE_BFLOAT16;  // raw bits
       e = compare(got[k], exp[k], rtol, atol);
       if (!e.empty()) return fail(where + " output " + std::to_string(k) + " '" + info.outputs[k] + "': " + e);
     }
