@@ -46,14 +46,17 @@ BFLOAT16 = 16
 UINT16 = 4
 
 
-def bf16_io(case):
-    """Indices of the model's bfloat16 inputs and outputs. ONNX 1.12 stores the test tensors of
-    those as UINT16 TensorProtos holding the raw bfloat16 bits."""
+def model_io(case):
+    """What the runner needs of the case's model, read once: the indices of its bfloat16 inputs
+    and outputs (ONNX 1.12 stores their test tensors as UINT16 TensorProtos holding the raw
+    bfloat16 bits), and per graph output the TypeProto field its type sets ("tensor_type",
+    "sequence_type", ...)."""
     m = onnx.load(os.path.join(case, "model.onnx"), load_external_data=False)
     init = {i.name for i in m.graph.initializer}
     ins = [v for v in m.graph.input if v.name not in init]
     pick = lambda vs: {k for k, v in enumerate(vs) if v.type.tensor_type.elem_type == BFLOAT16}
-    return pick(ins), pick(m.graph.output)
+    kinds = [o.type.WhichOneof("value") or "tensor_type" for o in m.graph.output]
+    return pick(ins), pick(m.graph.output), kinds
 
 
 def relabel_bf16_inputs(data, bf16_inputs, tmp):
@@ -79,18 +82,12 @@ def load_output(path, kind, want_uint16_bits):
     return compare.load(path, kind)
 
 
-def output_kinds(model_path):
-    """Per graph output: the TypeProto field its type sets ("tensor_type", "sequence_type", ...)."""
-    m = onnx.load(model_path, load_external_data=False)
-    return [o.type.WhichOneof("value") or "tensor_type" for o in m.graph.output]
-
-
 def run_case(nxrt, ep, case, rtol, atol, extra, env, forbid):
     name = os.path.basename(case)
     if name in BAD_DATA:
         return name, "unsupported", BAD_DATA[name]
     results = []
-    bf16_inputs, bf16_outputs = bf16_io(case)
+    bf16_inputs, bf16_outputs, kinds = model_io(case)
     for data in sorted(glob.glob(os.path.join(case, "test_data_set_*"))):
         with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as relabeled:
             if bf16_inputs:
@@ -118,7 +115,6 @@ def run_case(nxrt, ep, case, rtol, atol, extra, env, forbid):
                     return name, "fail", f"by distribution ({compare.RANDOM_RULES[rule]}): {why}"
                 results.append("pass")
                 continue
-            kinds = output_kinds(os.path.join(case, "model.onnx"))
             for want_path in sorted(glob.glob(os.path.join(data, "output_*.pb"))):
                 k = int(os.path.basename(want_path)[len("output_"):-len(".pb")])
                 kind = kinds[k] if k < len(kinds) else "tensor_type"
