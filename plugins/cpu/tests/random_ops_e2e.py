@@ -8,13 +8,14 @@ Usage: random_ops_e2e.py --nxrt BIN
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nxrt_run import run  # noqa: E402
 
 N = 20000
 failures = []
@@ -31,22 +32,6 @@ def model(node, inputs, outputs, opset=17):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
 
 
-def run(nxrt, m, feeds, tmp, tag):
-    d = os.path.join(tmp, tag)
-    os.makedirs(os.path.join(d, "in"), exist_ok=True)
-    path = os.path.join(d, "model.onnx")
-    onnx.save(m, path)
-    for k, arr in enumerate(feeds):
-        onnx.save_tensor(numpy_helper.from_array(arr), os.path.join(d, "in", f"input_{k}.pb"))
-    out = os.path.join(d, "out")
-    p = subprocess.run([nxrt, "run", path, "--ep", "cpu", "--input-dir", os.path.join(d, "in"), "--output-dir", out],
-                       capture_output=True, text=True, timeout=120)
-    if p.returncode != 0:
-        return None, p
-    res = []
-    for k in range(len(m.graph.output)):
-        res.append(numpy_helper.to_array(onnx.load_tensor(os.path.join(out, f"output_{k}.pb"))))
-    return res, p
 
 
 def near(v, want, tol):

@@ -8,13 +8,14 @@ Usage: rnn_activations_e2e.py --nxrt BIN
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nxrt_run import run  # noqa: E402
 
 failures = []
 
@@ -91,21 +92,6 @@ def reference(op, x, w, r, bias, h0, acts, direction, lbr):
     return [Y, Yh, Yc] if op == "LSTM" else [Y, Yh]
 
 
-def run(nxrt, m, feeds, tmp, tag):
-    d = os.path.join(tmp, tag)
-    os.makedirs(os.path.join(d, "in"), exist_ok=True)
-    path = os.path.join(d, "model.onnx")
-    onnx.save(m, path)
-    for k, arr in enumerate(feeds):
-        onnx.save_tensor(numpy_helper.from_array(arr), os.path.join(d, "in", f"input_{k}.pb"))
-    out = os.path.join(d, "out")
-    p = subprocess.run([nxrt, "run", path, "--ep", "cpu", "--input-dir", os.path.join(d, "in"), "--output-dir", out],
-                       capture_output=True, text=True, timeout=120)
-    if p.returncode != 0:
-        return None, p
-    res = [numpy_helper.to_array(onnx.load_tensor(os.path.join(out, f"output_{k}.pb")))
-           for k in range(len(m.graph.output))]
-    return res, p
 
 
 def build(op, names, alphas, betas, direction, lbr, T=4, B=2, I=3, H=5, seed=0):

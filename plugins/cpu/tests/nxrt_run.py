@@ -1,0 +1,26 @@
+"""One model through `nxrt run --ep cpu`, for the CPU plugin's end-to-end scripts
+(random_ops_e2e.py, rnn_activations_e2e.py)."""
+import os
+import subprocess
+
+import onnx
+from onnx import numpy_helper
+
+
+def run(nxrt, m, feeds, tmp, tag):
+    """Saves model `m` and the numpy `feeds` under tmp/tag, runs it, and returns (outputs as numpy
+    arrays, the CompletedProcess), or (None, the CompletedProcess) when nxrt failed."""
+    d = os.path.join(tmp, tag)
+    os.makedirs(os.path.join(d, "in"), exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    onnx.save(m, path)
+    for k, arr in enumerate(feeds):
+        onnx.save_tensor(numpy_helper.from_array(arr), os.path.join(d, "in", f"input_{k}.pb"))
+    out = os.path.join(d, "out")
+    p = subprocess.run([nxrt, "run", path, "--ep", "cpu", "--input-dir", os.path.join(d, "in"), "--output-dir", out],
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        return None, p
+    res = [numpy_helper.to_array(onnx.load_tensor(os.path.join(out, f"output_{k}.pb")))
+           for k in range(len(m.graph.output))]
+    return res, p
