@@ -6,6 +6,7 @@
 #include "control_flow.hpp"
 #include "env.hpp"
 #include "error.hpp"
+#include "error_of.hpp"
 #include "io_binding.hpp"
 #include "ir.hpp"
 #include "partitioner.hpp"
@@ -21,6 +22,8 @@
 using namespace nxrt;
 
 namespace {
+
+using nxrt::test::error_of;
 
 using Dims = std::optional<std::vector<int64_t>>;  // nullopt: shape unknown; -k: symbolic dimension k
 
@@ -155,15 +158,6 @@ std::unique_ptr<Session> session(Env& env, std::shared_ptr<const nxrt_model_ir> 
   c.fallback = fallback;
   c.threads = 1;
   return env.create_session(std::move(m), c, false);
-}
-
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const HostError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // If: both branches read x from the enclosing graph; the else branch also an initializer of it.

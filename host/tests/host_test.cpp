@@ -5,6 +5,7 @@
 
 #include "env.hpp"
 #include "error.hpp"
+#include "error_of.hpp"
 #include "ir.hpp"
 #include "session.hpp"
 #include "status.hpp"
@@ -27,6 +28,8 @@ namespace fs = std::filesystem;
 using namespace nxrt;
 
 namespace {
+
+using nxrt::test::error_of;
 
 // A tiny builder for float32 test models.
 struct ModelBuilder {
@@ -113,15 +116,6 @@ std::vector<float> run(Session& s, const std::vector<float>& x, std::vector<int6
   REQUIRE(out.size() == 1);
   const float* p = reinterpret_cast<const float*>(out[0].data.data());
   return std::vector<float>(p, p + out[0].numel());
-}
-
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const HostError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "env.hpp"
 #include "error.hpp"
+#include "error_of.hpp"
 #include "ir.hpp"
 #include "model_writer.hpp"
 #include "optimizer.hpp"
@@ -22,6 +23,8 @@ namespace fs = std::filesystem;
 using namespace nxrt;
 
 namespace {
+
+using nxrt::test::error_of;
 
 struct Builder {
   onnx::ModelProto m;
@@ -113,15 +116,6 @@ std::vector<float> run_cpu(Env& env, std::shared_ptr<const nxrt_model_ir> m, con
   std::vector<HostTensor> out;
   s.run(&in, 1, out);
   return floats_of(out.at(0));
-}
-
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const HostError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
