@@ -9,6 +9,9 @@
 #define NXRT_PIN(ilp32, lp64) (lp64)
 #endif
 
+_Static_assert(sizeof(nxrt_string) == NXRT_PIN(12, 16), "nxrt_string size");
+_Static_assert(offsetof(nxrt_string, data) == NXRT_PIN(0, 0), "nxrt_string.data moved");
+_Static_assert(offsetof(nxrt_string, size) == NXRT_PIN(4, 8), "nxrt_string.size moved");
 _Static_assert(sizeof(nxrt_native_handle) == NXRT_PIN(48, 48), "nxrt_native_handle size");
 _Static_assert(offsetof(nxrt_native_handle, struct_size) == NXRT_PIN(0, 0), "nxrt_native_handle.struct_size moved");
 _Static_assert(offsetof(nxrt_native_handle, type) == NXRT_PIN(4, 4), "nxrt_native_handle.type moved");
@@ -101,7 +104,7 @@ _Static_assert(offsetof(nxrt_run_options, profiling) == NXRT_PIN(4, 4), "nxrt_ru
 _Static_assert(offsetof(nxrt_run_options, run_id) == NXRT_PIN(8, 8), "nxrt_run_options.run_id moved");
 _Static_assert(offsetof(nxrt_run_options, option_count) == NXRT_PIN(16, 16), "nxrt_run_options.option_count moved");
 _Static_assert(offsetof(nxrt_run_options, options) == NXRT_PIN(20, 24), "nxrt_run_options.options moved");
-_Static_assert(sizeof(nxrt_host_services) == NXRT_PIN(236, 464), "nxrt_host_services size");
+_Static_assert(sizeof(nxrt_host_services) == NXRT_PIN(240, 472), "nxrt_host_services size");
 _Static_assert(offsetof(nxrt_host_services, struct_size) == NXRT_PIN(0, 0), "nxrt_host_services.struct_size moved");
 _Static_assert(offsetof(nxrt_host_services, abi_major) == NXRT_PIN(4, 4), "nxrt_host_services.abi_major moved");
 _Static_assert(offsetof(nxrt_host_services, abi_minor) == NXRT_PIN(8, 8), "nxrt_host_services.abi_minor moved");
@@ -161,6 +164,7 @@ _Static_assert(offsetof(nxrt_host_services, ctx_stream) == NXRT_PIN(220, 432), "
 _Static_assert(offsetof(nxrt_host_services, ctx_cancelled) == NXRT_PIN(224, 440), "nxrt_host_services.ctx_cancelled moved");
 _Static_assert(offsetof(nxrt_host_services, ctx_run_id) == NXRT_PIN(228, 448), "nxrt_host_services.ctx_run_id moved");
 _Static_assert(offsetof(nxrt_host_services, profile_device_event) == NXRT_PIN(232, 456), "nxrt_host_services.profile_device_event moved");
+_Static_assert(offsetof(nxrt_host_services, ctx_output_string_set) == NXRT_PIN(236, 464), "nxrt_host_services.ctx_output_string_set moved");
 _Static_assert(sizeof(nxrt_plugin_api) == NXRT_PIN(136, 272), "nxrt_plugin_api size");
 _Static_assert(offsetof(nxrt_plugin_api, struct_size) == NXRT_PIN(0, 0), "nxrt_plugin_api.struct_size moved");
 _Static_assert(offsetof(nxrt_plugin_api, name) == NXRT_PIN(4, 8), "nxrt_plugin_api.name moved");

@@ -1,8 +1,8 @@
 /*
  * Element-type helpers for the nxrt EP ABI: size and name of each nxrt_dtype.
  * C11, header-only, no state. Shared by the host, the SDK and any plugin, so the
- * three never disagree on a type's size or spelling. Part of ABI 2.0; a new
- * dtype constant added by a minor is added here too.
+ * three never disagree on a type's size or spelling. Part of ABI 2.0 (string size:
+ * 2.3); a new dtype constant added by a minor is added here too.
  */
 #ifndef NXRT_DTYPE_H
 #define NXRT_DTYPE_H
@@ -13,9 +13,10 @@
 extern "C" {
 #endif
 
-/* Bytes per element; 0 for types without a fixed size (string, undefined). */
+/* Bytes per element; 0 for undefined. A STRING element is an nxrt_string (2.3). */
 static inline size_t nxrt_dtype_size(nxrt_dtype t) {
   switch (t) {
+    case NXRT_DTYPE_STRING: return sizeof(nxrt_string);
     case NXRT_DTYPE_FLOAT32: case NXRT_DTYPE_INT32: case NXRT_DTYPE_UINT32: return 4;
     case NXRT_DTYPE_UINT8: case NXRT_DTYPE_INT8: case NXRT_DTYPE_BOOL: return 1;
     case NXRT_DTYPE_UINT16: case NXRT_DTYPE_INT16: case NXRT_DTYPE_FLOAT16: case NXRT_DTYPE_BFLOAT16: return 2;

@@ -96,7 +96,7 @@ extern "C" {
 #endif
 
 #define NXRT_EP_ABI_MAJOR 2u
-#define NXRT_EP_ABI_MINOR 2u
+#define NXRT_EP_ABI_MINOR 3u
 
 /* The one exported symbol. */
 #define NXRT_EP_ENTRY_SYMBOL "nxrt_ep_negotiate"
@@ -196,6 +196,8 @@ typedef struct nxrt_const_tensor {
   const void* data;
   uint64_t byte_offset;
 } nxrt_const_tensor;
+
+/* STRING tensors: elements are nxrt_string (nxrt_native.h, 2.3). */
 
 /* ------------------------------------------------------------ graph view */
 
@@ -459,6 +461,18 @@ typedef struct nxrt_host_services {
    * `node_index` names the kernel by its first node; `name` is free text. */
   nxrt_status* (*profile_device_event)(nxrt_profile_sink* sink, size_t node_index, const char* name,
                                        uint64_t device_start_ns, uint64_t device_end_ns);
+
+  /* ---- 2.3 (present when struct_size reaches it) ---- */
+
+  /* kernel_compute only, on an output already bound with dtype STRING (ctx_output
+   * hands it back with every element empty): sets element `element` to a copy of
+   * `size` bytes at `bytes` (NULL allowed when size is 0). The host owns the copy
+   * until the run ends (graph outputs: as long as the caller keeps them).
+   * NXRT_INVALID_ARGUMENT for an unbound or non-string output or an element out of
+   * range. Writing nxrt_string elements directly is allowed only with strings the
+   * kernel was handed in this run (see nxrt_string). */
+  nxrt_status* (*ctx_output_string_set)(nxrt_kernel_context* ctx, size_t i, uint64_t element,
+                                        const char* bytes, uint64_t size);
 } nxrt_host_services;
 
 /* ------------------------------------------------------- plugin table */
@@ -496,8 +510,15 @@ typedef struct nxrt_host_services {
  * native types and which memories it can take, memory_import answers per call. */
 #define NXRT_FEATURE_MEMORY_IMPORT (1ull << 10)
 #define NXRT_FEATURES_2_2 (NXRT_FEATURE_MEMORY_IMPORT)
+/* 2.3: the plugin's kernels take and make STRING tensors (nxrt_string elements in
+ * host memory) and may claim nodes that read or write them; only sessions whose
+ * memory is host-addressable may. Without it the host never places a node that
+ * touches a string on the plugin. */
+#define NXRT_FEATURE_STRING_TENSORS (1ull << 11)
+#define NXRT_FEATURES_2_3 (NXRT_FEATURE_STRING_TENSORS)
 #define NXRT_FEATURES_OF_MINOR(minor)                                                             \
-  (NXRT_FEATURES_2_0 | ((minor) >= 1u ? NXRT_FEATURES_2_1 : 0u) | ((minor) >= 2u ? NXRT_FEATURES_2_2 : 0u))
+  (NXRT_FEATURES_2_0 | ((minor) >= 1u ? NXRT_FEATURES_2_1 : 0u) | ((minor) >= 2u ? NXRT_FEATURES_2_2 : 0u) | \
+   ((minor) >= 3u ? NXRT_FEATURES_2_3 : 0u))
 
 
 typedef struct nxrt_plugin_api {

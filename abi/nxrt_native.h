@@ -1,9 +1,9 @@
 /*
- * Native interop types of the nxrt EP ABI (2.1, import 2.2): handles of the device API
- * behind an EP session (a VkDevice, a VkBuffer, a timeline semaphore, a CUDA
- * stream...) and the external device-memory allocator a caller may hand to a
- * session. Pure C11, no state. Shared by the plugin ABI (nxrt_ep.h) and the
- * embedding API (nxrt.h), so the caller of a session and the plugin behind it
+ * Native interop types of the nxrt EP ABI (2.1, import 2.2, strings 2.3):
+ * handles of the device API behind an EP session (a VkDevice, a VkBuffer, a
+ * timeline semaphore, a CUDA stream...), the external device-memory allocator a
+ * caller may hand to a session, and the element of a string tensor. Pure C11,
+ * no state. Shared by the plugin ABI (nxrt_ep.h) and the embedding API (nxrt.h), so the caller of a session and the plugin behind it
  * speak the same words. Struct rule as in nxrt_ep.h: struct_size first.
  */
 #ifndef NXRT_NATIVE_H
@@ -15,6 +15,20 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* 2.3: one element of a STRING tensor. String tensors live only in host memory
+ * (NXRT_MEMORY_HOST), as dense row-major arrays of these, so a string element has
+ * a fixed size (nxrt_dtype_size) and the host plans, slices and moves string
+ * tensors like any other. `data` points at `size` bytes (UTF-8, not
+ * NUL-terminated, may contain NUL; NULL when size is 0) owned by the host. Every
+ * string a kernel is handed stays valid until the run ends, so a kernel may copy
+ * nxrt_string elements from its inputs to its outputs (Gather, Concat, Identity);
+ * new text goes through host->ctx_output_string_set. Only sessions of plugins
+ * that declare NXRT_FEATURE_STRING_TENSORS ever see a string tensor. */
+typedef struct nxrt_string {
+  const char* data;
+  uint64_t size;
+} nxrt_string;
 
 /* What a native handle is. Handles travel as 64-bit integers: Vulkan's
  * non-dispatchable handles are 64 bits on every data model, pointers are

@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 // Element types in ONNX TensorProto numbering (nxrt.h's convention).
-constexpr int32_t kFloat32 = 1, kBool = 9, kFloat64 = 11;
+constexpr int32_t kFloat32 = 1, kString = 8, kBool = 9, kFloat64 = 11;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
@@ -55,6 +55,15 @@ Tensor generated_input(const nxrt_io_info& info, size_t index) {
   t.name = info.name;
   t.dtype = info.dtype;
   for (int64_t d = 0; d < std::max<int64_t>(info.rank, 0); ++d) t.dims.push_back(info.dims[d] < 0 ? 1 : info.dims[d]);
+  if (t.dtype == kString) {  // text of the same numbers: "0.25", "-0.5"...
+    std::vector<std::string> values(size_t(t.numel()));
+    uint32_t s = uint32_t(1234 + index);
+    for (auto& v : values) {
+      s = s * 1664525u + 1013904223u;
+      v = fmt::format("{}", float(s >> 8) / 16777216.0f * 2.0f - 1.0f);
+    }
+    return Tensor::of_strings(t.name, t.dims, std::move(values));
+  }
   size_t es = dtype_size(t.dtype);
   if (es == 0) throw Error(NXRT_ERR_UNSUPPORTED, fmt::format("cannot generate data for input '{}' of type {}", t.name, dtype_name(t.dtype)));
   size_t n = size_t(t.numel());

@@ -8,6 +8,7 @@
 #include "model_writer.hpp"
 #include "ir.hpp"
 #include "session.hpp"
+#include "string_tensor.hpp"
 #include "version.hpp"
 
 #include <nxrt_ep.h>
@@ -178,6 +179,7 @@ nxrt::HostTensor tensor_from(const nxrt_host_tensor& t) {
   const size_t bytes = size_t(h.numel()) * nxrt::dtype_size(h.dtype);
   if (bytes && !t.data) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "tensor '{}' has no data", h.name);
   if (bytes) h.data.assign(static_cast<const uint8_t*>(t.data), static_cast<const uint8_t*>(t.data) + bytes);
+  nxrt::own_strings(h);  // STRING: the caller's nxrt_string elements, copied
   return h;
 }
 
@@ -278,6 +280,7 @@ const char* nxrt_feature_name(uint64_t bit) {
     case NXRT_FEATURE_MEMORY_STATS: return "memory-stats";
     case NXRT_FEATURE_PEER_COPY: return "peer-copy";
     case NXRT_FEATURE_MEMORY_IMPORT: return "memory-import";
+    case NXRT_FEATURE_STRING_TENSORS: return "string-tensors";
   }
   return "";
 }
@@ -983,17 +986,7 @@ nxrt_error* nxrt_tensor_file_read(const char* path, nxrt_outputs** out) {
 nxrt_error* nxrt_tensor_file_write(const char* path, const nxrt_host_tensor* t) {
   return wrap([&] {
     if (!path || !t) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "path or tensor is NULL");
-    if (t->rank && !t->dims) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "tensor dims are NULL");
-    nxrt::HostTensor h;
-    h.name = t->name ? t->name : "";
-    h.dtype = nxrt_dtype(t->dtype);
-    h.dims.assign(t->dims, t->dims + t->rank);
-    for (auto d : h.dims)
-      if (d < 0) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "tensor '{}' has a negative dimension", h.name);
-    const size_t bytes = size_t(h.numel()) * nxrt::dtype_size(h.dtype);
-    if (bytes && !t->data) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "tensor '{}' has no data", h.name);
-    if (bytes) h.data.assign(static_cast<const uint8_t*>(t->data), static_cast<const uint8_t*>(t->data) + bytes);
-    nxrt::write_tensor_file(path, h);
+    nxrt::write_tensor_file(path, tensor_from(*t));
   });
 }
 

@@ -5,6 +5,7 @@
 #include "io_binding.hpp"
 #include "sequence_ops.hpp"
 #include "session.hpp"
+#include "string_tensor.hpp"
 
 #include <fmt/format.h>
 
@@ -136,6 +137,7 @@ Result copy_of(const TensorView& v) {
   t.dims = v.dims;
   t.data.resize(bytes_of(v.dtype, v.dims));
   if (!t.data.empty()) std::memcpy(t.data.data(), v.data, t.data.size());
+  own_strings(t);
   return Result{std::move(t), nullptr};
 }
 
@@ -225,6 +227,7 @@ HostTensor stack(const std::vector<HostTensor>& parts, int64_t axis_attr, bool r
     for (size_t o = 0; o < outer; ++o)
       std::memcpy(out.data.data() + (o * total + pos) * inner, parts[t].data.data() + o * inner, inner);
   }
+  own_strings(out);  // the parts' strings go with them
   return out;
 }
 
@@ -274,7 +277,7 @@ class LoopOp final : public HostOp {
     bool cond = in[1] ? read_bool(*in[1], node_ + ": the condition") : true;
     std::vector<Result> carried;  // after the first iteration: the body's last outputs
     std::vector<std::vector<Result>> scans(scan_values_.size());
-    HostTensor iter{"", NXRT_DTYPE_INT64, {}, {}}, cond_in{"", NXRT_DTYPE_BOOL, {}, {}};
+    HostTensor iter{"", NXRT_DTYPE_INT64, {}, {}, {}}, cond_in{"", NXRT_DTYPE_BOOL, {}, {}, {}};
     iter.data.resize(8);
     cond_in.data.resize(1);
     int64_t i = 0;

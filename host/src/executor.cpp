@@ -7,6 +7,7 @@
 #include "profile_sink.hpp"
 #include "run_state.hpp"
 #include "status.hpp"
+#include "string_tensor.hpp"
 
 #include <fmt/format.h>
 
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 namespace nxrt {
@@ -233,6 +235,7 @@ void run_host_step(const Session& s, RunState& rs, const Step& step) {
       // The result becomes the run's output buffer: no copy.
       HostTensor& dst = rs.outputs[size_t(slot.graph_output)];
       dst.data = std::move(t.data);
+      dst.strings = std::move(t.strings);
       SlotState& st = rs.state[size_t(id)];
       st.handle = dst.data.data();
       st.offset = 0;
@@ -242,6 +245,7 @@ void run_host_step(const Session& s, RunState& rs, const Step& step) {
       continue;
     }
     bind_slot(s, rs, id, t.dims, t.dtype);
+    if (t.strings) rs.keep.push_back(t.strings);  // the slot's elements point into it
     const SlotState& st = rs.state[size_t(id)];
     if (!t.data.empty()) std::memcpy(static_cast<char*>(st.handle) + st.offset, t.data.data(), t.data.size());
   }
@@ -304,6 +308,8 @@ nxrt_status* ctx_output(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, ui
       return inconsistent(fmt::format("output {} of {} ('{}') has shape {} but shape inference says {}", i, step.label,
                                       slot.value->name, shape_str(d), shape_str(slot.value->dims)));
   }
+  if (dtype == NXRT_DTYPE_STRING && slot.location != 0)
+    return new_status(NXRT_INVALID_ARGUMENT, fmt::format("output {} of {}: string tensors live in host memory", i, step.label));
   return to_status([&] {
     bind_slot(*ctx->session, *ctx->rs, id, d, dtype);
     if (i < 64) ctx->bound |= 1ull << i;
@@ -312,7 +318,32 @@ nxrt_status* ctx_output(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, ui
       ctx->more[i - 64] = true;
     }
     const SlotState& st = ctx->rs->state[size_t(id)];
+    if (dtype == NXRT_DTYPE_STRING)  // every element starts as the empty string
+      std::memset(static_cast<char*>(st.handle) + st.offset, 0, size_t(element_count(d)) * sizeof(nxrt_string));
     fill(out, dtype, st.dims, st.handle, st.offset, slot.location);
+  });
+}
+
+nxrt_status* ctx_output_string_set(nxrt_kernel_context* ctx, size_t i, uint64_t element, const char* bytes, uint64_t size) {
+  if (!ctx || !ctx->step || (size && !bytes)) return new_status(NXRT_INVALID_ARGUMENT, "ctx_output_string_set: NULL argument");
+  const Step& step = *ctx->step;
+  if (i >= step.outputs.size() || step.outputs[i] < 0)
+    return new_status(NXRT_INVALID_ARGUMENT, fmt::format("ctx_output_string_set: {} has no output {}", step.label, i));
+  const bool bound = i < 64 ? (ctx->bound >> i) & 1 : (ctx->more.size() > i - 64 && ctx->more[i - 64]);
+  const SlotState& st = ctx->rs->state[size_t(step.outputs[i])];
+  if (!bound || st.dtype != NXRT_DTYPE_STRING)
+    return new_status(NXRT_INVALID_ARGUMENT,
+                      fmt::format("ctx_output_string_set: output {} of {} is not a bound string tensor", i, step.label));
+  return to_status([&] {
+    const uint64_t n = uint64_t(element_count(st.dims));
+    if (element >= n) raise(NXRT_ERR_INVALID_ARGUMENT, "ctx_output_string_set: element {} of output {} of {} is past its {} elements",
+                            element, i, step.label, n);
+    RunState& rs = *ctx->rs;
+    {
+      std::lock_guard lock(rs.strings_mu);  // made on first use; a kernel may call from several threads
+      if (!rs.strings) rs.strings = std::make_shared<StringPool>();
+    }
+    reinterpret_cast<nxrt_string*>(static_cast<char*>(st.handle) + st.offset)[element] = rs.strings->add(bytes, size);
   });
 }
 
@@ -707,6 +738,7 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
     for (void* p : rs->host_dynamic) std::free(p);
     rs->host_dynamic.clear();
     if (ok && sync_error.empty() && end_error.empty()) {
+      for (HostTensor& t : rs->outputs) own_strings(t);  // off the run's pools and the caller's feeds
       outputs = std::move(rs->outputs);
       if (values_out) *values_out = std::move(rs->output_values);
     }
@@ -714,6 +746,8 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
     if (bound_outputs && !(ok && sync_error.empty() && end_error.empty()))
       for (auto& o : *bound_outputs)
         if (o.kind == BoundOutput::Leave) o.tensor.reset();
+    rs->strings.reset();
+    rs->keep.clear();
     release_run_state(std::move(rs));
     if (ok && !sync_error.empty()) raise(NXRT_ERR_RUNTIME, "device work failed: {}", sync_error);
     if (ok && !end_error.empty()) raise(NXRT_ERR_PLUGIN, "{}", end_error);

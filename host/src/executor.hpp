@@ -18,6 +18,7 @@ void free_run_state(Session& s, RunState& rs);
 nxrt_status* ctx_input(const nxrt_kernel_context* ctx, size_t i, nxrt_const_tensor* out);
 nxrt_status* ctx_output(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, uint32_t rank, const int64_t* dims,
                         nxrt_tensor* out);
+nxrt_status* ctx_output_string_set(nxrt_kernel_context* ctx, size_t i, uint64_t element, const char* bytes, uint64_t size);
 int ctx_cancelled(const nxrt_kernel_context* ctx);
 uint64_t ctx_run_id(const nxrt_kernel_context* ctx);
 

@@ -362,6 +362,7 @@ const nxrt_host_services kServices = [] {
   s.ctx_input = nxrt::ctx_input;
   s.ctx_output_count = ctx_output_count;
   s.ctx_output = nxrt::ctx_output;
+  s.ctx_output_string_set = nxrt::ctx_output_string_set;
   s.ctx_stream = ctx_stream;
   s.ctx_cancelled = nxrt::ctx_cancelled;
   s.ctx_run_id = nxrt::ctx_run_id;

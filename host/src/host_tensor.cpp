@@ -1,6 +1,7 @@
 #include "host_tensor.hpp"
 
 #include "error.hpp"
+#include "string_tensor.hpp"
 
 #include <onnx/onnx_pb.h>
 
@@ -82,6 +83,14 @@ HostTensor decode_tensor(const onnx::TensorProto& t, const std::filesystem::path
     if (d < 0) raise(NXRT_ERR_MODEL, "tensor '{}' has a negative dimension {}", t.name(), d);
     out.dims.push_back(d);
   }
+  if (out.dtype == NXRT_DTYPE_STRING) {
+    if (t.data_location() == onnx::TensorProto::EXTERNAL || t.has_raw_data())
+      raise(NXRT_ERR_MODEL, "string tensor '{}' must hold its strings in string_data (not raw or external data)", t.name());
+    if (t.string_data_size() != out.numel())
+      raise(NXRT_ERR_MODEL, "string tensor '{}' of shape {} needs {} strings but has {}", t.name(), shape_str(out.dims),
+            out.numel(), t.string_data_size());
+    return make_string_tensor(out.name, out.dims, {t.string_data().begin(), t.string_data().end()});
+  }
   const size_t esize = dtype_size(out.dtype);
   if (esize == 0)
     raise(NXRT_ERR_UNSUPPORTED, "tensor '{}' has element type {} ({}), which nxrt does not support", t.name(),
@@ -121,6 +130,10 @@ void encode_tensor(const HostTensor& t, onnx::TensorProto& out) {
   out.set_name(t.name);
   out.set_data_type(int(t.dtype));
   for (auto d : t.dims) out.add_dims(d);
+  if (t.dtype == NXRT_DTYPE_STRING) {
+    for (size_t i = 0; i < t.data.size() / sizeof(nxrt_string); ++i) out.add_string_data(std::string(string_at(t.data.data(), i)));
+    return;
+  }
   out.set_raw_data(t.data.data(), t.data.size());
 }
 

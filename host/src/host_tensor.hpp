@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -32,7 +33,9 @@ struct HostTensor {
   std::string name;
   nxrt_dtype dtype = NXRT_DTYPE_UNDEFINED;
   std::vector<int64_t> dims;
-  Bytes data;  // dense row-major, 64-byte aligned
+  Bytes data;  // dense row-major, 64-byte aligned; STRING: nxrt_string elements
+  // STRING: keeps alive the bytes the elements point at (string_tensor.hpp); shared by copies.
+  std::shared_ptr<const void> strings;
 
   int64_t numel() const;
 };

@@ -11,7 +11,9 @@
 namespace nxrt {
 
 std::shared_ptr<DeviceTensor> DeviceTensor::allocate(std::shared_ptr<EpInstance> ep, nxrt_dtype dtype, std::vector<int64_t> dims) {
-  if (dtype_size(dtype) == 0) raise(NXRT_ERR_UNSUPPORTED, "device tensors of {} are not supported", dtype_name(dtype));
+  if (dtype_size(dtype) == 0 || dtype == NXRT_DTYPE_STRING)
+    raise(NXRT_ERR_UNSUPPORTED, "device tensors of {} are not supported{}", dtype_name(dtype),
+          dtype == NXRT_DTYPE_STRING ? " (string tensors live in host memory)" : "");
   for (auto d : dims)
     if (d < 0) raise(NXRT_ERR_INVALID_ARGUMENT, "device tensor shape {} has a negative dimension", shape_str(dims));
   auto t = std::make_shared<DeviceTensor>();
@@ -43,7 +45,9 @@ std::pair<nxrt_native_handle, uint64_t> whole_object(nxrt_native_handle native) 
 
 std::shared_ptr<DeviceTensor> DeviceTensor::import(std::shared_ptr<EpInstance> ep, const nxrt_native_handle& native,
                                                    nxrt_dtype dtype, std::vector<int64_t> dims) {
-  if (dtype_size(dtype) == 0) raise(NXRT_ERR_UNSUPPORTED, "device tensors of {} are not supported", dtype_name(dtype));
+  if (dtype_size(dtype) == 0 || dtype == NXRT_DTYPE_STRING)
+    raise(NXRT_ERR_UNSUPPORTED, "device tensors of {} are not supported{}", dtype_name(dtype),
+          dtype == NXRT_DTYPE_STRING ? " (string tensors live in host memory)" : "");
   for (auto d : dims)
     if (d < 0) raise(NXRT_ERR_INVALID_ARGUMENT, "device tensor shape {} has a negative dimension", shape_str(dims));
   const uint64_t bytes = uint64_t(element_count(dims)) * dtype_size(dtype);

@@ -98,6 +98,18 @@ std::vector<std::vector<size_t>> convex_parts(const nxrt_model_ir& m, const std:
   return parts;
 }
 
+namespace {
+
+bool touches_string(const nxrt_node& n) {
+  for (auto* v : n.inputs)
+    if (v && v->dtype == NXRT_DTYPE_STRING) return true;
+  for (auto* v : n.outputs)
+    if (v && v->dtype == NXRT_DTYPE_STRING) return true;
+  return false;
+}
+
+}  // namespace
+
 void Session::partition(bool fallback, const std::vector<std::shared_ptr<PluginLibrary>>& fallback_libs, int threads,
                         uint32_t device) {
   assign_.assign(model_->nodes.size(), Assignment{});
@@ -109,14 +121,24 @@ void Session::partition(bool fallback, const std::vector<std::shared_ptr<PluginL
     if (unassigned.empty()) return;
     nxrt_graph view;
     view.model = model_.get();
-    for (size_t n : unassigned) view.nodes.push_back(model_->nodes[n].get());
+    // Nodes that read or write a string tensor are shown only to an EP that declares
+    // string tensors and works in host memory (nxrt_string elements are host pointers).
+    const bool strings_ok = ep.lib->has(NXRT_FEATURE_STRING_TENSORS) && ep.location == 0;
+    std::set<size_t> hidden;
+    for (size_t n : unassigned) {
+      if (!strings_ok && touches_string(*model_->nodes[n])) {
+        hidden.insert(n);
+        continue;
+      }
+      view.nodes.push_back(model_->nodes[n].get());
+    }
     view.inputs.assign(model_->inputs.begin(), model_->inputs.end());
     view.outputs.assign(model_->outputs.begin(), model_->outputs.end());
     nxrt_claim_sink sink;
     sink.view = &view;
     sink.plugin = ep.lib->name();
     sink.fused_allowed = ep.lib->has(NXRT_FEATURE_FUSED_GROUPS);
-    sink.in_view = unassigned;
+    for (auto* n : view.nodes) sink.in_view.insert(n->index);
     check_plugin(*ep.lib, guarded(ep.lib->name(), "get_capability", [&] { return ep.lib->api().get_capability(ep.session, &view, &sink); }),
                  "asking which nodes it supports");
     if (!sink.error.empty()) raise(NXRT_ERR_PLUGIN, "plugin '{}' broke the claim protocol: {}", ep.lib->name(), sink.error);
@@ -133,8 +155,10 @@ void Session::partition(bool fallback, const std::vector<std::shared_ptr<PluginL
     }
     for (size_t n : unassigned) {
       auto it = sink.refusals.find(n);
-      std::string why = it == sink.refusals.end() ? "no verdict given"
-                                                  : fmt::format("{} ({})", it->second.second, refusal_name(it->second.first));
+      std::string why = hidden.count(n) ? (ep.location == 0 ? "the node touches a string tensor and the plugin does not declare string tensors (dtype)"
+                                                            : "the node touches a string tensor, which lives in host memory only (dtype)")
+                        : it == sink.refusals.end() ? "no verdict given"
+                                                    : fmt::format("{} ({})", it->second.second, refusal_name(it->second.first));
       if (!assign_[n].reasons.empty()) assign_[n].reasons += "; ";
       assign_[n].reasons += fmt::format("{}: {}", ep.lib->name(), why);
     }

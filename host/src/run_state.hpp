@@ -3,8 +3,10 @@
 #pragma once
 #include "io_binding.hpp"
 #include "session.hpp"
+#include "string_tensor.hpp"
 
 #include <atomic>
+#include <mutex>
 #include <vector>
 
 namespace nxrt {
@@ -39,6 +41,11 @@ struct RunState {
   std::vector<nxrt_event*> pending;
   std::vector<char> pending_set;
   std::vector<nxrt_stream*> pending_stream;  // the caller's stream each was recorded on
+  // String tensors: bytes kernels wrote this run (ctx_output_string_set) and the stores of
+  // host-step results the run's slots point into. Graph outputs copy theirs out at the end.
+  std::shared_ptr<StringPool> strings;
+  std::mutex strings_mu;
+  std::vector<std::shared_ptr<const void>> keep;
   // Per EP: events for ordering inside a run (downloads the host waits for later,
   // uploads whose host source must stay unchanged), reused from run to run.
   std::vector<std::vector<nxrt_event*>> events;

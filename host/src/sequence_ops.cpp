@@ -3,6 +3,7 @@
 #include "sequence_ops.hpp"
 
 #include "error.hpp"
+#include "string_tensor.hpp"
 
 #include <fmt/format.h>
 
@@ -24,6 +25,7 @@ HostTensor tensor_of(const TensorView& v) {
   t.dims = v.dims;
   t.data.resize(bytes_of(v.dtype, v.dims));
   if (!t.data.empty()) std::memcpy(t.data.data(), v.data, t.data.size());
+  own_strings(t);  // a sequence may outlive the run whose memory v is
   return t;
 }
 
@@ -206,6 +208,7 @@ std::unique_ptr<HostOp> make_sequence_op(const nxrt_node& n) {
         for (size_t o = 0; o < outer; ++o)
           std::memcpy(t.data.data() + o * size_t(len) * inner, src + (o * size_t(n_axis) + size_t(start)) * inner, size_t(len) * inner);
         if (squeeze) t.dims.erase(t.dims.begin() + axis);
+        own_strings(t);
         items.push_back(Value::of(std::move(t)));
         start += len;
       }
@@ -250,6 +253,7 @@ std::unique_ptr<HostOp> make_sequence_op(const nxrt_node& n) {
           std::memcpy(t.data.data() + (o * size_t(total) + at) * inner, it->tensor.data.data() + o * len * inner, len * inner);
         at += len;
       }
+      own_strings(t);
       out = {Result{std::move(t), nullptr}};
     });
   }

@@ -88,8 +88,8 @@ typedef struct nxrt_plugin_info {
 
 /* The name of one feature bit of nxrt_plugin_info.features: "fused-groups", "streams",
  * "concurrent-run", "run-hooks", "device-profiling" (2.0), "native-handles", "stream-import",
- * "external-allocator", "memory-stats", "peer-copy" (2.1), "memory-import" (2.2); "" for a bit this
- * host does not know. */
+ * "external-allocator", "memory-stats", "peer-copy" (2.1), "memory-import" (2.2), "string-tensors"
+ * (2.3); "" for a bit this host does not know. */
 NXRT_API const char* nxrt_feature_name(uint64_t feature_bit);
 
 NXRT_API size_t nxrt_env_plugin_count(const nxrt_env* env);
@@ -242,7 +242,8 @@ typedef struct nxrt_host_tensor {
   int32_t dtype;
   uint32_t rank;
   const int64_t* dims;
-  const void* data; /* dense row-major */
+  const void* data; /* dense row-major; STRING (8): nxrt_string elements (nxrt_native.h) whose
+                     * text the caller keeps during the call (inputs) or the outputs object owns */
 } nxrt_host_tensor;
 
 /* Runs once. Every graph input must be given exactly once. Outputs are

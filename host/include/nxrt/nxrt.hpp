@@ -9,6 +9,7 @@
 #include <utility>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace nxrt {
@@ -54,7 +55,9 @@ struct Tensor {
   std::string name;
   int32_t dtype = 0;
   std::vector<int64_t> dims;
-  std::vector<uint8_t, AlignedAllocator<uint8_t>> data;
+  std::vector<uint8_t, AlignedAllocator<uint8_t>> data;  // STRING (8): nxrt_string elements
+  // STRING: the text the elements point at, shared by copies of this Tensor.
+  std::shared_ptr<const std::vector<std::string>> strings;
 
   int64_t numel() const {
     int64_t n = 1;
@@ -62,11 +65,36 @@ struct Tensor {
     return n;
   }
   nxrt_host_tensor view() const { return {name.c_str(), dtype, uint32_t(dims.size()), dims.data(), data.data()}; }
+  // Element i of a STRING tensor.
+  std::string_view string(size_t i) const {
+    const nxrt_string& e = reinterpret_cast<const nxrt_string*>(data.data())[i];
+    return e.size ? std::string_view(e.data, size_t(e.size)) : std::string_view();
+  }
+  // A STRING tensor holding `values` (row-major).
+  static Tensor of_strings(std::string name, std::vector<int64_t> dims, std::vector<std::string> values) {
+    Tensor out;
+    out.name = std::move(name);
+    out.dtype = 8;
+    out.dims = std::move(dims);
+    auto store = std::make_shared<const std::vector<std::string>>(std::move(values));
+    out.data.resize(store->size() * sizeof(nxrt_string));
+    auto* e = reinterpret_cast<nxrt_string*>(out.data.data());
+    for (size_t i = 0; i < store->size(); ++i) e[i] = nxrt_string{(*store)[i].data(), (*store)[i].size()};
+    out.strings = std::move(store);
+    return out;
+  }
+  // A copy owning its data (and, for STRING, its text).
   static Tensor copy_of(const nxrt_host_tensor& t) {
     Tensor out;
     out.name = t.name ? t.name : "";
     out.dtype = t.dtype;
     out.dims.assign(t.dims, t.dims + t.rank);
+    if (t.dtype == 8) {
+      std::vector<std::string> values(size_t(out.numel()));
+      const auto* e = static_cast<const nxrt_string*>(t.data);
+      for (size_t i = 0; i < values.size(); ++i) values[i].assign(e[i].data ? e[i].data : "", size_t(e[i].size));
+      return of_strings(out.name, out.dims, std::move(values));
+    }
     const size_t bytes = size_t(out.numel()) * dtype_size(t.dtype);
     out.data.resize(bytes);
     if (bytes) std::memcpy(out.data.data(), t.data, bytes);

@@ -1,12 +1,12 @@
 /* Test plugin from another minor of the same major, plain C. Built twice:
  *
- * future_minor: against the current (2.2) header, written as a 2.3 plugin would
- * be. On a 2.2 host it must load and run with everything newer than 2.2 off:
+ * future_minor: against the current (2.3) header, written as a 2.9 plugin would
+ * be. On a 2.3 host it must load and run with everything newer than 2.3 off:
  *   - it answers abi_minor = min(host's minor, 3);
- *   - it declares a feature bit 2.2 does not define (FUTURE_FEATURE_BIT), which
+ *   - it declares a feature bit 2.3 does not define (FUTURE_FEATURE_BIT), which
  *     the host must mask off;
- *   - its function table is larger than nxrt_plugin_api (2.2's table first, with
- *     none of 2.1's or 2.2's optional entries, then two entries "added in 2.3"),
+ *   - its function table is larger than nxrt_plugin_api (2.3's table first, with
+ *     none of 2.1's or 2.2's optional entries, then two entries "added in 2.9"),
  *     struct_size = the larger size;
  *   - it fills the negotiation reply and device_info by the callee-filled rule
  *     from its own, larger definitions (extra trailing fields), writing only
@@ -15,7 +15,7 @@
  *
  * v2_0 (NXRT_AS_2_0): the same source against the verbatim 2.0 header
  * (abi2_0/nxrt_ep_v2_0.h): a plugin built before 2.1 existed. It answers minor 0,
- * its table and reply are 2.0's sizes; a 2.2 host must run it with no 2.1/2.2 feature
+ * its table and reply are 2.0's sizes; a 2.3 host must run it with no 2.1/2.2 feature
  * and never read past its table.
  * Only nxrt_ep_negotiate is exported. */
 #ifdef NXRT_AS_2_0
@@ -39,30 +39,30 @@
 #define TABLE_SIZE sizeof(future_plugin_api)
 #define REPLY_SIZE sizeof(future_negotiate_reply)
 #define INFO_SIZE sizeof(future_device_info)
-#define FUTURE_MINOR 3u
-#define FUTURE_FEATURE_BIT (1ull << 40) /* "defined by 2.3": unknown to a 2.1 host */
+#define FUTURE_MINOR 9u
+#define FUTURE_FEATURE_BIT (1ull << 40) /* "defined by 2.9": unknown to a 2.3 host */
 #define FUTURE_NAME "future_minor"
 #endif
 
-/* The 2.3 reply: 2.0's, then fields 2.3 appended. */
+/* The 2.9 reply: 2.0's, then fields 2.9 appended. */
 typedef struct future_negotiate_reply {
   nxrt_negotiate_reply v2_0;
-  uint64_t features2; /* 2.3: a second feature word */
+  uint64_t features2; /* 2.9: a second feature word */
   const char* build_id;
 } future_negotiate_reply;
 
-/* The 2.3 device description: 2.0's, then appended fields. */
+/* The 2.9 device description: 2.0's, then appended fields. */
 typedef struct future_device_info {
   nxrt_device_info v2_0;
   uint32_t compute_units; /* 2.1 */
   uint32_t reserved;
-  uint64_t l2_cache_bytes; /* 2.3 */
-  const char* driver;      /* 2.3 */
+  uint64_t l2_cache_bytes; /* 2.9 */
+  const char* driver;      /* 2.9 */
 } future_device_info;
 
 struct nxrt_plugin {
   const nxrt_host_services* host;
-  char extension_log[64]; /* used by the 2.3-only entries, never by a 2.0 host */
+  char extension_log[64]; /* used by the 2.9-only entries, never by a 2.0 host */
 };
 struct nxrt_ep_session {
   struct nxrt_plugin* plugin;
@@ -101,7 +101,7 @@ static nxrt_status* device_info(nxrt_plugin* p, uint32_t index, nxrt_device_info
   full.v2_0.pci_bus_id = "";
   full.compute_units = 4;
   full.l2_cache_bytes = 1u << 20;
-  full.driver = "future 2.3";
+  full.driver = "future 2.9";
   /* Callee-filled rule: only what fits in the caller's struct, and say how much. */
   size = NXRT_FILLED_SIZE((size_t)info->struct_size, INFO_SIZE);
   memcpy(info, &full, size);
@@ -205,7 +205,7 @@ static nxrt_status* copy(nxrt_ep_session* s, const nxrt_copy_region* const* r, s
   return NULL;
 }
 
-/* "2.2" and "2.3" entries: only a host that agreed on those minors may call them. */
+/* "2.9" entries: only a host that agreed on those minors may call them. */
 static nxrt_status* session_trim_2_2(nxrt_ep_session* s) {
   snprintf(s->plugin->extension_log, sizeof s->plugin->extension_log, "trim");
   return NULL;
@@ -215,17 +215,17 @@ static uint64_t plugin_build_number_2_3(nxrt_plugin* p) {
   return 23;
 }
 
-/* The 2.3 table: the current one first, then the appended entries. */
+/* The 2.9 table: the current one first, then the appended entries. */
 typedef struct future_plugin_api {
   nxrt_plugin_api v2_0;
-  nxrt_status* (*session_trim)(nxrt_ep_session* s);  /* 2.3 */
-  uint64_t (*plugin_build_number)(nxrt_plugin* p);   /* 2.3 */
+  nxrt_status* (*session_trim)(nxrt_ep_session* s);  /* 2.9 */
+  uint64_t (*plugin_build_number)(nxrt_plugin* p);   /* 2.9 */
 } future_plugin_api;
 
 static const future_plugin_api kApi = {
     {
         TABLE_SIZE, /* struct_size: the whole, larger table (2.0's alone for v2_0) */
-        FUTURE_NAME, "2.3.0", shutdown_instance, device_count, no_device_reason, device_info, option_count,
+        FUTURE_NAME, "2.9.0", shutdown_instance, device_count, no_device_reason, device_info, option_count,
         option_info, session_create, session_release, get_capability, kernel_create, kernel_compute, kernel_release,
         memory_alloc, memory_free, copy,
         NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, /* no streams */

@@ -34,6 +34,7 @@ const Registry& registry() {
     register_rnn_ops(reg);
     register_signal_ops(reg);
     register_text_ops(reg);
+    register_string_ops(reg);
     register_random_ops(reg);
     return reg;
   }();

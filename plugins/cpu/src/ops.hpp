@@ -75,6 +75,7 @@ void register_linalg_ops(Registry& r);              // Einsum, Det
 void register_rnn_ops(Registry& r);                 // RNN, GRU, LSTM
 void register_signal_ops(Registry& r);              // DFT, STFT, MelWeightMatrix
 void register_text_ops(Registry& r);                // TfIdfVectorizer
+void register_string_ops(Registry& r);              // StringNormalizer
 void register_random_ops(Registry& r);              // Random*, Bernoulli, Multinomial, Dropout 12+ (training)
 
 // Where a Conv kernel finds its tensors among the kernel inputs, and what it

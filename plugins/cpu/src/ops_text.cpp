@@ -1,5 +1,6 @@
 // Text-feature ops: TfIdfVectorizer (opset 9) on int32/int64 tokens. String
-// tokens (pool_strings) are refused: the ABI has no string tensor layout.
+// tokens (pool_strings) are refused: not implemented yet (string tensors exist
+// since ABI 2.3; see ops_string.cpp).
 // The pool and the counting are in tfidf.cpp.
 #include <stdexcept>
 
@@ -11,7 +12,7 @@ namespace {
 
 Check tfidf_check(const Node& n) {
   if (n.has_attr("pool_strings"))
-    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "TfIdfVectorizer: pool_strings (string tokens) is not supported: the ABI has no string tensors");
+    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "TfIdfVectorizer: pool_strings (string tokens) is not implemented");
   if (auto r = index_dtype(n, 0, "X")) return r;
   if (n.output(0).dtype() != NXRT_DTYPE_FLOAT32)
     return sdk::refuse(NXRT_REFUSE_DTYPE, "TfIdfVectorizer output is {}, must be float32", sdk::dtype_name(n.output(0).dtype()));

@@ -45,7 +45,7 @@ class CpuPlugin final : public sdk::Plugin {
   const char* name() const override { return "cpu"; }
   const char* version() const override { return "0.2.0"; }
   uint64_t features() const override {
-    return NXRT_FEATURE_CONCURRENT_RUN | NXRT_FEATURE_FUSED_GROUPS | sdk::kHostMemoryFeatures;
+    return NXRT_FEATURE_CONCURRENT_RUN | NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STRING_TENSORS | sdk::kHostMemoryFeatures;
   }
   uint32_t device_count() override { return 1; }
   const char* no_device_reason() override { return "the CPU is always available"; }
@@ -57,6 +57,7 @@ class CpuPlugin final : public sdk::Plugin {
     d.vendor = c.vendor;
     d.memory_bytes = c.memory_bytes;
     for (nxrt_dtype t : kAllFixed) d.dtypes |= uint64_t(1) << unsigned(t);
+    d.dtypes |= uint64_t(1) << unsigned(NXRT_DTYPE_STRING);
     d.host_addressable = true;
     d.properties = {{"isa", c.isa_name()},
                     {"active_isa", active_isa() == Isa::avx512 ? "avx512f" : active_isa() == Isa::avx2 ? "avx2" : "generic"},

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <span>
+#include <string_view>
 
 namespace nxrt::sdk {
 
@@ -41,6 +42,14 @@ class Context {
   }
   TensorView output(size_t i, nxrt_dtype dtype, std::initializer_list<int64_t> dims) {
     return output(i, dtype, std::span<const int64_t>(dims.begin(), dims.size()));
+  }
+  // Element `element` of STRING output i (bound with output() first) becomes a copy of
+  // `s`, owned by the host. Needs a 2.3 host (the host offers string nodes only to plugins
+  // declaring NXRT_FEATURE_STRING_TENSORS, and only a 2.3 host knows that bit).
+  void set_string(size_t i, uint64_t element, std::string_view s) {
+    if (!NXRT_HAS_FIELD(&host(), nxrt_host_services, ctx_output_string_set) || !host().ctx_output_string_set)
+      fail(NXRT_UNSUPPORTED, "the host is older than ABI 2.3 and cannot take string outputs");
+    check(host().ctx_output_string_set(ctx_, i, element, s.data(), s.size()));
   }
   nxrt_stream* stream() const { return host().ctx_stream(ctx_); }
   bool cancelled() const { return host().ctx_cancelled(ctx_) != 0; }

@@ -23,5 +23,7 @@ template <> constexpr nxrt_dtype dtype_of<uint32_t>() { return NXRT_DTYPE_UINT32
 template <> constexpr nxrt_dtype dtype_of<int64_t>() { return NXRT_DTYPE_INT64; }
 template <> constexpr nxrt_dtype dtype_of<uint64_t>() { return NXRT_DTYPE_UINT64; }
 template <> constexpr nxrt_dtype dtype_of<bool>() { return NXRT_DTYPE_BOOL; }
+// ABI 2.3: string elements (host memory; the plugin declares NXRT_FEATURE_STRING_TENSORS).
+template <> constexpr nxrt_dtype dtype_of<nxrt_string>() { return NXRT_DTYPE_STRING; }
 
 }  // namespace nxrt::sdk

@@ -98,11 +98,27 @@ class KernelRegistry {
       const auto* def = find(n, g.opset(domain.c_str()), &why);
       std::optional<Refusal> r;
       if (!def) r = why;
+      else if (touches_string(n) && !host_has_strings())
+        r = refuse(NXRT_REFUSE_DTYPE, "{} reads or writes a string tensor, which needs an ABI 2.3 host", n.op_type());
       else if (def->check) r = def->check(n);
       size_t index = n.index();
       if (r) check(host().refuse_node(sink, index, r->reason, r->message.c_str()));
       else check(host().claim_nodes(sink, &index, 1, 0.0));
     }
+  }
+
+  // String tensors (nxrt_string elements, ctx_output_string_set) exist from ABI 2.3 on;
+  // an older host has neither, so string nodes are refused for it whatever the kernel says.
+  static bool host_has_strings() {
+    return host().abi_minor >= 3 && NXRT_HAS_FIELD(&host(), nxrt_host_services, ctx_output_string_set) &&
+           host().ctx_output_string_set != nullptr;
+  }
+  static bool touches_string(const Node& n) {
+    for (size_t i = 0; i < n.input_count(); ++i)
+      if (n.input(i).present() && n.input(i).dtype() == NXRT_DTYPE_STRING) return true;
+    for (size_t i = 0; i < n.output_count(); ++i)
+      if (n.output(i).present() && n.output(i).dtype() == NXRT_DTYPE_STRING) return true;
+    return false;
   }
 
   std::unique_ptr<Kernel> create(const Graph& subgraph, Session& s) const {

@@ -5,6 +5,7 @@
 
 #include <numeric>
 #include <span>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -54,6 +55,12 @@ class BasicTensorView {
   Elem<T>* data() const {
     if (dtype_of<T>() != dtype_) fail(NXRT_INVALID_ARGUMENT, "tensor is {}, not {}", dtype_name(dtype_), dtype_name(dtype_of<T>()));
     return static_cast<Elem<T>*>(raw());
+  }
+  // Element i of a STRING tensor (host memory); valid until the run ends. Outputs are
+  // written with Context::set_string.
+  std::string_view string(size_t i) const {
+    const nxrt_string& s = data<nxrt_string>()[i];
+    return s.size ? std::string_view(s.data, size_t(s.size)) : std::string_view();
   }
 
  private:
