@@ -201,3 +201,36 @@ TEST_CASE("strings: an EP without string tensors never sees a string node") {
   const std::string e = error_of([&] { env.create_session(m, c, false); });
   CHECK(e.find("touches a string tensor") != std::string::npos);
 }
+
+TEST_CASE("strings: element-moving ops on the CPU (Concat, Reshape, Unsqueeze, Identity, Shape) keep the text") {
+  Model m;
+  Graph g = m.main();
+  g.in("s", S, std::vector<int64_t>{2});
+  g.int64s("shape", {2, 2}, {2});
+  g.int64s("axes", {0}, {1});
+  g.node("Concat", {"s", "s"}, {"twice"})->add_attribute()->CopyFrom([] {
+    onnx::AttributeProto a;
+    a.set_name("axis");
+    a.set_type(onnx::AttributeProto::INT);
+    a.set_i(0);
+    return a;
+  }());
+  g.node("Reshape", {"twice", "shape"}, {"square"});
+  g.node("Identity", {"square"}, {"same"});
+  g.node("Unsqueeze", {"s", "axes"}, {"row"});
+  g.node("Shape", {"same"}, {"dims"});
+  g.out("same", S, std::vector<int64_t>{2, 2});
+  g.out("row", S, std::vector<int64_t>{1, 2});
+  g.out("dims", I64, std::vector<int64_t>{2});
+  Env env;
+  auto s = session(env, m.load());
+  for (auto& a : s->assignments()) CHECK(a.ep == 0);  // all on the CPU
+  std::vector<nxrt_string> keep;
+  auto out = run(*s, {text("s", {"x", "yz"}, keep)});
+  CHECK(strings_of(out[0]) == std::vector<std::string>{"x", "yz", "x", "yz"});
+  CHECK(out[0].dims == std::vector<int64_t>{2, 2});
+  CHECK(strings_of(out[1]) == std::vector<std::string>{"x", "yz"});
+  std::vector<int64_t> d(2);
+  std::memcpy(d.data(), out[2].data.data(), 16);
+  CHECK(d == std::vector<int64_t>{2, 2});
+}

@@ -131,6 +131,12 @@ inline constexpr nxrt_dtype kAllFixed[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_UINT8,
                                            NXRT_DTYPE_INT16,   NXRT_DTYPE_INT32,   NXRT_DTYPE_INT64,  NXRT_DTYPE_BOOL,
                                            NXRT_DTYPE_FLOAT16, NXRT_DTYPE_FLOAT64, NXRT_DTYPE_UINT32, NXRT_DTYPE_UINT64,
                                            NXRT_DTYPE_BFLOAT16};
+// kAllFixed and string (ABI 2.3): for ops that only move whole elements by bytes (a string
+// element is an nxrt_string the host owns, valid for the run, so copying it is copying the string).
+inline constexpr nxrt_dtype kAllMovable[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_UINT8,   NXRT_DTYPE_INT8,   NXRT_DTYPE_UINT16,
+                                             NXRT_DTYPE_INT16,   NXRT_DTYPE_INT32,   NXRT_DTYPE_INT64,  NXRT_DTYPE_BOOL,
+                                             NXRT_DTYPE_FLOAT16, NXRT_DTYPE_FLOAT64, NXRT_DTYPE_UINT32, NXRT_DTYPE_UINT64,
+                                             NXRT_DTYPE_BFLOAT16, NXRT_DTYPE_STRING};
 
 // Refuses unless the given input has dtype `t` (when present).
 inline Check input_dtype_is(const Node& n, size_t i, nxrt_dtype t, const char* what) {
@@ -310,6 +316,11 @@ void dispatch_size(size_t es, F&& f) {
 // Inputs [0, data_inputs) and every output are one fixed-size dtype.
 inline Check data_types(const Node& n, size_t data_inputs) {
   if (auto r = sdk::require_dtypes(n, kAllFixed, 0, data_inputs)) return r;
+  return same_dtype(n, data_inputs);
+}
+// The same, strings allowed: for kernels that copy elements as bytes (memcpy of rows).
+inline Check movable_types(const Node& n, size_t data_inputs) {
+  if (auto r = sdk::require_dtypes(n, kAllMovable, 0, data_inputs)) return r;
   return same_dtype(n, data_inputs);
 }
 

@@ -450,7 +450,7 @@ std::unique_ptr<Kernel> trilu_create(const Node& n, CpuSession&) {
 
 void register_data_movement_ops(Registry& r) {
   r.add(Def{"Transpose", "", 1, INT_MAX, [](const Node& n) { return data_types(n, SIZE_MAX); }, transpose_create});
-  r.add(Def{"Concat", "", 4, INT_MAX, [](const Node& n) { return data_types(n, SIZE_MAX); }, concat_create});
+  r.add(Def{"Concat", "", 4, INT_MAX, [](const Node& n) { return movable_types(n, SIZE_MAX); }, concat_create});
   r.add(Def{"Split", "", 2, 12, [](const Node& n) { return split_check(n, false); },
             [](const Node& n, CpuSession& s) { return split_create(n, s, false); }});
   r.add(Def{"Split", "", 13, INT_MAX, [](const Node& n) { return split_check(n, true); },

@@ -15,7 +15,7 @@ void copy_bytes(const ConstTensorView& x, TensorView& y) {
 }
 
 Check axes_types(const Node& n) {
-  if (auto c = data_types(n, 1)) return c;
+  if (auto c = movable_types(n, 1)) return c;
   return input_dtype_is(n, 1, NXRT_DTYPE_INT64, "axes");
 }
 
@@ -45,7 +45,7 @@ std::unique_ptr<Kernel> size_create(const Node&, CpuSession&) {
 }
 
 Check shape_check(const Node& n) {
-  if (auto r = sdk::require_dtypes(n, kAllFixed)) return r;
+  if (auto r = sdk::require_dtypes(n, kAllMovable)) return r;
   return known_attrs(n, {"start", "end"});
 }
 
@@ -201,20 +201,20 @@ std::unique_ptr<Kernel> dropout_create(const Node& n, CpuSession&) {
 
 void register_shape_ops(Registry& r) {
   r.add(Def{"Shape", "", 1, INT_MAX, shape_check, shape_create});
-  r.add(Def{"Size", "", 1, INT_MAX, [](const Node& n) { return sdk::require_dtypes(n, kAllFixed); }, size_create});
+  r.add(Def{"Size", "", 1, INT_MAX, [](const Node& n) { return sdk::require_dtypes(n, kAllMovable); }, size_create});
   r.add(Def{"Reshape", "", 5, INT_MAX,
             [](const Node& n) {
-              if (auto c = data_types(n, 1)) return c;
+              if (auto c = movable_types(n, 1)) return c;
               return input_dtype_is(n, 1, NXRT_DTYPE_INT64, "shape");
             },
             reshape_create});
-  r.add(Def{"Flatten", "", 1, INT_MAX, [](const Node& n) { return data_types(n, SIZE_MAX); }, flatten_create});
-  r.add(Def{"Identity", "", 1, INT_MAX, [](const Node& n) { return data_types(n, SIZE_MAX); }, identity_create});
-  r.add(Def{"Squeeze", "", 1, 12, [](const Node& n) { return data_types(n, SIZE_MAX); },
+  r.add(Def{"Flatten", "", 1, INT_MAX, [](const Node& n) { return movable_types(n, SIZE_MAX); }, flatten_create});
+  r.add(Def{"Identity", "", 1, INT_MAX, [](const Node& n) { return movable_types(n, SIZE_MAX); }, identity_create});
+  r.add(Def{"Squeeze", "", 1, 12, [](const Node& n) { return movable_types(n, SIZE_MAX); },
             [](const Node& n, CpuSession&) { return squeeze_create(n, false); }});
   r.add(Def{"Squeeze", "", 13, INT_MAX, [](const Node& n) { return axes_types(n); },
             [](const Node& n, CpuSession&) { return squeeze_create(n, true); }});
-  r.add(Def{"Unsqueeze", "", 1, 12, [](const Node& n) { return data_types(n, SIZE_MAX); },
+  r.add(Def{"Unsqueeze", "", 1, 12, [](const Node& n) { return movable_types(n, SIZE_MAX); },
             [](const Node& n, CpuSession&) { return unsqueeze_create(n, false); }});
   r.add(Def{"Unsqueeze", "", 13, INT_MAX, [](const Node& n) { return axes_types(n); },
             [](const Node& n, CpuSession&) { return unsqueeze_create(n, true); }});
