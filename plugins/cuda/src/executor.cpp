@@ -222,6 +222,7 @@ void GroupKernel::compute(sdk::Context& ctx) {
   }
   for (size_t j = 0; j < g_.outputs.size(); ++j) {
     const int v = g_.outputs[j];
+    if (v < 0) continue;  // an absent optional output of a single node
     const Shape& sh = shapes[size_t(v)];
     auto t = ctx.output(j, g_.value(v).dtype, std::span<const int64_t>(sh.data(), sh.size()));
     addr[size_t(v)] = dev_.address(t.memory(), t.handle(), t.byte_offset(), t.bytes(), "CUDA kernel output");
@@ -231,10 +232,13 @@ void GroupKernel::compute(sdk::Context& ctx) {
   LaunchEnv env{dev_, stream};
   const bool graphs = runs_.graphs(ctx.run_id(), dev_.options().cuda_graph) && !graph_unusable_ && !dev_.external_allocator();
   bool ran = false;
+  // A key runs plainly once before it is captured: lazy module loading, library handles
+  // and cuDNN's algorithm choice happen outside the capture.
+  const bool seen_plain = key == plain_key_;
   if (graphs && graph_exec_ && key == graph_key_) {
     cuda_check(cudaGraphLaunch(graph_exec_, stream), "cudaGraphLaunch");
     ran = true;
-  } else if (graphs && cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+  } else if (graphs && seen_plain && cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
     drop_graph();
     env.capturing = true;
     cudaGraph_t graph = nullptr;
@@ -256,6 +260,7 @@ void GroupKernel::compute(sdk::Context& ctx) {
     } else {  // not capturable (a library call that synchronizes...): run plainly from now on
       cudaGetLastError();
       graph_exec_ = nullptr;
+      plain_key_.clear();
       graph_unusable_ = true;
       sdk::host().log(NXRT_LOG_WARNING, "cuda",
                       fmt::format("CUDA graph capture failed ({}); this group runs without graphs", cudaGetErrorString(e)).c_str());
@@ -264,7 +269,10 @@ void GroupKernel::compute(sdk::Context& ctx) {
   } else {
     cudaGetLastError();  // a refused BeginCapture leaves an error behind
   }
-  if (!ran) enqueue(env, addr, shapes);
+  if (!ran) {
+    enqueue(env, addr, shapes);
+    if (graphs) plain_key_ = std::move(key);
+  }
   if (own || env.deferred) {
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     dev_.release_deferred();

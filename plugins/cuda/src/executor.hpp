@@ -3,7 +3,7 @@
 // binds the outputs, and enqueues the nodes on the run's stream with stream-ordered
 // temporaries from the session's arena. With CUDA graphs on for the run (session
 // option cuda.cuda_graph, per run through the run hooks) the group's launches are
-// captured once per set of shapes and addresses and replayed after that.
+// captured on the second run with the same shapes and addresses and replayed after that.
 #pragma once
 #include "device.hpp"
 #include "ir.hpp"
@@ -63,6 +63,7 @@ class GroupKernel : public sdk::Kernel {
   std::vector<int> uses_;  // per value: how many (unfused) nodes read it
   // The captured graph and what it was captured for (addresses and dims).
   std::vector<uint64_t> graph_key_;
+  std::vector<uint64_t> plain_key_;  // the last key run without a graph (captured when it repeats)
   cudaGraphExec_t graph_exec_ = nullptr;
   bool graph_unusable_ = false;
 };
