@@ -75,6 +75,8 @@ class Check:
         return rc, out
 
     def row(self, step, ok, detail):
+        if ok is False and str(detail).startswith("not run"):
+            ok = "not run"
         verdict = "pass" if ok is True else ("FAIL" if ok is False else str(ok))
         self.rows.append((step, verdict, detail))
         print(f"[{time.time() - self.start:5.0f}s] {step}: {verdict}: {detail}", flush=True)
