@@ -22,6 +22,7 @@ struct DeviceBlock {
   uint64_t reserved = 0;    // backing bytes held for it (the allocator may give more)
   bool imported = false;    // the caller's memory: never freed here, not counted
   bool external = false;    // from the caller's allocator: given back through it
+  bool vmm = false;         // from the virtual-memory arena (vmm_arena.*)
   nxrt_native_handle native{};  // as the external allocator returned it
 };
 

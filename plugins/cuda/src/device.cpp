@@ -71,6 +71,11 @@ DeviceContext::DeviceContext(const SessionOptions& o) : opt_(o) {
   cuda_check(cudaMemPoolCreate(&pool_, &props), "cudaMemPoolCreate");
   uint64_t threshold = opt_.pool_release_threshold;
   cuda_check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold), "cudaMemPoolSetAttribute");
+  if (opt_.vmm_arena) {
+    size_t free_bytes = 0, total = 0;
+    cuda_check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
+    vmm_ = std::make_unique<VmmArena>(opt_.device, total, 64ull << 20);
+  }
 }
 
 DeviceContext::~DeviceContext() {
@@ -108,6 +113,10 @@ void* DeviceContext::device_alloc(uint64_t bytes, uint64_t alignment, DeviceBloc
     b->native = h;
     b->base = reinterpret_cast<void*>(uintptr_t(h.handle));
     b->reserved = h.size;
+  } else if (vmm_) {  // already aligned by the arena's sub-allocator
+    b->base = vmm_->allocate(size, alignment);
+    b->vmm = true;
+    b->reserved = 0;  // the arena's mapped bytes are reported as a whole (stats())
   } else {
     void* p = nullptr;
     cuda_check(cudaMallocFromPoolAsync(&p, size + extra, pool_, stream_), "cudaMallocFromPoolAsync");
@@ -180,6 +189,7 @@ void DeviceContext::free(nxrt_memory_kind kind, void* handle) {
   auto b = table_.remove(handle);
   if (!b || b->imported) return;
   if (b->external) external_.release(b->native);
+  else if (b->vmm) vmm_->free(b->base);
   else cudaFreeAsync(b->base, stream_);
 }
 
@@ -216,6 +226,7 @@ nxrt_memory_stats DeviceContext::stats() {
   uint64_t pool_reserved = 0;
   if (pool_ && cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &pool_reserved) == cudaSuccess)
     s.reserved_bytes += pool_reserved;
+  if (vmm_) s.reserved_bytes += vmm_->mapped_bytes();
   return s;
 }
 

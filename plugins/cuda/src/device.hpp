@@ -5,12 +5,14 @@
 #pragma once
 #include "arena.hpp"
 #include "cuda_libs.hpp"
+#include "vmm_arena.hpp"
 
 #include <nxrt_sdk/plugin.hpp>
 
 #include <cuda_runtime_api.h>
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <vector>
@@ -31,6 +33,7 @@ struct SessionOptions {
   bool cuda_graph = false;   // cuda.cuda_graph: capture a group's launches once, replay them
   bool use_cudnn = true;     // cuda.cudnn: convolutions through cuDNN when it loads
   uint64_t pool_release_threshold = UINT64_MAX;  // bytes the arena keeps when idle
+  bool vmm_arena = false;    // cuda.vmm_arena: DEVICE allocations from a growable virtual-memory arena
 };
 
 class CudaStream : public sdk::Stream {
@@ -112,6 +115,7 @@ class DeviceContext {
   std::map<void*, nxrt_native_handle> external_temps_;
   std::vector<void*> deferred_;
   std::map<void*, uint64_t> temp_sizes_;
+  std::unique_ptr<VmmArena> vmm_;
   std::mutex lib_mu_;
   cublasLtHandle_t lt_ = nullptr;
 #if NXRT_CUDA_HAVE_CUDNN

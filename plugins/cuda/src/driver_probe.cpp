@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstdlib>
 
 namespace nxrt::cuda {
@@ -15,7 +16,11 @@ std::string version_text(int v) { return fmt::format("{}.{}", v / 1000, (v % 100
 constexpr int kCudaSuccess = 0;
 constexpr int kCudaErrorNoDevice = 100;
 
+std::atomic<void*> g_driver{nullptr};
+
 }  // namespace
+
+void* driver_library() { return g_driver.load(); }
 
 std::string no_device_reason(bool driver_loaded, const std::string& load_error, int driver_version, int runtime_version,
                              int init_result, int device_count, const char* visible_devices) {
@@ -50,6 +55,7 @@ ProbeResult probe_cuda() {
     r.reason = no_device_reason(false, e ? e : path, 0, r.runtime_version, 0, 0, visible);
     return r;
   }
+  g_driver.store(lib);
   using InitFn = int (*)(unsigned);
   using VersionFn = int (*)(int*);
   using CountFn = int (*)(int*);

@@ -19,6 +19,9 @@ struct ProbeResult {
 // when the driver reports a device. Cheap enough to run once per plugin instance.
 ProbeResult probe_cuda();
 
+// The driver library the probe loaded (nullptr: none); stays loaded for the process.
+void* driver_library();
+
 // The reason for a driver answer, as text (pure; unit-tested).
 std::string no_device_reason(bool driver_loaded, const std::string& load_error, int driver_version, int runtime_version,
                              int init_result, int device_count, const char* visible_devices);

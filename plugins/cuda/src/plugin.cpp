@@ -163,6 +163,7 @@ class CudaPlugin : public Plugin {
         {"cuda.cuda_graph", NXRT_OPTION_BOOL, "0", "capture each kernel group's launches as a CUDA graph and replay it while shapes and addresses repeat"},
         {"cuda.cudnn", NXRT_OPTION_BOOL, "1", "convolutions through cuDNN when it loads (else the plugin's own kernels)"},
         {"cuda.arena_keep_bytes", NXRT_OPTION_INT, "-1", "bytes the session's memory pool keeps reserved when idle (-1: all)"},
+        {"cuda.vmm_arena", NXRT_OPTION_BOOL, "0", "DEVICE allocations from one growable virtual-memory range (cuMemCreate/cuMemMap) instead of the pool"},
     };
   }
   std::unique_ptr<Session> create_session(uint32_t device, const Options& o) override {
@@ -174,6 +175,7 @@ class CudaPlugin : public Plugin {
     s.allow_tf32 = option_bool(o, "cuda.allow_tf32", false);
     s.cuda_graph = option_bool(o, "cuda.cuda_graph", false);
     s.use_cudnn = option_bool(o, "cuda.cudnn", true);
+    s.vmm_arena = option_bool(o, "cuda.vmm_arena", false);
     const int64_t keep = option_int(o, "cuda.arena_keep_bytes", -1);
     if (keep < -1) fail(NXRT_INVALID_ARGUMENT, "option 'cuda.arena_keep_bytes' must be -1 or a byte count, got {}", keep);
     s.pool_release_threshold = keep < 0 ? UINT64_MAX : uint64_t(keep);
