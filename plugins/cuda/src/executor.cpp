@@ -103,27 +103,16 @@ IrGraph build_node_ir(const sdk::Graph& graph, sdk::Node n) {
   return std::move(b.g);
 }
 
-bool reads_on_device(const std::string& op, size_t i) {
-  if (i == 0) return true;
-  if (op == "Reshape" || op == "Expand" || op == "Squeeze" || op == "Unsqueeze" || op == "Clip" || op == "Dropout" ||
-      op == "Slice" || op.rfind("Reduce", 0) == 0)
-    return false;
-  return true;
-}
-
 GroupKernel::GroupKernel(DeviceContext& dev, IrGraph g, RunFlags& runs) : dev_(dev), g_(std::move(g)), runs_(runs) {
   for (const auto& n : g_.nodes)
     if (auto r = check_node(g_, n)) fail(NXRT_UNSUPPORTED, "node {} ({}): {}", n.index, n.op, r->message);
   fuse_epilogues(g_);
-  uses_.assign(g_.values.size(), 0);
+  uses_ = device_uses(g_);
   for (const auto& n : g_.nodes) {
     if (n.fused_away) continue;
-    for (size_t i = 0; i < n.in.size(); ++i) {
-      if (n.in[i] < 0) continue;
-      if (reads_on_device(n.op, i)) ++uses_[size_t(n.in[i])];
-      else if (!g_.value(n.in[i]).has_data)
+    for (size_t i = 0; i < n.in.size(); ++i)
+      if (n.in[i] >= 0 && !reads_on_device(n.op, i) && !g_.value(n.in[i]).has_data)
         fail(NXRT_UNSUPPORTED, "node {} ({}): input {} must be a constant", n.index, n.op, i);
-    }
   }
 }
 
@@ -139,53 +128,11 @@ void GroupKernel::drop_graph() {
 }
 
 void GroupKernel::enqueue(LaunchEnv& env, std::vector<const void*>& addr, const std::vector<Shape>& shapes) {
-  // Internal values live in stream-ordered temporaries; a view's output aliases its input.
-  std::vector<int> owner(g_.values.size(), -1);  // temp buffer index per value
-  std::vector<void*> temps;
-  std::vector<int> refs;  // remaining reads per temp buffer
-  auto release_read = [&](int v) {
-    int b = owner[size_t(v)];
-    if (b >= 0 && --refs[size_t(b)] == 0) env.release(temps[size_t(b)]);
-  };
-  for (const auto& n : g_.nodes) {
-    if (n.fused_away) continue;
-    NodeIo io;
-    for (size_t i = 0; i < n.in.size(); ++i) {
-      const int v = n.in[i];
-      io.in_shapes.push_back(v >= 0 ? shapes[size_t(v)] : Shape{});
-      io.in.push_back(v >= 0 ? addr[size_t(v)] : nullptr);
-      if (v >= 0 && reads_on_device(n.op, i) && !addr[size_t(v)])
-        fail(NXRT_INTERNAL, "node {} ({}): input {} '{}' has no device data", n.index, n.op, i, g_.value(v).name);
-    }
-    const int out = n.out[0];
-    const IrValue& ov = g_.value(out);
-    const Shape& os = shapes[size_t(out)];
-    io.out_shapes.push_back(os);
-    const bool view = n.op == "Reshape" || n.op == "Flatten" || n.op == "Squeeze" || n.op == "Unsqueeze" ||
-                      n.op == "Identity" || n.op == "Dropout";
-    if (ov.group_output < 0) {
-      if (view) {  // alias: the input's buffer lives on through the output's reads
-        addr[size_t(out)] = addr[size_t(n.in[0])];
-        owner[size_t(out)] = owner[size_t(n.in[0])];
-        if (owner[size_t(out)] >= 0) refs[size_t(owner[size_t(out)])] += uses_[size_t(out)];
-      } else {
-        int64_t count = 1;
-        for (auto d : os) count *= d;
-        void* p = env.temp(uint64_t(count) * sdk::dtype_size(ov.dtype));
-        temps.push_back(p);
-        refs.push_back(uses_[size_t(out)]);
-        owner[size_t(out)] = int(temps.size()) - 1;
-        addr[size_t(out)] = p;
-      }
-    }
-    io.out.push_back(const_cast<void*>(addr[size_t(out)]));
-    if (!(view && ov.group_output < 0)) launch_node(env, g_, n, io);
-    for (size_t i = 0; i < n.in.size(); ++i)
-      if (n.in[i] >= 0 && reads_on_device(n.op, i)) release_read(n.in[i]);
-    if (owner[size_t(out)] >= 0 && uses_[size_t(out)] == 0 && !view) {  // nobody reads it
-      env.release(temps[size_t(owner[size_t(out)])]);
-    }
-  }
+  ScheduleHooks hooks;
+  hooks.alloc = [&](uint64_t bytes) { return env.temp(bytes); };
+  hooks.release = [&](void* p) { env.release(p); };
+  hooks.launch = [&](const IrNode& n, const NodeIo& io) { launch_node(env, g_, n, io); };
+  schedule_group(g_, uses_, shapes, addr, hooks);
 }
 
 void GroupKernel::compute(sdk::Context& ctx) {

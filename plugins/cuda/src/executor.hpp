@@ -7,6 +7,7 @@
 #pragma once
 #include "device.hpp"
 #include "ir.hpp"
+#include "schedule.hpp"
 
 #include <nxrt_sdk/plugin.hpp>
 
@@ -43,10 +44,6 @@ class RunFlags {
 IrGraph build_ir(const sdk::Graph& g);
 // The IR of one node of a view (get_capability).
 IrGraph build_node_ir(const sdk::Graph& g, sdk::Node n);
-
-// True when launch_node reads input `i` of `op` on the device (false: shape, axes,
-// bounds... read from the IR's constants).
-bool reads_on_device(const std::string& op, size_t i);
 
 class GroupKernel : public sdk::Kernel {
  public:

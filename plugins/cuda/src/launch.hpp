@@ -4,6 +4,7 @@
 #include "device.hpp"
 #include "ir.hpp"
 #include "kernels.hpp"
+#include "schedule.hpp"
 
 #include <vector>
 
@@ -17,13 +18,6 @@ struct LaunchEnv {
   bool deferred = false;   // a temporary waits for the stream (external allocator)
   void* temp(uint64_t bytes) { return dev.temp_alloc(bytes, stream, capturing); }
   void release(void* p) { dev.temp_free(p, stream, capturing, &deferred); }
-};
-
-struct NodeIo {
-  std::vector<Shape> in_shapes;
-  std::vector<const void*> in;  // device addresses; nullptr for an absent input
-  std::vector<Shape> out_shapes;
-  std::vector<void*> out;
 };
 
 void launch_node(LaunchEnv& env, const IrGraph& g, const IrNode& n, const NodeIo& io);
