@@ -103,7 +103,8 @@ IrGraph build_node_ir(const sdk::Graph& graph, sdk::Node n) {
   return std::move(b.g);
 }
 
-GroupKernel::GroupKernel(DeviceContext& dev, IrGraph g, RunFlags& runs) : dev_(dev), g_(std::move(g)), runs_(runs) {
+GroupKernel::GroupKernel(DeviceContext& dev, IrGraph g, RunRegistry& runs) : dev_(dev), g_(std::move(g)), runs_(runs) {
+  for (const auto& n : g_.nodes) name_ += (name_.empty() ? "" : "+") + n.op;
   for (const auto& n : g_.nodes)
     if (auto r = check_node(g_, n)) fail(NXRT_UNSUPPORTED, "node {} ({}): {}", n.index, n.op, r->message);
   fuse_epilogues(g_);
@@ -177,6 +178,16 @@ void GroupKernel::compute(sdk::Context& ctx) {
   }
 
   LaunchEnv env{dev_, stream};
+  // Profiled runs (on_run_start said so) time the group's work with two events.
+  GroupTiming timing;
+  const bool profile = runs_.profiled(ctx.run_id());
+  if (profile) {
+    timing.node_index = g_.nodes.empty() ? 0 : g_.nodes[0].index;
+    timing.name = name_;
+    cuda_check(cudaEventCreate(&timing.start), "cudaEventCreate");
+    cuda_check(cudaEventCreate(&timing.end), "cudaEventCreate");
+    cuda_check(cudaEventRecord(timing.start, stream), "cudaEventRecord");
+  }
   const bool graphs = runs_.graphs(ctx.run_id(), dev_.options().cuda_graph) && !graph_unusable_ && !dev_.external_allocator();
   bool ran = false;
   // A key runs plainly once before it is captured: lazy module loading, library handles
@@ -219,6 +230,10 @@ void GroupKernel::compute(sdk::Context& ctx) {
   if (!ran) {
     enqueue(env, addr, shapes);
     if (graphs) plain_key_ = std::move(key);
+  }
+  if (profile) {
+    cuda_check(cudaEventRecord(timing.end, stream), "cudaEventRecord");
+    runs_.add(ctx.run_id(), timing);
   }
   if (own || env.deferred) {
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");

@@ -13,30 +13,58 @@
 
 #include <map>
 #include <mutex>
+#include <string>
+#include <vector>
 
 namespace nxrt::cuda {
 
-// Which runs use CUDA graphs: set by on_run_start, read by kernels, dropped by on_run_end.
-class RunFlags {
+// Per run, from on_run_start to on_run_end: whether its groups use CUDA graphs, whether it
+// is profiled, and the device timings (CUDA events around each group's work) it recorded.
+struct GroupTiming {
+  size_t node_index = 0;  // the group's first node
+  std::string name;       // its op types, "Conv+Relu"
+  cudaEvent_t start = nullptr, end = nullptr;
+};
+struct RunState {
+  bool graphs = false;
+  bool profiling = false;
+  std::vector<GroupTiming> timings;
+};
+class RunRegistry {
  public:
-  void start(uint64_t run, bool graphs) {
+  void start(uint64_t run, bool graphs, bool profiling) {
     std::lock_guard lock(mu_);
-    graphs_[run] = graphs;
+    runs_[run] = RunState{graphs, profiling, {}};
   }
-  void end(uint64_t run) {
-    std::lock_guard lock(mu_);
-    graphs_.erase(run);
-  }
-  // Runs the host started without the hooks (none today) fall back to the session default.
+  // Runs without on_run_start (none today) use the session defaults.
   bool graphs(uint64_t run, bool fallback) const {
     std::lock_guard lock(mu_);
-    auto it = graphs_.find(run);
-    return it == graphs_.end() ? fallback : it->second;
+    auto it = runs_.find(run);
+    return it == runs_.end() ? fallback : it->second.graphs;
+  }
+  bool profiled(uint64_t run) const {
+    std::lock_guard lock(mu_);
+    auto it = runs_.find(run);
+    return it != runs_.end() && it->second.profiling;
+  }
+  void add(uint64_t run, GroupTiming t) {
+    std::lock_guard lock(mu_);
+    runs_[run].timings.push_back(std::move(t));
+  }
+  RunState take(uint64_t run) {
+    std::lock_guard lock(mu_);
+    RunState r;
+    auto it = runs_.find(run);
+    if (it != runs_.end()) {
+      r = std::move(it->second);
+      runs_.erase(it);
+    }
+    return r;
   }
 
  private:
   mutable std::mutex mu_;
-  std::map<uint64_t, bool> graphs_;
+  std::map<uint64_t, RunState> runs_;
 };
 
 // The IR of a host graph view (a single node for claims, a group for kernels). Small
@@ -47,7 +75,7 @@ IrGraph build_node_ir(const sdk::Graph& g, sdk::Node n);
 
 class GroupKernel : public sdk::Kernel {
  public:
-  GroupKernel(DeviceContext& dev, IrGraph g, RunFlags& runs);
+  GroupKernel(DeviceContext& dev, IrGraph g, RunRegistry& runs);
   ~GroupKernel() override;
   void compute(sdk::Context& ctx) override;
 
@@ -56,7 +84,8 @@ class GroupKernel : public sdk::Kernel {
   void drop_graph();
   DeviceContext& dev_;
   IrGraph g_;
-  RunFlags& runs_;
+  RunRegistry& runs_;
+  std::string name_;  // op types of the group, for device profiling
   std::vector<int> uses_;  // per value: how many (unfused) nodes read it
   // The captured graph and what it was captured for (addresses and dims).
   std::vector<uint64_t> graph_key_;

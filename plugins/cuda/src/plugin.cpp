@@ -73,9 +73,34 @@ class CudaSession : public Session {
   std::unique_ptr<Event> create_event() override { return std::make_unique<CudaEvent>(dev_.device()); }
 
   void on_run_start(const RunOptions& r) override {
-    runs_.start(r.run_id, option_bool(r.options, "cuda.cuda_graph", dev_.options().cuda_graph));
+    runs_.start(r.run_id, option_bool(r.options, "cuda.cuda_graph", dev_.options().cuda_graph), r.profiling);
   }
-  void on_run_end(uint64_t run_id, const nxrt_status*, nxrt_profile_sink*) override { runs_.end(run_id); }
+  // Profiled runs: each group's device time, on a clock whose zero is the run's first event
+  // (the host aligns each run's first device event with its step).
+  void on_run_end(uint64_t run_id, const nxrt_status* status, nxrt_profile_sink* sink) override {
+    RunState run = runs_.take(run_id);
+    DeviceGuard g(dev_.device());
+    std::string error;
+    if (sink && !status && !run.timings.empty()) {
+      cudaEvent_t zero = run.timings.front().start;
+      for (const auto& t : run.timings) {
+        float start_ms = 0.f, end_ms = 0.f;
+        cudaError_t e = cudaEventSynchronize(t.end);
+        if (e == cudaSuccess) e = cudaEventElapsedTime(&start_ms, zero, t.start);
+        if (e == cudaSuccess) e = cudaEventElapsedTime(&end_ms, zero, t.end);
+        if (e != cudaSuccess) {
+          error = fmt::format("device timing of {}: {}", t.name, cudaGetErrorString(e));
+          break;
+        }
+        report_device_time(sink, t.node_index, t.name, uint64_t(double(start_ms) * 1e6), uint64_t(double(end_ms) * 1e6));
+      }
+    }
+    for (auto& t : run.timings) {
+      cudaEventDestroy(t.start);
+      cudaEventDestroy(t.end);
+    }
+    if (!error.empty()) fail(NXRT_INTERNAL, "{}", error);
+  }
 
   nxrt_native_handle native_handle(nxrt_native_object what, const void* memory, Stream* stream) override {
     nxrt_native_handle h{};
@@ -108,7 +133,7 @@ class CudaSession : public Session {
 
  private:
   DeviceContext dev_;
-  RunFlags runs_;
+  RunRegistry runs_;
 };
 
 class CudaPlugin : public Plugin {
@@ -117,7 +142,8 @@ class CudaPlugin : public Plugin {
   const char* name() const override { return "cuda"; }
   const char* version() const override { return "0.1.0"; }
   uint64_t features() const override {
-    return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS | NXRT_FEATURE_RUN_HOOKS | NXRT_FEATURE_NATIVE_HANDLES |
+    return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS | NXRT_FEATURE_RUN_HOOKS | NXRT_FEATURE_DEVICE_PROFILING |
+           NXRT_FEATURE_NATIVE_HANDLES |
            NXRT_FEATURE_STREAM_IMPORT | NXRT_FEATURE_EXTERNAL_ALLOCATOR | NXRT_FEATURE_MEMORY_STATS |
            NXRT_FEATURE_PEER_COPY | NXRT_FEATURE_MEMORY_IMPORT;
   }
