@@ -46,6 +46,9 @@ class Check:
         self.figures = []
         self.env = dict(os.environ)
         self.env["NXRT_PLUGIN_PATH"] = os.path.join(args.build, "lib")
+        # Binaries carried from another checkout keep that checkout's RUNPATH: find libnxrt here.
+        self.env["LD_LIBRARY_PATH"] = os.path.join(os.path.abspath(args.build), "lib") + (
+            ":" + self.env["LD_LIBRARY_PATH"] if self.env.get("LD_LIBRARY_PATH") else "")
         self.nxrt = os.path.join(args.build, "bin", "nxrt")
         self.ep = args.ep
 
