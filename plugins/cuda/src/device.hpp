@@ -103,6 +103,20 @@ class DeviceContext {
 #endif
   sdk::MemoryCounters& counters() { return table_.counters(); }
 
+  // cuBLASLt algorithms chosen per GEMM shape (the heuristic query costs tens of
+  // microseconds; a run repeats the same shapes).
+  bool cached_algo(const std::vector<int64_t>& key, cublasLtMatmulHeuristicResult_t* out) {
+    std::lock_guard lock(algo_mu_);
+    auto it = algos_.find(key);
+    if (it == algos_.end()) return false;
+    *out = it->second;
+    return true;
+  }
+  void cache_algo(const std::vector<int64_t>& key, const cublasLtMatmulHeuristicResult_t& r) {
+    std::lock_guard lock(algo_mu_);
+    algos_[key] = r;
+  }
+
  private:
   void* device_alloc(uint64_t bytes, uint64_t alignment, DeviceBlock* block);
   SessionOptions opt_;
@@ -116,6 +130,8 @@ class DeviceContext {
   std::vector<void*> deferred_;
   std::map<void*, uint64_t> temp_sizes_;
   std::unique_ptr<VmmArena> vmm_;
+  std::mutex algo_mu_;
+  std::map<std::vector<int64_t>, cublasLtMatmulHeuristicResult_t> algos_;
   std::mutex lib_mu_;
   cublasLtHandle_t lt_ = nullptr;
 #if NXRT_CUDA_HAVE_CUDNN

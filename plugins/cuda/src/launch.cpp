@@ -103,9 +103,18 @@ void gemm(LaunchEnv& env, const GemmDesc& g) {
   lt_check(lt->cublasLtMatmulPreferenceSetAttribute(c.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_max, sizeof ws_max),
            "MAX_WORKSPACE_BYTES");
   cublasLtMatmulHeuristicResult_t res{};
-  int found = 0;
-  lt_check(lt->cublasLtMatmulAlgoGetHeuristic(h, c.op, c.x, c.y, c.d, c.d, c.pref, 1, &res, &found), "AlgoGetHeuristic");
-  if (found == 0) fail(NXRT_UNSUPPORTED, "cuBLASLt has no algorithm for a {}x{}x{} GEMM (batch {})", g.m, g.n, g.k, g.batch);
+  // Pointers matter to the heuristic only through their alignment (all 256 here but C's
+  // offsets inside a batch): keyed by everything else.
+  const std::vector<int64_t> key = {int64_t(g.t), g.ta, g.tb, g.m, g.n, g.k, g.batch, g.stride_a, g.stride_b, g.stride_c,
+                                    g.bias != nullptr, g.relu, int64_t(ct), int64_t(uintptr_t(g.a) % 256),
+                                    int64_t(uintptr_t(g.b) % 256), int64_t(uintptr_t(g.c) % 256),
+                                    int64_t(uintptr_t(g.bias) % 256)};
+  if (!env.dev.cached_algo(key, &res)) {
+    int found = 0;
+    lt_check(lt->cublasLtMatmulAlgoGetHeuristic(h, c.op, c.x, c.y, c.d, c.d, c.pref, 1, &res, &found), "AlgoGetHeuristic");
+    if (found == 0) fail(NXRT_UNSUPPORTED, "cuBLASLt has no algorithm for a {}x{}x{} GEMM (batch {})", g.m, g.n, g.k, g.batch);
+    env.dev.cache_algo(key, res);
+  }
   void* ws = res.workspaceSize ? env.temp(res.workspaceSize) : nullptr;
   const float alpha = g.alpha, beta = 0.f;
   cublasStatus_t st = lt->cublasLtMatmul(h, c.op, &alpha, g.b, c.x, g.a, c.y, &beta, g.c, c.d, g.c, c.d, &res.algo, ws,
