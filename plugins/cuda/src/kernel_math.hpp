@@ -255,4 +255,90 @@ NXRT_HD int64_t im2col_source(const Conv2d& g, int64_t n, int64_t ci, int64_t ky
   return ((n * g.c + ci) * g.h + y) * g.w + x;
 }
 
+
+// ------------------------------------------------------- per-element kernel bodies
+// What one CUDA thread computes for output element i, with loads passed in (float16 or
+// float32 device loads in the kernels, plain arrays in the tests).
+
+// Gather: the source element of output i (x viewed as [outer, axis_dim, inner], n_idx
+// indices), or -1 for an index out of range (the kernel writes zero).
+template <typename Index>
+NXRT_HD int64_t gather_source(int64_t i, int64_t axis_dim, int64_t inner, int64_t n_idx, Index idx) {
+  const int64_t in = i % inner, j = (i / inner) % n_idx, o = i / (inner * n_idx);
+  int64_t r = int64_t(idx(j));
+  if (r < 0) r += axis_dim;
+  return (r >= 0 && r < axis_dim) ? (o * axis_dim + r) * inner + in : -1;
+}
+
+// im2col: the input element of col element i ([(c/group)*kh*kw, oh*ow] of image `image`,
+// group `group`), or -1 for padding.
+NXRT_HD int64_t im2col_element(int64_t i, const Conv2d& g, int64_t image, int64_t group) {
+  const int64_t cg = g.c / g.group, cols = g.oh * g.ow;
+  const int64_t p = i % cols, row = i / cols;
+  const int64_t kx = row % g.kw, ky = (row / g.kw) % g.kh, ci = row / (g.kw * g.kh);
+  return im2col_source(g, image, group * cg + ci, ky, kx, p / g.ow, p % g.ow);
+}
+
+// Direct (grouped, depthwise) convolution of output element i ([n, k, oh, ow]), before the
+// activation; weights [k, c/group, kh, kw].
+template <typename LoadX, typename LoadW>
+NXRT_HD float conv_direct_element(int64_t i, const Conv2d& g, LoadX x, LoadW w, float bias) {
+  const int64_t cg = g.c / g.group, kg = g.k / g.group;
+  const int64_t ox = i % g.ow, oy = (i / g.ow) % g.oh, ko = (i / (g.ow * g.oh)) % g.k, n = i / (g.ow * g.oh * g.k);
+  const int64_t grp = ko / kg;
+  float acc = bias;
+  for (int64_t ci = 0; ci < cg; ++ci)
+    for (int64_t ky = 0; ky < g.kh; ++ky)
+      for (int64_t kx = 0; kx < g.kw; ++kx) {
+        const int64_t src = im2col_source(g, n, grp * cg + ci, ky, kx, oy, ox);
+        if (src >= 0) acc += x(src) * w(((ko * cg + ci) * g.kh + ky) * g.kw + kx);
+      }
+  return acc;
+}
+
+// Max or average pooling of output element i ([n, c, oh, ow]); count_include_pad counts
+// the padded positions of the average's window (end pads included).
+template <typename LoadX>
+NXRT_HD float pool_element(int64_t i, const Conv2d& g, LoadX x, bool max, bool count_include_pad) {
+  const int64_t ox = i % g.ow, oy = (i / g.ow) % g.oh, nc = i / (g.ow * g.oh);
+  float acc = max ? -INFINITY : 0.f;
+  int64_t count = 0;
+  for (int64_t ky = 0; ky < g.kh; ++ky)
+    for (int64_t kx = 0; kx < g.kw; ++kx) {
+      const int64_t yy = oy * g.sh - g.ph + ky, xx = ox * g.sw - g.pw + kx;
+      if (yy >= 0 && yy < g.h && xx >= 0 && xx < g.w) {
+        const float v = x((nc * g.h + yy) * g.w + xx);
+        acc = max ? (v > acc ? v : acc) : acc + v;
+        ++count;
+      } else if (count_include_pad && yy < g.h + g.peh && xx < g.w + g.pew) {
+        ++count;  // a pad position inside the padded input: counts as a zero
+      }
+    }
+  return max ? acc : (count ? acc / float(count) : 0.f);
+}
+
+// Reduction of output element o: the input elements offset_of(o, outer) + offset_of(r, inner)
+// for r < n_inner (LogSumExp shifted by the maximum for range).
+template <typename LoadX>
+NXRT_HD float reduce_element(int64_t o, const Strides& outer, const Strides& inner, int64_t n_inner, Reduce op, LoadX x) {
+  const int64_t base = offset_of(o, outer);
+  float shift = 0.f;
+  if (op == Reduce::LogSumExp) {
+    shift = -INFINITY;
+    for (int64_t r = 0; r < n_inner; ++r) {
+      const float v = x(base + offset_of(r, inner));
+      shift = v > shift ? v : shift;
+    }
+    if (!(shift > -INFINITY && shift < INFINITY)) shift = 0.f;
+  }
+  float acc = reduce_init(op);
+  for (int64_t r = 0; r < n_inner; ++r) acc = reduce_add(op, acc, x(base + offset_of(r, inner)), shift);
+  return reduce_final(op, acc, n_inner, shift);
+}
+
+// Inference batch normalization of one element of channel ch.
+NXRT_HD float batchnorm_value(float x, float scale, float bias, float mean, float var, float epsilon) {
+  return (x - mean) * (1.f / sqrtf(var + epsilon)) * scale + bias;
+}
+
 }  // namespace nxrt::cuda::math

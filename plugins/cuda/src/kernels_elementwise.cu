@@ -45,10 +45,8 @@ template <typename E, typename I>
 __global__ void gather_kernel(const E* x, const I* idx, int64_t outer, int64_t axis_dim, int64_t inner, int64_t n_idx, E* y) {
   const int64_t n = outer * n_idx * inner;
   NXRT_GRID_STRIDE(i, n) {
-    const int64_t in = i % inner, j = (i / inner) % n_idx, o = i / (inner * n_idx);
-    int64_t r = int64_t(idx[j]);
-    if (r < 0) r += axis_dim;
-    y[i] = (r >= 0 && r < axis_dim) ? x[(o * axis_dim + r) * inner + in] : E(0);
+    const int64_t src = math::gather_source(i, axis_dim, inner, n_idx, [&](int64_t j) { return idx[j]; });
+    y[i] = src >= 0 ? x[src] : E(0);
   }
 }
 

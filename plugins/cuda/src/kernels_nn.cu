@@ -50,18 +50,7 @@ __global__ void layernorm_kernel(const T* x, const T* scale, const T* bias, T* y
 template <typename T>
 __global__ void reduce_kernel(const T* x, math::Strides outer, math::Strides inner, T* y, int64_t n_out, int64_t n_inner,
                               math::Reduce op) {
-  NXRT_GRID_STRIDE(o, n_out) {
-    const int64_t base = math::offset_of(o, outer);
-    float shift = 0.f;
-    if (op == math::Reduce::LogSumExp) {
-      shift = -INFINITY;
-      for (int64_t r = 0; r < n_inner; ++r) shift = fmaxf(shift, load(x, base + math::offset_of(r, inner)));
-      if (!isfinite(shift)) shift = 0.f;
-    }
-    float acc = math::reduce_init(op);
-    for (int64_t r = 0; r < n_inner; ++r) acc = math::reduce_add(op, acc, load(x, base + math::offset_of(r, inner)), shift);
-    store(y, o, math::reduce_final(op, acc, n_inner, shift));
-  }
+  NXRT_GRID_STRIDE(o, n_out) store(y, o, math::reduce_element(o, outer, inner, n_inner, op, [&](int64_t k) { return load(x, k); }));
 }
 
 template <typename T>
@@ -70,18 +59,16 @@ __global__ void batchnorm_kernel(const T* x, const T* scale, const T* bias, cons
   const int64_t total = n * c * spatial;
   NXRT_GRID_STRIDE(i, total) {
     const int64_t ch = (i / spatial) % c;
-    const float v = (load(x, i) - load(mean, ch)) * rsqrtf(load(var, ch) + eps) * load(scale, ch) + load(bias, ch);
+    const float v = math::batchnorm_value(load(x, i), load(scale, ch), load(bias, ch), load(mean, ch), load(var, ch), eps);
     store(y, i, math::unary(act, v, alpha, beta));
   }
 }
 
 template <typename T>
 __global__ void im2col_kernel(const T* x, T* col, math::Conv2d g, int64_t image, int64_t group) {
-  const int64_t cg = g.c / g.group, cols = g.oh * g.ow, total = cg * g.kh * g.kw * cols;
+  const int64_t total = (g.c / g.group) * g.kh * g.kw * g.oh * g.ow;
   NXRT_GRID_STRIDE(i, total) {
-    const int64_t p = i % cols, row = i / cols;
-    const int64_t kx = row % g.kw, ky = (row / g.kw) % g.kh, ci = row / (g.kw * g.kh);
-    const int64_t src = math::im2col_source(g, image, group * cg + ci, ky, kx, p / g.ow, p % g.ow);
+    const int64_t src = math::im2col_element(i, g, image, group);
     store(col, i, src < 0 ? 0.f : load(x, src));
   }
 }
@@ -90,42 +77,18 @@ template <typename T>
 __global__ void conv_direct_kernel(const T* x, const T* w, const T* bias, T* y, math::Conv2d g, math::Unary act, float alpha,
                                    float beta) {
   const int64_t total = g.n * g.k * g.oh * g.ow;
-  const int64_t cg = g.c / g.group, kg = g.k / g.group;
   NXRT_GRID_STRIDE(i, total) {
-    const int64_t ox = i % g.ow, oy = (i / g.ow) % g.oh, ko = (i / (g.ow * g.oh)) % g.k, n = i / (g.ow * g.oh * g.k);
-    const int64_t grp = ko / kg;
-    float acc = bias ? load(bias, ko) : 0.f;
-    for (int64_t ci = 0; ci < cg; ++ci)
-      for (int64_t ky = 0; ky < g.kh; ++ky)
-        for (int64_t kx = 0; kx < g.kw; ++kx) {
-          const int64_t src = math::im2col_source(g, n, grp * cg + ci, ky, kx, oy, ox);
-          if (src >= 0) acc += load(x, src) * load(w, ((ko * cg + ci) * g.kh + ky) * g.kw + kx);
-        }
-    store(y, i, math::unary(act, acc, alpha, beta));
+    const int64_t ko = (i / (g.ow * g.oh)) % g.k;
+    const float v = math::conv_direct_element(i, g, [&](int64_t k) { return load(x, k); }, [&](int64_t k) { return load(w, k); },
+                                              bias ? load(bias, ko) : 0.f);
+    store(y, i, math::unary(act, v, alpha, beta));
   }
 }
 
 template <typename T>
 __global__ void pool_kernel(const T* x, T* y, math::Conv2d g, bool max, bool count_include_pad) {
   const int64_t total = g.n * g.c * g.oh * g.ow;
-  NXRT_GRID_STRIDE(i, total) {
-    const int64_t ox = i % g.ow, oy = (i / g.ow) % g.oh, nc = i / (g.ow * g.oh);
-    float acc = max ? -INFINITY : 0.f;
-    int64_t count = 0;
-    for (int64_t ky = 0; ky < g.kh; ++ky)
-      for (int64_t kx = 0; kx < g.kw; ++kx) {
-        const int64_t yy = oy * g.sh - g.ph + ky, xx = ox * g.sw - g.pw + kx;
-        const bool inside = yy >= 0 && yy < g.h && xx >= 0 && xx < g.w;
-        if (inside) {
-          const float v = load(x, (nc * g.h + yy) * g.w + xx);
-          acc = max ? fmaxf(acc, v) : acc + v;
-          ++count;
-        } else if (count_include_pad && yy < g.h + g.peh && xx < g.w + g.pew) {
-          ++count;  // a pad position (inside the padded input): counts as a zero
-        }
-      }
-    store(y, i, max ? acc : (count ? acc / float(count) : 0.f));
-  }
+  NXRT_GRID_STRIDE(i, total) store(y, i, math::pool_element(i, g, [&](int64_t k) { return load(x, k); }, max, count_include_pad));
 }
 
 }  // namespace

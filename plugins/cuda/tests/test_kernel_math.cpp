@@ -7,6 +7,7 @@
 
 #include "kernel_math.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -187,4 +188,153 @@ TEST_CASE("im2col addressing gives the direct convolution") {
               }
           REQUIRE(via == direct);
         }
+}
+
+// ------------------------------------------------- per-element kernel bodies
+
+namespace {
+
+// A deterministic fill with small integers (exact float sums) and a few negatives.
+std::vector<float> filled(size_t n, int mul, int mod, int shift) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = float(int(i * size_t(mul) % size_t(mod)) - shift);
+  return v;
+}
+
+Conv2d geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                std::vector<int64_t> pads, int64_t dh, int64_t dw, int64_t group) {
+  Conv2d g;
+  g.n = n, g.c = c, g.h = h, g.w = w, g.k = k, g.kh = kh, g.kw = kw, g.sh = sh, g.sw = sw, g.dh = dh, g.dw = dw, g.group = group;
+  g.ph = pads[0], g.pw = pads[1], g.peh = pads[2], g.pew = pads[3];
+  g.oh = conv_out_size(h, kh, sh, g.ph, g.peh, dh);
+  g.ow = conv_out_size(w, kw, sw, g.pw, g.pew, dw);
+  return g;
+}
+
+// ONNX Conv by its definition (zero padding, groups, dilations), in double.
+double conv_reference(const Conv2d& g, const std::vector<float>& x, const std::vector<float>& w, int64_t n, int64_t k, int64_t oy,
+                      int64_t ox) {
+  const int64_t cg = g.c / g.group, grp = k / (g.k / g.group);
+  double acc = 0;
+  for (int64_t ci = 0; ci < cg; ++ci)
+    for (int64_t ky = 0; ky < g.kh; ++ky)
+      for (int64_t kx = 0; kx < g.kw; ++kx) {
+        const int64_t y = oy * g.sh - g.ph + ky * g.dh, xx = ox * g.sw - g.pw + kx * g.dw;
+        if (y < 0 || y >= g.h || xx < 0 || xx >= g.w) continue;
+        acc += double(x[size_t(((n * g.c + grp * cg + ci) * g.h + y) * g.w + xx)]) * w[size_t(((k * cg + ci) * g.kh + ky) * g.kw + kx)];
+      }
+  return acc;
+}
+
+}  // namespace
+
+TEST_CASE("gather reads the indexed row, negative indices from the end, out of range as -1") {
+  const int64_t outer = 3, axis = 5, inner = 4;
+  const std::vector<int64_t> idx = {0, -1, 4, 7, -6, 2};
+  for (int64_t i = 0; i < outer * int64_t(idx.size()) * inner; ++i) {
+    const int64_t in = i % inner, j = (i / inner) % int64_t(idx.size()), o = i / (inner * int64_t(idx.size()));
+    const int64_t r = idx[size_t(j)] < 0 ? idx[size_t(j)] + axis : idx[size_t(j)];
+    const int64_t want = (r < 0 || r >= axis) ? -1 : (o * axis + r) * inner + in;
+    REQUIRE(gather_source(i, axis, inner, int64_t(idx.size()), [&](int64_t k) { return idx[size_t(k)]; }) == want);
+  }
+}
+
+TEST_CASE("direct convolution (grouped, depthwise, dilated, asymmetric pads) equals the ONNX definition") {
+  const std::vector<Conv2d> cases = {geometry(2, 4, 7, 6, 6, 3, 2, 2, 1, {1, 0, 2, 1}, 1, 2, 2),   // grouped
+                                     geometry(1, 3, 9, 9, 3, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 1, 3),   // depthwise, stride 2
+                                     geometry(1, 2, 5, 5, 4, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1)};  // pointwise
+  for (const Conv2d& g : cases) {
+    const auto x = filled(size_t(g.n * g.c * g.h * g.w), 7, 13, 6);
+    const auto w = filled(size_t(g.k * (g.c / g.group) * g.kh * g.kw), 5, 11, 5);
+    for (int64_t i = 0; i < g.n * g.k * g.oh * g.ow; ++i) {
+      const int64_t ox = i % g.ow, oy = (i / g.ow) % g.oh, k = (i / (g.ow * g.oh)) % g.k, n = i / (g.ow * g.oh * g.k);
+      const float got = conv_direct_element(i, g, [&](int64_t s) { return x[size_t(s)]; }, [&](int64_t s) { return w[size_t(s)]; }, 0.5f);
+      REQUIRE(double(got) == conv_reference(g, x, w, n, k, oy, ox) + 0.5);
+    }
+  }
+}
+
+TEST_CASE("im2col then GEMM (the cuBLASLt path's layout) equals the ONNX convolution") {
+  const Conv2d g = geometry(2, 3, 6, 7, 4, 3, 3, 2, 1, {1, 2, 0, 1}, 2, 1, 1);
+  const auto x = filled(size_t(g.n * g.c * g.h * g.w), 3, 17, 8);
+  const auto w = filled(size_t(g.k * g.c * g.kh * g.kw), 7, 9, 4);
+  const int64_t rows = g.c * g.kh * g.kw, cols = g.oh * g.ow;
+  for (int64_t img = 0; img < g.n; ++img) {
+    std::vector<float> col(size_t(rows * cols));
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const int64_t s = im2col_element(i, g, img, 0);
+      col[size_t(i)] = s < 0 ? 0.f : x[size_t(s)];
+    }
+    // out[img] (k x cols) = W (k x rows) * col (rows x cols), row-major as launch_conv runs it.
+    for (int64_t k = 0; k < g.k; ++k)
+      for (int64_t p = 0; p < cols; ++p) {
+        double acc = 0;
+        for (int64_t r = 0; r < rows; ++r) acc += double(w[size_t(k * rows + r)]) * col[size_t(r * cols + p)];
+        REQUIRE(acc == conv_reference(g, x, w, img, k, p / g.ow, p % g.ow));
+      }
+  }
+}
+
+TEST_CASE("max and average pooling (with and without count_include_pad) equal the ONNX definition") {
+  for (bool include : {false, true}) {
+    const Conv2d g = geometry(1, 2, 7, 6, 2, 3, 2, 2, 2, {1, 0, 1, 1}, 1, 1, 1);
+    const auto x = filled(size_t(g.n * g.c * g.h * g.w), 5, 23, 11);
+    for (int64_t i = 0; i < g.n * g.c * g.oh * g.ow; ++i) {
+      const int64_t ox = i % g.ow, oy = (i / g.ow) % g.oh, nc = i / (g.ow * g.oh);
+      double mx = -1e30, sum = 0;
+      int valid = 0;
+      for (int64_t ky = 0; ky < g.kh; ++ky)
+        for (int64_t kx = 0; kx < g.kw; ++kx) {
+          const int64_t y = oy * g.sh - g.ph + ky, xx = ox * g.sw - g.pw + kx;
+          if (y < 0 || y >= g.h || xx < 0 || xx >= g.w) continue;
+          const double v = x[size_t((nc * g.h + y) * g.w + xx)];
+          mx = std::max(mx, v), sum += v, ++valid;
+        }
+      // ceil_mode 0: every window lies inside the padded input, so with pads it is kh*kw.
+      const double avg = sum / (include ? double(g.kh * g.kw) : double(valid));
+      auto load = [&](int64_t s) { return x[size_t(s)]; };
+      REQUIRE(double(pool_element(i, g, load, true, include)) == mx);
+      REQUIRE(double(pool_element(i, g, load, false, include)) == doctest::Approx(avg).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("reductions over any axes through the outer/inner views equal direct loops") {
+  const std::vector<int64_t> dims = {2, 3, 4};
+  const auto x = filled(24, 5, 7, 3);
+  const Strides in = dense(dims.data(), 3);
+  for (const auto& axes : {std::vector<int>{1}, std::vector<int>{0, 2}, std::vector<int>{0, 1, 2}}) {
+    Strides outer, inner;
+    int64_t n_inner = 1, n_out = 1;
+    for (int i = 0; i < 3; ++i) {
+      const bool red = std::find(axes.begin(), axes.end(), i) != axes.end();
+      Strides& s = red ? inner : outer;
+      s.dims[s.rank] = in.dims[i], s.strides[s.rank] = in.strides[i], ++s.rank;
+      (red ? n_inner : n_out) *= in.dims[i];
+    }
+    for (Reduce op : {Reduce::Sum, Reduce::Max, Reduce::Mean, Reduce::LogSumExp}) {
+      for (int64_t o = 0; o < n_out; ++o) {
+        // The output's kept coordinates, then every reduced coordinate, by multi-index.
+        double sum = 0, mx = -1e30;
+        std::vector<double> vals;
+        for (int64_t e = 0; e < 24; ++e) {
+          auto idx = unravel(e, dims);
+          int64_t kept = 0;
+          for (int i = 0; i < 3; ++i)
+            if (std::find(axes.begin(), axes.end(), i) == axes.end()) kept = kept * dims[size_t(i)] + idx[size_t(i)];
+          if (kept != o) continue;
+          vals.push_back(x[size_t(e)]);
+          sum += x[size_t(e)], mx = std::max(mx, double(x[size_t(e)]));
+        }
+        double lse = 0;
+        for (double v : vals) lse += std::exp(v - mx);
+        lse = std::log(lse) + mx;
+        const double want = op == Reduce::Sum ? sum : op == Reduce::Max ? mx : op == Reduce::Mean ? sum / double(vals.size()) : lse;
+        REQUIRE(int64_t(vals.size()) == n_inner);
+        REQUIRE(reduce_element(o, outer, inner, n_inner, op, [&](int64_t s) { return x[size_t(s)]; }) ==
+                doctest::Approx(want).epsilon(1e-6));
+      }
+    }
+  }
+  CHECK(batchnorm_value(3.f, 2.f, 1.f, 1.f, 4.f, 0.f) == doctest::Approx(3.f));  // (3-1)/2*2+1
 }
