@@ -325,18 +325,8 @@ void launch_reduce(LaunchEnv& env, const IrGraph& g, const IrNode& n, const Node
     copy_bytes(env, io.in[0], io.out[0], size_t(numel(x)) * sdk::dtype_size(g.value(n.out[0]).dtype));
     return;
   }
-  const Strides in = dense(x);
-  Strides outer, inner;
-  int64_t n_inner = 1;
-  for (int i = 0; i < in.rank; ++i) {
-    const bool red = std::find(axes.begin(), axes.end(), int64_t(i)) != axes.end();
-    Strides& s = red ? inner : outer;
-    s.dims[s.rank] = in.dims[i];
-    s.strides[s.rank] = in.strides[i];
-    ++s.rank;
-    if (red) n_inner *= in.dims[i];
-  }
-  check_launch(k::reduce(t, io.in[0], outer, inner, io.out[0], numel(io.out_shapes[0]), n_inner, op, env.stream), n);
+  const ReduceView rv = reduce_view(x, axes);
+  check_launch(k::reduce(t, io.in[0], rv.outer, rv.inner, io.out[0], numel(io.out_shapes[0]), rv.n_inner, op, env.stream), n);
 }
 
 const std::map<std::string, math::Reduce>& reduce_map() {
@@ -416,29 +406,20 @@ void launch_node(LaunchEnv& env, const IrGraph& g, const IrNode& n, const NodeIo
     return;
   }
   if (op == "Slice") {
-    const Shape& x = io.in_shapes[0];
-    const SliceAxes s = slice_params(g, n, x);
-    const Strides in = dense(x);
-    Strides v = dense(y);
-    int64_t base = 0;
-    for (int i = 0; i < in.rank; ++i) {
-      v.strides[i] = in.strides[i] * s.step[size_t(i)];
-      base += s.start[size_t(i)] * in.strides[i];
-    }
-    check_launch(k::strided_copy(int(es), io.in[0], v, base, io.out[0], dense(y), 0, count, env.stream), n);
+    const CopyView v = slice_view(io.in_shapes[0], slice_params(g, n, io.in_shapes[0]));
+    check_launch(k::strided_copy(int(es), io.in[0], v.src, v.src_base, io.out[0], v.dst, v.dst_base, v.count, env.stream), n);
     return;
   }
   if (op == "Concat") {
     const int64_t axis = normalize_axis(n.attr_int("axis", 0), int64_t(y.size()), "Concat");
-    const Strides out = dense(y);
-    int64_t at = 0;
+    std::vector<bool> present;
+    for (auto* p : io.in) present.push_back(p != nullptr);
+    auto views = concat_views(io.in_shapes, present, axis, y);
+    size_t next = 0;
     for (size_t i = 0; i < io.in.size(); ++i) {
-      if (!io.in[i]) continue;
-      const Shape& s = io.in_shapes[i];
-      Strides dv = out;
-      for (size_t d = 0; d < s.size(); ++d) dv.dims[d] = s[d];
-      check_launch(k::strided_copy(int(es), io.in[i], dense(s), 0, io.out[0], dv, at * out.strides[axis], numel(s), env.stream), n);
-      at += s[size_t(axis)];
+      if (!present[i]) continue;
+      const CopyView& v = views[next++];
+      check_launch(k::strided_copy(int(es), io.in[i], v.src, v.src_base, io.out[0], v.dst, v.dst_base, v.count, env.stream), n);
     }
     return;
   }

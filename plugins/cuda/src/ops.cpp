@@ -638,6 +638,56 @@ std::vector<Shape> infer_shapes(const IrGraph& g, const IrNode& n, const std::ve
   fail(NXRT_UNSUPPORTED, "no shape function for {}", op);
 }
 
+// ---------------------------------------------------------------- copy views
+
+CopyView slice_view(const Shape& x, const SliceAxes& s) {
+  CopyView v;
+  const math::Strides in = math::dense(x.data(), int(x.size()));
+  v.dst = math::dense(s.size.data(), int(s.size.size()));
+  v.src = v.dst;
+  v.count = 1;
+  for (int i = 0; i < in.rank; ++i) {
+    v.src.strides[i] = in.strides[i] * s.step[size_t(i)];
+    v.src_base += s.start[size_t(i)] * in.strides[i];
+    v.count *= s.size[size_t(i)];
+  }
+  return v;
+}
+
+std::vector<CopyView> concat_views(const std::vector<Shape>& inputs, const std::vector<bool>& present, int64_t axis,
+                                   const Shape& y) {
+  std::vector<CopyView> out;
+  const math::Strides ys = math::dense(y.data(), int(y.size()));
+  int64_t at = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!present[i]) continue;
+    const Shape& s = inputs[i];
+    CopyView v;
+    v.src = math::dense(s.data(), int(s.size()));
+    v.dst = ys;
+    for (size_t d = 0; d < s.size(); ++d) v.dst.dims[d] = s[d];
+    v.dst_base = at * ys.strides[axis];
+    v.count = numel(s);
+    out.push_back(v);
+    at += s[size_t(axis)];
+  }
+  return out;
+}
+
+ReduceView reduce_view(const Shape& x, const std::vector<int64_t>& axes) {
+  ReduceView r;
+  const math::Strides in = math::dense(x.data(), int(x.size()));
+  for (int i = 0; i < in.rank; ++i) {
+    const bool red = std::find(axes.begin(), axes.end(), int64_t(i)) != axes.end();
+    math::Strides& s = red ? r.inner : r.outer;
+    s.dims[s.rank] = in.dims[i];
+    s.strides[s.rank] = in.strides[i];
+    ++s.rank;
+    if (red) r.n_inner *= in.dims[i];
+  }
+  return r;
+}
+
 // ---------------------------------------------------------------- fusion
 
 size_t fuse_epilogues(IrGraph& g) {

@@ -48,4 +48,25 @@ struct SliceAxes {
 };
 SliceAxes slice_params(const IrGraph& g, const IrNode& n, const Shape& dims);
 
+// Data movement as strided copies (kernels.hpp strided_copy): y[dst_base + offset_of(i, dst)]
+// = x[src_base + offset_of(i, src)] for i < count.
+struct CopyView {
+  math::Strides src, dst;
+  int64_t src_base = 0, dst_base = 0, count = 0;
+};
+// Slice of x (dims) into y (the sliced dims).
+CopyView slice_view(const Shape& x, const SliceAxes& s);
+// One copy per present input of a Concat along `axis` into y; absent inputs (empty dims
+// with `present` false) are skipped.
+std::vector<CopyView> concat_views(const std::vector<Shape>& inputs, const std::vector<bool>& present, int64_t axis,
+                                   const Shape& y);
+
+// A reduction over `axes` of x as views: output element o reads offset_of(o, outer) +
+// offset_of(r, inner) for r < n_inner.
+struct ReduceView {
+  math::Strides outer, inner;
+  int64_t n_inner = 1;
+};
+ReduceView reduce_view(const Shape& x, const std::vector<int64_t>& axes);
+
 }  // namespace nxrt::cuda

@@ -231,3 +231,87 @@ TEST_CASE("activations fold into their producer only when nothing else reads the
   v.node("Sigmoid", {c}, {s});
   CHECK(fuse_epilogues(v.g) == 0);
 }
+
+namespace {
+std::vector<int64_t> unravel_dims(int64_t i, const Shape& dims) {
+  std::vector<int64_t> idx(dims.size());
+  for (size_t k = dims.size(); k-- > 0;) {
+    idx[k] = i % dims[k];
+    i /= dims[k];
+  }
+  return idx;
+}
+int64_t ravel_dims(const std::vector<int64_t>& idx, const Shape& dims) {
+  int64_t r = 0;
+  for (size_t k = 0; k < dims.size(); ++k) r = r * dims[k] + idx[k];
+  return r;
+}
+}  // namespace
+
+TEST_CASE("slice views read x[start + j*step] on every axis, negative steps included") {
+  G t;
+  int any = t.value(F32, {});
+  IrNode& n = t.node("Slice", {any, t.ints({5, 1, -1}), t.ints({-100, 100, 0}), t.ints({0, 2, 1}), t.ints({-2, 3, -1})}, {any});
+  const Shape x = {7, 6, 10};
+  const SliceAxes s = slice_params(t.g, n, x);
+  // axis 0: 5,3,1 (end -100 clamps to before the start); axis 1: 5,4,3,2,1 (start -1, end 0 excluded);
+  // axis 2: 1,4,7 (end 100 clamps to 10)
+  CHECK(s.size == Shape{3, 5, 3});
+  const CopyView v = slice_view(x, s);
+  REQUIRE(v.count == 3 * 5 * 3);
+  for (int64_t i = 0; i < v.count; ++i) {
+    auto o = unravel_dims(i, s.size);
+    std::vector<int64_t> src(3);
+    for (size_t a = 0; a < 3; ++a) src[a] = s.start[a] + o[a] * s.step[a];
+    REQUIRE(v.src_base + nxrt::cuda::math::offset_of(i, v.src) == ravel_dims(src, x));
+    REQUIRE(v.dst_base + nxrt::cuda::math::offset_of(i, v.dst) == i);
+  }
+}
+
+TEST_CASE("concat views place each input at its offset along the axis") {
+  const std::vector<Shape> ins = {{2, 1, 3}, {}, {2, 4, 3}, {2, 2, 3}};
+  const std::vector<bool> present = {true, false, true, true};
+  const Shape y = {2, 7, 3};
+  auto views = concat_views(ins, present, 1, y);
+  REQUIRE(views.size() == 3);
+  std::vector<int> written(42, 0);
+  int64_t at = 0;
+  size_t k = 0;
+  for (size_t in = 0; in < ins.size(); ++in) {
+    if (!present[in]) continue;
+    const CopyView& v = views[k++];
+    for (int64_t i = 0; i < v.count; ++i) {
+      auto idx = unravel_dims(i, ins[in]);
+      REQUIRE(v.src_base + nxrt::cuda::math::offset_of(i, v.src) == i);
+      std::vector<int64_t> out = idx;
+      out[1] += at;
+      const int64_t d = v.dst_base + nxrt::cuda::math::offset_of(i, v.dst);
+      REQUIRE(d == ravel_dims(out, y));
+      ++written[size_t(d)];
+    }
+    at += ins[in][1];
+  }
+  for (int w : written) REQUIRE(w == 1);  // every output element written exactly once
+}
+
+TEST_CASE("reduce views enumerate, for each output element, exactly its reduced inputs") {
+  const Shape x = {2, 3, 4, 5};
+  for (const auto& axes : {std::vector<int64_t>{1}, std::vector<int64_t>{0, 3}, std::vector<int64_t>{1, 2, 3}}) {
+    const ReduceView r = reduce_view(x, axes);
+    int64_t n_out = 1;
+    for (int i = 0; i < r.outer.rank; ++i) n_out *= r.outer.dims[i];
+    std::vector<int> seen(120, 0);
+    for (int64_t o = 0; o < n_out; ++o) {
+      const int64_t base = nxrt::cuda::math::offset_of(o, r.outer);
+      auto kept = unravel_dims(base, x);
+      for (int64_t j = 0; j < r.n_inner; ++j) {
+        const int64_t e = base + nxrt::cuda::math::offset_of(j, r.inner);
+        auto idx = unravel_dims(e, x);
+        for (size_t a = 0; a < 4; ++a)
+          if (std::find(axes.begin(), axes.end(), int64_t(a)) == axes.end()) REQUIRE(idx[a] == kept[a]);
+        ++seen[size_t(e)];
+      }
+    }
+    for (int s : seen) REQUIRE(s == 1);
+  }
+}
