@@ -126,35 +126,27 @@ void gemm(LaunchEnv& env, const GemmDesc& g) {
 namespace {
 
 void launch_matmul(LaunchEnv& env, const IrGraph& g, const IrNode& n, const NodeIo& io) {
-  const Shape &a = io.in_shapes[0], &b = io.in_shapes[1], &y = io.out_shapes[0];
-  const int64_t m = a[a.size() - 2], kk = a.back(), nn = b.back();
-  const Shape ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2), yb(y.begin(), y.end() - 2);
-  const int64_t batch = numel(yb), na = numel(ab), nb = numel(bb);
+  const MatmulPlan p = matmul_plan(io.in_shapes[0], io.in_shapes[1]);
   const size_t es = sdk::dtype_size(g.value(n.out[0]).dtype);
   GemmDesc d;
   d.t = float_of(g.value(n.out[0]).dtype);
-  d.m = m, d.n = nn, d.k = kk;
+  d.m = p.m, d.n = p.n, d.k = p.k;
   d.relu = n.epilogue.op == Unary::Relu;
-  const bool other_act = n.epilogue.op != Unary::Identity && !d.relu;
-  if ((na == batch || na == 1) && (nb == batch || nb == 1)) {
+  if (p.strided) {
     d.a = io.in[0], d.b = io.in[1], d.c = io.out[0];
-    d.batch = batch;
-    d.stride_a = na == 1 ? 0 : m * kk;
-    d.stride_b = nb == 1 ? 0 : kk * nn;
-    d.stride_c = m * nn;
+    d.batch = p.batch, d.stride_a = p.stride_a, d.stride_b = p.stride_b, d.stride_c = p.stride_c;
     gemm(env, d);
-  } else {  // both sides broadcast on different batch axes: one GEMM per output matrix
-    const Strides sa = broadcast(ab, yb), sb = broadcast(bb, yb);
-    for (int64_t i = 0; i < batch; ++i) {
-      d.a = static_cast<const char*>(io.in[0]) + size_t(math::offset_of(i, sa) * m * kk) * es;
-      d.b = static_cast<const char*>(io.in[1]) + size_t(math::offset_of(i, sb) * kk * nn) * es;
-      d.c = static_cast<char*>(io.out[0]) + size_t(i * m * nn) * es;
+  } else {
+    for (int64_t i = 0; i < p.batch; ++i) {
+      d.a = static_cast<const char*>(io.in[0]) + size_t(p.offsets[size_t(i)].first) * es;
+      d.b = static_cast<const char*>(io.in[1]) + size_t(p.offsets[size_t(i)].second) * es;
+      d.c = static_cast<char*>(io.out[0]) + size_t(i * p.stride_c) * es;
       gemm(env, d);
     }
   }
-  if (other_act)
-    check_launch(k::epilogue(d.t, io.out[0], numel(y), nullptr, Strides{}, 0.f, n.epilogue.op, n.epilogue.alpha, n.epilogue.beta,
-                             env.stream), n);
+  if (n.epilogue.op != Unary::Identity && !d.relu)
+    check_launch(k::epilogue(d.t, io.out[0], numel(io.out_shapes[0]), nullptr, Strides{}, 0.f, n.epilogue.op, n.epilogue.alpha,
+                             n.epilogue.beta, env.stream), n);
 }
 
 void launch_gemm(LaunchEnv& env, const IrGraph& g, const IrNode& n, const NodeIo& io) {
@@ -187,21 +179,6 @@ void launch_gemm(LaunchEnv& env, const IrGraph& g, const IrNode& n, const NodeIo
   gemm(env, d);
   check_launch(k::epilogue(d.t, io.out[0], numel(y), has_c ? io.in[2] : nullptr, has_c ? broadcast(c, y) : Strides{}, beta,
                            n.epilogue.op, n.epilogue.alpha, n.epilogue.beta, env.stream), n);
-}
-
-math::Conv2d conv_geometry(const IrNode& n, const Shape& x, const Shape& y, int64_t kh, int64_t kw) {
-  math::Conv2d c;
-  c.n = x[0], c.c = x[1], c.h = x[2], c.w = x[3];
-  c.k = y[1], c.oh = y[2], c.ow = y[3];
-  c.kh = kh, c.kw = kw;
-  auto strides = n.attr_ints("strides").value_or(std::vector<int64_t>{1, 1});
-  auto dil = n.attr_ints("dilations").value_or(std::vector<int64_t>{1, 1});
-  auto pads = n.attr_ints("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
-  if (n.attr_string("auto_pad", "NOTSET") == "VALID") pads = {0, 0, 0, 0};
-  c.sh = strides[0], c.sw = strides[1], c.dh = dil[0], c.dw = dil[1];
-  c.ph = pads[0], c.pw = pads[1], c.peh = pads[2], c.pew = pads[3];
-  c.group = n.attr_int("group", 1);
-  return c;
 }
 
 #if NXRT_CUDA_HAVE_CUDNN

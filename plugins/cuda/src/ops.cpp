@@ -688,6 +688,43 @@ ReduceView reduce_view(const Shape& x, const std::vector<int64_t>& axes) {
   return r;
 }
 
+MatmulPlan matmul_plan(const Shape& a, const Shape& b) {
+  MatmulPlan p;
+  p.m = a[a.size() - 2], p.k = a.back(), p.n = b.back();
+  const Shape ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+  const Shape yb = broadcast_shapes(ab, bb, "MatMul");
+  p.batch = numel(yb);
+  const int64_t na = numel(ab), nb = numel(bb);
+  p.stride_c = p.m * p.n;
+  // A side with as many matrices as the output has exactly the output's batch dims.
+  if ((na == p.batch || na == 1) && (nb == p.batch || nb == 1)) {
+    p.stride_a = na == 1 ? 0 : p.m * p.k;
+    p.stride_b = nb == 1 ? 0 : p.k * p.n;
+    return p;
+  }
+  p.strided = false;
+  const math::Strides sa = math::broadcast_strides(ab.data(), int(ab.size()), yb.data(), int(yb.size()));
+  const math::Strides sb = math::broadcast_strides(bb.data(), int(bb.size()), yb.data(), int(yb.size()));
+  for (int64_t i = 0; i < p.batch; ++i)
+    p.offsets.emplace_back(math::offset_of(i, sa) * p.m * p.k, math::offset_of(i, sb) * p.k * p.n);
+  return p;
+}
+
+math::Conv2d conv_geometry(const IrNode& n, const Shape& x, const Shape& y, int64_t kh, int64_t kw) {
+  math::Conv2d c;
+  c.n = x[0], c.c = x[1], c.h = x[2], c.w = x[3];
+  c.k = y[1], c.oh = y[2], c.ow = y[3];
+  c.kh = kh, c.kw = kw;
+  auto strides = n.attr_ints("strides").value_or(std::vector<int64_t>{1, 1});
+  auto dil = n.attr_ints("dilations").value_or(std::vector<int64_t>{1, 1});
+  auto pads = n.attr_ints("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
+  if (n.attr_string("auto_pad", "NOTSET") == "VALID") pads = {0, 0, 0, 0};
+  c.sh = strides[0], c.sw = strides[1], c.dh = dil[0], c.dw = dil[1];
+  c.ph = pads[0], c.pw = pads[1], c.peh = pads[2], c.pew = pads[3];
+  c.group = n.attr_int("group", 1);
+  return c;
+}
+
 // ---------------------------------------------------------------- fusion
 
 size_t fuse_epilogues(IrGraph& g) {

@@ -69,4 +69,18 @@ struct ReduceView {
 };
 ReduceView reduce_view(const Shape& x, const std::vector<int64_t>& axes);
 
+// Batched MatMul as GEMMs over row-major matrices (element offsets): one strided-batched
+// call (stride 0 for a side that broadcasts whole), or one call per output matrix when both
+// sides broadcast on different batch axes.
+struct MatmulPlan {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  bool strided = true;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  std::vector<std::pair<int64_t, int64_t>> offsets;  // (a, b) per output matrix when !strided
+};
+MatmulPlan matmul_plan(const Shape& a, const Shape& b);
+
+// Conv/pool geometry from a node's attributes and the runtime shapes ([n,c,h,w] in, output).
+math::Conv2d conv_geometry(const IrNode& n, const Shape& x, const Shape& y, int64_t kh, int64_t kw);
+
 }  // namespace nxrt::cuda

@@ -315,3 +315,46 @@ TEST_CASE("reduce views enumerate, for each output element, exactly its reduced 
     for (int s : seen) REQUIRE(s == 1);
   }
 }
+
+TEST_CASE("matmul plans: strided batches with broadcast sides, per-matrix offsets otherwise") {
+  struct Case {
+    Shape a, b;
+    bool strided;
+  };
+  for (const Case& c : {Case{{1, 12, 128, 64}, {1, 12, 64, 128}, true}, Case{{1, 128, 768}, {768, 768}, true},
+                        Case{{4, 5}, {3, 5, 6}, true}, Case{{3, 1, 4, 5}, {1, 2, 5, 6}, false}, Case{{2, 3, 4, 5}, {3, 5, 6}, false}}) {
+    const MatmulPlan p = matmul_plan(c.a, c.b);
+    CHECK(p.strided == c.strided);
+    const Shape ab(c.a.begin(), c.a.end() - 2), bb(c.b.begin(), c.b.end() - 2), yb = broadcast_shapes(ab, bb, "MatMul");
+    // Reference: output matrix i reads a's and b's matrices at its broadcast multi-index.
+    for (int64_t i = 0; i < p.batch; ++i) {
+      auto oi = unravel_dims(i, yb);
+      auto pick = [&](const Shape& side) {
+        std::vector<int64_t> idx(side.size());
+        for (size_t k = 0; k < side.size(); ++k) idx[k] = side[k] == 1 ? 0 : oi[k + yb.size() - side.size()];
+        return side.empty() ? int64_t(0) : ravel_dims(idx, side);
+      };
+      const int64_t a_off = p.strided ? i * p.stride_a : p.offsets[size_t(i)].first;
+      const int64_t b_off = p.strided ? i * p.stride_b : p.offsets[size_t(i)].second;
+      REQUIRE(a_off == pick(ab) * p.m * p.k);
+      REQUIRE(b_off == pick(bb) * p.k * p.n);
+    }
+  }
+}
+
+TEST_CASE("conv geometry from attributes agrees with the output shape") {
+  G t;
+  int any = t.value(F32, {});
+  IrNode& n = t.node("Conv", {any, any}, {any});
+  n.attrs["strides"] = ints_attr({2, 1});
+  n.attrs["pads"] = ints_attr({1, 0, 2, 1});
+  n.attrs["dilations"] = ints_attr({1, 2});
+  const Shape x = {1, 3, 9, 8}, w = {4, 3, 3, 2};
+  const Shape y = infer_shapes(t.g, n, {x, w})[0];
+  const nxrt::cuda::math::Conv2d c = conv_geometry(n, x, y, w[2], w[3]);
+  CHECK(c.oh == nxrt::cuda::math::conv_out_size(c.h, c.kh, c.sh, c.ph, c.peh, c.dh));
+  CHECK(c.ow == nxrt::cuda::math::conv_out_size(c.w, c.kw, c.sw, c.pw, c.pew, c.dw));
+  CHECK(y == Shape{1, 4, 5, 7});  // (9+1+2-2-1)/2+1 = 5, (8+0+1-2-1)/1+1 = 7
+  CHECK(c.peh == 2);
+  CHECK(c.dw == 2);
+}
