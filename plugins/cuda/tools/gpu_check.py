@@ -3,7 +3,7 @@
 
 Usage: gpu_check.py --build BUILD_DIR --out OUT_DIR [--budget SECONDS]
 
-Steps, in order, each bounded by what is left of the budget (default 440 s, so the whole
+Steps, in order, each bounded by what is left of the budget (gpu_check.sh gives what its build left of 470 s, so the whole
 script with its build stays under 8 minutes on one H200); a step that does not fit is
 reported "not run: out of time":
   1. devices     `nxrt plugins --verbose`: the cuda section must list a device.
