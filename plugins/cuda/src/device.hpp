@@ -116,6 +116,20 @@ class DeviceContext {
     std::lock_guard lock(algo_mu_);
     algos_[key] = r;
   }
+#if NXRT_CUDA_HAVE_CUDNN
+  // cuDNN forward algorithms per convolution shape (same reason).
+  bool cached_conv_algo(const std::vector<int64_t>& key, cudnnConvolutionFwdAlgoPerf_t* out) {
+    std::lock_guard lock(algo_mu_);
+    auto it = conv_algos_.find(key);
+    if (it == conv_algos_.end()) return false;
+    *out = it->second;
+    return true;
+  }
+  void cache_conv_algo(const std::vector<int64_t>& key, const cudnnConvolutionFwdAlgoPerf_t& r) {
+    std::lock_guard lock(algo_mu_);
+    conv_algos_[key] = r;
+  }
+#endif
 
  private:
   void* device_alloc(uint64_t bytes, uint64_t alignment, DeviceBlock* block);
@@ -132,6 +146,9 @@ class DeviceContext {
   std::unique_ptr<VmmArena> vmm_;
   std::mutex algo_mu_;
   std::map<std::vector<int64_t>, cublasLtMatmulHeuristicResult_t> algos_;
+#if NXRT_CUDA_HAVE_CUDNN
+  std::map<std::vector<int64_t>, cudnnConvolutionFwdAlgoPerf_t> conv_algos_;
+#endif
   std::mutex lib_mu_;
   cublasLtHandle_t lt_ = nullptr;
 #if NXRT_CUDA_HAVE_CUDNN

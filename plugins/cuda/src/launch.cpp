@@ -222,13 +222,21 @@ bool conv_cudnn(LaunchEnv& env, const math::Conv2d& c, k::Float t, const void* x
   const cudnnMathType_t math_type =
       t == k::Float::F16 || env.dev.options().allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
   ck(d->cudnnSetConvolutionMathType(ds.conv, math_type), "SetConvolutionMathType");
-  cudnnConvolutionFwdAlgoPerf_t perf[8];
-  int returned = 0;
-  ck(d->cudnnGetConvolutionForwardAlgorithm_v7(h, ds.x, ds.w, ds.conv, ds.y, 8, &returned, perf), "GetConvolutionForwardAlgorithm_v7");
-  const cudnnConvolutionFwdAlgoPerf_t* pick = nullptr;
-  for (int i = 0; i < returned && !pick; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= (256ull << 20)) pick = &perf[i];
-  if (!pick) return false;
+  const std::vector<int64_t> key = {int64_t(t), c.n, c.c, c.h, c.w, c.k, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.group,
+                                    int64_t(math_type)};
+  cudnnConvolutionFwdAlgoPerf_t chosen{};
+  if (!env.dev.cached_conv_algo(key, &chosen)) {
+    cudnnConvolutionFwdAlgoPerf_t perf[8];
+    int returned = 0;
+    ck(d->cudnnGetConvolutionForwardAlgorithm_v7(h, ds.x, ds.w, ds.conv, ds.y, 8, &returned, perf),
+       "GetConvolutionForwardAlgorithm_v7");
+    bool found = false;
+    for (int i = 0; i < returned && !found; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= (256ull << 20)) chosen = perf[i], found = true;
+    if (!found) return false;
+    env.dev.cache_conv_algo(key, chosen);
+  }
+  const cudnnConvolutionFwdAlgoPerf_t* pick = &chosen;
   void* ws = pick->memory ? env.temp(pick->memory) : nullptr;
   const float one = 1.f, zero = 0.f;
   cudnnStatus_t st = d->cudnnConvolutionForward(h, &one, ds.x, x, ds.w, w, ds.conv, pick->algo, ws, pick->memory, &zero, ds.y, y);
