@@ -35,7 +35,9 @@ TEST_CASE("the probe reports a missing driver library") {
 
 #ifdef NXRT_FAKE_LIBCUDA
 TEST_CASE("the probe reports an old driver and an empty driver through a fake libcuda") {
-  setenv("NXRT_CUDA_DRIVER", NXRT_FAKE_LIBCUDA, 1);
+  // $NXRT_FAKE_LIBCUDA overrides the build-time path (binaries run from another checkout).
+  const char* fake = std::getenv("NXRT_FAKE_LIBCUDA");
+  setenv("NXRT_CUDA_DRIVER", fake && *fake ? fake : NXRT_FAKE_LIBCUDA, 1);
   setenv("NXRT_FAKE_CUDA_VERSION", "11080", 1);
   ProbeResult r = probe_cuda();
   CHECK(r.device_count == 0);

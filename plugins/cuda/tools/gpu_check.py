@@ -49,6 +49,7 @@ class Check:
         # Binaries carried from another checkout keep that checkout's RUNPATH: find libnxrt here.
         self.env["LD_LIBRARY_PATH"] = os.path.join(os.path.abspath(args.build), "lib") + (
             ":" + self.env["LD_LIBRARY_PATH"] if self.env.get("LD_LIBRARY_PATH") else "")
+        self.env["NXRT_FAKE_LIBCUDA"] = os.path.join(os.path.abspath(args.build), "tests", "libnxrt_fake_libcuda.so")
         self.nxrt = os.path.join(args.build, "bin", "nxrt")
         self.ep = args.ep
 
