@@ -234,3 +234,23 @@ TEST_CASE("strings: element-moving ops on the CPU (Concat, Reshape, Unsqueeze, I
   std::memcpy(d.data(), out[2].data.data(), 16);
   CHECK(d == std::vector<int64_t>{2, 2});
 }
+
+TEST_CASE("strings: TfIdfVectorizer counts string tokens from pool_strings") {
+  Model m;
+  Graph g = m.main();
+  g.in("words", S, std::vector<int64_t>{6});
+  auto* n = g.node("TfIdfVectorizer", {"words"}, {"counts"});
+  string_attr(n, "mode", "TF");
+  int_attr(n, "min_gram_length", 1);
+  int_attr(n, "max_gram_length", 2);
+  int_attr(n, "max_skip_count", 0);
+  ints_attr(n, "ngram_counts", {0, 2});
+  ints_attr(n, "ngram_indexes", {0, 1, 2});
+  strings_attr(n, "pool_strings", {"to", "be", "to", "be"});  // unigrams to, be; bigram (to, be)
+  g.out("counts", F, std::vector<int64_t>{3});
+  Env env;
+  auto s = session(env, m.load());
+  std::vector<nxrt_string> keep;
+  auto out = run(*s, {text("words", {"to", "be", "or", "not", "to", "be"}, keep)});
+  CHECK(values(out[0]) == std::vector<float>{2, 2, 2});
+}

@@ -61,4 +61,11 @@ void TfIdfPool::row(const int64_t* tokens, int64_t len, float* out) const {
   }
 }
 
+TokenVocabulary::TokenVocabulary(const std::vector<std::string>& pool) {
+  for (const std::string& t : pool) {
+    auto [it, fresh] = ids_.emplace(t, int64_t(ids_.size()));
+    pool_ids_.push_back(it->second);
+  }
+}
+
 }  // namespace nxrt::cpu

@@ -5,11 +5,28 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace nxrt::cpu {
 
 enum class TfIdfMode { TF, IDF, TFIDF };
+
+// String tokens (pool_strings) as integer ids for TfIdfPool: each distinct pool string gets
+// an id >= 0; a token outside the pool maps to -1, which no pool n-gram contains.
+class TokenVocabulary {
+ public:
+  explicit TokenVocabulary(const std::vector<std::string>& pool);
+  const std::vector<int64_t>& pool_ids() const { return pool_ids_; }
+  int64_t id(std::string_view token) const {
+    auto it = ids_.find(token);
+    return it == ids_.end() ? -1 : it->second;
+  }
+
+ private:
+  std::map<std::string, int64_t, std::less<>> ids_;
+  std::vector<int64_t> pool_ids_;
+};
 
 class TfIdfPool {
  public:

@@ -62,3 +62,19 @@ TEST_CASE("tf-idf: inconsistent attributes are rejected") {
   CHECK_THROWS_AS(TfIdfPool(1, 2, 0, TfIdfMode::TF, kCounts, kIndexes, kPool, {1, 2}), std::invalid_argument);
   CHECK_THROWS_AS(TfIdfPool(1, 2, -1, TfIdfMode::TF, kCounts, kIndexes, kPool, {}), std::invalid_argument);
 }
+
+TEST_CASE("tf-idf: string tokens count like the integer ids their vocabulary gives them") {
+  // The example pool as words: 2->"b", 3->"c", 5->"e", 4->"d", 6->"f", 7->"g", 8->"h".
+  const std::vector<std::string> words = {"b", "c", "e", "d", "e", "f", "g", "h", "f", "g"};
+  TokenVocabulary v(words);
+  CHECK(v.id("e") == v.pool_ids()[2]);
+  CHECK(v.pool_ids()[2] == v.pool_ids()[4]);  // one id per distinct word
+  CHECK(v.id("not in the pool") == -1);
+  const char* text[] = {"a", "a", "c", "c", "c", "g", "h", "f", "g", "e", "f", "h"};  // kRow as words
+  std::vector<int64_t> row;
+  for (auto* t : text) row.push_back(v.id(t));
+  TfIdfPool p(2, 2, 0, TfIdfMode::TF, kCounts, kIndexes, v.pool_ids(), {});
+  std::vector<float> out(size_t(p.output_size()), -1.f);
+  p.row(row.data(), int64_t(row.size()), out.data());
+  CHECK(out == run(2, 2, 0, TfIdfMode::TF, kRow));
+}
