@@ -504,6 +504,7 @@ std::vector<BoundInput> Session::resolve_inputs(const std::vector<BoundInput>& i
           h.dims = t.dims;
           h.data.resize(size_t(element_count(t.dims)) * dtype_size(t.dtype));
           if (!h.data.empty()) std::memcpy(h.data.data(), t.host, h.data.size());
+          own_strings(h);  // the optional may be returned as an output, past the caller's buffers
           o->items.push_back(Value::of(std::move(h)));
         }
         given.value = o;
