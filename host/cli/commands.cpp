@@ -206,7 +206,7 @@ int cmd_plugins(const Options& o) {
   }
   auto plugins = env.plugins();
   if (plugins.empty()) {
-    fmt::print("no plugins found (searched next to nxrt, ../lib and NXRT_PLUGIN_PATH)\n");
+    fmt::print("no plugins found (searched next to nxrt, ../lib, next to libnxrt and its nxrt/ folder, and NXRT_PLUGIN_PATH)\n");
     return 0;
   }
   for (size_t i = 0; i < plugins.size(); ++i) {

@@ -31,7 +31,8 @@ vulkan.pipeline_cache=PATH; `nxrt plugins --verbose` lists them); --run-option i
 the EP's run hooks on every run. --profile writes each step's time as a Chrome trace
 (bench: the timed iterations; summarise with tools/profile_summary.py). bench --io-binding keeps
 inputs and outputs in the first EP's memory (uploaded once, no transfer per run). Plugins are found next to nxrt,
-in ../lib, in NXRT_PLUGIN_PATH and at each --plugin PATH.
+in ../lib, next to libnxrt and in its nxrt/ folder (where packages install them), in
+NXRT_PLUGIN_PATH and at each --plugin PATH.
 )";
 
 // EP.KEY=VALUE (VALUE may be empty; KEY may not).
