@@ -50,6 +50,41 @@ def check_embed(out, expected, placement, what):
     print(f"ok: {what}")
 
 
+PY_CHECK = """
+import sys, numpy as np, nxrt, nxrt.conformance
+sys.path.insert(0, sys.argv[4])
+import models
+assert nxrt.__file__.startswith(sys.argv[1]), nxrt.__file__
+assert "cpu" in nxrt.get_available_providers(), nxrt.get_plugins()
+assert nxrt.register_plugin(sys.argv[2]) == "minimal"
+s = nxrt.InferenceSession(sys.argv[3], providers=["minimal"])
+feeds = {"X": models.pattern(0, (2, 3)), "Y": models.pattern(1, (3,)), "Z": models.pattern(2, (1,))}
+(out,) = s.run(None, feeds)
+np.testing.assert_allclose(out, np.load(sys.argv[5]), rtol=1e-6, atol=1e-6)
+assert {ep for _, _, ep, _, _ in s.get_placement()} == {"minimal"}
+r = nxrt.conformance.certify(sys.argv[2], suites=["abi"], jobs=2, timeout=20)
+assert r["passed"] and r["report"]["summary"]["passed"] > 50, r["output"][-2000:]
+assert nxrt.conformance.executable().startswith(sys.argv[6]), nxrt.conformance.executable()
+print("python ok")
+"""
+
+
+def check_python(prefix, env, plugin, model, ref):
+    """The installed nxrt package: import, providers, a run on ep_minimal, nxrt.conformance."""
+    site = [os.path.join(r, "nxrt") for r, ds, _ in os.walk(prefix) for d in ds if d == "nxrt" and "dist-packages" in r]
+    if not site:
+        print("SKIP: python: no nxrt package installed (pybind11-dev missing at build time)")
+        return
+    ref_file = os.path.join(os.path.dirname(model), "ref.npy")
+    import numpy as np
+    np.save(ref_file, ref)
+    out = run([sys.executable, "-c", PY_CHECK, site[0], plugin, model, HERE, ref_file, prefix],
+              env=dict(env, PYTHONPATH=os.path.dirname(site[0])))
+    if "python ok" not in out:
+        sys.exit(f"FAIL: python: {out}")
+    print("ok: the installed nxrt Python package runs ep_minimal and certifies it (nxrt.conformance)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -118,6 +153,7 @@ def main():
             if not m or int(m.group(1)) < 50 or int(m.group(2)) != 0:
                 sys.exit(f"FAIL: conformance of {plugin}:\n{out[-3000:]}")
             print(f"ok: {os.path.basename(plugin)} certified (abi, interop, stress): {m.group(0)}")
+        check_python(prefix, env, minimal, bc, bc_ref["out"])
         print("PASS")
     finally:
         if a.keep:
