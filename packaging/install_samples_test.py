@@ -8,6 +8,7 @@ installed host finds its CPU plugin with no NXRT_PLUGIN_PATH.
     install_samples_test.py --build BUILD_DIR --source SOURCE_DIR
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -139,6 +140,16 @@ def main():
             # Fallback: minimal has no MatMul, so those go to the installed CPU plugin.
             check_embed(run([exe, mlp, "minimal,cpu", minimal], env=env), mlp_ref,
                         {"mm1": "cpu", "add1": "minimal", "relu1": "minimal"}, f"{tag}: minimal,cpu")
+        # The fused group really is one kernel: the profile shows one MatMul+Add+Relu step on device.
+        trace = os.path.join(work, "trace.json")
+        run([nxrt, "bench", mlp, "--ep", "device", "--plugin", device, "--iters", "1", "--warmup", "0", "--profile", trace], env=env)
+        with open(trace) as f:
+            events = json.load(f)
+        events = events["traceEvents"] if isinstance(events, dict) else events
+        steps = sorted({(e.get("args", {}).get("ep"), e.get("args", {}).get("ops")) for e in events if e.get("ph") == "X"})
+        if ("device", "MatMul+Add+Relu") not in steps or ("device", "Relu") in steps:
+            sys.exit(f"FAIL: ep_device did not run MatMul+Add+Relu as one fused kernel: {steps}")
+        print("ok: ep_device runs MatMul+Add+Relu as one fused kernel (profile)")
         # Bad input: a clear error and exit 1, no crash.
         p = subprocess.run([embed_c, bc, "nosuchep"], env=env, capture_output=True, text=True)
         if p.returncode != 1 or "nosuchep" not in p.stderr:

@@ -5,10 +5,10 @@
 // one kernel when the MatMul's and the Add's results feed nothing else.
 #include <nxrt_sdk/broadcast.hpp>
 #include <nxrt_sdk/device_memory.hpp>
+#include <nxrt_sdk/kernel_def.hpp>
 #include <nxrt_sdk/sdk.hpp>
 
 #include <algorithm>
-#include <climits>
 #include <cstring>
 #include <vector>
 
@@ -33,7 +33,7 @@ struct MatMulIo {
 };
 class MatMul : public sdk::Kernel {
  public:
-  explicit MatMul(MatMulIo io) : io_(io) {}
+  explicit MatMul(MatMulIo io = {}) : io_(io) {}
   void compute(sdk::Context& ctx) override {
     auto a = ctx.input(size_t(io_.a)), b = ctx.input(size_t(io_.b));
     if (a.rank() < 2 || b.rank() != 2 || a.dims().back() != b.dim(0))
@@ -97,40 +97,40 @@ std::optional<sdk::Node> sole_consumer(const sdk::Value& v) {
 
 class DeviceSession : public sdk::DeviceMemorySession<Buffer> {
  public:
+  // Each kernel with its ONNX opset range and type constraint.
   DeviceSession() {
-    auto f32 = [](const sdk::Node& n) { return sdk::require_dtypes(n, {NXRT_DTYPE_FLOAT32}); };
-    registry_.add({.op = "MatMul", .domain = "", .since = 9, .until = INT_MAX, .check = [f32](const sdk::Node& n) -> std::optional<sdk::Refusal> {
-                     if (auto r = f32(n)) return r;
-                     if (n.input(0).rank() < 2 || n.input(1).rank() != 2) return sdk::refuse(NXRT_REFUSE_SHAPE, "MatMul: [...,M,K] x [K,N] only");
-                     return std::nullopt;
-                   },
-                   .create = [](const sdk::Node&, DeviceSession&) { return std::make_unique<MatMul>(MatMulIo{}); }});
-    registry_.add({.op = "Add", .domain = "", .since = 7, .until = INT_MAX, .check = [f32](const sdk::Node& n) { return f32(n) ? f32(n) : sdk::check_broadcast(n); },
-                   .create = [](const sdk::Node&, DeviceSession&) { return std::make_unique<Add>(); }});
-    registry_.add({.op = "Relu", .domain = "", .since = 6, .until = INT_MAX, .check = f32, .create = [](const sdk::Node&, DeviceSession&) { return std::make_unique<Relu>(); }});
+    const sdk::Types f32{NXRT_DTYPE_FLOAT32};
+    registry_.add(sdk::kernel<MatMul, DeviceSession>("MatMul", {.since = 9}, f32, [](const sdk::Node& n) -> std::optional<sdk::Refusal> {
+      if (n.input(0).rank() < 2 || n.input(1).rank() != 2) return sdk::refuse(NXRT_REFUSE_SHAPE, "MatMul: [...,M,K] x [K,N] only");
+      return std::nullopt;
+    }));
+    registry_.add(sdk::kernel<Add, DeviceSession>("Add", {.since = 7}, f32, [](const sdk::Node& n) { return sdk::check_broadcast(n); }));
+    registry_.add(sdk::kernel<Relu, DeviceSession>("Relu", {.since = 6}, f32));
   }
   // MatMul -> Add -> Relu chains go as one group; every other node as the registry says.
   void get_capability(const sdk::Graph& g, nxrt_claim_sink* sink) override {
+    auto verdict = [&](const sdk::Node& n) -> std::optional<sdk::Refusal> {  // nullopt: a kernel takes n
+      sdk::Refusal why{};
+      auto* def = registry_.find(n, g.opset(""), &why);
+      return def ? def->check(n) : why;
+    };
     std::vector<size_t> grouped;
     for (size_t i = 0; i < g.node_count(); ++i) {
       sdk::Node mm = g.node(i);
-      if (!is(mm, "MatMul") || registry_.find(mm, g.opset(""), nullptr) == nullptr || registry_.find(mm, g.opset(""), nullptr)->check(mm)) continue;
+      if (!is(mm, "MatMul") || verdict(mm)) continue;
       auto add = sole_consumer(mm.output(0));
-      if (!add || !is(*add, "Add") || registry_.find(*add, g.opset(""), nullptr)->check(*add)) continue;
+      if (!add || !is(*add, "Add") || verdict(*add)) continue;
       auto relu = sole_consumer(add->output(0));
-      if (!relu || !is(*relu, "Relu") || relu->input(0).dtype() != NXRT_DTYPE_FLOAT32) continue;
+      if (!relu || !is(*relu, "Relu") || verdict(*relu)) continue;
       size_t ids[3] = {mm.index(), add->index(), relu->index()};
       sdk::check(sdk::host().claim_nodes(sink, ids, 3, 0.0));
       grouped.insert(grouped.end(), ids, ids + 3);
     }
     for (size_t i = 0; i < g.node_count(); ++i) {
-      if (std::ranges::count(grouped, g.node(i).index())) continue;
       sdk::Node n = g.node(i);
-      sdk::Refusal why{};
-      auto* def = registry_.find(n, g.opset(""), &why);
-      std::optional<sdk::Refusal> r = def ? def->check(n) : why;
       size_t index = n.index();
-      if (r) sdk::check(sdk::host().refuse_node(sink, index, r->reason, r->message.c_str()));
+      if (std::ranges::count(grouped, index)) continue;
+      if (auto r = verdict(n)) sdk::check(sdk::host().refuse_node(sink, index, r->reason, r->message.c_str()));
       else sdk::check(sdk::host().claim_nodes(sink, &index, 1, 0.0));
     }
   }

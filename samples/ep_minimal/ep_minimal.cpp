@@ -2,10 +2,10 @@
 // numpy broadcasting and dynamic shapes (the output shape comes from the run-time inputs), and
 // Relu. Built against an installed nxrt: find_package(nxrt) + nxrt_add_ep_plugin.
 #include <nxrt_sdk/broadcast.hpp>
+#include <nxrt_sdk/kernel_def.hpp>
 #include <nxrt_sdk/sdk.hpp>
 
 #include <algorithm>
-#include <climits>
 #include <functional>
 
 namespace {
@@ -38,27 +38,20 @@ class Relu : public sdk::Kernel {
 
 class MinimalSession : public sdk::HostMemorySession {
  public:
+  // Each kernel with its ONNX opset range and type constraint.
   MinimalSession() {
-    binary<std::plus<float>>("Add", 7);
-    binary<std::minus<float>>("Sub", 7);
-    binary<std::multiplies<float>>("Mul", 7);
-    binary<std::divides<float>>("Div", 7);
-    registry_.add({.op = "Relu", .domain = "", .since = 6, .until = INT_MAX, .check = [](const sdk::Node& n) { return sdk::require_dtypes(n, {NXRT_DTYPE_FLOAT32}); },
-                   .create = [](const sdk::Node&, MinimalSession&) { return std::make_unique<Relu>(); }});
+    const sdk::Types f32{NXRT_DTYPE_FLOAT32};
+    registry_.add(sdk::kernel<Binary<std::plus<float>>, MinimalSession>("Add", {.since = 7}, f32, broadcastable));
+    registry_.add(sdk::kernel<Binary<std::minus<float>>, MinimalSession>("Sub", {.since = 7}, f32, broadcastable));
+    registry_.add(sdk::kernel<Binary<std::multiplies<float>>, MinimalSession>("Mul", {.since = 7}, f32, broadcastable));
+    registry_.add(sdk::kernel<Binary<std::divides<float>>, MinimalSession>("Div", {.since = 7}, f32, broadcastable));
+    registry_.add(sdk::kernel<Relu, MinimalSession>("Relu", {.since = 6}, f32));
   }
   void get_capability(const sdk::Graph& g, nxrt_claim_sink* sink) override { registry_.claim(g, sink); }
   std::unique_ptr<sdk::Kernel> create_kernel(const sdk::Graph& g) override { return registry_.create(g, *this); }
 
  private:
-  // The opset range and type constraint sit beside the kernel they describe.
-  template <typename Op>
-  void binary(const char* op, int since) {
-    registry_.add({.op = op, .domain = "", .since = since, .until = INT_MAX, .check = [](const sdk::Node& n) -> std::optional<sdk::Refusal> {
-                     if (auto r = sdk::require_dtypes(n, {NXRT_DTYPE_FLOAT32})) return r;
-                     return sdk::check_broadcast(n);
-                   },
-                   .create = [](const sdk::Node&, MinimalSession&) { return std::make_unique<Binary<Op>>(); }});
-  }
+  static std::optional<sdk::Refusal> broadcastable(const sdk::Node& n) { return sdk::check_broadcast(n); }
   sdk::KernelRegistry<MinimalSession> registry_;
 };
 
