@@ -3,7 +3,7 @@
 #   bin/nxrt, bin/nxrt-conformance            <libdir>/libnxrt.so
 #   <libdir>/nxrt/libnxrt_ep_*.so             (found by libnxrt relative to itself)
 #   include/nxrt/ (C, C++ API)  include/nxrt_ep.h, nxrt_dtype.h, nxrt_native.h (ABI)  include/nxrt_sdk/
-#   <libdir>/cmake/nxrt/  <libdir>/pkgconfig/nxrt.pc  <datadir>/nxrt/ (plugin.map, data generators)
+#   <libdir>/cmake/nxrt/  <libdir>/pkgconfig/nxrt.pc  <datadir>/nxrt/ (plugin.map, data generators, samples/)
 # Components: runtime (libnxrt, CLI, conformance, CPU plugin), vulkan (its plugin), dev
 # (headers, SDK, CMake and pkg-config files), python (the nxrt module).
 include(CMakePackageConfigHelpers)
@@ -41,6 +41,10 @@ install(FILES ${PROJECT_SOURCE_DIR}/abi/nxrt_ep.h ${PROJECT_SOURCE_DIR}/abi/nxrt
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/host/include/nxrt ${PROJECT_SOURCE_DIR}/sdk/include/nxrt_sdk
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
 install(FILES ${PROJECT_SOURCE_DIR}/sdk/plugin.map DESTINATION ${NXRT_INSTALL_DATADIR} COMPONENT dev)
+# The samples a vendor starts from (docs/plugin-guide.md copies ep_minimal out of here).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/samples/ep_minimal ${PROJECT_SOURCE_DIR}/samples/ep_device
+                  ${PROJECT_SOURCE_DIR}/samples/host_embed
+        DESTINATION ${NXRT_INSTALL_DATADIR}/samples COMPONENT dev)
 
 install(EXPORT nxrtTargets NAMESPACE nxrt:: DESTINATION ${NXRT_INSTALL_CMAKEDIR} COMPONENT dev)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/nxrtConfig.cmake.in ${PROJECT_BINARY_DIR}/nxrtConfig.cmake

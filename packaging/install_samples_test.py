@@ -86,6 +86,31 @@ def check_python(prefix, env, plugin, model, ref):
     print("ok: the installed nxrt Python package runs ep_minimal and certifies it (nxrt.conformance)")
 
 
+def guide_script(source):
+    """The shell blocks of docs/plugin-guide.md between its guide-steps markers, in order."""
+    with open(os.path.join(source, "docs", "plugin-guide.md")) as f:
+        text = f.read()
+    m = re.search(r"<!-- guide-steps: begin -->(.*)<!-- guide-steps: end -->", text, re.S)
+    if not m:
+        sys.exit("FAIL: docs/plugin-guide.md has no guide-steps markers")
+    blocks = re.findall(r"^```sh\n(.*?)^```$", m.group(1), re.S | re.M)
+    if len(blocks) < 5:
+        sys.exit(f"FAIL: docs/plugin-guide.md: only {len(blocks)} sh blocks between the markers")
+    return "set -euo pipefail\n" + "\n".join(blocks)
+
+
+def run_guide(source, prefix, env, work):
+    """docs/plugin-guide.md section 0, run as written in an empty folder against the prefix."""
+    folder = os.path.join(work, "guide")
+    os.makedirs(folder)
+    genv = dict(env, NXRT_PREFIX=prefix, NXRT_CONFORMANCE_CACHE=os.path.join(work, "cache"),
+                PATH="/usr/bin:" + env.get("PATH", ""))  # python3 = Debian's, with python3-onnx
+    out = run(["bash", "-c", guide_script(source)], env=genv, cwd=folder)
+    if "myep: [[0. 3. 0. 5.]] certified:" not in out:
+        sys.exit(f"FAIL: the plugin guide's steps did not end with the Python check:\n{out[-3000:]}")
+    print("ok: docs/plugin-guide.md section 0 runs as written (empty folder -> certified myep)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -165,6 +190,7 @@ def main():
                 sys.exit(f"FAIL: conformance of {plugin}:\n{out[-3000:]}")
             print(f"ok: {os.path.basename(plugin)} certified (abi, interop, stress): {m.group(0)}")
         check_python(prefix, env, minimal, bc, bc_ref["out"])
+        run_guide(a.source, prefix, env, work)
         print("PASS")
     finally:
         if a.keep:
