@@ -13,7 +13,7 @@ from . import _nxrt
 from ._nxrt import Error
 
 __all__ = ["InferenceSession", "NodeArg", "Error", "get_available_providers", "get_all_providers",
-           "register_plugin", "get_plugins", "get_devices", "__version__"]
+           "register_plugin", "get_plugins", "get_devices", "conformance", "__version__"]
 __version__ = _nxrt.version()
 
 
@@ -113,3 +113,6 @@ class InferenceSession:
         if missing:
             raise Error(f"the model has no output {', '.join(repr(m) for m in missing)}")
         return [results[n] for n in names]
+
+
+from . import conformance  # noqa: E402  (nxrt.conformance.certify without a separate import)
