@@ -15,6 +15,7 @@ namespace {
 struct Buffer {
   std::vector<char> bytes;
   int* destroyed;
+  char* foreign = nullptr;  // adopted memory: the owner's, never freed here
   ~Buffer() { ++*destroyed; }
 };
 
@@ -37,6 +38,19 @@ class FakeDevice : public sdk::DeviceMemorySession<Buffer> {
   void copy_on_device(sdk::DevicePtr<Buffer> dst, sdk::DevicePtr<const Buffer> src, uint64_t n, sdk::Stream*) override {
     ++device_copies;
     std::memmove(dst.buffer->bytes.data() + dst.offset, src.buffer->bytes.data() + src.offset, n);
+  }
+  nxrt_native_handle native_memory(const Buffer& b) override {
+    nxrt_native_handle h{};
+    h.type = NXRT_NATIVE_HOST_POINTER;
+    h.handle = uint64_t(uintptr_t(b.bytes.data()));
+    h.size = b.bytes.size();
+    return h;
+  }
+  std::unique_ptr<Buffer> adopt(const nxrt_native_handle& n) override {
+    if (n.type != NXRT_NATIVE_HOST_POINTER) sdk::fail(NXRT_UNSUPPORTED, "host pointers only");
+    auto b = std::unique_ptr<Buffer>(new Buffer{{}, &destroyed});
+    b->foreign = reinterpret_cast<char*>(uintptr_t(n.handle));
+    return b;
   }
 };
 
@@ -123,5 +137,40 @@ TEST_CASE("HOST_PINNED memory is host memory; device_ptr refuses host tensors") 
   CHECK(ptr.offset == 4);
   t.memory = NXRT_MEMORY_HOST;
   CHECK_THROWS_WITH_AS(sdk::device_ptr<Buffer>(sdk::ConstTensorView(t)), doctest::Contains("expected a device tensor"), sdk::Error);
+  s.free(NXRT_MEMORY_DEVICE, a);
+}
+
+TEST_CASE("interop: native handles of live buffers only; adopted memory is tracked, never counted") {
+  FakeDevice s;
+  void* a = s.alloc(NXRT_MEMORY_DEVICE, 32, 64);
+  auto h = s.native_handle(NXRT_NATIVE_OBJECT_MEMORY, a, nullptr);
+  CHECK(h.handle == uint64_t(uintptr_t(static_cast<Buffer*>(a)->bytes.data())));
+  CHECK(h.size == 32);
+  int not_ours = 0;
+  CHECK_THROWS_WITH_AS(s.native_handle(NXRT_NATIVE_OBJECT_MEMORY, &not_ours, nullptr),
+                       doctest::Contains("is not a device buffer of this session"), sdk::Error);
+  try {
+    s.native_handle(NXRT_NATIVE_OBJECT_DEVICE, nullptr, nullptr);
+    FAIL("no error");
+  } catch (const sdk::Error& e) {
+    CHECK(e.code() == NXRT_UNSUPPORTED);
+  }
+  const uint64_t in_use = s.memory_stats().bytes_in_use;
+  char owner_memory[64] = {};
+  nxrt_native_handle n{};
+  n.struct_size = sizeof n;
+  n.type = NXRT_NATIVE_HOST_POINTER;
+  n.handle = uint64_t(uintptr_t(owner_memory));
+  n.size = sizeof owner_memory;
+  void* imported = s.import_memory(n);
+  CHECK(static_cast<Buffer*>(imported)->foreign == owner_memory);
+  CHECK(s.memory_stats().bytes_in_use == in_use);
+  char host[8] = {};
+  nxrt_copy_region past = region(NXRT_MEMORY_DEVICE, imported, 60, NXRT_MEMORY_HOST, host, 0, 8);
+  CHECK_THROWS_AS(s.copy({&past, 1}, nullptr), sdk::Error);  // range-checked against native.size
+  s.free(NXRT_MEMORY_DEVICE, imported);
+  CHECK(s.memory_stats().bytes_in_use == in_use);
+  n.type = NXRT_NATIVE_CUDA_POINTER;
+  CHECK_THROWS_WITH_AS(s.import_memory(n), doctest::Contains("host pointers only"), sdk::Error);
   s.free(NXRT_MEMORY_DEVICE, a);
 }

@@ -12,9 +12,9 @@
 // Ownership: a Buffer is owned by the session from allocate() until the host frees its handle
 // (the SDK destroys it then); DevicePtrs are non-owning and valid until that free. HOST_PINNED
 // memory is plain aligned host memory owned by the session until freed.
-// Thread class: alloc, free and copy are [any-thread] (the ABI's memory rule): upload,
-// download and copy_on_device may run concurrently for different buffers, so they must not
-// share unguarded state; the buffer table is guarded here.
+// Thread class: alloc, free, copy and the interop calls are [any-thread] (the ABI's memory
+// rule): upload, download, copy_on_device, native_memory and adopt may run concurrently, so they
+// must not share unguarded state; the buffer table is guarded here.
 #pragma once
 #include "plugin.hpp"
 #include "tensor.hpp"
@@ -55,6 +55,37 @@ class DeviceMemorySession : public Session {
   virtual void download(void* dst, DevicePtr<const Buffer> src, uint64_t bytes, Stream* stream) = 0;
   virtual void copy_on_device(DevicePtr<Buffer> dst, DevicePtr<const Buffer> src, uint64_t bytes, Stream* stream) = 0;
 
+  // Device interop, each for the feature that offers it; the SDK checks handles first.
+  // NXRT_FEATURE_NATIVE_HANDLES: the native memory behind one of this session's live buffers
+  // (a VkBuffer + offset, a CUDA pointer...), and the device's own objects (device, queue,
+  // stream completion point). The handles stay the plugin's.
+  virtual nxrt_native_handle native_memory(const Buffer&) { fail(NXRT_UNSUPPORTED, "no native handle for device memory"); }
+  virtual nxrt_native_handle native_object(nxrt_native_object what, Stream*) {
+    fail(NXRT_UNSUPPORTED, "no native handle for object kind {}", int(what));
+  }
+  // NXRT_FEATURE_MEMORY_IMPORT: a Buffer over memory someone else owns (the caller's buffer),
+  // without a copy. Its destructor must drop the wrapping only; the SDK tracks it like any
+  // buffer (copies are range-checked against native.size) but never counts it as allocated.
+  virtual std::unique_ptr<Buffer> adopt(const nxrt_native_handle& native) {
+    fail(NXRT_UNSUPPORTED, "memory import of native type {} is not supported", int(native.type));
+  }
+
+  nxrt_native_handle native_handle(nxrt_native_object what, const void* memory, Stream* stream) override {
+    if (what != NXRT_NATIVE_OBJECT_MEMORY) return native_object(what, stream);
+    std::lock_guard lock(mu_);
+    auto it = buffers_.find(const_cast<void*>(memory));
+    if (it == buffers_.end()) fail(NXRT_INVALID_ARGUMENT, "native_handle: {} is not a device buffer of this session", memory);
+    return native_memory(*it->second.buffer);
+  }
+  void* import_memory(const nxrt_native_handle& native) override {
+    std::unique_ptr<Buffer> b = adopt(native);
+    if (!b) fail(NXRT_UNSUPPORTED, "memory import of native type {} is not supported", int(native.type));
+    Buffer* handle = b.get();
+    std::lock_guard lock(mu_);
+    buffers_[handle] = {std::move(b), native.size, true};
+    return handle;
+  }
+
   void* alloc(nxrt_memory_kind kind, uint64_t bytes, uint64_t alignment) final {
     if (alignment < 64) alignment = 64;
     if (alignment & (alignment - 1)) fail(NXRT_INVALID_ARGUMENT, "alignment {} is not a power of two", alignment);
@@ -92,8 +123,10 @@ class DeviceMemorySession : public Session {
     }
     auto it = buffers_.find(handle);
     if (it == buffers_.end()) return;
-    counters_.free(it->second.bytes);
-    counters_.unreserve(it->second.bytes);
+    if (!it->second.imported) {
+      counters_.free(it->second.bytes);
+      counters_.unreserve(it->second.bytes);
+    }
     doomed = std::move(it->second.buffer);
     buffers_.erase(it);
   }
@@ -129,6 +162,7 @@ class DeviceMemorySession : public Session {
   struct Held {
     std::unique_ptr<Buffer> buffer;
     uint64_t bytes = 0;
+    bool imported = false;  // adopt(): the owner's memory, not counted as allocated
   };
   std::mutex mu_;
   std::map<void*, Held> buffers_;
