@@ -9,6 +9,8 @@ Providers are nxrt EP names ("cpu", "vulkan", a plugin's own name); ONNX Runtime
 C-contiguous are read in place; outputs are read-only arrays over nxrt's own buffers (no copy).
 Errors are nxrt.Error (a RuntimeError) with the host's message.
 """
+import os
+
 from . import _nxrt
 from ._nxrt import Error
 
@@ -72,8 +74,8 @@ class InferenceSession:
     """
 
     def __init__(self, path_or_bytes, providers=None, provider_options=None, fallback=None, threads=0):
-        if not isinstance(path_or_bytes, (str, bytes)) and not hasattr(path_or_bytes, "__fspath__"):
-            raise TypeError("InferenceSession takes a model path")
+        if not isinstance(path_or_bytes, str) and not hasattr(path_or_bytes, "__fspath__"):
+            raise TypeError("InferenceSession takes a model path (serialized model bytes are not supported yet)")
         names = [_ep_name(p if isinstance(p, str) else p[0]) for p in providers] if providers else ["auto"]
         if provider_options is not None and providers is not None and len(provider_options) != len(providers):
             raise ValueError("provider_options needs one dict per provider")
@@ -84,7 +86,7 @@ class InferenceSession:
                 options[key] = str(int(v)) if isinstance(v, bool) else str(v)
         if fallback is None:
             fallback = providers is None
-        self._s = _nxrt.Session(str(path_or_bytes if not isinstance(path_or_bytes, bytes) else path_or_bytes.decode()),
+        self._s = _nxrt.Session(os.fspath(path_or_bytes),
                                 ",".join(names), bool(fallback), options, int(threads))
         self._inputs = [NodeArg(*i) for i in self._s.inputs()]
         self._outputs = [NodeArg(*o) for o in self._s.outputs()]

@@ -104,6 +104,10 @@ class NxrtPythonTest(unittest.TestCase):
             s.run(["nope"], self.feeds())
         with self.assertRaises(nxrt.Error):
             s.run(None, {"X": models.pattern(0, (2, 4)), "Y": models.pattern(1, (3,)), "Z": models.pattern(2, (1,))})
+        with self.assertRaisesRegex(TypeError, "model path"):
+            nxrt.InferenceSession(b"not a path", providers=["cpu"])
+        import pathlib
+        self.assertEqual(len(nxrt.InferenceSession(pathlib.Path(self.bc), providers=["cpu"]).get_inputs()), 3)
         with self.assertRaisesRegex(ValueError, "one dict per provider"):
             nxrt.InferenceSession(self.bc, providers=["cpu"], provider_options=[{}, {}])
         with self.assertRaises(nxrt.Error):  # an option the CPU plugin's schema does not have
