@@ -40,14 +40,15 @@ int main(int argc, char** argv) {
   size_t n_in = nxrt_session_input_count(s);
   for (size_t k = 0; k < n_in; ++k) {
     nxrt_io_info info = nxrt_session_input(s, k);
-    if (info.dtype != 1 || info.rank < 0) {
-      fprintf(stderr, "host_embed_c: input %s is not a float32 tensor of known rank\n", info.name);
+    int64_t dims[8];
+    if (info.dtype != 1 || info.rank < 0 || info.rank > 8) {
+      fprintf(stderr, "host_embed_c: input %s is not a float32 tensor of known rank up to 8\n", info.name);
       return 1;
     }
-    int64_t dims[8];
     size_t count = 1;
-    for (int64_t d = 0; d < info.rank && d < 8; ++d) count *= (size_t)(dims[d] = info.dims[d] > 0 ? info.dims[d] : 2);
-    float* data = malloc(count * sizeof *data);
+    for (int64_t d = 0; d < info.rank; ++d) count *= (size_t)(dims[d] = info.dims[d] > 0 ? info.dims[d] : 2);
+    float* data = malloc(count ? count * sizeof *data : 1);
+    if (!data) return 1;
     for (size_t i = 0; i < count; ++i) data[i] = (float)((i * 7 + k * 3) % 11) * 0.25f - 1.0f;
     nxrt_device_tensor* t = NULL;
     if ((e = nxrt_device_tensor_alloc(s, ep, info.dtype, dims, (size_t)info.rank, &t))) return fail(e);
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
     if ((e = nxrt_binding_output(b, name, &t))) return fail(e);
     nxrt_device_tensor_info info = nxrt_device_tensor_get_info(t);
     float* data = malloc(info.bytes ? info.bytes : 1);
+    if (!data) return 1;
     if ((e = nxrt_device_tensor_download(t, data, info.bytes))) return fail(e);
     double sum = 0;
     for (size_t i = 0; i < info.bytes / sizeof(float); ++i) sum += data[i];
