@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 pkgs=(cmake ninja-build ccache g++ pkg-config libonnx-dev libprotobuf-dev protobuf-compiler
       libboost-dev libboost-filesystem-dev libfmt-dev doctest-dev
-      gcc-multilib libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers python3-onnx python3-numpy)
+      gcc-multilib libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers python3-onnx python3-numpy
+      pybind11-dev python3-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

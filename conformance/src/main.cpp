@@ -31,7 +31,7 @@ void usage(FILE* f) {
   std::fprintf(f,
                "usage: nxrt-conformance --plugin PATH|NAME [options]\n"
                "  --plugin PATH|NAME    plugin library, or EP name resolved to libnxrt_ep_NAME.so\n"
-               "                        (NXRT_PLUGIN_PATH, then <bin>/../lib)\n"
+               "                        (NXRT_PLUGIN_PATH, then <bin>/../lib and the installed <libdir>/nxrt)\n"
                "  --device N            device index (default 0)\n"
                "  --suite LIST          comma-separated: abi,interop,ops,models,stress (default: all)\n"
                "  --tests DIR           ONNX backend node tests (DIR/node/*, DIR/simple/*); default: generated\n"
@@ -74,6 +74,9 @@ std::string resolve_plugin(const std::string& arg, const std::string& near = "")
   if (const char* p = std::getenv("NXRT_PLUGIN_PATH"))
     for (auto& d : split(p, ':')) dirs.push_back(d);
   dirs.push_back(exe_dir() + "/../lib");
+#ifdef NXRT_CONF_INSTALLED_PLUGIN_DIR
+  dirs.push_back(exe_dir() + "/" NXRT_CONF_INSTALLED_PLUGIN_DIR);  // an installed prefix: <libdir>/nxrt
+#endif
   dirs.push_back(exe_dir());
   for (auto& d : dirs)
     if (fs::exists(fs::path(d) / file)) return fs::weakly_canonical(fs::path(d) / file).string();
@@ -82,6 +85,11 @@ std::string resolve_plugin(const std::string& arg, const std::string& near = "")
 
 std::string source_dir() {
   if (const char* s = std::getenv("NXRT_SOURCE_DIR")) return s;
+#ifdef NXRT_CONF_INSTALLED_DATA_DIR
+  // An installed prefix carries the data generators in <datadir>/nxrt/tools.
+  std::error_code ec;
+  if (std::string d = exe_dir() + "/" NXRT_CONF_INSTALLED_DATA_DIR; fs::exists(d + "/tools/gen_onnx_node_tests.py", ec)) return d;
+#endif
 #ifdef NXRT_CONF_SOURCE_DIR
   return NXRT_CONF_SOURCE_DIR;
 #else

@@ -202,6 +202,33 @@ double peak_rss_mb() {
   return double(u.ru_maxrss) / 1024.0;
 }
 
+// `nxrt plugins --json`: one object, {"plugins": [...]}, with everything the text listing shows.
+std::string plugins_json(const Env& env) {
+  auto plugins = env.plugins();
+  std::string s = "{\"plugins\":[";
+  for (size_t i = 0; i < plugins.size(); ++i) {
+    const auto& p = plugins[i];
+    std::string feats, devices, options;
+    for (int b = 0; b < 64; ++b)
+      if (p.features & (1ull << b)) {
+        std::string name = nxrt_feature_name(1ull << b);
+        feats += fmt::format("{}\"{}\"", feats.empty() ? "" : ",", json_escape(name.empty() ? fmt::format("bit{}", b) : name));
+      }
+    for (uint32_t d = 0; p.loaded && d < p.device_count; ++d)
+      devices += fmt::format("{}\"{}\"", d ? "," : "", json_escape(env.device_description(i, d)));
+    if (p.loaded)
+      for (auto& opt : env.plugin_options(i))
+        options += fmt::format("{}{{\"name\":\"{}\",\"type\":\"{}\",\"default\":\"{}\",\"help\":\"{}\"}}", options.empty() ? "" : ",",
+                               json_escape(opt.name), json_escape(opt.type), json_escape(opt.default_value), json_escape(opt.help));
+    s += fmt::format("{}{{\"name\":\"{}\",\"path\":\"{}\",\"loaded\":{},\"error\":\"{}\",\"version\":\"{}\",\"abi\":\"{}.{}\","
+                     "\"features\":[{}],\"device_count\":{},\"no_device_reason\":\"{}\",\"devices\":[{}],\"options\":[{}]}}",
+                     i ? "," : "", json_escape(p.name), json_escape(p.path), p.loaded ? "true" : "false", json_escape(p.error),
+                     json_escape(p.version), p.abi_major, p.abi_minor, feats, p.loaded ? p.device_count : 0,
+                     json_escape(p.no_device_reason ? p.no_device_reason : ""), devices, options);
+  }
+  return s + "]}";
+}
+
 }  // namespace
 
 int cmd_plugins(const Options& o) {
@@ -214,8 +241,12 @@ int cmd_plugins(const Options& o) {
     }
   }
   auto plugins = env.plugins();
+  if (o.json) {
+    fmt::print("{}\n", plugins_json(env));
+    return 0;
+  }
   if (plugins.empty()) {
-    fmt::print("no plugins found (searched next to nxrt, ../lib and NXRT_PLUGIN_PATH)\n");
+    fmt::print("no plugins found (searched next to nxrt, ../lib, next to libnxrt and its nxrt/ folder, and NXRT_PLUGIN_PATH)\n");
     return 0;
   }
   for (size_t i = 0; i < plugins.size(); ++i) {
@@ -347,12 +378,32 @@ int cmd_run(const Options& o) {
 
 int cmd_inspect(const Options& o) {
   Env env = make_env(o);
-  Model model(o.model);
-  Session session(env, std::move(model), session_options(o));
+  // A strict request that leaves nodes without an EP still gets the whole table: placed again
+  // with fallback (so every refusal is listed and '*' marks the nodes no requested EP takes),
+  // then the strict error, and exit 1.
+  std::optional<Session> placed;
+  std::string strict_error;
+  try {
+    placed.emplace(env, Model(o.model), session_options(o));
+  } catch (const Error& e) {
+    if (o.fallback || e.code() != NXRT_ERR_UNSUPPORTED) throw;
+    strict_error = e.what();
+    auto relaxed = session_options(o);
+    relaxed.fallback = true;
+    try {
+      placed.emplace(env, Model(o.model), relaxed);
+    } catch (const Error&) {
+      throw e;  // not even fallback can place it: the strict error is the one to report
+    }
+  }
+  Session& session = *placed;
+  const bool marks = o.fallback || !strict_error.empty();
   auto nodes = session.nodes();
   if (o.json) {
-    std::string s = fmt::format("{{\"model\":\"{}\",\"eps\":\"{}\",\"copies\":{},\"memory\":{},\"nodes\":[", json_escape(o.model),
-                                json_escape(o.eps), session.copies(), memory_json(session));
+    std::string s = fmt::format("{{\"model\":\"{}\",\"eps\":\"{}\",\"strict_run_fails\":{},\"strict_error\":\"{}\","
+                                "\"copies\":{},\"memory\":{},\"nodes\":[", json_escape(o.model), json_escape(o.eps),
+                                strict_error.empty() ? "false" : "true", json_escape(strict_error), session.copies(),
+                                memory_json(session));
     for (size_t i = 0; i < nodes.size(); ++i)
       s += fmt::format("{}{{\"name\":\"{}\",\"op\":\"{}\",\"ep\":\"{}\",\"fell_back\":{},\"reason\":\"{}\",\"bodies\":\"{}\"}}",
                        i ? "," : "", json_escape(nodes[i].node_name), json_escape(nodes[i].op_type), json_escape(nodes[i].ep),
@@ -362,7 +413,7 @@ int cmd_inspect(const Options& o) {
     std::string line;
     for (bool first = true; std::getline(log, line); first = false) s += fmt::format("{}\"{}\"", first ? "" : ",", json_escape(line));
     fmt::print("{}]}}\n", s);
-    return 0;
+    return strict_error.empty() ? 0 : 1;
   }
   size_t w = 4;
   for (auto& n : nodes) w = std::max(w, std::string(n.node_name).size());
@@ -378,9 +429,13 @@ int cmd_inspect(const Options& o) {
   std::string summary;
   for (auto& [ep, c] : per_ep) summary += fmt::format("{}{}: {}", summary.empty() ? "" : ", ", ep, c);
   fmt::print("{} nodes ({}); {} cross-device copies{}\n", nodes.size(), summary, session.copies(),
-             o.fallback ? "; * = placed by --fallback" : "");
+             !marks ? "" : o.fallback ? "; * = placed by --fallback" : "; * = no requested EP takes it (placed as --fallback would)");
   print_memory(session);
   fmt::print("{}", session.optimization_log());
+  if (!strict_error.empty()) {
+    fmt::print("a run without --fallback would fail: {}\n", strict_error);
+    return 1;
+  }
   return 0;
 }
 

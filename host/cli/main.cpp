@@ -13,7 +13,7 @@
 namespace {
 
 const char* kUsage = R"(usage:
-  nxrt plugins [--verbose] [--plugin PATH]...
+  nxrt plugins [--verbose] [--json] [--plugin PATH]...
   nxrt run MODEL [--ep LIST|auto] [--fallback] [--threads N] [--device N] [--input NAME=FILE.pb]...
                [--input-dir DIR] [--output-dir DIR] [--profile TRACE.json] [--ep-option EP.KEY=VALUE]...
                [--run-option EP.KEY=VALUE]... [--plugin PATH]...
@@ -23,7 +23,8 @@ const char* kUsage = R"(usage:
              [--io-binding] [--ep-option EP.KEY=VALUE]... [--run-option EP.KEY=VALUE]... [--plugin PATH]...
   (run, inspect and bench also take --memory-limit BYTES: the session's device memory cap,
    and --opt N: the graph optimization level, 0 none .. 3 all, default 2, the highest exact one;
-   run --verbose prints what the optimizer did, inspect always does)
+   run --verbose prints what the optimizer did, inspect always does; inspect prints the
+   placement and every refusal even when a run without --fallback would fail, says so, exits 1)
   nxrt --version
 EP LIST is ordered and comma-separated (default: cpu); "auto" picks accelerators first,
 then cpu, with fallback. --ep-option sets a session option of an EP (e.g.
@@ -31,7 +32,8 @@ vulkan.pipeline_cache=PATH; `nxrt plugins --verbose` lists them); --run-option i
 the EP's run hooks on every run. --profile writes each step's time as a Chrome trace
 (bench: the timed iterations; summarise with tools/profile_summary.py). bench --io-binding keeps
 inputs and outputs in the first EP's memory (uploaded once, no transfer per run). Plugins are found next to nxrt,
-in ../lib, in NXRT_PLUGIN_PATH and at each --plugin PATH.
+in ../lib, next to libnxrt and in its nxrt/ folder (where packages install them), in
+NXRT_PLUGIN_PATH and at each --plugin PATH.
 )";
 
 // EP.KEY=VALUE (VALUE may be empty; KEY may not).

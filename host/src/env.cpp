@@ -23,8 +23,13 @@ std::vector<std::string> Env::discovery_dirs() {
     dirs.push_back(exe.parent_path().string());
     dirs.push_back((exe.parent_path().parent_path() / "lib").string());
   }
+  // libnxrt's own folder, and its nxrt/ subfolder: where an installed package (cmake --install,
+  // the .deb) puts the plugins, so they are found wherever the prefix is, without configuration.
   auto self = boost::dll::this_line_location(ec);
-  if (!ec) dirs.push_back(self.parent_path().string());
+  if (!ec) {
+    dirs.push_back(self.parent_path().string());
+    dirs.push_back((self.parent_path() / "nxrt").string());
+  }
   if (const char* p = std::getenv("NXRT_PLUGIN_PATH")) {
     std::string s(p);
     size_t start = 0;

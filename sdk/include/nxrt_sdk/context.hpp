@@ -1,4 +1,8 @@
 // The kernel's view of one compute call: inputs, outputs to bind, stream.
+//
+// Ownership: a Context wraps the host's nxrt_kernel_context for one compute call and owns nothing;
+// the views it returns point into host-owned (or plugin-allocated) memory valid until compute returns.
+// Thread class: [per-object], like the call it belongs to; never keep it past compute().
 #pragma once
 #include "tensor.hpp"
 

@@ -1,4 +1,6 @@
 // Element types: sizes, names and the C++ type of each.
+//
+// Ownership: none (constants and pure functions). Thread class: any thread.
 #pragma once
 #include <nxrt_dtype.h>
 

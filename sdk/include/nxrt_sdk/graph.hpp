@@ -1,5 +1,8 @@
 // Typed, read-only access to the host's graph view. Valid only during the ABI
 // call that received the graph (get_capability, kernel_create).
+//
+// Ownership: Graph, Node, Value and Attribute are non-owning views of host memory; copy what you
+// need (constant() data included) before the call returns. Thread class: the call's thread only.
 #pragma once
 #include "dtype.hpp"
 #include "status.hpp"

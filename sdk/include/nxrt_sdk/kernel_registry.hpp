@@ -2,6 +2,10 @@
 // answers get_capability: a node is claimed when a registered kernel covers
 // its op and opset and the kernel's check accepts it; otherwise it is refused
 // with the reason the check gave.
+//
+// Ownership: the registry owns its KernelDefs; create() returns a Kernel the caller (the SDK glue)
+// owns. Thread class: fill it before the session is used, then claim()/create() are read-only and
+// safe from any thread.
 #pragma once
 #include "context.hpp"
 #include "graph.hpp"

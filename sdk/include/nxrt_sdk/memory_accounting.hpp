@@ -1,5 +1,8 @@
 // Memory and transfer accounting for a plugin session (ABI 2.1 memory stats) and the
 // caller's external allocator (ABI 2.1 session_set_allocator), thread-safe.
+//
+// Ownership: MemoryCounters owns plain counters; ExternalAllocator borrows the caller's allocator
+// table, which must outlive the session. Thread class: any thread (atomics / the caller's rules).
 #pragma once
 #include "status.hpp"
 

@@ -6,6 +6,13 @@
 //
 // and gets negotiation (one Plugin object per instance), struct_size checks,
 // the option schema, exception->status conversion and object lifetimes for free.
+//
+// Ownership: the SDK owns one Plugin object per negotiation and each Session, Kernel, Stream and
+// Event it hands out as a C object, destroying them on the matching release/shutdown call.
+// Thread class: each override has the class nxrt_ep.h gives its entry point: Plugin methods,
+// create_session, create_kernel, alloc/free/copy, run hooks and the interop calls [any-thread];
+// get_capability and each Stream/Event [per-object]; Kernel::compute [per-object], or
+// [any-thread] when the plugin declares NXRT_FEATURE_CONCURRENT_RUN.
 #pragma once
 #include "context.hpp"
 #include "graph.hpp"

@@ -1,4 +1,5 @@
 // Everything a plugin needs: include this one header.
+// Ownership and thread class: see each included header.
 #pragma once
 #include "context.hpp"
 #include "dtype.hpp"

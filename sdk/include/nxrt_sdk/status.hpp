@@ -1,5 +1,8 @@
 // Errors inside a plugin are C++ exceptions; at the ABI boundary they become
 // nxrt_status values. Nothing throws across the boundary.
+//
+// Ownership: an Error owns its message; check() takes ownership of the host status it is given
+// and releases it. Thread class: any thread.
 #pragma once
 #include <nxrt_ep.h>
 

@@ -1,4 +1,8 @@
 // A tensor as the host passed it: shape, element type and memory.
+//
+// Ownership: views never own the memory they describe (host- or plugin-allocated, valid for the
+// call that gave them). Thread class: value types, safe to copy between threads; the memory's
+// rules are the call's.
 #pragma once
 #include "dtype.hpp"
 #include "status.hpp"
