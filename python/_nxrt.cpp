@@ -15,6 +15,7 @@
 
 #include <dlfcn.h>
 
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -133,20 +134,38 @@ class PySession {
     std::vector<py::array> keep;  // the (maybe converted) arrays, alive through the run
     std::vector<std::string> names;
     std::vector<std::vector<int64_t>> dims;
+    // String inputs: the text as UTF-8 and its nxrt_string elements, alive through the run.
+    std::list<std::vector<std::string>> texts;
+    std::list<std::vector<nxrt_string>> elements;
+    std::vector<const void*> data;
     for (auto [k, v] : feeds) {
       auto name = py::cast<std::string>(k);
       auto it = want.find(name);
       if (it == want.end()) throw nxrt::Error(NXRT_ERR_INVALID_ARGUMENT, "the model has no input '" + name + "'");
+      if (it->second == 8) {  // string: any array-like of str (or bytes, taken as UTF-8)
+        py::array a = py::module_::import("numpy").attr("asarray")(v, "object");
+        auto& t = texts.emplace_back();
+        py::object flat = a.attr("ravel")();
+        for (auto item : flat) t.push_back(py::isinstance<py::bytes>(item) ? py::cast<std::string>(item) : py::cast<std::string>(py::str(item)));
+        auto& e = elements.emplace_back();
+        for (auto& x : t) e.push_back(nxrt_string{x.data(), x.size()});
+        keep.push_back(a);
+        names.push_back(name);
+        dims.emplace_back(a.shape(), a.shape() + a.ndim());
+        data.push_back(e.data());
+        continue;
+      }
       auto dt = numpy_dtype(it->second);
       if (!dt) throw nxrt::Error(NXRT_ERR_UNSUPPORTED, "input '" + name + "' is " + type_name(it->second) + ", which numpy cannot hold");
       // Zero-copy: numpy returns the array itself when it already is C-contiguous of the type.
       keep.push_back(py::module_::import("numpy").attr("ascontiguousarray")(v, *dt));
       names.push_back(name);
       dims.emplace_back(keep.back().shape(), keep.back().shape() + keep.back().ndim());
+      data.push_back(keep.back().data());
     }
     std::vector<nxrt_host_tensor> in;
     for (size_t i = 0; i < keep.size(); ++i)
-      in.push_back({names[i].c_str(), want[names[i]], uint32_t(dims[i].size()), dims[i].data(), keep[i].data()});
+      in.push_back({names[i].c_str(), want[names[i]], uint32_t(dims[i].size()), dims[i].data(), data[i]});
     std::shared_ptr<nxrt::Outputs> outs;
     {
       py::gil_scoped_release unlocked;
@@ -156,6 +175,24 @@ class PySession {
     auto owner = py::capsule(new OutputsOwner{env_, outs}, [](void* p) { delete static_cast<OutputsOwner*>(p); });
     for (size_t i = 0; i < outs->size(); ++i) {
       nxrt_host_tensor t = (*outs)[i];
+      if (t.dtype == 8) {  // string: an object array of str, as ONNX Runtime returns (copied)
+        py::tuple shape(t.rank);
+        int64_t n = 1;
+        for (uint32_t d = 0; d < t.rank; ++d) {
+          shape[d] = py::int_(t.dims[d]);
+          n *= t.dims[d];
+        }
+        py::list items;
+        const auto* e = static_cast<const nxrt_string*>(t.data);
+        for (int64_t k = 0; k < n; ++k) {
+          PyObject* u = PyUnicode_DecodeUTF8(e[k].data ? e[k].data : "", py::ssize_t(e[k].size), "surrogateescape");
+          if (!u) throw py::error_already_set();
+          items.append(py::reinterpret_steal<py::object>(u));
+        }
+        auto np = py::module_::import("numpy");
+        result[py::str(t.name)] = np.attr("array")(items, "object").attr("reshape")(shape);
+        continue;
+      }
       auto dt = numpy_dtype(t.dtype);
       if (!dt) throw nxrt::Error(NXRT_ERR_UNSUPPORTED, std::string("output '") + t.name + "' is " + type_name(t.dtype) + ", which numpy cannot hold");
       std::vector<py::ssize_t> shape(t.dims, t.dims + t.rank);

@@ -38,6 +38,24 @@ class NxrtPythonTest(unittest.TestCase):
         self.assertEqual(s.get_providers(), ["cpu"])
         self.assertTrue(all(ep == "cpu" for _, _, ep, _, _ in s.get_placement()))
 
+    def test_string_tensors(self):
+        # words [N] -> StringNormalizer(UPPER, stop "the") -> upper; numbers [N] (text) -> Cast float -> x
+        from onnx import TensorProto, helper
+        nodes = [helper.make_node("StringNormalizer", ["words"], ["upper"], case_change_action="UPPER", stopwords=["the"]),
+                 helper.make_node("Cast", ["numbers"], ["x"], to=TensorProto.FLOAT)]
+        g = helper.make_graph(nodes, "strings",
+                              [helper.make_tensor_value_info("words", TensorProto.STRING, ["N"]),
+                               helper.make_tensor_value_info("numbers", TensorProto.STRING, [3])],
+                              [helper.make_tensor_value_info("upper", TensorProto.STRING, ["M"]),
+                               helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])])
+        path = os.path.join(self.tmp.name, "strings.onnx")
+        models._save(g, path)
+        s = nxrt.InferenceSession(path, providers=["CPUExecutionProvider"])
+        upper, x = s.run(None, {"words": np.array(["the", "Été", "zèbre"]), "numbers": [b"1.5", "-2", " 3e2 "]})
+        self.assertEqual(upper.dtype, object)
+        self.assertEqual(upper.tolist(), ["ÉTÉ", "ZÈBRE"])
+        np.testing.assert_array_equal(x, np.array([1.5, -2, 300], dtype=np.float32))
+
     def test_dynamic_shape_and_output_names(self):
         s = nxrt.InferenceSession(self.mlp, providers=["cpu"])
         x = np.tile(models.pattern(0, (1, 2, 4)), (1, 3, 1))  # N = 6
