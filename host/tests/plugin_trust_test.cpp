@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <string>
 
 using namespace nxrt;
@@ -38,4 +39,13 @@ TEST_CASE("NXRT_PLUGIN_PATH: split on ':', empty entries dropped; ignored when t
   CHECK(Env::env_plugin_dirs("/a::/b:", false) == std::vector<std::string>{"/a", "/b"});
   CHECK(Env::env_plugin_dirs("/a:/b", true).empty());
   CHECK_FALSE(Env::secure_process());  // ctest does not run setuid
+}
+
+// Run only by setuid_plugin_path.py (ctest nxrt_plugin_path_setuid), which executes a copy
+// of this binary setuid to another user: doctest skips it in the plain run.
+TEST_CASE("setuid: discovery ignores NXRT_PLUGIN_PATH" * doctest::skip()) {
+  REQUIRE(Env::secure_process());
+  const char* p = std::getenv("NXRT_PLUGIN_PATH");
+  REQUIRE(p);
+  for (const auto& d : Env::discovery_dirs()) CHECK(d != p);
 }
