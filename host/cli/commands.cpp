@@ -67,7 +67,12 @@ Tensor generated_input(const nxrt_io_info& info, size_t index) {
   size_t es = dtype_size(t.dtype);
   if (es == 0) throw Error(NXRT_ERR_UNSUPPORTED, fmt::format("cannot generate data for input '{}' of type {}", t.name, dtype_name(t.dtype)));
   size_t n = size_t(t.numel());
-  t.data.resize(n * es);
+  try {
+    t.data.resize(n * es);
+  } catch (const std::bad_alloc&) {  // a declared input of terabytes: say which, not "std::bad_alloc"
+    throw Error(NXRT_ERR_RESOURCE_EXHAUSTED, fmt::format("out of host memory generating input '{}' ({:.3g} GiB); give it with --input",
+                                                         t.name, double(n) * double(es) / double(1ull << 30)));
+  }
   uint32_t s = uint32_t(1234 + index);
   for (size_t i = 0; i < n; ++i) {
     s = s * 1664525u + 1013904223u;

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <stdexcept>
 
@@ -145,6 +146,9 @@ int main(int argc, char** argv) {
     // disagrees with shape inference), the model is invalid, unsupported nodes, runtime.
     bool bad_request = e.code() == NXRT_ERR_INVALID_ARGUMENT || e.code() == NXRT_ERR_NOT_FOUND;
     return bad_request ? 2 : 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "nxrt: error: out of host memory (an allocation failed)\n");
+    return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "nxrt: error: {}\n", printable(e.what()));
     return 1;

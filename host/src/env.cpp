@@ -1,8 +1,11 @@
 #include "env.hpp"
 
 #include "error.hpp"
+#include "status.hpp"
 
 #include <boost/dll/runtime_symbol_info.hpp>
+
+#include <sys/auxv.h>
 
 #include <algorithm>
 #include <cstring>
@@ -30,15 +33,28 @@ std::vector<std::string> Env::discovery_dirs() {
     dirs.push_back(self.parent_path().string());
     dirs.push_back((self.parent_path() / "nxrt").string());
   }
-  if (const char* p = std::getenv("NXRT_PLUGIN_PATH")) {
-    std::string s(p);
-    size_t start = 0;
-    while (start <= s.size()) {
-      size_t end = s.find(':', start);
-      if (end == std::string::npos) end = s.size();
-      if (end > start) dirs.push_back(s.substr(start, end - start));
-      start = end + 1;
-    }
+  for (auto& d : env_plugin_dirs(std::getenv("NXRT_PLUGIN_PATH"), secure_process())) dirs.push_back(std::move(d));
+  return dirs;
+}
+
+bool Env::secure_process() { return getauxval(AT_SECURE) != 0; }
+
+std::vector<std::string> Env::env_plugin_dirs(const char* value, bool secure) {
+  std::vector<std::string> dirs;
+  if (!value) return dirs;
+  if (secure) {
+    // Whoever started a setuid/setgid program chose its environment: a plugin path from
+    // there would run their code with the program's privileges.
+    host_services().log(NXRT_LOG_WARNING, "nxrt", "NXRT_PLUGIN_PATH is ignored in a setuid/setgid process");
+    return dirs;
+  }
+  std::string s(value);
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(':', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) dirs.push_back(s.substr(start, end - start));
+    start = end + 1;
   }
   return dirs;
 }

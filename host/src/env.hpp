@@ -32,8 +32,12 @@ struct SessionConfig {
 
 class Env {
  public:
-  // Folders searched: the executable's, ../lib beside it, libnxrt's, then NXRT_PLUGIN_PATH.
+  // Folders searched: the executable's, ../lib beside it, libnxrt's, then NXRT_PLUGIN_PATH
+  // (not in a setuid/setgid process).
   static std::vector<std::string> discovery_dirs();
+  // The folders of a NXRT_PLUGIN_PATH value (':'-separated); none when `secure`.
+  static std::vector<std::string> env_plugin_dirs(const char* value, bool secure);
+  static bool secure_process();  // getauxval(AT_SECURE): setuid/setgid or similar
   void discover();
   // Loads a plugin file; throws HostError. Returns the entry's index.
   size_t add(const std::string& path);

@@ -5,11 +5,61 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 namespace nxrt {
+
+namespace {
+
+// A non-negative decimal int64 (external data offset and length); anything else is refused.
+int64_t external_number(const onnx::TensorProto& t, const std::string& key, const std::string& v) {
+  int64_t n = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || p != v.data() + v.size() || n < 0)
+    raise(NXRT_ERR_MODEL, "tensor '{}': external data {} '{}' is not a non-negative 64-bit integer", t.name(), key, v);
+  return n;
+}
+
+}  // namespace
+
+ExternalData locate_external(const onnx::TensorProto& t, const std::filesystem::path& base_dir) {
+  namespace fs = std::filesystem;
+  ExternalData x;
+  for (const auto& kv : t.external_data()) {
+    if (kv.key() == "location") x.location = kv.value();
+    else if (kv.key() == "offset") x.offset = external_number(t, "offset", kv.value());
+    else if (kv.key() == "length") x.length = external_number(t, "length", kv.value());
+  }
+  if (x.location.empty()) raise(NXRT_ERR_MODEL, "tensor '{}' has external data without a location", t.name());
+  if (base_dir.empty()) raise(NXRT_ERR_MODEL, "tensor '{}' uses external data but there is no model folder", t.name());
+  const fs::path rel(x.location);
+  if (rel.is_absolute())
+    raise(NXRT_ERR_MODEL, "tensor '{}': external data path '{}' is absolute; it must be inside the model's folder", t.name(), x.location);
+  // Canonical paths resolve `..` and symbolic links: where the bytes really are must be
+  // inside the model's folder.
+  std::error_code ec;
+  const fs::path base = fs::weakly_canonical(base_dir, ec);
+  x.file = fs::weakly_canonical(base / rel, ec);
+  auto [b, f] = std::mismatch(base.begin(), base.end(), x.file.begin(), x.file.end());
+  if (b != base.end()) raise(NXRT_ERR_MODEL, "tensor '{}': external data path '{}' leaves the model's folder", t.name(), x.location);
+  struct stat st {};
+  if (::stat(x.file.c_str(), &st) != 0)
+    raise(NXRT_ERR_MODEL, "tensor '{}': cannot open external data file '{}': {}", t.name(), x.location, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) raise(NXRT_ERR_MODEL, "tensor '{}': external data path '{}' is not a regular file", t.name(), x.location);
+  // A hard link has no "real" path to check: a second name of a file outside the folder
+  // looks inside. Files with more than one link are refused.
+  if (st.st_nlink > 1)
+    raise(NXRT_ERR_MODEL, "tensor '{}': external data file '{}' has {} hard links; nxrt refuses hard-linked data files "
+          "(a hard link can make a file outside the model's folder appear inside it)", t.name(), x.location, st.st_nlink);
+  return x;
+}
 
 int64_t element_count(const std::vector<int64_t>& dims) {
   // Checked: a count past kMaxElements would overflow the byte sizes computed from it
@@ -42,34 +92,23 @@ void unpack(const Field& field, Bytes& out) {
   for (int i = 0; i < field.size(); ++i) p[i] = static_cast<Dst>(field.Get(i));
 }
 
-std::string read_external(const onnx::TensorProto& t, const std::filesystem::path& base_dir) {
-  std::string location;
-  int64_t offset = 0, length = -1;
-  for (const auto& kv : t.external_data()) {
-    if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
-  }
-  if (location.empty()) raise(NXRT_ERR_MODEL, "tensor '{}' has external data without a location", t.name());
-  if (base_dir.empty()) raise(NXRT_ERR_MODEL, "tensor '{}' uses external data but there is no model folder", t.name());
-  namespace fs = std::filesystem;
-  fs::path rel(location);
-  if (rel.is_absolute()) raise(NXRT_ERR_MODEL, "tensor '{}': external data path '{}' is absolute; it must be inside the model's folder", t.name(), location);
-  std::error_code ec;
-  fs::path base = fs::weakly_canonical(base_dir, ec);
-  fs::path full = fs::weakly_canonical(base / rel, ec);
-  auto [b, f] = std::mismatch(base.begin(), base.end(), full.begin(), full.end());
-  if (b != base.end()) raise(NXRT_ERR_MODEL, "tensor '{}': external data path '{}' leaves the model's folder", t.name(), location);
-  std::ifstream in(full, std::ios::binary);
-  if (!in) raise(NXRT_ERR_MODEL, "tensor '{}': cannot open external data file '{}'", t.name(), full.string());
+// `expect`: the bytes the tensor's shape and type need; checked before anything is allocated.
+std::string read_external(const onnx::TensorProto& t, const std::filesystem::path& base_dir, size_t expect) {
+  const ExternalData x = locate_external(t, base_dir);
+  std::ifstream in(x.file, std::ios::binary);
+  if (!in) raise(NXRT_ERR_MODEL, "tensor '{}': cannot open external data file '{}'", t.name(), x.file.string());
   in.seekg(0, std::ios::end);
-  int64_t size = in.tellg();
-  if (offset < 0 || offset > size) raise(NXRT_ERR_MODEL, "tensor '{}': external data offset {} is past the end of '{}'", t.name(), offset, location);
-  if (length < 0) length = size - offset;
-  if (offset + length > size) raise(NXRT_ERR_MODEL, "tensor '{}': external data needs {} bytes at offset {} but '{}' has {}", t.name(), length, offset, location, size);
+  const int64_t size = in.tellg();
+  if (x.offset > size) raise(NXRT_ERR_MODEL, "tensor '{}': external data offset {} is past the end of '{}'", t.name(), x.offset, x.location);
+  const int64_t length = x.length < 0 ? size - x.offset : x.length;
+  if (length > size - x.offset)  // not offset + length: both may be near INT64_MAX
+    raise(NXRT_ERR_MODEL, "tensor '{}': external data needs {} bytes at offset {} but '{}' has {}", t.name(), length, x.offset, x.location, size);
+  if (uint64_t(length) != expect)
+    raise(NXRT_ERR_MODEL, "tensor '{}' needs {} bytes of data but its external data in '{}' has {}", t.name(), expect, x.location, length);
   std::string bytes(size_t(length), '\0');
-  in.seekg(offset);
+  in.seekg(x.offset);
   in.read(bytes.data(), length);
+  if (in.gcount() != length) raise(NXRT_ERR_MODEL, "tensor '{}': cannot read {} bytes of '{}'", t.name(), length, x.location);
   return bytes;
 }
 
@@ -97,7 +136,7 @@ HostTensor decode_tensor(const onnx::TensorProto& t, const std::filesystem::path
           dtype_name(out.dtype), t.data_type());
   const size_t expect = size_t(out.numel()) * esize;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string bytes = read_external(t, base_dir);
+    std::string bytes = read_external(t, base_dir, expect);
     out.data.assign(bytes.begin(), bytes.end());
   } else if (t.has_raw_data()) {
     out.data.assign(t.raw_data().begin(), t.raw_data().end());

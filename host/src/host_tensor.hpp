@@ -49,6 +49,16 @@ std::string shape_str(const int64_t* dims, size_t rank);
 inline std::string shape_str(const std::vector<int64_t>& dims) { return shape_str(dims.data(), dims.size()); }
 
 // Decodes a TensorProto; `base_dir` resolves external data, which must stay inside it.
+// Where a tensor's external data lies, checked: a relative path that stays inside the
+// model's folder after `..` and symbolic links are resolved, a regular file with one
+// link, offset and length decimal and >= 0 (length -1: to the end). Throws MODEL otherwise.
+struct ExternalData {
+  std::string location;  // as the model wrote it
+  std::filesystem::path file;
+  int64_t offset = 0, length = -1;
+};
+ExternalData locate_external(const onnx::TensorProto& t, const std::filesystem::path& base_dir);
+
 HostTensor decode_tensor(const onnx::TensorProto& t, const std::filesystem::path& base_dir = {});
 void encode_tensor(const HostTensor& t, onnx::TensorProto& out);
 

@@ -4,11 +4,13 @@
 #include "ir.hpp"
 #include "model_loader.hpp"
 
+#include <fmt/format.h>
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
 #include <fcntl.h>
@@ -379,6 +381,37 @@ void check_shape_targets(const nxrt_model_ir& ir) {
   }
 }
 
+// protobuf refuses messages nested deeper than its recursion limit (100) with the same
+// "parse failed" as corrupt bytes. Subgraphs cost 3 levels each (node, attribute, graph),
+// so the limit allows about 30 nested If/Loop/Scan. On a failed parse the bytes are parsed
+// again with a higher limit (still a bounded stack): when that works and the model's
+// subgraphs really nest that deep, the error says so. 0 otherwise (corrupt bytes: unknown
+// groups nest too).
+constexpr int kDeepParseLimit = 1000;  // about 330 subgraph levels
+
+int subgraph_depth(const onnx::GraphProto& g) {
+  int deepest = 0;
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) deepest = std::max(deepest, 1 + subgraph_depth(a.g()));
+      for (const auto& sub : a.graphs()) deepest = std::max(deepest, 1 + subgraph_depth(sub));
+    }
+  return deepest;
+}
+
+template <typename Parse>
+int too_deep_subgraphs(Parse&& parse_with_limit) {
+  onnx::ModelProto deep;
+  if (!parse_with_limit(deep, kDeepParseLimit) || !deep.has_graph()) return 0;
+  const int depth = subgraph_depth(deep.graph());
+  return depth >= 25 ? depth : 0;  // 3 levels per subgraph + the model's own
+}
+
+std::string too_deep_message(int depth) {
+  return fmt::format("nests subgraphs {} deep (If inside If inside ...), past protobuf's limit of 100 message levels "
+                     "(about 30 subgraphs); nxrt refuses such models", depth);
+}
+
 bool uses_external_data(const onnx::ModelProto& m) {
   for (const auto& t : m.graph().initializer())
     if (t.data_location() == onnx::TensorProto::EXTERNAL) return true;
@@ -389,6 +422,11 @@ std::unique_ptr<nxrt_model_ir> load(onnx::ModelProto& m, const fs::path& base_di
   if (m.graph().node_size() == 0 && m.graph().output_size() == 0)
     raise(NXRT_ERR_MODEL, "model '{}' has an empty graph", path);
   check_opsets(m, path);
+  // Where external data lies is checked here, before the ONNX checker: its own check
+  // neither refuses hard links nor names an absolute or escaping path as the problem.
+  if (uses_external_data(m))
+    for (const auto& t : m.graph().initializer())
+      if (t.data_location() == onnx::TensorProto::EXTERNAL) locate_external(t, base_dir);
   try {
     if (!path.empty() && uses_external_data(m)) onnx::checker::check_model(path);
     else onnx::checker::check_model(m);
@@ -415,8 +453,15 @@ std::unique_ptr<nxrt_model_ir> load(onnx::ModelProto& m, const fs::path& base_di
 
 std::unique_ptr<nxrt_model_ir> load_model_bytes(const void* data, size_t size, const std::string& base_dir) {
   onnx::ModelProto m;
-  if (size > size_t(INT32_MAX) || !m.ParseFromArray(data, int(size)))
+  if (size > size_t(INT32_MAX) || !m.ParseFromArray(data, int(size))) {
+    const int depth = size > size_t(INT32_MAX) ? 0 : too_deep_subgraphs([&](onnx::ModelProto& deep, int limit) {
+      google::protobuf::io::CodedInputStream in(static_cast<const uint8_t*>(data), int(size));
+      in.SetRecursionLimit(limit);
+      return deep.ParseFromCodedStream(&in);
+    });
+    if (depth) raise(NXRT_ERR_MODEL, "model bytes {}", too_deep_message(depth));
     raise(NXRT_ERR_MODEL, "model bytes are not a valid ONNX protobuf (corrupt or truncated, {} bytes)", size);
+  }
   return load(m, base_dir, base_dir.empty() ? "<memory>" : base_dir + "/<memory>");
 }
 
@@ -434,6 +479,18 @@ std::unique_ptr<nxrt_model_ir> load_model_file(const std::string& path) {
     google::protobuf::io::FileInputStream stream(fd);
     stream.SetCloseOnDelete(true);
     parsed = !ec && size > 0 && m.ParseFromZeroCopyStream(&stream);
+  }
+  if (!parsed && !ec && size > 0) {
+    const int depth = too_deep_subgraphs([&](onnx::ModelProto& deep, int limit) {
+      const int again = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (again < 0) return false;
+      google::protobuf::io::FileInputStream file(again);
+      file.SetCloseOnDelete(true);
+      google::protobuf::io::CodedInputStream in(&file);
+      in.SetRecursionLimit(limit);
+      return deep.ParseFromCodedStream(&in);
+    });
+    if (depth) raise(NXRT_ERR_MODEL, "'{}' {}", path, too_deep_message(depth));
   }
   if (!parsed)
     raise(NXRT_ERR_MODEL, "'{}' is not a valid ONNX model (corrupt or truncated protobuf, {} bytes)", path, ec ? 0 : size);

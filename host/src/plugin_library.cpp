@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 #include "host_tensor.hpp"
+#include "sha256.hpp"
 #include "status.hpp"
 #include "version.hpp"
 
@@ -13,6 +14,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <fstream>
+#include <set>
+#include <sys/stat.h>
 #include <memory>
 #include <mutex>
 #include <regex>
@@ -197,6 +201,61 @@ std::string major_mismatch(const std::filesystem::path& path, uint32_t plugin_ma
 
 std::string str(const char* s) { return s ? s : ""; }
 
+// The digests NXRT_PLUGIN_ALLOWLIST's file lists: the first word of each line that is not
+// empty or a '#' comment, 64 hex digits (so `sha256sum *.so > list` writes one). A list
+// that cannot be read or has a malformed line refuses every plugin: it fails closed.
+std::set<std::string> read_allowlist(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) raise(NXRT_ERR_PLUGIN, "NXRT_PLUGIN_ALLOWLIST names '{}', which cannot be read; no plugin is loaded without it", file);
+  std::set<std::string> digests;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const size_t start = line.find_first_not_of(" \t\r");
+    if (start == std::string::npos || line[start] == '#') continue;
+    std::string word = line.substr(start, line.find_first_of(" \t\r", start) - start);
+    std::transform(word.begin(), word.end(), word.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    if (word.size() != 64 || word.find_first_not_of("0123456789abcdef") != std::string::npos)
+      raise(NXRT_ERR_PLUGIN, "plugin allow-list '{}' line {}: '{}' is not a SHA-256 digest (64 hex digits)", file, n, word);
+    digests.insert(word);
+  }
+  return digests;
+}
+
+bool info_logging() {
+  const char* e = std::getenv("NXRT_LOG_LEVEL");  // as host_services' log reads it
+  return e && std::atoi(e) <= int(NXRT_LOG_INFO);
+}
+
+// Before any of its code runs (docs/security.md): a plugin file, or the folder holding it,
+// that anyone may write is refused (anyone could have replaced the code); with
+// NXRT_PLUGIN_ALLOWLIST set, the file's SHA-256 must be listed. Returns the digest when it
+// was computed (allow-list or info logging), else "".
+std::string check_trust(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::canonical(path, ec);
+  if (ec) raise(NXRT_ERR_NOT_FOUND, "plugin file '{}' cannot be resolved: {}", path.string(), ec.message());
+  struct stat st {};
+  if (::stat(real.c_str(), &st) != 0)
+    raise(NXRT_ERR_NOT_FOUND, "cannot stat plugin file '{}': {}", real.string(), std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) raise(NXRT_ERR_PLUGIN, "plugin '{}' is not a regular file", real.string());
+  if (st.st_mode & S_IWOTH)
+    raise(NXRT_ERR_PLUGIN, "plugin '{}' is world-writable (mode {:03o}); nxrt refuses to load it, since anyone could have "
+          "replaced its code (chmod o-w it)", real.string(), st.st_mode & 07777);
+  const std::filesystem::path folder = real.parent_path();
+  if (::stat(folder.c_str(), &st) == 0 && (st.st_mode & S_IWOTH))
+    raise(NXRT_ERR_PLUGIN, "plugin '{}' is in the world-writable folder '{}' (mode {:03o}); nxrt refuses to load it, since "
+          "anyone could have replaced it (move it, or chmod o-w the folder)", real.string(), folder.string(),
+          st.st_mode & 07777);
+  const char* list = std::getenv("NXRT_PLUGIN_ALLOWLIST");
+  const bool allowlist = list && *list;
+  if (!allowlist && !info_logging()) return "";
+  std::string digest = sha256_file(real);
+  if (allowlist && !read_allowlist(list).count(digest))
+    raise(NXRT_ERR_PLUGIN, "plugin '{}' (SHA-256 {}) is not in the allow-list '{}' (NXRT_PLUGIN_ALLOWLIST)", real.string(),
+          digest, list);
+  return digest;
+}
+
 }  // namespace
 
 std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& given) {
@@ -204,8 +263,10 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
   if (!std::filesystem::exists(given, ec)) raise(NXRT_ERR_NOT_FOUND, "plugin file '{}' does not exist", given.string());
   std::filesystem::path path = std::filesystem::absolute(given, ec);
   if (ec) path = given;
+  const std::string digest = check_trust(path);
   std::shared_ptr<PluginLibrary> lib(new PluginLibrary());
   lib->path_ = path;
+  lib->sha256_ = digest;
   boost::dll::fs::error_code dec;
   const char* why = nullptr;
   {
@@ -325,6 +386,11 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
       }
     if (NXRT_HAS_FIELD(&info, nxrt_device_info, pci_bus_id)) d.pci_bus_id = str(info.pci_bus_id);
     lib->devices_.push_back(std::move(d));
+  }
+  if (info_logging()) {
+    const std::string msg = fmt::format("loaded plugin '{}' {} from '{}' (SHA-256 {}, ABI {}.{})", lib->name_, lib->version_,
+                                        path_str, lib->sha256_, lib->abi_major_, lib->abi_minor_);
+    host_services().log(NXRT_LOG_INFO, "nxrt", msg.c_str());
   }
   return lib;
 }

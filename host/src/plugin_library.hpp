@@ -53,7 +53,9 @@ bool option_value_ok(nxrt_option_type t, const std::string& value);
 
 class PluginLibrary {
  public:
-  // Loads and negotiates; throws HostError(NXRT_ERR_PLUGIN / NOT_FOUND) naming the file and the cause.
+  // Checks trust (not world-writable, in the allow-list when one is set), loads and
+  // negotiates, logs what was loaded at info level; throws HostError(NXRT_ERR_PLUGIN /
+  // NOT_FOUND) naming the file and the cause.
   static std::shared_ptr<PluginLibrary> load(const std::filesystem::path& path);
   ~PluginLibrary();
   PluginLibrary(const PluginLibrary&) = delete;
@@ -64,6 +66,8 @@ class PluginLibrary {
   const std::string& name() const { return name_; }
   const std::string& version() const { return version_; }
   const std::filesystem::path& path() const { return path_; }
+  // The file's SHA-256 (hex) when it was computed: with an allow-list or info logging on.
+  const std::string& sha256() const { return sha256_; }
   uint32_t abi_major() const { return abi_major_; }
   uint32_t abi_minor() const { return abi_minor_; }
   uint64_t features() const { return features_; }  // masked to the agreed minor
@@ -81,6 +85,7 @@ class PluginLibrary {
   nxrt_plugin* instance_ = nullptr;
   bool shutdown_needed_ = false;
   std::filesystem::path path_;
+  std::string sha256_;
   std::string name_, version_, no_device_reason_;
   uint32_t abi_major_ = 0, abi_minor_ = 0;
   uint64_t features_ = 0;

@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """Corrupted model files through `nxrt run`: seeded truncations and byte flips of a small
-valid model. Every run must end with exit 0, 1 or 2 (never a signal or a hang), and a
-failure must be one line starting with 'nxrt: error: '.
+valid model. Every run (under a 4 GiB address-space limit) must end with exit 0, 1 or 2
+(never a signal, a sanitizer report or a hang), and a failure must be one line starting
+with 'nxrt: error: '. host/tests/hostile_models.py reuses run_nxrt and refusal_problem.
 
 Usage: fuzz_models.py --nxrt BIN [--cases N] [--seed S]
 """
 import argparse
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -32,6 +34,35 @@ def base_model():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     return m.SerializeToString()
+
+
+MEMORY_LIMIT = 4 << 30  # address space of each nxrt run: a model that would need more must be refused
+SANITIZER_MARKS = ("Sanitizer", "runtime error:")
+
+
+def limit_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def run_nxrt(nxrt, model, timeout):
+    """`nxrt run MODEL --ep cpu` under a 4 GiB address-space limit; raises TimeoutExpired."""
+    return subprocess.run([nxrt, "run", model, "--ep", "cpu"], capture_output=True, text=True, errors="replace",
+                          timeout=timeout, preexec_fn=limit_memory)
+
+
+def refusal_problem(p):
+    """Why run `p` is not a clean outcome (exit 0, or exit 1/2 with one 'nxrt: error: ' line and
+    no sanitizer report), or None when it is."""
+    lines = p.stderr.strip().splitlines()
+    if p.returncode < 0:
+        return f"killed by signal {-p.returncode}"
+    if p.returncode not in (0, 1, 2):
+        return f"exit {p.returncode}"
+    if any(m in p.stderr for m in SANITIZER_MARKS):
+        return "sanitizer report"
+    if p.returncode != 0 and (len(lines) != 1 or not lines[0].startswith("nxrt: error: ")):
+        return "the error is not one 'nxrt: error: ' line"
+    return None
 
 
 def mutations(data, n, rng):
@@ -66,22 +97,20 @@ def main():
             with open(path, "wb") as f:
                 f.write(blob)
             try:
-                p = subprocess.run([args.nxrt, "run", path, "--ep", "cpu"], capture_output=True, text=True, errors="replace",
-                                   timeout=60)
+                p = run_nxrt(args.nxrt, path, 60)
             except subprocess.TimeoutExpired:
                 failures += 1
                 print(f"FAIL {what}: hung for 60 s (input kept as {path}.hang)")
                 os.replace(path, path + ".hang")
                 continue
             outcomes += 1
-            lines = p.stderr.strip().splitlines()
-            bad = p.returncode not in (0, 1, 2) or (p.returncode != 0 and (len(lines) != 1 or not lines[0].startswith("nxrt: error: ")))
+            bad = refusal_problem(p)
             if bad:
                 failures += 1
                 keep = os.path.join(os.getcwd(), f"fuzz-crash-{failures}.onnx")
                 with open(keep, "wb") as f:
                     f.write(blob)
-                print(f"FAIL {what}: exit {p.returncode}, stderr {p.stderr.strip()[:300]!r} (input saved as {keep})")
+                print(f"FAIL {what}: {bad}: exit {p.returncode}, stderr {p.stderr.strip()[:300]!r} (input saved as {keep})")
             else:
                 counts[p.returncode] += 1
     print(f"{args.cases} corrupted models: {counts[0]} still ran, {counts[1] + counts[2]} refused with one line")

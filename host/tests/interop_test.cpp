@@ -2,8 +2,7 @@
 // device tensors and I/O binding, the caller's streams, the caller's allocator, memory
 // accounting and the memory cap. devmem (a simulated discrete device whose streams run
 // only when synchronized) tests the host's logic; Vulkan (lavapipe here) tests it for real.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
-#include <doctest/doctest.h>
+#include "doctest_skip.hpp"
 
 #include <nxrt/nxrt.hpp>
 
@@ -357,10 +356,7 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST_CASE("io binding (vulkan): the cnn with device-resident input and output, 100 runs, no per-run transfer") {
   auto env = make_env({"vulkan"});
-  if (!has_vulkan_device(env)) {
-    MESSAGE("skipped: no Vulkan device");
-    return;
-  }
+  if (!has_vulkan_device(env)) NXRT_SKIP_CASE("no Vulkan device");
   nxrt::Model model(cnn32_path());
   nxrt::Session s(env, model, "vulkan");
   const std::vector<int64_t> in_dims{1, 3, 32, 32}, out_dims{1, 1000};
@@ -465,10 +461,7 @@ VkBuffer buffer_of(const nxrt::DeviceTensor& t, VkDeviceSize* offset) {
 
 TEST_CASE("caller stream (vulkan): a run on an imported timeline is ordered after the caller's work and before the caller's next") {
   auto env = make_env({"vulkan"});
-  if (!has_vulkan_device(env)) {
-    MESSAGE("skipped: no Vulkan device");
-    return;
-  }
+  if (!has_vulkan_device(env)) NXRT_SKIP_CASE("no Vulkan device");
   nxrt::Model model(relu_model(4, 256));
   nxrt::Session s(env, model, "vulkan");
   CallerVulkan vk(s.native_handle("vulkan", NXRT_NATIVE_OBJECT_DEVICE), s.native_handle("vulkan", NXRT_NATIVE_OBJECT_QUEUE));
@@ -560,10 +553,7 @@ void vulkan_free(void* user, const nxrt_native_handle* h) {
 
 TEST_CASE("external allocator (vulkan): every device byte of the session comes from the caller") {
   auto env = make_env({"vulkan"});
-  if (!has_vulkan_device(env)) {
-    MESSAGE("skipped: no Vulkan device");
-    return;
-  }
+  if (!has_vulkan_device(env)) NXRT_SKIP_CASE("no Vulkan device");
   CountingAllocator alloc(vulkan_alloc, vulkan_free);
   {
     nxrt::Model model(relu_model(4, 256));
@@ -597,10 +587,7 @@ std::string vulkan_cpu_model() {
 
 TEST_CASE("pinned staging (vulkan + cpu): host values crossing to Vulkan live in its pinned memory, no bounce buffers") {
   auto env = make_env({"vulkan", "cpu"});
-  if (!has_vulkan_device(env)) {
-    MESSAGE("skipped: no Vulkan device");
-    return;
-  }
+  if (!has_vulkan_device(env)) NXRT_SKIP_CASE("no Vulkan device");
   nxrt::Model model(vulkan_cpu_model());
   nxrt::Session s(env, model, "vulkan,cpu");
   const std::vector<int64_t> dims{4, 256};
@@ -644,10 +631,7 @@ TEST_CASE("device tensor copies: within a session, between two sessions of one p
   CHECK(dm.download<float>() == kX);
   nxrt::DeviceTensor wrong(d, "devmem", 1, {3, 2});
   CHECK_THROWS_AS(wrong.copy_from(dm), nxrt::Error);
-  if (!has_vulkan_device(env)) {
-    MESSAGE("vulkan part skipped: no Vulkan device");
-    return;
-  }
+  if (!has_vulkan_device(env)) NXRT_SKIP_CASE("the Vulkan part: no Vulkan device");
   // Model A's output, left on the device, becomes model B's input in another session:
   // a peer copy, the host never reads it.
   nxrt::Session va(env, model, "vulkan"), vb(env, model, "vulkan");
@@ -682,7 +666,7 @@ TEST_CASE("device tensor copies: within a session, between two sessions of one p
     CHECK(vb_after.device_to_device_copies == vb_before.device_to_device_copies + 1);
     CHECK(vb_after.bytes_in_use == vb_before.bytes_in_use);  // the import is gone again
   } else {
-    MESSAGE("no VK_EXT_external_memory_host: devmem -> vulkan went through the host");
+    nxrt_test::record_skip("devmem -> vulkan import: no VK_EXT_external_memory_host (went through the host)");
   }
 }
 
@@ -742,10 +726,7 @@ uint32_t host_visible_type(const nxrt_native_handle& device, uint32_t bits) {
 
 TEST_CASE("memory import (vulkan): the caller's VkBuffer and page-aligned host memory become device tensors, used in place") {
   auto env = make_env({"vulkan"});
-  if (!has_vulkan_device(env)) {
-    MESSAGE("skipped: no Vulkan device");
-    return;
-  }
+  if (!has_vulkan_device(env)) NXRT_SKIP_CASE("no Vulkan device");
   nxrt::Model model(relu_model(4, 256));
   nxrt::Session s(env, model, "vulkan");
   const nxrt_native_handle device = s.native_handle("vulkan", NXRT_NATIVE_OBJECT_DEVICE);
@@ -819,7 +800,7 @@ TEST_CASE("memory import (vulkan): the caller's VkBuffer and page-aligned host m
   // Host memory, aligned as the device requires (VK_EXT_external_memory_host).
   const uint64_t align = vulkan_host_import_alignment(env);
   if (align == 0) {
-    MESSAGE("host-memory import skipped: no VK_EXT_external_memory_host");
+    nxrt_test::record_skip("host-memory import: no VK_EXT_external_memory_host");
   } else {
     const size_t bytes = std::max<size_t>(4096, align);
     float* host = static_cast<float*>(std::aligned_alloc(align, bytes));

@@ -1,8 +1,7 @@
 // Unit tests of the Vulkan core on whatever device is present (lavapipe in
 // CI), with the Khronos validation layer when NXRT_VULKAN_VALIDATION=1 (set
 // by ctest): every test ends by asserting zero validation messages.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
-#include <doctest/doctest.h>
+#include "doctest_skip.hpp"
 
 #include "program.hpp"
 #include "run_registry.hpp"
@@ -22,6 +21,9 @@ using namespace nxrt::vk;
 namespace {
 
 bool have_device() { return !Instance::get().devices().empty(); }
+std::string no_device() { return "no Vulkan device: " + Instance::get().reason(); }
+const char* const kNoTimestamps = "the device has no timestamp queries on its compute queue: device profiling not tested";
+const char* const kNoFp16 = "the device lacks storageBuffer16BitAccess: float16 kernels not tested";
 
 Device& device() {
   static Device d(0);
@@ -244,9 +246,8 @@ std::vector<float> ref_conv(const std::vector<float>& x, const std::vector<float
 TEST_CASE("instance and device properties") {
   auto& inst = Instance::get();
   if (!have_device()) {
-    MESSAGE("no Vulkan device: " << inst.reason());
-    CHECK(!inst.reason().empty());
-    return;
+    CHECK(!inst.reason().empty());  // the one thing checkable without a device: it says why
+    NXRT_SKIP_CASE(no_device());
   }
   auto& d = inst.devices()[0];
   CHECK(d.subgroup_size > 0);
@@ -259,7 +260,7 @@ TEST_CASE("instance and device properties") {
 }
 
 TEST_CASE("arena sub-allocation and copy round trips") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   Device& d = device();
   uint64_t before = d.bytes_in_use();
   std::vector<Alloc*> v;
@@ -301,7 +302,7 @@ TEST_CASE("arena sub-allocation and copy round trips") {
 }
 
 TEST_CASE("streams and events order work across streams") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   Device& d = device();
   auto h = randv(4096);
   Alloc* a = d.alloc(h.size() * 4, false);
@@ -327,7 +328,7 @@ TEST_CASE("streams and events order work across streams") {
 }
 
 TEST_CASE("elementwise: unary and broadcasting binary") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   G g;
   auto x = randv(2 * 3 * 4 * 5, -3, 3, 2), y = randv(3 * 1 * 5, 0.5f, 2, 3);
   int a = g.input(x, {2, 3, 4, 5}), b = g.input(y, {3, 1, 5});
@@ -354,7 +355,7 @@ TEST_CASE("elementwise: unary and broadcasting binary") {
 }
 
 TEST_CASE("matmul: batched, broadcast B, gemm with bias and transB") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   for (auto [M, K, N] : {std::tuple{5, 7, 3}, {64, 96, 80}, {130, 33, 70}, {1, 512, 100}}) {
     G g;
     auto a = randv(size_t(2 * 3 * M * K), -1, 1, 4), b = randv(size_t(K * N), -1, 1, 5);
@@ -388,7 +389,7 @@ TEST_CASE("matmul: batched, broadcast B, gemm with bias and transB") {
 }
 
 TEST_CASE("conv: dense (implicit GEMM), grouped, depthwise") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   struct Case { int64_t N, C, H, W, Co, k, s, p, grp; };
   for (auto cs : {Case{1, 3, 17, 15, 32, 3, 2, 1, 1}, Case{2, 16, 9, 9, 32, 3, 1, 1, 1}, Case{1, 8, 10, 10, 8, 3, 1, 1, 8},
                   Case{1, 8, 7, 7, 16, 1, 1, 0, 2}, Case{1, 32, 8, 8, 64, 3, 1, 1, 2}}) {
@@ -409,7 +410,7 @@ TEST_CASE("conv: dense (implicit GEMM), grouped, depthwise") {
 }
 
 TEST_CASE("pooling, batchnorm, softmax, layernorm, reduce") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   G g;
   auto x = randv(2 * 3 * 6 * 6, -2, 2, 14);
   auto sc = randv(3, 0.5f, 1.5f, 15), bi = randv(3, -1, 1, 16), mean = randv(3, -1, 1, 17), var = randv(3, 0.1f, 2, 18);
@@ -485,7 +486,7 @@ TEST_CASE("pooling, batchnorm, softmax, layernorm, reduce") {
 }
 
 TEST_CASE("data movement: transpose, concat, gather, slice, views") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   G g;
   auto x = randv(2 * 3 * 4, -1, 1, 21), y = randv(2 * 2 * 4, -1, 1, 22);
   int ix = g.input(x, {2, 3, 4}), iy = g.input(y, {2, 2, 4});
@@ -525,7 +526,7 @@ TEST_CASE("data movement: transpose, concat, gather, slice, views") {
 }
 
 TEST_CASE("fused group: one command buffer, barriers only on hazards, reuse") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   G g;
   auto x = randv(4 * 8, -1, 1, 23), w = randv(8 * 16, -1, 1, 24), b = randv(16, -1, 1, 25);
   int ix = g.input(x, {4, 8}), iw = g.input(w, {8, 16}), ib = g.input(b, {16});
@@ -554,14 +555,10 @@ TEST_CASE("fused group: one command buffer, barriers only on hazards, reuse") {
 // then rounded to half; rtol 2e-3 allows the one-ulp (2^-10) rounding flips a
 // different summation order can cause.
 constexpr float kHalfRtol = 2e-3f;
-bool have_fp16_device() {
-  if (!have_device()) return false;
-  if (!device().info().storage16) MESSAGE("device lacks storageBuffer16BitAccess: float16 kernels not tested");
-  return device().info().storage16;
-}
+bool have_fp16_device() { return have_device() && device().info().storage16; }
 
 TEST_CASE("float16: unary and broadcasting binary") {
-  if (!have_fp16_device()) return;
+  if (!have_fp16_device()) NXRT_SKIP_CASE(have_device() ? std::string(kNoFp16) : no_device());
   const auto H = NXRT_DTYPE_FLOAT16;
   G g;
   // 105 elements: odd, so the last half-word of the output stands alone.
@@ -626,7 +623,7 @@ TEST_CASE("float16: unary and broadcasting binary") {
 }
 
 TEST_CASE("float16: matmul (all tile classes, batch broadcast) and gemm") {
-  if (!have_fp16_device()) return;
+  if (!have_fp16_device()) NXRT_SKIP_CASE(have_device() ? std::string(kNoFp16) : no_device());
   const auto H = NXRT_DTYPE_FLOAT16;
   for (auto [M, K, N] : {std::tuple{5, 7, 3}, {64, 96, 80}, {130, 33, 70}, {1, 512, 101}}) {
     CAPTURE(M);
@@ -658,7 +655,7 @@ TEST_CASE("float16: matmul (all tile classes, batch broadcast) and gemm") {
 }
 
 TEST_CASE("float16: softmax, logsoftmax and a fused chain") {
-  if (!have_fp16_device()) return;
+  if (!have_fp16_device()) NXRT_SKIP_CASE(have_device() ? std::string(kNoFp16) : no_device());
   const auto H = NXRT_DTYPE_FLOAT16;
   auto softmax = [](const std::vector<float>& x, int64_t outer, int64_t len, int64_t inner, bool log) {
     std::vector<float> y(x.size());
@@ -702,7 +699,7 @@ TEST_CASE("float16: softmax, logsoftmax and a fused chain") {
 }
 
 TEST_CASE("float16: conv (implicit GEMM dense and grouped, direct grouped and depthwise)") {
-  if (!have_fp16_device()) return;
+  if (!have_fp16_device()) NXRT_SKIP_CASE(have_device() ? std::string(kNoFp16) : no_device());
   const auto H = NXRT_DTYPE_FLOAT16;
   struct Case { int64_t N, C, H, W, Co, k, s, p, grp; bool bias; };
   // GEMM path when Cout/group >= 16 and Cin/group*k*k >= 16, direct otherwise.
@@ -781,7 +778,7 @@ Producer make_producer(G& g, const std::string& kind, nxrt_dtype dt) {
 }  // namespace
 
 TEST_CASE("epilogue fusion: Conv/MatMul/Gemm + activation in one dispatch (float32, float16)") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   struct Case { const char* producer; const char* act; float a, b; int64_t clip_opset; };
   const Case cases[] = {
       {"conv_gemm", "Relu", 0, 0, 0},          {"conv_gemm", "Clip", -0.5f, 0.75f, 13},
@@ -792,7 +789,10 @@ TEST_CASE("epilogue fusion: Conv/MatMul/Gemm + activation in one dispatch (float
       {"matmul", "Sigmoid", 0, 0, 0},          {"gemm", "LeakyRelu", 0.1f, 0, 0}};
   for (nxrt_dtype dt : {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT16}) {
     const bool h = dt == NXRT_DTYPE_FLOAT16;
-    if (h && !have_fp16_device()) continue;
+    if (h && !have_fp16_device()) {
+      nxrt_test::record_skip(std::string("float16 part: ") + kNoFp16);
+      continue;
+    }
     for (auto& cs : cases) {
       CAPTURE(cs.producer);
       CAPTURE(cs.act);
@@ -830,10 +830,13 @@ TEST_CASE("epilogue fusion: Conv/MatMul/Gemm + activation in one dispatch (float
 }
 
 TEST_CASE("epilogue fusion: not when the intermediate has another use or is a group output") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   for (nxrt_dtype dt : {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT16}) {
     const bool h = dt == NXRT_DTYPE_FLOAT16;
-    if (h && !have_fp16_device()) continue;
+    if (h && !have_fp16_device()) {
+      nxrt_test::record_skip(std::string("float16 part: ") + kNoFp16);
+      continue;
+    }
     CAPTURE(h);
     auto fin = [&](std::vector<float> v) { return h ? rounded(v) : v; };
     const float rtol = h ? kHalfRtol : 1e-4f, atol = h ? 1e-3f : 1e-4f;
@@ -892,7 +895,7 @@ TEST_CASE("epilogue fusion: not when the intermediate has another use or is a gr
 }
 
 TEST_CASE("float16: pooling, batchnorm, layernorm, reductions") {
-  if (!have_fp16_device()) return;
+  if (!have_fp16_device()) NXRT_SKIP_CASE(have_device() ? std::string(kNoFp16) : no_device());
   const auto H = NXRT_DTYPE_FLOAT16;
   G g;
   const int N = 2, C = 3, S = 7;  // odd spatial size: odd element counts everywhere
@@ -982,7 +985,7 @@ TEST_CASE("float16: pooling, batchnorm, layernorm, reductions") {
 }
 
 TEST_CASE("float16: data movement copies 16-bit elements (transpose, concat, gather, slice, expand)") {
-  if (!have_fp16_device()) return;
+  if (!have_fp16_device()) NXRT_SKIP_CASE(have_device() ? std::string(kNoFp16) : no_device());
   const auto H = NXRT_DTYPE_FLOAT16;
   G g;
   // Odd sizes and odd offsets: a copy of 32-bit words would shift, smear or drop halves.
@@ -1140,7 +1143,7 @@ float float_of(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 }  // namespace
 
 TEST_CASE("cast: float32<->float16 (round to nearest even), float32<->int32, int64<->int32") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   const auto F32 = NXRT_DTYPE_FLOAT32, F16 = NXRT_DTYPE_FLOAT16, I32 = NXRT_DTYPE_INT32, I64 = NXRT_DTYPE_INT64;
   G g;
   // Edge cases of float32 -> float16: ties at normal and subnormal scale, overflow
@@ -1157,6 +1160,7 @@ TEST_CASE("cast: float32<->float16 (round to nearest even), float32<->int32, int
   std::vector<int64_t> l = {5, -5, (int64_t(1) << 40) + 3, -(int64_t(1) << 33) - 1};
   std::vector<int32_t> s = {5, -5, 2147483647, -2147483647 - 1};
   const bool fp16 = device().info().storage16;
+  if (!fp16) nxrt_test::record_skip(std::string("float16 casts: ") + kNoFp16);
   std::vector<int> outs;
   auto cast = [&](int x, nxrt_dtype to) { return g.node("Cast", {x}, {{"to", ai(to)}}, 13, to); };
   int if32 = raw_input(g, f.data(), {int64_t(f.size())}, F32);
@@ -1273,7 +1277,7 @@ TEST_CASE("claims are exact") {
 }
 
 TEST_CASE("pipeline cache saves and loads") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   std::string path = "/tmp/nxrt_vk_test_cache.bin";
   std::remove(path.c_str());
   {
@@ -1370,11 +1374,8 @@ struct ConvGroup {
 }  // namespace
 
 TEST_CASE("device profiling: a profiled Program execution has timestamps; reuse and re-recording") {
-  if (!have_device()) return;
-  if (!device().timestamps()) {
-    MESSAGE("device has no timestamp queries on its compute queue: device profiling not tested");
-    return;
-  }
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
+  if (!device().timestamps()) NXRT_SKIP_CASE(kNoTimestamps);
   ConvGroup cg;
   Stream s(device());
   CHECK(cg.p->first_node() == 7);
@@ -1446,7 +1447,7 @@ TEST_CASE("device profiling: a profiled Program execution has timestamps; reuse 
 }
 
 TEST_CASE("device profiling: overlapping runs keep their own kernel events") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   RunRegistry runs;
   CHECK(!runs.profiled(1));  // never started (a host without run hooks)
   runs.start(1, true);
@@ -1455,7 +1456,7 @@ TEST_CASE("device profiling: overlapping runs keep their own kernel events") {
   CHECK(runs.profiled(1));
   CHECK(!runs.profiled(2));
   CHECK(runs.profiled(3));
-  if (!device().timestamps()) return;
+  if (!device().timestamps()) NXRT_SKIP_CASE(kNoTimestamps);
   ConvGroup a, b;
   Stream s(device());
   // Interleaved: run 1 and run 3 both use kernel a (a is resubmitted before run 1
@@ -1599,7 +1600,7 @@ nxrt_copy_region region(nxrt_memory_kind sk, const void* src, uint64_t so, nxrt_
 }  // namespace
 
 TEST_CASE("native handles: device, queue, buffer, stream timeline") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   Device& d = device();
   auto dh = native_handle(d, NXRT_NATIVE_OBJECT_DEVICE, nullptr, nullptr);
   CHECK(dh.struct_size == sizeof dh);
@@ -1661,7 +1662,7 @@ TEST_CASE("native handles: device, queue, buffer, stream timeline") {
 }
 
 TEST_CASE("imported stream: waits for the caller's timeline work, continues its timeline, never owns it") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   Device& d = device();
   const size_t n = 4096;
   Alloc* src = d.alloc(n * 4, false);
@@ -1775,7 +1776,7 @@ TEST_CASE("imported stream: waits for the caller's timeline work, continues its 
 }
 
 TEST_CASE("external allocator: every block (device, pinned, staging) comes from it and goes back") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   TestAllocator ta;
   {
     Device d(0);
@@ -1848,7 +1849,7 @@ TEST_CASE("external allocator: every block (device, pinned, staging) comes from 
 }
 
 TEST_CASE("memory stats: allocations, reserved blocks and copies by direction") {
-  if (!have_device()) return;
+  if (!have_device()) NXRT_SKIP_CASE(no_device());
   Device d(0);
   auto st = d.counters().stats();
   CHECK(st.struct_size == sizeof st);
