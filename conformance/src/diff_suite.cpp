@@ -71,11 +71,9 @@ std::string run_case(Session& s, const Case& cs, uint64_t seed, bool* claimed, s
 std::pair<const OpSpec*, int> parse_case(const std::string& which) {
   const auto colon = which.find(':');
   if (colon == std::string::npos) return {diff::find_spec(which), -1};
-  try {
-    return {diff::find_spec(which.substr(0, colon)), std::stoi(which.substr(colon + 1))};
-  } catch (...) {
-    return {nullptr, -1};
-  }
+  const std::string id = which.substr(colon + 1);
+  if (id.empty() || id.size() > 6 || id.find_first_not_of("0123456789") != std::string::npos) return {nullptr, -1};
+  return {diff::find_spec(which.substr(0, colon)), std::stoi(id)};
 }
 
 Record op_check(const Config& c, const OpSpec& spec) {

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -48,6 +49,22 @@ void usage(FILE* f) {
                "  --diff-cases N        at most N cases per op in the diff suite (default: each op's own count)\n"
                "  --diff-case OP[:ID]   diff suite: only op OP (e.g. MatMul, Softmax_11), or only its case ID\n"
                "Exit status 0 only when every check that applies passes.\n");
+}
+
+// A non-negative integer option value; exits 2 with a message on anything else.
+uint64_t number(const std::string& v, const std::string& option) {
+  size_t used = 0;
+  uint64_t n = 0;
+  try {
+    if (!v.empty() && v[0] != '-') n = std::stoull(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != v.size()) {
+    std::fprintf(stderr, "nxrt-conformance: %s needs a non-negative integer, got '%s'\n", option.c_str(), v.c_str());
+    std::exit(2);
+  }
+  return n;
 }
 
 std::string exe_dir() {
@@ -221,8 +238,8 @@ int main(int argc, char** argv) {
     else if (a == "--timeout") timeout = std::stod(next());
     else if (a == "--stress-seconds") cfg.stress_seconds = std::stod(next());
     else if (a == "--ops-filter") filter = next();
-    else if (a == "--diff-seed") cfg.diff_seed = std::stoull(next());
-    else if (a == "--diff-cases") cfg.diff_cases = std::max(1, std::stoi(next()));
+    else if (a == "--diff-seed") cfg.diff_seed = number(next(), a);
+    else if (a == "--diff-cases") cfg.diff_cases = int(std::clamp<uint64_t>(number(next(), a), 1, 1000000));
     else if (a == "--diff-case") cfg.diff_case = next();
     else if (a == "--help" || a == "-h") {
       usage(stdout);
