@@ -97,7 +97,9 @@ const std::vector<std::pair<Dims, Dims>>& binary_fixed() {
       {{2, 3}, {2, 3}},       {{}, {3}},           {{3}, {}},           {{2, 3}, {3}},
       {{3}, {2, 3}},          {{2, 3}, {2, 1}},    {{2, 1}, {2, 3}},    {{1, 3}, {2, 1}},
       {{2, 1, 4}, {3, 1}},    {{3, 1}, {2, 1, 4}}, {{1}, {2, 3, 4}},    {{2, 3, 4, 5}, {1, 3, 1, 5}},
-      {{1, 3, 1, 5}, {2, 3, 4, 5}}, {{4, 1, 1, 5}, {1, 3, 2, 1}}, {{2, 1, 3, 1}, {4, 1, 1}}, {{}, {}}};
+      {{1, 3, 1, 5}, {2, 3, 4, 5}}, {{4, 1, 1, 5}, {1, 3, 2, 1}}, {{2, 1, 3, 1}, {4, 1, 1}}, {{}, {}},
+      // larger than a GPU workgroup and not a multiple of one
+      {{3, 1, 257}, {5, 1}}, {{7, 1}, {1, 1000}}};
   return v;
 }
 
@@ -107,7 +109,8 @@ const std::vector<std::pair<Dims, Dims>>& matmul_fixed() {
       {{3, 4}, {4, 5}},          {{2, 3, 4}, {4, 5}},       {{3, 4}, {2, 4, 5}},    {{2, 1, 3, 4}, {3, 4, 5}},
       {{3, 3, 4}, {2, 1, 4, 5}}, {{2, 1, 3, 4}, {1, 3, 4, 2}}, {{1, 2, 3, 4}, {2, 1, 4, 5}}, {{4}, {4, 5}},
       {{3, 4}, {4}},             {{4}, {4}},                {{4}, {2, 4, 3}},       {{2, 3, 4}, {4}},
-      {{2, 3, 4}, {2, 4, 5}},    {{1, 3, 4}, {2, 4, 5}}};
+      {{2, 3, 4}, {2, 4, 5}},    {{1, 3, 4}, {2, 4, 5}},
+      {{2, 1, 65, 33}, {3, 33, 17}}, {{130}, {130, 70}}};  // larger than a GPU workgroup
   return v;
 }
 
@@ -227,7 +230,8 @@ Case make_case(const OpSpec& spec, uint64_t seed, int id) {
     if (!b_vec) c.out_dims.push_back(b.back());
     c.atol_scale = double(a.back());
   } else if (op == "Gemm") {
-    const int64_t M = r.in(1, 6), K = r.in(1, 7), N = r.in(1, 6);
+    const bool large = id == 4 || id == 5;  // larger than a GPU workgroup
+    const int64_t M = large ? 65 : r.in(1, 6), K = large ? 129 : r.in(1, 7), N = large ? 33 + id : r.in(1, 6);
     const bool ta = id % 2, tb = (id / 2) % 2;  // every transA/transB pair in the first 4 ids
     c.in_dims = {ta ? Dims{K, M} : Dims{M, K}, tb ? Dims{N, K} : Dims{K, N}};
     const int c_kind = id < 4 ? 4 : int(r.in(0, 6));  // C: none, [N], [1,N], [M,1], [M,N], [1], []
@@ -249,7 +253,8 @@ Case make_case(const OpSpec& spec, uint64_t seed, int id) {
     c.atol_scale = double(K);
   } else {  // Softmax, LogSoftmax: mostly an axis that is not the last one
     static const std::vector<std::pair<Dims, int>> fixed = {
-        {{2, 3, 4}, 1}, {{3, 4, 5}, 0}, {{2, 3, 4, 5}, -3}, {{2, 3, 4}, 99}, {{4, 5}, 0}, {{2, 3, 4}, -1}};
+        {{2, 3, 4}, 1}, {{3, 4, 5}, 0}, {{2, 3, 4, 5}, -3}, {{2, 3, 4}, 99}, {{4, 5}, 0}, {{2, 3, 4}, -1},
+        {{3, 300, 5}, 1}, {{2, 1030}, 0}};  // the last two: rows longer than a GPU workgroup
     Dims d;
     int axis;
     if (size_t(id) < fixed.size()) {
