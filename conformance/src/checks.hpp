@@ -21,6 +21,9 @@ struct Config {
   std::string reference;   // models: reference plugin (cpu) path, "" if none
   std::string source_dir;  // nxrt source tree (tools/)
   std::string cache_dir;
+  uint64_t diff_seed = 1;  // diff: seed of the generated cases
+  int diff_cases = 0;      // diff: cases per op (0: each op's default; never more)
+  std::string diff_case;   // diff: "OP" or "OP:ID" to run one op or one case
 };
 
 // Loads the plugin and, on demand, a device session. Each stage returns a
@@ -105,6 +108,9 @@ std::string run_add_relu_once(Session& s, const AddRelu& g, size_t* claimed);
 std::vector<Item> abi_items(const Config& cfg);
 std::vector<Item> stress_items(const Config& cfg);
 std::vector<Item> interop_items(const Config& cfg);
+std::vector<Item> diff_items(const Config& cfg);
+// "" or why a --diff-case value names no op or case.
+std::string diff_case_error(const std::string& which);
 std::vector<Item> ops_items(const Config& cfg, std::string* error);
 std::vector<Item> models_items(const Config& cfg, std::string* error);
 bool host_suites_available();

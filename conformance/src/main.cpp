@@ -1,13 +1,15 @@
 // nxrt-conformance: certifies an EP plugin binary.
 //
-//   nxrt-conformance --plugin PATH|NAME [--device N] [--suite abi,interop,ops,models,stress]
+//   nxrt-conformance --plugin PATH|NAME [--device N] [--suite abi,interop,diff,ops,models,stress]
 //                    [--tests DIR] [--models DIR] [--reference PATH|NAME]
 //                    [--report-json F] [--report-md F] [--report-html F]
 //                    [--jobs N] [--timeout S] [--stress-seconds S] [--ops-filter REGEX]
+//                    [--diff-seed N] [--diff-cases N] [--diff-case OP[:ID]]
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -33,7 +35,7 @@ void usage(FILE* f) {
                "  --plugin PATH|NAME    plugin library, or EP name resolved to libnxrt_ep_NAME.so\n"
                "                        (NXRT_PLUGIN_PATH, then <bin>/../lib and the installed <libdir>/nxrt)\n"
                "  --device N            device index (default 0)\n"
-               "  --suite LIST          comma-separated: abi,interop,ops,models,stress (default: all)\n"
+               "  --suite LIST          comma-separated: abi,interop,diff,ops,models,stress (default: all)\n"
                "  --tests DIR           ONNX backend node tests (DIR/node/*, DIR/simple/*); default: generated\n"
                "                        with tools/gen_onnx_node_tests.py into the cache folder\n"
                "  --models DIR          bench models (*.onnx); default: generated with tools/gen_bench_models.py\n"
@@ -43,7 +45,26 @@ void usage(FILE* f) {
                "  --timeout S           seconds per check before it is killed (default 120)\n"
                "  --stress-seconds S    duration of the long stress checks (default 10)\n"
                "  --ops-filter REGEX    only node tests whose name matches\n"
+               "  --diff-seed N         seed of the diff suite's generated cases (default 1)\n"
+               "  --diff-cases N        at most N cases per op in the diff suite (default: each op's own count)\n"
+               "  --diff-case OP[:ID]   diff suite: only op OP (e.g. MatMul, Softmax_11), or only its case ID\n"
                "Exit status 0 only when every check that applies passes.\n");
+}
+
+// A non-negative integer option value; exits 2 with a message on anything else.
+uint64_t number(const std::string& v, const std::string& option) {
+  size_t used = 0;
+  uint64_t n = 0;
+  try {
+    if (!v.empty() && v[0] != '-') n = std::stoull(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != v.size()) {
+    std::fprintf(stderr, "nxrt-conformance: %s needs a non-negative integer, got '%s'\n", option.c_str(), v.c_str());
+    std::exit(2);
+  }
+  return n;
 }
 
 std::string exe_dir() {
@@ -197,7 +218,7 @@ int main(int argc, char** argv) {
   // The ops and models suites run through libnxrt: its read-only input guard hashes every
   // kernel input before and after the call, so a plugin writing to an input fails by name.
   setenv("NXRT_CHECK_READONLY_INPUTS", "1", 1);
-  std::string plugin_arg, suites_arg = "abi,interop,ops,models,stress", json, mdf, htmlf, tests, models, reference = "cpu", filter;
+  std::string plugin_arg, suites_arg = "abi,interop,diff,ops,models,stress", json, mdf, htmlf, tests, models, reference = "cpu", filter;
   Config cfg;
   int jobs = int(std::max(1u, std::thread::hardware_concurrency()));
   double timeout = 120;
@@ -225,6 +246,9 @@ int main(int argc, char** argv) {
     else if (a == "--timeout") timeout = std::stod(next());
     else if (a == "--stress-seconds") cfg.stress_seconds = std::stod(next());
     else if (a == "--ops-filter") filter = next();
+    else if (a == "--diff-seed") cfg.diff_seed = number(next(), a);
+    else if (a == "--diff-cases") cfg.diff_cases = int(std::clamp<uint64_t>(number(next(), a), 1, 1000000));
+    else if (a == "--diff-case") cfg.diff_case = next();
     else if (a == "--help" || a == "-h") {
       usage(stdout);
       return 0;
@@ -244,13 +268,17 @@ int main(int argc, char** argv) {
                  plugin_arg.c_str(), plugin_arg.c_str(), exe_dir().c_str());
     return 2;
   }
-  std::set<std::string> known = {"abi", "interop", "ops", "models", "stress"};
+  std::set<std::string> known = {"abi", "interop", "diff", "ops", "models", "stress"};
   std::vector<std::string> suites = split(suites_arg, ',');
   for (auto& s : suites)
     if (!known.count(s)) {
-      std::fprintf(stderr, "nxrt-conformance: unknown suite '%s' (abi, interop, ops, models, stress)\n", s.c_str());
+      std::fprintf(stderr, "nxrt-conformance: unknown suite '%s' (abi, interop, diff, ops, models, stress)\n", s.c_str());
       return 2;
     }
+  if (std::string e = diff_case_error(cfg.diff_case); !e.empty()) {
+    std::fprintf(stderr, "nxrt-conformance: %s\n", e.c_str());
+    return 2;
+  }
   cfg.source_dir = source_dir();
   cfg.cache_dir = cache_dir();
   cfg.reference = resolve_plugin(reference, fs::path(cfg.plugin).parent_path().string());
@@ -277,6 +305,8 @@ int main(int argc, char** argv) {
       items = abi_items(cfg);
     } else if (suite == "interop") {
       items = interop_items(cfg);
+    } else if (suite == "diff") {
+      items = diff_items(cfg);
     } else if (suite == "stress") {
       items = stress_items(cfg);
       o.jobs = 1;  // the checks load the machine themselves

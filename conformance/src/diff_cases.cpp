@@ -1,0 +1,403 @@
+// Case generation and the float64 reference of the diff suite.
+#include "diff_cases.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace conf::diff {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+// Broadcast shape of two shapes (numpy rules); false when they do not broadcast.
+bool broadcast(const Dims& a, const Dims& b, Dims* out) {
+  const size_t r = std::max(a.size(), b.size());
+  out->assign(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da != db && da != 1 && db != 1) return false;
+    (*out)[i] = std::max(da, db);
+  }
+  return true;
+}
+
+// Flat index into `in` (right-aligned, size-1 dims broadcast) of the output coordinate `coord`.
+int64_t source_index(const Dims& in, const Dims& coord) {
+  int64_t idx = 0;
+  const size_t off = coord.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) idx = idx * in[i] + (in[i] == 1 ? 0 : coord[off + i]);
+  return idx;
+}
+
+Dims coord_of(int64_t flat, const Dims& dims) {
+  Dims c(dims.size());
+  for (size_t i = dims.size(); i-- > 0;) {
+    c[i] = flat % dims[i];
+    flat /= dims[i];
+  }
+  return c;
+}
+
+int64_t prod(const Dims& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
+std::string dims_str(const Dims& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+nxrt_attribute int_attr(const char* name, int64_t v) {
+  nxrt_attribute a;
+  a.name = name;
+  a.type = NXRT_ATTR_INT;
+  a.i = v;
+  return a;
+}
+nxrt_attribute float_attr(const char* name, float v) {
+  nxrt_attribute a;
+  a.name = name;
+  a.type = NXRT_ATTR_FLOAT;
+  a.f = v;
+  return a;
+}
+const nxrt_attribute* find_attr(const Case& c, const char* name) {
+  for (auto& a : c.attrs)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+uint64_t mix(uint64_t x) {  // splitmix64 finalizer
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+uint64_t case_seed(uint64_t seed, const std::string& op, int id, uint64_t salt) {
+  uint64_t h = 1469598103934665603ull;
+  for (char ch : op) h = (h ^ uint8_t(ch)) * 1099511628211ull;
+  return mix(mix(seed) ^ mix(h) ^ mix(uint64_t(id) * 7919 + salt * 104729));
+}
+
+bool is_binary(const std::string& op) { return op == "Add" || op == "Sub" || op == "Mul" || op == "Div"; }
+bool is_softmax(const std::string& op) { return op == "Softmax" || op == "LogSoftmax"; }
+
+// Fixed binary shapes: scalar either side, lower rank either side, size-1 dims
+// on either side and on both at once (ranks 0-4).
+const std::vector<std::pair<Dims, Dims>>& binary_fixed() {
+  static const std::vector<std::pair<Dims, Dims>> v = {
+      {{2, 3}, {2, 3}},       {{}, {3}},           {{3}, {}},           {{2, 3}, {3}},
+      {{3}, {2, 3}},          {{2, 3}, {2, 1}},    {{2, 1}, {2, 3}},    {{1, 3}, {2, 1}},
+      {{2, 1, 4}, {3, 1}},    {{3, 1}, {2, 1, 4}}, {{1}, {2, 3, 4}},    {{2, 3, 4, 5}, {1, 3, 1, 5}},
+      {{1, 3, 1, 5}, {2, 3, 4, 5}}, {{4, 1, 1, 5}, {1, 3, 2, 1}}, {{2, 1, 3, 1}, {4, 1, 1}}, {{}, {}},
+      // larger than a GPU workgroup and not a multiple of one
+      {{3, 1, 257}, {5, 1}}, {{7, 1}, {1, 1000}}};
+  return v;
+}
+
+// Fixed MatMul shapes: batch broadcasting both ways, 1-D operands.
+const std::vector<std::pair<Dims, Dims>>& matmul_fixed() {
+  static const std::vector<std::pair<Dims, Dims>> v = {
+      {{3, 4}, {4, 5}},          {{2, 3, 4}, {4, 5}},       {{3, 4}, {2, 4, 5}},    {{2, 1, 3, 4}, {3, 4, 5}},
+      {{3, 3, 4}, {2, 1, 4, 5}}, {{2, 1, 3, 4}, {1, 3, 4, 2}}, {{1, 2, 3, 4}, {2, 1, 4, 5}}, {{4}, {4, 5}},
+      {{3, 4}, {4}},             {{4}, {4}},                {{4}, {2, 4, 3}},       {{2, 3, 4}, {4}},
+      {{2, 3, 4}, {2, 4, 5}},    {{1, 3, 4}, {2, 4, 5}},
+      {{2, 1, 65, 33}, {3, 33, 17}}, {{130}, {130, 70}}};  // larger than a GPU workgroup
+  return v;
+}
+
+struct Rng {
+  std::mt19937_64 g;
+  explicit Rng(uint64_t s) : g(s) {}
+  int64_t in(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); }
+  double unit() { return std::uniform_real_distribution<double>(0, 1)(g); }
+};
+
+// A random operand pair for a binary op: output rank 0-4, dims 1-5, each operand
+// a right-aligned suffix with size-1 dims on either side.
+std::pair<Dims, Dims> random_binary(Rng& r) {
+  const int64_t rank = r.in(0, 4);
+  Dims out(static_cast<size_t>(rank));
+  for (auto& d : out) d = r.in(1, 5);
+  auto operand = [&] {
+    const int64_t rk = r.unit() < 0.3 ? r.in(0, rank) : rank;
+    Dims d(out.end() - rk, out.end());
+    for (auto& x : d)
+      if (r.unit() < 0.35) x = 1;
+    return d;
+  };
+  return {operand(), operand()};
+}
+
+std::pair<Dims, Dims> random_matmul(Rng& r) {
+  const int64_t M = r.in(1, 5), K = r.in(1, 6), N = r.in(1, 5);
+  const int64_t batch_rank = r.in(0, 2);
+  Dims batch(static_cast<size_t>(batch_rank));
+  for (auto& d : batch) d = r.in(2, 3);
+  auto side = [&](int64_t rows, int64_t cols, bool vector_ok) -> Dims {
+    if (vector_ok && r.unit() < 0.15) return {rows == K ? rows : cols};
+    const int64_t rk = r.in(0, batch_rank);
+    Dims d(batch.end() - rk, batch.end());
+    for (auto& x : d)
+      if (r.unit() < 0.4) x = 1;
+    d.push_back(rows);
+    d.push_back(cols);
+    return d;
+  };
+  Dims a = side(M, K, true), b = side(K, N, true);
+  if (a.size() == 1) a = {K};
+  if (b.size() == 1) b = {K};
+  return {a, b};
+}
+
+}  // namespace
+
+const std::vector<OpSpec>& op_specs() {
+  static const std::vector<OpSpec> v = {
+      {"Add", "Add", 14, 40, 1e-6, 1e-6},
+      {"Sub", "Sub", 14, 40, 1e-6, 1e-6},
+      {"Mul", "Mul", 14, 40, 1e-6, 1e-6},
+      {"Div", "Div", 14, 40, 1e-5, 1e-6},
+      {"Relu", "Relu", 14, 8, 0, 0},
+      {"MatMul", "MatMul", 13, 40, 1e-4, 1e-6},
+      {"Gemm", "Gemm", 13, 24, 1e-4, 1e-6},
+      {"Softmax_11", "Softmax", 11, 16, 1e-4, 1e-6},
+      {"Softmax_13", "Softmax", 13, 16, 1e-4, 1e-6},
+      {"LogSoftmax_11", "LogSoftmax", 11, 16, 1e-4, 1e-5},
+      {"LogSoftmax_13", "LogSoftmax", 13, 16, 1e-4, 1e-5},
+  };
+  return v;
+}
+
+const OpSpec* find_spec(const std::string& id) {
+  for (auto& s : op_specs())
+    if (s.id == id) return &s;
+  return nullptr;
+}
+
+std::string Case::describe() const {
+  static const char* names[] = {"A", "B", "C"};
+  std::string s = fmt::format("{} opset {}:", spec->op, spec->opset);
+  for (size_t i = 0; i < in_dims.size(); ++i)
+    s += fmt::format(" {}{}", is_softmax(spec->op) || spec->op == "Relu" ? "X" : names[i], dims_str(in_dims[i]));
+  for (auto& a : attrs)
+    s += a.type == NXRT_ATTR_FLOAT ? fmt::format(" {}={}", a.name, a.f) : fmt::format(" {}={}", a.name, a.i);
+  return s + " -> " + dims_str(out_dims);
+}
+
+int64_t Case::elements() const {
+  int64_t n = numel(out_dims);
+  for (auto& d : in_dims) n += numel(d);
+  return n;
+}
+
+Case make_case(const OpSpec& spec, uint64_t seed, int id) {
+  Case c;
+  c.spec = &spec;
+  c.id = id;
+  Rng r(case_seed(seed, spec.id, id, 0));
+  const std::string& op = spec.op;
+  if (is_binary(op)) {
+    const auto& fixed = binary_fixed();
+    auto ab = size_t(id) < fixed.size() ? fixed[size_t(id)] : random_binary(r);
+    c.in_dims = {ab.first, ab.second};
+    broadcast(ab.first, ab.second, &c.out_dims);
+  } else if (op == "Relu") {
+    Dims d(static_cast<size_t>(r.in(0, 4)));
+    for (auto& x : d) x = r.in(1, 6);
+    c.in_dims = {d};
+    c.out_dims = d;
+  } else if (op == "MatMul") {
+    const auto& fixed = matmul_fixed();
+    auto ab = size_t(id) < fixed.size() ? fixed[size_t(id)] : random_matmul(r);
+    Dims a = ab.first, b = ab.second;
+    c.in_dims = {a, b};
+    const bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+    if (a_vec) a.insert(a.begin(), 1);
+    if (b_vec) b.push_back(1);
+    Dims batch;
+    broadcast(Dims(a.begin(), a.end() - 2), Dims(b.begin(), b.end() - 2), &batch);
+    c.out_dims = batch;
+    if (!a_vec) c.out_dims.push_back(a[a.size() - 2]);
+    if (!b_vec) c.out_dims.push_back(b.back());
+    c.atol_scale = double(a.back());
+  } else if (op == "Gemm") {
+    const bool large = id == 4 || id == 5;  // larger than a GPU workgroup
+    const int64_t M = large ? 65 : r.in(1, 6), K = large ? 129 : r.in(1, 7), N = large ? 33 + id : r.in(1, 6);
+    const bool ta = id % 2, tb = (id / 2) % 2;  // every transA/transB pair in the first 4 ids
+    c.in_dims = {ta ? Dims{K, M} : Dims{M, K}, tb ? Dims{N, K} : Dims{K, N}};
+    const int c_kind = id < 4 ? 4 : int(r.in(0, 6));  // C: none, [N], [1,N], [M,1], [M,N], [1], []
+    static const int kinds = 7;
+    switch (c_kind % kinds) {
+      case 1: c.in_dims.push_back({N}); break;
+      case 2: c.in_dims.push_back({1, N}); break;
+      case 3: c.in_dims.push_back({M, 1}); break;
+      case 4: c.in_dims.push_back({M, N}); break;
+      case 5: c.in_dims.push_back({1}); break;
+      case 6: c.in_dims.push_back({}); break;
+      default: break;
+    }
+    if (ta) c.attrs.push_back(int_attr("transA", 1));
+    if (tb) c.attrs.push_back(int_attr("transB", 1));
+    if (id >= 4 && r.unit() < 0.5) c.attrs.push_back(float_attr("alpha", 0.5f));
+    if (id >= 4 && c.in_dims.size() == 3 && r.unit() < 0.5) c.attrs.push_back(float_attr("beta", 2.0f));
+    c.out_dims = {M, N};
+    c.atol_scale = double(K);
+  } else {  // Softmax, LogSoftmax: mostly an axis that is not the last one
+    static const std::vector<std::pair<Dims, int>> fixed = {
+        {{2, 3, 4}, 1}, {{3, 4, 5}, 0}, {{2, 3, 4, 5}, -3}, {{2, 3, 4}, 99}, {{4, 5}, 0}, {{2, 3, 4}, -1},
+        {{3, 300, 5}, 1}, {{2, 1030}, 0}};  // the last two: rows longer than a GPU workgroup
+    Dims d;
+    int axis;
+    if (size_t(id) < fixed.size()) {
+      std::tie(d, axis) = fixed[size_t(id)];
+    } else {
+      d.resize(size_t(r.in(2, 4)));
+      for (auto& x : d) x = r.in(1, 5);
+      const int rank = int(d.size());
+      axis = r.unit() < 0.15 ? 99 : int(r.in(-rank, rank - 2));  // 99: attribute absent (default)
+    }
+    c.in_dims = {d};
+    if (axis != 99) c.attrs.push_back(int_attr("axis", axis));
+    c.out_dims = d;
+  }
+  return c;
+}
+
+std::vector<HostTensor> make_inputs(const Case& c, uint64_t seed, uint64_t salt) {
+  Rng r(case_seed(seed, c.spec->id, c.id, salt + 1));
+  std::vector<HostTensor> ins;
+  for (size_t k = 0; k < c.in_dims.size(); ++k) {
+    HostTensor t;
+    t.dims = c.in_dims[k];
+    const size_t n = size_t(numel(t.dims));
+    t.bytes.resize(n * 4);
+    for (size_t i = 0; i < n; ++i) {
+      double v = r.unit() * 2 - 1;
+      if (is_softmax(c.spec->op)) v *= 3;
+      if (c.spec->op == "Div" && k == 1) v = (v < 0 ? -1 : 1) * (0.5 + std::fabs(v) * 1.5);
+      const float f = float(v);
+      std::memcpy(&t.bytes[i * 4], &f, 4);
+    }
+    ins.push_back(std::move(t));
+  }
+  return ins;
+}
+
+std::vector<double> reference(const Case& c, const std::vector<HostTensor>& inputs) {
+  std::vector<std::vector<double>> in;
+  for (auto& t : inputs) {
+    std::vector<double> v(t.bytes.size() / 4);
+    for (size_t i = 0; i < v.size(); ++i) {
+      float f;
+      std::memcpy(&f, &t.bytes[i * 4], 4);
+      v[i] = f;
+    }
+    in.push_back(std::move(v));
+  }
+  const std::string& op = c.spec->op;
+  const int64_t n = numel(c.out_dims);
+  std::vector<double> out(size_t(n), 0);
+  if (is_binary(op)) {
+    for (int64_t i = 0; i < n; ++i) {
+      const Dims co = coord_of(i, c.out_dims);
+      const double a = in[0][size_t(source_index(c.in_dims[0], co))], b = in[1][size_t(source_index(c.in_dims[1], co))];
+      out[size_t(i)] = op == "Add" ? a + b : op == "Sub" ? a - b : op == "Mul" ? a * b : a / b;
+    }
+  } else if (op == "Relu") {
+    for (int64_t i = 0; i < n; ++i) out[size_t(i)] = std::max(in[0][size_t(i)], 0.0);
+  } else if (op == "MatMul") {
+    Dims a = c.in_dims[0], b = c.in_dims[1];
+    if (a.size() == 1) a.insert(a.begin(), 1);
+    if (b.size() == 1) b.push_back(1);
+    const int64_t M = a[a.size() - 2], K = a.back(), N = b.back();
+    const Dims ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+    Dims batch;
+    broadcast(ab, bb, &batch);
+    const int64_t nb = numel(batch);
+    for (int64_t bi = 0; bi < nb; ++bi) {
+      const Dims co = coord_of(bi, batch);
+      const double* pa = in[0].data() + source_index(ab, co) * M * K;
+      const double* pb = in[1].data() + source_index(bb, co) * K * N;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t j = 0; j < N; ++j) {
+          double s = 0;
+          for (int64_t k = 0; k < K; ++k) s += pa[m * K + k] * pb[k * N + j];
+          out[size_t((bi * M + m) * N + j)] = s;
+        }
+    }
+  } else if (op == "Gemm") {
+    const auto* ta = find_attr(c, "transA");
+    const auto* tb = find_attr(c, "transB");
+    const auto* al = find_attr(c, "alpha");
+    const auto* be = find_attr(c, "beta");
+    const bool tA = ta && ta->i, tB = tb && tb->i;
+    const double alpha = al ? al->f : 1.0, beta = be ? be->f : 1.0;
+    const int64_t M = c.out_dims[0], N = c.out_dims[1], K = tA ? c.in_dims[0][0] : c.in_dims[0][1];
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k)
+          s += in[0][size_t(tA ? k * M + m : m * K + k)] * in[1][size_t(tB ? j * K + k : k * N + j)];
+        double cv = 0;
+        if (in.size() > 2) cv = in[2][size_t(source_index(c.in_dims[2], {m, j}))];
+        out[size_t(m * N + j)] = alpha * s + beta * cv;
+      }
+  } else {  // Softmax / LogSoftmax
+    const Dims& d = c.in_dims[0];
+    const int64_t rank = int64_t(d.size());
+    const auto* ax = find_attr(c, "axis");
+    int64_t axis = ax ? ax->i : (c.spec->opset >= 13 ? -1 : 1);
+    if (axis < 0) axis += rank;
+    // Opset < 13: the input is coerced to 2-D [prod(d[:axis]), prod(d[axis:])] and each
+    // row is normalized; opset 13: normalized along `axis` alone.
+    const int64_t outer = prod(d, 0, size_t(axis));
+    const int64_t len = c.spec->opset >= 13 ? d[size_t(axis)] : prod(d, size_t(axis), d.size());
+    const int64_t inner = c.spec->opset >= 13 ? prod(d, size_t(axis) + 1, d.size()) : 1;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        auto at = [&](int64_t k) { return size_t((o * len + k) * inner + i); };
+        double mx = -INFINITY, sum = 0;
+        for (int64_t k = 0; k < len; ++k) mx = std::max(mx, in[0][at(k)]);
+        for (int64_t k = 0; k < len; ++k) sum += std::exp(in[0][at(k)] - mx);
+        for (int64_t k = 0; k < len; ++k)
+          out[at(k)] = op == "Softmax" ? std::exp(in[0][at(k)] - mx) / sum : in[0][at(k)] - mx - std::log(sum);
+      }
+  }
+  for (auto& v : out) v = double(float(v));
+  return out;
+}
+
+std::string compare_ref(const Case& c, const HostTensor& got, const std::vector<double>& ref) {
+  if (got.dtype != NXRT_DTYPE_FLOAT32) return fmt::format("output dtype {}, expected float32", dtype_name(got.dtype));
+  if (got.dims != c.out_dims) return fmt::format("output shape {}, expected {}", dims_str(got.dims), dims_str(c.out_dims));
+  if (got.bytes.size() < ref.size() * 4) return "output buffer smaller than its shape";
+  const double rtol = c.spec->rtol, atol = c.spec->atol * c.atol_scale;
+  size_t bad = 0, first = 0;
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    float g;
+    std::memcpy(&g, &got.bytes[i * 4], 4);
+    const double d = std::fabs(double(g) - ref[i]);
+    if (!(d <= atol + rtol * std::fabs(ref[i]))) {
+      if (bad++ == 0) first = i;
+      worst = std::max(worst, std::isnan(d) ? INFINITY : d);
+    }
+  }
+  if (!bad) return "";
+  float g;
+  std::memcpy(&g, &got.bytes[first * 4], 4);
+  return fmt::format("{} of {} elements differ from the float64 reference; first at {} {}: got {:.9g}, expected {:.9g} "
+                     "(max abs diff {:.3g}; rtol {:g}, atol {:.3g})",
+                     bad, ref.size(), first, dims_str(coord_of(int64_t(first), c.out_dims)), g, ref[first], worst, rtol, atol);
+}
+
+}  // namespace conf::diff

@@ -1,0 +1,49 @@
+// Differential op checks (the "diff" suite): seeded single-node cases for a core
+// set of operators and an independent float64 reference for each. A case is a
+// pure function of (seed, op, case id), so a failure can be rerun on its own.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "minihost.hpp"
+
+namespace conf::diff {
+
+// One operator family the suite covers: ONNX op type, opset and per-op tolerance.
+struct OpSpec {
+  std::string id;  // check name suffix and --diff-case prefix: "Add", "Softmax_11"
+  std::string op;  // ONNX op_type
+  int opset = 13;
+  int default_cases = 24;
+  double rtol = 1e-5, atol = 1e-6;  // |got - ref| <= atol + rtol * |ref|, atol scaled per case
+};
+const std::vector<OpSpec>& op_specs();
+const OpSpec* find_spec(const std::string& id);
+
+struct Case {
+  const OpSpec* spec = nullptr;
+  int id = 0;
+  std::vector<std::vector<int64_t>> in_dims;
+  std::vector<nxrt_attribute> attrs;
+  std::vector<int64_t> out_dims;
+  double atol_scale = 1;  // MatMul/Gemm: grows with the reduction length
+  // "MatMul opset 13: A[2,1,3,4] B[3,4,5] -> [2,3,3,5]" (+ attributes)
+  std::string describe() const;
+  int64_t elements() const;  // inputs + output: "smallest" failing case
+};
+
+// Case `id` of `spec` for `seed`. The first ids of each op are fixed shapes that
+// cover every broadcasting direction; later ids are drawn from the seed.
+Case make_case(const OpSpec& spec, uint64_t seed, int id);
+
+// Float32 inputs of a case (values from the seed; Div divisors kept away from 0).
+std::vector<HostTensor> make_inputs(const Case& c, uint64_t seed, uint64_t salt = 0);
+
+// The float64 reference output of a case, rounded to float32 at the end.
+std::vector<double> reference(const Case& c, const std::vector<HostTensor>& inputs);
+
+// "" or why `got` is not the reference within the op's tolerance.
+std::string compare_ref(const Case& c, const HostTensor& got, const std::vector<double>& ref);
+
+}  // namespace conf::diff

@@ -1,0 +1,230 @@
+// The diff suite: differential op checks (seeded cases against a float64
+// reference, the idea of ggml's test-backend-ops) and a concurrency check that
+// runs one kernel from many threads on different inputs. Runs on the mini host,
+// so it needs no libnxrt and no test data.
+#include <fmt/format.h>
+
+#include <atomic>
+#include <thread>
+
+#include "checks.hpp"
+#include "diff_cases.hpp"
+
+namespace conf {
+namespace {
+
+using diff::Case;
+using diff::OpSpec;
+
+// A single-node graph for one case: inputs A,B(,C) or X, output Y.
+struct CaseGraph {
+  explicit CaseGraph(const Case& c) {
+    gb.graph().opsets[""] = c.spec->opset;
+    static const char* names[] = {"A", "B", "C"};
+    const bool unary = c.in_dims.size() == 1;
+    for (size_t i = 0; i < c.in_dims.size(); ++i)
+      ins.push_back(gb.value(unary ? "X" : names[i], NXRT_DTYPE_FLOAT32, c.in_dims[i]));
+    y = gb.value("Y", NXRT_DTYPE_FLOAT32, c.out_dims);
+    gb.node(c.spec->op, "", ins, {y}, c.attrs);
+    gb.graph().inputs = ins;
+    gb.graph().outputs = {y};
+  }
+  std::map<const nxrt_value*, HostTensor> feed(const std::vector<HostTensor>& in) const {
+    std::map<const nxrt_value*, HostTensor> m;
+    for (size_t i = 0; i < ins.size(); ++i) m[ins[i]] = in[i];
+    return m;
+  }
+  GraphBuilder gb;
+  std::vector<const nxrt_value*> ins;
+  const nxrt_value* y = nullptr;
+};
+
+std::string refusal_of(Pipeline& p) {
+  auto& r = p.sink().refusals;
+  return r.empty() ? "no reason given" : r.begin()->second.second;
+}
+
+std::string rerun_command(const Config& c, const std::string& case_id) {
+  return fmt::format("nxrt-conformance --plugin {} --device {} --suite diff --diff-seed {} --diff-case {}", c.plugin, c.device,
+                     c.diff_seed, case_id);
+}
+
+// Runs one case on the plugin. *claimed is false when the plugin refused it. "" or why it failed.
+std::string run_case(Session& s, const Case& cs, uint64_t seed, bool* claimed, std::string* refusal) {
+  CaseGraph g(cs);
+  Pipeline p(s, g.gb);
+  std::string e = p.build();
+  *claimed = p.claimed_nodes() == 1;
+  if (!e.empty()) return e;
+  if (!*claimed) {
+    *refusal = refusal_of(p);
+    return "";
+  }
+  const auto in = diff::make_inputs(cs, seed);
+  std::vector<HostTensor> out;
+  e = p.run(g.feed(in), out);
+  if (!e.empty()) return e;
+  return diff::compare_ref(cs, out.at(0), diff::reference(cs, in));
+}
+
+// "Op:id" -> (spec, id); null spec when `which` does not name one.
+std::pair<const OpSpec*, int> parse_case(const std::string& which) {
+  const auto colon = which.find(':');
+  if (colon == std::string::npos) return {diff::find_spec(which), -1};
+  const std::string id = which.substr(colon + 1);
+  if (id.empty() || id.size() > 6 || id.find_first_not_of("0123456789") != std::string::npos) return {nullptr, -1};
+  return {diff::find_spec(which.substr(0, colon)), std::stoi(id)};
+}
+
+Record op_check(const Config& c, const OpSpec& spec) {
+  Env env(c);
+  if (auto r = env.session()) return *r;
+  std::vector<int> ids;
+  if (auto [sp, id] = parse_case(c.diff_case); sp == &spec && id >= 0) {
+    ids = {id};
+  } else {
+    const int n = c.diff_cases > 0 ? std::min(c.diff_cases, spec.default_cases) : spec.default_cases;
+    for (int i = 0; i < n; ++i) ids.push_back(i);
+  }
+  int claimed = 0, failed = 0;
+  std::string first_refusal;
+  std::optional<Case> worst;
+  std::string worst_error;
+  for (int id : ids) {
+    const Case cs = diff::make_case(spec, c.diff_seed, id);
+    bool was_claimed = false;
+    std::string refusal;
+    const std::string e = run_case(*env.s, cs, c.diff_seed, &was_claimed, &refusal);
+    if (!was_claimed && e.empty()) {
+      if (first_refusal.empty()) first_refusal = fmt::format("case {} ({}): {}", id, cs.describe(), refusal);
+      continue;
+    }
+    ++claimed;
+    if (e.empty()) continue;
+    ++failed;
+    if (!worst || cs.elements() < worst->elements()) worst = cs, worst_error = e;  // report the smallest failing case
+  }
+  if (failed) {
+    const std::string id = fmt::format("{}:{}", spec.id, worst->id);
+    return fail(fmt::format("{} of {} claimed cases fail (seed {}); smallest: case {}: {}: {}. Rerun: {}", failed, claimed,
+                            c.diff_seed, id, worst->describe(), worst_error, rerun_command(c, id)));
+  }
+  if (!claimed) return make_record("unsupported", fmt::format("refused all {} cases; first: {}", ids.size(), first_refusal));
+  std::string msg = fmt::format("{} of {} cases match the float64 reference (seed {}, rtol {:g})", claimed, ids.size(),
+                                c.diff_seed, spec.rtol);
+  if (claimed < int(ids.size())) msg += "; refused: " + first_refusal;
+  return pass(msg);
+}
+
+// Mid-sized cases, big enough that concurrent calls overlap.
+std::vector<Case> concurrency_cases() {
+  std::vector<Case> v;
+  auto add = [&](const char* spec_id, std::vector<std::vector<int64_t>> in, std::vector<int64_t> out,
+                 std::vector<nxrt_attribute> attrs = {}) {
+    Case c;
+    c.spec = diff::find_spec(spec_id);
+    c.id = 1000 + int(v.size());
+    c.in_dims = std::move(in);
+    c.out_dims = std::move(out);
+    c.attrs = std::move(attrs);
+    c.atol_scale = 64;
+    v.push_back(std::move(c));
+  };
+  nxrt_attribute axis;
+  axis.name = "axis";
+  axis.type = NXRT_ATTR_INT;
+  axis.i = 1;
+  add("Add", {{16, 1, 64}, {1, 24, 64}}, {16, 24, 64});
+  add("Relu", {{64, 256}}, {64, 256});
+  add("MatMul", {{4, 32, 64}, {64, 48}}, {4, 32, 48});
+  add("Gemm", {{48, 64}, {64, 40}, {40}}, {48, 40});
+  add("Softmax_13", {{16, 64, 16}}, {16, 64, 16}, {axis});
+  return v;
+}
+
+Record concurrent_distinct_inputs(const Config& c) {
+  Env env(c);
+  if (auto r = env.session()) return *r;
+  if (!(env.p->features() & NXRT_FEATURE_CONCURRENT_RUN))
+    return skip("not run: the plugin does not declare NXRT_FEATURE_CONCURRENT_RUN");
+  constexpr int kThreads = 8, kRounds = 12;
+  std::vector<std::string> tested;
+  for (const Case& cs : concurrency_cases()) {
+    CaseGraph g(cs);
+    Pipeline p(*env.s, g.gb);
+    std::string e = p.build();
+    if (!e.empty()) return fail(cs.describe() + ": " + e);
+    if (p.claimed_nodes() != 1) continue;
+    // Each thread's own inputs, and the output one thread alone gets for them.
+    std::vector<std::vector<HostTensor>> ins(kThreads);
+    std::vector<HostTensor> alone(kThreads);
+    for (int t = 0; t < kThreads; ++t) {
+      ins[size_t(t)] = diff::make_inputs(cs, c.diff_seed, uint64_t(t) + 1);
+      std::vector<HostTensor> out;
+      e = p.run(g.feed(ins[size_t(t)]), out);
+      if (!e.empty()) return fail(fmt::format("{}: single-threaded run {}: {}", cs.describe(), t, e));
+      alone[size_t(t)] = out.at(0);
+    }
+    if (compare(alone[0], alone[1], 0, 0).empty())
+      return fail(cs.describe() + ": two different inputs gave the same output single-threaded");
+    std::mutex mu;
+    std::string first;
+    std::atomic<int> ready{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t)
+      ts.emplace_back(guarded_thread(mu, first, t, [&, t] {
+        ready++;
+        while (ready.load() < kThreads) std::this_thread::yield();  // start together
+        for (int k = 0; k < kRounds; ++k) {
+          std::vector<HostTensor> out;
+          std::string err = p.run(g.feed(ins[size_t(t)]), out);
+          if (err.empty()) err = compare(out.at(0), alone[size_t(t)], 0, 0);
+          if (!err.empty()) {
+            std::lock_guard lock(mu);
+            if (first.empty()) first = fmt::format("thread {} run {}: {}", t, k, err);
+            return;
+          }
+        }
+      }));
+    for (auto& t : ts) t.join();
+    if (!first.empty())
+      return fail(fmt::format("{} threads sharing one {} kernel on different inputs ({}): {} differs from the single-threaded "
+                              "result. NXRT_FEATURE_CONCURRENT_RUN is declared, so per-call state (scratch buffers) must "
+                              "not be shared between calls",
+                              kThreads, cs.spec->op, cs.describe(), first));
+    tested.push_back(cs.spec->op);
+  }
+  if (tested.empty()) return skip("not run: the plugin claims none of Add, Relu, MatMul, Gemm, Softmax (float32) at these shapes");
+  std::string ops;
+  for (auto& o : tested) ops += (ops.empty() ? "" : ", ") + o;
+  return pass(fmt::format("{} threads x {} runs of one kernel each for {}, different inputs per thread, all equal to the "
+                          "single-threaded results",
+                          kThreads, kRounds, ops));
+}
+
+}  // namespace
+
+std::string diff_case_error(const std::string& which) {
+  if (which.empty()) return "";
+  auto [spec, id] = parse_case(which);
+  if (spec && (id >= 0 || which.find(':') == std::string::npos)) return "";
+  std::string known;
+  for (auto& s : diff::op_specs()) known += (known.empty() ? "" : ", ") + s.id;
+  return "--diff-case '" + which + "': expected OP or OP:ID with OP one of " + known;
+}
+
+std::vector<Item> diff_items(const Config& cfg) {
+  std::vector<Item> items;
+  auto [only, only_id] = parse_case(cfg.diff_case);
+  for (const OpSpec& spec : diff::op_specs()) {
+    if (only && only != &spec) continue;
+    const OpSpec* sp = &spec;
+    items.push_back(Item{"op." + spec.id, [cfg, sp] { return std::vector<Record>{op_check(cfg, *sp)}; }, spec.op, "float32"});
+  }
+  if (!only)
+    items.push_back(Item{"concurrent_run.distinct_inputs", [cfg] { return std::vector<Record>{concurrent_distinct_inputs(cfg)}; },
+                         "", ""});
+  return items;
+}
+
+}  // namespace conf
