@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The .deb packages: `cpack -G DEB` from the build, each package's name, dependencies and files
-checked, all unpacked with `dpkg -x` into a throwaway root, then a model run there by the
-unpacked `nxrt` (which must find the unpacked CPU and Vulkan plugins by itself) and by the
-unpacked Python module, against a float64 numpy reference. Finally the unpacked nxrt-dev is used
-to build samples/ep_minimal with find_package(nxrt), which the unpacked nxrt then loads.
+checked, all installed with `dpkg --root` into a throwaway root the test makes (an empty dpkg
+database; the Debian libraries they depend on are the system's, so --force-depends), each then
+listed by dpkg as installed, then a model run there by the installed `nxrt` (which must find the
+installed CPU and Vulkan plugins by itself) and by the installed Python module, against a float64
+numpy reference. Finally the installed nxrt-dev is used to build samples/ep_minimal with
+find_package(nxrt), which the installed nxrt then loads.
 
     deb_test.py --build BUILD_DIR --source SOURCE_DIR
 """
@@ -83,16 +85,25 @@ def main():
         print("ok: each package holds its files; the others depend on nxrt of the same version")
 
         root = os.path.join(work, "root")
-        for deb in debs.values():
-            run(["dpkg", "-x", deb, root])
+        admin = os.path.join(root, "var", "lib", "dpkg")
+        for d in ("info", "updates", "triggers"):
+            os.makedirs(os.path.join(admin, d))
+        for f in ("status", "available"):
+            open(os.path.join(admin, f), "w").close()
+        run(["dpkg", f"--root={root}", "--force-depends", "--force-script-chrootless", "-i", *debs.values()])
+        listed = run(["dpkg", f"--root={root}", "-l"])
+        for pkg in debs:
+            if not re.search(rf"^ii\s+{re.escape(pkg)}\s", listed, re.M):
+                sys.exit(f"FAIL: dpkg does not list {pkg} as installed:\n{listed}")
+        print(f"ok: dpkg --root installed {sorted(debs)} into a throwaway root")
         env = {k: v for k, v in os.environ.items() if k not in ("NXRT_PLUGIN_PATH", "NXRT_SOURCE_DIR", "LD_LIBRARY_PATH")}
         nxrt = os.path.join(root, "usr", "bin", "nxrt")
         listing = run([nxrt, "plugins"], env=env)
         found = dict(re.findall(r"^(\w+)\n  path: (\S+)$", listing, re.M))
         for ep in ["cpu"] + (["vulkan"] if "nxrt-vulkan" in debs else []):
             if os.path.realpath(found.get(ep, "")) != os.path.realpath(os.path.join(root, "usr", "lib", "nxrt", f"libnxrt_ep_{ep}.so")):
-                sys.exit(f"FAIL: the unpacked nxrt does not find the unpacked {ep} plugin:\n{listing}")
-        print(f"ok: the unpacked nxrt finds {sorted(found)} in <root>/usr/lib/nxrt without configuration")
+                sys.exit(f"FAIL: the installed nxrt does not find the installed {ep} plugin:\n{listing}")
+        print(f"ok: the installed nxrt finds {sorted(found)} in <root>/usr/lib/nxrt without configuration")
 
         model = os.path.join(work, "broadcast.onnx")
         ref = models.broadcast_model(model)["out"]
@@ -106,16 +117,16 @@ def main():
         run([nxrt, "run", model, "--ep", "cpu", "--input-dir", in_dir, "--output-dir", out_dir], env=env)
         y = numpy_helper.to_array(onnx.load_tensor(os.path.join(out_dir, "output_0.pb")))
         np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6)
-        print("ok: the unpacked nxrt runs a model on the unpacked CPU plugin (matches numpy)")
+        print("ok: the installed nxrt runs a model on the installed CPU plugin (matches numpy)")
 
         if "python3-nxrt" in debs:
             site = os.path.join(root, "usr", "lib", "python3", "dist-packages")
             out = run([sys.executable, "-c", PY_RUN, site, model, in_dir], env=dict(env, PYTHONPATH=site))
-            print(f"ok: the unpacked Python module runs it too ({out.strip()})")
+            print(f"ok: the installed Python module runs it too ({out.strip()})")
         else:
             print("SKIP: python: no python3-nxrt package (pybind11-dev missing at build time)")
 
-        # The unpacked nxrt-dev is enough to build a plugin the unpacked nxrt then loads.
+        # The installed nxrt-dev is enough to build a plugin the installed nxrt then loads.
         b = os.path.join(work, "ep_minimal")
         run(["cmake", "-S", os.path.join(a.source, "samples", "ep_minimal"), "-B", b, "-G", "Ninja",
              f"-DCMAKE_PREFIX_PATH={os.path.join(root, 'usr')}", "-DCMAKE_BUILD_TYPE=Release"], env=env)
@@ -124,7 +135,7 @@ def main():
         run([nxrt, "run", model, "--ep", "minimal", "--plugin", plugin, "--input-dir", in_dir, "--output-dir", out_dir], env=env)
         y = numpy_helper.to_array(onnx.load_tensor(os.path.join(out_dir, "output_0.pb")))
         np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6)
-        print("ok: ep_minimal built from the unpacked nxrt-dev runs in the unpacked nxrt")
+        print("ok: ep_minimal built from the installed nxrt-dev runs in the installed nxrt")
         print("PASS")
     finally:
         shutil.rmtree(work, ignore_errors=True)
