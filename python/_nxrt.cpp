@@ -128,7 +128,7 @@ class PySession {
   }
 
   // feeds: name -> array. Returns every graph output, by name, as arrays viewing nxrt's memory.
-  py::dict run(const py::dict& feeds) {
+  py::dict run(const py::dict& feeds, const std::map<std::string, std::string>& run_options) {
     std::map<std::string, int32_t> want;
     for (const auto& i : session_->inputs()) want[i.name] = i.dtype;
     std::vector<py::array> keep;  // the (maybe converted) arrays, alive through the run
@@ -169,7 +169,8 @@ class PySession {
     std::shared_ptr<nxrt::Outputs> outs;
     {
       py::gil_scoped_release unlocked;
-      outs = std::make_shared<nxrt::Outputs>(session_->run(in));
+      const nxrt::KeyValues opts(run_options.begin(), run_options.end());
+      outs = std::make_shared<nxrt::Outputs>(opts.empty() ? session_->run(in) : session_->run(in, opts));
     }
     py::dict result;
     auto owner = py::capsule(new OutputsOwner{env_, outs}, [](void* p) { delete static_cast<OutputsOwner*>(p); });
@@ -233,5 +234,5 @@ PYBIND11_MODULE(_nxrt, m) {
       .def("outputs", [](const PySession& s) { return s.io(false); })
       .def("providers", &PySession::providers)
       .def("placement", &PySession::placement)
-      .def("run", &PySession::run, py::arg("feeds"));
+      .def("run", &PySession::run, py::arg("feeds"), py::arg("run_options") = std::map<std::string, std::string>{});
 }

@@ -106,10 +106,11 @@ class InferenceSession:
         return self._s.placement()
 
     def run(self, output_names, input_feed, run_options=None):
-        """Runs once; returns the requested outputs (all when output_names is None) in order."""
-        if run_options is not None:
-            raise NotImplementedError("run_options are not supported yet")
-        results = self._s.run(dict(input_feed))
+        """Runs once; returns the requested outputs (all when output_names is None) in order.
+        run_options: {"<ep>.<key>": value} for that EP's run hooks (the prefix must name an EP of
+        the session)."""
+        opts = {str(k): str(v) for k, v in (run_options or {}).items()}
+        results = self._s.run(dict(input_feed), opts)
         names = output_names or [o.name for o in self._outputs]
         missing = [n for n in names if n not in results]
         if missing:

@@ -56,6 +56,13 @@ class NxrtPythonTest(unittest.TestCase):
         self.assertEqual(upper.tolist(), ["ÉTÉ", "ZÈBRE"])
         np.testing.assert_array_equal(x, np.array([1.5, -2, 300], dtype=np.float32))
 
+    def test_run_options_go_to_the_named_ep(self):
+        s = nxrt.InferenceSession(self.bc, providers=["CPUExecutionProvider"])
+        (out,) = s.run(None, self.feeds(), run_options={"cpu.tag": "x"})
+        np.testing.assert_allclose(out, self.bc_ref, rtol=1e-6, atol=1e-6)
+        with self.assertRaisesRegex(nxrt.Error, "nosuch"):
+            s.run(None, self.feeds(), run_options={"nosuch.key": "1"})
+
     def test_dynamic_shape_and_output_names(self):
         s = nxrt.InferenceSession(self.mlp, providers=["cpu"])
         x = np.tile(models.pattern(0, (1, 2, 4)), (1, 3, 1))  # N = 6
