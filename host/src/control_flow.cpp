@@ -128,17 +128,10 @@ Body make_body(const nxrt_model_ir& m, const nxrt_node& n, const char* attr_name
   return b;
 }
 
-size_t bytes_of(nxrt_dtype t, const std::vector<int64_t>& dims) { return size_t(element_count(dims)) * dtype_size(t); }
 
 Result copy_of(const TensorView& v) {
   if (v.value) return Result{{}, v.value};
-  HostTensor t;
-  t.dtype = v.dtype;
-  t.dims = v.dims;
-  t.data.resize(bytes_of(v.dtype, v.dims));
-  if (!t.data.empty()) std::memcpy(t.data.data(), v.data, t.data.size());
-  own_strings(t);
-  return Result{std::move(t), nullptr};
+  return Result{copy_tensor(v.dtype, v.dims, v.data), nullptr};
 }
 
 TensorView view_of(const HostTensor& t) { return TensorView{t.dtype, t.dims, t.data.data(), nullptr}; }

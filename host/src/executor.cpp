@@ -251,6 +251,11 @@ void run_host_step(const Session& s, RunState& rs, const Step& step) {
   }
 }
 
+// Whether output i of the kernel call was bound (ctx_output) already.
+bool is_bound(const nxrt_kernel_context& ctx, size_t i) {
+  return i < 64 ? (ctx.bound >> i) & 1 : (ctx.more.size() > i - 64 && ctx.more[i - 64]);
+}
+
 }  // namespace
 
 nxrt_status* ctx_input(const nxrt_kernel_context* ctx, size_t i, nxrt_const_tensor* out) {
@@ -286,8 +291,7 @@ nxrt_status* ctx_output(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, ui
     return new_status(NXRT_INVALID_ARGUMENT, fmt::format("ctx_output: {} has {} outputs, asked for {}", step.label, step.outputs.size(), i));
   int id = step.outputs[i];
   if (id < 0) return new_status(NXRT_NOT_FOUND, fmt::format("output {} of {} is not used by the model", i, step.label));
-  bool already = i < 64 ? (ctx->bound >> i) & 1 : (ctx->more.size() > i - 64 && ctx->more[i - 64]);
-  if (already) return new_status(NXRT_INVALID_ARGUMENT, fmt::format("output {} of {} was bound twice", i, step.label));
+  if (is_bound(*ctx, i)) return new_status(NXRT_INVALID_ARGUMENT, fmt::format("output {} of {} was bound twice", i, step.label));
   const Slot& slot = ctx->session->slots()[size_t(id)];
   // Disagreeing with the model's types or shape inference is the plugin's fault: the run
   // fails as a plugin failure even if the kernel then returns success.
@@ -329,7 +333,7 @@ nxrt_status* ctx_output_string_set(nxrt_kernel_context* ctx, size_t i, uint64_t 
   const Step& step = *ctx->step;
   if (i >= step.outputs.size() || step.outputs[i] < 0)
     return new_status(NXRT_INVALID_ARGUMENT, fmt::format("ctx_output_string_set: {} has no output {}", step.label, i));
-  const bool bound = i < 64 ? (ctx->bound >> i) & 1 : (ctx->more.size() > i - 64 && ctx->more[i - 64]);
+  const bool bound = is_bound(*ctx, i);
   const SlotState& st = ctx->rs->state[size_t(step.outputs[i])];
   if (!bound || st.dtype != NXRT_DTYPE_STRING)
     return new_status(NXRT_INVALID_ARGUMENT,
@@ -499,13 +503,8 @@ std::vector<BoundInput> Session::resolve_inputs(const std::vector<BoundInput>& i
           o->items.push_back(t.value);
         } else {
           if (t.device) raise(NXRT_ERR_INVALID_ARGUMENT, "optional input '{}' cannot be a device tensor", t.name);
-          HostTensor h;
-          h.dtype = t.dtype;
-          h.dims = t.dims;
-          h.data.resize(size_t(element_count(t.dims)) * dtype_size(t.dtype));
-          if (!h.data.empty()) std::memcpy(h.data.data(), t.host, h.data.size());
-          own_strings(h);  // the optional may be returned as an output, past the caller's buffers
-          o->items.push_back(Value::of(std::move(h)));
+          // A copy owning its strings: the optional may be returned as an output.
+          o->items.push_back(Value::of(copy_tensor(t.dtype, t.dims, t.host)));
         }
         given.value = o;
       }

@@ -44,6 +44,8 @@ struct HostTensor {
 // so no byte size computed from it can overflow 64 bits.
 inline constexpr int64_t kMaxElements = int64_t(1) << 59;
 int64_t element_count(const std::vector<int64_t>& dims);
+// Bytes of a dense tensor of this type and shape (checked through element_count).
+inline size_t bytes_of(nxrt_dtype t, const std::vector<int64_t>& dims) { return size_t(element_count(dims)) * dtype_size(t); }
 // "[2,?,3]": a shape for messages, "?" for a dimension unknown before run time.
 std::string shape_str(const int64_t* dims, size_t rank);
 inline std::string shape_str(const std::vector<int64_t>& dims) { return shape_str(dims.data(), dims.size()); }

@@ -17,17 +17,9 @@ namespace {
 std::string describe(const nxrt_node& n) { return fmt::format("node '{}' ({})", n.name, n.op_type); }
 
 
-size_t bytes_of(nxrt_dtype t, const std::vector<int64_t>& dims) { return size_t(element_count(dims)) * dtype_size(t); }
 
-HostTensor tensor_of(const TensorView& v) {
-  HostTensor t;
-  t.dtype = v.dtype;
-  t.dims = v.dims;
-  t.data.resize(bytes_of(v.dtype, v.dims));
-  if (!t.data.empty()) std::memcpy(t.data.data(), v.data, t.data.size());
-  own_strings(t);  // a sequence may outlive the run whose memory v is
-  return t;
-}
+// A sequence may outlive the run whose memory v is: the copy owns its strings too.
+HostTensor tensor_of(const TensorView& v) { return copy_tensor(v.dtype, v.dims, v.data); }
 
 // A scalar of `t` from its bytes. Not inlined: GCC's -Wstringop-overflow misreads a
 // constant-size resize through the aligned allocator.

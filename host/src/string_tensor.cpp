@@ -47,7 +47,7 @@ HostTensor copy_tensor(nxrt_dtype dtype, const std::vector<int64_t>& dims, const
   HostTensor t;
   t.dtype = dtype;
   t.dims = dims;
-  t.data.resize(size_t(element_count(dims)) * dtype_size(dtype));
+  t.data.resize(bytes_of(dtype, dims));
   if (!t.data.empty()) std::memcpy(t.data.data(), data, t.data.size());
   own_strings(t);
   return t;
