@@ -322,8 +322,13 @@ nxrt_status* ctx_output(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, ui
       ctx->more[i - 64] = true;
     }
     const SlotState& st = ctx->rs->state[size_t(id)];
-    if (dtype == NXRT_DTYPE_STRING)  // every element starts as the empty string
+    if (dtype == NXRT_DTYPE_STRING) {  // every element starts as the empty string
       std::memset(static_cast<char*>(st.handle) + st.offset, 0, size_t(element_count(d)) * sizeof(nxrt_string));
+      // The run's pool for ctx_output_string_set, made once per run on the first string output
+      // (locked: a kernel may bind outputs from several threads), so setting elements needs no lock.
+      std::lock_guard lock(ctx->rs->strings_mu);
+      if (!ctx->rs->strings) ctx->rs->strings = std::make_shared<StringPool>();
+    }
     fill(out, dtype, st.dims, st.handle, st.offset, slot.location);
   });
 }
@@ -342,12 +347,7 @@ nxrt_status* ctx_output_string_set(nxrt_kernel_context* ctx, size_t i, uint64_t 
     const uint64_t n = uint64_t(element_count(st.dims));
     if (element >= n) raise(NXRT_ERR_INVALID_ARGUMENT, "ctx_output_string_set: element {} of output {} of {} is past its {} elements",
                             element, i, step.label, n);
-    RunState& rs = *ctx->rs;
-    {
-      std::lock_guard lock(rs.strings_mu);  // made on first use; a kernel may call from several threads
-      if (!rs.strings) rs.strings = std::make_shared<StringPool>();
-    }
-    reinterpret_cast<nxrt_string*>(static_cast<char*>(st.handle) + st.offset)[element] = rs.strings->add(bytes, size);
+    reinterpret_cast<nxrt_string*>(static_cast<char*>(st.handle) + st.offset)[element] = ctx->rs->strings->add(bytes, size);
   });
 }
 

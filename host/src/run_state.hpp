@@ -44,7 +44,7 @@ struct RunState {
   // String tensors: bytes kernels wrote this run (ctx_output_string_set) and the stores of
   // host-step results the run's slots point into. Graph outputs copy theirs out at the end.
   std::shared_ptr<StringPool> strings;
-  std::mutex strings_mu;
+  std::mutex strings_mu;  // guards creating `strings` (ctx_output of a string output)
   std::vector<std::shared_ptr<const void>> keep;
   // Per EP: events for ordering inside a run (downloads the host waits for later,
   // uploads whose host source must stay unchanged), reused from run to run.
