@@ -165,7 +165,15 @@ _Static_assert(offsetof(nxrt_host_services, ctx_cancelled) == NXRT_PIN(224, 440)
 _Static_assert(offsetof(nxrt_host_services, ctx_run_id) == NXRT_PIN(228, 448), "nxrt_host_services.ctx_run_id moved");
 _Static_assert(offsetof(nxrt_host_services, profile_device_event) == NXRT_PIN(232, 456), "nxrt_host_services.profile_device_event moved");
 _Static_assert(offsetof(nxrt_host_services, ctx_output_string_set) == NXRT_PIN(236, 464), "nxrt_host_services.ctx_output_string_set moved");
-_Static_assert(sizeof(nxrt_plugin_api) == NXRT_PIN(136, 272), "nxrt_plugin_api size");
+_Static_assert(sizeof(nxrt_cache_judgement) == NXRT_PIN(264, 264), "nxrt_cache_judgement size");
+_Static_assert(offsetof(nxrt_cache_judgement, struct_size) == NXRT_PIN(0, 0), "nxrt_cache_judgement.struct_size moved");
+_Static_assert(offsetof(nxrt_cache_judgement, verdict) == NXRT_PIN(4, 4), "nxrt_cache_judgement.verdict moved");
+_Static_assert(offsetof(nxrt_cache_judgement, reason) == NXRT_PIN(8, 8), "nxrt_cache_judgement.reason moved");
+_Static_assert(sizeof(nxrt_blob_writer) == NXRT_PIN(12, 24), "nxrt_blob_writer size");
+_Static_assert(offsetof(nxrt_blob_writer, struct_size) == NXRT_PIN(0, 0), "nxrt_blob_writer.struct_size moved");
+_Static_assert(offsetof(nxrt_blob_writer, user) == NXRT_PIN(4, 8), "nxrt_blob_writer.user moved");
+_Static_assert(offsetof(nxrt_blob_writer, write) == NXRT_PIN(8, 16), "nxrt_blob_writer.write moved");
+_Static_assert(sizeof(nxrt_plugin_api) == NXRT_PIN(156, 312), "nxrt_plugin_api size");
 _Static_assert(offsetof(nxrt_plugin_api, struct_size) == NXRT_PIN(0, 0), "nxrt_plugin_api.struct_size moved");
 _Static_assert(offsetof(nxrt_plugin_api, name) == NXRT_PIN(4, 8), "nxrt_plugin_api.name moved");
 _Static_assert(offsetof(nxrt_plugin_api, version) == NXRT_PIN(8, 16), "nxrt_plugin_api.version moved");
@@ -200,6 +208,11 @@ _Static_assert(offsetof(nxrt_plugin_api, session_set_allocator) == NXRT_PIN(120,
 _Static_assert(offsetof(nxrt_plugin_api, session_stats) == NXRT_PIN(124, 248), "nxrt_plugin_api.session_stats moved");
 _Static_assert(offsetof(nxrt_plugin_api, copy_peer) == NXRT_PIN(128, 256), "nxrt_plugin_api.copy_peer moved");
 _Static_assert(offsetof(nxrt_plugin_api, memory_import) == NXRT_PIN(132, 264), "nxrt_plugin_api.memory_import moved");
+_Static_assert(offsetof(nxrt_plugin_api, session_fingerprint) == NXRT_PIN(136, 272), "nxrt_plugin_api.session_fingerprint moved");
+_Static_assert(offsetof(nxrt_plugin_api, cache_check) == NXRT_PIN(140, 280), "nxrt_plugin_api.cache_check moved");
+_Static_assert(offsetof(nxrt_plugin_api, kernel_export) == NXRT_PIN(144, 288), "nxrt_plugin_api.kernel_export moved");
+_Static_assert(offsetof(nxrt_plugin_api, kernel_import) == NXRT_PIN(148, 296), "nxrt_plugin_api.kernel_import moved");
+_Static_assert(offsetof(nxrt_plugin_api, session_create_offline) == NXRT_PIN(152, 304), "nxrt_plugin_api.session_create_offline moved");
 _Static_assert(sizeof(nxrt_negotiate_request) == NXRT_PIN(28, 48), "nxrt_negotiate_request size");
 _Static_assert(offsetof(nxrt_negotiate_request, struct_size) == NXRT_PIN(0, 0), "nxrt_negotiate_request.struct_size moved");
 _Static_assert(offsetof(nxrt_negotiate_request, abi_major) == NXRT_PIN(4, 4), "nxrt_negotiate_request.abi_major moved");

@@ -1,5 +1,5 @@
 /*
- * nxrt execution-provider plugin ABI, version 2.2.
+ * nxrt execution-provider plugin ABI, version 2.4.
  *
  * Pure C11. This header is the only thing a plugin and the nxrt host share.
  *
@@ -29,6 +29,10 @@
  *   2.2  memory import: a session wraps memory it did not allocate (the
  *        caller's, or another plugin's, given by its native handle) as its own
  *        DEVICE memory, without a copy.
+ *   2.3  string tensors (nxrt_string elements in host memory).
+ *   2.4  compiled-kernel cache: a session's fingerprint, a kernel exported to a
+ *        blob and rebuilt from one with a four-state verdict, and sessions that
+ *        compile for a described device without opening one.
  *
  * ------------------------------------------------------------ struct rule
  * Every struct that crosses the boundary starts with `uint32_t struct_size`.
@@ -96,7 +100,7 @@ extern "C" {
 #endif
 
 #define NXRT_EP_ABI_MAJOR 2u
-#define NXRT_EP_ABI_MINOR 3u
+#define NXRT_EP_ABI_MINOR 4u
 
 /* The one exported symbol. */
 #define NXRT_EP_ENTRY_SYMBOL "nxrt_ep_negotiate"
@@ -516,9 +520,48 @@ typedef struct nxrt_host_services {
  * touches a string on the plugin. */
 #define NXRT_FEATURE_STRING_TENSORS (1ull << 11)
 #define NXRT_FEATURES_2_3 (NXRT_FEATURE_STRING_TENSORS)
+/* 2.4: session_fingerprint, cache_check, kernel_export and kernel_import are
+ * implemented: compiled kernels survive the process (docs/abi.md, "Compiled-model
+ * cache"). */
+#define NXRT_FEATURE_KERNEL_CACHE (1ull << 12)
+/* 2.4: session_create_offline is implemented (needs KERNEL_CACHE): the plugin
+ * compiles for a described device without opening one. */
+#define NXRT_FEATURE_OFFLINE_COMPILE (1ull << 13)
+#define NXRT_FEATURES_2_4 (NXRT_FEATURE_KERNEL_CACHE | NXRT_FEATURE_OFFLINE_COMPILE)
 #define NXRT_FEATURES_OF_MINOR(minor)                                                             \
   (NXRT_FEATURES_2_0 | ((minor) >= 1u ? NXRT_FEATURES_2_1 : 0u) | ((minor) >= 2u ? NXRT_FEATURES_2_2 : 0u) | \
-   ((minor) >= 3u ? NXRT_FEATURES_2_3 : 0u))
+   ((minor) >= 3u ? NXRT_FEATURES_2_3 : 0u) | ((minor) >= 4u ? NXRT_FEATURES_2_4 : 0u))
+
+/* ------------------------------------------------------- kernel cache (2.4) */
+
+/* How usable something compiled elsewhere (another process, machine, plugin or
+ * driver version) is in this session. */
+typedef uint32_t nxrt_cache_verdict;
+enum {
+  NXRT_CACHE_OPTIMAL = 0,     /* as good as compiling it here */
+  NXRT_CACHE_USABLE = 1,      /* runs correctly, but compiling here would be faster (reason says why) */
+  NXRT_CACHE_RECOMPILE = 2,   /* must not be used here; compile instead (reason says why) */
+  NXRT_CACHE_UNSUPPORTED = 3  /* not something this plugin can read (foreign format, corrupt) */
+};
+
+/* Callee-filled rule. `reason` is NUL-terminated, one line, "" for OPTIMAL. */
+typedef struct nxrt_cache_judgement {
+  uint32_t struct_size;
+  nxrt_cache_verdict verdict;
+  char reason[256];
+} nxrt_cache_judgement;
+
+/* Where kernel_export writes: `write` appends `size` bytes (the host copies them
+ * before it returns). A failing write's status is returned by kernel_export as is. */
+typedef struct nxrt_blob_writer {
+  uint32_t struct_size;
+  void* user;
+  nxrt_status* (*write)(void* user, const void* bytes, uint64_t size);
+} nxrt_blob_writer;
+
+/* Blobs handed to kernel_import start at a multiple of this many bytes in the host's
+ * memory (often a read-only file mapping), so aligned data inside a blob stays aligned. */
+#define NXRT_CACHE_BLOB_ALIGNMENT 4096u
 
 
 typedef struct nxrt_plugin_api {
@@ -653,6 +696,48 @@ typedef struct nxrt_plugin_api {
    * this session cannot use: another type, another device, misaligned host
    * memory; the host then copies instead. */
   nxrt_status* (*memory_import)(nxrt_ep_session* session, const nxrt_native_handle* native, void** handle);
+
+  /* ---- 2.4 ---- */
+
+  /* Compiled-kernel cache (NXRT_FEATURE_KERNEL_CACHE). The host owns the container
+   * (header, digests of the model and options, checksums; docs/abi.md); a plugin
+   * only writes and judges its own blobs. */
+
+  /* [any-thread] What this session's compiled kernels depend on, as one line of text
+   * the plugin can judge later: device identity and limits, driver, ISA, options that
+   * change code. Sessions for equal devices (opened or described) give equal text.
+   * Lives as long as the session. */
+  const char* (*session_fingerprint)(nxrt_ep_session* session);
+  /* [any-thread] Judges kernels compiled by a session whose session_fingerprint was
+   * `fingerprint` for use in this session (callee-filled `out`). A failure status is
+   * for the call itself; an unusable fingerprint is a verdict, not a failure. */
+  nxrt_status* (*cache_check)(nxrt_ep_session* session, const char* fingerprint, nxrt_cache_judgement* out);
+  /* [per-object] Writes what rebuilds `kernel` without compiling it again (prepacked
+   * weights, compiled code, tile choices) through `writer`. NXRT_UNSUPPORTED: this
+   * kernel has nothing worth keeping (the host then compiles it again next time). */
+  nxrt_status* (*kernel_export)(nxrt_kernel* kernel, const nxrt_blob_writer* writer);
+  /* [any-thread] Rebuilds the kernel of `subgraph` (the claim it was exported from,
+   * in a session whose fingerprint cache_check accepted) from `blob`. The blob starts
+   * NXRT_CACHE_BLOB_ALIGNMENT-aligned and stays valid and unchanged until the kernel
+   * is released, so the kernel may keep pointers into it instead of copies. The
+   * verdict goes to `judgement` (callee-filled): with OPTIMAL or USABLE, *out is the
+   * kernel; with RECOMPILE or UNSUPPORTED (a blob this plugin cannot trust: corrupt,
+   * truncated, another claim, another version) *out stays NULL and the host calls
+   * kernel_create instead. A blob never crashes the plugin, whatever its bytes. */
+  nxrt_status* (*kernel_import)(nxrt_ep_session* session, const nxrt_graph* subgraph, const void* blob,
+                                uint64_t size, nxrt_cache_judgement* judgement, nxrt_kernel** out);
+  /* [any-thread] (NXRT_FEATURE_OFFLINE_COMPILE) A compile-only session for a device
+   * that is described, not opened: `device` holds what `nxrt plugins --json` prints for
+   * one of this plugin's devices, as key/value text ("name", "vendor_id", "device_id",
+   * "uuid", "host_addressable", and every device property by its key). The session's
+   * kernels are compiled as for that device and can be exported; the session answers
+   * session_fingerprint, get_capability, kernel_create, kernel_export, kernel_release
+   * and session_release only (every other call fails with NXRT_UNSUPPORTED, and
+   * kernel_compute is never called). NXRT_INVALID_ARGUMENT names a missing or
+   * malformed key; NXRT_UNSUPPORTED says why this plugin cannot target that device. */
+  nxrt_status* (*session_create_offline)(nxrt_plugin* plugin, const nxrt_property* const* device, size_t device_count,
+                                         const nxrt_option* const* options, size_t option_count,
+                                         nxrt_ep_session** out);
 } nxrt_plugin_api;
 
 /* ------------------------------------------------------------ handshake */

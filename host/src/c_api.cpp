@@ -281,6 +281,8 @@ const char* nxrt_feature_name(uint64_t bit) {
     case NXRT_FEATURE_PEER_COPY: return "peer-copy";
     case NXRT_FEATURE_MEMORY_IMPORT: return "memory-import";
     case NXRT_FEATURE_STRING_TENSORS: return "string-tensors";
+    case NXRT_FEATURE_KERNEL_CACHE: return "kernel-cache";
+    case NXRT_FEATURE_OFFLINE_COMPILE: return "offline-compile";
   }
   return "";
 }

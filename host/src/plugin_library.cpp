@@ -148,8 +148,9 @@ void require_functions(const nxrt_plugin_api& a, uint64_t features, const std::f
     for (auto& f : hooks)
       if (!f.p) raise(NXRT_ERR_PLUGIN, "plugin '{}' declares run hooks but has no {} function", path.string(), f.name);
   }
-  // 2.1 (2.2) bits are set only when the agreed minor is >= 1 (2), and then the table was
-  // checked to reach copy_peer (memory_import), so these reads stay inside it.
+  // 2.1 (2.2, 2.4) bits are set only when the agreed minor is >= 1 (2, 4), and then the table
+  // was checked to reach copy_peer (memory_import, session_create_offline), so these reads
+  // stay inside it.
   struct Interop {
     uint64_t bit;
     const char* feature;
@@ -160,10 +161,17 @@ void require_functions(const nxrt_plugin_api& a, uint64_t features, const std::f
                              {NXRT_FEATURE_EXTERNAL_ALLOCATOR, "external-allocator", NXRT_FN(a, session_set_allocator)},
                              {NXRT_FEATURE_MEMORY_STATS, "memory-stats", NXRT_FN(a, session_stats)},
                              {NXRT_FEATURE_PEER_COPY, "peer-copy", NXRT_FN(a, copy_peer)},
-                             {NXRT_FEATURE_MEMORY_IMPORT, "memory-import", NXRT_FN(a, memory_import)}};
+                             {NXRT_FEATURE_MEMORY_IMPORT, "memory-import", NXRT_FN(a, memory_import)},
+                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_FN(a, session_fingerprint)},
+                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_FN(a, cache_check)},
+                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_FN(a, kernel_export)},
+                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_FN(a, kernel_import)},
+                             {NXRT_FEATURE_OFFLINE_COMPILE, "offline-compile", NXRT_FN(a, session_create_offline)}};
   for (auto& i : interop)
     if ((features & i.bit) && !i.fn.p)
       raise(NXRT_ERR_PLUGIN, "plugin '{}' declares {} but has no {} function", path.string(), i.feature, i.fn.name);
+  if ((features & NXRT_FEATURE_OFFLINE_COMPILE) && !(features & NXRT_FEATURE_KERNEL_CACHE))
+    raise(NXRT_ERR_PLUGIN, "plugin '{}' declares offline-compile without kernel-cache (it needs it)", path.string());
   if ((features & NXRT_FEATURE_STREAM_IMPORT) &&
       (features & (NXRT_FEATURE_STREAMS | NXRT_FEATURE_NATIVE_HANDLES)) != (NXRT_FEATURE_STREAMS | NXRT_FEATURE_NATIVE_HANDLES))
     raise(NXRT_ERR_PLUGIN, "plugin '{}' declares stream-import without streams and native-handles (it needs both)",
@@ -320,7 +328,8 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
   // A table smaller than the agreed minor's is refused; a larger one is a newer minor
   // whose extra entries we ignore.
   // The last entry each minor appended: the table must reach it.
-  const size_t table_needs = minor >= 2   ? offsetof(nxrt_plugin_api, memory_import) + sizeof(nxrt_plugin_api::memory_import)
+  const size_t table_needs = minor >= 4   ? offsetof(nxrt_plugin_api, session_create_offline) + sizeof(nxrt_plugin_api::session_create_offline)
+                             : minor >= 2 ? offsetof(nxrt_plugin_api, memory_import) + sizeof(nxrt_plugin_api::memory_import)
                              : minor >= 1 ? offsetof(nxrt_plugin_api, copy_peer) + sizeof(nxrt_plugin_api::copy_peer)
                                           : offsetof(nxrt_plugin_api, on_run_end) + sizeof(nxrt_plugin_api::on_run_end);
   if (rp.api->struct_size < table_needs)
