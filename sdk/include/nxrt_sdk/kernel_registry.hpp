@@ -9,6 +9,7 @@
 #pragma once
 #include "context.hpp"
 #include "graph.hpp"
+#include "kernel_cache.hpp"
 
 #include <climits>
 #include <functional>
@@ -26,6 +27,9 @@ class Kernel {
  public:
   virtual ~Kernel() = default;
   virtual void compute(Context& ctx) = 0;
+  // ABI 2.4 (NXRT_FEATURE_KERNEL_CACHE): what rebuilds this kernel without compiling it
+  // (Session::import_kernel reads it back). The default has nothing worth keeping.
+  virtual void export_blob(BlobWriter&) { fail(NXRT_UNSUPPORTED, "this kernel has nothing to cache"); }
 };
 
 struct Refusal {

@@ -131,6 +131,25 @@ class Session {
   virtual void* import_memory(const nxrt_native_handle& /*native*/) {
     fail(NXRT_UNSUPPORTED, "memory import not implemented");
   }
+  // ABI 2.4, NXRT_FEATURE_KERNEL_CACHE (kernel_cache.hpp).
+  // What this session's compiled kernels depend on, one line; sessions for equal devices
+  // (opened or described) give equal text. Asked once; the SDK keeps it.
+  virtual std::string fingerprint() { fail(NXRT_UNSUPPORTED, "kernel cache not implemented"); }
+  // Kernels compiled by a session whose fingerprint() was `fingerprint`: usable here? The
+  // default accepts exactly this session's own fingerprint.
+  virtual CacheJudgement judge(const std::string& fingerprint) {
+    const std::string own = this->fingerprint();
+    if (fingerprint == own) return {};
+    return {NXRT_CACHE_RECOMPILE, fmt::format("compiled for '{}', this session is '{}'", fingerprint, own)};
+  }
+  // The kernel of `subgraph` rebuilt from what its Kernel::export_blob wrote. `blob` stays
+  // valid until the kernel is released (keep pointers into it instead of copies). Throw
+  // BlobRejected (BlobReader does) for a blob you cannot use; return a kernel otherwise,
+  // setting `judgement` to USABLE with the reason when it works but slower.
+  virtual std::unique_ptr<Kernel> import_kernel(const Graph& /*subgraph*/, std::span<const uint8_t> /*blob*/,
+                                                CacheJudgement& /*judgement*/) {
+    fail(NXRT_UNSUPPORTED, "kernel cache not implemented");
+  }
 };
 
 // From on_run_end: one kernel's device-side time, on the device's clock.
@@ -273,6 +292,13 @@ class Plugin {
   // "<name>." key with INVALID_ARGUMENT naming it, as the ABI requires.
   virtual std::vector<OptionSpec> options() const { return {}; }
   virtual std::unique_ptr<Session> create_session(uint32_t device, const Options& options) = 0;
+  // ABI 2.4, NXRT_FEATURE_OFFLINE_COMPILE: a compile-only session for a described device
+  // (`device`: key/value text as `nxrt plugins --json` prints a device; see nxrt_ep.h).
+  // It answers fingerprint, get_capability and create_kernel (kernels are exported, never
+  // run); alloc/copy are never called on it.
+  virtual std::unique_ptr<Session> create_offline_session(const Options& /*device*/, const Options& /*options*/) {
+    fail(NXRT_UNSUPPORTED, "offline compile not implemented");
+  }
   // Set by the SDK: the library's path and the host's identity from the request.
   std::string library_path, host_name, host_version;
 };
@@ -311,6 +337,8 @@ struct InstanceBox {
 struct SessionBox {
   std::unique_ptr<Session> s;
   const InstanceBox* owner = nullptr;  // peer copies only between sessions of one instance
+  std::once_flag fingerprint_once;     // fingerprint: asked once, kept for the session's life
+  std::string fingerprint;
 };
 struct KernelBox { std::unique_ptr<Kernel> k; };
 struct StreamBox { std::unique_ptr<Stream> s; };
@@ -629,6 +657,93 @@ struct Entry {
     });
   }
 
+  // ---- 2.4 ----
+  static void judgement_out(nxrt_cache_judgement* out, nxrt_cache_verdict v, const std::string& reason) {
+    nxrt_cache_judgement full{};
+    full.struct_size = sizeof full;
+    full.verdict = v;
+    std::snprintf(full.reason, sizeof full.reason, "%s", reason.c_str());
+    for (char& c : full.reason)
+      if (c == '\n' || c == '\r') c = ' ';  // one line
+    fill_callee(out, full);
+  }
+  static bool judgement_ok(const nxrt_cache_judgement* out) {
+    return out && out->struct_size >= offsetof(nxrt_cache_judgement, verdict) + sizeof(out->verdict);
+  }
+  static const char* session_fingerprint(nxrt_ep_session* s) {
+    if (!s) return "";
+    SessionBox& box = *from<SessionBox>(s);
+    try {
+      std::call_once(box.fingerprint_once, [&] { box.fingerprint = box.s->fingerprint(); });
+    } catch (...) {
+      return "";
+    }
+    return box.fingerprint.c_str();
+  }
+  static nxrt_status* cache_check(nxrt_ep_session* s, const char* fingerprint, nxrt_cache_judgement* out) {
+    return guard([&] {
+      if (!s || !fingerprint || !judgement_ok(out)) fail(NXRT_INVALID_ARGUMENT, "cache_check: NULL argument or small judgement");
+      if (!*session_fingerprint(s)) fail(NXRT_INTERNAL, "cache_check: this session has no fingerprint");
+      CacheJudgement j = from<SessionBox>(s)->s->judge(fingerprint);
+      judgement_out(out, j.verdict, j.reason);
+    });
+  }
+  static nxrt_status* kernel_export(nxrt_kernel* k, const nxrt_blob_writer* w) {
+    return guard([&] {
+      if (!k || !w || !NXRT_HAS_FIELD(w, nxrt_blob_writer, write) || !w->write)
+        fail(NXRT_INVALID_ARGUMENT, "kernel_export: NULL argument or writer");
+      BlobWriter bw(w);
+      from<KernelBox>(k)->k->export_blob(bw);
+    });
+  }
+  static nxrt_status* kernel_import(nxrt_ep_session* s, const nxrt_graph* g, const void* blob, uint64_t size,
+                                    nxrt_cache_judgement* judgement, nxrt_kernel** out) {
+    return guard([&] {
+      if (!s || !g || (!blob && size) || !judgement_ok(judgement) || !out)
+        fail(NXRT_INVALID_ARGUMENT, "kernel_import: NULL argument or small judgement");
+      *out = nullptr;
+      CacheJudgement j;
+      auto box = std::make_unique<KernelBox>();
+      try {
+        box->k = from<SessionBox>(s)->s->import_kernel(
+            Graph(g), std::span<const uint8_t>(static_cast<const uint8_t*>(blob), size_t(size)), j);
+      } catch (const BlobRejected& r) {
+        judgement_out(judgement, r.verdict == NXRT_CACHE_OPTIMAL || r.verdict == NXRT_CACHE_USABLE ? nxrt_cache_verdict(NXRT_CACHE_UNSUPPORTED)
+                                                                                                  : r.verdict,
+                      r.reason);
+        return;
+      }
+      if (!box->k) {
+        judgement_out(judgement, j.verdict == NXRT_CACHE_OPTIMAL || j.verdict == NXRT_CACHE_USABLE ? nxrt_cache_verdict(NXRT_CACHE_RECOMPILE)
+                                                                                                  : j.verdict,
+                      j.reason.empty() ? "the plugin made no kernel from the blob" : j.reason);
+        return;
+      }
+      judgement_out(judgement, j.verdict, j.reason);
+      *out = to<nxrt_kernel>(box.release());
+    });
+  }
+  static nxrt_status* session_create_offline(nxrt_plugin* p, const nxrt_property* const* device, size_t device_count,
+                                             const nxrt_option* const* opts, size_t n, nxrt_ep_session** out) {
+    return guard([&] {
+      if (!out) fail(NXRT_INVALID_ARGUMENT, "session_create_offline: out is NULL");
+      *out = nullptr;
+      if ((device_count && !device) || (n && !opts)) fail(NXRT_INVALID_ARGUMENT, "session_create_offline: NULL array");
+      Options d;
+      for (size_t i = 0; i < device_count; ++i) {
+        const nxrt_property* e = device[i];
+        if (!e || !NXRT_HAS_FIELD(e, nxrt_property, value) || !e->key || !e->value)
+          fail(NXRT_INVALID_ARGUMENT, "device property {} is NULL, too small or has a NULL key or value", i);
+        d[e->key] = e->value;
+      }
+      const Options o = read_options(*from<InstanceBox>(p), opts, n);
+      auto box = std::make_unique<SessionBox>();
+      box->s = plugin(p).create_offline_session(d, o);
+      box->owner = from<InstanceBox>(p);
+      *out = to<nxrt_ep_session>(box.release());
+    });
+  }
+
   static void shutdown(nxrt_plugin* p) { delete from<InstanceBox>(p); }
 
   // The one table of this library: built on the first negotiation from the
@@ -673,6 +788,12 @@ struct Entry {
       a.session_stats = (f & NXRT_FEATURE_MEMORY_STATS) ? &session_stats : nullptr;
       a.copy_peer = (f & NXRT_FEATURE_PEER_COPY) ? &copy_peer : nullptr;
       a.memory_import = (f & NXRT_FEATURE_MEMORY_IMPORT) ? &memory_import : nullptr;
+      const bool cache = (f & NXRT_FEATURE_KERNEL_CACHE) != 0;
+      a.session_fingerprint = cache ? &session_fingerprint : nullptr;
+      a.cache_check = cache ? &cache_check : nullptr;
+      a.kernel_export = cache ? &kernel_export : nullptr;
+      a.kernel_import = cache ? &kernel_import : nullptr;
+      a.session_create_offline = (f & NXRT_FEATURE_OFFLINE_COMPILE) ? &session_create_offline : nullptr;
       return a;
     }();
     return &api;

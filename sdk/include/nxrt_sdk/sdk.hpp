@@ -4,6 +4,7 @@
 #include "context.hpp"
 #include "dtype.hpp"
 #include "graph.hpp"
+#include "kernel_cache.hpp"
 #include "kernel_registry.hpp"
 #include "plugin.hpp"
 #include "status.hpp"

@@ -1,0 +1,110 @@
+// ABI 2.4 compiled-kernel cache, for plugins (NXRT_FEATURE_KERNEL_CACHE): a verdict with
+// its reason, a writer kernels export through, and a bounds-checked reader for blobs.
+//
+// Ownership: BlobWriter writes through the host's writer (the host copies each write).
+// BlobReader reads a blob it does not own; spans it returns point into the blob, which
+// the host keeps valid and unchanged until the kernel made from it is released.
+// A blob is untrusted input: every read is checked, and a reader that runs out or finds
+// nonsense throws BlobRejected, which the SDK turns into an UNSUPPORTED verdict (the host
+// then compiles the kernel), never a crash or a failed session.
+#pragma once
+#include "status.hpp"
+
+#include <nxrt_ep.h>
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <type_traits>
+
+namespace nxrt::sdk {
+
+struct CacheJudgement {
+  nxrt_cache_verdict verdict = NXRT_CACHE_OPTIMAL;
+  std::string reason;  // one line; empty for OPTIMAL
+};
+
+// Thrown by BlobReader (or by a plugin) for a blob it cannot use.
+struct BlobRejected {
+  nxrt_cache_verdict verdict = NXRT_CACHE_UNSUPPORTED;
+  std::string reason;
+};
+
+class BlobWriter {
+ public:
+  explicit BlobWriter(const nxrt_blob_writer* w) : w_(w) {}
+  void write(const void* bytes, uint64_t size) {
+    check(w_->write(w_->user, bytes, size));
+    written_ += size;
+  }
+  template <typename T>
+  void pod(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    write(&v, sizeof v);
+  }
+  void string(const std::string& s) {
+    pod(uint64_t(s.size()));
+    write(s.data(), s.size());
+  }
+  // Zero bytes up to a multiple of `alignment` from the blob's start (blobs start
+  // NXRT_CACHE_BLOB_ALIGNMENT-aligned, so data after this is aligned in memory too).
+  void align(uint64_t alignment) {
+    static const uint8_t zeros[64] = {};
+    while (written_ % alignment) write(zeros, std::min<uint64_t>(sizeof zeros, alignment - written_ % alignment));
+  }
+  uint64_t written() const { return written_; }
+
+ private:
+  const nxrt_blob_writer* w_;
+  uint64_t written_ = 0;
+};
+
+class BlobReader {
+ public:
+  BlobReader(const void* blob, uint64_t size) : p_(static_cast<const uint8_t*>(blob)), size_(size) {}
+  std::span<const uint8_t> bytes(uint64_t n) {
+    if (n > size_ - pos_) reject("it ends at byte {} but {} more bytes are needed at byte {}", size_, n, pos_);
+    auto s = std::span<const uint8_t>(p_ + pos_, size_t(n));
+    pos_ += n;
+    return s;
+  }
+  template <typename T>
+  T pod() {
+    static_assert(std::is_trivially_copyable_v<T>);
+    T v;
+    std::memcpy(&v, bytes(sizeof v).data(), sizeof v);
+    return v;
+  }
+  // A string of at most `max` bytes.
+  std::string string(uint64_t max = 1u << 20) {
+    const uint64_t n = pod<uint64_t>();
+    if (n > max) reject("a string of {} bytes at byte {} (at most {})", n, pos_, max);
+    auto b = bytes(n);
+    return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  void align(uint64_t alignment) {
+    const uint64_t pad = (alignment - pos_ % alignment) % alignment;
+    bytes(pad);
+  }
+  // `n` elements of T, aligned for T inside the blob (the writer aligned them).
+  template <typename T>
+  std::span<const T> array(uint64_t n) {
+    if (n > size_ / sizeof(T)) reject("an array of {} elements of {} bytes in a blob of {} bytes", n, sizeof(T), size_);
+    auto b = bytes(n * sizeof(T));
+    if (reinterpret_cast<uintptr_t>(b.data()) % alignof(T)) reject("a misaligned array at byte {}", pos_ - b.size());
+    return {reinterpret_cast<const T*>(b.data()), size_t(n)};
+  }
+  uint64_t position() const { return pos_; }
+  uint64_t remaining() const { return size_ - pos_; }
+  template <typename... Args>
+  [[noreturn]] void reject(fmt::format_string<Args...> f, Args&&... args) const {
+    throw BlobRejected{NXRT_CACHE_UNSUPPORTED, "corrupt blob: " + fmt::format(f, std::forward<Args>(args)...)};
+  }
+
+ private:
+  const uint8_t* p_;
+  uint64_t size_, pos_ = 0;
+};
+
+}  // namespace nxrt::sdk
