@@ -74,7 +74,7 @@ def main():
         by = {x["name"]: x for x in j["plugins"]}
         s = by["sample"]
         ok = (p.returncode == 0 and host_abi is not None and s["loaded"] and s["abi"] == host_abi.group(1) and s["device_count"] == len(s["devices"]) == 1
-              and "sample CPU device" in s["devices"][0] and "concurrent-run" in s["features"] and by["cpu"]["loaded"])
+              and s["devices"][0]["name"] == "sample CPU device" and s["devices"][0]["host_addressable"] == "1" and "concurrent-run" in s["features"] and by["cpu"]["loaded"])
     except (ValueError, KeyError):
         ok = False
     check("plugins --json lists every plugin with abi (the SDK plugin at the host's), features, devices", ok, p.stdout + p.stderr)
