@@ -554,6 +554,11 @@ TEST_CASE("export from an offline session, import into lavapipe: OPTIMAL and bit
     // Exported again from the real session: the same choices (plus the driver's cache bytes).
     auto again = export_blob(fresh.k);
     MESSAGE(m->name << ": blob " << blobs.back().size() << " bytes offline, " << again.size() << " from lavapipe");
+    // Lavapipe's own blob carries its driver cache bytes: they merge (OPTIMAL, not USABLE).
+    Kernel re;
+    auto j2 = import(s_imported.raw(), *sub, again, re);
+    CHECK_MESSAGE(j2.verdict == NXRT_CACHE_OPTIMAL, j2.reason);
+    CHECK(re.k != nullptr);
     CHECK(again.size() >= blobs.back().size());
   }
 
