@@ -435,7 +435,7 @@ typedef struct nxrt_host_services {
   nxrt_status* (*refuse_node)(nxrt_claim_sink* sink, size_t node_index, nxrt_refusal reason,
                               const char* message);
 
-  /* kernel_create only, on the graph it received: the kernel keeps its own copy of
+  /* kernel_create (and kernel_import) only, on the graph it received: the kernel keeps its own copy of
    * constant input `v` (prepacked weights, say) and will never read v's data again.
    * ctx_input then gives v's dtype and dims with data = NULL, and the host may free
    * its copy once nothing else needs it, so weights live once in memory. Fails with

@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -47,6 +49,83 @@ std::string json_escape(const std::string& s) {
     }
   }
   return out;
+}
+
+bool is_compiled_model(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char magic[8] = {};
+  return f.read(magic, 8) && std::memcmp(magic, "NXRTCMP\x1a", 8) == 0;
+}
+
+// A device description for --target: one flat JSON object of string (or number, or
+// boolean) values, as `nxrt plugins --json` prints each device. Small and strict: nested
+// values and anything else are refused with the byte where they start.
+KeyValues read_target(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(NXRT_ERR_NOT_FOUND, fmt::format("--target: cannot read '{}'", path));
+  std::string t((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t i = 0;
+  auto fail = [&](const std::string& what) -> KeyValues {
+    throw Error(NXRT_ERR_INVALID_ARGUMENT, fmt::format("--target '{}': {} at byte {} (want one flat JSON object, as "
+                                                       "`nxrt plugins --json` prints a device)", path, what, i));
+  };
+  auto ws = [&] { while (i < t.size() && std::isspace(static_cast<unsigned char>(t[i]))) ++i; };
+  auto str = [&]() -> std::string {
+    std::string out;
+    if (i >= t.size() || t[i] != '"') fail("expected a string");
+    for (++i; i < t.size() && t[i] != '"'; ++i) {
+      if (t[i] != '\\') { out += t[i]; continue; }
+      if (++i >= t.size()) break;
+      switch (t[i]) {
+        case 'n': out += '\n'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+          if (i + 4 >= t.size()) fail("a short \\u escape");
+          const unsigned cp = unsigned(std::stoul(t.substr(i + 1, 4), nullptr, 16));
+          if (cp < 0x80) out += char(cp);
+          else if (cp < 0x800) { out += char(0xc0 | (cp >> 6)); out += char(0x80 | (cp & 0x3f)); }
+          else { out += char(0xe0 | (cp >> 12)); out += char(0x80 | ((cp >> 6) & 0x3f)); out += char(0x80 | (cp & 0x3f)); }
+          i += 4;
+          break;
+        }
+        default: out += t[i];
+      }
+    }
+    if (i >= t.size()) fail("an unterminated string");
+    ++i;
+    return out;
+  };
+  KeyValues kv;
+  ws();
+  if (i >= t.size() || t[i] != '{') return fail("expected '{'");
+  ++i;
+  ws();
+  if (i < t.size() && t[i] == '}') return kv;
+  for (;;) {
+    ws();
+    std::string k = str();
+    ws();
+    if (i >= t.size() || t[i] != ':') return fail("expected ':'");
+    ++i;
+    ws();
+    std::string v;
+    if (i < t.size() && t[i] == '"') {
+      v = str();
+    } else {
+      const size_t start = i;
+      while (i < t.size() && (std::isalnum(static_cast<unsigned char>(t[i])) || t[i] == '-' || t[i] == '+' || t[i] == '.')) ++i;
+      v = t.substr(start, i - start);
+      if (v.empty()) return fail("expected a string, number or boolean");
+      if (v == "true") v = "1";
+      if (v == "false") v = "0";
+    }
+    kv.emplace_back(std::move(k), std::move(v));
+    ws();
+    if (i < t.size() && t[i] == ',') { ++i; continue; }
+    if (i < t.size() && t[i] == '}') break;
+    return fail("expected ',' or '}'");
+  }
+  return kv;
 }
 
 // Deterministic data, the same generator as the ONNX Runtime bench tool (lcgFloat32).
@@ -219,8 +298,13 @@ std::string plugins_json(const Env& env) {
         std::string name = nxrt_feature_name(1ull << b);
         feats += fmt::format("{}\"{}\"", feats.empty() ? "" : ",", json_escape(name.empty() ? fmt::format("bit{}", b) : name));
       }
-    for (uint32_t d = 0; p.loaded && d < p.device_count; ++d)
-      devices += fmt::format("{}\"{}\"", d ? "," : "", json_escape(env.device_description(i, d)));
+    for (uint32_t d = 0; p.loaded && d < p.device_count; ++d) {
+      // The flattened description (what `nxrt compile --target` takes), all values text.
+      std::string obj;
+      for (auto& [k, v] : env.device_properties(i, d))
+        obj += fmt::format("{}\"{}\":\"{}\"", obj.empty() ? "" : ",", json_escape(k), json_escape(v));
+      devices += fmt::format("{}{{{}}}", d ? "," : "", obj);
+    }
     if (p.loaded)
       for (auto& opt : env.plugin_options(i))
         options += fmt::format("{}{{\"name\":\"{}\",\"type\":\"{}\",\"default\":\"{}\",\"help\":\"{}\"}}", options.empty() ? "" : ",",
@@ -330,10 +414,11 @@ Outputs run_with_values(const Options& o, Session& session, const std::vector<Te
 int cmd_run(const Options& o) {
   Env env = make_env(o);
   auto t0 = Clock::now();
-  Model model(o.model);
+  Model model(o.model, o.cache);
   Session session(env, std::move(model), session_options(o));
   double load_ms = ms_since(t0);
   if (o.verbose) fmt::print(stderr, "{}", session.optimization_log());
+  if (o.verbose && (!o.cache.empty() || is_compiled_model(o.model))) fmt::print(stderr, "{}", session.cache_text());
   auto inputs = prepare_inputs(o, session);
   if (!o.profile.empty()) session.start_profiling();
   auto t1 = Clock::now();
@@ -389,14 +474,14 @@ int cmd_inspect(const Options& o) {
   std::optional<Session> placed;
   std::string strict_error;
   try {
-    placed.emplace(env, Model(o.model), session_options(o));
+    placed.emplace(env, Model(o.model, o.cache), session_options(o));
   } catch (const Error& e) {
     if (o.fallback || e.code() != NXRT_ERR_UNSUPPORTED) throw;
     strict_error = e.what();
     auto relaxed = session_options(o);
     relaxed.fallback = true;
     try {
-      placed.emplace(env, Model(o.model), relaxed);
+      placed.emplace(env, Model(o.model, o.cache), relaxed);
     } catch (const Error&) {
       throw e;  // not even fallback can place it: the strict error is the one to report
     }
@@ -406,9 +491,9 @@ int cmd_inspect(const Options& o) {
   auto nodes = session.nodes();
   if (o.json) {
     std::string s = fmt::format("{{\"model\":\"{}\",\"eps\":\"{}\",\"strict_run_fails\":{},\"strict_error\":\"{}\","
-                                "\"copies\":{},\"memory\":{},\"nodes\":[", json_escape(o.model), json_escape(o.eps),
+                                "\"copies\":{},\"memory\":{},\"load\":{},\"nodes\":[", json_escape(o.model), json_escape(o.eps),
                                 strict_error.empty() ? "false" : "true", json_escape(strict_error), session.copies(),
-                                memory_json(session));
+                                memory_json(session), session.load_report());
     for (size_t i = 0; i < nodes.size(); ++i)
       s += fmt::format("{}{{\"name\":\"{}\",\"op\":\"{}\",\"ep\":\"{}\",\"fell_back\":{},\"reason\":\"{}\",\"bodies\":\"{}\"}}",
                        i ? "," : "", json_escape(nodes[i].node_name), json_escape(nodes[i].op_type), json_escape(nodes[i].ep),
@@ -437,6 +522,8 @@ int cmd_inspect(const Options& o) {
              !marks ? "" : o.fallback ? "; * = placed by --fallback" : "; * = no requested EP takes it (placed as --fallback would)");
   print_memory(session);
   fmt::print("{}", session.optimization_log());
+  if (is_compiled_model(o.model)) fmt::print("{}", describe_compiled_model(o.model));
+  if (!o.cache.empty() || is_compiled_model(o.model)) fmt::print("{}", session.cache_text());
   if (!strict_error.empty()) {
     fmt::print("a run without --fallback would fail: {}\n", strict_error);
     return 1;
@@ -453,11 +540,22 @@ int cmd_optimize(const Options& o) {
   return 0;
 }
 
+int cmd_compile(const Options& o) {
+  Env env = make_env(o);
+  auto t0 = Clock::now();
+  Model model(o.model);
+  KeyValues target = o.target.empty() ? KeyValues{} : read_target(o.target);
+  compile(env, model, session_options(o), target, o.output);
+  fmt::print("compiled '{}' for {}{} in {:.1f} ms: wrote '{}'\n{}", o.model, o.eps,
+             o.target.empty() ? "" : " (target: " + o.target + ")", ms_since(t0), o.output, describe_compiled_model(o.output));
+  return 0;
+}
+
 int cmd_bench(const Options& o) {
   double base_rss = rss_mb();
   Env env = make_env(o);
   auto t0 = Clock::now();
-  Model model(o.model);
+  Model model(o.model, o.cache);
   Session session(env, std::move(model), session_options(o));
   double load_ms = ms_since(t0);
   auto infos = session.inputs();
@@ -510,15 +608,16 @@ int cmd_bench(const Options& o) {
   if (o.json) {
     fmt::print("{{\"engine\":\"nxrt\",\"model\":\"{}\",\"ep\":\"{}\",\"threads\":{},\"iters\":{},\"warmup\":{},\"median_ms\":{},"
                "\"p90_ms\":{},\"min_ms\":{},\"mean_ms\":{},\"load_ms\":{},\"base_rss_mb\":{},\"peak_rss_mb\":{},"
-               "\"io_binding\":{},\"memory\":{}}}\n",
+               "\"io_binding\":{},\"memory\":{},\"load\":{}}}\n",
                json_escape(name), json_escape(o.eps), o.threads, o.iters, o.warmup, r(median), r(p90), r(sorted[0]), r(mean),
                r(load_ms), r(base_rss), r(peak_rss_mb()), o.io_binding ? "\"" + json_escape(bound_ep) + "\"" : "false",
-               memory_json(session));
+               memory_json(session), session.load_report());
   } else {
     fmt::print("{} on {} ({} threads{}): median {:.3f} ms, p90 {:.3f} ms, min {:.3f} ms over {} runs; load {:.1f} ms; peak RSS {:.1f} MiB\n",
                name, o.eps, o.threads, o.io_binding ? ", I/O bound to " + bound_ep : "", median, p90, sorted[0], n, load_ms,
                peak_rss_mb());
     print_memory(session);
+    if (!o.cache.empty() || is_compiled_model(o.model)) fmt::print("{}", session.cache_text());
   }
   // stderr under --json, so stdout stays one JSON object.
   if (!o.profile.empty()) fmt::print(o.json ? stderr : stdout, "profile: {} events in {}\n", profile_events, o.profile);

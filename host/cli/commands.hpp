@@ -23,6 +23,8 @@ struct Options {
   std::string output;    // optimize -o OUT.onnx
   bool io_binding = false;     // bench --io-binding: inputs and outputs stay in the first EP's memory
   unsigned long long memory_limit = 0;  // --memory-limit BYTES (0: none)
+  std::string cache;   // --cache DIR: compiled-model cache folder
+  std::string target;  // compile --target DEVICE.json: compile for a described device
 };
 
 // Thrown for command-line mistakes: exit code 2.
@@ -35,5 +37,6 @@ int cmd_run(const Options& o);
 int cmd_inspect(const Options& o);
 int cmd_bench(const Options& o);
 int cmd_optimize(const Options& o);
+int cmd_compile(const Options& o);
 
 }  // namespace nxrt::cli

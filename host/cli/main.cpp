@@ -20,9 +20,17 @@ const char* kUsage = R"(usage:
                [--run-option EP.KEY=VALUE]... [--plugin PATH]...
   nxrt inspect MODEL [--ep LIST] [--fallback] [--json] [--verbose] [--ep-option EP.KEY=VALUE]... [--plugin PATH]...
   nxrt optimize MODEL -o OUT.onnx [--opt N] [--plugin PATH]...
+  nxrt compile MODEL -o OUT.nxrt [--ep LIST] [--fallback] [--target DEVICE.json] [--opt N]
+               [--ep-option EP.KEY=VALUE]... [--plugin PATH]...
   nxrt bench MODEL [--ep X] [--threads N] [--warmup W] [--iters I] [--json] [--profile TRACE.json]
              [--io-binding] [--ep-option EP.KEY=VALUE]... [--run-option EP.KEY=VALUE]... [--plugin PATH]...
-  (run, inspect and bench also take --memory-limit BYTES: the session's device memory cap,
+  (run, inspect and bench also take --cache DIR: a compiled-model cache folder, read when it
+   holds this model and settings, written when not; inspect then prints the verdicts. MODEL
+   may be a compiled model (OUT.nxrt of nxrt compile: the graph, weights and kernels; its
+   kernels are used when the session settings match, else compiled again);
+   compile --target compiles for a described device, the JSON `nxrt plugins --json` prints
+   for it, without opening one;
+   run, inspect and bench also take --memory-limit BYTES: the session's device memory cap,
    and --opt N: the graph optimization level, 0 none .. 3 all, default 2, the highest exact one;
    run --verbose prints what the optimizer did, inspect always does; inspect prints the
    placement and every refusal even when a run without --fallback would fail, says so, exits 1)
@@ -66,7 +74,7 @@ nxrt::cli::Options parse(int argc, char** argv) {
     std::exit(0);
   }
   if (o.command != "plugins" && o.command != "run" && o.command != "inspect" && o.command != "bench" &&
-      o.command != "optimize")
+      o.command != "optimize" && o.command != "compile")
     throw nxrt::cli::UsageError{fmt::format("unknown command '{}'", o.command)};
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
@@ -96,7 +104,9 @@ nxrt::cli::Options parse(int argc, char** argv) {
     else if (a == "--plugin") o.plugin_paths.push_back(value());
     else if (a == "--verbose" && o.command != "bench") o.verbose = true;
     else if (a == "--opt" && o.command != "plugins") o.opt = parse_int(a, value(), 0, 3);
-    else if ((a == "-o" || a == "--output") && o.command == "optimize") o.output = value();
+    else if ((a == "-o" || a == "--output") && (o.command == "optimize" || o.command == "compile")) o.output = value();
+    else if (a == "--cache" && (o.command == "run" || o.command == "inspect" || o.command == "bench")) o.cache = value();
+    else if (a == "--target" && o.command == "compile") o.target = value();
     else if (a == "--ep-option" && o.command != "plugins") o.ep_options.push_back(key_value(a, value()));
     else if (a == "--run-option" && (o.command == "run" || o.command == "bench")) o.run_options.push_back(key_value(a, value()));
     else if (a == "--input") {
@@ -115,6 +125,9 @@ nxrt::cli::Options parse(int argc, char** argv) {
   }
   if (o.command != "plugins" && o.model.empty()) throw nxrt::cli::UsageError{fmt::format("'nxrt {}' needs a MODEL", o.command)};
   if (o.command == "optimize" && o.output.empty()) throw nxrt::cli::UsageError{"'nxrt optimize' needs -o OUT.onnx"};
+  if (o.command == "compile" && o.output.empty()) throw nxrt::cli::UsageError{"'nxrt compile' needs -o OUT.nxrt"};
+  if (o.command == "compile" && o.output == o.model)
+    throw nxrt::cli::UsageError{"'nxrt compile' writes next to the model, never over it: give another -o"};
   return o;
 }
 
@@ -135,6 +148,7 @@ int main(int argc, char** argv) {
     if (o.command == "run") return nxrt::cli::cmd_run(o);
     if (o.command == "inspect") return nxrt::cli::cmd_inspect(o);
     if (o.command == "optimize") return nxrt::cli::cmd_optimize(o);
+    if (o.command == "compile") return nxrt::cli::cmd_compile(o);
     return nxrt::cli::cmd_bench(o);
   } catch (const nxrt::cli::UsageError& e) {
     fmt::print(stderr, "nxrt: error: {}\n{}", printable(e.message), kUsage);

@@ -1,6 +1,8 @@
 // The C embedding API (nxrt.h) over the C++ host.
 #include <nxrt/nxrt.h>
 
+#include "compiled_model.hpp"
+#include "digest.hpp"
 #include "env.hpp"
 #include "error.hpp"
 #include "host_tensor.hpp"
@@ -29,6 +31,7 @@ struct nxrt_env {
     uint64_t features = 0;
     bool loaded = false;
     std::vector<std::string> devices;
+    std::vector<nxrt::KeyValues> descriptions;  // per device: the flattened description
     std::vector<std::pair<size_t, uint32_t>> same_as;  // per device: (plugin, device) or (SIZE_MAX, 0)
     std::vector<nxrt::OptionInfo> options;
   };
@@ -68,6 +71,7 @@ struct nxrt_env {
             }
           if (same.first != SIZE_MAX) text += fmt::format("same device as {}:{}\n", info[same.first].name, same.second);
           i.devices.push_back(std::move(text));
+          i.descriptions.push_back(devs[d].description());
           i.same_as.push_back(same);
         }
       }
@@ -79,12 +83,14 @@ struct nxrt_env {
 struct nxrt_model {
   std::shared_ptr<const nxrt_model_ir> ir;
   std::string log;  // nxrt_model_optimization_log's text
+  std::string cache_dir;  // nxrt_model_load_cached: sessions' default cache folder
 };
 
 struct nxrt_session {
   std::unique_ptr<nxrt::Session> impl;
   std::vector<std::string> ep_names;
   std::string log;  // nxrt_session_optimization_log's text
+  std::string report, cache_text;  // nxrt_session_load_report, nxrt_session_cache_text
 };
 
 struct nxrt_outputs {
@@ -309,6 +315,22 @@ nxrt_error* nxrt_env_device_description(const nxrt_env* env, size_t plugin_index
   });
 }
 
+size_t nxrt_env_device_property_count(const nxrt_env* env, size_t plugin_index, uint32_t device) {
+  if (!env || plugin_index >= env->info.size() || device >= env->info[plugin_index].descriptions.size()) return 0;
+  return env->info[plugin_index].descriptions[device].size();
+}
+
+nxrt_error* nxrt_env_device_property(const nxrt_env* env, size_t plugin_index, uint32_t device, size_t i, nxrt_key_value* out) {
+  return wrap([&] {
+    if (!env || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "env or out is NULL");
+    if (plugin_index >= env->info.size()) nxrt::raise(NXRT_ERR_NOT_FOUND, "no plugin {}", plugin_index);
+    const auto& p = env->info[plugin_index];
+    if (device >= p.descriptions.size()) nxrt::raise(NXRT_ERR_NOT_FOUND, "plugin '{}' has no device {}", p.name, device);
+    if (i >= p.descriptions[device].size()) nxrt::raise(NXRT_ERR_NOT_FOUND, "device {} of '{}' has no property {}", device, p.name, i);
+    *out = nxrt_key_value{p.descriptions[device][i].first.c_str(), p.descriptions[device][i].second.c_str()};
+  });
+}
+
 int nxrt_env_device_same_as(const nxrt_env* env, size_t plugin_index, uint32_t device, size_t* plugin_out,
                             uint32_t* device_out) {
   if (!env || plugin_index >= env->info.size()) return 0;
@@ -340,7 +362,17 @@ nxrt_error* nxrt_model_load(const char* path, nxrt_model** out) {
   return wrap([&] {
     if (!path || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "path or out is NULL");
     auto m = std::make_unique<nxrt_model>();
-    m->ir = nxrt::load_model_file(path);
+    m->ir = nxrt::load_model_any(path);
+    *out = m.release();
+  });
+}
+
+nxrt_error* nxrt_model_load_cached(const char* path, const char* cache_dir, nxrt_model** out) {
+  return wrap([&] {
+    if (!path || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "path or out is NULL");
+    auto m = std::make_unique<nxrt_model>();
+    m->cache_dir = cache_dir ? cache_dir : "";
+    m->ir = nxrt::load_model_any(path, m->cache_dir);
     *out = m.release();
   });
 }
@@ -380,7 +412,16 @@ nxrt_error* nxrt_model_optimize(nxrt_env* env, nxrt_model* model, int level) {
     if (!env || !model || !model->ir) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "env or model is NULL");
     // Sessions made from the model share its IR: they keep theirs, this gets a copy.
     const bool owns = model->ir.use_count() == 1;
-    model->ir = env->env.optimized(std::move(model->ir), opt_level(level), owns);
+    const int lvl = opt_level(level);
+    // The optimized IR is this model's own (optimized in place, or a fresh copy).
+    auto ir = std::const_pointer_cast<nxrt_model_ir>(env->env.optimized(std::move(model->ir), lvl, owns));
+    // Another graph now: another cache key, and nothing compiled for the old one applies.
+    if (ir->digest) {
+      const uint64_t mix[2] = {ir->digest, uint64_t(lvl) + 0x6f707469ull};
+      ir->digest = nxrt::xxh64(mix, sizeof mix);
+    }
+    ir->compiled.reset();
+    model->ir = std::move(ir);
   });
 }
 
@@ -403,11 +444,9 @@ namespace {
 // owns: the caller handed the model over; no other session shares it, so the
 // session frees the constants it does not need (see nxrt_session_create_take_model).
 // The EP-list policy lives in nxrt::Env::create_session; this only translates.
-nxrt_error* create_session(nxrt_env* env, std::shared_ptr<const nxrt_model_ir> ir, bool owns,
-                           const nxrt_session_options* options, nxrt_session** out) {
-  return wrap([&] {
-    if (!env || !ir || !options || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "NULL argument to nxrt_session_create");
+nxrt::SessionConfig session_config(const nxrt_session_options* options, const std::string& cache_dir) {
     nxrt::SessionConfig config;
+    config.cache_dir = cache_dir;
     config.eps = options->eps ? options->eps : "";
     config.fallback = options->fallback != 0;
     config.threads = options->threads;
@@ -422,6 +461,14 @@ nxrt_error* create_session(nxrt_env* env, std::shared_ptr<const nxrt_model_ir> i
       if (!kv.key || !kv.value) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "EP option {} has a NULL key or value", i);
       config.ep_options.emplace_back(kv.key, kv.value);
     }
+    return config;
+}
+
+nxrt_error* create_session(nxrt_env* env, std::shared_ptr<const nxrt_model_ir> ir, bool owns,
+                           const nxrt_session_options* options, nxrt_session** out, const std::string& cache_dir) {
+  return wrap([&] {
+    if (!env || !ir || !options || !out) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "NULL argument to nxrt_session_create");
+    nxrt::SessionConfig config = session_config(options, cache_dir);
     auto s = std::make_unique<nxrt_session>();
     s->impl = env->env.create_session(std::move(ir), config, owns);
     *out = s.release();
@@ -431,16 +478,60 @@ nxrt_error* create_session(nxrt_env* env, std::shared_ptr<const nxrt_model_ir> i
 }  // namespace
 
 nxrt_error* nxrt_session_create(nxrt_env* env, const nxrt_model* model, const nxrt_session_options* options, nxrt_session** out) {
-  return create_session(env, model ? model->ir : nullptr, false, options, out);
+  return create_session(env, model ? model->ir : nullptr, false, options, out, model ? model->cache_dir : "");
+}
+
+nxrt_error* nxrt_model_compile(nxrt_env* env, const nxrt_model* model, const nxrt_session_options* options,
+                               const nxrt_key_value* target, size_t target_count, const char* path) {
+  return wrap([&] {
+    if (!env || !model || !model->ir || !options || !path || (target_count && !target))
+      nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "NULL argument to nxrt_model_compile");
+    nxrt::SessionConfig config = session_config(options, "");
+    config.compile_to = path;
+    for (size_t i = 0; i < target_count; ++i) {
+      if (!target[i].key || !target[i].value) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "target entry {} has a NULL key or value", i);
+      config.target.emplace_back(target[i].key, target[i].value);
+    }
+    env->env.create_session(model->ir, config, false);
+  });
+}
+
+const char* nxrt_compiled_model_describe(const char* path) {
+  thread_local std::string text;
+  try {
+    text = path ? nxrt::describe_artifact(path) : "no path given\n";
+  } catch (const std::exception& e) {
+    text = std::string(e.what()) + "\n";
+  }
+  return text.c_str();
+}
+
+const char* nxrt_session_load_report(const nxrt_session* s) {
+  if (!s) return "";
+  auto* m = const_cast<nxrt_session*>(s);
+  std::string stages;
+  for (auto& [name, ms] : s->impl->load_stages()) stages += fmt::format("{}\"{}\":{:.3f}", stages.empty() ? "" : ",", name, ms);
+  const auto& cache = s->impl->kernel_cache();
+  m->report = fmt::format("{{\"stages\":{{{}}},\"cache\":{}}}", stages, cache ? cache->report().json() : nxrt::CacheReport().json());
+  return m->report.c_str();
+}
+
+const char* nxrt_session_cache_text(const nxrt_session* s) {
+  if (!s) return "";
+  auto* m = const_cast<nxrt_session*>(s);
+  const auto& cache = s->impl->kernel_cache();
+  m->cache_text = cache ? cache->report().text() : nxrt::CacheReport().text();
+  return m->cache_text.c_str();
 }
 
 nxrt_error* nxrt_session_create_take_model(nxrt_env* env, nxrt_model* model, const nxrt_session_options* options,
                                            nxrt_session** out) {
   std::shared_ptr<const nxrt_model_ir> ir;
   if (model) ir = std::move(model->ir);
+  const std::string cache_dir = model ? model->cache_dir : "";
   delete model;
   const bool owns = ir && ir.use_count() == 1;  // no earlier session from this model shares it
-  return create_session(env, std::move(ir), owns, options, out);
+  return create_session(env, std::move(ir), owns, options, out, cache_dir);
 }
 
 void nxrt_session_release(nxrt_session* session) { delete session; }

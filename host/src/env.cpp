@@ -1,5 +1,6 @@
 #include "env.hpp"
 
+#include "compiled_model.hpp"
 #include "error.hpp"
 #include "status.hpp"
 
@@ -8,9 +9,11 @@
 #include <sys/auxv.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -209,7 +212,12 @@ std::unique_ptr<Session> Env::create_session(std::shared_ptr<const nxrt_model_ir
   // Options of a listed EP that fallback left out because it could not load have no
   // schema to check against and no session to go to: dropped.
   KeyValues given;
+  std::string cache_dir = config.cache_dir;
   for (auto& kv : config.ep_options) {
+    if (kv.first == "cache_dir") {  // the host's own option, not an EP's
+      cache_dir = kv.second;
+      continue;
+    }
     const size_t dot = kv.first.find('.');
     const std::string ep = dot == std::string::npos ? std::string() : kv.first.substr(0, dot);
     if (ep.empty() || std::find(skipped.begin(), skipped.end(), ep) == skipped.end()) given.push_back(kv);
@@ -227,11 +235,94 @@ std::unique_ptr<Session> Env::create_session(std::shared_ptr<const nxrt_model_ir
     policy->has_allocator = true;
   }
   std::vector<std::unique_ptr<EpInstance>> eps;
-  for (auto& lib : libs) eps.push_back(EpInstance::create(lib, config.device, threads, options, policy));
+  for (auto& lib : libs) {
+    if (!config.target.empty() && eps.empty()) eps.push_back(EpInstance::create_offline(lib, config.target, threads, options));
+    else eps.push_back(EpInstance::create(lib, config.device, threads, options, policy));
+  }
   if (eps.empty() && fallback_libs.empty()) raise(NXRT_ERR_NOT_FOUND, "none of the requested EPs is available");
+  if (!config.target.empty() && (libs.empty() || eps[0]->lib != libs[0]))
+    raise(NXRT_ERR_INVALID_ARGUMENT, "a compile target needs its EP first in the EP list");
+
+  // Compiled-model cache: the container to import kernels from, judged against this
+  // model's digest and these settings.
+  std::string names_text;
+  for (auto& lib : libs) names_text += (names_text.empty() ? "" : ",") + lib->name();
+  const std::string config_txt = config_text(names_text, fallback, config.opt_level, config.device, options);
+  const bool keyed = model->digest != 0;
+  std::shared_ptr<KernelCache> cache;
+  std::optional<GraphSection> section;
+  std::string entry;
+  if (!cache_dir.empty() || !config.compile_to.empty() || model->compiled) {
+    std::shared_ptr<const Artifact> src;
+    Verdict v;
+    std::string mode = "compiled-model";
+    if (!cache_dir.empty()) {
+      mode = "miss";
+      if (!keyed) {
+        v = {NXRT_CACHE_RECOMPILE, "the model was made in memory and has no digest to key the cache"};
+      } else {
+        std::error_code ec;
+        if (!std::filesystem::is_directory(cache_dir, ec) && !std::filesystem::create_directories(cache_dir, ec))
+          raise(NXRT_ERR_NOT_FOUND, "cache folder '{}' does not exist and cannot be made: {}", cache_dir, ec.message());
+        entry = cache_entry_path(cache_dir, model->digest, config_txt);
+        if (model->compiled && model->compiled->path() == entry) {
+          src = model->compiled;  // the entry the graph came from: opened and checked once
+        } else if (std::filesystem::exists(entry, ec)) {
+          try {
+            src = Artifact::open(entry, &v);
+          } catch (const HostError& e) {
+            v = {NXRT_CACHE_RECOMPILE, e.what()};
+          }
+        } else {
+          v = {NXRT_CACHE_RECOMPILE, "nothing cached yet for this model and these settings"};
+        }
+      }
+    } else if (model->compiled) {
+      src = model->compiled;
+    } else {
+      mode = "off";
+    }
+    cache = std::make_shared<KernelCache>(src, v, model->digest, config_txt, mode);
+    if (mode == "miss" && cache->report().verdict.usable()) cache->report().mode = "hit";
+    // The model's graph as the container keeps it, taken before the session optimizes
+    // (and, owning the model, frees weights of) its copy.
+    const bool will_write = !config.compile_to.empty() || (!entry.empty() && !cache->report().verdict.usable());
+    if (will_write && keyed) section = graph_section(*model, model->compiled.get());
+    if (!config.compile_to.empty() && !keyed)
+      raise(NXRT_ERR_INVALID_ARGUMENT, "the model was made in memory and has no digest; compile it from a file");
+  }
+  const std::string model_path = model->path;
+  const uint64_t digest = model->digest;
+  const auto t0 = std::chrono::steady_clock::now();
   model = optimized(std::move(model), config.opt_level, owns_model);
-  return std::make_unique<Session>(std::move(model), std::move(eps), fallback, fallback_libs, threads, config.device,
-                                   owns_model, std::move(options), std::move(policy));
+  const double optimize_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  auto session = std::make_unique<Session>(std::move(model), std::move(eps), fallback, fallback_libs, threads, config.device,
+                                           owns_model, std::move(options), std::move(policy), cache,
+                                           /*compile_only=*/!config.target.empty());
+  session->load_stages().insert(session->load_stages().begin(), {"optimize", optimize_ms});
+  // Write the container: nxrt compile always; a cache folder when its entry was missing or stale.
+  const std::string write_to = !config.compile_to.empty() ? config.compile_to : (!entry.empty() && cache->stale() ? entry : "");
+  if (!write_to.empty()) {
+    const auto t1 = std::chrono::steady_clock::now();
+    try {
+      if (!section) section = graph_section(session->model(), cache->artifact().get());
+      namespace fs = std::filesystem;
+      std::error_code ec;
+      std::string source = fs::absolute(model_path, ec).string();
+      if (!config.compile_to.empty()) {  // beside the model: where it lies relative to the container
+        const fs::path rel = fs::absolute(model_path, ec).lexically_relative(fs::absolute(config.compile_to, ec).parent_path());
+        if (!rel.empty()) source = rel.string();
+      }
+      write_compiled_model(*session, *section, digest, config_txt, source, write_to);
+      cache->report().written = write_to;
+    } catch (const HostError& e) {
+      if (!config.compile_to.empty()) throw;
+      cache->report().write_error = e.what();  // a read-only cache folder costs speed, not the session
+    }
+    session->load_stages().emplace_back(
+        "export", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count());
+  }
+  return session;
 }
 
 std::shared_ptr<PluginLibrary> Env::find(const std::string& name) const {

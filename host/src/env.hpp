@@ -28,6 +28,14 @@ struct SessionConfig {
   uint64_t device_memory_limit = 0;                  // bytes the host may ask the EPs for; 0: no cap
   const nxrt_device_allocator* device_allocator = nullptr;  // every EP's backing memory from the caller
   int opt_level = kDefaultOptLevel;  // graph optimization level, 0..3 (optimizer.hpp)
+  // Compiled-model cache folder ("" none; also the un-prefixed EP option "cache_dir"):
+  // sessions import kernels from its entry for the model and these settings, and write
+  // the entry when it is missing or stale (compiled_model.hpp).
+  std::string cache_dir;
+  // nxrt compile: write the session's compiled model to this file. With `target`, the
+  // first EP compiles for that described device (compile-only session, never run).
+  std::string compile_to;
+  KeyValues target;
 };
 
 class Env {

@@ -247,7 +247,7 @@ int value_is_graph_output(const nxrt_value* v) { return v && v->is_graph_output 
 nxrt_status* graph_capture_constant(const nxrt_graph* g, const nxrt_value* v) {
   if (!g || !v) return new_status(NXRT_INVALID_ARGUMENT, "graph_capture_constant: NULL argument");
   if (!g->captured)
-    return new_status(NXRT_INVALID_ARGUMENT, "graph_capture_constant: only valid inside kernel_create, on its graph");
+    return new_status(NXRT_INVALID_ARGUMENT, "graph_capture_constant: only valid inside kernel_create or kernel_import, on its graph");
   if (!v->constant || std::find(g->inputs.begin(), g->inputs.end(), v) == g->inputs.end())
     return new_status(NXRT_INVALID_ARGUMENT,
                       fmt::format("graph_capture_constant: '{}' is not a constant input of this kernel", v->name));

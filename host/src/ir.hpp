@@ -15,6 +15,7 @@
 namespace onnx { class AttributeProto; class ModelProto; }
 namespace nxrt {
 struct GraphBody;
+class Artifact;
 // What a value holds: a tensor (what EPs see), or a sequence / optional the host holds.
 enum class ValueKind : uint8_t { Tensor, Sequence, Optional };
 }  // namespace nxrt
@@ -94,6 +95,13 @@ struct nxrt_model_ir {
   std::map<std::string, int64_t> opsets;  // "" = default domain
   std::string path;
   int64_t ir_version = 0;  // the file's, kept for writing the model back
+  // xxh64 of the ONNX bytes it was loaded from (a compiled model: of its source model),
+  // changed by each optimization applied to the model itself; 0: unknown. Keys the
+  // compiled-model cache (compiled_model.hpp).
+  uint64_t digest = 0;
+  // The compiled-model container the model was loaded from (or found in a cache folder),
+  // whose kernels sessions may import; NULL for a plain ONNX load.
+  std::shared_ptr<const nxrt::Artifact> compiled;
   // The optimizer's account: one line per pass (what it changed, or why it was skipped).
   std::vector<std::string> optimizer_log;
   // A copy made for one session's optimization (optimizer.cpp) keeps the model it was

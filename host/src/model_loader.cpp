@@ -1,7 +1,9 @@
 // ONNX file → checked, shape-inferred IR. Parsing, checking and shape
 // inference are libonnx's; this file only maps the result into the IR.
+#include "digest.hpp"
 #include "error.hpp"
 #include "ir.hpp"
+#include "mapped_file.hpp"
 #include "model_loader.hpp"
 
 #include <fmt/format.h>
@@ -22,6 +24,7 @@
 #include <algorithm>
 #include <climits>
 #include <filesystem>
+#include <span>
 #include <unordered_map>
 
 namespace nxrt {
@@ -216,7 +219,38 @@ std::shared_ptr<GraphBody> build_body(const onnx::GraphProto& g, const fs::path&
   return body;
 }
 
-std::unique_ptr<nxrt_model_ir> build_ir(onnx::ModelProto& m, const fs::path& base_dir, const std::string& path) {
+// A constant whose bytes a compiled-model container keeps in its weights entry
+// (model_writer.cpp's artifact_graph): bounds-checked against that entry.
+constexpr const char* kWeightsLocation = "nxrt:weights";
+bool in_weights(const onnx::TensorProto& t) {
+  if (t.data_location() != onnx::TensorProto::EXTERNAL) return false;
+  for (const auto& e : t.external_data())
+    if (e.key() == "location") return e.value() == kWeightsLocation;
+  return false;
+}
+HostTensor from_weights(const onnx::TensorProto& t, std::span<const uint8_t> weights, const std::string& path) {
+  HostTensor h;
+  h.name = t.name();
+  h.dtype = nxrt_dtype(t.data_type());
+  for (int64_t d : t.dims()) {
+    if (d < 0) raise(NXRT_ERR_MODEL, "'{}': constant '{}' has a negative dimension", path, t.name());
+    h.dims.push_back(d);
+  }
+  uint64_t offset = 0, length = 0;
+  for (const auto& e : t.external_data()) {
+    if (e.key() == "offset") offset = std::strtoull(e.value().c_str(), nullptr, 10);
+    if (e.key() == "length") length = std::strtoull(e.value().c_str(), nullptr, 10);
+  }
+  const size_t es = dtype_size(h.dtype);
+  if (!es || h.dtype == NXRT_DTYPE_STRING || length != bytes_of(h.dtype, h.dims) || offset > weights.size() ||
+      length > weights.size() - offset)
+    raise(NXRT_ERR_MODEL, "'{}': constant '{}' does not fit the weights section", path, t.name());
+  h.data.assign(weights.data() + offset, weights.data() + offset + length);
+  return h;
+}
+
+std::unique_ptr<nxrt_model_ir> build_ir(onnx::ModelProto& m, const fs::path& base_dir, const std::string& path,
+                                        std::span<const uint8_t> weights = {}) {
   auto ir = std::make_unique<nxrt_model_ir>();
   ir->path = path;
   ir->ir_version = m.ir_version();
@@ -240,7 +274,7 @@ std::unique_ptr<nxrt_model_ir> build_ir(onnx::ModelProto& m, const fs::path& bas
   auto& g = *m.mutable_graph();
   for (auto& init : *g.mutable_initializer()) {
     nxrt_value* v = value(init.name());
-    auto t = std::make_shared<HostTensor>(decode_tensor(init, base_dir));
+    auto t = std::make_shared<HostTensor>(in_weights(init) ? from_weights(init, weights, path) : decode_tensor(init, base_dir));
     // Decoded: give the proto's buffers back (clear() would keep their capacity),
     // so the weights are not held twice while loading.
     std::string().swap(*init.mutable_raw_data());
@@ -451,6 +485,21 @@ std::unique_ptr<nxrt_model_ir> load(onnx::ModelProto& m, const fs::path& base_di
 }  // namespace
 
 
+std::unique_ptr<nxrt_model_ir> load_model_artifact(std::span<const uint8_t> graph, std::span<const uint8_t> weights,
+                                                   const std::string& path) {
+  onnx::ModelProto m;
+  if (graph.size() > size_t(INT32_MAX) || !m.ParseFromArray(graph.data(), int(graph.size())) || !m.has_graph())
+    raise(NXRT_ERR_MODEL, "'{}': the compiled model's graph is not a valid ONNX protobuf", path);
+  // Checked and shape-inferred when it was compiled (its checksum matched): types come
+  // from its value_info, constants from the weights entry.
+  check_opsets(m, path);
+  auto ir = build_ir(m, fs::path(path).parent_path(), path, weights);
+  check_shapes(*ir);
+  check_shape_targets(*ir);
+  passes::fold_constant_nodes(*ir);
+  return ir;
+}
+
 std::unique_ptr<nxrt_model_ir> load_model_bytes(const void* data, size_t size, const std::string& base_dir) {
   onnx::ModelProto m;
   if (size > size_t(INT32_MAX) || !m.ParseFromArray(data, int(size))) {
@@ -462,40 +511,36 @@ std::unique_ptr<nxrt_model_ir> load_model_bytes(const void* data, size_t size, c
     if (depth) raise(NXRT_ERR_MODEL, "model bytes {}", too_deep_message(depth));
     raise(NXRT_ERR_MODEL, "model bytes are not a valid ONNX protobuf (corrupt or truncated, {} bytes)", size);
   }
-  return load(m, base_dir, base_dir.empty() ? "<memory>" : base_dir + "/<memory>");
+  auto ir = load(m, base_dir, base_dir.empty() ? "<memory>" : base_dir + "/<memory>");
+  ir->digest = xxh64(data, size);
+  return ir;
 }
 
 std::unique_ptr<nxrt_model_ir> load_model_file(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) raise(NXRT_ERR_NOT_FOUND, "model file '{}' does not exist", path);
   if (fs::is_directory(path, ec)) raise(NXRT_ERR_INVALID_ARGUMENT, "model path '{}' is a folder, not a file", path);
-  const auto size = fs::file_size(path, ec);
-  // Parsed straight from the file: no copy of its bytes is held next to the proto.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) raise(NXRT_ERR_NOT_FOUND, "cannot open model file '{}': {}", path, std::strerror(errno));
+  // Parsed straight from a read-only mapping: no copy of the bytes is held next to the
+  // proto, and the digest that keys the compiled-model cache costs one pass over them.
+  const auto file = MappedFile::open(path);
+  const size_t size = file->size();
   onnx::ModelProto m;
-  bool parsed = false;
-  {
-    google::protobuf::io::FileInputStream stream(fd);
-    stream.SetCloseOnDelete(true);
-    parsed = !ec && size > 0 && m.ParseFromZeroCopyStream(&stream);
-  }
-  if (!parsed && !ec && size > 0) {
+  const bool parsed = size > 0 && size <= size_t(INT32_MAX) && m.ParseFromArray(file->data(), int(size));
+  if (!parsed && size > 0 && size <= size_t(INT32_MAX)) {
     const int depth = too_deep_subgraphs([&](onnx::ModelProto& deep, int limit) {
-      const int again = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (again < 0) return false;
-      google::protobuf::io::FileInputStream file(again);
-      file.SetCloseOnDelete(true);
-      google::protobuf::io::CodedInputStream in(&file);
+      google::protobuf::io::CodedInputStream in(file->data(), int(size));
       in.SetRecursionLimit(limit);
       return deep.ParseFromCodedStream(&in);
     });
     if (depth) raise(NXRT_ERR_MODEL, "'{}' {}", path, too_deep_message(depth));
   }
   if (!parsed)
-    raise(NXRT_ERR_MODEL, "'{}' is not a valid ONNX model (corrupt or truncated protobuf, {} bytes)", path, ec ? 0 : size);
+    raise(NXRT_ERR_MODEL, "'{}' is not a valid ONNX model (corrupt or truncated protobuf, {} bytes)", path, size);
   if (!m.has_graph()) raise(NXRT_ERR_MODEL, "'{}' is not a valid ONNX model: it has no graph", path);
-  return load(m, fs::path(path).parent_path(), path);
+  const uint64_t digest = xxh64(file->data(), size);
+  auto ir = load(m, fs::path(path).parent_path(), path);
+  ir->digest = digest;
+  return ir;
 }
 
 }  // namespace nxrt

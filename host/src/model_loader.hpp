@@ -3,7 +3,9 @@
 #pragma once
 #include "ir.hpp"
 
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace nxrt {
@@ -11,5 +13,10 @@ namespace nxrt {
 // Parses, checks and shape-infers a model, then builds the IR. Throws HostError.
 std::unique_ptr<nxrt_model_ir> load_model_file(const std::string& path);
 std::unique_ptr<nxrt_model_ir> load_model_bytes(const void* data, size_t size, const std::string& base_dir);
+// The graph and weights entries of a compiled-model container (artifact.hpp), their
+// checksums already matched: no ONNX checker, no shape inference (both ran when it was
+// compiled). `path` names the model in messages. Throws HostError(MODEL).
+std::unique_ptr<nxrt_model_ir> load_model_artifact(std::span<const uint8_t> graph, std::span<const uint8_t> weights,
+                                                   const std::string& path);
 
 }  // namespace nxrt

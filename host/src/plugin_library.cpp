@@ -60,6 +60,21 @@ std::string DeviceInfo::describe() const {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> DeviceInfo::description() const {
+  static const char* kinds[] = {"cpu", "gpu", "npu", "other"};
+  std::string types;
+  for (int t = 1; t < 64; ++t)
+    if (dtypes & (1ull << t)) types += (types.empty() ? "" : ",") + std::string(dtype_name(nxrt_dtype(t)));
+  std::vector<std::pair<std::string, std::string>> d = {
+      {"kind", kinds[kind <= 3 ? kind : 3]},     {"name", name},
+      {"vendor", vendor},                         {"vendor_id", std::to_string(vendor_id)},
+      {"device_id", std::to_string(device_id)},  {"uuid", has_uuid() ? uuid_str() : ""},
+      {"memory_bytes", std::to_string(memory_bytes)}, {"host_addressable", host_addressable ? "1" : "0"},
+      {"pci_bus_id", pci_bus_id},                {"dtypes", types}};
+  for (auto& p : properties) d.push_back(p);
+  return d;
+}
+
 const char* option_type_name(nxrt_option_type t) {
   switch (t) {
     case NXRT_OPTION_STRING: return "string";

@@ -37,6 +37,10 @@ struct DeviceInfo {
   bool has_uuid() const;
   std::string uuid_str() const;  // 8-4-4-4-12 hex
   std::string describe() const;  // "key: value" lines
+  // Flattened as the ABI's session_create_offline takes it (nxrt_ep.h): kind, name, vendor,
+  // vendor_id, device_id, uuid, memory_bytes, host_addressable, pci_bus_id, dtypes, then
+  // every property under its own key.
+  std::vector<std::pair<std::string, std::string>> description() const;
 };
 
 // One entry of a plugin's option schema.

@@ -4,6 +4,7 @@
 #include "session.hpp"
 
 #include "partitioner.hpp"
+#include "compiled_model.hpp"
 #include "control_flow.hpp"
 #include "error.hpp"
 #include "executor.hpp"
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -204,6 +206,41 @@ std::unique_ptr<EpInstance> EpInstance::create(std::shared_ptr<PluginLibrary> li
   return inst;
 }
 
+std::unique_ptr<EpInstance> EpInstance::create_offline(std::shared_ptr<PluginLibrary> lib, const KeyValues& device, int threads,
+                                                       const KeyValues& options) {
+  const std::string& name = lib->name();
+  if (!lib->has(NXRT_FEATURE_OFFLINE_COMPILE))
+    raise(NXRT_ERR_UNSUPPORTED, "EP '{}' cannot compile for a described device (plugin {} lacks the offline-compile feature)",
+          name, lib->path().string());
+  auto inst = std::make_unique<EpInstance>();
+  inst->lib = lib;
+  inst->offline = true;
+  const std::string t = std::to_string(threads);
+  const std::string prefix = name + ".";
+  std::vector<nxrt_option> opts;
+  opts.push_back(nxrt_option{sizeof(nxrt_option), "threads", t.c_str()});
+  for (auto& [k, v] : options)
+    if (k.compare(0, prefix.size(), prefix) == 0) opts.push_back(nxrt_option{sizeof(nxrt_option), k.c_str(), v.c_str()});
+  std::vector<const nxrt_option*> ptrs;
+  for (auto& o : opts) ptrs.push_back(&o);
+  std::vector<nxrt_property> props;
+  for (auto& [k, v] : device) props.push_back(nxrt_property{sizeof(nxrt_property), k.c_str(), v.c_str()});
+  std::vector<const nxrt_property*> pp;
+  for (auto& p : props) pp.push_back(&p);
+  check_plugin(*lib, guarded(name, "session_create_offline", [&] {
+                 return lib->api().session_create_offline(lib->instance(), pp.data(), pp.size(), ptrs.data(), ptrs.size(),
+                                                          &inst->session);
+               }),
+               "creating a compile-only session for the described device", /*user_input=*/true);
+  if (!inst->session) raise(NXRT_ERR_PLUGIN, "plugin '{}' returned no compile-only session", name);
+  for (auto& [k, v] : device)
+    if (k == "host_addressable") inst->host_addressable = v == "1" || v == "yes" || v == "true";
+  inst->streams = lib->has(NXRT_FEATURE_STREAMS);
+  inst->concurrent = lib->has(NXRT_FEATURE_CONCURRENT_RUN);
+  inst->policy = std::make_shared<MemoryPolicy>();
+  return inst;
+}
+
 KeyValues validate_ep_options(const KeyValues& options, const std::vector<std::shared_ptr<PluginLibrary>>& eps,
                               const std::vector<std::shared_ptr<PluginLibrary>>& fallback_libs, int* threads) {
   KeyValues out;
@@ -215,7 +252,8 @@ KeyValues validate_ep_options(const KeyValues& options, const std::vector<std::s
   for (auto& [key, value] : options) {
     const size_t dot = key.find('.');
     if (dot == std::string::npos) {
-      if (key != "threads") raise(NXRT_ERR_INVALID_ARGUMENT, "option '{}' has no '<ep>.' prefix (host options: threads)", key);
+      if (key == "cache_dir") continue;  // the host's compiled-model cache (env.cpp)
+      if (key != "threads") raise(NXRT_ERR_INVALID_ARGUMENT, "option '{}' has no '<ep>.' prefix (host options: threads, cache_dir)", key);
       char* end = nullptr;
       errno = 0;
       long n = std::strtol(value.c_str(), &end, 10);
@@ -253,12 +291,15 @@ uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 Session::Session(std::shared_ptr<const nxrt_model_ir> model, std::vector<std::unique_ptr<EpInstance>> eps, bool fallback,
                  std::vector<std::shared_ptr<PluginLibrary>> fallback_libs, int threads, uint32_t device,
-                 bool owns_model, KeyValues ep_options, std::shared_ptr<MemoryPolicy> policy)
+                 bool owns_model, KeyValues ep_options, std::shared_ptr<MemoryPolicy> policy,
+                 std::shared_ptr<KernelCache> cache, bool compile_only)
     : model_(std::move(model)),
       eps_(std::make_move_iterator(eps.begin()), std::make_move_iterator(eps.end())),
       policy_(policy ? std::move(policy) : std::make_shared<MemoryPolicy>()),
       owns_model_(owns_model),
-      ep_options_(std::move(ep_options)) {
+      ep_options_(std::move(ep_options)),
+      cache_(std::move(cache)),
+      compile_only_(compile_only) {
   prepare(fallback, fallback_libs, threads, device);
 }
 
@@ -274,10 +315,22 @@ void Session::prepare(bool fallback, const std::vector<std::shared_ptr<PluginLib
   threads_ = threads;
   device_ = device;
   try {
+    auto t = std::chrono::steady_clock::now();
+    auto stage = [&](const char* name) {
+      const auto now = std::chrono::steady_clock::now();
+      load_stages_.emplace_back(name, std::chrono::duration<double, std::milli>(now - t).count());
+      t = now;
+    };
     partition(fallback, fallback_libs, threads, device);
+    stage("partition");
     bind_kernels();
-    plan_memory();
-    upload_constants();
+    stage("compile");
+    if (!compile_only_) {  // a compile-only session is exported, never run
+      plan_memory();
+      stage("plan");
+      upload_constants();
+      stage("upload");
+    }
     for (const Step& st : steps_)
       if (st.kind == Step::Host && !st.host->bodies().empty()) body_placement_[st.nodes[0]] = describe_bodies(*st.host, "  ");
   } catch (...) {
@@ -428,8 +481,14 @@ void Session::bind_kernels() {
     for (auto* out : view.outputs) s.outputs.push_back(out ? new_slot(out, ep.location, ep.location == 0 ? -1 : e) : -1);
     std::vector<const nxrt_value*> captured;
     view.captured = &captured;
-    check_plugin(*ep.lib, guarded(ep.lib->name(), "kernel_create", [&] { return ep.lib->api().kernel_create(ep.session, &view, &s.kernel); }),
-                 fmt::format("creating the kernel for {}", s.label));
+    // From the compiled-model cache when it holds this claim and the plugin accepts it.
+    if (cache_) s.kernel = cache_->import(ep, view, claim_key(m, group), s.label);
+    if (!s.kernel) {
+      captured.clear();  // a refused import's captures do not count
+      check_plugin(*ep.lib, guarded(ep.lib->name(), "kernel_create", [&] { return ep.lib->api().kernel_create(ep.session, &view, &s.kernel); }),
+                   fmt::format("creating the kernel for {}", s.label));
+      if (cache_) cache_->compiled(ep);
+    }
     view.captured = nullptr;
     if (!s.kernel) raise(NXRT_ERR_PLUGIN, "plugin '{}' returned no kernel for {}", ep.lib->name(), s.label);
     s.captured.assign(view.inputs.size(), false);

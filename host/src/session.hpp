@@ -20,6 +20,7 @@ struct nxrt_profile_sink;
 namespace nxrt {
 
 class Env;
+class KernelCache;
 
 // Device memory policy of one host session, shared by its EP sessions and by the device
 // tensors they made: the cap on what the host asks the EPs for (0: none) and the
@@ -59,6 +60,11 @@ struct EpInstance {
   // plugin right after session_create (NXRT_FEATURE_EXTERNAL_ALLOCATOR, else an error).
   static std::unique_ptr<EpInstance> create(std::shared_ptr<PluginLibrary> lib, uint32_t device, int threads,
                                             const KeyValues& options = {}, std::shared_ptr<MemoryPolicy> policy = nullptr);
+  // A compile-only session for a described device (NXRT_FEATURE_OFFLINE_COMPILE): `device`
+  // as key/value text (nxrt_ep.h, session_create_offline). Its kernels are exported, never run.
+  static std::unique_ptr<EpInstance> create_offline(std::shared_ptr<PluginLibrary> lib, const KeyValues& device, int threads,
+                                                    const KeyValues& options = {});
+  bool offline = false;
   // Device memory of this EP session (NXRT_TENSOR_ALIGNMENT-aligned); a retryable
   // failure is retried once, then thrown as a HostError starting with `what`. Going
   // over the policy's limit throws NXRT_ERR_RESOURCE_EXHAUSTED before asking the plugin.
@@ -160,7 +166,8 @@ class Session {
   // policy: the memory policy the EPs were created with (fallback EPs get it too).
   Session(std::shared_ptr<const nxrt_model_ir> model, std::vector<std::unique_ptr<EpInstance>> eps,
           bool fallback, std::vector<std::shared_ptr<PluginLibrary>> fallback_libs, int threads, uint32_t device,
-          bool owns_model = false, KeyValues ep_options = {}, std::shared_ptr<MemoryPolicy> policy = nullptr);
+          bool owns_model = false, KeyValues ep_options = {}, std::shared_ptr<MemoryPolicy> policy = nullptr,
+          std::shared_ptr<KernelCache> cache = nullptr, bool compile_only = false);
   // The program of a control-flow body: `model` (control_flow.hpp's body_model) on the
   // parent's EPs, with its fallback policy, threads, options and memory policy.
   Session(std::shared_ptr<const nxrt_model_ir> model, const Session& parent);
@@ -196,6 +203,14 @@ class Session {
   // nodes run, one line per node, indented by depth ("" for any other node).
   const std::string& body_placement(size_t node_index) const;
   const std::vector<uint64_t>& arena_bytes() const { return arena_bytes_; }  // per memory location
+  // Where its kernels came from (compiled_model.hpp); NULL when the session used no cache.
+  const std::shared_ptr<KernelCache>& kernel_cache() const { return cache_; }
+  // Built to be exported only (nxrt compile): kernels, no memory plan, never run.
+  bool compile_only() const { return compile_only_; }
+  // Milliseconds of each preparation stage, in order: "optimize" (set by the caller),
+  // "partition", "compile" (kernel_create / kernel_import), "plan", "upload", "export".
+  std::vector<std::pair<std::string, double>>& load_stages() { return load_stages_; }
+  const std::vector<std::pair<std::string, double>>& load_stages() const { return load_stages_; }
   // The EP whose pinned host memory backs the host arena (-1: plain host memory): the
   // first device EP that copies to or from host values, when it offers HOST_PINNED.
   int pinned_ep() const { return pinned_ep_; }
@@ -258,6 +273,9 @@ class Session {
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<RunState>> pool_;
   std::shared_ptr<const char> alive_ = std::make_shared<const char>(0);
+  std::shared_ptr<KernelCache> cache_;
+  bool compile_only_ = false;
+  std::vector<std::pair<std::string, double>> load_stages_;
 };
 
 }  // namespace nxrt

@@ -102,6 +102,13 @@ NXRT_API nxrt_error* nxrt_env_device_description(const nxrt_env* env, size_t plu
                                                  const char** text);
 /* The same physical device offered earlier in the list: *plugin_index_out and *device_out
  * name it and the call returns 1; 0 when this device is the first (or its uuid unknown). */
+/* A device's description as key/value text, property i of count: "kind", "name", "vendor",
+ * "vendor_id", "device_id" (decimal), "uuid", "memory_bytes", "host_addressable" ("1"/"0"),
+ * "pci_bus_id", "dtypes", then each property the plugin reports under its own key. It is what
+ * `nxrt plugins --json` prints per device and what nxrt_model_compile takes as a target. */
+NXRT_API size_t nxrt_env_device_property_count(const nxrt_env* env, size_t plugin_index, uint32_t device);
+NXRT_API nxrt_error* nxrt_env_device_property(const nxrt_env* env, size_t plugin_index, uint32_t device, size_t i,
+                                              nxrt_key_value* out);
 NXRT_API int nxrt_env_device_same_as(const nxrt_env* env, size_t plugin_index, uint32_t device,
                                      size_t* plugin_index_out, uint32_t* device_out);
 
@@ -120,8 +127,16 @@ NXRT_API nxrt_error* nxrt_env_plugin_option(const nxrt_env* env, size_t plugin_i
 /* -------------------------------------------------------------- models */
 
 /* Loads, checks (onnx checker) and shape-infers a model. External data must
- * stay inside the model's folder. */
+ * stay inside the model's folder. `path` may also name a compiled model (`nxrt compile`,
+ * docs/abi.md "Compiled-model cache"): its graph is loaded without the checker or shape
+ * inference (both ran when it was compiled), and sessions import its kernels when their
+ * settings match the ones it was compiled with. */
 NXRT_API nxrt_error* nxrt_model_load(const char* path, nxrt_model** out);
+/* The same with a compiled-model cache folder: an entry there made from this file's bytes
+ * gives the graph without parsing it, and sessions made from the model use the folder as
+ * their "cache_dir" (see nxrt_session_options.ep_options) unless they name another. A
+ * missing, stale, foreign or corrupt entry is never trusted: the model is parsed. */
+NXRT_API nxrt_error* nxrt_model_load_cached(const char* path, const char* cache_dir, nxrt_model** out);
 NXRT_API nxrt_error* nxrt_model_load_bytes(const void* data, size_t size, nxrt_model** out);
 NXRT_API void nxrt_model_release(nxrt_model* model);
 
@@ -154,7 +169,9 @@ typedef struct nxrt_session_options {
   int threads;            /* intra-op threads, 0 = plugin default */
   uint32_t device;        /* device index for every EP */
   /* EP options, "<ep>.<key>" = value (e.g. "vulkan.pipeline_cache" = "/tmp/pc.bin"), and the
-   * host's own un-prefixed "threads" (overrides `threads`). Checked against each plugin's
+   * host's own un-prefixed "threads" (overrides `threads`) and "cache_dir" (a compiled-model
+   * cache folder: kernels are imported from its entry for this model and these settings,
+   * and the entry is written when missing or stale; nxrt_session_load_report says which). Checked against each plugin's
    * option schema before any EP session is opened: an unknown key, a value of the wrong
    * type (int, float, bool) or an EP that is not in the list (nor, with fallback, loaded)
    * fails with NXRT_ERR_INVALID_ARGUMENT naming the key, the EP and its known keys.
@@ -235,6 +252,24 @@ NXRT_API size_t nxrt_session_copy_count(const nxrt_session* s); /* cross-device 
 NXRT_API const char* nxrt_session_node_bodies(const nxrt_session* s, size_t i);
 /* What the optimizer did to the session's graph, one line per pass (nxrt_model_optimization_log). */
 NXRT_API const char* nxrt_session_optimization_log(const nxrt_session* s);
+/* How the session was prepared, as one JSON object: "stages" (milliseconds of optimize,
+ * partition, compile, plan, upload, export) and "cache" (mode off|hit|miss|compiled-model,
+ * the container read and its verdict, per EP the plugin's verdict with its reason and the
+ * kernels imported, compiled and refused, the container written). Valid while the session lives. */
+NXRT_API const char* nxrt_session_load_report(const nxrt_session* s);
+/* The same report as lines for people (the cache part; `nxrt inspect --cache` prints it). */
+NXRT_API const char* nxrt_session_cache_text(const nxrt_session* s);
+
+/* Compiles the model for the session `options` describe and writes the compiled model
+ * (graph, weights, every kernel the plugins export) to `path`, atomically; it never writes
+ * into the ONNX model. With target_count > 0 the first EP of options->eps compiles for the
+ * device `target` describes (key/value text as `nxrt plugins --json` prints a device) without
+ * opening one; the plugin needs the offline-compile feature (NXRT_ERR_UNSUPPORTED otherwise). */
+NXRT_API nxrt_error* nxrt_model_compile(nxrt_env* env, const nxrt_model* model, const nxrt_session_options* options,
+                                        const nxrt_key_value* target, size_t target_count, const char* path);
+/* What a compiled model holds (header, digests, settings, plugins and their fingerprints,
+ * kernel counts) or why it cannot be used, as lines; valid until the next call on this thread. */
+NXRT_API const char* nxrt_compiled_model_describe(const char* path);
 
 /* A host-memory tensor given to or taken from a run. */
 typedef struct nxrt_host_tensor {

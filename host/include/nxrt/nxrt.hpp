@@ -130,6 +130,17 @@ class Env {
     check(nxrt_env_device_description(env_.get(), plugin, device, &text));
     return text;
   }
+  // A device's description as key/value text (nxrt_env_device_property): what
+  // `nxrt plugins --json` prints and what compile() takes as a target.
+  KeyValues device_properties(size_t plugin, uint32_t device) const {
+    KeyValues out;
+    for (size_t i = 0; i < nxrt_env_device_property_count(env_.get(), plugin, device); ++i) {
+      nxrt_key_value kv{};
+      check(nxrt_env_device_property(env_.get(), plugin, device, i, &kv));
+      out.emplace_back(kv.key, kv.value);
+    }
+    return out;
+  }
   // A plugin's option schema (name, type, default, help).
   std::vector<nxrt_option_schema_entry> plugin_options(size_t plugin) const {
     std::vector<nxrt_option_schema_entry> out(nxrt_env_plugin_option_count(env_.get(), plugin));
@@ -148,6 +159,12 @@ class Model {
   explicit Model(const std::string& path) {
     nxrt_model* m = nullptr;
     check(nxrt_model_load(path.c_str(), &m));
+    model_.reset(m);
+  }
+  // With a compiled-model cache folder (nxrt_model_load_cached).
+  Model(const std::string& path, const std::string& cache_dir) {
+    nxrt_model* m = nullptr;
+    check(cache_dir.empty() ? nxrt_model_load(path.c_str(), &m) : nxrt_model_load_cached(path.c_str(), cache_dir.c_str(), &m));
     model_.reset(m);
   }
   const nxrt_model* get() const { return model_.get(); }
@@ -306,6 +323,9 @@ class Session {
     return Outputs(o);
   }
   std::string optimization_log() const { return nxrt_session_optimization_log(s_.get()); }
+  // nxrt_session_load_report (JSON) and nxrt_session_cache_text (lines).
+  std::string load_report() const { return nxrt_session_load_report(s_.get()); }
+  std::string cache_text() const { return nxrt_session_cache_text(s_.get()); }
   void start_profiling() { check(nxrt_session_start_profiling(s_.get())); }
   size_t end_profiling(const std::string& trace_path) {
     size_t n = 0;
@@ -364,6 +384,8 @@ class Session {
   nxrt_session* get() const { return s_.get(); }
 
  private:
+  friend void compile(Env& env, const Model& model, const SessionOptions& options, const KeyValues& target,
+                      const std::string& path);
   void create(Env& env, const nxrt_model* model, nxrt_model* taken, const SessionOptions& options) {
     std::vector<nxrt_key_value> kv;
     for (auto& [k, v] : options.ep_options) kv.push_back(nxrt_key_value{k.c_str(), v.c_str()});
@@ -377,6 +399,20 @@ class Session {
   struct Del { void operator()(nxrt_session* s) const { nxrt_session_release(s); } };
   std::unique_ptr<nxrt_session, Del> s_;
 };
+
+// nxrt_model_compile: the model compiled for these options (and, with `target`, for a
+// described device) written to `path`.
+inline void compile(Env& env, const Model& model, const SessionOptions& options, const KeyValues& target,
+                    const std::string& path) {
+  std::vector<nxrt_key_value> kv, t;
+  for (auto& [k, v] : options.ep_options) kv.push_back(nxrt_key_value{k.c_str(), v.c_str()});
+  for (auto& [k, v] : target) t.push_back(nxrt_key_value{k.c_str(), v.c_str()});
+  nxrt_session_options o{options.eps.c_str(), options.fallback ? 1 : 0, options.threads, options.device, kv.data(), kv.size(),
+                         options.device_memory_limit, options.device_allocator, options.optimization_level};
+  check(nxrt_model_compile(env.get(), model.get(), &o, t.data(), t.size(), path.c_str()));
+}
+
+inline std::string describe_compiled_model(const std::string& path) { return nxrt_compiled_model_describe(path.c_str()); }
 
 inline DeviceTensor::DeviceTensor(Session& s, const std::string& ep, int32_t dtype, const std::vector<int64_t>& dims) {
   nxrt_device_tensor* t = nullptr;
