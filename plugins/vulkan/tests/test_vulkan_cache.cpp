@@ -107,22 +107,6 @@ Props lavapipe_json() {
   return p;
 }
 
-// Regenerates tests/data/lavapipe_device.json (NXRT_VK_WRITE_DESCRIPTION=PATH, on lavapipe).
-void write_json(const Props& p, const char* path) {
-  std::ofstream f(path);
-  f << "{\n";
-  size_t i = 0;
-  for (auto& [k, v] : p) {
-    std::string e;
-    for (char c : v) {
-      if (c == '"' || c == '\\') e += '\\';
-      e += c;
-    }
-    f << "  \"" << k << "\": \"" << e << "\"" << (++i < p.size() ? "," : "") << "\n";
-  }
-  f << "}\n";
-}
-
 // The description of lavapipe: from the device when one is open, else the checked-in one.
 Props lavapipe_description() { return device_count() ? describe(0) : lavapipe_json(); }
 
@@ -384,13 +368,13 @@ TEST_CASE("offline: a session for lavapipe's description gives the fingerprint a
   if (desc.at("name").find("llvmpipe") == std::string::npos) {
     NXRT_SKIP_CASE("device 0 is not lavapipe: the comparison needs lavapipe");
   }
-  if (const char* out = std::getenv("NXRT_VK_WRITE_DESCRIPTION")) write_json(desc, out);
   conf::Session real(plugin(), 0);
   REQUIRE(real.create().ok);
   CHECK(fingerprint(real.raw()) == fp);
   CHECK(check(real.raw(), fp).verdict == NXRT_CACHE_OPTIMAL);
   for (auto& m : ms) CHECK(claims_of(real.raw(), m->b.graph()) == claims_of(off.s, m->b.graph()));
-  // The checked-in description is this lavapipe's, so the no-driver test compiles for it.
+  // The checked-in description (what the no-driver run compiles for) still loads; it may be
+  // another lavapipe build's.
   const Props file = lavapipe_json();
   RawSession from_file;
   REQUIRE(offline(file, from_file).ok);
