@@ -35,7 +35,9 @@ Usage: e2e.py MODE --build BUILD_DIR
             `nxrt inspect OUT.nxrt` says "vulkan: optimal", every kernel imported and none
             compiled, and `nxrt run OUT.nxrt` gives the bytes the .onnx gives; the same model
             compiled for the description with subgroup size 32 is "must recompile" with a
-            reason naming the subgroup size and both values, and still runs (compiled again).
+            reason naming the subgroup size and both values, and still runs (compiled again);
+            a model compiled on lavapipe itself and a --cache folder's second session import
+            their kernel ("optimal", 0 compiled).
             Without a device only the compile is checked (exit 77 = SKIP).
 Validation layers are enabled (NXRT_VULKAN_VALIDATION=1); any validation message fails
 the run. A missing nxrt binary is a failure, not a skip.
@@ -639,6 +641,21 @@ def mode_cache(args):
             r = run([exe, "run", sg32, "--ep", "vulkan", "--input-dir", ind, "--output-dir", got], vk_env(True))
             if r.returncode != 0:
                 bad.append(f"run {sg32} (compiled again): rc={r.returncode}\n{r.stderr[-800:]}")
+        # Compiled on lavapipe itself (its blobs carry the driver's cache bytes), and a cache
+        # folder: written on the first session, read on the second.
+        real = os.path.join(tmp, "real.nxrt")
+        r = run([exe, "compile", model, "--ep", "vulkan", "-o", real], vk_env(True))
+        r2 = run([exe, "inspect", real, "--ep", "vulkan"], vk_env(True)) if r.returncode == 0 else r
+        if r2.returncode != 0 or "vulkan: optimal; 1 kernel(s) imported, 0 compiled" not in r2.stdout:
+            bad.append(f"compiled on lavapipe, inspected there: rc={r2.returncode}\n{r2.stdout[-1200:]}{r2.stderr[-400:]}")
+        cdir = os.path.join(tmp, "cache")
+        first = run([exe, "inspect", model, "--ep", "vulkan", "--cache", cdir], vk_env(True))
+        second = run([exe, "inspect", model, "--ep", "vulkan", "--cache", cdir], vk_env(True))
+        hit = [l for l in second.stdout.splitlines() if l.startswith("cache:") or l.strip().startswith("vulkan:")]
+        print(f"--cache second session: {hit}")
+        if first.returncode != 0 or second.returncode != 0 or not any(l.startswith("cache: hit") for l in hit) or \
+                not any("vulkan: optimal; 1 kernel(s) imported, 0 compiled" in l for l in hit):
+            bad.append(f"--cache: second session not a hit with the kernel imported:\n{first.stdout[-600:]}\n{second.stdout[-800:]}")
     for b in bad:
         print("FAIL", b)
     print(f"cache: {'FAIL' if bad else 'ok'}")
