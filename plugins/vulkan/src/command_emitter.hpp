@@ -14,7 +14,7 @@ namespace nxrt::vk {
 inline uint32_t u32(int64_t v) { return uint32_t(v); }
 
 struct Emitter {
-  Device& dev;
+  PipelineSource& dev;
   std::vector<Cmd>& cmds;
 
   // The last n_writes_at_end bindings are written by the shader, the others read.

@@ -107,7 +107,7 @@ void infer_shapes(const IrGraph& g, const IrNode& n, const std::vector<const Sha
   d->infer(g, n, in, out);
 }
 
-void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector<Loc>& il, const std::vector<const Shape*>& is,
+void emit_node(PipelineSource& dev, const IrGraph& g, const IrNode& n, const std::vector<Loc>& il, const std::vector<const Shape*>& is,
                const std::vector<Loc>& ol, const std::vector<Shape>& os, std::vector<Cmd>& cmds) {
   const int64_t ny = numel(os[0]);
   if (ny == 0) return;

@@ -53,7 +53,7 @@ bool is_view(const IrNode& n);
 // Output shapes from input shapes (constants' data come from the IR).
 void infer_shapes(const IrGraph& g, const IrNode& n, const std::vector<const Shape*>& in, std::vector<Shape>& out);
 // Appends the node's commands. Absent optional inputs have a null Loc.a.
-void emit_node(Device& dev, const IrGraph& g, const IrNode& n, const std::vector<Loc>& in_loc,
+void emit_node(PipelineSource& dev, const IrGraph& g, const IrNode& n, const std::vector<Loc>& in_loc,
                const std::vector<const Shape*>& in_shape, const std::vector<Loc>& out_loc,
                const std::vector<Shape>& out_shape, std::vector<Cmd>& cmds);
 

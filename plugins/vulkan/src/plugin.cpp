@@ -1,4 +1,6 @@
 // nxrt Vulkan execution provider: the SDK glue over the Vulkan core.
+#include "device_traits.hpp"
+#include "kernel_blob.hpp"
 #include "program.hpp"
 #include "run_registry.hpp"
 
@@ -11,6 +13,8 @@ namespace nxrt::vk {
 namespace {
 
 using namespace nxrt::sdk;
+
+constexpr const char* kVersion = "0.3.0";
 
 struct VkStreamW : sdk::Stream {
   std::unique_ptr<vk::Stream> s;
@@ -101,11 +105,45 @@ struct IrBuilder {
   }
 };
 
-// ------------------------------------------------------- kernel
+// The IR of one claim's view, every node checked as get_capability checked it.
+IrGraph claim_ir(const Graph& sg, const DeviceLimits& limits) {
+  IrBuilder b;
+  for (size_t i = 0; i < sg.input_count(); ++i) b.g.inputs.push_back(b.value(sg.input(i)));
+  for (size_t i = 0; i < sg.node_count(); ++i) b.node(sg, sg.node(i));
+  for (size_t i = 0; i < sg.output_count(); ++i) b.g.outputs.push_back(b.value(sg.output(i)));
+  for (auto& n : b.g.nodes)
+    if (auto r = check_node(b.g, n, limits)) fail(NXRT_UNSUPPORTED, "node {} ({}): {}", n.index, n.op, r->message);
+  return std::move(b.g);
+}
+
+// ------------------------------------------------------- kernels
+
+// A kernel of an offline session (ABI 2.4 offline compile): its compile choices for the
+// described device, to be exported; it never runs.
+class OfflineKernel : public Kernel {
+ public:
+  explicit OfflineKernel(KernelChoices c) : c_(std::move(c)) {}
+  void compute(Context&) override {
+    fail(NXRT_UNSUPPORTED, "a kernel compiled for a described Vulkan device is exported, never run");
+  }
+  void export_blob(BlobWriter& w) override { write_blob(w, c_, {}); }
+
+ private:
+  KernelChoices c_;
+};
 
 class VkKernel : public Kernel {
  public:
-  VkKernel(Device& d, IrGraph g, RunRegistry& runs) : dev_(d), prog_(d, std::move(g)), runs_(runs) {}
+  VkKernel(Device& d, IrGraph g, RunRegistry& runs, KernelChoices identity)
+      : dev_(d), prog_(d, std::move(g)), runs_(runs), identity_(std::move(identity)) {}
+  // The choices of the Program (its fused group, the pipelines of the claim's static
+  // shapes) and the driver's pipeline cache as it is now.
+  void export_blob(BlobWriter& w) override {
+    KernelChoices c = identity_;
+    choose(c, prog_.graph());
+    const std::vector<uint8_t> driver_cache = dev_.pipeline_cache_data();
+    write_blob(w, c, driver_cache);
+  }
   void compute(Context& ctx) override {
     const IrGraph& g = prog_.graph();
     std::vector<Program::Input> in(g.inputs.size());
@@ -155,12 +193,16 @@ class VkKernel : public Kernel {
   Device& dev_;
   Program prog_;
   RunRegistry& runs_;
+  KernelChoices identity_;  // the claim's digest and text
 };
 
 // ------------------------------------------------------- session
 
 class VkSession : public Session {
  public:
+  // A compile-only session for a described device (ABI 2.4 offline compile): no
+  // VkInstance or VkDevice is touched.
+  explicit VkSession(DeviceTraits described) : traits_(std::move(described)) { limits_ = traits_.limits(); }
   VkSession(uint32_t index, const Options& o) {
     int64_t dev = option_int(o, "vulkan.device", index);
     auto& inst = Instance::get();
@@ -169,8 +211,8 @@ class VkSession : public Session {
            inst.devices().size());
     auto it = o.find("vulkan.pipeline_cache");
     dev_ = std::make_unique<Device>(uint32_t(dev), it == o.end() ? std::string() : it->second);
-    limits_.max_storage_range = dev_->limits().maxStorageBufferRange;
-    limits_.storage16 = dev_->info().storage16;
+    traits_ = DeviceTraits::from_device(dev_->info());
+    limits_ = traits_.limits();
   }
 
   // Claims maximal runs of the view's nodes (topological order) between refused ones.
@@ -201,51 +243,79 @@ class VkSession : public Session {
   }
 
   std::unique_ptr<Kernel> create_kernel(const Graph& sg) override {
-    IrBuilder b;
-    for (size_t i = 0; i < sg.input_count(); ++i) b.g.inputs.push_back(b.value(sg.input(i)));
-    for (size_t i = 0; i < sg.node_count(); ++i) b.node(sg, sg.node(i));
-    for (size_t i = 0; i < sg.output_count(); ++i) b.g.outputs.push_back(b.value(sg.output(i)));
-    for (auto& n : b.g.nodes)
-      if (auto r = check_node(b.g, n, limits_)) fail(NXRT_UNSUPPORTED, "node {} ({}): {}", n.index, n.op, r->message);
-    return std::make_unique<VkKernel>(*dev_, std::move(b.g), runs_);
+    IrGraph g = claim_ir(sg, limits_);
+    KernelChoices c = identify(g);
+    if (!dev_) {
+      prepare_group(g);
+      choose(c, g);
+      return std::make_unique<OfflineKernel>(std::move(c));
+    }
+    return std::make_unique<VkKernel>(*dev_, std::move(g), runs_, std::move(c));
+  }
+
+  // ABI 2.4 kernel cache: equal for an opened device and its description (device_traits).
+  std::string fingerprint() override { return traits_.fingerprint(kVersion); }
+  CacheJudgement judge(const std::string& fp) override { return judge_fingerprint(fp, fingerprint()); }
+  // The blob's choices must be the ones this device makes for this claim (anything else is
+  // another claim, device or build: RECOMPILE with the difference); then its driver
+  // pipeline-cache bytes are merged and its pipelines created now, through the cache, so
+  // the first run only records. The kernel is the one kernel_create makes.
+  std::unique_ptr<Kernel> import_kernel(const Graph& sg, std::span<const uint8_t> blob, CacheJudgement& j) override {
+    Device& d = dev();
+    ReadBlob rb = read_blob(blob);
+    IrGraph g = claim_ir(sg, limits_);
+    KernelChoices here = identify(g);
+    IrGraph prepared = g;
+    prepare_group(prepared);
+    choose(here, prepared);
+    if (auto why = mismatch(rb.choices, here)) throw BlobRejected{NXRT_CACHE_RECOMPILE, *why};
+    if (!rb.driver_cache.empty() && !d.merge_pipeline_cache(rb.driver_cache))
+      j = {NXRT_CACHE_USABLE, "the blob's driver pipeline cache is not for this device and driver: pipelines compile at load"};
+    try {
+      if (rb.choices.pipelines)
+        for (const PipelineKey& k : *rb.choices.pipelines) d.pipeline(k.shader, k.spec);
+    } catch (const Error& e) {
+      throw BlobRejected{NXRT_CACHE_RECOMPILE, fmt::format("creating the blob's pipelines failed: {}", e.what())};
+    }
+    return std::make_unique<VkKernel>(d, std::move(g), runs_, std::move(here));
   }
 
   void* alloc(nxrt_memory_kind kind, uint64_t bytes, uint64_t alignment) override {
     if (alignment & (alignment - 1)) fail(NXRT_INVALID_ARGUMENT, "alignment {} is not a power of two", alignment);
-    if (kind == NXRT_MEMORY_DEVICE) return dev_->alloc(bytes, false, alignment);
-    if (kind == NXRT_MEMORY_HOST_PINNED) return dev_->alloc(bytes, true, alignment)->mapped;
+    if (kind == NXRT_MEMORY_DEVICE) return dev().alloc(bytes, false, alignment);
+    if (kind == NXRT_MEMORY_HOST_PINNED) return dev().alloc(bytes, true, alignment)->mapped;
     fail(NXRT_INVALID_ARGUMENT, "memory_alloc: kind {} is not allocated by the Vulkan plugin", int(kind));
   }
   void free(nxrt_memory_kind kind, void* h) override {
-    if (kind == NXRT_MEMORY_DEVICE) dev_->free(static_cast<Alloc*>(h));
-    else if (kind == NXRT_MEMORY_HOST_PINNED) dev_->free(dev_->find_pinned(h));
+    if (kind == NXRT_MEMORY_DEVICE) dev().free(static_cast<Alloc*>(h));
+    else if (kind == NXRT_MEMORY_HOST_PINNED) dev().free(dev().find_pinned(h));
   }
   void copy(std::span<const nxrt_copy_region> regions, sdk::Stream* stream) override {
-    copy_regions(*dev_, regions, stream ? static_cast<VkStreamW*>(stream)->s.get() : nullptr);
+    copy_regions(dev(), regions, stream ? static_cast<VkStreamW*>(stream)->s.get() : nullptr);
   }
-  std::unique_ptr<sdk::Stream> create_stream() override { return std::make_unique<VkStreamW>(*dev_); }
+  std::unique_ptr<sdk::Stream> create_stream() override { return std::make_unique<VkStreamW>(dev()); }
 
   // ABI 2.1 interop (vk_core: native_handle, import_stream).
   nxrt_native_handle native_handle(nxrt_native_object what, const void* memory, sdk::Stream* stream) override {
-    return vk::native_handle(*dev_, what, memory, stream ? static_cast<VkStreamW*>(stream)->s.get() : nullptr);
+    return vk::native_handle(dev(), what, memory, stream ? static_cast<VkStreamW*>(stream)->s.get() : nullptr);
   }
   std::unique_ptr<sdk::Stream> import_stream(const nxrt_native_handle& h) override {
-    return std::make_unique<VkStreamW>(vk::import_stream(*dev_, h));
+    return std::make_unique<VkStreamW>(vk::import_stream(dev(), h));
   }
-  void set_allocator(const nxrt_device_allocator& a) override { dev_->set_allocator(a); }
-  nxrt_memory_stats memory_stats() override { return dev_->counters().stats(); }
+  void set_allocator(const nxrt_device_allocator& a) override { dev().set_allocator(a); }
+  nxrt_memory_stats memory_stats() override { return dev().counters().stats(); }
   // Another session of this instance (the SDK checked), so another VkSession.
   void copy_peer(sdk::Session& src, std::span<const nxrt_copy_region> regions, sdk::Stream* stream) override {
-    copy_between(*static_cast<VkSession&>(src).dev_, *dev_, regions, stream ? static_cast<VkStreamW*>(stream)->s.get() : nullptr);
+    copy_between(static_cast<VkSession&>(src).dev(), dev(), regions, stream ? static_cast<VkStreamW*>(stream)->s.get() : nullptr);
   }
   // ABI 2.2: a caller's VkBuffer on this device, or host memory (VK_EXT_external_memory_host).
-  void* import_memory(const nxrt_native_handle& h) override { return dev_->import(h); }
+  void* import_memory(const nxrt_native_handle& h) override { return dev().import(h); }
   std::unique_ptr<sdk::Event> create_event() override { return std::make_unique<VkEventW>(); }
 
   // Run hooks. A run is profiled when the host asks for it and this device has
   // timestamp queries; the plugin reads no run options (they are kept with the run).
   void on_run_start(const RunOptions& ro) override {
-    runs_.start(ro.run_id, ro.profiling && dev_->timestamps(), ro.options);
+    runs_.start(ro.run_id, ro.profiling && dev().timestamps(), ro.options);
   }
   // Called after the run's streams were synchronized: every Timing of the run is
   // complete. One event per kernel execution of the run, on the device clock.
@@ -255,7 +325,13 @@ class VkSession : public Session {
   }
 
  private:
+  // The opened device; offline sessions answer only what the ABI asks of them.
+  Device& dev() {
+    if (!dev_) fail(NXRT_UNSUPPORTED, "this Vulkan session compiles for a described device ('{}') and has no device", traits_.name);
+    return *dev_;
+  }
   std::unique_ptr<Device> dev_;
+  DeviceTraits traits_;
   DeviceLimits limits_;
   RunRegistry runs_;  // after dev_: its Timings hold query pools of the device
 };
@@ -280,7 +356,7 @@ class VkPlugin : public Plugin {
   VkPlugin() { Instance::acquire(); }
   ~VkPlugin() override { Instance::release(); }
   const char* name() const override { return "vulkan"; }
-  const char* version() const override { return "0.2.0"; }
+  const char* version() const override { return kVersion; }
   // Run hooks and device profiling when some device has timestamps on its compute
   // queue. features() must not differ between instances, so the answer is taken once
   // per process; a session on a device without timestamps reports no device events.
@@ -292,7 +368,8 @@ class VkPlugin : public Plugin {
     }();
     return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS | NXRT_FEATURE_NATIVE_HANDLES | NXRT_FEATURE_STREAM_IMPORT |
            NXRT_FEATURE_EXTERNAL_ALLOCATOR | NXRT_FEATURE_MEMORY_STATS | NXRT_FEATURE_PEER_COPY |
-           NXRT_FEATURE_MEMORY_IMPORT | (timestamps ? NXRT_FEATURE_RUN_HOOKS | NXRT_FEATURE_DEVICE_PROFILING : 0);
+           NXRT_FEATURE_MEMORY_IMPORT | NXRT_FEATURE_KERNEL_CACHE | NXRT_FEATURE_OFFLINE_COMPILE |
+           (timestamps ? NXRT_FEATURE_RUN_HOOKS | NXRT_FEATURE_DEVICE_PROFILING : 0);
   }
   uint32_t device_count() override { return uint32_t(Instance::get().devices().size()); }
   const char* no_device_reason() override {
@@ -333,6 +410,10 @@ class VkPlugin : public Plugin {
   }
   std::unique_ptr<Session> create_session(uint32_t device, const Options& o) override {
     return std::make_unique<VkSession>(device, o);
+  }
+  // Needs no driver: the description's properties (DeviceTraits::from_description).
+  std::unique_ptr<Session> create_offline_session(const Options& device, const Options&) override {
+    return std::make_unique<VkSession>(DeviceTraits::from_description(device));
   }
 };
 

@@ -47,6 +47,15 @@ std::pair<uint64_t, uint64_t> Timing::read() {
   return ns_;
 }
 
+size_t prepare_group(IrGraph& g) {
+  // NXRT_VULKAN_NO_FUSION=1: one dispatch per node (A/B measurements, debugging).
+  static const bool no_fusion = [] {
+    const char* e = std::getenv("NXRT_VULKAN_NO_FUSION");
+    return e && *e && *e != '0';
+  }();
+  return no_fusion ? 0 : fuse_epilogues(g);
+}
+
 Program::Program(Device& dev, IrGraph g) : dev_(dev), g_(std::move(g)) {
   nodes_in_ = g_.nodes.size();
   if (!g_.nodes.empty()) first_node_ = g_.nodes.front().index;
@@ -59,12 +68,7 @@ Program::Program(Device& dev, IrGraph g) : dev_(dev), g_(std::move(g)) {
     }
     op_types_ += (i ? "+" : "") + g_.nodes[i].op;
   }
-  // NXRT_VULKAN_NO_FUSION=1: one dispatch per node (A/B measurements, debugging).
-  static const bool no_fusion = [] {
-    const char* e = std::getenv("NXRT_VULKAN_NO_FUSION");
-    return e && *e && *e != '0';
-  }();
-  if (!no_fusion) fused_ = fuse_epilogues(g_);
+  fused_ = prepare_group(g_);
   VkCommandPoolCreateInfo ci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   ci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   ci.queueFamilyIndex = dev.info().queue_family;

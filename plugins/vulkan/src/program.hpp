@@ -49,6 +49,11 @@ class Timing {
   std::pair<uint64_t, uint64_t> ns_{0, 0};
 };
 
+// The group's compile-time rewrite (epilogue fusion unless NXRT_VULKAN_NO_FUSION=1), as
+// Program's constructor applies it; offline sessions apply it without a device. Returns
+// the number of activations fused.
+size_t prepare_group(IrGraph& g);
+
 class Program {
  public:
   Program(Device& dev, IrGraph g);

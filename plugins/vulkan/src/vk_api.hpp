@@ -53,6 +53,7 @@ namespace nxrt::vk {
   X(vkCreatePipelineCache)               \
   X(vkDestroyPipelineCache)              \
   X(vkGetPipelineCacheData)              \
+  X(vkMergePipelineCaches)               \
   X(vkCreateDescriptorPool)              \
   X(vkDestroyDescriptorPool)             \
   X(vkResetDescriptorPool)               \

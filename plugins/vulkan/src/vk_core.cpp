@@ -1,5 +1,6 @@
 #include <mutex>
 #include "vk_core.hpp"
+#include "device_traits.hpp"
 
 #include <fmt/format.h>
 
@@ -261,6 +262,13 @@ Instance::Instance() {
                                                : "float32 (compute); int32/int64 for data movement; Cast "
                                                  "float32<->int32, int64<->int32"},
       };
+      // What the compile choices and the fingerprint read (device_traits.hpp): an offline
+      // session rebuilds the same traits from these properties.
+      for (auto& [k, v] : DeviceTraits::from_device(d).properties()) {
+        auto it = std::find_if(d.properties.begin(), d.properties.end(), [&](auto& e) { return e.first == k; });
+        if (it != d.properties.end()) it->second = v;
+        else d.properties.emplace_back(k, v);
+      }
       devices_.push_back(std::move(d));
     }
     if (devices_.empty())
@@ -720,6 +728,26 @@ std::vector<uint8_t> Device::pipeline_cache_data() {
   check_vk(vkGetPipelineCacheData(device_, cache_, &n, d.data()), "vkGetPipelineCacheData");
   d.resize(n);
   return d;
+}
+
+bool Device::merge_pipeline_cache(std::span<const uint8_t> bytes) {
+  // VkPipelineCacheHeaderVersionOne: headerSize, headerVersion, vendorID, deviceID, UUID.
+  if (bytes.size() < 16 + VK_UUID_SIZE) return false;
+  uint32_t h[4];
+  std::memcpy(h, bytes.data(), sizeof h);
+  if (h[0] < 16 + VK_UUID_SIZE || h[0] > bytes.size() || h[1] != VK_PIPELINE_CACHE_HEADER_VERSION_ONE ||
+      h[2] != info_->props.vendorID || h[3] != info_->props.deviceID ||
+      std::memcmp(bytes.data() + 16, info_->props.pipelineCacheUUID, VK_UUID_SIZE) != 0)
+    return false;
+  VkPipelineCacheCreateInfo pci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  pci.initialDataSize = bytes.size();
+  pci.pInitialData = bytes.data();
+  VkPipelineCache tmp = VK_NULL_HANDLE;
+  if (vkCreatePipelineCache(device_, &pci, nullptr, &tmp) != VK_SUCCESS) return false;
+  std::lock_guard lock(pipe_mu_);
+  const bool ok = vkMergePipelineCaches(device_, cache_, 1, &tmp) == VK_SUCCESS;
+  vkDestroyPipelineCache(device_, tmp, nullptr);
+  return ok;
 }
 
 void Device::save_pipeline_cache() {

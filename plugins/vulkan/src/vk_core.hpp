@@ -136,7 +136,17 @@ enum class Shader {
 
 class Stream;
 
-class Device {
+// Where emitters get their pipelines: a Device creates them, a PipelinePlan
+// (pipeline_plan.hpp) only lists them (offline compile, kernel export).
+class PipelineSource {
+ public:
+  virtual const Pipeline& pipeline(Shader s, std::span<const uint32_t> spec) = 0;
+
+ protected:
+  ~PipelineSource() = default;
+};
+
+class Device : public PipelineSource {
  public:
   Device(uint32_t index, std::string pipeline_cache_path = {});
   ~Device();
@@ -172,8 +182,12 @@ class Device {
   // included), reserve/unreserve per backing block, copied by copy_regions.
   sdk::MemoryCounters& counters() { return counters_; }
 
-  const Pipeline& pipeline(Shader s, std::span<const uint32_t> spec = {});
+  const Pipeline& pipeline(Shader s, std::span<const uint32_t> spec = {}) override;
   std::vector<uint8_t> pipeline_cache_data();
+  // Merges driver pipeline-cache bytes (from a kernel blob) into this device's cache when
+  // their Vulkan header names this vendor, device and pipelineCacheUUID; false otherwise
+  // (nothing merged: pipelines are compiled as usual).
+  bool merge_pipeline_cache(std::span<const uint8_t> bytes);
   void save_pipeline_cache();
   // Bytes of pipeline cache data loaded from the vulkan.pipeline_cache file (0: none, or ignored).
   size_t pipeline_cache_loaded() const { return cache_loaded_; }

@@ -29,6 +29,16 @@ Usage: e2e.py MODE --build BUILD_DIR
             "loaded N bytes"), a foreign file is ignored and replaced; vulkan.device=99
             fails (exit 1 or 2) with a message naming vulkan.device; vulkan.device=abc
             and an unknown vulkan.* key are rejected by the host (exit 2).
+  cache     issue 12's check: `nxrt compile --target` with no Vulkan driver visible
+            (VK_DRIVER_FILES=/nonexistent) for lavapipe's description (from `nxrt plugins
+            --json`, else tests/data/lavapipe_device.json) writes OUT.nxrt; on lavapipe
+            `nxrt inspect OUT.nxrt` says "vulkan: optimal", every kernel imported and none
+            compiled, and `nxrt run OUT.nxrt` gives the bytes the .onnx gives; the same model
+            compiled for the description with subgroup size 32 is "must recompile" with a
+            reason naming the subgroup size and both values, and still runs (compiled again);
+            a model compiled on lavapipe itself and a --cache folder's second session import
+            their kernel ("optimal", 0 compiled).
+            Without a device only the compile is checked (exit 77 = SKIP).
 Validation layers are enabled (NXRT_VULKAN_VALIDATION=1); any validation message fails
 the run. A missing nxrt binary is a failure, not a skip.
 """
@@ -544,13 +554,121 @@ def mode_options(args):
     return 1 if bad else 0
 
 
+def lavapipe_target(exe):
+    """Device 0 of the vulkan plugin, flattened as `nxrt plugins --json` prints it, or None."""
+    r = run([exe, "plugins", "--json"])
+    if r.returncode != 0:
+        return None
+    for p in json.loads(r.stdout)["plugins"]:
+        if p["name"] == "vulkan" and p["devices"]:
+            return p["devices"][0]
+    return None
+
+
+def mode_cache(args):
+    exe = nxrt(args.build)
+    if not exe:
+        print("FAIL: no nxrt binary under --build")
+        return 1
+    bad = []
+    no_driver = {"VK_DRIVER_FILES": "/nonexistent", "VK_ICD_FILENAMES": "/nonexistent"}
+    desc = lavapipe_target(exe)
+    on_device = desc is not None and "llvmpipe" in desc.get("name", "")
+    if not on_device:
+        with open(os.path.join(HERE, "data", "lavapipe_device.json")) as f:
+            desc = json.load(f)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "convs.onnx")
+        m = split_conv_model(np.random.default_rng(5))
+        del m.graph.node[2]  # Vulkan only: Conv+Relu -> Conv+Sigmoid
+        m.graph.node[2].input[0] = "r1"
+        onnx.save(m, model)
+        ind, want, got = (os.path.join(tmp, x) for x in ("in", "want", "got"))
+        for d in (ind, want, got):
+            os.makedirs(d)
+        random_inputs(model, ind)
+
+        def compile_for(d, name):
+            target, out = os.path.join(tmp, name + ".json"), os.path.join(tmp, name + ".nxrt")
+            with open(target, "w") as f:
+                json.dump(d, f)
+            r = run([exe, "compile", model, "--ep", "vulkan", "--target", target, "-o", out], no_driver)
+            if r.returncode != 0 or not os.path.exists(out):
+                bad.append(f"compile --target {name} with no driver: rc={r.returncode}\n{(r.stdout + r.stderr)[-1200:]}")
+                return None
+            print(f"compiled for {name} with no driver: {os.path.getsize(out)} bytes")
+            return out
+
+        lp = compile_for(desc, "lavapipe")
+        other = dict(desc)
+        other["vulkan.subgroup_size"] = "32"
+        other["name"] = "NVIDIA H200"
+        sg32 = compile_for(other, "subgroup32")
+        if not on_device:
+            for b in bad:
+                print("FAIL", b)
+            if bad:
+                return 1
+            print("SKIP: no lavapipe device: compiled with no driver, not run")
+            return 77
+        r = run([exe, "run", model, "--ep", "vulkan", "--input-dir", ind, "--output-dir", want], vk_env(True))
+        if r.returncode != 0:
+            bad.append(f"run .onnx: {r.stderr[-600:]}")
+        if lp:
+            r = run([exe, "inspect", lp, "--ep", "vulkan"], vk_env(True))
+            lines = [l.strip() for l in r.stdout.splitlines() if l.strip().startswith("vulkan:")]
+            print(f"lavapipe artifact on lavapipe: {lines}")
+            if r.returncode != 0 or not lines or not lines[0].startswith("vulkan: optimal") or " 0 compiled" not in lines[0] \
+                    or " 0 kernel(s) imported" in lines[0]:
+                bad.append(f"inspect {lp}: rc={r.returncode}, want 'vulkan: optimal', kernels imported, 0 compiled:\n{r.stdout[-1500:]}{r.stderr[-600:]}")
+            r = run([exe, "run", lp, "--ep", "vulkan", "--input-dir", ind, "--output-dir", got], vk_env(True))
+            if r.returncode != 0 or not validation_clean(r):
+                bad.append(f"run {lp}: rc={r.returncode}\n{r.stderr[-800:]}")
+            else:
+                for w in sorted(glob.glob(os.path.join(want, "output_*.pb"))):
+                    a = tools_compare.load(w)
+                    g = tools_compare.load(os.path.join(got, os.path.basename(w)))
+                    if a.shape != g.shape or a.tobytes() != g.tobytes():
+                        bad.append(f"{os.path.basename(w)}: the compiled model's output differs from the .onnx's")
+        if sg32:
+            r = run([exe, "inspect", sg32, "--ep", "vulkan"], vk_env(True))
+            lines = [l.strip() for l in r.stdout.splitlines() if l.strip().startswith("vulkan:")]
+            print(f"subgroup-32 artifact on lavapipe: {lines}")
+            own = desc["vulkan.subgroup_size"]
+            if r.returncode != 0 or not lines or "must recompile" not in lines[0] or "subgroup size 32" not in lines[0] \
+                    or f"has {own}" not in lines[0]:
+                bad.append(f"inspect {sg32}: rc={r.returncode}, want 'must recompile' naming subgroup size 32 and {own}:\n{r.stdout[-1500:]}")
+            r = run([exe, "run", sg32, "--ep", "vulkan", "--input-dir", ind, "--output-dir", got], vk_env(True))
+            if r.returncode != 0:
+                bad.append(f"run {sg32} (compiled again): rc={r.returncode}\n{r.stderr[-800:]}")
+        # Compiled on lavapipe itself (its blobs carry the driver's cache bytes), and a cache
+        # folder: written on the first session, read on the second.
+        real = os.path.join(tmp, "real.nxrt")
+        r = run([exe, "compile", model, "--ep", "vulkan", "-o", real], vk_env(True))
+        r2 = run([exe, "inspect", real, "--ep", "vulkan"], vk_env(True)) if r.returncode == 0 else r
+        if r2.returncode != 0 or "vulkan: optimal; 1 kernel(s) imported, 0 compiled" not in r2.stdout:
+            bad.append(f"compiled on lavapipe, inspected there: rc={r2.returncode}\n{r2.stdout[-1200:]}{r2.stderr[-400:]}")
+        cdir = os.path.join(tmp, "cache")
+        first = run([exe, "inspect", model, "--ep", "vulkan", "--cache", cdir], vk_env(True))
+        second = run([exe, "inspect", model, "--ep", "vulkan", "--cache", cdir], vk_env(True))
+        hit = [l for l in second.stdout.splitlines() if l.startswith("cache:") or l.strip().startswith("vulkan:")]
+        print(f"--cache second session: {hit}")
+        if first.returncode != 0 or second.returncode != 0 or not any(l.startswith("cache: hit") for l in hit) or \
+                not any("vulkan: optimal; 1 kernel(s) imported, 0 compiled" in l for l in hit):
+            bad.append(f"--cache: second session not a hit with the kernel imported:\n{first.stdout[-600:]}\n{second.stdout[-800:]}")
+    for b in bad:
+        print("FAIL", b)
+    print(f"cache: {'FAIL' if bad else 'ok'}")
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["mixed", "nodriver", "fp16", "profile", "options"])
+    ap.add_argument("mode", choices=["mixed", "nodriver", "fp16", "profile", "options", "cache"])
     ap.add_argument("--build", default=os.environ.get("NXRT_BUILD_DIR", os.path.join(SRC, "build")))
     args = ap.parse_args()
     modes = {"mixed": mode_mixed, "nodriver": mode_nodriver, "fp16": mode_fp16, "profile": mode_profile,
-             "options": mode_options}
+             "options": mode_options, "cache": mode_cache}
     return modes[args.mode](args)
 
 
