@@ -53,7 +53,7 @@ std::shared_ptr<nxrt_model_ir> from_artifact(std::shared_ptr<const Artifact> a, 
   std::string why;
   if (!graph_of(*a, &graph, &weights, &why))
     raise(NXRT_ERR_MODEL, "compiled model '{}' cannot be used ({}); compile it again with 'nxrt compile'", path, why);
-  std::shared_ptr<nxrt_model_ir> ir = load_model_artifact(graph, weights, path);
+  std::shared_ptr<nxrt_model_ir> ir = load_model_artifact(graph, weights, path, a);
   uint64_t digest = 0;
   parse_hex64(a->info().count("model_digest") ? a->info().at("model_digest") : "", &digest);
   ir->digest = digest;
@@ -109,7 +109,7 @@ std::shared_ptr<nxrt_model_ir> load_model_any(const std::string& path, const std
         std::span<const uint8_t> graph, weights;
         std::string why;
         if (!graph_of(*a, &graph, &weights, &why)) continue;
-        auto ir = std::shared_ptr<nxrt_model_ir>(load_model_artifact(graph, weights, path));
+        auto ir = std::shared_ptr<nxrt_model_ir>(load_model_artifact(graph, weights, path, a));
         ir->digest = digest;
         ir->compiled = std::move(a);
         return ir;

@@ -27,7 +27,69 @@ struct AlignedAllocator {
   void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
   template <typename U> bool operator==(const AlignedAllocator<U>&) const { return true; }
 };
-using Bytes = std::vector<uint8_t, AlignedAllocator<uint8_t>>;
+
+// A tensor's bytes: owned (64-byte aligned), or a read-only view of memory another object
+// keeps alive (the weights of a compiled model, mapped from its file: loading copies
+// nothing). Writing (non-const data(), resize) turns a view into an owned copy first, so a
+// view is never written through.
+class Bytes {
+ public:
+  Bytes() = default;
+  explicit Bytes(size_t n) : own_(n) {}
+  // `n` bytes at `p` (64-byte aligned), valid while `keep` lives.
+  static Bytes view(const uint8_t* p, size_t n, std::shared_ptr<const void> keep) {
+    Bytes b;
+    b.view_ = p;
+    b.view_size_ = n;
+    b.keep_ = std::move(keep);
+    return b;
+  }
+  bool is_view() const { return view_ != nullptr; }
+  const uint8_t* data() const { return view_ ? view_ : own_.data(); }
+  uint8_t* data() {
+    own();
+    return own_.data();
+  }
+  size_t size() const { return view_ ? view_size_ : own_.size(); }
+  bool empty() const { return size() == 0; }
+  void resize(size_t n) {
+    own();
+    own_.resize(n);
+  }
+  void clear() {
+    drop_view();
+    own_.clear();
+  }
+  template <typename It>
+  void assign(It first, It last) {
+    drop_view();
+    own_.assign(first, last);
+  }
+  void assign(size_t n, uint8_t v) {
+    drop_view();
+    own_.assign(n, v);
+  }
+  uint8_t& operator[](size_t i) { return data()[i]; }
+  const uint8_t& operator[](size_t i) const { return data()[i]; }
+  const uint8_t* begin() const { return data(); }
+  const uint8_t* end() const { return data() + size(); }
+
+ private:
+  void own() {
+    if (!view_) return;
+    own_.assign(view_, view_ + view_size_);
+    drop_view();
+  }
+  void drop_view() {
+    view_ = nullptr;
+    view_size_ = 0;
+    keep_.reset();
+  }
+  std::vector<uint8_t, AlignedAllocator<uint8_t>> own_;
+  const uint8_t* view_ = nullptr;
+  size_t view_size_ = 0;
+  std::shared_ptr<const void> keep_;
+};
 
 struct HostTensor {
   std::string name;

@@ -228,7 +228,8 @@ bool in_weights(const onnx::TensorProto& t) {
     if (e.key() == "location") return e.value() == kWeightsLocation;
   return false;
 }
-HostTensor from_weights(const onnx::TensorProto& t, std::span<const uint8_t> weights, const std::string& path) {
+HostTensor from_weights(const onnx::TensorProto& t, std::span<const uint8_t> weights, const std::shared_ptr<const void>& keep,
+                        const std::string& path) {
   HostTensor h;
   h.name = t.name();
   h.dtype = nxrt_dtype(t.data_type());
@@ -245,12 +246,16 @@ HostTensor from_weights(const onnx::TensorProto& t, std::span<const uint8_t> wei
   if (!es || h.dtype == NXRT_DTYPE_STRING || length != bytes_of(h.dtype, h.dims) || offset > weights.size() ||
       length > weights.size() - offset)
     raise(NXRT_ERR_MODEL, "'{}': constant '{}' does not fit the weights section", path, t.name());
-  h.data.assign(weights.data() + offset, weights.data() + offset + length);
+  // A view of the mapped file when it stays mapped (no copy at load), else a copy.
+  if (keep && (reinterpret_cast<uintptr_t>(weights.data() + offset) % 64) == 0)
+    h.data = Bytes::view(weights.data() + offset, length, keep);
+  else
+    h.data.assign(weights.data() + offset, weights.data() + offset + length);
   return h;
 }
 
 std::unique_ptr<nxrt_model_ir> build_ir(onnx::ModelProto& m, const fs::path& base_dir, const std::string& path,
-                                        std::span<const uint8_t> weights = {}) {
+                                        std::span<const uint8_t> weights = {}, const std::shared_ptr<const void>& keep = {}) {
   auto ir = std::make_unique<nxrt_model_ir>();
   ir->path = path;
   ir->ir_version = m.ir_version();
@@ -274,7 +279,7 @@ std::unique_ptr<nxrt_model_ir> build_ir(onnx::ModelProto& m, const fs::path& bas
   auto& g = *m.mutable_graph();
   for (auto& init : *g.mutable_initializer()) {
     nxrt_value* v = value(init.name());
-    auto t = std::make_shared<HostTensor>(in_weights(init) ? from_weights(init, weights, path) : decode_tensor(init, base_dir));
+    auto t = std::make_shared<HostTensor>(in_weights(init) ? from_weights(init, weights, keep, path) : decode_tensor(init, base_dir));
     // Decoded: give the proto's buffers back (clear() would keep their capacity),
     // so the weights are not held twice while loading.
     std::string().swap(*init.mutable_raw_data());
@@ -486,14 +491,14 @@ std::unique_ptr<nxrt_model_ir> load(onnx::ModelProto& m, const fs::path& base_di
 
 
 std::unique_ptr<nxrt_model_ir> load_model_artifact(std::span<const uint8_t> graph, std::span<const uint8_t> weights,
-                                                   const std::string& path) {
+                                                   const std::string& path, std::shared_ptr<const void> keep) {
   onnx::ModelProto m;
   if (graph.size() > size_t(INT32_MAX) || !m.ParseFromArray(graph.data(), int(graph.size())) || !m.has_graph())
     raise(NXRT_ERR_MODEL, "'{}': the compiled model's graph is not a valid ONNX protobuf", path);
   // Checked and shape-inferred when it was compiled (its checksum matched): types come
   // from its value_info, constants from the weights entry.
   check_opsets(m, path);
-  auto ir = build_ir(m, fs::path(path).parent_path(), path, weights);
+  auto ir = build_ir(m, fs::path(path).parent_path(), path, weights, keep);
   check_shapes(*ir);
   check_shape_targets(*ir);
   passes::fold_constant_nodes(*ir);

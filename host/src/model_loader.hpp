@@ -15,8 +15,9 @@ std::unique_ptr<nxrt_model_ir> load_model_file(const std::string& path);
 std::unique_ptr<nxrt_model_ir> load_model_bytes(const void* data, size_t size, const std::string& base_dir);
 // The graph and weights entries of a compiled-model container (artifact.hpp), their
 // checksums already matched: no ONNX checker, no shape inference (both ran when it was
-// compiled). `path` names the model in messages. Throws HostError(MODEL).
+// compiled). `path` names the model in messages. With `keep` (what keeps `weights` mapped)
+// constants are views of `weights`, not copies. Throws HostError(MODEL).
 std::unique_ptr<nxrt_model_ir> load_model_artifact(std::span<const uint8_t> graph, std::span<const uint8_t> weights,
-                                                   const std::string& path);
+                                                   const std::string& path, std::shared_ptr<const void> keep = {});
 
 }  // namespace nxrt
