@@ -105,7 +105,9 @@ class PySession {
     o.fallback = fallback;
     o.threads = threads;
     for (auto& [k, v] : options) o.ep_options.emplace_back(k, v);
-    nxrt::Model model(path);
+    // The host's cache folder: the graph and kernels of a warm start come from it.
+    auto cache = options.find("cache_dir");
+    nxrt::Model model(path, cache == options.end() ? std::string() : cache->second);
     session_ = std::make_unique<nxrt::Session>(*env_, model, o);
   }
 
@@ -115,6 +117,7 @@ class PySession {
       out.append(py::make_tuple(std::string(i.name), shape_of(i), type_name(i.dtype), i.dtype));
     return out;
   }
+  std::string load_report() const { return session_->load_report(); }
   py::list providers() const {
     py::list out;
     for (size_t i = 0; i < nxrt_session_ep_count(session_->get()); ++i) out.append(std::string(nxrt_session_ep_name(session_->get(), i)));
@@ -234,5 +237,6 @@ PYBIND11_MODULE(_nxrt, m) {
       .def("outputs", [](const PySession& s) { return s.io(false); })
       .def("providers", &PySession::providers)
       .def("placement", &PySession::placement)
-      .def("run", &PySession::run, py::arg("feeds"), py::arg("run_options") = std::map<std::string, std::string>{});
+      .def("run", &PySession::run, py::arg("feeds"), py::arg("run_options") = std::map<std::string, std::string>{})
+      .def("load_report", [](const PySession& s) { return s.load_report(); });
 }

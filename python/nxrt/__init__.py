@@ -71,9 +71,12 @@ class InferenceSession:
     fallback: nodes no listed provider claims go to any loaded one (default: True when
     providers is None, else False, so a request for a provider that cannot run the model fails
     with the reason instead of silently running elsewhere). threads: intra-op threads, 0 = default.
+    cache_dir: a compiled-model cache folder (docs/abi.md "What 2.4 adds"): a warm start takes
+    the graph and compiled kernels from it; get_load_report() says what happened. The path may
+    also name a compiled model written by `nxrt compile`.
     """
 
-    def __init__(self, path_or_bytes, providers=None, provider_options=None, fallback=None, threads=0):
+    def __init__(self, path_or_bytes, providers=None, provider_options=None, fallback=None, threads=0, cache_dir=None):
         if not isinstance(path_or_bytes, str) and not hasattr(path_or_bytes, "__fspath__"):
             raise TypeError("InferenceSession takes a model path (serialized model bytes are not supported yet)")
         names = [_ep_name(p if isinstance(p, str) else p[0]) for p in providers] if providers else ["auto"]
@@ -86,10 +89,17 @@ class InferenceSession:
                 options[key] = str(int(v)) if isinstance(v, bool) else str(v)
         if fallback is None:
             fallback = providers is None
+        if cache_dir is not None:
+            options["cache_dir"] = os.fspath(cache_dir)
         self._s = _nxrt.Session(os.fspath(path_or_bytes),
                                 ",".join(names), bool(fallback), options, int(threads))
         self._inputs = [NodeArg(*i) for i in self._s.inputs()]
         self._outputs = [NodeArg(*o) for o in self._s.outputs()]
+
+    def get_load_report(self):
+        """How the session was prepared: stage times (ms) and the cache's verdicts, as a dict."""
+        import json
+        return json.loads(self._s.load_report())
 
     def get_inputs(self):
         return list(self._inputs)

@@ -63,6 +63,17 @@ class NxrtPythonTest(unittest.TestCase):
         with self.assertRaisesRegex(nxrt.Error, "nosuch"):
             s.run(None, self.feeds(), run_options={"nosuch.key": "1"})
 
+    def test_cache_dir_miss_then_hit_same_outputs(self):
+        with tempfile.TemporaryDirectory() as cache:
+            first = nxrt.InferenceSession(self.mlp, providers=["cpu"], cache_dir=cache)
+            self.assertEqual(first.get_load_report()["cache"]["mode"], "miss")
+            second = nxrt.InferenceSession(self.mlp, providers=["cpu"], cache_dir=cache)
+            report = second.get_load_report()
+            self.assertEqual(report["cache"]["mode"], "hit")
+            self.assertIn("compile", report["stages"])
+            x = models.pattern(0, (1, 2, 4))
+            np.testing.assert_array_equal(first.run(None, {"X": x})[0], second.run(None, {"X": x})[0])
+
     def test_dynamic_shape_and_output_names(self):
         s = nxrt.InferenceSession(self.mlp, providers=["cpu"])
         x = np.tile(models.pattern(0, (1, 2, 4)), (1, 3, 1))  # N = 6

@@ -258,8 +258,8 @@ class VkSession : public Session {
   CacheJudgement judge(const std::string& fp) override { return judge_fingerprint(fp, fingerprint()); }
   // The blob's choices must be the ones this device makes for this claim (anything else is
   // another claim, device or build: RECOMPILE with the difference); then its driver
-  // pipeline-cache bytes are merged and its pipelines created now, through the cache, so
-  // the first run only records. The kernel is the one kernel_create makes.
+  // pipeline-cache bytes are merged and, when they hold code, its pipelines created now,
+  // through the cache, so the first run only records. The kernel is the one kernel_create makes.
   std::unique_ptr<Kernel> import_kernel(const Graph& sg, std::span<const uint8_t> blob, CacheJudgement& j) override {
     Device& d = dev();
     ReadBlob rb = read_blob(blob);
@@ -269,10 +269,16 @@ class VkSession : public Session {
     prepare_group(prepared);
     choose(here, prepared);
     if (auto why = mismatch(rb.choices, here)) throw BlobRejected{NXRT_CACHE_RECOMPILE, *why};
-    if (!rb.driver_cache.empty() && !d.merge_pipeline_cache(rb.driver_cache))
-      j = {NXRT_CACHE_USABLE, "the blob's driver pipeline cache is not for this device and driver: pipelines compile at load"};
+    const bool merged = !rb.driver_cache.empty() && d.merge_pipeline_cache(rb.driver_cache);
+    if (!rb.driver_cache.empty() && !merged)
+      j = {NXRT_CACHE_USABLE, "the blob's driver pipeline cache is not for this device and driver: pipelines compile at first run"};
+    // Pipelines are made now only when the driver's cache holds their code (more than its
+    // 32-byte header: lavapipe's never does): then creating them costs a lookup, and the
+    // first run only records. Otherwise they stay lazy, as after kernel_create, so loading
+    // from the cache never costs more than compiling.
+    constexpr size_t kCacheHeaderBytes = 16 + VK_UUID_SIZE;
     try {
-      if (rb.choices.pipelines)
+      if (merged && rb.driver_cache.size() > kCacheHeaderBytes && rb.choices.pipelines)
         for (const PipelineKey& k : *rb.choices.pipelines) d.pipeline(k.shader, k.spec);
     } catch (const Error& e) {
       throw BlobRejected{NXRT_CACHE_RECOMPILE, fmt::format("creating the blob's pipelines failed: {}", e.what())};
