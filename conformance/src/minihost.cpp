@@ -540,6 +540,12 @@ nxrt_status* trap_profile(nxrt_profile_sink*, size_t, const char*, uint64_t, uin
   host_log().violation("the plugin called profile_device_event, which lies beyond the host table's struct_size");
   return nullptr;
 }
+// The mini-host has no string tensors (it never hands a kernel one): a 2.3+ plugin that
+// calls ctx_output_string_set anyway is told so.
+nxrt_status* no_strings(nxrt_kernel_context*, size_t, uint64_t, const char*, uint64_t) {
+  host_log().violation("the plugin called ctx_output_string_set, but the mini-host bound no STRING output");
+  return h_status_create(NXRT_INVALID_ARGUMENT, 0, "ctx_output_string_set: the mini-host binds no STRING outputs");
+}
 
 struct NewerTable {
   nxrt_host_services base;
@@ -556,6 +562,15 @@ const nxrt_host_services* host_table_21() {
   static const nxrt_host_services t = [] {
     nxrt_host_services h = make_table();
     h.abi_minor = kInteropMinor;
+    return h;
+  }();
+  return &t;
+}
+const nxrt_host_services* host_table_24() {
+  static const nxrt_host_services t = [] {
+    nxrt_host_services h = make_table();
+    h.abi_minor = kCacheMinor;
+    h.ctx_output_string_set = no_strings;
     return h;
   }();
   return &t;
@@ -755,7 +770,7 @@ void Plugin::shutdown_raw(const NegotiateResult& r) {
 std::string Plugin::negotiate(uint32_t minor) {
   NegotiateArgs args;
   args.minor = minor;
-  args.host = minor == kHostMinor ? host_table_full() : host_table_21();
+  args.host = minor == kHostMinor ? host_table_full() : minor >= kCacheMinor ? host_table_24() : host_table_21();
   NegotiateResult r = negotiate_raw(args);
   const std::string offered = "2." + std::to_string(minor);
   if (r.rc != NXRT_OK)
@@ -942,7 +957,7 @@ ComputeResult compute(Session& s, nxrt_kernel* k, const std::vector<HostTensor>&
   }
   ctx.outputs.resize(n_outputs);
   {
-    Phase ph("kernel_compute");
+    Phase ph(ctx.opt.phase ? ctx.opt.phase : "kernel_compute");
     if (o.starve_statuses) host_log().starve_statuses = true;
     nxrt_status* st = s.plugin().api().kernel_compute(k, &ctx);
     host_log().starve_statuses = false;
