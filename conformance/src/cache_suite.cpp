@@ -14,6 +14,7 @@
 
 #include "checks.hpp"
 #include "diff_cases.hpp"
+#include "utf8.hpp"
 
 namespace conf {
 namespace {
@@ -35,32 +36,6 @@ const char* verdict_name(uint32_t v) {
   }
 }
 bool accepts(uint32_t v) { return v == NXRT_CACHE_OPTIMAL || v == NXRT_CACHE_USABLE; }
-
-bool valid_utf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto c = uint8_t(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t n;
-    uint32_t cp;
-    if ((c & 0xE0) == 0xC0) n = 1, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0) n = 2, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0) n = 3, cp = c & 0x07;
-    else return false;
-    if (i + n >= s.size()) return false;
-    for (size_t k = 1; k <= n; ++k) {
-      const auto b = uint8_t(s[i + k]);
-      if ((b & 0xC0) != 0x80) return false;
-      cp = cp << 6 | (b & 0x3F);
-    }
-    static const uint32_t min_of[] = {0, 0x80, 0x800, 0x10000};
-    if (cp < min_of[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;  // overlong, too large, surrogate
-    i += n + 1;
-  }
-  return true;
-}
 
 // "" or what is wrong with a text the plugin returns (fingerprint, reason).
 std::string text_problem(std::string_view s) {

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstring>
 #include <thread>
 
 #include "checks.hpp"
@@ -50,7 +52,7 @@ std::string rerun_command(const Config& c, const std::string& case_id) {
 }
 
 // Runs one case on the plugin. *claimed is false when the plugin refused it. "" or why it failed.
-std::string run_case(Session& s, const Case& cs, uint64_t seed, bool* claimed, std::string* refusal) {
+std::string run_case(Session& s, const Case& cs, uint64_t seed, bool* claimed, std::string* refusal, const ComputeOptions& o = {}) {
   CaseGraph g(cs);
   Pipeline p(s, g.gb);
   std::string e = p.build();
@@ -62,9 +64,24 @@ std::string run_case(Session& s, const Case& cs, uint64_t seed, bool* claimed, s
   }
   const auto in = diff::make_inputs(cs, seed);
   std::vector<HostTensor> out;
-  e = p.run(g.feed(in), out);
+  e = p.run(g.feed(in), out, o);
   if (!e.empty()) return e;
-  return diff::compare_ref(cs, out.at(0), diff::reference(cs, in));
+  e = diff::compare_ref(cs, out.at(0), diff::reference(cs, in));
+  if (!e.empty() && o.byte_offset) {
+    // A kernel that ignores byte_offset reads the decoy bytes (3.4e38 as float32) or leaves them.
+    const HostTensor& y = out.at(0);
+    size_t decoys = 0;
+    for (size_t i = 0; i + 4 <= y.bytes.size(); i += 4) {
+      float v;
+      std::memcpy(&v, &y.bytes[i], 4);
+      decoys += std::isinf(v) || std::fabs(v) >= 1e38f;
+    }
+    if (decoys)
+      e += fmt::format(" ({} output elements are inf or about 3.4e38, the value of the decoy bytes around the tensors: is "
+                       "byte_offset ignored?)",
+                       decoys);
+  }
+  return e;
 }
 
 // "Op:id" -> (spec, id); null spec when `which` does not name one.
@@ -114,6 +131,34 @@ Record op_check(const Config& c, const OpSpec& spec) {
                                 c.diff_seed, spec.rtol);
   if (claimed < int(ids.size())) msg += "; refused: " + first_refusal;
   return pass(msg);
+}
+
+// Each op's fixed cases again, with input i at byte_offset 256 * (i + 1) and the output at
+// 256, inside larger allocations filled with decoy bytes: the offset is part of the tensor.
+Record byte_offset_check(const Config& c) {
+  Env env(c);
+  if (auto r = env.session()) return *r;
+  ComputeOptions o;
+  o.byte_offset = NXRT_TENSOR_ALIGNMENT;
+  int claimed = 0, ops = 0;
+  for (const OpSpec& spec : diff::op_specs()) {
+    bool any = false;
+    for (int id = 0; id < 4; ++id) {
+      const Case cs = diff::make_case(spec, c.diff_seed, id);
+      bool was_claimed = false;
+      std::string refusal;
+      const std::string e = run_case(*env.s, cs, c.diff_seed, &was_claimed, &refusal, o);
+      if (!was_claimed && e.empty()) continue;
+      any = true;
+      ++claimed;
+      if (!e.empty())
+        return fail(fmt::format("case {}:{} ({}) with inputs at byte_offset 256, 512, ... and the output at 256: {}. Rerun: {}",
+                                spec.id, id, cs.describe(), e, rerun_command(c, "byte_offset")));
+    }
+    ops += any;
+  }
+  if (!claimed) return skip("not run: the plugin claims none of the diff suite's cases");
+  return pass(fmt::format("{} cases of {} ops match the float64 reference with inputs and outputs at non-zero byte offsets", claimed, ops));
 }
 
 // Mid-sized cases, big enough that concurrent calls overlap.
@@ -205,23 +250,26 @@ Record concurrent_distinct_inputs(const Config& c) {
 }  // namespace
 
 std::string diff_case_error(const std::string& which) {
-  if (which.empty()) return "";
+  if (which.empty() || which == "byte_offset") return "";
   auto [spec, id] = parse_case(which);
   if (spec && (id >= 0 || which.find(':') == std::string::npos)) return "";
   std::string known;
   for (auto& s : diff::op_specs()) known += (known.empty() ? "" : ", ") + s.id;
-  return "--diff-case '" + which + "': expected OP or OP:ID with OP one of " + known;
+  return "--diff-case '" + which + "': expected OP or OP:ID with OP one of " + known + " (or byte_offset)";
 }
 
 std::vector<Item> diff_items(const Config& cfg) {
   std::vector<Item> items;
   auto [only, only_id] = parse_case(cfg.diff_case);
+  const bool offsets_only = cfg.diff_case == "byte_offset";
   for (const OpSpec& spec : diff::op_specs()) {
-    if (only && only != &spec) continue;
+    if ((only && only != &spec) || offsets_only) continue;
     const OpSpec* sp = &spec;
     items.push_back(Item{"op." + spec.id, [cfg, sp] { return std::vector<Record>{op_check(cfg, *sp)}; }, spec.op, "float32"});
   }
   if (!only)
+    items.push_back(Item{"byte_offset.inputs_outputs", [cfg] { return std::vector<Record>{byte_offset_check(cfg)}; }, "", ""});
+  if (!only && !offsets_only)
     items.push_back(Item{"concurrent_run.distinct_inputs", [cfg] { return std::vector<Record>{concurrent_distinct_inputs(cfg)}; },
                          "", ""});
   return items;

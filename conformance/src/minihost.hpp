@@ -290,7 +290,13 @@ struct ComputeOptions {
   bool manual_run = false;       // the caller calls the run hooks itself (Pipeline::run does otherwise)
   nxrt_stream* stream = nullptr;
   const char* phase = nullptr;   // names the call in a crash report (default "kernel_compute")
+  // Non-zero: input i and every output are placed at byte_offset (i + 1) * this (a multiple of
+  // NXRT_TENSOR_ALIGNMENT) inside a larger allocation whose other bytes hold kDecoyByte.
+  uint64_t byte_offset = 0;
 };
+// Fills the bytes around a tensor placed at an offset: as float32 each element is
+// 3.3961514e38, so a kernel that ignores byte_offset reads (or leaves) huge values.
+constexpr uint8_t kDecoyByte = 0x7F;
 
 struct ComputeResult {
   Result status;

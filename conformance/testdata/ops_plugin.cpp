@@ -16,6 +16,7 @@
 //   BROKEN_FINGERPRINT_CHANGES     the fingerprint holds a per-session counter
 //   BROKEN_IMPORT_CRASHES_TRUNCATED kernel_import trusts the payload size in the header
 //   BROKEN_CHECK_ACCEPTS_GARBAGE   cache_check answers OPTIMAL whatever the fingerprint
+//   BROKEN_IGNORES_BYTE_OFFSET     inputs are read from their allocation's start (byte_offset ignored)
 #include <nxrt_sdk/sdk.hpp>
 
 #include <cstring>
@@ -100,7 +101,11 @@ class OpKernel : public Kernel {
  protected:
   ConstTensorView in(Context& ctx, size_t i) const {
     auto it = pinned.find(i);
+#ifdef BROKEN_IGNORES_BYTE_OFFSET
+    if (it == pinned.end()) return without_offset(ctx.input(i));  // reads from the allocation's start
+#else
     if (it == pinned.end()) return ctx.input(i);
+#endif
     return view(it->second);
   }
   std::optional<ConstTensorView> optional_in(Context& ctx, size_t i) const {
@@ -110,6 +115,16 @@ class OpKernel : public Kernel {
   }
 
  private:
+  static ConstTensorView without_offset(const ConstTensorView& t) {
+    nxrt_const_tensor c{};
+    c.struct_size = sizeof c;
+    c.dtype = t.dtype();
+    c.rank = uint32_t(t.rank());
+    c.memory = t.memory();
+    c.dims = t.dims().data();
+    c.data = t.handle();
+    return ConstTensorView(c);
+  }
   static ConstTensorView view(const Pinned& p) {
     nxrt_const_tensor t{};
     t.struct_size = sizeof t;
