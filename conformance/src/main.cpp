@@ -48,6 +48,7 @@ void usage(FILE* f) {
                "  --diff-seed N         seed of the diff suite's generated cases (default 1)\n"
                "  --diff-cases N        at most N cases per op in the diff suite (default: each op's own count)\n"
                "  --diff-case OP[:ID]   diff suite: only op OP (e.g. MatMul, Softmax_11), or only its case ID\n"
+               "                        (or byte_offset, zero_size, special_values: that input check alone)\n"
                "Exit status 0 only when every check that applies passes.\n");
 }
 

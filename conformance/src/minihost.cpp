@@ -454,7 +454,7 @@ nxrt_status* c_out(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, uint32_
   o.bytes = size_t(numel(o.dims)) * es;
   auto& api = ctx->session->plugin().api();
   const uint64_t off = ctx->opt.byte_offset;
-  if (off) {  // inside a larger allocation, surrounded by decoy bytes
+  if (off || ctx->opt.poison_outputs) {  // inside a larger allocation, surrounded by decoy bytes
     o.offset = off;
     std::vector<uint8_t> decoy(o.bytes + 2 * off, conf::kDecoyByte);
     conf::Result r = ctx->session->upload(decoy.data(), decoy.size(), &o.handle);

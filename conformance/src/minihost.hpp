@@ -293,6 +293,7 @@ struct ComputeOptions {
   // Non-zero: input i and every output are placed at byte_offset (i + 1) * this (a multiple of
   // NXRT_TENSOR_ALIGNMENT) inside a larger allocation whose other bytes hold kDecoyByte.
   uint64_t byte_offset = 0;
+  bool poison_outputs = false;  // outputs start filled with kDecoyByte (an unwritten element shows)
 };
 // Fills the bytes around a tensor placed at an offset: as float32 each element is
 // 3.3961514e38, so a kernel that ignores byte_offset reads (or leaves) huge values.

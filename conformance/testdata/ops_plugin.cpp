@@ -17,6 +17,8 @@
 //   BROKEN_IMPORT_CRASHES_TRUNCATED kernel_import trusts the payload size in the header
 //   BROKEN_CHECK_ACCEPTS_GARBAGE   cache_check answers OPTIMAL whatever the fingerprint
 //   BROKEN_IGNORES_BYTE_OFFSET     inputs are read from their allocation's start (byte_offset ignored)
+//   BROKEN_MATMUL_EMPTY_K          MatMul with K = 0 leaves its output unwritten (not zeros)
+//   BROKEN_SAFE_DIV                Div gives 0 for a zero divisor (IEEE: +-Inf or NaN)
 #include <nxrt_sdk/sdk.hpp>
 
 #include <cstring>
@@ -60,7 +62,7 @@ std::optional<Dims> broadcast(const Dims& a, const Dims& b) {
     const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
     const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
     if (da != db && da != 1 && db != 1) return std::nullopt;
-    out[i] = std::max(da, db);
+    out[i] = da == 1 ? db : da;  // a size-0 dim broadcasts against 1 to 0
   }
   return out;
 }
@@ -199,6 +201,9 @@ class MatMulKernel : public OpKernel {
     if (!a_vec) out_dims.push_back(M);
     if (!b_vec) out_dims.push_back(N);
     auto y = ctx.output(0, NXRT_DTYPE_FLOAT32, std::span<const int64_t>(out_dims));
+#ifdef BROKEN_MATMUL_EMPTY_K
+    if (K == 0) return;  // "nothing to multiply": the output is left unwritten instead of zeros
+#endif
     const float *pa = a.data<float>(), *pb = b.data<float>();
     float* out = y.data<float>();
     const int64_t nb = element_count(*batch);
@@ -310,7 +315,12 @@ const KernelRegistry<OpsSession>& registry() {
     k.add({"Add", "", 7, INT_MAX, f32_static, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a + b; }, kAddOneWay); }});
     k.add({"Sub", "", 7, INT_MAX, f32_static, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a - b; }); }});
     k.add({"Mul", "", 7, INT_MAX, f32_static, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a * b; }); }});
+#ifdef BROKEN_SAFE_DIV
+    // "Never divide by zero": 0 where IEEE gives +-Inf or NaN.
+    k.add({"Div", "", 7, INT_MAX, f32_static, [](const Node&, OpsSession&) { return binary([](float a, float b) { return b == 0 ? 0.f : a / b; }); }});
+#else
     k.add({"Div", "", 7, INT_MAX, f32_static, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a / b; }); }});
+#endif
     k.add({"Relu", "", 6, INT_MAX, f32_static,
            [](const Node&, OpsSession&) -> std::unique_ptr<Kernel> { return std::make_unique<ReluKernel>(); }});
     k.add({"MatMul", "", 9, INT_MAX, f32_static,
