@@ -16,6 +16,7 @@
 //   BROKEN_FINGERPRINT_CHANGES     the fingerprint holds a per-session counter
 //   BROKEN_IMPORT_CRASHES_TRUNCATED kernel_import trusts the payload size in the header
 //   BROKEN_CHECK_ACCEPTS_GARBAGE   cache_check answers OPTIMAL whatever the fingerprint
+//   BROKEN_WRITES_BLOB             kernel_import writes a flag into the (read-only) blob
 //   BROKEN_IGNORES_BYTE_OFFSET     inputs are read from their allocation's start (byte_offset ignored)
 //   BROKEN_MATMUL_EMPTY_K          MatMul with K = 0 leaves its output unwritten (not zeros)
 //   BROKEN_SAFE_DIV                Div gives 0 for a zero divisor (IEEE: +-Inf or NaN)
@@ -535,6 +536,10 @@ class OpsSession : public HostMemorySession {
       op->pinned[idx] = {dims, r.array<float>(uint64_t(element_count(dims))).data()};
     }
     if (r.remaining()) r.reject("{} bytes after the last constant", r.remaining());
+#ifdef BROKEN_WRITES_BLOB
+    // Marks the blob as seen, in place: the host's blob is a read-only mapping it shares.
+    const_cast<uint8_t*>(blob.data())[15] = 0x80;
+#endif
 #ifdef BROKEN_BLOB_AFTER_RELEASE
     if (!reuse(*op)) remember(*op);
 #endif
