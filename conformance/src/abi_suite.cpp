@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "checks.hpp"
+#include "utf8.hpp"
 
 namespace conf {
 namespace {
@@ -765,6 +766,8 @@ Record device_count_stable(const Config& c) {
 std::string info_problem(const nxrt_device_info& i) {
   if (!i.name || !*i.name) return "name is NULL or empty";
   if (!i.vendor) return "vendor is NULL";
+  if (!valid_utf8(i.name)) return "name is not valid UTF-8: '" + to_valid_utf8(i.name) + "'";
+  if (!valid_utf8(i.vendor)) return "vendor is not valid UTF-8: '" + to_valid_utf8(i.vendor) + "'";
   if (i.kind > NXRT_DEVICE_OTHER) return "kind " + std::to_string(int(i.kind)) + " is not an nxrt_device_kind";
   if (i.dtypes == 0) return "dtypes is 0 (no element type accepted)";
   uint64_t valid = 0;

@@ -109,6 +109,7 @@ std::vector<Item> abi_items(const Config& cfg);
 std::vector<Item> stress_items(const Config& cfg);
 std::vector<Item> interop_items(const Config& cfg);
 std::vector<Item> diff_items(const Config& cfg);
+std::vector<Item> cache_items(const Config& cfg);
 // "" or why a --diff-case value names no op or case.
 std::string diff_case_error(const std::string& which);
 std::vector<Item> ops_items(const Config& cfg, std::string* error);

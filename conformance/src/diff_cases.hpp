@@ -40,6 +40,12 @@ Case make_case(const OpSpec& spec, uint64_t seed, int id);
 // Float32 inputs of a case (values from the seed; Div divisors kept away from 0).
 std::vector<HostTensor> make_inputs(const Case& c, uint64_t seed, uint64_t salt = 0);
 
+// Cases with a size-0 dim in several positions (broadcast against 1, empty reductions).
+std::vector<Case> zero_size_cases(const OpSpec& spec);
+
+// make_inputs with NaN, +-Inf, -0 and denormals mixed in where IEEE arithmetic fixes the result.
+std::vector<HostTensor> special_inputs(const Case& c, uint64_t seed);
+
 // The float64 reference output of a case, rounded to float32 at the end.
 std::vector<double> reference(const Case& c, const std::vector<HostTensor>& inputs);
 

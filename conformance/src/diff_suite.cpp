@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstring>
 #include <thread>
 
 #include "checks.hpp"
@@ -50,7 +52,8 @@ std::string rerun_command(const Config& c, const std::string& case_id) {
 }
 
 // Runs one case on the plugin. *claimed is false when the plugin refused it. "" or why it failed.
-std::string run_case(Session& s, const Case& cs, uint64_t seed, bool* claimed, std::string* refusal) {
+std::string run_case(Session& s, const Case& cs, uint64_t seed, bool* claimed, std::string* refusal, const ComputeOptions& o = {},
+                     bool special = false) {
   CaseGraph g(cs);
   Pipeline p(s, g.gb);
   std::string e = p.build();
@@ -60,11 +63,28 @@ std::string run_case(Session& s, const Case& cs, uint64_t seed, bool* claimed, s
     *refusal = refusal_of(p);
     return "";
   }
-  const auto in = diff::make_inputs(cs, seed);
+  const auto in = special ? diff::special_inputs(cs, seed) : diff::make_inputs(cs, seed);
   std::vector<HostTensor> out;
-  e = p.run(g.feed(in), out);
+  e = p.run(g.feed(in), out, o);
   if (!e.empty()) return e;
-  return diff::compare_ref(cs, out.at(0), diff::reference(cs, in));
+  e = diff::compare_ref(cs, out.at(0), diff::reference(cs, in));
+  if (!e.empty() && (o.byte_offset || o.poison_outputs)) {
+    // A kernel that ignores byte_offset reads the decoy bytes (3.4e38 as float32) or leaves them.
+    const HostTensor& y = out.at(0);
+    size_t decoys = 0;
+    for (size_t i = 0; i + 4 <= y.bytes.size(); i += 4) {
+      float v;
+      std::memcpy(&v, &y.bytes[i], 4);
+      decoys += std::isinf(v) || std::fabs(v) >= 1e38f;
+    }
+    if (decoys && o.byte_offset)
+      e += fmt::format(" ({} output elements are inf or about 3.4e38, the value of the decoy bytes around the tensors: is "
+                       "byte_offset ignored?)",
+                       decoys);
+    else if (decoys)
+      e += fmt::format(" ({} output elements are inf or about 3.4e38, the decoy bytes the output started as: left unwritten?)", decoys);
+  }
+  return e;
 }
 
 // "Op:id" -> (spec, id); null spec when `which` does not name one.
@@ -114,6 +134,87 @@ Record op_check(const Config& c, const OpSpec& spec) {
                                 c.diff_seed, spec.rtol);
   if (claimed < int(ids.size())) msg += "; refused: " + first_refusal;
   return pass(msg);
+}
+
+// Each op's fixed cases again, with input i at byte_offset 256 * (i + 1) and the output at
+// 256, inside larger allocations filled with decoy bytes: the offset is part of the tensor.
+Record byte_offset_check(const Config& c) {
+  Env env(c);
+  if (auto r = env.session()) return *r;
+  ComputeOptions o;
+  o.byte_offset = NXRT_TENSOR_ALIGNMENT;
+  int claimed = 0, ops = 0;
+  for (const OpSpec& spec : diff::op_specs()) {
+    bool any = false;
+    for (int id = 0; id < 4; ++id) {
+      const Case cs = diff::make_case(spec, c.diff_seed, id);
+      bool was_claimed = false;
+      std::string refusal;
+      const std::string e = run_case(*env.s, cs, c.diff_seed, &was_claimed, &refusal, o);
+      if (!was_claimed && e.empty()) continue;
+      any = true;
+      ++claimed;
+      if (!e.empty())
+        return fail(fmt::format("case {}:{} ({}) with inputs at byte_offset 256, 512, ... and the output at 256: {}. Rerun: {}",
+                                spec.id, id, cs.describe(), e, rerun_command(c, "byte_offset")));
+    }
+    ops += any;
+  }
+  if (!claimed) return skip("not run: the plugin claims none of the diff suite's cases");
+  return pass(fmt::format("{} cases of {} ops match the float64 reference with inputs and outputs at non-zero byte offsets", claimed, ops));
+}
+
+// Inputs the other checks never send (issue 14): size-0 dims in every position, with the
+// output poisoned so an element left unwritten shows; and NaN, +-Inf, -0 and denormals.
+Record zero_size_check(const Config& c) {
+  Env env(c);
+  if (auto r = env.session()) return *r;
+  ComputeOptions o;
+  o.poison_outputs = true;
+  int claimed = 0, total = 0;
+  std::string refused;
+  for (const OpSpec& spec : diff::op_specs())
+    for (const Case& cs : diff::zero_size_cases(spec)) {
+      ++total;
+      bool was_claimed = false;
+      std::string refusal;
+      const std::string e = run_case(*env.s, cs, c.diff_seed, &was_claimed, &refusal, o);
+      if (!was_claimed && e.empty()) {
+        if (refused.empty()) refused = cs.describe() + ": " + refusal;
+        continue;
+      }
+      ++claimed;
+      if (!e.empty())
+        return fail(fmt::format("{} (a size-0 dim; outputs start as decoy bytes): {}. Rerun: {}", cs.describe(), e,
+                                rerun_command(c, "zero_size")));
+    }
+  if (!claimed) return make_record("unsupported", fmt::format("refused all {} cases; first: {}", total, refused));
+  return pass(fmt::format("{} of {} cases with size-0 dims match the reference{}", claimed, total,
+                          claimed < total ? "; refused: " + refused : ""));
+}
+
+Record special_values_check(const Config& c) {
+  Env env(c);
+  if (auto r = env.session()) return *r;
+  int claimed = 0, ops = 0;
+  for (const OpSpec& spec : diff::op_specs()) {
+    bool any = false;
+    for (int id = 0; id < 6; ++id) {
+      Case cs = diff::make_case(spec, c.diff_seed, id);
+      bool was_claimed = false;
+      std::string refusal;
+      const std::string e = run_case(*env.s, cs, c.diff_seed, &was_claimed, &refusal, {}, true);
+      if (!was_claimed && e.empty()) continue;
+      any = true;
+      ++claimed;
+      if (!e.empty())
+        return fail(fmt::format("case {}:{} ({}) with NaN, +-Inf, -0 and denormal inputs: {}. Rerun: {}", spec.id, id,
+                                cs.describe(), e, rerun_command(c, "special_values")));
+    }
+    ops += any;
+  }
+  if (!claimed) return skip("not run: the plugin claims none of the diff suite's cases");
+  return pass(fmt::format("{} cases of {} ops with NaN, +-Inf, -0 and denormal inputs match the IEEE float64 reference", claimed, ops));
 }
 
 // Mid-sized cases, big enough that concurrent calls overlap.
@@ -205,23 +306,32 @@ Record concurrent_distinct_inputs(const Config& c) {
 }  // namespace
 
 std::string diff_case_error(const std::string& which) {
-  if (which.empty()) return "";
+  if (which.empty() || which == "byte_offset" || which == "zero_size" || which == "special_values") return "";
   auto [spec, id] = parse_case(which);
   if (spec && (id >= 0 || which.find(':') == std::string::npos)) return "";
   std::string known;
   for (auto& s : diff::op_specs()) known += (known.empty() ? "" : ", ") + s.id;
-  return "--diff-case '" + which + "': expected OP or OP:ID with OP one of " + known;
+  return "--diff-case '" + which + "': expected OP or OP:ID with OP one of " + known + " (or byte_offset, zero_size, special_values)";
 }
 
 std::vector<Item> diff_items(const Config& cfg) {
   std::vector<Item> items;
   auto [only, only_id] = parse_case(cfg.diff_case);
+  // --diff-case names one op (or case), or one of the input checks.
+  const std::string& dc = cfg.diff_case;
+  const bool one_check = dc == "byte_offset" || dc == "zero_size" || dc == "special_values";
   for (const OpSpec& spec : diff::op_specs()) {
-    if (only && only != &spec) continue;
+    if ((only && only != &spec) || one_check) continue;
     const OpSpec* sp = &spec;
     items.push_back(Item{"op." + spec.id, [cfg, sp] { return std::vector<Record>{op_check(cfg, *sp)}; }, spec.op, "float32"});
   }
-  if (!only)
+  if (!only && (!one_check || dc == "byte_offset"))
+    items.push_back(Item{"byte_offset.inputs_outputs", [cfg] { return std::vector<Record>{byte_offset_check(cfg)}; }, "", ""});
+  if (!only && (!one_check || dc == "zero_size"))
+    items.push_back(Item{"inputs.zero_size_dims", [cfg] { return std::vector<Record>{zero_size_check(cfg)}; }, "", ""});
+  if (!only && (!one_check || dc == "special_values"))
+    items.push_back(Item{"inputs.special_values", [cfg] { return std::vector<Record>{special_values_check(cfg)}; }, "", ""});
+  if (!only && !one_check)
     items.push_back(Item{"concurrent_run.distinct_inputs", [cfg] { return std::vector<Record>{concurrent_distinct_inputs(cfg)}; },
                          "", ""});
   return items;

@@ -1,6 +1,6 @@
 // nxrt-conformance: certifies an EP plugin binary.
 //
-//   nxrt-conformance --plugin PATH|NAME [--device N] [--suite abi,interop,diff,ops,models,stress]
+//   nxrt-conformance --plugin PATH|NAME [--device N] [--suite abi,interop,diff,cache,ops,models,stress]
 //                    [--tests DIR] [--models DIR] [--reference PATH|NAME]
 //                    [--report-json F] [--report-md F] [--report-html F]
 //                    [--jobs N] [--timeout S] [--stress-seconds S] [--ops-filter REGEX]
@@ -35,7 +35,7 @@ void usage(FILE* f) {
                "  --plugin PATH|NAME    plugin library, or EP name resolved to libnxrt_ep_NAME.so\n"
                "                        (NXRT_PLUGIN_PATH, then <bin>/../lib and the installed <libdir>/nxrt)\n"
                "  --device N            device index (default 0)\n"
-               "  --suite LIST          comma-separated: abi,interop,diff,ops,models,stress (default: all)\n"
+               "  --suite LIST          comma-separated: abi,interop,diff,cache,ops,models,stress (default: all)\n"
                "  --tests DIR           ONNX backend node tests (DIR/node/*, DIR/simple/*); default: generated\n"
                "                        with tools/gen_onnx_node_tests.py into the cache folder\n"
                "  --models DIR          bench models (*.onnx); default: generated with tools/gen_bench_models.py\n"
@@ -48,6 +48,7 @@ void usage(FILE* f) {
                "  --diff-seed N         seed of the diff suite's generated cases (default 1)\n"
                "  --diff-cases N        at most N cases per op in the diff suite (default: each op's own count)\n"
                "  --diff-case OP[:ID]   diff suite: only op OP (e.g. MatMul, Softmax_11), or only its case ID\n"
+               "                        (or byte_offset, zero_size, special_values: that input check alone)\n"
                "Exit status 0 only when every check that applies passes.\n");
 }
 
@@ -218,7 +219,7 @@ int main(int argc, char** argv) {
   // The ops and models suites run through libnxrt: its read-only input guard hashes every
   // kernel input before and after the call, so a plugin writing to an input fails by name.
   setenv("NXRT_CHECK_READONLY_INPUTS", "1", 1);
-  std::string plugin_arg, suites_arg = "abi,interop,diff,ops,models,stress", json, mdf, htmlf, tests, models, reference = "cpu", filter;
+  std::string plugin_arg, suites_arg = "abi,interop,diff,cache,ops,models,stress", json, mdf, htmlf, tests, models, reference = "cpu", filter;
   Config cfg;
   int jobs = int(std::max(1u, std::thread::hardware_concurrency()));
   double timeout = 120;
@@ -268,11 +269,11 @@ int main(int argc, char** argv) {
                  plugin_arg.c_str(), plugin_arg.c_str(), exe_dir().c_str());
     return 2;
   }
-  std::set<std::string> known = {"abi", "interop", "diff", "ops", "models", "stress"};
+  std::set<std::string> known = {"abi", "interop", "diff", "cache", "ops", "models", "stress"};
   std::vector<std::string> suites = split(suites_arg, ',');
   for (auto& s : suites)
     if (!known.count(s)) {
-      std::fprintf(stderr, "nxrt-conformance: unknown suite '%s' (abi, interop, diff, ops, models, stress)\n", s.c_str());
+      std::fprintf(stderr, "nxrt-conformance: unknown suite '%s' (abi, interop, diff, cache, ops, models, stress)\n", s.c_str());
       return 2;
     }
   if (std::string e = diff_case_error(cfg.diff_case); !e.empty()) {
@@ -307,6 +308,8 @@ int main(int argc, char** argv) {
       items = interop_items(cfg);
     } else if (suite == "diff") {
       items = diff_items(cfg);
+    } else if (suite == "cache") {
+      items = cache_items(cfg);
     } else if (suite == "stress") {
       items = stress_items(cfg);
       o.jobs = 1;  // the checks load the machine themselves

@@ -1,4 +1,5 @@
 #include "minihost.hpp"
+#include "utf8.hpp"
 #include "runner.hpp"
 
 #include <dlfcn.h>
@@ -90,6 +91,8 @@ std::string consume_status(nxrt_status* s, nxrt_status_code* code, std::string* 
     if (s->code == NXRT_OK) *problem = "a non-NULL status carries NXRT_OK";
     else if (s->code < 1 || s->code > 9) *problem = "status code " + std::to_string(int(s->code)) + " is not an nxrt_status_code";
     else if (s->message.empty()) *problem = std::string("status ") + status_code_name(s->code) + " has an empty message";
+    else if (!valid_utf8(s->message))
+      *problem = std::string("status ") + status_code_name(s->code) + "'s message is not valid UTF-8: '" + to_valid_utf8(s->message) + "'";
   }
   s->magic = 0;
   delete s;
@@ -389,6 +392,7 @@ struct nxrt_kernel_context {
     std::vector<int64_t> dims;
     void* handle = nullptr;
     size_t bytes = 0;
+    uint64_t offset = 0;  // byte_offset inside the allocation
   };
   std::vector<Out> outputs;
   conf::ComputeOptions opt;
@@ -449,14 +453,22 @@ nxrt_status* c_out(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, uint32_
     }
   o.bytes = size_t(numel(o.dims)) * es;
   auto& api = ctx->session->plugin().api();
-  nxrt_status* st = api.memory_alloc(ctx->session->raw(), NXRT_MEMORY_DEVICE, o.bytes, NXRT_TENSOR_ALIGNMENT, &o.handle);
-  if (st) return st;  // the plugin's own allocation failure goes back to it
+  const uint64_t off = ctx->opt.byte_offset;
+  if (off || ctx->opt.poison_outputs) {  // inside a larger allocation, surrounded by decoy bytes
+    o.offset = off;
+    std::vector<uint8_t> decoy(o.bytes + 2 * off, conf::kDecoyByte);
+    conf::Result r = ctx->session->upload(decoy.data(), decoy.size(), &o.handle);
+    if (!r.ok) return h_status_create(NXRT_OUT_OF_MEMORY, 0, ("ctx_output: " + r.str()).c_str());
+  } else {
+    nxrt_status* st = api.memory_alloc(ctx->session->raw(), NXRT_MEMORY_DEVICE, o.bytes, NXRT_TENSOR_ALIGNMENT, &o.handle);
+    if (st) return st;  // the plugin's own allocation failure goes back to it
+  }
   nxrt_tensor t{};
   t.dtype = dtype;
   t.rank = rank;
   t.dims = o.dims.data();
   t.data = o.handle;
-  t.byte_offset = 0;
+  t.byte_offset = o.offset;
   t.memory = NXRT_MEMORY_DEVICE;
   fill_callee(out, t);
   return nullptr;
@@ -540,6 +552,12 @@ nxrt_status* trap_profile(nxrt_profile_sink*, size_t, const char*, uint64_t, uin
   host_log().violation("the plugin called profile_device_event, which lies beyond the host table's struct_size");
   return nullptr;
 }
+// The mini-host has no string tensors (it never hands a kernel one): a 2.3+ plugin that
+// calls ctx_output_string_set anyway is told so.
+nxrt_status* no_strings(nxrt_kernel_context*, size_t, uint64_t, const char*, uint64_t) {
+  host_log().violation("the plugin called ctx_output_string_set, but the mini-host bound no STRING output");
+  return h_status_create(NXRT_INVALID_ARGUMENT, 0, "ctx_output_string_set: the mini-host binds no STRING outputs");
+}
 
 struct NewerTable {
   nxrt_host_services base;
@@ -556,6 +574,15 @@ const nxrt_host_services* host_table_21() {
   static const nxrt_host_services t = [] {
     nxrt_host_services h = make_table();
     h.abi_minor = kInteropMinor;
+    return h;
+  }();
+  return &t;
+}
+const nxrt_host_services* host_table_24() {
+  static const nxrt_host_services t = [] {
+    nxrt_host_services h = make_table();
+    h.abi_minor = kCacheMinor;
+    h.ctx_output_string_set = no_strings;
     return h;
   }();
   return &t;
@@ -755,7 +782,7 @@ void Plugin::shutdown_raw(const NegotiateResult& r) {
 std::string Plugin::negotiate(uint32_t minor) {
   NegotiateArgs args;
   args.minor = minor;
-  args.host = minor == kHostMinor ? host_table_full() : host_table_21();
+  args.host = minor == kHostMinor ? host_table_full() : minor >= kCacheMinor ? host_table_24() : host_table_21();
   NegotiateResult r = negotiate_raw(args);
   const std::string offered = "2." + std::to_string(minor);
   if (r.rc != NXRT_OK)
@@ -909,6 +936,7 @@ ComputeResult compute(Session& s, nxrt_kernel* k, const std::vector<HostTensor>&
   } release_stream{api, own_stream};
   ctx.in_dims.reserve(inputs.size());
   std::vector<void*> handles;
+  std::vector<uint64_t> offsets;
   for (size_t i = 0; i < inputs.size(); ++i) {
     auto& t = inputs[i];
     // A constant the kernel captured: dtype and dims, data = NULL.
@@ -919,8 +947,15 @@ ComputeResult compute(Session& s, nxrt_kernel* k, const std::vector<HostTensor>&
       captured = g->captured.count(o.view->inputs[i]) != 0;
     }
     void* h = nullptr;
+    const uint64_t off = o.byte_offset * (i + 1);
+    offsets.push_back(off);
     if (!captured) {
-      Result r = s.upload(t.bytes.data(), t.bytes.size(), &h);
+      std::vector<uint8_t> placed;
+      if (off) {  // at the offset, decoy bytes around it
+        placed.assign(t.bytes.size() + 2 * off, kDecoyByte);
+        std::copy(t.bytes.begin(), t.bytes.end(), placed.begin() + long(off));
+      }
+      Result r = off ? s.upload(placed.data(), placed.size(), &h) : s.upload(t.bytes.data(), t.bytes.size(), &h);
       if (!r.ok) {
         res.problem = "uploading an input failed: " + r.str() + (r.problem.empty() ? "" : " (" + r.problem + ")");
         for (auto* x : handles) s.free(x);
@@ -935,14 +970,14 @@ ComputeResult compute(Session& s, nxrt_kernel* k, const std::vector<HostTensor>&
     nt.rank = uint32_t(t.dims.size());
     nt.dims = ctx.in_dims.back().data();
     nt.data = h;
-    nt.byte_offset = 0;
+    nt.byte_offset = off;
     nt.memory = NXRT_MEMORY_DEVICE;
     ctx.inputs.push_back(nt);
     ctx.in_present.push_back(true);
   }
   ctx.outputs.resize(n_outputs);
   {
-    Phase ph("kernel_compute");
+    Phase ph(ctx.opt.phase ? ctx.opt.phase : "kernel_compute");
     if (o.starve_statuses) host_log().starve_statuses = true;
     nxrt_status* st = s.plugin().api().kernel_compute(k, &ctx);
     host_log().starve_statuses = false;
@@ -956,7 +991,7 @@ ComputeResult compute(Session& s, nxrt_kernel* k, const std::vector<HostTensor>&
   for (size_t i = 0; i < inputs.size() && res.input_written < 0; ++i) {
     if (!handles[i] || inputs[i].bytes.empty()) continue;
     std::vector<uint8_t> back(inputs[i].bytes.size());
-    Result r = s.download(handles[i], 0, back.data(), back.size());
+    Result r = s.download(handles[i], offsets[i], back.data(), back.size());
     if (!r.ok) {
       if (res.problem.empty()) res.problem = "downloading input " + std::to_string(i) + " after compute failed: " + r.str();
       continue;
@@ -980,7 +1015,7 @@ ComputeResult compute(Session& s, nxrt_kernel* k, const std::vector<HostTensor>&
       t.dtype = out.dtype;
       t.dims = out.dims;
       t.bytes.resize(out.bytes);
-      Result r = s.download(out.handle, 0, t.bytes.data(), t.bytes.size());
+      Result r = s.download(out.handle, out.offset, t.bytes.data(), t.bytes.size());
       if (!r.ok) res.problem = "downloading output " + std::to_string(i) + " failed: " + r.str();
       res.outputs.push_back(std::move(t));
     }

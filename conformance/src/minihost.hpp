@@ -124,11 +124,15 @@ constexpr const char* kHostVersion = "2.0.0";
 // reach the 2.1 and 2.2 entry points; the services table did not change in 2.1 or 2.2.
 constexpr uint32_t kHostMinor = 0;
 constexpr uint32_t kInteropMinor = 2;
+// The cache suite negotiates as a 2.4 host (the compiled-kernel cache entry points).
+constexpr uint32_t kCacheMinor = 4;
 
 // The host services table. `full` is the ABI 2.0 table (abi_minor 0).
 const nxrt_host_services* host_table_full();
 // The same table as a 2.1 host offers it (abi_minor 1; 2.1 appended no host service).
 const nxrt_host_services* host_table_21();
+// The table as a 2.4 host offers it (ctx_output_string_set answers that no STRING output is bound).
+const nxrt_host_services* host_table_24();
 // A table claiming minor 7 with a larger struct_size (fields appended).
 const nxrt_host_services* host_table_newer();
 // A truncated table: struct_size stops before ctx_run_id; the fields past it
@@ -285,7 +289,15 @@ struct ComputeOptions {
   uint64_t run_id = 1;           // ctx_run_id
   bool manual_run = false;       // the caller calls the run hooks itself (Pipeline::run does otherwise)
   nxrt_stream* stream = nullptr;
+  const char* phase = nullptr;   // names the call in a crash report (default "kernel_compute")
+  // Non-zero: input i and every output are placed at byte_offset (i + 1) * this (a multiple of
+  // NXRT_TENSOR_ALIGNMENT) inside a larger allocation whose other bytes hold kDecoyByte.
+  uint64_t byte_offset = 0;
+  bool poison_outputs = false;  // outputs start filled with kDecoyByte (an unwritten element shows)
 };
+// Fills the bytes around a tensor placed at an offset: as float32 each element is
+// 3.3961514e38, so a kernel that ignores byte_offset reads (or leaves) huge values.
+constexpr uint8_t kDecoyByte = 0x7F;
 
 struct ComputeResult {
   Result status;

@@ -1,5 +1,7 @@
 #include "report.hpp"
 
+#include "utf8.hpp"
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -41,7 +43,9 @@ std::string pad(const std::string& s, size_t w, bool right = false) {
   return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
 }
 
-std::string json_str(const std::string& s) {
+// Plugin text can be anything: malformed UTF-8 becomes U+FFFD, so the report always parses.
+std::string json_str(const std::string& raw) {
+  const std::string s = to_valid_utf8(raw);
   std::string o = "\"";
   for (unsigned char c : s) {
     switch (c) {
@@ -63,7 +67,8 @@ std::string json_str(const std::string& s) {
   return o + "\"";
 }
 
-std::string html(const std::string& s) {
+std::string html(const std::string& raw) {
+  const std::string s = to_valid_utf8(raw);
   std::string o;
   for (char c : s) {
     switch (c) {
@@ -77,7 +82,8 @@ std::string html(const std::string& s) {
   return o;
 }
 
-std::string md(const std::string& s) {
+std::string md(const std::string& raw) {
+  const std::string s = to_valid_utf8(raw);
   std::string o;
   for (char c : s) {
     if (c == '|') o += "\\|";

@@ -202,6 +202,23 @@ nxrt_status* blank_kernel_create(nxrt_ep_session* s, const nxrt_graph* g, nxrt_k
 }
 #endif
 
+#ifdef BROKEN_GARBAGE_STRINGS
+// Error messages that are not UTF-8 (stray continuation bytes, an overlong NUL, a lone
+// 0xFF) with quotes, backslashes and control characters: a report must still parse.
+nxrt_status* garbage(nxrt_status* st) {
+  if (!st) return st;
+  nxrt_status_code code = host().status_code(st);
+  host().status_release(st);
+  return host().status_create(code, 0, "bad \xff\xfe index \"\\\x01\x7f \xc0\x80 \xed\xa0\x80 \xe2\x82");
+}
+nxrt_status* garbage_device_info(nxrt_plugin* p, uint32_t i, nxrt_device_info* info) {
+  return garbage(Entry::device_info(p, i, info));
+}
+nxrt_status* garbage_session_create(nxrt_plugin* p, uint32_t d, const nxrt_option* const* o, size_t n, nxrt_ep_session** out) {
+  return garbage(Entry::session_create(p, d, o, n, out));
+}
+#endif
+
 #ifdef BROKEN_HANDLE_OVERRUN
 // Fills the whole nxrt_native_handle whatever the caller's struct_size.
 nxrt_status* overrun_native_handle(nxrt_ep_session* s, nxrt_native_object what, const void* object, nxrt_native_handle* out) {
@@ -234,6 +251,10 @@ nxrt_status* overrun_native_handle(nxrt_ep_session* s, nxrt_native_object what, 
 #endif
 #ifdef BROKEN_PHANTOM_CLAIM
     a.get_capability = phantom_capability;
+#endif
+#ifdef BROKEN_GARBAGE_STRINGS
+    a.device_info = garbage_device_info;
+    a.session_create = garbage_session_create;
 #endif
 #ifdef BROKEN_EMPTY_MESSAGE
     a.device_info = blank_device_info;

@@ -1,17 +1,34 @@
 // A small, correct SDK plugin for the diff suite ("conftest_ops"): float32
 // Add/Sub/Mul/Div with full broadcasting, Relu, MatMul (batch broadcasting,
 // 1-D operands), Gemm, Softmax/LogSoftmax at opsets 1-12 and 13+, declaring
-// NXRT_FEATURE_CONCURRENT_RUN. Each BROKEN_* switch adds the one mistake a
-// vendor's plugin made (issue 14), so the suite is shown to catch each by name:
+// NXRT_FEATURE_CONCURRENT_RUN, and a compiled-kernel cache (ABI 2.4, KERNEL_CACHE and
+// OFFLINE_COMPILE; the "compiled-kernel cache" section): constant inputs are copied at kernel_create, as
+// prepacked weights would be, and an imported kernel reads them in place from its blob.
+// Each BROKEN_* switch adds one mistake, so the diff and cache suites are shown to catch
+// each by name:
 //   BROKEN_MATMUL_BATCH_BROADCAST  batch index taken modulo each side's batch count
 //   BROKEN_ADD_ONE_WAY             output takes A's shape: only B may broadcast
 //   BROKEN_SOFTMAX_OPSET11         opset 11 given opset 13 (per-axis) semantics
 //   BROKEN_SHARED_SCRATCH          MatMul accumulates in one buffer per kernel
+//   BROKEN_IMPORT_IGNORES_CLAIM    kernel_import never checks that the blob is this claim's
+//   BROKEN_BLOB_AFTER_RELEASE      a session keeps imported weights (pointers into the blob)
+//                                  for later kernels of the same claim, past the release
+//   BROKEN_FINGERPRINT_CHANGES     the fingerprint holds a per-session counter
+//   BROKEN_IMPORT_CRASHES_TRUNCATED kernel_import trusts the payload size in the header
+//   BROKEN_CHECK_ACCEPTS_GARBAGE   cache_check answers OPTIMAL whatever the fingerprint
+//   BROKEN_WRITES_BLOB             kernel_import writes a flag into the (read-only) blob
+//   BROKEN_IGNORES_BYTE_OFFSET     inputs are read from their allocation's start (byte_offset ignored)
+//   BROKEN_MATMUL_EMPTY_K          MatMul with K = 0 leaves its output unwritten (not zeros)
+//   BROKEN_SAFE_DIV                Div gives 0 for a zero divisor (IEEE: +-Inf or NaN)
 #include <nxrt_sdk/sdk.hpp>
 
+#include <cstring>
+
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -46,7 +63,7 @@ std::optional<Dims> broadcast(const Dims& a, const Dims& b) {
     const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
     const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
     if (da != db && da != 1 && db != 1) return std::nullopt;
-    out[i] = std::max(da, db);
+    out[i] = da == 1 ? db : da;  // a size-0 dim broadcasts against 1 to 0
   }
   return out;
 }
@@ -69,12 +86,66 @@ int64_t prod(const Dims& d, size_t from, size_t to) {
   return p;
 }
 
+// The kernels' base: constant inputs the kernel holds itself ("pinned": copied at
+// kernel_create, or read in place from the blob an imported kernel came from) are read
+// from there instead of the context.
+class OpKernel : public Kernel {
+ public:
+  struct Pinned {
+    Dims dims;
+    const float* data = nullptr;
+  };
+  std::map<size_t, Pinned> pinned;        // input index -> the kernel's own copy
+  std::vector<std::vector<float>> owned;  // copies made at kernel_create
+  uint64_t digest = 0;                    // the claim it was made for (claim_digest)
+
+  void export_blob(BlobWriter& w) override;
+
+ protected:
+  ConstTensorView in(Context& ctx, size_t i) const {
+    auto it = pinned.find(i);
+#ifdef BROKEN_IGNORES_BYTE_OFFSET
+    if (it == pinned.end()) return without_offset(ctx.input(i));  // reads from the allocation's start
+#else
+    if (it == pinned.end()) return ctx.input(i);
+#endif
+    return view(it->second);
+  }
+  std::optional<ConstTensorView> optional_in(Context& ctx, size_t i) const {
+    auto it = pinned.find(i);
+    if (it == pinned.end()) return ctx.optional_input(i);
+    return view(it->second);
+  }
+
+ private:
+  static ConstTensorView without_offset(const ConstTensorView& t) {
+    nxrt_const_tensor c{};
+    c.struct_size = sizeof c;
+    c.dtype = t.dtype();
+    c.rank = uint32_t(t.rank());
+    c.memory = t.memory();
+    c.dims = t.dims().data();
+    c.data = t.handle();
+    return ConstTensorView(c);
+  }
+  static ConstTensorView view(const Pinned& p) {
+    nxrt_const_tensor t{};
+    t.struct_size = sizeof t;
+    t.dtype = NXRT_DTYPE_FLOAT32;
+    t.rank = uint32_t(p.dims.size());
+    t.memory = NXRT_MEMORY_HOST;
+    t.dims = p.dims.data();
+    t.data = p.data;
+    return ConstTensorView(t);
+  }
+};
+
 template <typename F>
-class BinaryKernel : public Kernel {
+class BinaryKernel : public OpKernel {
  public:
   BinaryKernel(F f, bool one_way) : f_(f), one_way_(one_way) {}
   void compute(Context& ctx) override {
-    auto a = ctx.input(0), b = ctx.input(1);
+    auto a = in(ctx, 0), b = in(ctx, 1);
     const Dims da = to_dims(a.dims()), db = to_dims(b.dims());
     auto out_dims = broadcast(da, db);
     if (!out_dims) fail(NXRT_INVALID_ARGUMENT, "shapes do not broadcast");
@@ -103,10 +174,10 @@ constexpr bool kAddOneWay = true;
 constexpr bool kAddOneWay = false;
 #endif
 
-class ReluKernel : public Kernel {
+class ReluKernel : public OpKernel {
  public:
   void compute(Context& ctx) override {
-    auto a = ctx.input(0);
+    auto a = in(ctx, 0);
     auto y = ctx.output(0, NXRT_DTYPE_FLOAT32, a.dims());
     const float* x = a.data<float>();
     float* out = y.data<float>();
@@ -114,10 +185,10 @@ class ReluKernel : public Kernel {
   }
 };
 
-class MatMulKernel : public Kernel {
+class MatMulKernel : public OpKernel {
  public:
   void compute(Context& ctx) override {
-    auto a = ctx.input(0), b = ctx.input(1);
+    auto a = in(ctx, 0), b = in(ctx, 1);
     Dims da = to_dims(a.dims()), db = to_dims(b.dims());
     const bool a_vec = da.size() == 1, b_vec = db.size() == 1;
     if (a_vec) da.insert(da.begin(), 1);
@@ -131,6 +202,9 @@ class MatMulKernel : public Kernel {
     if (!a_vec) out_dims.push_back(M);
     if (!b_vec) out_dims.push_back(N);
     auto y = ctx.output(0, NXRT_DTYPE_FLOAT32, std::span<const int64_t>(out_dims));
+#ifdef BROKEN_MATMUL_EMPTY_K
+    if (K == 0) return;  // "nothing to multiply": the output is left unwritten instead of zeros
+#endif
     const float *pa = a.data<float>(), *pb = b.data<float>();
     float* out = y.data<float>();
     const int64_t nb = element_count(*batch);
@@ -170,12 +244,12 @@ class MatMulKernel : public Kernel {
 #endif
 };
 
-class GemmKernel : public Kernel {
+class GemmKernel : public OpKernel {
  public:
   GemmKernel(bool ta, bool tb, float alpha, float beta) : ta_(ta), tb_(tb), alpha_(alpha), beta_(beta) {}
   void compute(Context& ctx) override {
-    auto a = ctx.input(0), b = ctx.input(1);
-    auto c = ctx.optional_input(2);
+    auto a = in(ctx, 0), b = in(ctx, 1);
+    auto c = optional_in(ctx, 2);
     const Dims da = to_dims(a.dims()), db = to_dims(b.dims());
     if (da.size() != 2 || db.size() != 2) fail(NXRT_INVALID_ARGUMENT, "Gemm: A and B must be 2-D");
     const int64_t M = ta_ ? da[1] : da[0], K = ta_ ? da[0] : da[1], N = tb_ ? db[0] : db[1];
@@ -196,11 +270,11 @@ class GemmKernel : public Kernel {
   float alpha_, beta_;
 };
 
-class SoftmaxKernel : public Kernel {
+class SoftmaxKernel : public OpKernel {
  public:
   SoftmaxKernel(int64_t axis, bool per_axis, bool log) : axis_(axis), per_axis_(per_axis), log_(log) {}
   void compute(Context& ctx) override {
-    auto x = ctx.input(0);
+    auto x = in(ctx, 0);
     const Dims d = to_dims(x.dims());
     const int64_t rank = int64_t(d.size());
     int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
@@ -242,7 +316,12 @@ const KernelRegistry<OpsSession>& registry() {
     k.add({"Add", "", 7, INT_MAX, f32_static, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a + b; }, kAddOneWay); }});
     k.add({"Sub", "", 7, INT_MAX, f32_static, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a - b; }); }});
     k.add({"Mul", "", 7, INT_MAX, f32_static, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a * b; }); }});
+#ifdef BROKEN_SAFE_DIV
+    // "Never divide by zero": 0 where IEEE gives +-Inf or NaN.
+    k.add({"Div", "", 7, INT_MAX, f32_static, [](const Node&, OpsSession&) { return binary([](float a, float b) { return b == 0 ? 0.f : a / b; }); }});
+#else
     k.add({"Div", "", 7, INT_MAX, f32_static, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a / b; }); }});
+#endif
     k.add({"Relu", "", 6, INT_MAX, f32_static,
            [](const Node&, OpsSession&) -> std::unique_ptr<Kernel> { return std::make_unique<ReluKernel>(); }});
     k.add({"MatMul", "", 9, INT_MAX, f32_static,
@@ -269,19 +348,245 @@ const KernelRegistry<OpsSession>& registry() {
   return r;
 }
 
+// ------------------------------------------------------------ compiled-kernel cache
+// Blob: a 40-byte header (magic, format, pinned count, claim digest, payload size and
+// FNV-1a of the payload), then per pinned constant its input index, rank and dims, and
+// its floats 64-byte aligned from the blob's start (an imported kernel reads them in place).
+constexpr char kBlobMagic[8] = {'N', 'X', 'C', 'O', 'N', 'F', 'O', 'P'};
+constexpr uint32_t kBlobFormat = 1;
+constexpr uint64_t kHeaderBytes = 40;
+constexpr const char* kIsa = "scalar-c++";  // what the kernels are compiled for (a device property)
+
+uint64_t fnv(const void* p, size_t n, uint64_t h = 1469598103934665603ull) {
+  auto* b = static_cast<const uint8_t*>(p);
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+template <typename T>
+uint64_t fnv_pod(const T& v, uint64_t h) { return fnv(&v, sizeof v, h); }
+uint64_t fnv_str(std::string_view s, uint64_t h) { return fnv(s.data(), s.size(), fnv_pod(uint64_t(s.size()), h)); }
+
+// What a kernel is compiled from: op, opset, attributes, input types and shapes, and the
+// bytes of its constant inputs. A blob made for another claim has another digest.
+uint64_t claim_digest(const Graph& sub) {
+  uint64_t h = fnv_pod(uint64_t(sub.node_count()), 1469598103934665603ull);
+  for (size_t k = 0; k < sub.node_count(); ++k) {
+    const Node n = sub.node(k);
+    h = fnv_str(n.op_type(), fnv_str(n.domain(), h));
+    h = fnv_pod(sub.opset(std::string(n.domain()).c_str()), h);
+    for (size_t a = 0; a < n.attribute_count(); ++a) {
+      const Attribute at = n.attribute_at(a);
+      h = fnv_pod(uint32_t(at.type()), fnv_str(at.name(), h));
+      switch (at.type()) {
+        case NXRT_ATTR_INT: h = fnv_pod(at.i(), h); break;
+        case NXRT_ATTR_FLOAT: h = fnv_pod(at.f(), h); break;
+        case NXRT_ATTR_STRING: h = fnv_str(at.s(), h); break;
+        case NXRT_ATTR_INTS: for (auto v : at.ints()) h = fnv_pod(v, h); break;
+        case NXRT_ATTR_FLOATS: for (auto v : at.floats()) h = fnv_pod(v, h); break;
+        default: break;
+      }
+    }
+    for (size_t i = 0; i < n.input_count(); ++i) {
+      const Value v = n.input(i);
+      h = fnv_pod(uint8_t(v.present()), h);
+      if (!v.present()) continue;
+      h = fnv_pod(uint32_t(v.dtype()), h);
+      for (auto d : v.dims()) h = fnv_pod(d, h);
+      if (v.is_constant()) {
+        const ConstTensorView c = v.constant();
+        h = fnv(c.raw(), c.bytes(), fnv_pod(uint8_t(1), h));
+      }
+    }
+  }
+  return h;
+}
+
+void OpKernel::export_blob(BlobWriter& w) {
+  // The payload first (its checksum goes in the header), laid out as it will sit in the blob.
+  std::vector<uint8_t> payload;
+  auto put = [&](const void* p, size_t n) {
+    payload.insert(payload.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+  };
+  for (auto& [index, pin] : pinned) {
+    const uint32_t idx = uint32_t(index), rank = uint32_t(pin.dims.size());
+    put(&idx, 4);
+    put(&rank, 4);
+    put(pin.dims.data(), pin.dims.size() * 8);
+    while ((kHeaderBytes + payload.size()) % 64) payload.push_back(0);
+    put(pin.data, size_t(element_count(pin.dims)) * 4);
+  }
+  w.write(kBlobMagic, 8);
+  w.pod(kBlobFormat);
+  w.pod(uint32_t(pinned.size()));
+  w.pod(digest);
+  w.pod(uint64_t(payload.size()));
+  w.pod(fnv(payload.data(), payload.size()));
+  w.write(payload.data(), payload.size());
+}
+
+std::string device_fingerprint(const std::string& name, const std::string& vendor, const std::string& isa) {
+  [[maybe_unused]] static std::atomic<int> sessions{0};
+  std::string fp = fmt::format("{} 0.1.0; blob {}; device '{}'; vendor '{}'; isa {}", CONFTEST_NAME, kBlobFormat, name, vendor, isa);
+#ifdef BROKEN_FINGERPRINT_CHANGES
+  fp += fmt::format("; session {}", ++sessions);  // differs between sessions of one device
+#endif
+  return fp;
+}
+
+// Printable ASCII only, at most 60 characters: a foreign fingerprint quoted in a reason.
+std::string quote(std::string_view s) {
+  std::string q;
+  for (char c : s.substr(0, 60)) q += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return q + (s.size() > 60 ? "..." : "");
+}
+
 class OpsSession : public HostMemorySession {
  public:
+  explicit OpsSession(std::string fingerprint) : fingerprint_(std::move(fingerprint)) {}
   void get_capability(const Graph& g, nxrt_claim_sink* sink) override { registry().claim(g, sink); }
-  std::unique_ptr<Kernel> create_kernel(const Graph& sub) override { return registry().create(sub, *this); }
+  std::unique_ptr<Kernel> create_kernel(const Graph& sub) override {
+    auto k = registry().create(sub, *this);
+    auto* op = static_cast<OpKernel*>(k.get());
+    op->digest = claim_digest(sub);
+#ifdef BROKEN_BLOB_AFTER_RELEASE
+    if (reuse(*op)) return k;
+#endif
+    // Constant float inputs are copied now, as prepacking would, and read from the copy.
+    const Node n = sub.node(0);
+    for (size_t i = 0; i < n.input_count(); ++i) {
+      const Value v = n.input(i);
+      if (!v.present() || !v.is_constant() || v.dtype() != NXRT_DTYPE_FLOAT32) continue;
+      const ConstTensorView c = v.constant();
+      const float* f = c.data<float>();
+      op->owned.emplace_back(f, f + c.numel());
+      op->pinned[i] = {to_dims(c.dims()), op->owned.back().data()};
+    }
+    return k;
+  }
   std::unique_ptr<Stream> create_stream() override { return std::make_unique<SyncStream>(); }
   std::unique_ptr<Event> create_event() override { return std::make_unique<SyncEvent>(); }
+
+  std::string fingerprint() override { return fingerprint_; }
+  CacheJudgement judge(const std::string& other) override {
+#ifdef BROKEN_CHECK_ACCEPTS_GARBAGE
+    return {};  // whatever it was compiled for
+#endif
+    if (other == fingerprint_) return {};
+    // "<plugin> <version>; blob N; device '...'; vendor '...'; isa X"
+    auto fields = [](const std::string& fp) {
+      std::vector<std::string> f;
+      size_t at = 0;
+      while (at <= fp.size()) {
+        const size_t semi = fp.find("; ", at);
+        f.push_back(fp.substr(at, semi == std::string::npos ? std::string::npos : semi - at));
+        if (semi == std::string::npos) break;
+        at = semi + 2;
+      }
+      return f;
+    };
+    const auto mine = fields(fingerprint_), theirs = fields(other);
+    if (theirs.size() != mine.size() || theirs[0] != mine[0] || theirs[1] != mine[1])
+      return {NXRT_CACHE_UNSUPPORTED, fmt::format("not compiled by {} (blob {}): fingerprint '{}'", mine[0], kBlobFormat, quote(other))};
+    for (size_t i = 2; i < mine.size(); ++i)
+      if (theirs[i] != mine[i])
+        return {NXRT_CACHE_RECOMPILE, fmt::format("compiled for {}, this session has {}", quote(theirs[i]), mine[i])};
+    return {NXRT_CACHE_RECOMPILE, "the fingerprints differ"};
+  }
+
+  std::unique_ptr<Kernel> import_kernel(const Graph& sub, std::span<const uint8_t> blob, CacheJudgement&) override {
+#ifdef BROKEN_IMPORT_CRASHES_TRUNCATED
+    // Trusts the payload size in the header: reads past the end of a truncated blob.
+    if (blob.size() >= kHeaderBytes) {
+      uint64_t size = 0, sum = 0;
+      std::memcpy(&size, blob.data() + 24, 8);
+      std::memcpy(&sum, blob.data() + 32, 8);
+      if (fnv(blob.data() + kHeaderBytes, size_t(size)) != sum) throw BlobRejected{NXRT_CACHE_UNSUPPORTED, "payload checksum"};
+    }
+#endif
+    BlobReader r(blob.data(), blob.size());
+    if (std::memcmp(r.bytes(8).data(), kBlobMagic, 8) != 0) throw BlobRejected{NXRT_CACHE_UNSUPPORTED, "not a " CONFTEST_NAME " blob (magic)"};
+    const auto format = r.pod<uint32_t>();
+    if (format != kBlobFormat)
+      throw BlobRejected{NXRT_CACHE_UNSUPPORTED, fmt::format("blob format {}, this plugin reads {}", format, kBlobFormat)};
+    const auto count = r.pod<uint32_t>();
+    [[maybe_unused]] const auto digest = r.pod<uint64_t>();
+    const auto payload = r.pod<uint64_t>();
+    const auto sum = r.pod<uint64_t>();
+    if (payload != r.remaining()) r.reject("the header says {} payload bytes, the blob holds {}", payload, r.remaining());
+    if (fnv(blob.data() + r.position(), size_t(payload)) != sum) r.reject("the payload checksum does not match");
+    const uint64_t own = claim_digest(sub);
+#ifndef BROKEN_IMPORT_IGNORES_CLAIM
+    if (digest != own)
+      throw BlobRejected{NXRT_CACHE_RECOMPILE, fmt::format("compiled for another claim (digest {:016x}, this one {:016x})", digest, own)};
+#endif
+    auto k = registry().create(sub, *this);
+    auto* op = static_cast<OpKernel*>(k.get());
+    op->digest = own;
+    const Node n = sub.node(0);
+    for (uint32_t c = 0; c < count; ++c) {
+      const auto idx = r.pod<uint32_t>();
+      const auto rank = r.pod<uint32_t>();
+      if (rank > 8) r.reject("rank {}", rank);
+      Dims dims(rank);
+      for (auto& d : dims) d = r.pod<int64_t>();
+      const Value v = n.input(idx);
+      if (!v.present() || !v.is_constant() || v.dtype() != NXRT_DTYPE_FLOAT32 || to_dims(v.dims()) != dims)
+        throw BlobRejected{NXRT_CACHE_RECOMPILE, fmt::format("the blob's constant {} does not fit input {} of this node", c, idx)};
+      r.align(64);
+      op->pinned[idx] = {dims, r.array<float>(uint64_t(element_count(dims))).data()};
+    }
+    if (r.remaining()) r.reject("{} bytes after the last constant", r.remaining());
+#ifdef BROKEN_WRITES_BLOB
+    // Marks the blob as seen, in place: the host's blob is a read-only mapping it shares.
+    const_cast<uint8_t*>(blob.data())[15] = 0x80;
+#endif
+#ifdef BROKEN_BLOB_AFTER_RELEASE
+    if (!reuse(*op)) remember(*op);
+#endif
+    return k;
+  }
+
+ private:
+  std::string fingerprint_;
+#ifdef BROKEN_BLOB_AFTER_RELEASE
+  // Imported weights by claim, kept for later kernels of the same claim: they point into
+  // a blob the host may unmap once the kernel that imported them is released.
+  std::mutex mu_;
+  std::map<uint64_t, std::map<size_t, OpKernel::Pinned>> imported_;
+  bool reuse(OpKernel& k) {
+    std::lock_guard lock(mu_);
+    auto it = imported_.find(k.digest);
+    if (it == imported_.end()) return false;
+    k.pinned = it->second;
+    return true;
+  }
+  void remember(const OpKernel& k) {
+    std::lock_guard lock(mu_);
+    imported_[k.digest] = k.pinned;
+  }
+#endif
+};
+
+// A compile-only session for a described device: kernels are made and exported, never run.
+class OfflineSession : public OpsSession {
+ public:
+  using OpsSession::OpsSession;
+  void* alloc(nxrt_memory_kind, uint64_t, uint64_t) override {
+    fail(NXRT_UNSUPPORTED, "an offline (compile-only) session has no memory");
+  }
+  void copy(std::span<const nxrt_copy_region>, Stream*) override {
+    fail(NXRT_UNSUPPORTED, "an offline (compile-only) session has no memory");
+  }
 };
 
 class OpsPlugin : public Plugin {
  public:
   const char* name() const override { return CONFTEST_NAME; }
   const char* version() const override { return "0.1.0"; }
-  uint64_t features() const override { return NXRT_FEATURE_STREAMS | NXRT_FEATURE_CONCURRENT_RUN | kHostMemoryFeatures; }
+  uint64_t features() const override {
+    return NXRT_FEATURE_STREAMS | NXRT_FEATURE_CONCURRENT_RUN | kHostMemoryFeatures | NXRT_FEATURE_KERNEL_CACHE |
+           NXRT_FEATURE_OFFLINE_COMPILE;
+  }
   uint32_t device_count() override { return 1; }
   DeviceDescription describe_device(uint32_t) override {
     DeviceDescription d;
@@ -291,9 +596,25 @@ class OpsPlugin : public Plugin {
     d.memory_bytes = 1ull << 32;
     d.dtypes = 1ull << NXRT_DTYPE_FLOAT32;
     d.host_addressable = true;
+    d.properties = {{std::string(CONFTEST_NAME) + ".isa", kIsa}};  // the fingerprint's inputs are all here
     return d;
   }
-  std::unique_ptr<Session> create_session(uint32_t, const Options&) override { return std::make_unique<OpsSession>(); }
+  std::unique_ptr<Session> create_session(uint32_t, const Options&) override {
+    const DeviceDescription d = describe_device(0);
+    return std::make_unique<OpsSession>(device_fingerprint(d.name, d.vendor, kIsa));
+  }
+  std::unique_ptr<Session> create_offline_session(const Options& device, const Options&) override {
+    auto need = [&](const std::string& key) {
+      auto it = device.find(key);
+      if (it == device.end()) fail(NXRT_INVALID_ARGUMENT, "the device description has no '{}'", key);
+      return it->second;
+    };
+    const std::string kind = need("kind");
+    if (kind != "cpu") fail(NXRT_UNSUPPORTED, "{} compiles for CPU devices, not kind '{}'", CONFTEST_NAME, quote(kind));
+    const std::string name = need("name"), vendor = need("vendor"), isa = need(std::string(CONFTEST_NAME) + ".isa");
+    if (isa != kIsa) fail(NXRT_UNSUPPORTED, "{} compiles for isa {}, not '{}'", CONFTEST_NAME, kIsa, quote(isa));
+    return std::make_unique<OfflineSession>(device_fingerprint(name, vendor, isa));
+  }
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 # Runs nxrt-conformance on one plugin and asserts its verdicts.
-#   -DRUNNER= -DPLUGIN= -DSUITES= -DEXIT=0|1 -DOUT=prefix -DARGS=list
+#   -DRUNNER= -DPLUGIN= -DSUITES= -DEXIT=0|1 -DOUT=prefix -DARGS=list [-DPYTHON=python3: strict UTF-8 JSON check]
 #   -DEXPECT="suite/check|status|message-regex;..."
 # Each EXPECT names a check that must be in the JSON report with that status
 # and a message matching the regex (empty regex: any message). EXIT is the
@@ -22,6 +22,18 @@ execute_process(
 message("${out}")
 if(NOT EXISTS ${json})
   message(FATAL_ERROR "no JSON report (exit ${rc}); stderr:\n${err}")
+endif()
+
+# The report must parse as strict UTF-8 JSON whatever the plugin said (issue 14); the
+# Markdown and HTML reports must be valid UTF-8.
+if(PYTHON)
+  execute_process(
+    COMMAND ${PYTHON} -c "import json,sys\njson.loads(open(sys.argv[1],'rb').read().decode('utf-8'))\nfor f in sys.argv[2:]: open(f,'rb').read().decode('utf-8')"
+            ${json} ${OUT}.md ${OUT}.html
+    RESULT_VARIABLE prc ERROR_VARIABLE perr)
+  if(NOT prc EQUAL 0)
+    message(FATAL_ERROR "the reports are not valid UTF-8 JSON / UTF-8:\n${perr}")
+  endif()
 endif()
 
 string(STRIP "${out}" stripped)
