@@ -26,7 +26,7 @@ def executable():
     return exe
 
 
-def certify(plugin, suites=("abi", "interop", "diff", "ops", "models", "stress"), jobs=None, timeout=120, stress_seconds=10,
+def certify(plugin, suites=("abi", "interop", "diff", "cache", "ops", "models", "stress"), jobs=None, timeout=120, stress_seconds=10,
             ops_filter=None, tests=None, models=None, extra_args=()):
     """Runs the conformance suites on `plugin` (a path, or an EP name). Returns a dict: passed
     (bool: every applicable check passed), exit_code, report (the JSON report), failures
