@@ -172,8 +172,8 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
   }
   // Only the prepacked copies are read from now on (unless the same value is also X or the
   // residual of a fused group): the host may free W and B.
-  if (st.packed && io.w != io.x && io.w != io.residual) w.capture();
-  if (bias_const && io.b != io.x && io.b != io.residual) bv.capture();
+  if (st.packed && io.w != io.x && io.w != io.residual) pp.capture(w);
+  if (bias_const && io.b != io.x && io.b != io.residual) pp.capture(bv);
   ThreadPool* pool = session.pool();
   return make_kernel([st = std::move(st), pool](Context& ctx) {
     ConstTensorView x = ctx.input(size_t(st.io.x)), w = ctx.input(size_t(st.io.w));

@@ -63,7 +63,7 @@ std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s, sdk::Prepacked
       pack_b(static_cast<const float*>(t.raw()), t.dim(1), st.trans_b, st.pk, st.pn, dst.data());
     });
     st.b_packed = true;
-    b.capture();  // only the packed copy is read from now on: the host may free B
+    pp.capture(b);  // only the packed copy is read from now on: the host may free B
   }
   ThreadPool* pool = s.pool();
   return make_kernel([st, pool](Context& ctx) {
@@ -139,7 +139,7 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s, sdk::Prepack
             pack_b(src + i * st.pk * st.pn, st.pn, false, st.pk, st.pn, dst.data() + per * size_t(i));
         });
         st.b_packed = true;
-        b.capture();  // only the packed copy is read from now on: the host may free B
+        pp.capture(b);  // only the packed copy is read from now on: the host may free B
       }
     }
   }

@@ -7,7 +7,7 @@
 //   std::unique_ptr<Kernel> make(const Node& n, MySession& s, sdk::Prepacked& pp) {
 //     pp.param("K", k);  pp.param("N", n);              // what the buffers were derived for
 //     auto packed = pp.buffer<float>("packed_b", count, [&](std::span<float> dst) { pack(w, dst); });
-//     n.input(1).capture();                              // after the declarations (see below)
+//     pp.capture(n.input(1));                            // after the declarations (see below)
 //     return make_kernel([packed](Context& ctx) { ... packed.data() ... });
 //   }
 //
@@ -129,6 +129,20 @@ class Prepacked {
         return {static_cast<const T*>(b.data), count};
       }
     throw BlobRejected{NXRT_CACHE_RECOMPILE, fmt::format("the blob of {} has no buffer '{}'", kind_, name)};
+  }
+
+  // graph_capture_constant for a constant input the buffers replace. On create a failure is
+  // an error as usual; on import it is ignored (a host that does not take captures during
+  // kernel_import keeps its copy; the kernel never reads it either way).
+  void capture(const Value& v) const {
+    if (!imported_) {
+      v.capture();
+      return;
+    }
+    try {
+      v.capture();
+    } catch (const Error&) {
+    }
   }
 
   // Import: after the create code ran, everything the blob holds must have been asked for
