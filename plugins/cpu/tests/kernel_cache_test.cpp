@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -347,6 +348,31 @@ TEST_CASE("fused Conv groups round-trip: Conv+Relu and Conv+Add+Clip") {
     m.gb.node("Clip", "", {u, scalar("lo", -0.25f), scalar("hi", 0.5f)}, {y});
     m.output(y);
     round_trip(m, 1, w);
+  }
+}
+
+TEST_CASE("BatchNormalization with constant parameters round-trips its folded scale and shift") {
+  for (int opset : {9, 15}) {
+    CAPTURE(opset);
+    Model m;
+    m.gb.graph().opsets[""] = opset;
+    auto* x = m.input("X", {2, 6, 5, 5}, 41);
+    auto* scale = m.weight("scale", {6}, 42);
+    auto* bias = m.weight("B", {6}, 43);
+    auto* mean = m.weight("mean", {6}, 44);
+    auto var_bytes = floats(6, 45);
+    for (size_t i = 0; i < 6; ++i) {
+      float v;
+      std::memcpy(&v, &var_bytes[i * 4], 4);
+      v = std::abs(v) + 0.1f;  // a variance
+      std::memcpy(&var_bytes[i * 4], &v, 4);
+    }
+    auto* var = m.gb.constant("var", NXRT_DTYPE_FLOAT32, {6}, var_bytes);
+    m.feeds[var] = HostTensor{NXRT_DTYPE_FLOAT32, {6}, var_bytes};
+    auto* y = m.value("Y", {2, 6, 5, 5});
+    m.gb.node("BatchNormalization", "", {x, scale, bias, mean, var}, {y}, {attr_float("epsilon", 1e-3f)});
+    m.output(y);
+    round_trip(m, 1, scale);
   }
 }
 
