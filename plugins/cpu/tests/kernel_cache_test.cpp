@@ -229,7 +229,10 @@ void round_trip(Model& m, size_t expect_claims, const nxrt_value* weight) {
   CHECK(fp.rfind("cpu ", 0) == 0);
   CHECK(check_fp(*b, fp).verdict == NXRT_CACHE_OPTIMAL);
   for (auto& claim : claims) {
+    const uint64_t before_create = bytes_in_use(*a);
     auto made = create(*a, m, claim);
+    // kernel_create counts its packed buffers (so the import's zero growth below means something).
+    CHECK(bytes_in_use(*a) > before_create);
     const auto want = run(*a, m, *made);
     if (weight) CHECK(captured(*made, weight));
     const auto bytes = export_blob(*a, made->k);
