@@ -71,7 +71,7 @@ sdk::CacheJudgement judge_cpu_fingerprint(const std::string& stored, const std::
     if (k != "isa" && k != "gemm" && (!ov.count(k) || ov.at(k) != v))
       return {NXRT_CACHE_RECOMPILE, fmt::format("compiled with {}={}, this session has {}", k, v, ov.count(k) ? ov.at(k) : "none")};
   return {NXRT_CACHE_USABLE,
-          fmt::format("packed on a {} CPU (GEMM kernel {}), this CPU runs {} (GEMM kernel {}): the packed layout is the "
+          fmt::format("packed for ISA {} (GEMM kernel {}), this CPU runs {} (GEMM kernel {}): the packed layout is the "
                       "same and kernels are picked here at run time",
                       sv.at("isa"), sv.at("gemm"), ov.at("isa"), ov.at("gemm"))};
 }
