@@ -566,16 +566,20 @@ template <typename PackA>
 static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWeights& w, const float* bias,
                             float* out, const ConvPostOps& post, const float* res, ThreadPool* pool, PackA&& pack) {
   PackedConvWeights::Transposed& tw = *w.transposed;
-  std::call_once(tw.once, [&] {
-    tw.data.resize(packed_b_floats(K, M));
-    pack_weights_transposed(w, M, K, tw.data.data());
-  });
+  const float* wt = tw.prepacked;
+  if (!wt) {
+    std::call_once(tw.once, [&] {
+      tw.data.resize(packed_b_floats(K, M));
+      pack_weights_transposed(w, M, K, tw.data.data());
+    });
+    wt = tw.data.data();
+  }
   float* pa = scratch_floats(kScratchB, packed_a_floats(N, K));
   float* ct = scratch_floats(kScratchC, size_t(N * M));
   pack(pa);
   GemmEpilogue ep;
   ep.col_bias = bias;
-  gemm_packed(N, M, K, pa, tw.data.data(), ct, M, ep, pool);
+  gemm_packed(N, M, K, pa, wt, ct, M, ep, pool);
   const int t = threads_for(pool, double(M) * double(N), 1 << 15);
   parallel_for(t <= 1 ? nullptr : pool, t, [&](int64_t i) {
     int64_t m0, m1;
@@ -584,6 +588,23 @@ static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWei
   });
 }
 
+bool conv_uses_transposed(const ConvShape& s) {
+  if (conv_is_depthwise(s) || s.group != 1) return false;
+  const int64_t M = s.ocg(), N = s.out_h * s.out_w;
+  if (N == 0 || M == 0) return false;
+  // As conv2d decides (pointwise in place, strided 1x1 gathered, else im2col from phase planes).
+  const bool pointwise = s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
+                         s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
+  if (pointwise) return conv_pointwise_transposed(M, N);
+  if (s.k_h == 1 && s.k_w == 1) return false;
+  return conv_pointwise_transposed(M, N, true);
+}
+
+size_t conv_transposed_floats(const ConvShape& s) { return packed_b_floats(s.gemm_k(), s.ocg()); }
+
+void pack_conv_weights_transposed(const ConvShape& s, const float* packed, float* dst) {
+  pack_weights_transposed(conv_weights_view(s, packed), s.ocg(), s.gemm_k(), dst);
+}
 
 void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,
             ThreadPool* pool, const ConvPostOps& post) {

@@ -51,6 +51,7 @@ struct PackedConvWeights {
   struct Transposed {
     std::once_flag once;
     AlignedFloats data;
+    const float* prepacked = nullptr;  // W^T made at kernel creation (a prepacked buffer): used instead
   };
   std::shared_ptr<Transposed> transposed = std::make_shared<Transposed>();
 };
@@ -63,6 +64,12 @@ size_t packed_conv_floats(const ConvShape& s);
 void pack_conv_weights_into(const ConvShape& s, const float* w, float* dst);
 // A view of weights pack_conv_weights_into packed (kept alive by the caller).
 PackedConvWeights conv_weights_view(const ConvShape& s, const float* packed);
+// Whether conv2d runs the full shape `s` as the transposed product (it must match conv2d's
+// choice), which reads W^T as GEMM B: conv_transposed_floats(s) floats that
+// pack_conv_weights_transposed makes from the packed weights.
+bool conv_uses_transposed(const ConvShape& s);
+size_t conv_transposed_floats(const ConvShape& s);
+void pack_conv_weights_transposed(const ConvShape& s, const float* packed, float* dst);
 // Packs w into owned memory (depthwise: points at w, which must outlive the result).
 PackedConvWeights pack_conv_weights(const ConvShape& s, const float* w);
 

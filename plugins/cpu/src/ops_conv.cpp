@@ -158,7 +158,25 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     auto packed = pp.buffer<float>("w", packed_conv_floats(s), [&](std::span<float> dst) {
       pack_conv_weights_into(s, static_cast<const float*>(t.raw()), dst.data());  // W's data is read here only
     });
-    st.packed = std::make_shared<const PackedConvWeights>(conv_weights_view(s, packed.data()));
+    PackedConvWeights view = conv_weights_view(s, packed.data());
+    // With X's shape known, the W^T that the transposed path (few output pixels) reads is
+    // derived here too, not on the first run.
+    auto x = n.input(0);
+    if (x.present() && x.static_shape() && s.group == 1 && !view.depthwise) {
+      std::optional<ConvShape> full;
+      try {
+        full = conv_shape(a, x.dims(), t.dims(), "Conv");
+      } catch (const sdk::Error&) {
+        // a shape error: the run reports it
+      }
+      if (full && conv_uses_transposed(*full)) {
+        auto wt = pp.buffer<float>("w_t", conv_transposed_floats(*full), [&](std::span<float> dst) {
+          pack_conv_weights_transposed(*full, packed.data(), dst.data());
+        });
+        view.transposed->prepacked = wt.data();
+      }
+    }
+    st.packed = std::make_shared<const PackedConvWeights>(std::move(view));
   }
   auto bv = n.input(2);
   const bool bias_const = bv.present() && bv.is_constant();

@@ -318,6 +318,33 @@ TEST_CASE("Conv round-trips: 1x1, 3x3, grouped, depthwise, 1-D") {
   }
 }
 
+TEST_CASE("Conv with few output pixels keeps W^T in the blob too (the transposed path packs nothing at run time)") {
+  struct Case {
+    const char* what;
+    std::vector<int64_t> x, w, pads, y;
+  } cases[] = {
+      {"1x1 over 7x7", {1, 128, 7, 7}, {256, 128, 1, 1}, {0, 0, 0, 0}, {1, 256, 7, 7}},
+      {"3x3 over 7x7", {1, 64, 7, 7}, {128, 64, 3, 3}, {1, 1, 1, 1}, {1, 128, 7, 7}},
+  };
+  for (auto& c : cases) {
+    CAPTURE(c.what);
+    Model m;
+    auto* x = m.input("X", c.x, 51);
+    auto* w = m.weight("W", c.w, 52);
+    auto* y = m.value("Y", c.y);
+    m.gb.node("Conv", "", {x, w}, {y}, {attr_ints("pads", c.pads)});
+    m.output(y);
+    auto in = open_instance();
+    auto claims = claims_of(*in, m);
+    REQUIRE(claims.size() == 1);
+    auto k = create(*in, m, claims[0]);
+    const auto bytes = export_blob(*in, k->k);
+    const std::string text(bytes.begin(), bytes.end());
+    CHECK(text.find("w_t") != std::string::npos);  // the W^T buffer is declared
+    round_trip(m, 1, w);
+  }
+}
+
 TEST_CASE("fused Conv groups round-trip: Conv+Relu and Conv+Add+Clip") {
   {
     Model m;
