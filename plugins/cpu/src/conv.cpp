@@ -16,17 +16,34 @@ namespace nxrt::cpu {
 
 bool conv_is_depthwise(const ConvShape& s) { return s.icg() == 1 && s.group > 1; }
 
-PackedConvWeights pack_conv_weights(const ConvShape& s, const float* w) {
-  PackedConvWeights p;
+size_t packed_conv_floats(const ConvShape& s) {
+  if (conv_is_depthwise(s)) return size_t(s.out_c * s.k_h * s.k_w);
+  return packed_a_floats(s.ocg(), s.gemm_k()) * size_t(s.group);
+}
+
+void pack_conv_weights_into(const ConvShape& s, const float* w, float* dst) {
   if (conv_is_depthwise(s)) {
-    p.depthwise = true;
-    p.raw.assign(w, w + s.out_c * s.k_h * s.k_w);
-    return p;
+    std::copy(w, w + s.out_c * s.k_h * s.k_w, dst);
+    return;
   }
-  const int64_t M = s.ocg(), K = s.gemm_k();
-  p.per_group = int64_t(packed_a_floats(M, K));
-  p.data.resize(size_t(p.per_group * s.group));
-  for (int64_t g = 0; g < s.group; ++g) pack_a(w + g * M * K, K, false, M, K, 1.f, p.data.data() + g * p.per_group);
+  const int64_t M = s.ocg(), K = s.gemm_k(), per_group = int64_t(packed_a_floats(M, K));
+  for (int64_t g = 0; g < s.group; ++g) pack_a(w + g * M * K, K, false, M, K, 1.f, dst + g * per_group);
+}
+
+PackedConvWeights conv_weights_view(const ConvShape& s, const float* packed) {
+  PackedConvWeights p;
+  p.data = packed;
+  p.depthwise = conv_is_depthwise(s);
+  if (!p.depthwise) p.per_group = int64_t(packed_a_floats(s.ocg(), s.gemm_k()));
+  return p;
+}
+
+PackedConvWeights pack_conv_weights(const ConvShape& s, const float* w) {
+  if (conv_is_depthwise(s)) return conv_weights_view(s, w);
+  AlignedFloats owned(packed_conv_floats(s));
+  pack_conv_weights_into(s, w, owned.data());
+  PackedConvWeights p = conv_weights_view(s, owned.data());
+  p.owned = std::move(owned);
   return p;
 }
 
@@ -499,7 +516,7 @@ static void pack_weights_transposed(const PackedConvWeights& p, int64_t M, int64
       float* row = d + k * w;
       for (int64_t j = 0; j < cols; ++j) {
         const int64_t m = m0 + j;
-        row[j] = p.data.data()[(m / kGemmMR) * kGemmMR * K + k * kGemmMR + m % kGemmMR];
+        row[j] = p.data[(m / kGemmMR) * kGemmMR * K + k * kGemmMR + m % kGemmMR];
       }
       for (int64_t j = cols; j < w; ++j) row[j] = 0.f;
     }
@@ -549,16 +566,20 @@ template <typename PackA>
 static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWeights& w, const float* bias,
                             float* out, const ConvPostOps& post, const float* res, ThreadPool* pool, PackA&& pack) {
   PackedConvWeights::Transposed& tw = *w.transposed;
-  std::call_once(tw.once, [&] {
-    tw.data.resize(packed_b_floats(K, M));
-    pack_weights_transposed(w, M, K, tw.data.data());
-  });
+  const float* wt = tw.prepacked;
+  if (!wt) {
+    std::call_once(tw.once, [&] {
+      tw.data.resize(packed_b_floats(K, M));
+      pack_weights_transposed(w, M, K, tw.data.data());
+    });
+    wt = tw.data.data();
+  }
   float* pa = scratch_floats(kScratchB, packed_a_floats(N, K));
   float* ct = scratch_floats(kScratchC, size_t(N * M));
   pack(pa);
   GemmEpilogue ep;
   ep.col_bias = bias;
-  gemm_packed(N, M, K, pa, tw.data.data(), ct, M, ep, pool);
+  gemm_packed(N, M, K, pa, wt, ct, M, ep, pool);
   const int t = threads_for(pool, double(M) * double(N), 1 << 15);
   parallel_for(t <= 1 ? nullptr : pool, t, [&](int64_t i) {
     int64_t m0, m1;
@@ -567,11 +588,28 @@ static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWei
   });
 }
 
+bool conv_uses_transposed(const ConvShape& s) {
+  if (conv_is_depthwise(s) || s.group != 1) return false;
+  const int64_t M = s.ocg(), N = s.out_h * s.out_w;
+  if (N == 0 || M == 0) return false;
+  // As conv2d decides (pointwise in place, strided 1x1 gathered, else im2col from phase planes).
+  const bool pointwise = s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
+                         s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
+  if (pointwise) return conv_pointwise_transposed(M, N);
+  if (s.k_h == 1 && s.k_w == 1) return false;
+  return conv_pointwise_transposed(M, N, true);
+}
+
+size_t conv_transposed_floats(const ConvShape& s) { return packed_b_floats(s.gemm_k(), s.ocg()); }
+
+void pack_conv_weights_transposed(const ConvShape& s, const float* packed, float* dst) {
+  pack_weights_transposed(conv_weights_view(s, packed), s.ocg(), s.gemm_k(), dst);
+}
 
 void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,
             ThreadPool* pool, const ConvPostOps& post) {
   if (w.depthwise) {
-    conv_depthwise(s, x, w.raw.data(), bias, out, pool, post);
+    conv_depthwise(s, x, w.data, bias, out, pool, post);
     return;
   }
   const int64_t M = s.ocg(), K = s.gemm_k(), N = s.out_h * s.out_w;
@@ -610,10 +648,10 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
         continue;
       }
       if (pointwise) {
-        gemm_packed_a(M, N, K, w.data.data() + g * w.per_group, xg, N, out + off, N, ep, pool);
+        gemm_packed_a(M, N, K, w.data + g * w.per_group, xg, N, out + off, N, ep, pool);
         continue;
       }
-      const float* pa = w.data.data() + g * w.per_group;
+      const float* pa = w.data + g * w.per_group;
       if (one_by_one) {
         float* pb = scratch_floats(kScratchB, packed_b_floats(K, N));
         parallel_for(pack_threads <= 1 ? nullptr : pool, pack_threads, [&](int64_t i) {

@@ -36,23 +36,41 @@ struct ConvShape {
   int64_t gemm_k() const { return icg() * k_h * k_w; }
 };
 
-// Weights [OC][IC/g][KH][KW] packed per group as GEMM A operands.
+// Weights [OC][IC/g][KH][KW] as conv2d reads them: packed per group as GEMM A operands
+// (per_group floats each), or for depthwise convs as given ([OC][KH][KW]). `data` points at
+// `owned` when pack_conv_weights made it, else at a kernel's prepacked buffer (which may lie
+// in an imported cache blob) or, depthwise at run time, at the weights themselves.
 struct PackedConvWeights {
-  AlignedFloats data;
+  const float* data = nullptr;
   int64_t per_group = 0;  // floats per group
   bool depthwise = false;
-  std::vector<float> raw;  // depthwise: weights as given
+  AlignedFloats owned;
   // Pointwise convs with few output pixels run transposed (out^T = x^T W^T,
   // the channels along the 48-wide panels); W^T is packed as GEMM B on first
   // use, from `data`.
   struct Transposed {
     std::once_flag once;
     AlignedFloats data;
+    const float* prepacked = nullptr;  // W^T made at kernel creation (a prepacked buffer): used instead
   };
   std::shared_ptr<Transposed> transposed = std::make_shared<Transposed>();
 };
 
 bool conv_is_depthwise(const ConvShape& s);
+// Floats pack_conv_weights_into writes for `s`.
+size_t packed_conv_floats(const ConvShape& s);
+// Packs w into dst (packed_conv_floats(s) floats, 64-byte aligned): GEMM A tiles per group,
+// or the weights as given for depthwise convs.
+void pack_conv_weights_into(const ConvShape& s, const float* w, float* dst);
+// A view of weights pack_conv_weights_into packed (kept alive by the caller).
+PackedConvWeights conv_weights_view(const ConvShape& s, const float* packed);
+// Whether conv2d runs the full shape `s` as the transposed product (it must match conv2d's
+// choice), which reads W^T as GEMM B: conv_transposed_floats(s) floats that
+// pack_conv_weights_transposed makes from the packed weights.
+bool conv_uses_transposed(const ConvShape& s);
+size_t conv_transposed_floats(const ConvShape& s);
+void pack_conv_weights_transposed(const ConvShape& s, const float* packed, float* dst);
+// Packs w into owned memory (depthwise: points at w, which must outlive the result).
 PackedConvWeights pack_conv_weights(const ConvShape& s, const float* w);
 
 // What is applied to the convolution's result as it is stored (fused

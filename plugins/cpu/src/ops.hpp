@@ -32,13 +32,25 @@ using Check = std::optional<Refusal>;
 
 class CpuSession : public sdk::HostMemorySession {
  public:
-  explicit CpuSession(int threads);
+  // `fingerprint`: the kernel-cache fingerprint of the CPU this session packs for (this one,
+  // or a described one when `offline`: compile-only, no memory, no runs).
+  CpuSession(int threads, std::string fingerprint, bool offline = false);
   void get_capability(const sdk::Graph& g, nxrt_claim_sink* sink) override;
   std::unique_ptr<Kernel> create_kernel(const sdk::Graph& subgraph) override;
   ThreadPool* pool() { return pool_.threads() > 1 ? &pool_ : nullptr; }
+  // ABI 2.4 kernel cache (kernel_cache.hpp): prepacked kernels export their buffers and
+  // come back from a blob with no packing and no copy.
+  std::string fingerprint() override { return fingerprint_; }
+  sdk::CacheJudgement judge(const std::string& fingerprint) override;
+  std::unique_ptr<Kernel> import_kernel(const sdk::Graph& subgraph, std::span<const uint8_t> blob,
+                                        sdk::CacheJudgement& judgement) override;
+  void* alloc(nxrt_memory_kind kind, uint64_t bytes, uint64_t alignment) override;
+  void copy(std::span<const nxrt_copy_region> regions, sdk::Stream* stream) override;
 
  private:
   ThreadPool pool_;
+  std::string fingerprint_;
+  bool offline_ = false;
 };
 
 using Registry = sdk::KernelRegistry<CpuSession>;
@@ -85,7 +97,8 @@ struct ConvIo {
   int residual = -1;        // input added to the result (fused Add), < 0: none
   ConvPostOps post;         // clamp (residual is bound at run time)
 };
-std::unique_ptr<Kernel> make_conv_kernel(const Node& conv, CpuSession& session, const ConvIo& io);
+// Constant W and bias are declared in `pp` (made on create, the blob's on import).
+std::unique_ptr<Kernel> make_conv_kernel(const Node& conv, CpuSession& session, const ConvIo& io, sdk::Prepacked& pp);
 
 // Conv geometry shared by Conv, ConvInteger and QLinearConv (ops_conv.cpp);
 // w_input is W's input index. 1-D and 2-D.
@@ -104,8 +117,10 @@ ConvShape conv_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<
 // Claims with fusion: every node as the registry decides, plus Conv chains
 // (Conv -> [Add] -> [Relu | Clip]) as one group when that is exact.
 void claim_nodes_fused(const sdk::Graph& g, nxrt_claim_sink* sink);
-// The kernel of a multi-node group claimed by claim_nodes_fused.
-std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& subgraph, CpuSession& session);
+// The kernel of a multi-node group claimed by claim_nodes_fused; its prepacked kind (the
+// op types in chain order, "Conv+Add+Relu") names the blob it exports.
+std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& subgraph, CpuSession& session, sdk::Prepacked& pp);
+std::string fused_kind(const sdk::Graph& subgraph);
 
 // A kernel whose compute is a lambda over immutable captured state. compute
 // never mutates the kernel, so concurrent runs on one kernel are safe.

@@ -1,8 +1,11 @@
 // Conv (1-D and 2-D, NCHW): weights packed at kernel creation when constant.
 #include <algorithm>
+#include <cstring>
 #include <optional>
+#include <span>
 
 #include "conv.hpp"
+#include "gemm.hpp"
 #include "ops.hpp"
 
 namespace nxrt::cpu {
@@ -118,16 +121,16 @@ ConvShape conv_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<
   return s;
 }
 
-// The Conv kernel, alone (io = ConvIo{}) or heading a fused group.
-std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, const ConvIo& io) {
+// The Conv kernel, alone (io = ConvIo{}) or heading a fused group. Constant W (packed) and
+// bias are prepacked buffers: made here on kernel_create, taken from the blob on kernel_import.
+std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, const ConvIo& io, sdk::Prepacked& pp) {
   const ConvAttrs a = read_conv_attrs(n, 1);
   struct State {
     ConvAttrs a;
     ConvIo io;
     std::vector<int64_t> w_dims;
-    std::shared_ptr<PackedConvWeights> packed;  // when W is constant
-    std::shared_ptr<sdk::HeldBytes> held;       // packed in the session's memory stats
-    std::vector<float> bias;
+    std::shared_ptr<const PackedConvWeights> packed;  // when W is constant (a view of a prepacked buffer)
+    std::span<const float> bias;                      // when B is constant (a prepacked buffer)
     bool bias_const = false;
   } st;
   st.a = a;
@@ -144,19 +147,51 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     s.k_h = a.sr == 2 ? t.dim(2) : 1;
     s.k_w = t.dim(t.rank() - 1);
     if (s.out_c % a.group != 0) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: {} output channels not divisible by group {}", s.out_c, a.group);
-    st.packed = std::make_shared<PackedConvWeights>(pack_conv_weights(s, static_cast<const float*>(t.raw())));
-    st.held = std::make_shared<sdk::HeldBytes>(session.counters(),
-                                               (st.packed->data.size() + st.packed->raw.size()) * sizeof(float));
-    // Only the packed copy is read from now on (unless the same value is also X or the
-    // residual of a fused group): the host may free W.
-    if (io.w != io.x && io.w != io.residual) w.capture();
+    // What the packed layout depends on: the weight shape, the grouping and the GEMM tile.
+    pp.param("out_c", s.out_c);
+    pp.param("in_c_per_group", s.icg());
+    pp.param("k_h", s.k_h);
+    pp.param("k_w", s.k_w);
+    pp.param("group", s.group);
+    pp.param("depthwise", conv_is_depthwise(s) ? 1 : 0);
+    pp.param("gemm_mr", kGemmMR);
+    auto packed = pp.buffer<float>("w", packed_conv_floats(s), [&](std::span<float> dst) {
+      pack_conv_weights_into(s, static_cast<const float*>(t.raw()), dst.data());  // W's data is read here only
+    });
+    PackedConvWeights view = conv_weights_view(s, packed.data());
+    // With X's shape known, the W^T that the transposed path (few output pixels) reads is
+    // derived here too, not on the first run.
+    auto x = n.input(0);
+    if (x.present() && x.static_shape() && s.group == 1 && !view.depthwise) {
+      std::optional<ConvShape> full;
+      try {
+        full = conv_shape(a, x.dims(), t.dims(), "Conv");
+      } catch (const sdk::Error&) {
+        // a shape error: the run reports it
+      }
+      if (full && conv_uses_transposed(*full)) {
+        auto wt = pp.buffer<float>("w_t", conv_transposed_floats(*full), [&](std::span<float> dst) {
+          pack_conv_weights_transposed(*full, packed.data(), dst.data());
+        });
+        view.transposed->prepacked = wt.data();
+      }
+    }
+    st.packed = std::make_shared<const PackedConvWeights>(std::move(view));
   }
-  auto bc = copy_constant(n, 2);
-  if (bc.present) {
-    st.bias.assign(bc.as<float>(), bc.as<float>() + bc.numel());
+  auto bv = n.input(2);
+  const bool bias_const = bv.present() && bv.is_constant();
+  if (bias_const) {
+    ConstTensorView t = bv.constant();
+    if (t.dtype() != NXRT_DTYPE_FLOAT32) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: bias is {}", sdk::dtype_name(t.dtype()));
+    st.bias = pp.buffer<float>("bias", size_t(t.numel()), [&](std::span<float> dst) {
+      if (!dst.empty()) std::memcpy(dst.data(), t.raw(), dst.size() * sizeof(float));
+    });
     st.bias_const = true;
-    if (io.b != io.x && io.b != io.residual) n.input(2).capture();
   }
+  // Only the prepacked copies are read from now on (unless the same value is also X or the
+  // residual of a fused group): the host may free W and B.
+  if (st.packed && io.w != io.x && io.w != io.residual) pp.capture(w);
+  if (bias_const && io.b != io.x && io.b != io.residual) pp.capture(bv);
   ThreadPool* pool = session.pool();
   return make_kernel([st = std::move(st), pool](Context& ctx) {
     ConstTensorView x = ctx.input(size_t(st.io.x)), w = ctx.input(size_t(st.io.w));
@@ -194,12 +229,12 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
 
 namespace {
 
-std::unique_ptr<Kernel> conv_create(const Node& n, CpuSession& session) {
-  return make_conv_kernel(n, session, ConvIo{});
+std::unique_ptr<Kernel> conv_create(const Node& n, CpuSession& session, sdk::Prepacked& pp) {
+  return make_conv_kernel(n, session, ConvIo{}, pp);
 }
 
 }  // namespace
 
-void register_conv_ops(Registry& r) { r.add(Def{"Conv", "", 1, INT_MAX, conv_check, conv_create}); }
+void register_conv_ops(Registry& r) { r.add(Def{"Conv", "", 1, INT_MAX, conv_check, nullptr}, conv_create); }
 
 }  // namespace nxrt::cpu

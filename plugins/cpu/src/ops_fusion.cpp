@@ -195,7 +195,13 @@ void claim_nodes_fused(const sdk::Graph& g, nxrt_claim_sink* sink) {
   }
 }
 
-std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& session) {
+std::string fused_kind(const sdk::Graph& sg) {
+  std::string kind;
+  for (size_t i = 0; i < sg.node_count(); ++i) kind += (i ? "+" : "") + std::string(sg.node(i).op_type());
+  return kind;
+}
+
+std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& session, sdk::Prepacked& pp) {
   // The group's nodes arrive in model order; rebuild the chain from its Conv.
   const size_t count = sg.node_count();
   std::optional<size_t> conv;
@@ -231,7 +237,7 @@ std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& se
   io.post.clamp = c.clamp;
   io.post.lo = c.lo;
   io.post.hi = c.hi;
-  return make_conv_kernel(cn, session, io);
+  return make_conv_kernel(cn, session, io, pp);
 }
 
 }  // namespace nxrt::cpu

@@ -1,5 +1,6 @@
 // Gemm and MatMul: constant B operands are packed once at kernel creation.
 #include <algorithm>
+#include <span>
 
 #include "gemm.hpp"
 #include "ops.hpp"
@@ -21,10 +22,16 @@ struct GemmState {
   float alpha = 1.f, beta = 1.f;
   bool trans_a = false, trans_b = false;
   bool b_packed = false;
-  int64_t pk = 0, pn = 0;  // K, N of the packed B
-  std::shared_ptr<AlignedFloats> packed_b;
-  std::shared_ptr<sdk::HeldBytes> held;  // packed_b in the session's memory stats
+  int64_t pk = 0, pn = 0;            // K, N of the packed B
+  std::span<const float> packed_b;  // a prepacked buffer (made here, or in an imported blob)
 };
+
+// What a packed B depends on: its K and N and the GEMM panel layout.
+void declare_packed_b(sdk::Prepacked& pp, int64_t K, int64_t N) {
+  pp.param("K", K);
+  pp.param("N", N);
+  pp.param("gemm_nr", kGemmNR);
+}
 
 Check gemm_check(const Node& n) {
   return first_refusal([&] { return sdk::require_dtypes(n, kF32); },
@@ -38,7 +45,7 @@ Check gemm_check(const Node& n) {
                        });
 }
 
-std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s) {
+std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s, sdk::Prepacked& pp) {
   GemmState st;
   st.alpha = n.attr_float("alpha", 1.f);
   st.beta = n.attr_float("beta", 1.f);
@@ -50,11 +57,13 @@ std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s) {
     if (t.rank() != 2) sdk::fail(NXRT_INVALID_ARGUMENT, "Gemm: B has rank {}, expected 2", t.rank());
     st.pk = st.trans_b ? t.dim(1) : t.dim(0);
     st.pn = st.trans_b ? t.dim(0) : t.dim(1);
-    st.packed_b = std::make_shared<AlignedFloats>(packed_b_floats(st.pk, st.pn));
-    pack_b(static_cast<const float*>(t.raw()), t.dim(1), st.trans_b, st.pk, st.pn, st.packed_b->data());
-    st.held = std::make_shared<sdk::HeldBytes>(s.counters(), st.packed_b->size() * sizeof(float));
+    declare_packed_b(pp, st.pk, st.pn);
+    pp.param("trans_b", st.trans_b);
+    st.packed_b = pp.buffer<float>("packed_b", packed_b_floats(st.pk, st.pn), [&](std::span<float> dst) {
+      pack_b(static_cast<const float*>(t.raw()), t.dim(1), st.trans_b, st.pk, st.pn, dst.data());
+    });
     st.b_packed = true;
-    b.capture();  // only the packed copy is read from now on: the host may free B
+    pp.capture(b);  // only the packed copy is read from now on: the host may free B
   }
   ThreadPool* pool = s.pool();
   return make_kernel([st, pool](Context& ctx) {
@@ -90,7 +99,7 @@ std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s) {
     if (M == 0 || N == 0) return;
     float* pa = scratch_floats(kScratchA, packed_a_floats(M, K));
     pack_a(a.data<float>(), a.dim(1), st.trans_a, M, K, st.alpha, pa);
-    const float* pb = st.b_packed ? st.packed_b->data() : nullptr;
+    const float* pb = st.b_packed ? st.packed_b.data() : nullptr;
     if (!pb) {
       float* buf = scratch_floats(kScratchB, packed_b_floats(K, N));
       pack_b_parallel(b.data<float>(), b.dim(1), st.trans_b, K, N, buf, pool);
@@ -106,11 +115,10 @@ struct MatMulState {
   bool b_packed = false;
   std::vector<int64_t> b_dims;  // as given
   int64_t pk = 0, pn = 0, b_batches = 1;
-  std::shared_ptr<AlignedFloats> packed_b;  // b_batches packed matrices
-  std::shared_ptr<sdk::HeldBytes> held;     // packed_b in the session's memory stats
+  std::span<const float> packed_b;  // b_batches packed matrices (a prepacked buffer)
 };
 
-std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s) {
+std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s, sdk::Prepacked& pp) {
   MatMulState st;
   auto b = n.input(1);
   if (b.is_constant()) {
@@ -123,13 +131,15 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s) {
       st.b_batches = vec ? 1 : t.numel() / std::max<int64_t>(1, st.pk * st.pn);
       if (st.pk * st.pn > 0) {
         const size_t per = packed_b_floats(st.pk, st.pn);
-        st.packed_b = std::make_shared<AlignedFloats>(per * size_t(st.b_batches));
-        const float* src = static_cast<const float*>(t.raw());
-        for (int64_t i = 0; i < st.b_batches; ++i)
-          pack_b(src + i * st.pk * st.pn, st.pn, false, st.pk, st.pn, st.packed_b->data() + per * size_t(i));
-        st.held = std::make_shared<sdk::HeldBytes>(s.counters(), st.packed_b->size() * sizeof(float));
+        declare_packed_b(pp, st.pk, st.pn);
+        pp.param("batches", st.b_batches);
+        st.packed_b = pp.buffer<float>("packed_b", per * size_t(st.b_batches), [&](std::span<float> dst) {
+          const float* src = static_cast<const float*>(t.raw());
+          for (int64_t i = 0; i < st.b_batches; ++i)
+            pack_b(src + i * st.pk * st.pn, st.pn, false, st.pk, st.pn, dst.data() + per * size_t(i));
+        });
         st.b_packed = true;
-        b.capture();  // only the packed copy is read from now on: the host may free B
+        pp.capture(b);  // only the packed copy is read from now on: the host may free B
       }
     }
   }
@@ -178,7 +188,7 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s) {
       const int64_t MM = nbatch * M;
       float* pa = scratch_floats(kScratchA, packed_a_floats(MM, K));
       pack_a(ap, K, false, MM, K, 1.f, pa);
-      const float* pb = st.b_packed ? st.packed_b->data() : nullptr;
+      const float* pb = st.b_packed ? st.packed_b.data() : nullptr;
       if (!pb) {
         float* buf = scratch_floats(kScratchB, per_b);
         pack_b_parallel(bp, N, false, K, N, buf, pool);
@@ -212,7 +222,7 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s) {
       pack_a(ap + amap[size_t(o)] * M * K, K, false, M, K, 1.f, pa);
       const float* pb;
       if (st.b_packed) {
-        pb = st.packed_b->data() + per_b * size_t(bmap[size_t(o)]);
+        pb = st.packed_b.data() + per_b * size_t(bmap[size_t(o)]);
       } else {
         float* buf = scratch_floats(kScratchB, per_b);
         pack_b_parallel(bp + bmap[size_t(o)] * K * N, N, false, K, N, buf, p);
@@ -233,9 +243,8 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s) {
 }  // namespace
 
 void register_gemm_ops(Registry& r) {
-  r.add(Def{"Gemm", "", 7, INT_MAX, gemm_check, gemm_create});
-  r.add(Def{"MatMul", "", 1, INT_MAX,
-            [](const Node& n) { return sdk::require_dtypes(n, kF32); }, matmul_create});
+  r.add(Def{"Gemm", "", 7, INT_MAX, gemm_check, nullptr}, gemm_create);
+  r.add(Def{"MatMul", "", 1, INT_MAX, [](const Node& n) { return sdk::require_dtypes(n, kF32); }, nullptr}, matmul_create);
 }
 
 }  // namespace nxrt::cpu

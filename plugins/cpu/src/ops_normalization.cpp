@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
+#include <span>
 
 #include "normalization.hpp"
 #include "ops.hpp"
@@ -49,22 +51,37 @@ std::unique_ptr<Kernel> bn_training_create(const Node& n, CpuSession& session) {
   });
 }
 
-std::unique_ptr<Kernel> bn_create(const Node& n, CpuSession& session) {
+// Constant scale/B/mean/var are folded once into per-channel mul and add, a prepacked buffer
+// (made here on kernel_create, the blob's on kernel_import).
+std::unique_ptr<Kernel> bn_create(const Node& n, CpuSession& session, sdk::Prepacked& pp) {
   struct State {
     float eps;
     bool folded = false;
-    std::vector<float> mul, add;
+    std::span<const float> mul, add;
   } st;
   st.eps = n.attr_float("epsilon", 1e-5f);
-  ConstCopy c[4] = {copy_constant(n, 1), copy_constant(n, 2), copy_constant(n, 3), copy_constant(n, 4)};
-  if (c[0].present && c[1].present && c[2].present && c[3].present) {
+  bool all_constant = true;
+  for (size_t i = 1; i <= 4; ++i) all_constant = all_constant && n.input(i).present() && n.input(i).is_constant();
+  if (all_constant) {
+    const ConstTensorView c[4] = {n.input(1).constant(), n.input(2).constant(), n.input(3).constant(), n.input(4).constant()};
     const int64_t C = c[0].numel();
     if (c[1].numel() != C || c[2].numel() != C || c[3].numel() != C)
       sdk::fail(NXRT_INVALID_ARGUMENT, "BatchNormalization: parameter sizes differ");
-    st.mul.resize(size_t(C));
-    st.add.resize(size_t(C));
-    batchnorm_fold(C, c[0].as<float>(), c[1].as<float>(), c[2].as<float>(), c[3].as<float>(), st.eps, st.mul.data(), st.add.data());
+    uint32_t eps_bits;
+    std::memcpy(&eps_bits, &st.eps, sizeof eps_bits);
+    pp.param("C", C);
+    pp.param("epsilon_bits", eps_bits);
+    auto folded = pp.buffer<float>("mul_add", size_t(2 * C), [&](std::span<float> dst) {
+      batchnorm_fold(C, c[0].data<float>(), c[1].data<float>(), c[2].data<float>(), c[3].data<float>(), st.eps, dst.data(),
+                     dst.data() + C);
+    });
+    st.mul = folded.first(size_t(C));
+    st.add = folded.subspan(size_t(C));
     st.folded = true;
+    // Only the folded copy is read from now on: the host may free the parameters (unless one
+    // of them is also X).
+    for (size_t i = 1; i <= 4; ++i)
+      if (n.input(i).raw() != n.input(0).raw()) pp.capture(n.input(i));
   }
   ThreadPool* pool = session.pool();
   return make_kernel([st = std::move(st), pool](Context& ctx) {
@@ -214,12 +231,13 @@ std::unique_ptr<Kernel> mvn_create(const Node& n, CpuSession& s) {
 }  // namespace
 
 void register_normalization_ops(Registry& r) {
-  r.add(Def{"BatchNormalization", "", 7, 13, bn_check, bn_create});
+  r.add(Def{"BatchNormalization", "", 7, 13, bn_check, nullptr}, bn_create);
   r.add(Def{"BatchNormalization", "", 14, INT_MAX,
             [](const Node& n) { return n.attr_int("training_mode", 0) != 0 ? bn_training_check(n) : bn_check(n); },
-            [](const Node& n, CpuSession& s) {
-              return n.attr_int("training_mode", 0) != 0 ? bn_training_create(n, s) : bn_create(n, s);
-            }});
+            nullptr},
+        [](const Node& n, CpuSession& s, sdk::Prepacked& pp) {
+          return n.attr_int("training_mode", 0) != 0 ? bn_training_create(n, s) : bn_create(n, s, pp);
+        });
   r.add(Def{"LayerNormalization", "", 17, INT_MAX, ln_check, ln_create});
   r.add(Def{"InstanceNormalization", "", 6, INT_MAX,
             [](const Node& n) -> Check {

@@ -7,17 +7,48 @@
 
 #include "cpu_info.hpp"
 #include "gemm.hpp"
+#include "kernel_cache.hpp"
 #include "ops.hpp"
 
 namespace nxrt::cpu {
 
-CpuSession::CpuSession(int threads) : pool_(threads) {}
+CpuSession::CpuSession(int threads, std::string fingerprint, bool offline)
+    : pool_(threads), fingerprint_(std::move(fingerprint)), offline_(offline) {}
 
 void CpuSession::get_capability(const sdk::Graph& g, nxrt_claim_sink* sink) { claim_nodes_fused(g, sink); }
 
 std::unique_ptr<Kernel> CpuSession::create_kernel(const sdk::Graph& subgraph) {
-  if (subgraph.node_count() > 1) return create_fused_kernel(subgraph, *this);
+  if (subgraph.node_count() > 1)
+    return sdk::create_prepacked(fused_kind(subgraph), &counters(),
+                                 [&](sdk::Prepacked& pp) { return create_fused_kernel(subgraph, *this, pp); });
   return registry().create(subgraph, *this);
+}
+
+sdk::CacheJudgement CpuSession::judge(const std::string& fingerprint) {
+  return judge_cpu_fingerprint(fingerprint, fingerprint_);
+}
+
+std::unique_ptr<Kernel> CpuSession::import_kernel(const sdk::Graph& subgraph, std::span<const uint8_t> blob,
+                                                  sdk::CacheJudgement&) {
+  try {
+    if (subgraph.node_count() > 1)
+      return sdk::import_prepacked(fused_kind(subgraph), blob,
+                                   [&](sdk::Prepacked& pp) { return create_fused_kernel(subgraph, *this, pp); });
+    return registry().import(subgraph, *this, blob);
+  } catch (const sdk::Error& e) {
+    // The node itself is the problem (kernel_create will say so), not the blob: compile it.
+    throw sdk::BlobRejected{NXRT_CACHE_RECOMPILE, fmt::format("rebuilding the kernel from the blob failed: {}", e.what())};
+  }
+}
+
+void* CpuSession::alloc(nxrt_memory_kind kind, uint64_t bytes, uint64_t alignment) {
+  if (offline_) sdk::fail(NXRT_UNSUPPORTED, "an offline (compile-only) CPU session has no memory");
+  return HostMemorySession::alloc(kind, bytes, alignment);
+}
+
+void CpuSession::copy(std::span<const nxrt_copy_region> regions, sdk::Stream* stream) {
+  if (offline_) sdk::fail(NXRT_UNSUPPORTED, "an offline (compile-only) CPU session copies nothing");
+  HostMemorySession::copy(regions, stream);
 }
 
 namespace {
@@ -43,9 +74,10 @@ int parse_threads(const sdk::Options& o) {
 class CpuPlugin final : public sdk::Plugin {
  public:
   const char* name() const override { return "cpu"; }
-  const char* version() const override { return "0.2.0"; }
+  const char* version() const override { return kCpuPluginVersion; }
   uint64_t features() const override {
-    return NXRT_FEATURE_CONCURRENT_RUN | NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STRING_TENSORS | sdk::kHostMemoryFeatures;
+    return NXRT_FEATURE_CONCURRENT_RUN | NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STRING_TENSORS | sdk::kHostMemoryFeatures |
+           NXRT_FEATURE_KERNEL_CACHE | NXRT_FEATURE_OFFLINE_COMPILE;
   }
   uint32_t device_count() override { return 1; }
   const char* no_device_reason() override { return "the CPU is always available"; }
@@ -60,7 +92,7 @@ class CpuPlugin final : public sdk::Plugin {
     d.dtypes |= uint64_t(1) << unsigned(NXRT_DTYPE_STRING);
     d.host_addressable = true;
     d.properties = {{"isa", c.isa_name()},
-                    {"active_isa", active_isa() == Isa::avx512 ? "avx512f" : active_isa() == Isa::avx2 ? "avx2" : "generic"},
+                    {"active_isa", isa_label(active_isa())},
                     {"threads", std::to_string(c.hardware_threads)},
                     {"gemm_kernel", gemm_kernel_name()},
                     {"streams", "none (synchronous)"}};
@@ -68,7 +100,24 @@ class CpuPlugin final : public sdk::Plugin {
   }
   uint64_t memory_free(uint32_t) override { return available_memory_bytes(); }
   std::unique_ptr<sdk::Session> create_session(uint32_t, const sdk::Options& options) override {
-    return std::make_unique<CpuSession>(parse_threads(options));
+    return std::make_unique<CpuSession>(parse_threads(options), cpu_fingerprint(active_isa()));
+  }
+  // Packs for the CPU a description names: its ISA ("active_isa", as describe_device reports
+  // it, else "isa") sets the fingerprint; the packed layout is the same for every ISA this
+  // build knows, so only an unknown ISA or a non-CPU device is refused.
+  std::unique_ptr<sdk::Session> create_offline_session(const sdk::Options& device, const sdk::Options&) override {
+    auto kind = device.find("kind");
+    if (kind != device.end() && kind->second != "cpu")
+      sdk::fail(NXRT_UNSUPPORTED, "the CPU plugin compiles for CPU devices, the description is of kind '{}'", kind->second);
+    auto isa = device.find("active_isa");
+    if (isa == device.end()) isa = device.find("isa");
+    if (isa == device.end())
+      sdk::fail(NXRT_INVALID_ARGUMENT, "the device description has no 'isa' (or 'active_isa') property, e.g. avx2");
+    const auto target = isa_from_name(isa->second);
+    if (!target)
+      sdk::fail(NXRT_UNSUPPORTED, "this CPU plugin build cannot pack for ISA '{}' (it knows avx512f, avx2, generic)",
+                isa->second);
+    return std::make_unique<CpuSession>(1, cpu_fingerprint(*target), true);
   }
 };
 

@@ -9,9 +9,13 @@
 #pragma once
 #include "context.hpp"
 #include "graph.hpp"
+#include "kernel.hpp"
 #include "kernel_cache.hpp"
+#include "prepacked.hpp"
 
 #include <climits>
+#include <concepts>
+#include <tuple>
 #include <functional>
 #include <map>
 #include <memory>
@@ -22,15 +26,6 @@
 #include <vector>
 
 namespace nxrt::sdk {
-
-class Kernel {
- public:
-  virtual ~Kernel() = default;
-  virtual void compute(Context& ctx) = 0;
-  // ABI 2.4 (NXRT_FEATURE_KERNEL_CACHE): what rebuilds this kernel without compiling it
-  // (Session::import_kernel reads it back). The default has nothing worth keeping.
-  virtual void export_blob(BlobWriter&) { fail(NXRT_UNSUPPORTED, "this kernel has nothing to cache"); }
-};
 
 struct Refusal {
   nxrt_refusal reason;
@@ -77,10 +72,25 @@ struct KernelDef {
   std::function<std::unique_ptr<Kernel>(const Node&, Session&)> create;
 };
 
+// ABI 2.4: a kernel factory that declares its derived data through Prepacked (prepacked.hpp),
+// so the kernel exports it and kernel_import rebuilds the kernel from a blob without it.
+template <typename Session>
+using PrepackedCreate = std::function<std::unique_ptr<Kernel>(const Node&, Session&, Prepacked&)>;
+
 template <typename Session>
 class KernelRegistry {
  public:
   void add(KernelDef<Session> def) { defs_[{def.domain, def.op}].push_back(std::move(def)); }
+  // The same with a Prepacked factory (def.create is replaced by it): kernel_create runs it
+  // with fresh buffers (counted in the session's memory stats when it has counters()), and
+  // import() runs it fed from a blob.
+  void add(KernelDef<Session> def, PrepackedCreate<Session> create) {
+    def.create = [create](const Node& n, Session& s) {
+      return create_prepacked(prepacked_kind(n), counters_of(s), [&](Prepacked& pp) { return create(n, s, pp); });
+    };
+    prepacked_[{def.domain, def.op, def.since}] = std::move(create);
+    add(std::move(def));
+  }
 
   // The kernel definition for a node, or the refusal explaining why none fits.
   const KernelDef<Session>* find(const Node& n, int64_t opset, Refusal* why) const {
@@ -141,6 +151,25 @@ class KernelRegistry {
     return def->create(n, s);
   }
 
+  // kernel_import of a single-node claim whose kernel has a Prepacked factory. Throws
+  // BlobRejected (RECOMPILE) when the node is not one this registry rebuilds from a blob.
+  std::unique_ptr<Kernel> import(const Graph& subgraph, Session& s, std::span<const uint8_t> blob) const {
+    if (subgraph.node_count() != 1)
+      throw BlobRejected{NXRT_CACHE_RECOMPILE, fmt::format("a group of {} nodes is not a single-node kernel", subgraph.node_count())};
+    Node n = subgraph.node(0);
+    std::string domain(n.domain());
+    Refusal why{};
+    const auto* def = find(n, subgraph.opset(domain.c_str()), &why);
+    if (!def) throw BlobRejected{NXRT_CACHE_RECOMPILE, why.message};
+    if (def->check)
+      if (auto r = def->check(n)) throw BlobRejected{NXRT_CACHE_RECOMPILE, r->message};
+    auto it = prepacked_.find({def->domain, def->op, def->since});
+    if (it == prepacked_.end())
+      throw BlobRejected{NXRT_CACHE_RECOMPILE, fmt::format("{} kernels keep nothing in a blob", prepacked_kind(n))};
+    const auto& create = it->second;
+    return import_prepacked(prepacked_kind(n), blob, [&](Prepacked& pp) { return create(n, s, pp); });
+  }
+
   // Ops this registry knows, for documentation and coverage reports.
   std::vector<std::string> ops() const {
     std::vector<std::string> out;
@@ -149,7 +178,12 @@ class KernelRegistry {
   }
 
  private:
+  static MemoryCounters* counters_of(Session& s) {
+    if constexpr (requires { { s.counters() } -> std::same_as<MemoryCounters&>; }) return &s.counters();
+    else return nullptr;
+  }
   std::map<std::pair<std::string, std::string>, std::vector<KernelDef<Session>>> defs_;
+  std::map<std::tuple<std::string, std::string, int>, PrepackedCreate<Session>> prepacked_;
 };
 
 }  // namespace nxrt::sdk
