@@ -1,5 +1,7 @@
 #include "host_tensor.hpp"
 
+#include <sys/mman.h>
+
 #include "error.hpp"
 #include "string_tensor.hpp"
 
@@ -15,6 +17,9 @@
 #include <sstream>
 
 namespace nxrt {
+
+void advise_huge(void* p, size_t bytes) { ::madvise(p, bytes, MADV_HUGEPAGE); }
+
 
 namespace {
 

@@ -14,17 +14,31 @@ namespace onnx { class TensorProto; }
 
 namespace nxrt {
 
-// 64-byte aligned storage, so kernels may use aligned vector loads on host tensors.
+// madvise(MADV_HUGEPAGE) on a large buffer (host_tensor.cpp); harmless where THP is off.
+void advise_huge(void* p, size_t bytes);
+
+// 64-byte aligned storage, so kernels may use aligned vector loads on host tensors; buffers
+// of 2 MiB or more are 2 MiB aligned and ask for transparent huge pages, so filling a large
+// weight takes a few page faults instead of one per 4 KiB (model loading and folding).
 template <typename T>
 struct AlignedAllocator {
   using value_type = T;
   AlignedAllocator() = default;
   template <typename U> AlignedAllocator(const AlignedAllocator<U>&) {}
   T* allocate(size_t n) {
-    void* p = ::operator new(n * sizeof(T), std::align_val_t(64));
-    return static_cast<T*>(p);
+    const size_t bytes = n * sizeof(T);
+    if (bytes >= kHugeBytes) {  // weights: 2 MiB pages, one fault each instead of 512
+      void* p = ::operator new(bytes, std::align_val_t(kHugeBytes));
+      advise_huge(p, bytes);
+      return static_cast<T*>(p);
+    }
+    return static_cast<T*>(::operator new(bytes, std::align_val_t(64)));
   }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  void deallocate(T* p, size_t n) {
+    if (n * sizeof(T) >= kHugeBytes) ::operator delete(p, std::align_val_t(kHugeBytes));
+    else ::operator delete(p, std::align_val_t(64));
+  }
+  static constexpr size_t kHugeBytes = size_t(2) << 20;
   template <typename U> bool operator==(const AlignedAllocator<U>&) const { return true; }
 };
 

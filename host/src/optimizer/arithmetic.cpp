@@ -91,9 +91,22 @@ size_t fold_batchnorm(nxrt_model_ir& m) {
     if (!scale || !shift || !mean || !var || (b && !bias)) continue;
 
     // Weights only this Conv reads are scaled in place: no second copy of them in memory.
+    // Weights that are a view (a compiled model's mapped file) are written scaled into new
+    // memory in one pass, never copied first.
     const bool only_reader = w->consumers.size() == 1 && !body_names.count(w->name) && !w->is_graph_output;
-    auto w2 = only_reader && w->constant.use_count() == 1 ? std::const_pointer_cast<HostTensor>(w->constant)
-                                                          : std::make_shared<HostTensor>(*w->constant);
+    std::shared_ptr<const HostTensor> w_src = w->constant;  // keeps the source alive while we read it
+    const bool in_place = only_reader && w->constant.use_count() == 2 && !w_src->data.is_view();
+    std::shared_ptr<HostTensor> w2;
+    if (in_place) {
+      w2 = std::const_pointer_cast<HostTensor>(w_src);
+    } else {
+      w2 = std::make_shared<HostTensor>();
+      w2->name = w_src->name;
+      w2->dtype = w_src->dtype;
+      w2->dims = w_src->dims;
+      w2->data = Bytes(w_src->data.size());
+    }
+    const float* ws = reinterpret_cast<const float*>(w_src->data.data());
     auto b2 = std::make_shared<HostTensor>();
     b2->dtype = NXRT_DTYPE_FLOAT32;
     b2->dims = {c};
@@ -103,7 +116,7 @@ size_t fold_batchnorm(nxrt_model_ir& m) {
     const int64_t per = w2->numel() / c;
     for (int64_t o = 0; o < c; ++o) {
       double k = double(scale[o]) / std::sqrt(double(var[o]) + eps);
-      for (int64_t i = 0; i < per; ++i) wd[o * per + i] = float(double(wd[o * per + i]) * k);
+      for (int64_t i = 0; i < per; ++i) wd[o * per + i] = float(double(ws[o * per + i]) * k);
       bd[o] = float(((bias ? double(bias[o]) : 0.0) - double(mean[o])) * k + double(shift[o]));
     }
     edit::drop_use(w, conv, body_names);

@@ -268,11 +268,14 @@ sdk::CacheJudgement judge_fingerprint(const std::string& compiled, const std::st
       return {NXRT_CACHE_USABLE, fmt::format("compiled with {} {} on '{}', this device has {}: the SPIR-V and tile choices "
                                              "hold, but the driver's pipeline cache bytes are not used (pipelines compile at load)",
                                              words, *a.get(k), name_a, *b.get(k))};
-  // Same values apart from the name, or fields this plugin version does not know.
+  // Fields this plugin version does not know, or other values.
   for (auto& [k, v] : a.fields)
     if (k != "name" && (!b.get(k) || *b.get(k) != v))
       return {NXRT_CACHE_RECOMPILE, fmt::format("compiled with {}={}, this session has {}", k, v, b.get(k) ? *b.get(k) : "none")};
-  return {NXRT_CACHE_OPTIMAL, ""};
+  // Every field agrees yet the text differs (another name, repeated or extra text): not a
+  // fingerprint this session would write, so nothing proves the blobs are its own.
+  return {NXRT_CACHE_RECOMPILE, fmt::format("the fingerprint ({} bytes) is not the one this session writes, though its fields "
+                                            "agree: '{}'", compiled.size(), compiled.substr(0, 80))};
 }
 
 }  // namespace nxrt::vk

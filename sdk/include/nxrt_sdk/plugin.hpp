@@ -662,9 +662,15 @@ struct Entry {
     nxrt_cache_judgement full{};
     full.struct_size = sizeof full;
     full.verdict = v;
-    std::snprintf(full.reason, sizeof full.reason, "%s", reason.c_str());
-    for (char& c : full.reason)
-      if (c == '\n' || c == '\r') c = ' ';  // one line
+    // One line of valid UTF-8 (a reason may quote the untrusted fingerprint), cut at a
+    // character boundary.
+    std::string r = printable_utf8(reason);
+    if (r.size() >= sizeof full.reason) {
+      size_t cut = sizeof full.reason - 1;
+      while (cut > 0 && (static_cast<unsigned char>(r[cut]) & 0xc0) == 0x80) --cut;
+      r.resize(cut);
+    }
+    std::snprintf(full.reason, sizeof full.reason, "%s", r.c_str());
     fill_callee(out, full);
   }
   static bool judgement_ok(const nxrt_cache_judgement* out) {
@@ -736,6 +742,8 @@ struct Entry {
           fail(NXRT_INVALID_ARGUMENT, "device property {} is NULL, too small or has a NULL key or value", i);
         d[e->key] = e->value;
       }
+      if (d.find("name") == d.end())
+        fail(NXRT_INVALID_ARGUMENT, "the device description has no 'name' (give what `nxrt plugins --json` prints for a device)");
       const Options o = read_options(*from<InstanceBox>(p), opts, n);
       auto box = std::make_unique<SessionBox>();
       box->s = plugin(p).create_offline_session(d, o);

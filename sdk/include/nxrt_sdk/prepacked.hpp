@@ -134,7 +134,14 @@ class Prepacked {
   // graph_capture_constant for a constant input the buffers replace. On create a failure is
   // an error as usual; on import it is ignored (a host that does not take captures during
   // kernel_import keeps its copy; the kernel never reads it either way).
-  void capture(const Value& v) const {
+  // The constant's bytes are a parameter too (their digest): a blob packed from other weights
+  // (another claim of the same shapes) is RECOMPILE, never applied to this node.
+  void capture(const Value& v) {
+    if (v.is_constant()) {
+      auto t = v.constant();
+      const int64_t d = int64_t(digest64(t.raw(), t.bytes()));
+      param(fmt::format("digest of {}", v.name()), d);
+    }
     if (!imported_) {
       v.capture();
       return;
