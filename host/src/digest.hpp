@@ -1,4 +1,4 @@
-// XXH64 (Yann Collet's xxHash, 64-bit variant, implemented from its specification): the
+// XXH64 (the SDK's nxrt_sdk/digest64.hpp, shared with plugins): the
 // fast digest that keys the compiled-model cache and checks its sections. Not a security
 // boundary (docs/security.md: the cache folder is trusted like the plugin folder); it
 // catches corruption and tells models and options apart at memory speed.

@@ -162,6 +162,26 @@ EpInstance::~EpInstance() {
   if (session) lib->api().session_release(session);
 }
 
+namespace {
+
+// What session_create and session_create_offline are given: the host's "threads", then
+// this plugin's own "<name>." options, as the ABI's array of pointers (valid while this lives).
+struct SessionOptionArray {
+  std::string threads;
+  std::vector<nxrt_option> opts;
+  std::vector<const nxrt_option*> ptrs;
+  SessionOptionArray(const std::string& name, int t, const KeyValues& options) : threads(std::to_string(t)) {
+    const std::string prefix = name + ".";
+    opts.push_back(nxrt_option{sizeof(nxrt_option), "threads", threads.c_str()});
+    for (auto& [k, v] : options)
+      if (k.compare(0, prefix.size(), prefix) == 0) opts.push_back(nxrt_option{sizeof(nxrt_option), k.c_str(), v.c_str()});
+    for (auto& o : opts) ptrs.push_back(&o);
+  }
+  SessionOptionArray(const SessionOptionArray&) = delete;  // ptrs point into it
+};
+
+}  // namespace
+
 std::unique_ptr<EpInstance> EpInstance::create(std::shared_ptr<PluginLibrary> lib, uint32_t device, int threads,
                                                const KeyValues& options, std::shared_ptr<MemoryPolicy> policy) {
   const std::string& name = lib->name();
@@ -171,19 +191,11 @@ std::unique_ptr<EpInstance> EpInstance::create(std::shared_ptr<PluginLibrary> li
   auto inst = std::make_unique<EpInstance>();
   inst->lib = lib;
   inst->device = device;
-  // The host's "threads", then this plugin's own "<name>." options.
-  const std::string t = std::to_string(threads);
-  const std::string prefix = name + ".";
-  std::vector<nxrt_option> opts;
-  opts.push_back(nxrt_option{sizeof(nxrt_option), "threads", t.c_str()});
-  for (auto& [k, v] : options)
-    if (k.compare(0, prefix.size(), prefix) == 0) opts.push_back(nxrt_option{sizeof(nxrt_option), k.c_str(), v.c_str()});
-  std::vector<const nxrt_option*> ptrs;
-  for (auto& o : opts) ptrs.push_back(&o);
+  SessionOptionArray o(name, threads, options);
   nxrt_status* st = retry_once([&] {
     inst->session = nullptr;
     return guarded(name, "session_create", [&] {
-      return lib->api().session_create(lib->instance(), device, ptrs.data(), ptrs.size(), &inst->session);
+      return lib->api().session_create(lib->instance(), device, o.ptrs.data(), o.ptrs.size(), &inst->session);
     });
   });
   // An out-of-range option value is the user's mistake: INVALID_ARGUMENT stays one.
@@ -215,20 +227,13 @@ std::unique_ptr<EpInstance> EpInstance::create_offline(std::shared_ptr<PluginLib
   auto inst = std::make_unique<EpInstance>();
   inst->lib = lib;
   inst->offline = true;
-  const std::string t = std::to_string(threads);
-  const std::string prefix = name + ".";
-  std::vector<nxrt_option> opts;
-  opts.push_back(nxrt_option{sizeof(nxrt_option), "threads", t.c_str()});
-  for (auto& [k, v] : options)
-    if (k.compare(0, prefix.size(), prefix) == 0) opts.push_back(nxrt_option{sizeof(nxrt_option), k.c_str(), v.c_str()});
-  std::vector<const nxrt_option*> ptrs;
-  for (auto& o : opts) ptrs.push_back(&o);
+  SessionOptionArray o(name, threads, options);
   std::vector<nxrt_property> props;
   for (auto& [k, v] : device) props.push_back(nxrt_property{sizeof(nxrt_property), k.c_str(), v.c_str()});
   std::vector<const nxrt_property*> pp;
   for (auto& p : props) pp.push_back(&p);
   check_plugin(*lib, guarded(name, "session_create_offline", [&] {
-                 return lib->api().session_create_offline(lib->instance(), pp.data(), pp.size(), ptrs.data(), ptrs.size(),
+                 return lib->api().session_create_offline(lib->instance(), pp.data(), pp.size(), o.ptrs.data(), o.ptrs.size(),
                                                           &inst->session);
                }),
                "creating a compile-only session for the described device", /*user_input=*/true);
