@@ -84,6 +84,8 @@ class Artifact {
   bool data(const ArtifactEntry& e, std::span<const uint8_t>* out, std::string* why) const;
   const Meta& info() const;  // the Info entry's meta (empty if none)
   const std::string& path() const { return file_->path(); }
+  // The whole mapped file (read-only): weights loaded from it are views into these bytes.
+  std::span<const uint8_t> mapping() const { return {file_->data(), file_->size()}; }
   size_t size() const { return file_->size(); }
   uint32_t abi_major() const { return abi_major_; }
   uint32_t abi_minor() const { return abi_minor_; }

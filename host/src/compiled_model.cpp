@@ -54,6 +54,7 @@ std::shared_ptr<nxrt_model_ir> from_artifact(std::shared_ptr<const Artifact> a, 
   if (!graph_of(*a, &graph, &weights, &why))
     raise(NXRT_ERR_MODEL, "compiled model '{}' cannot be used ({}); compile it again with 'nxrt compile'", path, why);
   std::shared_ptr<nxrt_model_ir> ir = load_model_artifact(graph, weights, path, a);
+  ir->optimized = a->info().count("optimized") ? a->info().at("optimized") : "";
   uint64_t digest = 0;
   parse_hex64(a->info().count("model_digest") ? a->info().at("model_digest") : "", &digest);
   ir->digest = digest;
@@ -71,6 +72,48 @@ std::string config_text(const std::string& eps, bool fallback, int opt_level, ui
   std::string o;
   for (auto& [k, v] : sorted) o += fmt::format("{}{}={}", o.empty() ? "" : ",", k, v);
   return fmt::format("eps={};fallback={};opt={};device={};options={}", eps, fallback ? 1 : 0, opt_level, device, o);
+}
+
+std::string optimizer_key(int level, const PluginLibrary* folder) {
+  return fmt::format("level={};folder={};host={}", level, folder ? folder->name() + " " + folder->version() : "none",
+                     kHostVersion);
+}
+
+std::shared_ptr<nxrt_model_ir> model_for_settings(const nxrt_model_ir& model, const std::string& cache_dir,
+                                                  const std::string& config, const std::string& key) {
+  const bool from_folder = model.compiled && model.compiled->path() != model.path;
+  if (!from_folder || model.optimized.empty() || model.optimized == key || cache_dir.empty()) return nullptr;
+  const std::string entry = cache_entry_path(cache_dir, model.digest, config);
+  std::error_code ec;
+  if (fs::exists(entry, ec)) {
+    try {
+      Verdict v;
+      auto a = Artifact::open(entry, &v);
+      std::span<const uint8_t> graph, weights;
+      std::string why;
+      if (a && a->info().count("optimized") && a->info().at("optimized") == key && a->info().count("model_digest") &&
+          a->info().at("model_digest") == hex64(model.digest) && graph_of(*a, &graph, &weights, &why)) {
+        auto ir = std::shared_ptr<nxrt_model_ir>(load_model_artifact(graph, weights, model.path, a));
+        ir->digest = model.digest;
+        ir->optimized = key;
+        ir->compiled = std::move(a);
+        return ir;
+      }
+    } catch (const HostError&) {
+      // unreadable: the ONNX model below, and the session writes the entry again
+    }
+  }
+  auto ir = std::shared_ptr<nxrt_model_ir>(load_model_file(model.path));
+  if (ir->digest != model.digest)
+    raise(NXRT_ERR_MODEL, "model file '{}' changed while it was being loaded (digest {}, then {})", model.path,
+          hex64(model.digest), hex64(ir->digest));
+  return ir;
+}
+
+bool optimized_storable(const nxrt_model_ir& model) {
+  for (auto& n : model.nodes)
+    if (!n->annotations.empty()) return false;
+  return true;
 }
 
 std::string cache_entry_path(const std::string& dir, uint64_t model_digest, const std::string& config) {
@@ -111,6 +154,7 @@ std::shared_ptr<nxrt_model_ir> load_model_any(const std::string& path, const std
         if (!graph_of(*a, &graph, &weights, &why)) continue;
         auto ir = std::shared_ptr<nxrt_model_ir>(load_model_artifact(graph, weights, path, a));
         ir->digest = digest;
+        ir->optimized = a->info().count("optimized") ? a->info().at("optimized") : "";
         ir->compiled = std::move(a);
         return ir;
       } catch (const HostError&) {
@@ -318,9 +362,11 @@ GraphSection graph_section(const nxrt_model_ir& model, const Artifact* from) {
   if (from && graph_of(*from, &graph, &weights, &why)) {
     s.graph.assign(graph.begin(), graph.end());
     s.weights.assign(weights.begin(), weights.end());
+    s.optimized = from->info().count("optimized") ? from->info().at("optimized") : "";
     return s;
   }
   s.graph = artifact_graph(model, &s.weights);
+  s.optimized = model.optimized;
   return s;
 }
 
@@ -349,10 +395,10 @@ void write_compiled_model(const Session& session, const GraphSection& section, u
   const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   char when[32] = {};
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  w.add(EntryKind::Info,
-        Meta{{"host", kHostName}, {"host_version", kHostVersion}, {"model_digest", hex64(model_digest)}, {"config", config},
-             {"source", source}, {"created", when}},
-        {});
+  Meta info{{"host", kHostName}, {"host_version", kHostVersion}, {"model_digest", hex64(model_digest)}, {"config", config},
+            {"source", source}, {"created", when}};
+  if (!section.optimized.empty()) info["optimized"] = section.optimized;
+  w.add(EntryKind::Info, std::move(info), {});
   w.add(EntryKind::Graph, {}, section.graph);
   w.add(EntryKind::Weights, {}, section.weights);
   for (auto& ep : session.eps()) {
@@ -394,7 +440,8 @@ std::string describe_artifact(const std::string& path) {
   std::string s = fmt::format("compiled model '{}': {:.1f} MiB, container {}, EP ABI {}.{}, made by {} {} at {}\n", path,
                               double(a->size()) / (1 << 20), kContainerVersion, a->abi_major(), a->abi_minor(), get("host"),
                               get("host_version"), get("created"));
-  s += fmt::format("  model digest {} (source '{}')\n  settings: {}\n", get("model_digest"), get("source"), get("config"));
+  s += fmt::format("  model digest {} (source '{}')\n  settings: {}\n  graph: {}\n", get("model_digest"), get("source"),
+                   get("config"), info.count("optimized") ? "optimized (" + info.at("optimized") + ")" : "as loaded, not optimized");
   std::map<std::string, std::pair<size_t, uint64_t>> kernels;
   for (auto& e : a->entries()) {
     std::span<const uint8_t> d;

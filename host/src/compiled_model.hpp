@@ -24,6 +24,11 @@ struct EpInstance;
 // differs) and its digest (cache-folder file names).
 std::string config_text(const std::string& eps, bool fallback, int opt_level, uint32_t device, const KeyValues& options);
 
+// What the optimizer's result depends on besides the graph: the level, the plugin that
+// folds constants and the host's version. A container stores the graph as optimized with
+// this key (info "optimized"), so a session with the same key starts without optimizing.
+std::string optimizer_key(int level, const PluginLibrary* folder);
+
 // A cache folder's entry for a model digest and a config text.
 std::string cache_entry_path(const std::string& dir, uint64_t model_digest, const std::string& config);
 
@@ -31,6 +36,13 @@ std::string cache_entry_path(const std::string& dir, uint64_t model_digest, cons
 // container stays on the IR for sessions to import kernels from). With `cache_dir`, a valid
 // entry there for this model's bytes gives the graph without parsing the ONNX file.
 std::shared_ptr<nxrt_model_ir> load_model_any(const std::string& path, const std::string& cache_dir = {});
+
+// A model a cache folder gave, optimized with other settings than `optimizer_key` (the
+// folder holds one entry per settings): the graph of the entry for `config` when it holds
+// one optimized with that key, else the ONNX model parsed again. NULL when `model` can be
+// used as it is (not from a cache folder, or optimized with this key, or not at all).
+std::shared_ptr<nxrt_model_ir> model_for_settings(const nxrt_model_ir& model, const std::string& cache_dir,
+                                                  const std::string& config, const std::string& optimizer_key);
 
 // One EP's account of a session's cache use.
 struct EpCacheReport {
@@ -90,10 +102,16 @@ std::string claim_key(const nxrt_model_ir& m, const std::vector<size_t>& group);
 
 // The model's graph and weights as a container keeps them (before the session optimizes
 // its copy): taken from `from` when that container holds them, else serialized.
+// The graph a container stores and the optimizer key it went through ("" = not optimized).
 struct GraphSection {
   std::vector<uint8_t> graph, weights;
+  std::string optimized;
 };
+// `from`'s section when it has one, else `model` serialized.
 GraphSection graph_section(const nxrt_model_ir& model, const Artifact* from);
+// Whether `model` as optimized can be stored: fusion-group marks (level 3) are not part of
+// the stored graph, so such a model is stored before it is optimized.
+bool optimized_storable(const nxrt_model_ir& model);
 
 // Writes `session`'s container to `path`: info (host version, model digest, config),
 // `section`, one entry per EP with its plugin's name, version and fingerprint, and one per

@@ -143,9 +143,13 @@ std::shared_ptr<const nxrt_model_ir> Env::optimized(std::shared_ptr<const nxrt_m
                                                     bool owns_model) const {
   if (level < 0 || level > kMaxOptLevel)
     raise(NXRT_ERR_INVALID_ARGUMENT, "optimization level {} is not one of 0..{}", level, kMaxOptLevel);
+  auto folder = find("cpu");
+  const std::string key = optimizer_key(level, folder.get());
+  if (model->optimized == key) return model;  // a compiled graph, optimized with these settings
   std::shared_ptr<nxrt_model_ir> work =
       owns_model ? std::const_pointer_cast<nxrt_model_ir>(std::move(model)) : clone_model(model);
-  optimize(*work, OptimizeOptions{level, find("cpu")});
+  optimize(*work, OptimizeOptions{level, folder});
+  work->optimized = key;
   return work;
 }
 
@@ -248,10 +252,16 @@ std::unique_ptr<Session> Env::create_session(std::shared_ptr<const nxrt_model_ir
   std::string names_text;
   for (auto& lib : libs) names_text += (names_text.empty() ? "" : ",") + lib->name();
   const std::string config_txt = config_text(names_text, fallback, config.opt_level, config.device, options);
+  const std::string opt_key = optimizer_key(config.opt_level, find("cpu").get());
+  if (auto fresh = model_for_settings(*model, cache_dir, config_txt, opt_key)) {
+    model = std::move(fresh);  // the folder's graph was optimized with other settings
+    owns_model = true;
+  }
   const bool keyed = model->digest != 0;
   std::shared_ptr<KernelCache> cache;
   std::optional<GraphSection> section;
   std::string entry;
+  bool will_write = false;
   if (!cache_dir.empty() || !config.compile_to.empty() || model->compiled) {
     std::shared_ptr<const Artifact> src;
     Verdict v;
@@ -284,10 +294,11 @@ std::unique_ptr<Session> Env::create_session(std::shared_ptr<const nxrt_model_ir
     }
     cache = std::make_shared<KernelCache>(src, v, model->digest, config_txt, mode);
     if (mode == "miss" && cache->report().verdict.usable()) cache->report().mode = "hit";
-    // The model's graph as the container keeps it, taken before the session optimizes
-    // (and, owning the model, frees weights of) its copy.
-    const bool will_write = !config.compile_to.empty() || (!entry.empty() && !cache->report().verdict.usable());
-    if (will_write && keyed) section = graph_section(*model, model->compiled.get());
+    // The container keeps the graph as optimized (a warm start skips the optimizer), taken
+    // below before the session frees weights it uploaded; level 3's fusion marks are not
+    // stored, so there the graph is taken before optimizing.
+    will_write = !config.compile_to.empty() || (!entry.empty() && !cache->report().verdict.usable());
+    if (will_write && keyed && config.opt_level >= 3) section = graph_section(*model, model->compiled.get());
     if (!config.compile_to.empty() && !keyed)
       raise(NXRT_ERR_INVALID_ARGUMENT, "the model was made in memory and has no digest; compile it from a file");
   }
@@ -296,6 +307,11 @@ std::unique_ptr<Session> Env::create_session(std::shared_ptr<const nxrt_model_ir
   const auto t0 = std::chrono::steady_clock::now();
   model = optimized(std::move(model), config.opt_level, owns_model);
   const double optimize_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (will_write && keyed && !section) {
+    const bool unchanged = model->compiled && model->compiled->info().count("optimized") &&
+                           model->compiled->info().at("optimized") == model->optimized;
+    section = graph_section(*model, unchanged ? model->compiled.get() : nullptr);
+  }
   auto session = std::make_unique<Session>(std::move(model), std::move(eps), fallback, fallback_libs, threads, config.device,
                                            owns_model, std::move(options), std::move(policy), cache,
                                            /*compile_only=*/!config.target.empty());

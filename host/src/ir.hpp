@@ -102,6 +102,9 @@ struct nxrt_model_ir {
   // The compiled-model container the model was loaded from (or found in a cache folder),
   // whose kernels sessions may import; NULL for a plain ONNX load.
   std::shared_ptr<const nxrt::Artifact> compiled;
+  // The optimizer settings this graph already went through (compiled_model.hpp's
+  // optimizer_key); a session with the same settings skips the optimizer. Empty: not optimized.
+  std::string optimized;
   // The optimizer's account: one line per pass (what it changed, or why it was skipped).
   std::vector<std::string> optimizer_log;
   // A copy made for one session's optimization (optimizer.cpp) keeps the model it was

@@ -87,7 +87,9 @@ onnx::ModelProto to_proto(const nxrt_model_ir& m, std::vector<uint8_t>* weights)
     auto* t = g.add_initializer();
     const HostTensor& c = *v->constant;
     if (weights && c.dtype != NXRT_DTYPE_STRING && c.data.size() >= 64) {
-      const size_t offset = (weights->size() + 63) / 64 * 64;
+      // NXRT_TENSOR_ALIGNMENT: a session may wrap the mapped weights as device memory in
+      // place, and tensors inside an allocation start at multiples of it.
+      const size_t offset = (weights->size() + NXRT_TENSOR_ALIGNMENT - 1) / NXRT_TENSOR_ALIGNMENT * NXRT_TENSOR_ALIGNMENT;
       weights->resize(offset + c.data.size());
       std::memcpy(weights->data() + offset, c.data.data(), c.data.size());
       t->set_data_type(int(c.dtype));

@@ -60,6 +60,7 @@ std::shared_ptr<nxrt_model_ir> clone_model(const std::shared_ptr<const nxrt_mode
   out->ir_version = src.ir_version;
   out->digest = src.digest;
   out->compiled = src.compiled;
+  out->optimized = src.optimized;
   out->optimizer_log = src.optimizer_log;
   out->origin = model->origin ? model->origin : model;
   for (auto& v : src.values) out->values.push_back(std::make_unique<nxrt_value>(*v));

@@ -549,6 +549,53 @@ void Session::bind_kernels() {
   }
 }
 
+std::vector<int> Session::import_mapped_constants(int e, const std::vector<int>& ids) {
+  // Only where device memory is system memory (a CPU-kind device such as lavapipe): there a
+  // constant read in place costs the kernels nothing, and the session starts without
+  // allocating, faulting in and copying its weights. A GPU's own memory is faster: copied.
+  EpInstance& ep = *eps_[size_t(e)];
+  const Artifact* a = model_->compiled.get();
+  if (!a || !ep.lib->has(NXRT_FEATURE_MEMORY_IMPORT) || ep.device >= ep.lib->devices().size() ||
+      ep.lib->devices()[ep.device].kind != NXRT_DEVICE_CPU)
+    return ids;
+  constexpr uintptr_t kPage = 4096;
+  const auto map = a->mapping();
+  const uintptr_t map_lo = uintptr_t(map.data()), map_hi = map_lo + map.size();
+  std::vector<int> inside, rest;
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (int id : ids) {
+    const Bytes& d = slots_[size_t(id)].value->constant->data;
+    const uintptr_t p = uintptr_t(d.data());
+    if (d.size() && p >= map_lo && p + d.size() <= map_hi && (p - map_lo) % NXRT_TENSOR_ALIGNMENT == 0) {
+      inside.push_back(id);
+      lo = std::min(lo, p);
+      hi = std::max(hi, p + d.size());
+    } else {
+      rest.push_back(id);
+    }
+  }
+  // Whole pages of the mapping (mmap maps the last partial page too); a plugin that needs
+  // a coarser alignment says NXRT_UNSUPPORTED and the constants are copied as before.
+  const uintptr_t base = lo & ~(kPage - 1), end = (hi + kPage - 1) & ~(kPage - 1);
+  if (inside.empty() || end > ((map_hi + kPage - 1) & ~(kPage - 1))) return ids;
+  nxrt_native_handle h{};
+  h.struct_size = sizeof h;
+  h.type = NXRT_NATIVE_HOST_POINTER;
+  h.handle = uint64_t(base);
+  h.size = uint64_t(end - base);
+  std::string why;
+  void* handle = ep.import_memory(h, &why);
+  if (!handle) return ids;
+  constant_buffers_.emplace_back(e, handle);
+  for (int id : inside) {
+    Slot& s = slots_[size_t(id)];
+    s.fixed_handle = handle;
+    s.fixed_offset = uint64_t(uintptr_t(s.value->constant->data.data()) - base);
+    held_constants_.push_back(s.value->constant);  // the view keeps the mapping alive
+  }
+  return rest;
+}
+
 void Session::upload_constants() {
   // Constant slots some step still reads: kernels that did not capture them, copies,
   // graph outputs. The rest (captured) the run never touches: no upload, no host copy.
@@ -573,8 +620,10 @@ void Session::upload_constants() {
       by_ep[s.ep].push_back(int(i));
     }
   }
-  for (auto& [e, ids] : by_ep) {
+  for (auto& [e, all_ids] : by_ep) {
     EpInstance& ep = *eps_[size_t(e)];
+    const std::vector<int> ids = import_mapped_constants(e, all_ids);
+    if (ids.empty()) continue;
     uint64_t total = 0;  // one buffer per EP
     for (int id : ids) {
       slots_[size_t(id)].fixed_offset = total;

@@ -232,6 +232,9 @@ class Session {
   void bind_kernels();
   void plan_memory();
   void upload_constants();
+  // upload_constants on a CPU-kind device: `ids` that are views of the compiled model's
+  // mapping, wrapped in place by one memory_import; returns the ids left to copy.
+  std::vector<int> import_mapped_constants(int ep, const std::vector<int>& ids);
   void merge_device_events(Profiler& prof, const std::vector<std::unique_ptr<nxrt_profile_sink>>& sinks,
                            const std::vector<Profiler::Clock::time_point>& step_begin, const std::vector<char>& step_ran,
                            uint64_t run_index) const;

@@ -40,8 +40,9 @@ struct TempDir {
   }
 };
 
-// Y = (X * C1) * C2, X and the constants [1, kN]: two kernels, both cachemul's.
-std::string write_model(const fs::path& dir) {
+// Y = (X * C1) * C2, X and the constants [1, kN]: two kernels, both cachemul's. With
+// `identity`, X goes through an Identity first (optimization level 1 removes it).
+std::string write_model(const fs::path& dir, bool identity = false) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(17);
@@ -72,7 +73,14 @@ std::string write_model(const fs::path& dir) {
     n->add_input(b);
     n->add_output(y);
   };
-  node("mul1", "X", "C1", "T");
+  if (identity) {
+    auto* n = g->add_node();
+    n->set_name("id");
+    n->set_op_type("Identity");
+    n->add_input("X");
+    n->add_output("X2");
+  }
+  node("mul1", identity ? "X2" : "X", "C1", "T");
   node("mul2", "T", "C2", "Y");
   const std::string path = (dir / "model.onnx").string();
   std::ofstream f(path, std::ios::binary);
@@ -179,6 +187,78 @@ TEST_CASE("a cache folder: the first session misses and writes the entry, the ne
   CHECK(has(r, "\"imported\":2,\"compiled\":0"));
   CHECK(has(r, "\"written\":\"\""));  // nothing stale: nothing rewritten
   CHECK(run(s) == want);
+}
+
+namespace {
+
+// The optimizer key an entry's graph went through, and the op types of that graph.
+std::pair<std::string, std::vector<std::string>> stored_graph(const fs::path& entry) {
+  nxrt::Verdict v;
+  auto a = nxrt::Artifact::open(entry.string(), &v);
+  REQUIRE(a);
+  const nxrt::ArtifactEntry* g = a->find(nxrt::EntryKind::Graph);
+  REQUIRE(g);
+  std::span<const uint8_t> bytes;
+  std::string why;
+  REQUIRE(a->data(*g, &bytes, &why));
+  onnx::ModelProto m;
+  REQUIRE(m.ParseFromArray(bytes.data(), int(bytes.size())));
+  std::vector<std::string> ops;
+  for (auto& n : m.graph().node()) ops.push_back(n.op_type());
+  return {a->info().count("optimized") ? a->info().at("optimized") : "", ops};
+}
+
+}  // namespace
+
+TEST_CASE("an entry keeps the graph as optimized: a warm session skips the optimizer, other levels get their own entry") {
+  TempDir d;
+  const std::string model = write_model(d.p, /*identity=*/true);
+  const auto want = reference(model);
+  const fs::path cache = d.p / "cache";
+  auto env = env_with(kPlugin);
+  {
+    nxrt::Session s(env, nxrt::Model(model, cache.string()), options());
+    CHECK(has(report(s), "\"mode\":\"miss\""));
+    CHECK(run(s) == want);
+  }
+  const fs::path level2 = only_entry(cache);
+  auto [key2, ops2] = stored_graph(level2);
+  CHECK(key2.rfind("level=2;", 0) == 0);
+  CHECK(ops2 == std::vector<std::string>{"Mul", "Mul"});  // Identity removed, as the session ran it
+  {
+    nxrt::Session s(env, nxrt::Model(model, cache.string()), options());
+    CHECK(has(report(s), "\"mode\":\"hit\""));
+    CHECK(run(s) == want);
+  }
+  // Level 1 must not run the level-2 graph: the ONNX model is read again, and its entry
+  // written. (Level 0 would keep the Identity, which cachemul does not take.)
+  auto o1 = options();
+  o1.optimization_level = NXRT_OPT_LEVEL_1;
+  {
+    nxrt::Session s(env, nxrt::Model(model, cache.string()), o1);
+    CHECK(has(report(s), "\"mode\":\"miss\""));
+    CHECK(run(s) == want);
+  }
+  fs::path level1;
+  size_t entries = 0;
+  for (auto& e : fs::directory_iterator(cache))
+    if (e.path().extension() == ".nxrt") {
+      ++entries;
+      if (e.path() != level2) level1 = e.path();
+    }
+  REQUIRE(entries == 2);
+  auto [key1, ops1] = stored_graph(level1);
+  CHECK(key1.rfind("level=1;", 0) == 0);
+  CHECK(ops1 == std::vector<std::string>{"Mul", "Mul"});
+  // Both settings now start warm, whichever entry the model was first read from.
+  for (int round = 0; round < 2; ++round)
+    for (const auto& o : {options(), o1}) {
+      nxrt::Session s(env, nxrt::Model(model, cache.string()), o);
+      CHECK(has(report(s), "\"mode\":\"hit\""));
+      CHECK(has(report(s), "\"imported\":2,\"compiled\":0"));
+      CHECK(has(report(s), "\"written\":\"\""));
+      CHECK(run(s) == want);
+    }
 }
 
 TEST_CASE("every flipped byte and every truncation of a cache entry gives a verdict and a correct run") {
