@@ -133,10 +133,11 @@ std::shared_ptr<nxrt_model_ir> load_model_any(const std::string& path, const std
             verdict_name(v.verdict), v.reason);
     return from_artifact(std::move(a), path);
   }
+  uint64_t digest = 0;
   if (!cache_dir.empty()) {
     // An entry made from these bytes (any session settings) holds the checked,
     // shape-inferred graph: no ONNX parse, no checker, no shape inference.
-    const uint64_t digest = xxh64(file->data(), file->size());
+    digest = xxh64(file->data(), file->size());
     const std::string prefix = hex64(digest) + "-";
     std::vector<fs::path> entries;
     for (auto it = fs::directory_iterator(cache_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
@@ -162,7 +163,7 @@ std::shared_ptr<nxrt_model_ir> load_model_any(const std::string& path, const std
       }
     }
   }
-  return load_model_file(path);
+  return load_model_file(std::move(file), digest);  // hashed once
 }
 
 // ------------------------------------------------------------------ KernelCache

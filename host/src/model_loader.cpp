@@ -525,9 +525,13 @@ std::unique_ptr<nxrt_model_ir> load_model_file(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) raise(NXRT_ERR_NOT_FOUND, "model file '{}' does not exist", path);
   if (fs::is_directory(path, ec)) raise(NXRT_ERR_INVALID_ARGUMENT, "model path '{}' is a folder, not a file", path);
+  return load_model_file(MappedFile::open(path), 0);
+}
+
+std::unique_ptr<nxrt_model_ir> load_model_file(std::shared_ptr<const MappedFile> file, uint64_t digest) {
   // Parsed straight from a read-only mapping: no copy of the bytes is held next to the
   // proto, and the digest that keys the compiled-model cache costs one pass over them.
-  const auto file = MappedFile::open(path);
+  const std::string& path = file->path();
   const size_t size = file->size();
   onnx::ModelProto m;
   const bool parsed = size > 0 && size <= size_t(INT32_MAX) && m.ParseFromArray(file->data(), int(size));
@@ -542,7 +546,7 @@ std::unique_ptr<nxrt_model_ir> load_model_file(const std::string& path) {
   if (!parsed)
     raise(NXRT_ERR_MODEL, "'{}' is not a valid ONNX model (corrupt or truncated protobuf, {} bytes)", path, size);
   if (!m.has_graph()) raise(NXRT_ERR_MODEL, "'{}' is not a valid ONNX model: it has no graph", path);
-  const uint64_t digest = xxh64(file->data(), size);
+  if (!digest) digest = xxh64(file->data(), size);
   auto ir = load(m, fs::path(path).parent_path(), path);
   ir->digest = digest;
   return ir;
