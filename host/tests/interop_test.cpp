@@ -17,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -258,6 +259,7 @@ struct CountingAllocator {
   std::map<uint64_t, uint64_t> live;  // handle -> bytes
   uint64_t calls = 0, live_bytes = 0, total_bytes = 0;
   std::vector<nxrt_native_type> types;
+  uint64_t attempts = 0, fail_at = 0;  // fail_at > 0: allocation number fail_at is refused
   nxrt_device_allocator table{};
   explicit CountingAllocator(int32_t (*alloc)(void*, const nxrt_allocation_request*, nxrt_native_handle*),
                              void (*free)(void*, const nxrt_native_handle*)) {
@@ -274,6 +276,11 @@ struct CountingAllocator {
     total_bytes += bytes;
     types.push_back(type);
   }
+  // Counts an allocation attempt; true when this one is to be refused (failure injection).
+  bool refuse() {
+    std::lock_guard lock(mu);
+    return ++attempts == fail_at;
+  }
   void remove(uint64_t handle) {
     std::lock_guard lock(mu);
     auto it = live.find(handle);
@@ -285,7 +292,7 @@ struct CountingAllocator {
 
 int32_t host_alloc(void* user, const nxrt_allocation_request* rq, nxrt_native_handle* out) {
   auto* a = static_cast<CountingAllocator*>(user);
-  if (rq->type != NXRT_NATIVE_HOST_POINTER) return 1;
+  if (rq->type != NXRT_NATIVE_HOST_POINTER || a->refuse()) return 1;
   const uint64_t align = std::max<uint64_t>(rq->alignment, 64);
   void* p = std::aligned_alloc(align, (rq->bytes + align - 1) / align * align);
   if (!p) return 1;
@@ -530,7 +537,7 @@ namespace {
 
 int32_t vulkan_alloc(void* user, const nxrt_allocation_request* rq, nxrt_native_handle* out) {
   auto* a = static_cast<CountingAllocator*>(user);
-  if (rq->type != NXRT_NATIVE_VULKAN_MEMORY) return 1;
+  if (rq->type != NXRT_NATIVE_VULKAN_MEMORY || a->refuse()) return 1;
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   ai.allocationSize = rq->bytes;
   ai.memoryTypeIndex = rq->memory_type_index;
@@ -574,6 +581,98 @@ TEST_CASE("external allocator (vulkan): every device byte of the session comes f
     CHECK(st.bytes_in_use >= (1u << 22));
   }
   CHECK(alloc.live_bytes == 0);
+}
+
+namespace {
+
+// Failure injection: a session's life (creation, three runs, a device tensor) through the
+// caller's allocator, once to count its allocations, then once per allocation with that one
+// refused. Each refusal is an error that names memory, or the plugin copes (retries, falls
+// back); never a crash, a wrong output or memory left allocated; and the next session works.
+// `eps` "vulkan,cpu" runs x -> Relu -> Round (cpu) -> Relu, so pinned staging memory is
+// allocated too; "cpu" runs x -> Relu -> Relu.
+void every_allocation_refused(nxrt::Env& env, const std::string& eps,
+                              int32_t (*alloc)(void*, const nxrt_allocation_request*, nxrt_native_handle*),
+                              void (*free)(void*, const nxrt_native_handle*)) {
+  const bool mixed = eps != "cpu";
+  const std::string ep = eps.substr(0, eps.find(','));
+  nxrt::Model model(mixed ? chain_model("mixed", 4, 256, {{"Relu", "x", "r"}, {"Round", "r", "q"}, {"Relu", "q", "y"}})
+                          : relu_model(4, 256));
+  const std::vector<int64_t> dims{4, 256};
+  std::vector<float> x(1024), want(1024);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = float(int(i % 29) - 14) * 0.3f;
+    want[i] = mixed ? std::nearbyint(std::max(x[i], 0.f)) : std::max(x[i], 0.f);
+  }
+  // "" when the whole life went right; else the first error. A run that failed is tried
+  // again on the same session (the refusal was one allocation): it must then succeed.
+  auto life = [&](CountingAllocator& a) -> std::string {
+    nxrt::SessionOptions o;
+    o.eps = eps;
+    o.device_allocator = &a.table;
+    std::optional<nxrt::Session> s;
+    try {
+      s.emplace(env, model, o);
+    } catch (const nxrt::Error& e) {
+      return e.what();
+    }
+    std::string first;
+    nxrt_host_tensor in{"x", 1, 2, dims.data(), x.data()};
+    for (int i = 0; i < 3; ++i) {
+      try {
+        auto out = s->run({in});  // outside CHECK, which would swallow the error
+        CHECK(host_floats(out[0]) == want);
+      } catch (const nxrt::Error& e) {
+        if (!first.empty()) FAIL("a second run failed after one refused allocation: " << e.what());
+        first = e.what();
+        --i;  // the same run again
+      }
+    }
+    // A small device tensor (inside a block the plugin holds) and one larger than its
+    // blocks (an allocation of its own).
+    for (int64_t n : {int64_t(1) << 16, int64_t(20) << 20}) {
+      try {
+        nxrt::DeviceTensor t(*s, ep, 1, {n});
+      } catch (const nxrt::Error& e) {
+        if (first.empty()) first = e.what();
+      }
+    }
+    return first;
+  };
+  CountingAllocator probe(alloc, free);
+  REQUIRE(life(probe).empty());
+  const uint64_t n = probe.attempts;
+  REQUIRE(n > 0);
+  uint64_t surfaced = 0;
+  for (uint64_t k = 1; k <= n; ++k) {
+    CAPTURE(k);
+    CountingAllocator a(alloc, free);
+    a.fail_at = k;
+    const std::string err = life(a);
+    if (!err.empty()) {
+      ++surfaced;
+      std::string lower = err;
+      for (auto& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+      CHECK_MESSAGE(lower.find("memory") != std::string::npos, err);
+    }
+    CHECK(a.live.empty());  // everything the session got back, even when it failed half way
+  }
+  MESSAGE(ep << ": " << n << " allocations, each refused once: " << surfaced << " surfaced as errors");
+  CHECK(surfaced > 0);
+  CountingAllocator after(alloc, free);
+  CHECK(life(after).empty());
+}
+
+}  // namespace
+
+TEST_CASE("allocation failure injected at every allocation of a session (cpu, vulkan): clear errors, nothing leaked, host usable") {
+  {
+    auto env = make_env({"cpu"});
+    every_allocation_refused(env, "cpu", host_alloc, host_free);
+  }
+  auto env = make_env({"vulkan", "cpu"});
+  if (!has_vulkan_device(env)) NXRT_SKIP_CASE("no Vulkan device");
+  every_allocation_refused(env, "vulkan,cpu", vulkan_alloc, vulkan_free);
 }
 
 namespace {
