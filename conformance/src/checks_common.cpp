@@ -342,6 +342,7 @@ std::string Pipeline::run_steps(const std::map<const nxrt_value*, HostTensor>& i
       if (!w.empty()) return w;
     }
     if (!cr.problem.empty()) return cr.problem;
+    if (!cr.out_of_bounds.empty()) return cr.out_of_bounds + " (" + n->op_type + ")";
     if (!cr.violations.empty()) return "kernel context misuse: " + cr.violations.front();
     for (size_t i = 0; i < step->view->outputs.size(); ++i) vals[step->view->outputs[i]] = cr.outputs[i];
     for (size_t i : step->nodes) done.insert(i);

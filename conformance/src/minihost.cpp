@@ -2,6 +2,8 @@
 #include "utf8.hpp"
 #include "runner.hpp"
 
+#include <fmt/format.h>
+
 #include <dlfcn.h>
 #include <malloc.h>
 #include <unistd.h>
@@ -392,7 +394,8 @@ struct nxrt_kernel_context {
     std::vector<int64_t> dims;
     void* handle = nullptr;
     size_t bytes = 0;
-    uint64_t offset = 0;  // byte_offset inside the allocation
+    uint64_t offset = 0;  // byte_offset inside the allocation (decoy bytes before it)
+    uint64_t guard = 0;   // decoy bytes after it
   };
   std::vector<Out> outputs;
   conf::ComputeOptions opt;
@@ -454,15 +457,18 @@ nxrt_status* c_out(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, uint32_
   o.bytes = size_t(numel(o.dims)) * es;
   auto& api = ctx->session->plugin().api();
   const uint64_t off = ctx->opt.byte_offset;
-  if (off || ctx->opt.poison_outputs) {  // inside a larger allocation, surrounded by decoy bytes
-    o.offset = off;
-    std::vector<uint8_t> decoy(o.bytes + 2 * off, conf::kDecoyByte);
-    conf::Result r = ctx->session->upload(decoy.data(), decoy.size(), &o.handle);
-    if (!r.ok) return h_status_create(NXRT_OUT_OF_MEMORY, 0, ("ctx_output: " + r.str()).c_str());
-  } else {
-    nxrt_status* st = api.memory_alloc(ctx->session->raw(), NXRT_MEMORY_DEVICE, o.bytes, NXRT_TENSOR_ALIGNMENT, &o.handle);
-    if (st) return st;  // the plugin's own allocation failure goes back to it
+  // Inside a larger allocation: `off` decoy bytes before (byte_offset checks) and a guard
+  // of decoy bytes after; the tensor itself starts as decoy bytes when poisoned, else zeros.
+  o.offset = off;
+  o.guard = std::max<uint64_t>(off, conf::kGuardBytes);
+  std::vector<uint8_t> init(off + o.bytes + o.guard, conf::kDecoyByte);
+  if (!off && !ctx->opt.poison_outputs) std::fill(init.begin(), init.begin() + long(o.bytes), uint8_t(0));
+  conf::Result r = ctx->session->upload(init.data(), init.size(), &o.handle);
+  if (!r.ok) {
+    if (r.code == NXRT_OUT_OF_MEMORY) return h_status_create(NXRT_OUT_OF_MEMORY, 0, ("ctx_output: " + r.str()).c_str());
+    return h_status_create(NXRT_INTERNAL, 0, ("ctx_output: the host could not place the output: " + r.str()).c_str());
   }
+  (void)api;
   nxrt_tensor t{};
   t.dtype = dtype;
   t.rank = rank;
@@ -1014,9 +1020,28 @@ ComputeResult compute(Session& s, nxrt_kernel* k, const std::vector<HostTensor>&
       }
       t.dtype = out.dtype;
       t.dims = out.dims;
-      t.bytes.resize(out.bytes);
-      Result r = s.download(out.handle, out.offset, t.bytes.data(), t.bytes.size());
+      std::vector<uint8_t> all(out.offset + out.bytes + out.guard);
+      Result r = s.download(out.handle, 0, all.data(), all.size());
       if (!r.ok) res.problem = "downloading output " + std::to_string(i) + " failed: " + r.str();
+      t.bytes.assign(all.begin() + long(out.offset), all.begin() + long(out.offset + out.bytes));
+      if (r.ok && res.out_of_bounds.empty()) {
+        const size_t end = out.offset + out.bytes;
+        size_t before = 0, after = 0, first_after = SIZE_MAX, last_before = SIZE_MAX;
+        for (size_t b = 0; b < out.offset; ++b)
+          if (all[b] != kDecoyByte) ++before, last_before = out.offset - b;
+        for (size_t b = end; b < all.size(); ++b)
+          if (all[b] != kDecoyByte) ++after, first_after = std::min(first_after, b - end);
+        if (after)
+          res.out_of_bounds = fmt::format(
+              "kernel_compute wrote past the end of output {} ({} {} bytes): {} of the {} guard bytes after it changed, the "
+              "first at +{} from its end (a vector store or loop running over the tail?)",
+              i, dtype_name(out.dtype), out.bytes, after, out.guard, first_after);
+        else if (before)
+          res.out_of_bounds = fmt::format(
+              "kernel_compute wrote before the start of output {} (byte_offset {}): {} byte(s) changed, the farthest at -{} "
+              "from its start (is byte_offset ignored, or an index negative?)",
+              i, out.offset, before, last_before);
+      }
       res.outputs.push_back(std::move(t));
     }
   }

@@ -298,6 +298,10 @@ struct ComputeOptions {
 // Fills the bytes around a tensor placed at an offset: as float32 each element is
 // 3.3961514e38, so a kernel that ignores byte_offset reads (or leaves) huge values.
 constexpr uint8_t kDecoyByte = 0x7F;
+// Every output lies in a larger allocation with at least this many decoy bytes after it
+// (and byte_offset's before it), checked after each call: a store past the end of an
+// output is caught in the call that made it, not as another tensor's corruption later.
+constexpr uint64_t kGuardBytes = 256;
 
 struct ComputeResult {
   Result status;
@@ -308,6 +312,8 @@ struct ComputeResult {
   // (-1: none), checked after the stream is synchronized.
   int input_written = -1;
   std::string input_written_detail;
+  // A guard region around an output changed: what, where (empty: none).
+  std::string out_of_bounds;
 };
 
 // FNV-1a over a byte range (input and constant checksums).

@@ -20,6 +20,8 @@ constexpr size_t kPhaseBytes = 128;
 char* g_phase = nullptr;  // shared page of the current child
 }  // namespace
 
+std::string current_phase() { return g_phase ? std::string(g_phase, strnlen(g_phase, kPhaseBytes)) : std::string(); }
+
 void set_phase(const char* call) {
   if (!g_phase) return;
   size_t n = std::min(std::strlen(call), kPhaseBytes - 1);

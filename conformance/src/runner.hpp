@@ -43,9 +43,17 @@ struct PoolOptions {
 // The plugin call the child is in, shared with the parent so a crash or a
 // timeout names it ("last plugin call: session_release"). No-op in the parent.
 void set_phase(const char* call);
+std::string current_phase();  // "" when in none (or in the parent)
+// Scoped: a call made inside another (a copy inside kernel_compute) names itself, then
+// the outer call again.
 struct Phase {
-  explicit Phase(const char* call) { set_phase(call); }
-  ~Phase() { set_phase(""); }
+  explicit Phase(const char* call) : outer_(current_phase()) { set_phase(call); }
+  ~Phase() { set_phase(outer_.c_str()); }
+  Phase(const Phase&) = delete;
+  Phase& operator=(const Phase&) = delete;
+
+ private:
+  std::string outer_;
 };
 
 // Runs the items of one suite; returns their records in item order.

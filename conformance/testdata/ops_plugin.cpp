@@ -20,6 +20,7 @@
 //   BROKEN_IGNORES_BYTE_OFFSET     inputs are read from their allocation's start (byte_offset ignored)
 //   BROKEN_MATMUL_EMPTY_K          MatMul with K = 0 leaves its output unwritten (not zeros)
 //   BROKEN_SAFE_DIV                Div gives 0 for a zero divisor (IEEE: +-Inf or NaN)
+//   BROKEN_TAIL_STORE              Relu stores whole blocks of 8: up to 7 floats past the output's end
 #include <nxrt_sdk/sdk.hpp>
 
 #include <cstring>
@@ -181,7 +182,13 @@ class ReluKernel : public OpKernel {
     auto y = ctx.output(0, NXRT_DTYPE_FLOAT32, a.dims());
     const float* x = a.data<float>();
     float* out = y.data<float>();
+#ifdef BROKEN_TAIL_STORE
+    const int64_t n = a.numel();  // the tail block is stored whole, padding included
+    for (int64_t i = 0; i < n; i += 8)
+      for (int64_t j = 0; j < 8; ++j) out[i + j] = i + j < n && x[i + j] > 0 ? x[i + j] : 0.f;
+#else
     for (int64_t i = 0; i < a.numel(); ++i) out[i] = x[i] > 0 ? x[i] : 0.f;
+#endif
   }
 };
 
