@@ -6,7 +6,10 @@
 
 #include <atomic>
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <functional>
+#include <set>
 #include <thread>
 
 #include "checks.hpp"
@@ -193,6 +196,66 @@ Record zero_size_check(const Config& c) {
                           claimed < total ? "; refused: " + refused : ""));
 }
 
+// `c` with every dim > 1 mapped through `f`: equal dims stay equal, so broadcasting and
+// MatMul's K still agree; 0 and 1 are kept (they change what broadcasting means).
+Case resized(const Case& c, const std::function<int64_t(int64_t)>& f) {
+  Case r = c;
+  auto map = [&](std::vector<int64_t>& dims) {
+    for (auto& d : dims)
+      if (d > 1) d = f(d);
+  };
+  for (auto& d : r.in_dims) map(d);
+  map(r.out_dims);
+  return r;
+}
+
+// Dynamic dims (issue 14): one kernel made from a graph whose every dim is unknown (rank
+// known), then run on several shapes of one family (grown, shrunk, the first again). A
+// kernel that keeps sizes from kernel_create or from its first run gets the next shape wrong.
+Record dynamic_dims_check(const Config& c) {
+  Env env(c);
+  if (auto r = env.session()) return *r;
+  int claimed = 0, total = 0;
+  std::set<std::string> ops;
+  std::string refused;
+  for (const OpSpec& spec : diff::op_specs())
+    for (int id = 0; id < 4; ++id) {
+      const Case base = diff::make_case(spec, c.diff_seed, id);
+      ++total;
+      Case sym = base;
+      for (auto& d : sym.in_dims) std::fill(d.begin(), d.end(), int64_t(-1));
+      std::fill(sym.out_dims.begin(), sym.out_dims.end(), int64_t(-1));
+      CaseGraph g(sym);
+      Pipeline p(*env.s, g.gb);
+      std::string e = p.build();
+      if (!e.empty()) return fail(fmt::format("{} with every dim dynamic: {}", base.describe(), e));
+      if (p.claimed_nodes() != 1) {
+        if (refused.empty()) refused = base.describe() + ": " + refusal_of(p);
+        continue;
+      }
+      ++claimed;
+      ops.insert(spec.op);
+      const std::vector<Case> runs = {base, resized(base, [](int64_t d) { return d + 3; }),
+                                      resized(base, [](int64_t d) { return std::max<int64_t>(2, d - 1); }), base};
+      for (size_t k = 0; k < runs.size(); ++k) {
+        const auto in = diff::make_inputs(runs[k], c.diff_seed, 100 + k);
+        std::vector<HostTensor> out;
+        e = p.run(g.feed(in), out);
+        if (e.empty()) e = diff::compare_ref(runs[k], out.at(0), diff::reference(runs[k], in));
+        if (!e.empty())
+          return fail(fmt::format("{} with every dim dynamic, one kernel, run {} of {} ({}): {}{}. Rerun: {}", base.describe(),
+                                  k + 1, runs.size(), runs[k].describe(), e,
+                                  k ? " (the earlier runs matched: are sizes kept from kernel_create or the first run?)" : "",
+                                  rerun_command(c, "dynamic_dims")));
+      }
+    }
+  if (!claimed) return make_record("unsupported", fmt::format("refused all {} cases with dynamic dims; first: {}", total, refused));
+  std::string names;
+  for (auto& o : ops) names += (names.empty() ? "" : ", ") + o;
+  return pass(fmt::format("{} of {} cases with every dim dynamic ({}) match the reference on 4 shapes each from one kernel{}",
+                          claimed, total, names, claimed < total ? "; refused: " + refused : ""));
+}
+
 Record special_values_check(const Config& c) {
   Env env(c);
   if (auto r = env.session()) return *r;
@@ -306,12 +369,13 @@ Record concurrent_distinct_inputs(const Config& c) {
 }  // namespace
 
 std::string diff_case_error(const std::string& which) {
-  if (which.empty() || which == "byte_offset" || which == "zero_size" || which == "special_values") return "";
+  if (which.empty() || which == "byte_offset" || which == "zero_size" || which == "special_values" || which == "dynamic_dims")
+    return "";
   auto [spec, id] = parse_case(which);
   if (spec && (id >= 0 || which.find(':') == std::string::npos)) return "";
   std::string known;
   for (auto& s : diff::op_specs()) known += (known.empty() ? "" : ", ") + s.id;
-  return "--diff-case '" + which + "': expected OP or OP:ID with OP one of " + known + " (or byte_offset, zero_size, special_values)";
+  return "--diff-case '" + which + "': expected OP or OP:ID with OP one of " + known + " (or byte_offset, zero_size, special_values, dynamic_dims)";
 }
 
 std::vector<Item> diff_items(const Config& cfg) {
@@ -319,7 +383,7 @@ std::vector<Item> diff_items(const Config& cfg) {
   auto [only, only_id] = parse_case(cfg.diff_case);
   // --diff-case names one op (or case), or one of the input checks.
   const std::string& dc = cfg.diff_case;
-  const bool one_check = dc == "byte_offset" || dc == "zero_size" || dc == "special_values";
+  const bool one_check = dc == "byte_offset" || dc == "zero_size" || dc == "special_values" || dc == "dynamic_dims";
   for (const OpSpec& spec : diff::op_specs()) {
     if ((only && only != &spec) || one_check) continue;
     const OpSpec* sp = &spec;
@@ -331,6 +395,8 @@ std::vector<Item> diff_items(const Config& cfg) {
     items.push_back(Item{"inputs.zero_size_dims", [cfg] { return std::vector<Record>{zero_size_check(cfg)}; }, "", ""});
   if (!only && (!one_check || dc == "special_values"))
     items.push_back(Item{"inputs.special_values", [cfg] { return std::vector<Record>{special_values_check(cfg)}; }, "", ""});
+  if (!only && (!one_check || dc == "dynamic_dims"))
+    items.push_back(Item{"inputs.dynamic_dims", [cfg] { return std::vector<Record>{dynamic_dims_check(cfg)}; }, "", ""});
   if (!only && !one_check)
     items.push_back(Item{"concurrent_run.distinct_inputs", [cfg] { return std::vector<Record>{concurrent_distinct_inputs(cfg)}; },
                          "", ""});

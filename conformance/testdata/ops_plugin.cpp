@@ -20,6 +20,7 @@
 //   BROKEN_IGNORES_BYTE_OFFSET     inputs are read from their allocation's start (byte_offset ignored)
 //   BROKEN_MATMUL_EMPTY_K          MatMul with K = 0 leaves its output unwritten (not zeros)
 //   BROKEN_SAFE_DIV                Div gives 0 for a zero divisor (IEEE: +-Inf or NaN)
+//   BROKEN_SIZES_FROM_FIRST_RUN    Softmax keeps its row sizes from the first run (dynamic dims)
 //   BROKEN_TAIL_STORE              Relu stores whole blocks of 8: up to 7 floats past the output's end
 #include <nxrt_sdk/sdk.hpp>
 
@@ -288,9 +289,18 @@ class SoftmaxKernel : public OpKernel {
     if (axis < 0 || axis >= rank) fail(NXRT_INVALID_ARGUMENT, "Softmax: axis out of range");
     auto y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
     // Opset < 13 coerces to 2-D at axis; 13+ normalizes along axis alone.
+#ifdef BROKEN_SIZES_FROM_FIRST_RUN
+    if (!len_) {  // "the sizes never change once known"
+      outer_ = prod(d, 0, size_t(axis));
+      len_ = per_axis_ ? d[size_t(axis)] : prod(d, size_t(axis), d.size());
+      inner_ = per_axis_ ? prod(d, size_t(axis) + 1, d.size()) : 1;
+    }
+    const int64_t outer = outer_, len = len_, inner = inner_;
+#else
     const int64_t outer = prod(d, 0, size_t(axis));
     const int64_t len = per_axis_ ? d[size_t(axis)] : prod(d, size_t(axis), d.size());
     const int64_t inner = per_axis_ ? prod(d, size_t(axis) + 1, d.size()) : 1;
+#endif
     const float* in = x.data<float>();
     float* out = y.data<float>();
     for (int64_t o = 0; o < outer; ++o)
@@ -308,45 +318,49 @@ class SoftmaxKernel : public OpKernel {
  private:
   int64_t axis_;
   bool per_axis_, log_;
+#ifdef BROKEN_SIZES_FROM_FIRST_RUN
+  int64_t outer_ = 0, len_ = 0, inner_ = 0;
+#endif
 };
 
-std::optional<Refusal> f32_static(const Node& n) {
+// Float32 with a known rank; dims may be unknown until run time (kernels size from the inputs).
+std::optional<Refusal> f32_ranked(const Node& n) {
   if (auto r = require_dtypes(n, {NXRT_DTYPE_FLOAT32})) return r;
   for (size_t i = 0; i < n.input_count(); ++i)
-    if (n.has_input(i) && !n.input(i).static_shape()) return refuse(NXRT_REFUSE_SHAPE, "static shapes only");
+    if (n.has_input(i) && n.input(i).rank() < 0) return refuse(NXRT_REFUSE_SHAPE, "inputs of unknown rank");
   return std::nullopt;
 }
 
 const KernelRegistry<OpsSession>& registry() {
   static KernelRegistry<OpsSession> r = [] {
     KernelRegistry<OpsSession> k;
-    k.add({"Add", "", 7, INT_MAX, f32_static, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a + b; }, kAddOneWay); }});
-    k.add({"Sub", "", 7, INT_MAX, f32_static, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a - b; }); }});
-    k.add({"Mul", "", 7, INT_MAX, f32_static, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a * b; }); }});
+    k.add({"Add", "", 7, INT_MAX, f32_ranked, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a + b; }, kAddOneWay); }});
+    k.add({"Sub", "", 7, INT_MAX, f32_ranked, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a - b; }); }});
+    k.add({"Mul", "", 7, INT_MAX, f32_ranked, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a * b; }); }});
 #ifdef BROKEN_SAFE_DIV
     // "Never divide by zero": 0 where IEEE gives +-Inf or NaN.
-    k.add({"Div", "", 7, INT_MAX, f32_static, [](const Node&, OpsSession&) { return binary([](float a, float b) { return b == 0 ? 0.f : a / b; }); }});
+    k.add({"Div", "", 7, INT_MAX, f32_ranked, [](const Node&, OpsSession&) { return binary([](float a, float b) { return b == 0 ? 0.f : a / b; }); }});
 #else
-    k.add({"Div", "", 7, INT_MAX, f32_static, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a / b; }); }});
+    k.add({"Div", "", 7, INT_MAX, f32_ranked, [](const Node&, OpsSession&) { return binary([](float a, float b) { return a / b; }); }});
 #endif
-    k.add({"Relu", "", 6, INT_MAX, f32_static,
+    k.add({"Relu", "", 6, INT_MAX, f32_ranked,
            [](const Node&, OpsSession&) -> std::unique_ptr<Kernel> { return std::make_unique<ReluKernel>(); }});
-    k.add({"MatMul", "", 9, INT_MAX, f32_static,
+    k.add({"MatMul", "", 9, INT_MAX, f32_ranked,
            [](const Node&, OpsSession&) -> std::unique_ptr<Kernel> { return std::make_unique<MatMulKernel>(); }});
-    k.add({"Gemm", "", 11, INT_MAX, f32_static, [](const Node& n, OpsSession&) -> std::unique_ptr<Kernel> {
+    k.add({"Gemm", "", 11, INT_MAX, f32_ranked, [](const Node& n, OpsSession&) -> std::unique_ptr<Kernel> {
              return std::make_unique<GemmKernel>(n.attr_int("transA", 0) != 0, n.attr_int("transB", 0) != 0,
                                                  n.attr_float("alpha", 1.f), n.attr_float("beta", 1.f));
            }});
     for (const char* op : {"Softmax", "LogSoftmax"}) {
       const bool log = std::string(op) == "LogSoftmax";
-      k.add({op, "", 1, 12, f32_static, [log](const Node& n, OpsSession&) -> std::unique_ptr<Kernel> {
+      k.add({op, "", 1, 12, f32_ranked, [log](const Node& n, OpsSession&) -> std::unique_ptr<Kernel> {
 #ifdef BROKEN_SOFTMAX_OPSET11
                return std::make_unique<SoftmaxKernel>(n.attr_int("axis", -1), true, log);  // opset 13 rules
 #else
                return std::make_unique<SoftmaxKernel>(n.attr_int("axis", 1), false, log);
 #endif
              }});
-      k.add({op, "", 13, INT_MAX, f32_static, [log](const Node& n, OpsSession&) -> std::unique_ptr<Kernel> {
+      k.add({op, "", 13, INT_MAX, f32_ranked, [log](const Node& n, OpsSession&) -> std::unique_ptr<Kernel> {
                return std::make_unique<SoftmaxKernel>(n.attr_int("axis", -1), true, log);
              }});
     }
