@@ -107,6 +107,8 @@ std::string run_add_relu_once(Session& s, const AddRelu& g, size_t* claimed);
 
 std::vector<Item> abi_items(const Config& cfg);
 std::vector<Item> stress_items(const Config& cfg);
+// Part of the stress suite: the process state a plugin must leave alone (process_checks.cpp).
+std::vector<Item> process_items(const Config& cfg);
 std::vector<Item> interop_items(const Config& cfg);
 std::vector<Item> diff_items(const Config& cfg);
 std::vector<Item> cache_items(const Config& cfg);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <malloc.h>
 #include <unistd.h>
@@ -689,10 +690,14 @@ std::unique_ptr<nxrt_graph> GraphBuilder::subgraph(const std::vector<size_t>& id
 
 Plugin::~Plugin() {
   if (negotiated_) shutdown();
-  if (dl_) dlclose(dl_);
+  // A thread the plugin left running would run in unmapped code after dlclose and crash the
+  // process later, blamed on whatever runs then: such a plugin stays loaded (the
+  // process.threads_fds_cycles check names the leak).
+  if (dl_ && thread_count_settled(threads_at_open_, 500) <= threads_at_open_) dlclose(dl_);
 }
 
 std::unique_ptr<Plugin> Plugin::open(const std::string& path, std::string* err, std::string* stage) {
+  const size_t threads_before = thread_count();
   dlerror();
   void* dl = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!dl) {
@@ -712,6 +717,7 @@ std::unique_ptr<Plugin> Plugin::open(const std::string& path, std::string* err, 
   }
   auto p = std::unique_ptr<Plugin>(new Plugin);
   p->dl_ = dl;
+  p->threads_at_open_ = threads_before;
   p->path_ = path;
   p->fn_ = reinterpret_cast<nxrt_ep_negotiate_fn>(sym);
   return p;
@@ -1056,6 +1062,25 @@ int64_t numel(const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (auto d : dims) n *= d;
   return n;
+}
+
+size_t thread_count() {
+  size_t n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+size_t thread_count_settled(size_t n, int wait_ms) {
+  size_t now = thread_count();
+  for (int waited = 0; now > n && waited < wait_ms; waited += 20) {
+    usleep(20 * 1000);
+    now = thread_count();
+  }
+  return now;
 }
 
 size_t rss_bytes() {

@@ -228,6 +228,7 @@ class Plugin {
 
  private:
   void* dl_ = nullptr;
+  size_t threads_at_open_ = 0;  // the process's threads before dlopen
   std::string path_;
   nxrt_ep_negotiate_fn fn_ = nullptr;
   nxrt_plugin_api api_{};
@@ -329,6 +330,10 @@ int64_t numel(const std::vector<int64_t>& dims);
 
 // Memory figures of this process.
 size_t rss_bytes();
+// Threads of this process (/proc/self/task).
+size_t thread_count();
+// thread_count() once it is at most `n`, waiting up to `wait_ms` for threads that are leaving.
+size_t thread_count_settled(size_t n, int wait_ms);
 size_t malloc_bytes();
 
 }  // namespace conf

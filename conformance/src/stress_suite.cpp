@@ -227,6 +227,7 @@ std::vector<Item> stress_items(const Config& cfg) {
   add("cancellation", cancellation);
   add("device_memory_exhaustion", exhaustion);
   add("long_run_memory", long_run_memory);
+  for (auto& item : process_items(cfg)) items.push_back(std::move(item));
   return items;
 }
 

@@ -21,10 +21,15 @@
 //   BROKEN_MATMUL_EMPTY_K          MatMul with K = 0 leaves its output unwritten (not zeros)
 //   BROKEN_SAFE_DIV                Div gives 0 for a zero divisor (IEEE: +-Inf or NaN)
 //   BROKEN_SIZES_FROM_FIRST_RUN    Softmax keeps its row sizes from the first run (dynamic dims)
+//   BROKEN_SETS_FTZ                Relu turns on flush-to-zero/denormals-are-zero "for speed" and leaves it on
+//   BROKEN_LEAKS_THREAD            each session starts a worker thread that nothing stops
 //   BROKEN_TAIL_STORE              Relu stores whole blocks of 8: up to 7 floats past the output's end
 #include <nxrt_sdk/sdk.hpp>
 
 #include <cstring>
+#ifdef BROKEN_SETS_FTZ
+#include <xmmintrin.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -32,6 +37,9 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <thread>
+
+#include <unistd.h>
 #include <vector>
 
 #ifndef CONFTEST_NAME
@@ -183,6 +191,9 @@ class ReluKernel : public OpKernel {
     auto y = ctx.output(0, NXRT_DTYPE_FLOAT32, a.dims());
     const float* x = a.data<float>();
     float* out = y.data<float>();
+#ifdef BROKEN_SETS_FTZ
+    _mm_setcsr(_mm_getcsr() | 0x8040);  // FTZ | DAZ, for the whole thread, never restored
+#endif
 #ifdef BROKEN_TAIL_STORE
     const int64_t n = a.numel();  // the tail block is stored whole, padding included
     for (int64_t i = 0; i < n; i += 8)
@@ -463,7 +474,13 @@ std::string quote(std::string_view s) {
 
 class OpsSession : public HostMemorySession {
  public:
-  explicit OpsSession(std::string fingerprint) : fingerprint_(std::move(fingerprint)) {}
+  explicit OpsSession(std::string fingerprint) : fingerprint_(std::move(fingerprint)) {
+#ifdef BROKEN_LEAKS_THREAD
+    std::thread([] {  // a "background compiler" waiting for work that never comes, never joined
+      for (;;) pause();
+    }).detach();
+#endif
+  }
   void get_capability(const Graph& g, nxrt_claim_sink* sink) override { registry().claim(g, sink); }
   std::unique_ptr<Kernel> create_kernel(const Graph& sub) override {
     auto k = registry().create(sub, *this);
