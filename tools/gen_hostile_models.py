@@ -207,6 +207,14 @@ def cases(out):
     yield "future_opset", "opset 99 of the default domain", "newer than this build", proto(model(
         [helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])], opset=99))
 
+    # --- ranks ONNX's convolution shape inference reads out of bounds (found by fuzz_graph_view)
+    U8 = TensorProto.UINT8
+    yield "convinteger_rank_mismatch", "ConvInteger with a rank-3 input and a rank-4 weight", "has rank 3 but weight", proto(model(
+        [helper.make_node("ConvInteger", ["x", "w"], ["y"])], [vi("x", [1, 3, 3], U8), vi("w", [1, 1, 2, 2], U8)],
+        [unknown("y", 3)], opset=10))
+    yield "conv_rank_mismatch", "Conv with a rank-5 input and a rank-3 weight", "has rank 5 but weight", proto(model(
+        [helper.make_node("Conv", ["x", "w"], ["y"])], [vi("x", [1, 1, 2, 2, 2]), vi("w", [1, 1, 2])], [unknown("y", 5)]))
+
     # --- nesting
     yield "if_nested_200", "If inside If, 200 deep", "nests subgraphs 200 deep", proto(nested_if(200))
 

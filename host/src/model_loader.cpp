@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <climits>
 #include <filesystem>
+#include <map>
 #include <span>
 #include <unordered_map>
 
@@ -451,6 +452,36 @@ std::string too_deep_message(int depth) {
                      "(about 30 subgraphs); nxrt refuses such models", depth);
 }
 
+// ONNX's convolution shape inference indexes the weight's dims by the input's rank without
+// checking they agree, and reads out of bounds (a crash, found by fuzz_graph_view) when a
+// Conv-family node's input and weight ranks differ. Refused first, where both are declared.
+void check_conv_ranks(const onnx::GraphProto& g, std::map<std::string, int> ranks, const std::string& path) {
+  auto note = [&](const onnx::ValueInfoProto& v) {
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+      ranks[v.name()] = v.type().tensor_type().shape().dim_size();
+  };
+  for (const auto& v : g.input()) note(v);
+  for (const auto& v : g.value_info()) note(v);
+  for (const auto& t : g.initializer()) ranks[t.name()] = t.dims_size();
+  for (const auto& n : g.node()) {
+    int x = -1, w = -1;  // input positions of the data and the weight
+    if (n.domain().empty() || n.domain() == "ai.onnx") {
+      if (n.op_type() == "Conv" || n.op_type() == "ConvInteger" || n.op_type() == "ConvTranspose") x = 0, w = 1;
+      else if (n.op_type() == "QLinearConv") x = 0, w = 3;
+    }
+    if (x >= 0 && n.input_size() > w) {
+      auto xr = ranks.find(n.input(x)), wr = ranks.find(n.input(w));
+      if (xr != ranks.end() && wr != ranks.end() && xr->second != wr->second)
+        raise(NXRT_ERR_MODEL, "model '{}': node '{}' ({}): input '{}' has rank {} but weight '{}' has rank {} (they must be equal)",
+              path, n.name(), n.op_type(), n.input(x), xr->second, n.input(w), wr->second);
+    }
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) check_conv_ranks(a.g(), ranks, path);
+      for (const auto& sub : a.graphs()) check_conv_ranks(sub, ranks, path);
+    }
+  }
+}
+
 bool uses_external_data(const onnx::ModelProto& m) {
   for (const auto& t : m.graph().initializer())
     if (t.data_location() == onnx::TensorProto::EXTERNAL) return true;
@@ -472,6 +503,7 @@ std::unique_ptr<nxrt_model_ir> load(onnx::ModelProto& m, const fs::path& base_di
   } catch (const std::exception& e) {
     raise(NXRT_ERR_MODEL, "model '{}' failed the ONNX checker: {}", path, one_line(e.what()));
   }
+  check_conv_ranks(m.graph(), {}, path);
   try {
     onnx::ShapeInferenceOptions options(/*check_type=*/true, /*error_mode=*/0, /*data_prop=*/false);
     onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), options);
