@@ -181,6 +181,8 @@ std::unique_ptr<HostOp> make_sequence_op(const nxrt_node& n) {
           int64_t sum = 0;
           for (auto v : sizes) {
             if (v < 0) raise(NXRT_ERR_INVALID_ARGUMENT, "{}: negative split size {}", what, v);
+            // Checked before adding: sizes near INT64_MAX would overflow the sum (found by fuzz_model_session).
+            if (v > n_axis - sum) raise(NXRT_ERR_INVALID_ARGUMENT, "{}: split sizes sum past the axis' {}", what, n_axis);
             sum += v;
           }
           if (sum != n_axis) raise(NXRT_ERR_INVALID_ARGUMENT, "{}: split sizes sum to {}, the axis has {}", what, sum, n_axis);
