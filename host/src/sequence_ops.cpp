@@ -226,6 +226,9 @@ std::unique_ptr<HostOp> make_sequence_op(const nxrt_node& n) {
       if (new_axis) base.insert(base.begin() + axis, 1);
       int64_t total = 0;
       for (auto& it : s.items) {
+        // Ranks first: inserting the new axis into a shorter element would write past its dims (fuzz_model_session).
+        if (it->tensor.dims.size() != first.dims.size())
+          raise(NXRT_ERR_INVALID_ARGUMENT, "{}: elements {} and {} cannot be joined", what, shape_str(first.dims), shape_str(it->tensor.dims));
         std::vector<int64_t> d = it->tensor.dims;
         if (new_axis) d.insert(d.begin() + axis, 1);
         bool same = d.size() == base.size() && it->tensor.dtype == first.dtype;
