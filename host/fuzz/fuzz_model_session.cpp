@@ -36,8 +36,28 @@ void release(nxrt_error* e) {
   if (e) nxrt_error_release(e);
 }
 
-// One tensor per graph input: symbolic dims are 1, data a repeating byte pattern (BOOL: 0 and 1; STRING:
-// empty strings). Returns false when an input is not a tensor or too large to generate.
+// Small values of each dtype (1, 2, 3, ...; floats 0.5, 1, 1.5; bools 0 and 1), so that a
+// scalar input used as a count or a size (Range, Tile, ...) stays small: a valid model asked
+// for a huge output is not a bug, only slow. STRING (8) stays zeroed: empty strings.
+void fill(int32_t dtype, uint64_t elements, unsigned char* out) {
+  for (uint64_t e = 0; e < elements; ++e) {
+    const int64_t v = int64_t(e % 3) + 1;
+    switch (dtype) {
+      case 1: { const float f = 0.5f * float(v); std::memcpy(out + e * 4, &f, 4); break; }
+      case 11: { const double d = 0.5 * double(v); std::memcpy(out + e * 8, &d, 8); break; }
+      case 10: { const uint16_t h = uint16_t(0x3800 + 0x400 * (v - 1)); std::memcpy(out + e * 2, &h, 2); break; }  // 0.5, 1, 2
+      case 16: { const uint16_t h = uint16_t(0x3f00 + 0x80 * (v - 1)); std::memcpy(out + e * 2, &h, 2); break; }   // 0.5, 1, 2
+      case 9: out[e] = static_cast<unsigned char>(e % 2); break;
+      case 2: case 3: out[e] = static_cast<unsigned char>(v); break;
+      case 4: case 5: { const int16_t x = int16_t(v); std::memcpy(out + e * 2, &x, 2); break; }
+      case 6: case 12: { const int32_t x = int32_t(v); std::memcpy(out + e * 4, &x, 4); break; }
+      case 7: case 13: std::memcpy(out + e * 8, &v, 8); break;
+      default: break;  // STRING and others: zero bytes
+    }
+  }
+}
+
+// One tensor per graph input: symbolic dims are 1, data from fill(). Returns false when an input is not a tensor or too large to generate.
 bool make_inputs(nxrt_session* s, std::vector<nxrt_host_tensor>& inputs, std::vector<std::vector<int64_t>>& dims,
                  std::vector<std::vector<unsigned char>>& data) {
   const size_t n = nxrt_session_input_count(s);
@@ -58,10 +78,7 @@ bool make_inputs(nxrt_session* s, std::vector<nxrt_host_tensor>& inputs, std::ve
     const uint64_t element_size = info.dtype == 8 ? 16 : 8;  // an upper bound for every dtype
     if (elements * element_size > kMaxInputBytes) return false;
     data[i].resize(size_t(elements * element_size) + 1);
-    if (info.dtype == 9)  // BOOL: only 0 and 1 are bools (any other byte is the caller's undefined behaviour)
-      for (size_t b = 0; b < data[i].size(); ++b) data[i][b] = static_cast<unsigned char>(b % 2);
-    else if (info.dtype != 8)  // other non-string dtypes: small integers and floats near 1 alike
-      for (size_t b = 0; b < data[i].size(); ++b) data[i][b] = (b % 4 == 3) ? 0x3f : static_cast<unsigned char>(b % 5);
+    fill(info.dtype, elements, data[i].data());
     inputs[i] = nxrt_host_tensor{info.name, info.dtype, uint32_t(info.rank), dims[i].data(), data[i].data()};
   }
   return true;
