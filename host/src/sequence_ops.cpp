@@ -181,6 +181,8 @@ std::unique_ptr<HostOp> make_sequence_op(const nxrt_node& n) {
           int64_t sum = 0;
           for (auto v : sizes) {
             if (v < 0) raise(NXRT_ERR_INVALID_ARGUMENT, "{}: negative split size {}", what, v);
+            // Checked before adding: sizes near INT64_MAX would overflow the sum (found by fuzz_model_session).
+            if (v > n_axis - sum) raise(NXRT_ERR_INVALID_ARGUMENT, "{}: split sizes sum past the axis' {}", what, n_axis);
             sum += v;
           }
           if (sum != n_axis) raise(NXRT_ERR_INVALID_ARGUMENT, "{}: split sizes sum to {}, the axis has {}", what, sum, n_axis);
@@ -224,6 +226,9 @@ std::unique_ptr<HostOp> make_sequence_op(const nxrt_node& n) {
       if (new_axis) base.insert(base.begin() + axis, 1);
       int64_t total = 0;
       for (auto& it : s.items) {
+        // Ranks first: inserting the new axis into a shorter element would write past its dims (fuzz_model_session).
+        if (it->tensor.dims.size() != first.dims.size())
+          raise(NXRT_ERR_INVALID_ARGUMENT, "{}: elements {} and {} cannot be joined", what, shape_str(first.dims), shape_str(it->tensor.dims));
         std::vector<int64_t> d = it->tensor.dims;
         if (new_axis) d.insert(d.begin() + axis, 1);
         bool same = d.size() == base.size() && it->tensor.dtype == first.dtype;

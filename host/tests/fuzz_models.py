@@ -44,10 +44,11 @@ def limit_memory():
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
-def run_nxrt(nxrt, model, timeout):
-    """`nxrt run MODEL --ep cpu` under a 4 GiB address-space limit; raises TimeoutExpired."""
+def run_nxrt(nxrt, model, timeout, address_limit=True):
+    """`nxrt run MODEL --ep cpu` under a 4 GiB address-space limit (address_limit=False: none, for
+    AddressSanitizer builds, which reserve terabytes of shadow memory); raises TimeoutExpired."""
     return subprocess.run([nxrt, "run", model, "--ep", "cpu"], capture_output=True, text=True, errors="replace",
-                          timeout=timeout, preexec_fn=limit_memory)
+                          timeout=timeout, preexec_fn=limit_memory if address_limit else None)
 
 
 def refusal_problem(p):

@@ -61,10 +61,11 @@ Check cast_check(const Node& n, bool like) {
 
 void register_cast_ops(Registry& r) {
   for (auto [since, until, bf16] : {std::tuple{6, 18, Bf16Round::Truncate}, std::tuple{19, INT_MAX, Bf16Round::NearestEven}}) {
+    // Init-captures ([bf16 = bf16]): clang before 16 cannot capture a structured binding.
     r.add(Def{"Cast", "", since, until, [](const Node& n) { return cast_check(n, false); },
-              [bf16](const Node& n, CpuSession& s) { return cast_create(n, s, false, bf16); }});
+              [bf16 = bf16](const Node& n, CpuSession& s) { return cast_create(n, s, false, bf16); }});
     r.add(Def{"CastLike", "", std::max(since, 15), until, [](const Node& n) { return cast_check(n, true); },
-              [bf16](const Node& n, CpuSession& s) { return cast_create(n, s, true, bf16); }});
+              [bf16 = bf16](const Node& n, CpuSession& s) { return cast_create(n, s, true, bf16); }});
   }
 }
 

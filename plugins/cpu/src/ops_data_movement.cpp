@@ -72,6 +72,7 @@ std::unique_ptr<Kernel> concat_create(const Node& n, CpuSession&) {
     size_t col = 0;
     for (auto& t : in) {
       const size_t row = size_t(t.dim(size_t(a)) * inner) * es;
+      if (row == 0) continue;  // an empty input has no data pointer: memcpy(_, nullptr, 0) is undefined
       for (int64_t o = 0; o < outer; ++o)
         std::memcpy(static_cast<char*>(y.raw()) + size_t(o) * out_row + col, static_cast<const char*>(t.raw()) + size_t(o) * row, row);
       col += row;

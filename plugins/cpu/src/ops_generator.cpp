@@ -105,9 +105,12 @@ std::unique_ptr<Kernel> range_create(const Node&, CpuSession&) {
         const T start = s.data<T>()[0], limit = l.data<T>()[0], delta = dl.data<T>()[0];
         if (delta == T(0)) sdk::fail(NXRT_INVALID_ARGUMENT, "Range: delta is 0");
         int64_t cnt = 0;
-        if constexpr (std::is_floating_point_v<T>)
-          cnt = int64_t(std::max(0.0, std::ceil((double(limit) - double(start)) / double(delta))));
-        else {
+        if constexpr (std::is_floating_point_v<T>) {
+          const double c = std::max(0.0, std::ceil((double(limit) - double(start)) / double(delta)));
+          // Checked before the conversion, which is undefined past int64 (UBSan, fuzz_model_session).
+          if (!(c < 0x1p62)) sdk::fail(NXRT_INVALID_ARGUMENT, "Range: {} elements are more than a tensor may hold", c);
+          cnt = int64_t(c);
+        } else {
           const int64_t span = int64_t(limit) - int64_t(start), dd = int64_t(delta);
           if ((span > 0 && dd > 0) || (span < 0 && dd < 0)) cnt = (span + dd - (dd > 0 ? 1 : -1)) / dd;
         }

@@ -72,8 +72,8 @@ void register_optimizer_ops(Registry& r) {
   // Adam without an explicit epsilon is refused: ONNX 1.12's test_adam_multiple leaves epsilon at the
   // schema default 1e-6 but its expected data was computed with 1e-2, so which one a model means is unclear.
   for (auto [name, o] : {std::pair{"Adagrad", Opt::Adagrad}, std::pair{"Momentum", Opt::Momentum}, std::pair{"Adam", Opt::Adam}})
-    r.add(Def{name, "ai.onnx.preview.training", 1, INT_MAX, [o](const Node& n) { return opt_check(n, o); },
-              [o](const Node& n, CpuSession& s) { return opt_create(n, s, o); }});
+    r.add(Def{name, "ai.onnx.preview.training", 1, INT_MAX, [o = o](const Node& n) { return opt_check(n, o); },
+              [o = o](const Node& n, CpuSession& s) { return opt_create(n, s, o); }});
 }
 
 }  // namespace nxrt::cpu

@@ -72,7 +72,9 @@ std::unique_ptr<Kernel> reshape_create(const Node& n, CpuSession&) {
       }
       if (v < 0) sdk::fail(NXRT_INVALID_ARGUMENT, "Reshape: invalid dim {}", v);
       od[i] = v;
-      known *= v;
+      // A shape computed at run time may hold any int64s: their product must not overflow (fuzz_model_session).
+      if (__builtin_mul_overflow(known, v, &known))
+        sdk::fail(NXRT_INVALID_ARGUMENT, "Reshape: shape {} has more elements than a tensor may hold", dims_str(std::span(sp, od.size())));
     }
     if (infer >= 0) {
       if (known == 0 || x.numel() % known != 0)

@@ -34,8 +34,9 @@ inline uint64_t digest64(const void* data, size_t size, uint64_t seed = 0) {
     h = seed + P5;
   }
   h += uint64_t(size);
-  for (; p + 8 <= end; p += 8) h = rotl(h ^ round(0, rd64(p)), 27) * P1 + P4;
-  if (p + 4 <= end) {
+  // Lengths, not p + 8 <= end: no pointer past the end (nor null + 8 for empty input, which UBSan reports).
+  for (; end - p >= 8; p += 8) h = rotl(h ^ round(0, rd64(p)), 27) * P1 + P4;
+  if (end - p >= 4) {
     h = rotl(h ^ (uint64_t(rd32(p)) * P1), 23) * P2 + P3;
     p += 4;
   }
