@@ -302,4 +302,10 @@ const Meta& Artifact::info() const {
   return e ? e->meta : none;
 }
 
+std::string Artifact::info(const std::string& key) const {
+  const Meta& m = info();
+  auto it = m.find(key);
+  return it == m.end() ? std::string() : it->second;
+}
+
 }  // namespace nxrt

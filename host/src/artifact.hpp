@@ -83,6 +83,7 @@ class Artifact {
   // the reason otherwise.
   bool data(const ArtifactEntry& e, std::span<const uint8_t>* out, std::string* why) const;
   const Meta& info() const;  // the Info entry's meta (empty if none)
+  std::string info(const std::string& key) const;  // one value of it ("" if none)
   const std::string& path() const { return file_->path(); }
   // The whole mapped file (read-only): weights loaded from it are views into these bytes.
   std::span<const uint8_t> mapping() const { return {file_->data(), file_->size()}; }

@@ -48,17 +48,25 @@ bool graph_of(const Artifact& a, std::span<const uint8_t>* graph, std::span<cons
   return a.data(*g, graph, why) && a.data(*w, weights, why);
 }
 
-std::shared_ptr<nxrt_model_ir> from_artifact(std::shared_ptr<const Artifact> a, const std::string& path) {
+// The model a container holds, its weights views of the mapping, `path` naming it, keyed
+// by `digest`; NULL with the reason when its graph or weights fail their checksums.
+std::shared_ptr<nxrt_model_ir> model_of(std::shared_ptr<const Artifact> a, const std::string& path, uint64_t digest,
+                                        std::string* why) {
   std::span<const uint8_t> graph, weights;
-  std::string why;
-  if (!graph_of(*a, &graph, &weights, &why))
-    raise(NXRT_ERR_MODEL, "compiled model '{}' cannot be used ({}); compile it again with 'nxrt compile'", path, why);
+  if (!graph_of(*a, &graph, &weights, why)) return nullptr;
   std::shared_ptr<nxrt_model_ir> ir = load_model_artifact(graph, weights, path, a);
-  ir->optimized = a->info().count("optimized") ? a->info().at("optimized") : "";
-  uint64_t digest = 0;
-  parse_hex64(a->info().count("model_digest") ? a->info().at("model_digest") : "", &digest);
   ir->digest = digest;
+  ir->optimized = a->info("optimized");
   ir->compiled = std::move(a);
+  return ir;
+}
+
+std::shared_ptr<nxrt_model_ir> from_artifact(std::shared_ptr<const Artifact> a, const std::string& path) {
+  uint64_t digest = 0;
+  parse_hex64(a->info("model_digest"), &digest);
+  std::string why;
+  auto ir = model_of(std::move(a), path, digest, &why);
+  if (!ir) raise(NXRT_ERR_MODEL, "compiled model '{}' cannot be used ({}); compile it again with 'nxrt compile'", path, why);
   return ir;
 }
 
@@ -89,16 +97,9 @@ std::shared_ptr<nxrt_model_ir> model_for_settings(const nxrt_model_ir& model, co
     try {
       Verdict v;
       auto a = Artifact::open(entry, &v);
-      std::span<const uint8_t> graph, weights;
       std::string why;
-      if (a && a->info().count("optimized") && a->info().at("optimized") == key && a->info().count("model_digest") &&
-          a->info().at("model_digest") == hex64(model.digest) && graph_of(*a, &graph, &weights, &why)) {
-        auto ir = std::shared_ptr<nxrt_model_ir>(load_model_artifact(graph, weights, model.path, a));
-        ir->digest = model.digest;
-        ir->optimized = key;
-        ir->compiled = std::move(a);
-        return ir;
-      }
+      if (a && a->info("optimized") == key && a->info("model_digest") == hex64(model.digest))
+        if (auto ir = model_of(std::move(a), model.path, model.digest, &why)) return ir;
     } catch (const HostError&) {
       // unreadable: the ONNX model below, and the session writes the entry again
     }
@@ -108,12 +109,6 @@ std::shared_ptr<nxrt_model_ir> model_for_settings(const nxrt_model_ir& model, co
     raise(NXRT_ERR_MODEL, "model file '{}' changed while it was being loaded (digest {}, then {})", model.path,
           hex64(model.digest), hex64(ir->digest));
   return ir;
-}
-
-bool optimized_storable(const nxrt_model_ir& model) {
-  for (auto& n : model.nodes)
-    if (!n->annotations.empty()) return false;
-  return true;
 }
 
 std::string cache_entry_path(const std::string& dir, uint64_t model_digest, const std::string& config) {
@@ -149,15 +144,9 @@ std::shared_ptr<nxrt_model_ir> load_model_any(const std::string& path, const std
       try {
         Verdict v;
         auto a = Artifact::open(e.string(), &v);
-        if (!a || a->info().count("model_digest") == 0 || a->info().at("model_digest") != hex64(digest)) continue;
-        std::span<const uint8_t> graph, weights;
+        if (!a || a->info("model_digest") != hex64(digest)) continue;
         std::string why;
-        if (!graph_of(*a, &graph, &weights, &why)) continue;
-        auto ir = std::shared_ptr<nxrt_model_ir>(load_model_artifact(graph, weights, path, a));
-        ir->digest = digest;
-        ir->optimized = a->info().count("optimized") ? a->info().at("optimized") : "";
-        ir->compiled = std::move(a);
-        return ir;
+        if (auto ir = model_of(std::move(a), path, digest, &why)) return ir;
       } catch (const HostError&) {
         continue;  // an entry nxrt cannot read is a miss, never an error
       }
@@ -363,7 +352,7 @@ GraphSection graph_section(const nxrt_model_ir& model, const Artifact* from) {
   if (from && graph_of(*from, &graph, &weights, &why)) {
     s.graph.assign(graph.begin(), graph.end());
     s.weights.assign(weights.begin(), weights.end());
-    s.optimized = from->info().count("optimized") ? from->info().at("optimized") : "";
+    s.optimized = from->info("optimized");
     return s;
   }
   s.graph = artifact_graph(model, &s.weights);

@@ -100,18 +100,14 @@ class KernelCache {
 // names and SSA value names do not.
 std::string claim_key(const nxrt_model_ir& m, const std::vector<size_t>& group);
 
-// The model's graph and weights as a container keeps them (before the session optimizes
-// its copy): taken from `from` when that container holds them, else serialized.
-// The graph a container stores and the optimizer key it went through ("" = not optimized).
+// The graph and weights a container stores, and the optimizer key the graph went through
+// ("" = not optimized).
 struct GraphSection {
   std::vector<uint8_t> graph, weights;
   std::string optimized;
 };
 // `from`'s section when it has one, else `model` serialized.
 GraphSection graph_section(const nxrt_model_ir& model, const Artifact* from);
-// Whether `model` as optimized can be stored: fusion-group marks (level 3) are not part of
-// the stored graph, so such a model is stored before it is optimized.
-bool optimized_storable(const nxrt_model_ir& model);
 
 // Writes `session`'s container to `path`: info (host version, model digest, config),
 // `section`, one entry per EP with its plugin's name, version and fingerprint, and one per

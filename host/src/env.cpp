@@ -308,8 +308,7 @@ std::unique_ptr<Session> Env::create_session(std::shared_ptr<const nxrt_model_ir
   model = optimized(std::move(model), config.opt_level, owns_model);
   const double optimize_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (will_write && keyed && !section) {
-    const bool unchanged = model->compiled && model->compiled->info().count("optimized") &&
-                           model->compiled->info().at("optimized") == model->optimized;
+    const bool unchanged = model->compiled && model->compiled->info("optimized") == model->optimized;
     section = graph_section(*model, unchanged ? model->compiled.get() : nullptr);
   }
   auto session = std::make_unique<Session>(std::move(model), std::move(eps), fallback, fallback_libs, threads, config.device,

@@ -20,7 +20,6 @@ namespace nxrt {
 
 void advise_huge(void* p, size_t bytes) { ::madvise(p, bytes, MADV_HUGEPAGE); }
 
-
 namespace {
 
 // A non-negative decimal int64 (external data offset and length); anything else is refused.
