@@ -361,7 +361,7 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-TEST_CASE("io binding (vulkan): the cnn with device-resident input and output, 100 runs, no per-run transfer") {
+TEST_CASE("io binding (vulkan): the cnn with device-resident input and output, 10 runs, no per-run transfer") {
   auto env = make_env({"vulkan"});
   if (!has_vulkan_device(env)) NXRT_SKIP_CASE("no Vulkan device");
   nxrt::Model model(cnn32_path());
@@ -377,7 +377,7 @@ TEST_CASE("io binding (vulkan): the cnn with device-resident input and output, 1
   b.bind_input("input", x);
   b.bind_output("output", y);
   const nxrt_memory_stats before = plugin_stats(s, "vulkan");
-  for (int i = 0; i < 100; ++i) s.run(b);
+  for (int i = 0; i < 10; ++i) s.run(b);  // 1.5 s a run on lavapipe
   const nxrt_memory_stats after = plugin_stats(s, "vulkan");
   CHECK(after.host_to_device_copies == before.host_to_device_copies);
   CHECK(after.device_to_host_copies == before.device_to_host_copies);
