@@ -101,16 +101,24 @@ static void tile_generic(int64_t kc, const float* a, const float* b, int64_t w, 
 
 GemmTileFn gemm_tile_generic() { return &tile_generic; }
 
+GemmTileFn gemm_tile_for(int isa) {
+  GemmTileFn f = nullptr;
+  if (isa == int(Isa::avx512)) f = gemm_tile_avx512();
+  if (isa == int(Isa::avx2)) f = gemm_tile_avx2();
+  return f ? f : gemm_tile_generic();
+}
+
+const char* gemm_kernel_name_for(int isa) {
+  const GemmTileFn f = gemm_tile_for(isa);
+  return f == gemm_tile_generic() ? "generic" : f == gemm_tile_avx512() ? "avx512f-8x48" : "avx2-4x24";
+}
+
 GemmTileFn gemm_tile_active() {
-  static const GemmTileFn fn = [] {
-    GemmTileFn f = nullptr;
-    if (active_isa() == Isa::avx512) f = gemm_tile_avx512();
-    return f ? f : gemm_tile_generic();
-  }();
+  static const GemmTileFn fn = gemm_tile_for(int(active_isa()));
   return fn;
 }
 
-const char* gemm_kernel_name() { return gemm_tile_active() == gemm_tile_generic() ? "generic" : "avx512f-8x48"; }
+const char* gemm_kernel_name() { return gemm_kernel_name_for(int(active_isa())); }
 
 // ------------------------------------------------------------- the driver
 

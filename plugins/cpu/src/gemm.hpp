@@ -8,8 +8,9 @@
 //             (padding columns are zero).
 // Constant operands (weights) are packed once at kernel creation; runtime
 // operands are packed per call into per-thread scratch.
-// The micro-kernel computes an 8x48 tile in 24 AVX-512 accumulators (or a
-// generic C++ fallback), chosen at run time from CPUID bits.
+// The micro-kernel computes an 8x48 tile in 24 AVX-512 accumulators, or as
+// 4x24 blocks in 12 AVX2 accumulators, or in a generic C++ fallback, chosen
+// at run time from CPUID bits.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -87,7 +88,11 @@ using GemmTileFn = void (*)(int64_t kc, const float* a, const float* b, int64_t 
                             float* c, int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st);
 GemmTileFn gemm_tile_generic();
 GemmTileFn gemm_tile_avx512();  // null when not compiled for x86
+GemmTileFn gemm_tile_avx2();    // null when not compiled for x86
 GemmTileFn gemm_tile_active();
+// The micro-kernel a CPU of `isa` runs: gemm_tile_active() is gemm_tile_for(active_isa()).
+GemmTileFn gemm_tile_for(int isa);
+const char* gemm_kernel_name_for(int isa);  // "avx512f-8x48", "avx2-4x24", "generic"
 const char* gemm_kernel_name();
 
 }  // namespace nxrt::cpu

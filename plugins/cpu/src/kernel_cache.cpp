@@ -19,7 +19,7 @@ const char* isa_label(Isa isa) { return isa == Isa::avx512 ? "avx512f" : isa == 
 namespace {
 
 // The GEMM micro-kernel a CPU of `isa` runs (gemm_tile_active's choice).
-const char* gemm_kernel_for(Isa isa) { return isa == Isa::avx512 && gemm_tile_avx512() ? "avx512f-8x48" : "generic"; }
+const char* gemm_kernel_for(Isa isa) { return gemm_kernel_name_for(int(isa)); }
 
 // "cpu V; k=v; k=v" -> {"": "cpu V", k: v...}; nullopt when it is not that shape.
 std::optional<std::map<std::string, std::string>> parse(const std::string& text) {

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <string>
 #include <limits>
 
 #include "cpu_info.hpp"
@@ -77,16 +78,14 @@ TEST_CASE("gemm epilogue adds row and column bias") {
   CHECK(worst(got, want) <= 1.0);
 }
 
-TEST_CASE("AVX-512 and generic micro-kernels agree") {
-  GemmTileFn fast = gemm_tile_avx512();
-  if (!fast || !cpu_info().avx512f) return;  // nothing to compare on this machine
+static void check_tile_against_generic(GemmTileFn fast) {
   const int64_t K = 37, N = 48;
   auto a = random_floats(size_t(8 * K), 5), b = random_floats(size_t(K * N), 6);
   AlignedFloats pa(packed_a_floats(8, K)), pb(packed_b_floats(K, N));
   pack_a(a.data(), K, false, 8, K, 1.f, pa.data());
   pack_b(b.data(), N, false, K, N, pb.data());
   for (int64_t mr : {1, 5, 8})
-    for (int64_t cols : {1, 16, 20, 48}) {
+    for (int64_t cols : {1, 7, 8, 16, 20, 24, 25, 32, 33, 41, 48}) {
       const int64_t w = (cols + 15) / 16 * 16;
       // repack B with this width
       AlignedFloats pw(size_t(K * w));
@@ -119,6 +118,19 @@ TEST_CASE("AVX-512 and generic micro-kernels agree") {
             if (m >= mr || j >= cols) CHECK(c1[size_t(m * 48 + j)] == 3.f);
       }
     }
+}
+
+TEST_CASE("the AVX-512 and AVX2 micro-kernels agree with the generic one") {
+  // Each where this CPU can run it; the generic one always runs.
+  if (cpu_info().avx512f && gemm_tile_avx512()) {
+    INFO("avx512f");
+    check_tile_against_generic(gemm_tile_avx512());
+  }
+  if (cpu_info().avx2 && gemm_tile_avx2()) {
+    INFO("avx2");
+    check_tile_against_generic(gemm_tile_avx2());
+  }
+  CHECK(std::string(gemm_kernel_name_for(int(Isa::avx2))) == (gemm_tile_avx2() ? "avx2-4x24" : "generic"));
 }
 
 // gemm_packed_a reads B in place (row stride ldb >= N, any alignment) and

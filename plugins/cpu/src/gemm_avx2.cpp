@@ -1,0 +1,123 @@
+// AVX2 + FMA GEMM micro-kernel for the same packed layout as the AVX-512 one
+// (A tiles of 8 rows, B panels up to 48 columns). With 16 ymm registers an
+// 8 x 48 tile does not fit, so the tile is walked as 4 x 24 blocks: 12
+// accumulators, 3 B vectors and one broadcast of A per k step (12 FMAs for 7
+// loads). Compiled with a target attribute (no -march flag), so it is only
+// called after CPUID reports AVX2 and FMA.
+#include "gemm.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <algorithm>
+
+namespace nxrt::cpu {
+namespace {
+
+#define NXRT_AVX2 __attribute__((target("avx2,fma")))
+
+NXRT_AVX2 inline __m256i lane_mask(int64_t n) {  // lanes [0, n) set, n in 0..8
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), iota);
+}
+
+// Rows [0, MR) x NV vectors of 8 columns; the last vector holds `tail` (1..8)
+// valid columns. MASKED_B: B is a plain matrix whose rows may end at the last
+// valid column, so its last vector is loaded under the mask.
+template <int MR, int NV, bool MASKED_B>
+NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, int64_t tail, float* c, int64_t ldc,
+                     const GemmTileStore& st) {
+  __m256 r[MR][NV];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) r[m][v] = _mm256_setzero_ps();
+  const __m256i tmask = lane_mask(tail);
+
+  const float* ak = a;
+  const float* bk = b;
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    __m256 bv[NV];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v)
+      bv[v] = MASKED_B && v == NV - 1 ? _mm256_maskload_ps(bk + v * 8, tmask) : _mm256_loadu_ps(bk + v * 8);
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+      const __m256 av = _mm256_broadcast_ss(ak + m);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) r[m][v] = _mm256_fmadd_ps(av, bv[v], r[m][v]);
+    }
+    ak += kGemmMR;
+    bk += ldb;
+  }
+
+  const __m256i full = _mm256_set1_epi32(-1);
+  __m256 cbv[NV];
+#pragma GCC unroll 3
+  for (int v = 0; v < NV; ++v)
+    cbv[v] = st.col_bias ? _mm256_maskload_ps(st.col_bias + v * 8, v == NV - 1 ? tmask : full) : _mm256_setzero_ps();
+  const __m256 lo = _mm256_set1_ps(st.lo), hi = _mm256_set1_ps(st.hi);
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+    float* cr = c + m * ldc;
+    const float* rr = st.residual ? st.residual + m * st.ldr : nullptr;
+    const __m256 rb = _mm256_set1_ps(st.row_bias ? st.row_bias[m] : 0.f);
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) {
+      const bool partial = v == NV - 1 && tail < 8;
+      const __m256i mk = v == NV - 1 ? tmask : full;
+      __m256 x = _mm256_add_ps(r[m][v], rb);
+      if (st.col_bias) x = _mm256_add_ps(x, cbv[v]);
+      if (st.accumulate) x = _mm256_add_ps(x, _mm256_maskload_ps(cr + v * 8, mk));
+      if (rr) x = _mm256_add_ps(x, _mm256_maskload_ps(rr + v * 8, mk));
+      // max/min return their second operand when either is NaN: NaN propagates.
+      if (st.clamp) x = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
+      if (partial)
+        _mm256_maskstore_ps(cr + v * 8, mk, x);
+      else
+        _mm256_storeu_ps(cr + v * 8, x);
+    }
+  }
+}
+
+using BlockFn = void (*)(int64_t, const float*, const float*, int64_t, int64_t, float*, int64_t,
+                         const GemmTileStore&);
+
+template <int NV, bool MB>
+constexpr BlockFn row_table[4] = {&block<1, NV, MB>, &block<2, NV, MB>, &block<3, NV, MB>, &block<4, NV, MB>};
+
+template <bool MB>
+BlockFn pick(int64_t rows, int64_t nv) {
+  return nv == 3 ? row_table<3, MB>[rows - 1] : nv == 2 ? row_table<2, MB>[rows - 1] : row_table<1, MB>[rows - 1];
+}
+
+void tile_dispatch(int64_t kc, const float* a, const float* b, int64_t /*w*/, int64_t ldb, bool b_unpacked, float* c,
+                   int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st) {
+  // Column blocks outside, row halves inside: the kc x 24 slice of B is read
+  // from L1 by the second row half.
+  for (int64_t c0 = 0; c0 < ncols; c0 += 24) {
+    const int64_t cols = std::min<int64_t>(24, ncols - c0), nv = (cols + 7) / 8, tail = cols - (nv - 1) * 8;
+    for (int64_t r0 = 0; r0 < mr; r0 += 4) {
+      const int64_t rows = std::min<int64_t>(4, mr - r0);
+      GemmTileStore s = st;
+      if (s.row_bias) s.row_bias += r0;
+      if (s.col_bias) s.col_bias += c0;
+      if (s.residual) s.residual += r0 * s.ldr + c0;
+      BlockFn fn = b_unpacked ? pick<true>(rows, nv) : pick<false>(rows, nv);
+      fn(kc, a + r0, b + c0, ldb, tail, c + r0 * ldc + c0, ldc, s);
+    }
+  }
+}
+
+}  // namespace
+
+GemmTileFn gemm_tile_avx2() { return &tile_dispatch; }
+
+}  // namespace nxrt::cpu
+
+#else
+namespace nxrt::cpu {
+GemmTileFn gemm_tile_avx2() { return nullptr; }
+}  // namespace nxrt::cpu
+#endif
