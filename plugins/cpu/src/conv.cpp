@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #endif
 
+#include "conv_depthwise.hpp"
 #include "cpu_info.hpp"
 #include "gemm.hpp"
 #include "simd.hpp"
@@ -302,9 +303,13 @@ __attribute__((target("avx512f"))) static void dw_accumulate_avx512(float* out, 
 
 static void dw_accumulate(float* out, int64_t n, const float* const* src, const float* w, int64_t taps, float bias) {
 #if defined(__x86_64__)
-  static const bool avx512 = active_isa() == Isa::avx512;
-  if (avx512) {
+  static const Isa isa = active_isa();
+  if (isa == Isa::avx512) {
     dw_accumulate_avx512(out, n, src, w, taps, bias);
+    return;
+  }
+  if (isa == Isa::avx2) {
+    dw_accumulate_avx2(out, n, src, w, taps, bias);
     return;
   }
 #endif
@@ -341,10 +346,10 @@ static void depthwise_plane(const ConvShape& s, const DwGeometry& g, const float
 // output row is computed 16 columns at a time straight from the input rows,
 // padding handled by masked loads (masked-off lanes read nothing and are
 // zero), bias, residual and clamp applied in the store. No copies.
-constexpr int64_t kDwMaxChunks = 64;  // output rows up to 1024 wide
+constexpr int64_t kDwMaxChunks = kDw3x3MaxWidth / 16;
 
 static bool dw3x3_direct_ok(const ConvShape& s) {
-  return active_isa() == Isa::avx512 && s.k_h == 3 && s.k_w == 3 && s.dil_h == 1 && s.dil_w == 1 &&
+  return active_isa() >= Isa::avx2 && s.k_h == 3 && s.k_w == 3 && s.dil_h == 1 && s.dil_w == 1 &&
          (s.stride_w == 1 || s.stride_w == 2) && s.out_w <= 16 * kDwMaxChunks && s.in_w < (int64_t(1) << 30);
 }
 
@@ -455,7 +460,7 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
   const int64_t tasks = t <= 1 ? 1 : std::min<int64_t>(planes, int64_t(t) * 4);
   const DwGeometry g = dw_geometry(s);
 #if defined(__x86_64__)
-  const bool direct = dw3x3_direct_ok(s);
+  const bool direct = dw3x3_direct_ok(s), avx512 = active_isa() == Isa::avx512;
 #endif
   parallel_for(t <= 1 ? nullptr : pool, tasks, [&](int64_t i) {
     int64_t b, e;
@@ -466,6 +471,10 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
       const float* res = post.residual ? post.residual + pl * out_plane : nullptr;
       const float bv = bias ? bias[oc] : 0.f;
 #if defined(__x86_64__)
+      if (direct && !avx512) {
+        dw3x3_plane_avx2(s, xin, w + oc * taps, bv, out + pl * out_plane, res, post);
+        continue;
+      }
       if (direct) {
         if (s.stride_w == 1)
           dw3x3_plane_avx512<1>(s, xin, w + oc * taps, bv, out + pl * out_plane, res, post);

@@ -104,7 +104,7 @@ void tile_dispatch(int64_t kc, const float* a, const float* b, int64_t /*w*/, in
       if (s.row_bias) s.row_bias += r0;
       if (s.col_bias) s.col_bias += c0;
       if (s.residual) s.residual += r0 * s.ldr + c0;
-      BlockFn fn = b_unpacked ? pick<true>(rows, nv) : pick<false>(rows, nv);
+      BlockFn fn = b_unpacked && tail < 8 ? pick<true>(rows, nv) : pick<false>(rows, nv);
       fn(kc, a + r0, b + c0, ldb, tail, c + r0 * ldc + c0, ldc, s);
     }
   }

@@ -1,0 +1,180 @@
+// Depthwise convolution kernels for AVX2 + FMA CPUs (the AVX-512 ones live in
+// conv.cpp): the direct 3x3 plane kernel and the tap accumulation of the
+// phase-plane path. Compiled with target attributes, called only after CPUID
+// reports AVX2 and FMA.
+#include "conv_depthwise.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <algorithm>
+
+namespace nxrt::cpu {
+
+#define NXRT_AVX2 __attribute__((target("avx2,fma")))
+
+namespace {
+
+// Lanes [0, 8) of a load at row[start + i] that fall inside [0, width), as a maskload mask.
+NXRT_AVX2 inline __m256i in_mask(int64_t start, int64_t width) {
+  const int64_t lo = std::clamp<int64_t>(-start, 0, 8), hi = std::clamp<int64_t>(width - start, 0, 8);
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i ge_lo = _mm256_cmpgt_epi32(iota, _mm256_set1_epi32(int(lo) - 1));
+  const __m256i lt_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(hi)), iota);
+  return _mm256_and_si256(ge_lo, lt_hi);
+}
+
+// Even and odd lanes of the 16 floats a:b.
+NXRT_AVX2 inline __m256 even_lanes(__m256 a, __m256 b) {
+  return _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+NXRT_AVX2 inline __m256 odd_lanes(__m256 a, __m256 b) {
+  return _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+// Per 8-column chunk of an output row: the load masks (SW 1: r, r+1, r+2;
+// SW 2: r, r+8, r+2, r+10), the store mask, and whether every mask is full.
+struct Chunk {
+  __m256i m[4];
+  __m256i out;
+  bool full;
+};
+
+// The three taps of one input row for 8 outputs (stride SW along the row).
+template <bool FULL>
+NXRT_AVX2 inline __m256 ld(const float* p, __m256i m) {
+  return FULL ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+
+template <int SW, bool FULL>
+NXRT_AVX2 inline void load3(const float* r, const Chunk& k, __m256& x0, __m256& x1, __m256& x2) {
+  if constexpr (SW == 1) {
+    x0 = ld<FULL>(r, k.m[0]);
+    x1 = ld<FULL>(r + 1, k.m[1]);
+    x2 = ld<FULL>(r + 2, k.m[2]);
+  } else {
+    const __m256 a = ld<FULL>(r, k.m[0]), b = ld<FULL>(r + 8, k.m[1]), c = ld<FULL>(r + 2, k.m[2]),
+                 d = ld<FULL>(r + 10, k.m[3]);
+    x0 = even_lanes(a, b);
+    x1 = odd_lanes(a, b);
+    x2 = even_lanes(c, d);
+  }
+}
+
+NXRT_AVX2 inline void finish(__m256 v, float* o, const float* res, const Chunk& k, bool clamp, __m256 lo, __m256 hi) {
+  if (res) v = _mm256_add_ps(v, k.full ? _mm256_loadu_ps(res) : _mm256_maskload_ps(res, k.out));
+  // max/min return their second operand when either is NaN: NaN propagates.
+  if (clamp) v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+  if (k.full)
+    _mm256_storeu_ps(o, v);
+  else
+    _mm256_maskstore_ps(o, k.out, v);
+}
+
+// Two output rows (oy, oy + 1 when `two`) of one 8-column chunk.
+template <int SW, bool FULL>
+NXRT_AVX2 inline void rows2(const ConvShape& s, const float* in, const float* wk, __m256 b, const Chunk& k,
+                            int64_t oy, bool two, int64_t j0, float* o, const float* res, const ConvPostOps& post,
+                            __m256 lo, __m256 hi) {
+  const int64_t H = s.in_h, W = s.in_w, OW = s.out_w, sh = s.stride_h;
+  const int64_t iy0 = oy * sh - s.pad_top, nrows = two ? sh + 3 : 3, base = j0 * SW - s.pad_left;
+  __m256 a0 = b, a1 = _mm256_setzero_ps(), b0 = b, b1 = _mm256_setzero_ps();
+  for (int64_t rr = 0; rr < nrows; ++rr) {
+    const int64_t iy = iy0 + rr;
+    const bool for_a = rr < 3, for_b = two && rr >= sh && rr - sh < 3;
+    if (iy < 0 || iy >= H || !(for_a || for_b)) continue;
+    // Pointer arithmetic through uintptr_t: the window may start before the row.
+    const float* r = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(in + iy * W) +
+                                                    uintptr_t(base * int64_t(sizeof(float))));
+    __m256 x0, x1, x2;
+    load3<SW, FULL>(r, k, x0, x1, x2);
+    if (for_a) {
+      a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(wk + rr * 3 + 0), x0, a0);
+      a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(wk + rr * 3 + 1), x1, a1);
+      a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(wk + rr * 3 + 2), x2, a0);
+    }
+    if (for_b) {
+      const int64_t ky = rr - sh;
+      b0 = _mm256_fmadd_ps(_mm256_broadcast_ss(wk + ky * 3 + 0), x0, b0);
+      b1 = _mm256_fmadd_ps(_mm256_broadcast_ss(wk + ky * 3 + 1), x1, b1);
+      b0 = _mm256_fmadd_ps(_mm256_broadcast_ss(wk + ky * 3 + 2), x2, b0);
+    }
+  }
+  finish(_mm256_add_ps(a0, a1), o + oy * OW + j0, res ? res + oy * OW + j0 : nullptr, k, post.clamp, lo, hi);
+  if (two)
+    finish(_mm256_add_ps(b0, b1), o + (oy + 1) * OW + j0, res ? res + (oy + 1) * OW + j0 : nullptr, k, post.clamp,
+           lo, hi);
+}
+
+template <int SW>
+NXRT_AVX2 void plane(const ConvShape& s, const float* in, const float* wk, float bias, float* o, const float* res,
+                     const ConvPostOps& post) {
+  const int64_t W = s.in_w, OW = s.out_w;
+  const __m256 b = _mm256_set1_ps(bias), lo = _mm256_set1_ps(post.lo), hi = _mm256_set1_ps(post.hi);
+  const int64_t chunks = (OW + 7) / 8;
+  Chunk mk[kDw3x3MaxWidth / 8];
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t j0 = c * 8, n = std::min<int64_t>(8, OW - j0), base = j0 * SW - s.pad_left;
+    Chunk& k = mk[c];
+    k.out = in_mask(0, n);
+    const int64_t offs[4] = {0, SW == 1 ? 1 : 8, 2, SW == 1 ? 0 : 10};
+    bool full = n == 8;
+    for (int i = 0; i < (SW == 1 ? 3 : 4); ++i) {
+      k.m[i] = in_mask(base + offs[i], W);
+      full = full && _mm256_movemask_ps(_mm256_castsi256_ps(k.m[i])) == 0xFF;
+    }
+    k.full = full;
+  }
+  // Two output rows per pass: the input rows they share are loaded once.
+  for (int64_t oy = 0; oy < s.out_h; oy += 2) {
+    const bool two = oy + 1 < s.out_h;
+    for (int64_t c = 0; c < chunks; ++c) {
+      if (mk[c].full)
+        rows2<SW, true>(s, in, wk, b, mk[c], oy, two, c * 8, o, res, post, lo, hi);
+      else
+        rows2<SW, false>(s, in, wk, b, mk[c], oy, two, c * 8, o, res, post, lo, hi);
+    }
+  }
+}
+
+}  // namespace
+
+void dw3x3_plane_avx2(const ConvShape& s, const float* in, const float* wk, float bias, float* o, const float* res,
+                      const ConvPostOps& post) {
+  if (s.stride_w == 1)
+    plane<1>(s, in, wk, bias, o, res, post);
+  else
+    plane<2>(s, in, wk, bias, o, res, post);
+}
+
+// 64 outputs (8 ymm) per step, taps streamed through them.
+NXRT_AVX2 void dw_accumulate_avx2(float* out, int64_t n, const float* const* src, const float* w, int64_t taps,
+                                  float bias) {
+  const __m256 b = _mm256_set1_ps(bias);
+  int64_t j0 = 0;
+  for (; j0 + 64 <= n; j0 += 64) {
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) acc[v] = b;
+    for (int64_t t = 0; t < taps; ++t) {
+      const float* sp = src[t] + j0;
+      const __m256 wt = _mm256_broadcast_ss(w + t);
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) acc[v] = _mm256_fmadd_ps(wt, _mm256_loadu_ps(sp + v * 8), acc[v]);
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) _mm256_storeu_ps(out + j0 + v * 8, acc[v]);
+  }
+  for (; j0 < n; j0 += 8) {
+    const __m256i m = in_mask(0, std::min<int64_t>(8, n - j0));
+    __m256 acc = b;
+    for (int64_t t = 0; t < taps; ++t)
+      acc = _mm256_fmadd_ps(_mm256_broadcast_ss(w + t), _mm256_maskload_ps(src[t] + j0, m), acc);
+    _mm256_maskstore_ps(out + j0, m, acc);
+  }
+}
+
+}  // namespace nxrt::cpu
+#endif
