@@ -1,0 +1,129 @@
+// Measures this core's FP32 FMA peak with a register-only FMA loop (the ISA the
+// GEMM uses: AVX-512 or AVX2), then the packed GEMM on the bench models' shapes,
+// and prints each as GFLOP/s and as a share of the peak. Best of several runs,
+// so other load on the machine lowers the numbers less.
+// Usage: nxrt_cpu_gemm_peak [--threads N] [--reps R]
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "cpu_info.hpp"
+#include "gemm.hpp"
+#include "scratch.hpp"
+#include "thread_pool.hpp"
+
+using namespace nxrt::cpu;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+template <class F>
+double best_seconds(int reps, F&& f) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
+#if defined(__x86_64__)
+// 12 independent accumulators: enough to cover FMA latency x throughput on
+// current cores (4 cycles x 2 pipes = 8 in flight).
+__attribute__((target("avx2,fma"), noinline)) float fma_loop_avx2(int64_t iters) {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(float(i));
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  __m256 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0];
+}
+__attribute__((target("avx512f"), noinline)) float fma_loop_avx512(int64_t iters) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(float(i));
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  float out[16];
+  _mm512_storeu_ps(out, s);
+  return out[0];
+}
+#endif
+
+// FLOP/s of one core's FMA units, for the ISA the GEMM runs.
+double fma_peak(int reps) {
+#if defined(__x86_64__)
+  const int64_t iters = 20'000'000;
+  volatile float sink = 0;
+  if (active_isa() == Isa::avx512) {
+    const double s = best_seconds(reps, [&] { sink = fma_loop_avx512(iters); });
+    return double(iters) * 12 * 16 * 2 / s;
+  }
+  if (active_isa() == Isa::avx2) {
+    const double s = best_seconds(reps, [&] { sink = fma_loop_avx2(iters); });
+    return double(iters) * 12 * 8 * 2 / s;
+  }
+  (void)sink;
+#endif
+  return 0;
+}
+
+struct Shape {
+  const char* what;
+  int64_t M, N, K;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1, reps = 7;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else {
+      fmt::print(stderr, "usage: nxrt_cpu_gemm_peak [--threads N] [--reps R]\n");
+      return 2;
+    }
+  }
+  const double peak = fma_peak(reps);
+  fmt::print("cpu: {} ({}), gemm kernel {}\n", cpu_info().model_name, cpu_info().isa_name(), gemm_kernel_name());
+  fmt::print("fma peak, 1 core: {:.1f} GFLOP/s\n", peak / 1e9);
+  ThreadPool pool(threads);
+  const Shape shapes[] = {{"mlp layer 1", 64, 4096, 1024},        {"mlp layer 2", 64, 4096, 4096},
+                          {"mlp layer 3", 64, 1024, 4096},        {"transformer qkv/out", 128, 768, 768},
+                          {"transformer ffn up", 128, 3072, 768}, {"transformer ffn down", 128, 768, 3072}};
+  fmt::print("{:<22} {:>5} {:>5} {:>5} {:>9} {:>8}\n", "shape", "M", "N", "K", "GFLOP/s", "of peak");
+  for (const Shape& s : shapes) {
+    std::vector<float> a(size_t(s.M * s.K)), b(size_t(s.K * s.N)), c(size_t(s.M * s.N));
+    for (size_t i = 0; i < a.size(); ++i) a[i] = float(i % 13) * 0.01f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = float(i % 7) * 0.01f;
+    AlignedFloats pa(packed_a_floats(s.M, s.K)), pb(packed_b_floats(s.K, s.N));
+    pack_b(b.data(), s.N, false, s.K, s.N, pb.data());  // weights: packed once, as at kernel creation
+    const double sec = best_seconds(reps, [&] {
+      pack_a(a.data(), s.K, false, s.M, s.K, 1.f, pa.data());  // activations: packed per run
+      gemm_packed(s.M, s.N, s.K, pa.data(), pb.data(), c.data(), s.N, GemmEpilogue{}, threads > 1 ? &pool : nullptr);
+    });
+    const double gf = 2.0 * double(s.M) * double(s.N) * double(s.K) / sec / 1e9;
+    fmt::print("{:<22} {:>5} {:>5} {:>5} {:>9.1f} {:>7.0f}%\n", s.what, s.M, s.N, s.K, gf,
+               peak > 0 ? 100.0 * gf * 1e9 / (peak * threads) : 0.0);
+  }
+  if (threads > 1) fmt::print("(% of {} x the 1-core peak)\n", threads);
+  return 0;
+}
