@@ -9,6 +9,7 @@
 #endif
 
 #include "conv_depthwise.hpp"
+#include "conv_winograd.hpp"
 #include "cpu_info.hpp"
 #include "gemm.hpp"
 #include "simd.hpp"
@@ -623,6 +624,10 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
   }
   const int64_t M = s.ocg(), K = s.gemm_k(), N = s.out_h * s.out_w;
   if (N == 0 || M == 0) return;
+  if (w.winograd && conv_uses_winograd(s)) {
+    conv2d_winograd(s, x, w.winograd, bias, out, pool, post);
+    return;
+  }
   const bool pointwise = s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
                          s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
   const int64_t panels = gemm_panels(N);

@@ -8,7 +8,9 @@
 //   few output pixels (group 1, cost model in conv_pointwise_transposed):
 //            the transposed product out^T = x^T W^T, channels along the
 //            48-wide panels, then a transposing store.
-//   depthwise (IC/g == 1): 3x3 (stride 1/2) direct AVX-512 kernel reading
+//   3x3 stride 1 with enough tiles and channels: Winograd F(4x4, 3x3)
+//            (conv_winograd.hpp), when the kernel prepared its weights.
+//   depthwise (IC/g == 1): 3x3 (stride 1/2) direct AVX-512 / AVX2 kernel reading
 //            the input rows in place; other shapes a phase-plane sliding
 //            window; both vectorised along output columns, bias fused.
 // Post-ops (residual add, clamp) are applied in the store of every path.
@@ -44,6 +46,9 @@ struct PackedConvWeights {
   const float* data = nullptr;
   int64_t per_group = 0;  // floats per group
   bool depthwise = false;
+  // Winograd F(4x4, 3x3) weights (winograd_pack_weights, a prepacked buffer) for a shape
+  // conv_uses_winograd chose at kernel creation; `data` is then null.
+  const float* winograd = nullptr;
   AlignedFloats owned;
   // Pointwise convs with few output pixels run transposed (out^T = x^T W^T,
   // the channels along the 48-wide panels); W^T is packed as GEMM B on first

@@ -96,10 +96,10 @@ void tile_dispatch(int64_t kc, const float* a, const float* b, int64_t /*w*/, in
                    int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st) {
   // Column blocks outside, row halves inside: the kc x 24 slice of B is read
   // from L1 by the second row half.
-  for (int64_t c0 = 0; c0 < ncols; c0 += 24) {
+  for (int64_t r0 = 0; r0 < mr; r0 += 4) {
+    const int64_t rows = std::min<int64_t>(4, mr - r0);
+    for (int64_t c0 = 0; c0 < ncols; c0 += 24) {
     const int64_t cols = std::min<int64_t>(24, ncols - c0), nv = (cols + 7) / 8, tail = cols - (nv - 1) * 8;
-    for (int64_t r0 = 0; r0 < mr; r0 += 4) {
-      const int64_t rows = std::min<int64_t>(4, mr - r0);
       GemmTileStore s = st;
       if (s.row_bias) s.row_bias += r0;
       if (s.col_bias) s.col_bias += c0;

@@ -49,7 +49,7 @@ std::optional<std::map<std::string, std::string>> parse(const std::string& text)
 }  // namespace
 
 std::string cpu_fingerprint(Isa isa) {
-  return fmt::format("cpu {}; format={}; isa={}; gemm={}; layout=mr{},nr{},kc{},w16; conv=a-tiles", kCpuPluginVersion,
+  return fmt::format("cpu {}; format={}; isa={}; gemm={}; layout=mr{},nr{},kc{},w16; conv=a-tiles+wino4x4", kCpuPluginVersion,
                      sdk::kPrepackedFormat, isa_label(isa), gemm_kernel_for(isa), kGemmMR, kGemmNR, kGemmKC);
 }
 

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "conv.hpp"
+#include "conv_winograd.hpp"
 #include "gemm.hpp"
 #include "ops.hpp"
 
@@ -147,7 +148,19 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     s.k_h = a.sr == 2 ? t.dim(2) : 1;
     s.k_w = t.dim(t.rank() - 1);
     if (s.out_c % a.group != 0) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: {} output channels not divisible by group {}", s.out_c, a.group);
-    // What the packed layout depends on: the weight shape, the grouping and the GEMM tile.
+    // With X's shape known, the kernel picks its algorithm here (Winograd, or the transposed
+    // product for few output pixels) and derives what it reads then, not on the first run.
+    std::optional<ConvShape> full;
+    auto x = n.input(0);
+    if (x.present() && x.static_shape() && s.group == 1 && !conv_is_depthwise(s)) {
+      try {
+        full = conv_shape(a, x.dims(), t.dims(), "Conv");
+      } catch (const sdk::Error&) {
+        // a shape error: the run reports it
+      }
+    }
+    const bool winograd = full && conv_uses_winograd(*full);
+    // What the packed layout depends on: the weight shape, the grouping, the GEMM tile, the algorithm.
     pp.param("out_c", s.out_c);
     pp.param("in_c_per_group", s.icg());
     pp.param("k_h", s.k_h);
@@ -155,20 +168,18 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     pp.param("group", s.group);
     pp.param("depthwise", conv_is_depthwise(s) ? 1 : 0);
     pp.param("gemm_mr", kGemmMR);
-    auto packed = pp.buffer<float>("w", packed_conv_floats(s), [&](std::span<float> dst) {
-      pack_conv_weights_into(s, static_cast<const float*>(t.raw()), dst.data());  // W's data is read here only
-    });
-    PackedConvWeights view = conv_weights_view(s, packed.data());
-    // With X's shape known, the W^T that the transposed path (few output pixels) reads is
-    // derived here too, not on the first run.
-    auto x = n.input(0);
-    if (x.present() && x.static_shape() && s.group == 1 && !view.depthwise) {
-      std::optional<ConvShape> full;
-      try {
-        full = conv_shape(a, x.dims(), t.dims(), "Conv");
-      } catch (const sdk::Error&) {
-        // a shape error: the run reports it
-      }
+    pp.param("winograd", winograd ? 1 : 0);
+    PackedConvWeights view;
+    if (winograd) {
+      auto u = pp.buffer<float>("w_winograd", winograd_packed_floats(*full), [&](std::span<float> dst) {
+        winograd_pack_weights(*full, static_cast<const float*>(t.raw()), dst.data());
+      });
+      view.winograd = u.data();
+    } else {
+      auto packed = pp.buffer<float>("w", packed_conv_floats(s), [&](std::span<float> dst) {
+        pack_conv_weights_into(s, static_cast<const float*>(t.raw()), dst.data());  // W's data is read here only
+      });
+      view = conv_weights_view(s, packed.data());
       if (full && conv_uses_transposed(*full)) {
         auto wt = pp.buffer<float>("w_t", conv_transposed_floats(*full), [&](std::span<float> dst) {
           pack_conv_weights_transposed(*full, packed.data(), dst.data());
@@ -219,6 +230,9 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
     if (y.numel() == 0) return;
     if (st.packed) {
+      // Winograd weights only: X has the static shape they were chosen for (guard, never expected).
+      if (!st.packed->data && !conv_uses_winograd(s))
+        sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: input {} is not the shape the kernel was created for", dims_str(x.dims()));
       conv2d(s, x.data<float>(), *st.packed, bias, y.data<float>(), pool, post);
     } else {
       PackedConvWeights pw = pack_conv_weights(s, w.data<float>());

@@ -1,0 +1,245 @@
+#include "conv_winograd.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "gemm.hpp"
+#include "scratch.hpp"
+#include "simd.hpp"
+
+namespace nxrt::cpu {
+
+namespace {
+
+constexpr int64_t kA = kWinogradAlpha, kT = kWinogradTile, kXi = kA * kA;
+
+struct Tiles {
+  int64_t y, x, count;
+};
+
+Tiles tiles_of(const ConvShape& s) {
+  const int64_t ty = (s.out_h + kT - 1) / kT, tx = (s.out_w + kT - 1) / kT;
+  return {ty, tx, ty * tx};
+}
+
+// Where column t (a tile) of row k (an input channel) lies in a packed-B
+// operand of K rows: panel base plus k times the panel's width.
+struct PackedColumns {
+  std::vector<int64_t> base, width;
+  PackedColumns(int64_t K, int64_t N) : base(size_t(N)), width(size_t(N)) {
+    for (int64_t t = 0; t < N; ++t) {
+      const int64_t p = t / kGemmNR;
+      base[size_t(t)] = p * kGemmNR * K + (t - p * kGemmNR);
+      width[size_t(t)] = gemm_panel_width(N, p);
+    }
+  }
+};
+
+// B^T d (6 values).
+inline __attribute__((always_inline)) void wino_bt(float d0, float d1, float d2, float d3, float d4, float d5,
+                                                   float* o) {
+  const float t0 = d4 - 4.f * d2, t1 = d3 - 4.f * d1;
+  const float t2 = d4 - d2, t3 = 2.f * (d3 - d1);
+  o[0] = 4.f * d0 - 5.f * d2 + d4;
+  o[1] = t0 + t1;
+  o[2] = t0 - t1;
+  o[3] = t2 + t3;
+  o[4] = t2 - t3;
+  o[5] = 4.f * d1 - 5.f * d3 + d5;
+}
+
+// A^T m (4 values).
+inline __attribute__((always_inline)) void wino_at(float m0, float m1, float m2, float m3, float m4, float m5,
+                                                   float* o) {
+  const float p = m1 + m2, q = m1 - m2, r = m3 + m4, t = m3 - m4;
+  o[0] = m0 + p + r;
+  o[1] = q + 2.f * t;
+  o[2] = p + 4.f * r;
+  o[3] = q + 8.f * t + m5;
+}
+
+// One input channel: every tile's V = B^T d B, written as row `ic` of the 36
+// packed-B operands (operand xi at v + xi * v_floats). tmp: 6 * (tiles.x * 4 + 2)
+// + 36 * tiles.x floats.
+NXRT_CLONES
+void input_transform(const ConvShape& s, const Tiles& tl, const PackedColumns& pc, const float* __restrict plane,
+                     int64_t ic, float* __restrict v, size_t v_floats, float* __restrict tmp) {
+  const int64_t wp = tl.x * kT + 2, H = s.in_h, W = s.in_w;
+  float* rows = tmp;             // [6][wp]: the tile row's input rows, zero padded
+  float* r = tmp + kA * wp;      // [6 rows i][6 c][tiles.x]: B^T along x
+  for (int64_t ty = 0; ty < tl.y; ++ty) {
+    for (int64_t i = 0; i < kA; ++i) {
+      float* row = rows + i * wp;
+      const int64_t iy = ty * kT - s.pad_top + i;
+      if (iy < 0 || iy >= H) {
+        std::fill(row, row + wp, 0.f);
+        continue;
+      }
+      const float* src = plane + iy * W;
+      const int64_t x0 = std::clamp<int64_t>(s.pad_left, 0, wp), x1 = std::clamp<int64_t>(W + s.pad_left, x0, wp);
+      std::fill(row, row + x0, 0.f);
+      std::copy(src + (x0 - s.pad_left), src + (x1 - s.pad_left), row + x0);
+      std::fill(row + x1, row + wp, 0.f);
+    }
+    for (int64_t i = 0; i < kA; ++i) {
+      const float* row = rows + i * wp;
+      float* ri = r + i * kA * tl.x;
+      for (int64_t tx = 0; tx < tl.x; ++tx) {
+        const float* d = row + tx * kT;
+        float o[6];
+        wino_bt(d[0], d[1], d[2], d[3], d[4], d[5], o);
+        for (int64_t c = 0; c < kA; ++c) ri[c * tl.x + tx] = o[c];
+      }
+    }
+    const int64_t t0 = ty * tl.x;
+    for (int64_t c = 0; c < kA; ++c)
+      for (int64_t tx = 0; tx < tl.x; ++tx) {
+        const int64_t ci = c * tl.x + tx, stride = kA * tl.x;
+        float o[6];
+        wino_bt(r[ci], r[ci + stride], r[ci + 2 * stride], r[ci + 3 * stride], r[ci + 4 * stride], r[ci + 5 * stride],
+                o);
+        const size_t at = size_t(pc.base[size_t(t0 + tx)] + ic * pc.width[size_t(t0 + tx)]);
+        for (int64_t a = 0; a < kA; ++a) v[size_t(a * kA + c) * v_floats + at] = o[a];
+      }
+  }
+}
+
+// One output channel: Y = A^T M A for every tile, plus bias, residual and
+// clamp, stored into the output plane. m: the 36 products, operand xi at
+// m + xi * m_floats, row oc, tile t at column t. tmp: 24 * tiles.x + 4 * (tiles.x * 4) floats.
+NXRT_CLONES
+void output_transform(const ConvShape& s, const Tiles& tl, const float* __restrict m, size_t m_floats, float bias,
+                      float* __restrict out, const float* __restrict res, const ConvPostOps& post,
+                      float* __restrict tmp) {
+  const int64_t OH = s.out_h, OW = s.out_w, wr = tl.x * kT;
+  float* sr = tmp;                   // [4 r][6 c][tiles.x]: A^T along the rows
+  float* yrow = tmp + 24 * tl.x;     // [4][wr]: the tile row's output rows
+  for (int64_t ty = 0; ty < tl.y; ++ty) {
+    const float* mt = m + ty * tl.x;
+    for (int64_t c = 0; c < kA; ++c)
+      for (int64_t tx = 0; tx < tl.x; ++tx) {
+        float o[4];
+        wino_at(mt[size_t(0 * kA + c) * m_floats + tx], mt[size_t(1 * kA + c) * m_floats + tx],
+                mt[size_t(2 * kA + c) * m_floats + tx], mt[size_t(3 * kA + c) * m_floats + tx],
+                mt[size_t(4 * kA + c) * m_floats + tx], mt[size_t(5 * kA + c) * m_floats + tx], o);
+        for (int64_t rr = 0; rr < kT; ++rr) sr[(rr * kA + c) * tl.x + tx] = o[rr];
+      }
+    for (int64_t rr = 0; rr < kT; ++rr) {
+      const float* srr = sr + rr * kA * tl.x;
+      float* y = yrow + rr * wr;
+      for (int64_t tx = 0; tx < tl.x; ++tx) {
+        wino_at(srr[tx], srr[tl.x + tx], srr[2 * tl.x + tx], srr[3 * tl.x + tx], srr[4 * tl.x + tx],
+                srr[5 * tl.x + tx], y + tx * kT);
+      }
+    }
+    for (int64_t rr = 0; rr < kT; ++rr) {
+      const int64_t oy = ty * kT + rr;
+      if (oy >= OH) break;
+      const float* y = yrow + rr * wr;
+      float* o = out + oy * OW;
+      const float* rp = res ? res + oy * OW : nullptr;
+      for (int64_t x = 0; x < OW; ++x) {
+        float val = y[x] + bias;
+        if (rp) val += rp[x];
+        if (post.clamp) {
+          val = val < post.lo ? post.lo : val;
+          val = val > post.hi ? post.hi : val;
+        }
+        o[x] = val;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool winograd_shape_ok(const ConvShape& s) {
+  return s.group == 1 && s.k_h == 3 && s.k_w == 3 && s.stride_h == 1 && s.stride_w == 1 && s.dil_h == 1 &&
+         s.dil_w == 1 && s.out_h > 0 && s.out_w > 0;
+}
+
+bool conv_uses_winograd(const ConvShape& s) {
+  if (!winograd_shape_ok(s)) return false;
+  // The 36 GEMMs run with the tiles as columns: below a panel's worth of tiles
+  // most of each B vector is padding, and thin channel counts leave the
+  // transforms (O(IC + OC) per tile) as large as the products (O(IC * OC)).
+  const Tiles tl = tiles_of(s);
+  return tl.count >= 16 && s.in_c >= 16 && s.out_c >= 16;
+}
+
+size_t winograd_packed_floats(const ConvShape& s) { return size_t(kXi) * packed_a_floats(s.out_c, s.in_c); }
+
+void winograd_pack_weights(const ConvShape& s, const float* w, float* dst) {
+  const int64_t OC = s.out_c, IC = s.in_c;
+  std::vector<float> u(size_t(kXi * OC * IC));  // [xi][oc][ic]
+  // G (6x3) for points 0, -1, 1, -2, 2 and infinity.
+  static const float G[6][3] = {{1.f / 4, 0, 0},
+                                {-1.f / 6, -1.f / 6, -1.f / 6},
+                                {-1.f / 6, 1.f / 6, -1.f / 6},
+                                {1.f / 24, 1.f / 12, 1.f / 6},
+                                {1.f / 24, -1.f / 12, 1.f / 6},
+                                {0, 0, 1.f}};
+  for (int64_t oc = 0; oc < OC; ++oc)
+    for (int64_t ic = 0; ic < IC; ++ic) {
+      const float* g = w + (oc * IC + ic) * 9;
+      double t[6][3];  // G g, in double: the weights are transformed once
+      for (int a = 0; a < 6; ++a)
+        for (int j = 0; j < 3; ++j) t[a][j] = double(G[a][0]) * g[j] + double(G[a][1]) * g[3 + j] + double(G[a][2]) * g[6 + j];
+      for (int a = 0; a < 6; ++a)
+        for (int b = 0; b < 6; ++b)
+          u[size_t(((a * kA + b) * OC + oc) * IC + ic)] =
+              float(t[a][0] * G[b][0] + t[a][1] * G[b][1] + t[a][2] * G[b][2]);
+    }
+  const size_t per = packed_a_floats(OC, IC);
+  for (int64_t xi = 0; xi < kXi; ++xi) pack_a(u.data() + xi * OC * IC, IC, false, OC, IC, 1.f, dst + xi * per);
+}
+
+void conv2d_winograd(const ConvShape& s, const float* x, const float* u, const float* bias, float* out,
+                     ThreadPool* pool, const ConvPostOps& post) {
+  const int64_t IC = s.in_c, OC = s.out_c;
+  const Tiles tl = tiles_of(s);
+  const int64_t T = tl.count;
+  const size_t v_floats = packed_b_floats(IC, T), m_floats = size_t(OC * T), u_floats = packed_a_floats(OC, IC);
+  const PackedColumns pc(IC, T);
+  // The calling thread's slots hold V and M for the whole call; tasks take
+  // their own slot C (worker threads have their own scratch).
+  float* v = scratch_floats(kScratchA, size_t(kXi) * v_floats);
+  float* m = scratch_floats(kScratchB, size_t(kXi) * size_t(OC) * size_t(T));
+  const size_t in_tmp = size_t(kA * (tl.x * kT + 2) + kXi * tl.x), out_tmp = size_t(24 * tl.x + kT * tl.x * kT);
+  const int in_threads = threads_for(pool, double(IC) * double(T) * 400.0);
+  const int gemm_threads = threads_for(pool, double(kXi) * double(OC) * double(T) * double(IC));
+  const int out_threads = threads_for(pool, double(OC) * double(T) * 300.0);
+  for (int64_t n = 0; n < s.batch; ++n) {
+    const float* xn = x + n * IC * s.in_h * s.in_w;
+    float* on = out + n * OC * s.out_h * s.out_w;
+    const float* rn = post.residual ? post.residual + n * OC * s.out_h * s.out_w : nullptr;
+    // Padding columns of the last panels: the micro-kernel reads whole vectors.
+    if (T % kGemmNR)
+      for (int64_t xi = 0; xi < kXi; ++xi) {
+        const int64_t p = T / kGemmNR, w = gemm_panel_width(T, p), cols = T - p * kGemmNR;
+        float* d = v + size_t(xi) * v_floats + p * kGemmNR * IC;
+        for (int64_t k = 0; k < IC; ++k) std::fill(d + k * w + cols, d + k * w + w, 0.f);
+      }
+    parallel_for(in_threads <= 1 ? nullptr : pool, in_threads, [&](int64_t i) {
+      int64_t c0, c1;
+      split_range(IC, in_threads, i, c0, c1);
+      float* tmp = scratch_floats(kScratchC, in_tmp);
+      for (int64_t c = c0; c < c1; ++c)
+        input_transform(s, tl, pc, xn + c * s.in_h * s.in_w, c, v, v_floats, tmp);
+    });
+    parallel_for(gemm_threads <= 1 ? nullptr : pool, kXi, [&](int64_t xi) {
+      gemm_packed_serial(OC, T, IC, u + size_t(xi) * u_floats, v + size_t(xi) * v_floats, m + size_t(xi) * m_floats,
+                         T, GemmEpilogue{});
+    });
+    parallel_for(out_threads <= 1 ? nullptr : pool, out_threads, [&](int64_t i) {
+      int64_t o0, o1;
+      split_range(OC, out_threads, i, o0, o1);
+      float* tmp = scratch_floats(kScratchC, out_tmp);
+      for (int64_t oc = o0; oc < o1; ++oc)
+        output_transform(s, tl, m + oc * T, m_floats, bias ? bias[oc] : 0.f, on + oc * s.out_h * s.out_w,
+                         rn ? rn + oc * s.out_h * s.out_w : nullptr, post, tmp);
+    });
+  }
+}
+
+}  // namespace nxrt::cpu

@@ -1,0 +1,107 @@
+// Winograd F(4x4, 3x3) against the direct reference: odd sizes (partial tiles),
+// pads 0..2 and asymmetric, batch, every post-op, 1 and 2 threads, and the
+// conv2d dispatch (PackedConvWeights::winograd).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "conv.hpp"
+#include "conv_winograd.hpp"
+#include "util.hpp"
+
+using namespace nxrt::cpu;
+using namespace nxrt::cpu::test;
+
+namespace {
+
+ConvShape shape3x3(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t pad) {
+  ConvShape s;
+  s.batch = n; s.in_c = c; s.in_h = h; s.in_w = w; s.out_c = oc;
+  s.k_h = s.k_w = 3;
+  s.pad_top = s.pad_left = pad;
+  s.out_h = h + 2 * pad - 2;
+  s.out_w = w + 2 * pad - 2;
+  return s;
+}
+
+// |got - want| against the rounding a float32 sum of C*9 products can carry
+// (the transforms scale it by up to ~100 for F(4x4, 3x3)), relative to sum |x||w|.
+void check(const ConvShape& s, ThreadPool* pool, const ConvPostOps& post_in = {}, bool with_residual = false) {
+  auto x = random_floats(size_t(s.batch * s.in_c * s.in_h * s.in_w), 31);
+  auto w = random_floats(size_t(s.out_c * s.in_c * 9), 32);
+  auto b = random_floats(size_t(s.out_c), 33);
+  const size_t n_out = size_t(s.batch * s.out_c * s.out_h * s.out_w);
+  auto res = random_floats(n_out, 34, -2.f, 2.f);
+  ConvPostOps post = post_in;
+  if (with_residual) post.residual = res.data();
+  std::vector<float> want(n_out), got(n_out, 123.f);
+  conv2d_reference(s, x.data(), w.data(), b.data(), want.data(), post);
+  AlignedFloats u(winograd_packed_floats(s));
+  winograd_pack_weights(s, w.data(), u.data());
+  conv2d_winograd(s, x.data(), u.data(), b.data(), got.data(), pool, post);
+  // random_floats are in [-1, 1]: sum |x||w| <= 9 C.
+  const double scale = 9.0 * double(s.in_c), tol = 2e-6 * scale;
+  double max_err = 0;
+  for (size_t i = 0; i < n_out; ++i) max_err = std::max(max_err, std::fabs(double(got[i]) - double(want[i])));
+  INFO("C=" << s.in_c << " H=" << s.in_h << " W=" << s.in_w << " OC=" << s.out_c << " pad=" << s.pad_top << "/"
+            << s.pad_left << " batch=" << s.batch << " residual=" << with_residual << " clamp=" << post.clamp);
+  CHECK(max_err <= tol);
+  if (post.clamp)
+    for (float v : got) CHECK((v >= post.lo && v <= post.hi));
+}
+
+}  // namespace
+
+TEST_CASE("Winograd F(4x4,3x3) matches the direct conv: partial tiles, pads, batch, threads") {
+  ThreadPool pool(2);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    check(shape3x3(1, 16, 16, 16, 16, 1), p);    // whole tiles
+    check(shape3x3(1, 17, 13, 11, 19, 1), p);    // partial tiles both ways, odd channel counts
+    check(shape3x3(2, 8, 9, 10, 24, 0), p);      // no pad, batch 2
+    check(shape3x3(1, 5, 7, 23, 6, 2), p);       // pad 2 (a zero ring beyond the taps)
+    check(shape3x3(1, 64, 30, 30, 50, 1), p);    // T = 64: more than one B panel
+    check(shape3x3(1, 3, 3, 3, 2, 0), p);        // one output pixel
+  }
+  ConvShape s = shape3x3(1, 12, 12, 14, 20, 1);  // asymmetric pads [1, 0] begin
+  s.pad_left = 0;
+  s.out_w = 14 - 2 + 1;                          // end pad 1 on the right
+  check(s, &pool);
+}
+
+TEST_CASE("Winograd applies bias, residual, Relu and Clip in its store") {
+  ThreadPool pool(2);
+  ConvPostOps relu;
+  relu.clamp = true;
+  relu.lo = 0.f;
+  relu.hi = std::numeric_limits<float>::infinity();
+  ConvPostOps clip;
+  clip.clamp = true;
+  clip.lo = -0.3f;
+  clip.hi = 0.6f;
+  check(shape3x3(1, 16, 14, 15, 24, 1), nullptr, {}, true);
+  check(shape3x3(1, 16, 14, 15, 24, 1), &pool, relu, true);
+  check(shape3x3(2, 16, 9, 9, 16, 1), &pool, clip, false);
+}
+
+TEST_CASE("conv2d runs Winograd weights when the cost model picks it") {
+  CHECK(conv_uses_winograd(shape3x3(1, 64, 56, 56, 64, 1)));
+  CHECK(conv_uses_winograd(shape3x3(1, 256, 14, 14, 256, 1)));
+  CHECK(!conv_uses_winograd(shape3x3(1, 512, 7, 7, 512, 1)));  // 4 tiles: most of a panel is padding
+  CHECK(!conv_uses_winograd(shape3x3(1, 3, 224, 224, 64, 1)));  // 3 input channels: transforms dominate
+  ConvShape strided = shape3x3(1, 64, 56, 56, 64, 1);
+  strided.stride_h = strided.stride_w = 2;
+  CHECK(!winograd_shape_ok(strided));
+  ConvShape s = shape3x3(1, 32, 20, 18, 40, 1);
+  REQUIRE(conv_uses_winograd(s));
+  auto x = random_floats(size_t(s.in_c * s.in_h * s.in_w), 41);
+  auto w = random_floats(size_t(s.out_c * s.in_c * 9), 42);
+  std::vector<float> want(size_t(s.out_c * s.out_h * s.out_w)), got(want.size(), 7.f);
+  conv2d_reference(s, x.data(), w.data(), nullptr, want.data());
+  AlignedFloats u(winograd_packed_floats(s));
+  winograd_pack_weights(s, w.data(), u.data());
+  PackedConvWeights pw;
+  pw.winograd = u.data();
+  conv2d(s, x.data(), pw, nullptr, got.data(), nullptr);
+  CHECK(worst(got, want, 1e-3, 2e-4) <= 1.0);
+}
