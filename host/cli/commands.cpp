@@ -128,12 +128,13 @@ KeyValues read_target(const std::string& path) {
   return kv;
 }
 
-// Deterministic data, the same generator as the ONNX Runtime bench tool (lcgFloat32).
-Tensor generated_input(const nxrt_io_info& info, size_t index) {
+// Deterministic data, the same generator as the ONNX Runtime bench tool (lcgFloat32), of
+// the given dims (input_dims).
+Tensor generated_input(const nxrt_io_info& info, std::vector<int64_t> dims, size_t index) {
   Tensor t;
   t.name = info.name;
   t.dtype = info.dtype;
-  for (int64_t d = 0; d < std::max<int64_t>(info.rank, 0); ++d) t.dims.push_back(info.dims[d] < 0 ? 1 : info.dims[d]);
+  t.dims = std::move(dims);
   if (t.dtype == kString) {  // text of the same numbers: "0.25", "-0.5"...
     std::vector<std::string> values(size_t(t.numel()));
     uint32_t s = uint32_t(1234 + index);
@@ -170,36 +171,89 @@ Tensor generated_input(const nxrt_io_info& info, size_t index) {
   return t;
 }
 
+// "a, b, c": the model's input names, for errors about a name it lacks.
+std::string input_names(const std::vector<nxrt_io_info>& infos) {
+  std::string names;
+  for (auto& i : infos) names += (names.empty() ? "" : ", ") + std::string(i.name);
+  return names;
+}
+
+// The .pb file given for input k (--input NAME=FILE, or input_<k>.pb in --input-dir), "" if none.
+fs::path input_file(const Options& o, const nxrt_io_info& info, size_t k) {
+  for (auto& [name, file] : o.inputs)
+    if (name == info.name) return file;
+  if (!o.input_dir.empty() && fs::exists(fs::path(o.input_dir) / fmt::format("input_{}.pb", k)))
+    return fs::path(o.input_dir) / fmt::format("input_{}.pb", k);
+  return {};
+}
+
+// 1x3x640x640: dims as --shape takes them.
+std::string shape_arg(const std::vector<int64_t>& dims) {
+  std::string s;
+  for (auto d : dims) s += fmt::format("{}{}", s.empty() ? "" : "x", d);
+  return s;
+}
+
+// --shape of an input, or null.
+const std::vector<int64_t>* shape_option(const Options& o, const std::string& name) {
+  for (auto& [n, dims] : o.shapes)
+    if (n == name) return &dims;
+  return nullptr;
+}
+
+// The dims an input is generated with: its --shape, checked against the declared rank and
+// every fixed declared dim, else the declared dims with each dynamic one 1.
+std::vector<int64_t> input_dims(const Options& o, const nxrt_io_info& info) {
+  const auto* shape = shape_option(o, info.name);
+  if (!shape) {
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < std::max<int64_t>(info.rank, 0); ++d) dims.push_back(info.dims[d] < 0 ? 1 : info.dims[d]);
+    return dims;
+  }
+  if (info.rank < 0) return *shape;  // rank unknown: any shape is the caller's to give
+  const std::vector<int64_t> declared(info.dims, info.dims + info.rank);
+  if (int64_t(shape->size()) != info.rank)
+    throw Error(NXRT_ERR_INVALID_ARGUMENT, fmt::format("--shape {}={}: input '{}' has rank {} (declared {}), not {}", info.name,
+                                                       shape_arg(*shape), info.name, info.rank, shape_str(declared), shape->size()));
+  for (size_t d = 0; d < shape->size(); ++d)
+    if (declared[d] >= 0 && declared[d] != (*shape)[d])
+      throw Error(NXRT_ERR_INVALID_ARGUMENT,
+                  fmt::format("--shape {}={}: dim {} of input '{}' is fixed at {} (declared {}), not {}", info.name, shape_arg(*shape), d,
+                              info.name, declared[d], shape_str(declared), (*shape)[d]));
+  return *shape;
+}
+
+// The inputs of a run: read from --input / --input-dir files, the rest generated (with
+// --shape dims where given). Sequence and optional inputs get an empty placeholder that
+// run_with_values replaces with its file.
 std::vector<Tensor> prepare_inputs(const Options& o, Session& s) {
   auto infos = s.inputs();
   std::vector<Tensor> out;
-  std::map<std::string, std::string> by_name(o.inputs.begin(), o.inputs.end());
-  for (auto& [name, file] : o.inputs) {
-    bool known = false;
-    for (auto& i : infos) known |= name == i.name;
-    if (!known) {
-      std::string names;
-      for (auto& i : infos) names += (names.empty() ? "" : ", ") + std::string(i.name);
-      throw Error(NXRT_ERR_INVALID_ARGUMENT, fmt::format("--input: the model has no input named '{}' (its inputs: {})", name, names));
-    }
-  }
+  auto check_known = [&](const char* flag, const std::string& name) {
+    for (auto& i : infos)
+      if (name == i.name) return;
+    throw Error(NXRT_ERR_INVALID_ARGUMENT, fmt::format("{}: the model has no input named '{}' (its inputs: {})", flag, name, input_names(infos)));
+  };
+  for (auto& [name, file] : o.inputs) check_known("--input", name);
+  for (auto& [name, dims] : o.shapes) check_known("--shape", name);
   if (!o.input_dir.empty() && !fs::is_directory(o.input_dir))
     throw Error(NXRT_ERR_NOT_FOUND, fmt::format("input folder '{}' does not exist", o.input_dir));
   for (size_t k = 0; k < infos.size(); ++k) {
-    auto it = by_name.find(infos[k].name);
-    fs::path file;
-    if (it != by_name.end()) file = it->second;
-    else if (!o.input_dir.empty() && fs::exists(fs::path(o.input_dir) / fmt::format("input_{}.pb", k)))
-      file = fs::path(o.input_dir) / fmt::format("input_{}.pb", k);
+    const fs::path file = input_file(o, infos[k], k);
+    const auto* shape = shape_option(o, infos[k].name);
     if (s.input_kind(k) != NXRT_VALUE_TENSOR) {  // a sequence or optional: read by run_with_values
+      if (shape) throw Error(NXRT_ERR_INVALID_ARGUMENT, fmt::format("--shape: input '{}' is not a tensor", infos[k].name));
       Tensor t;
       t.name = infos[k].name;
       out.push_back(std::move(t));
     } else if (file.empty()) {
-      out.push_back(generated_input(infos[k], k));
+      out.push_back(generated_input(infos[k], input_dims(o, infos[k]), k));
     } else {
       Tensor t = read_tensor_file(file.string());
       t.name = infos[k].name;  // the file's own name may differ; position or flag decides
+      if (shape && *shape != t.dims)
+        throw Error(NXRT_ERR_INVALID_ARGUMENT, fmt::format("input '{}': --shape says {} but '{}' holds {}", t.name, shape_arg(*shape),
+                                                           file.string(), shape_arg(t.dims)));
       out.push_back(std::move(t));
     }
   }
@@ -376,15 +430,6 @@ int cmd_plugins(const Options& o) {
   return 0;
 }
 
-// The .pb file given for input k (--input NAME=FILE, or input_<k>.pb in --input-dir), "" if none.
-fs::path input_file(const Options& o, const nxrt_io_info& info, size_t k) {
-  for (auto& [name, file] : o.inputs)
-    if (name == info.name) return file;
-  if (!o.input_dir.empty() && fs::exists(fs::path(o.input_dir) / fmt::format("input_{}.pb", k)))
-    return fs::path(o.input_dir) / fmt::format("input_{}.pb", k);
-  return {};
-}
-
 // A model with sequence or optional inputs or outputs: those inputs are read from their
 // files as SequenceProto / OptionalProto, and every output is a value (written as such).
 Outputs run_with_values(const Options& o, Session& session, const std::vector<Tensor>& tensors) {
@@ -559,8 +604,11 @@ int cmd_bench(const Options& o) {
   Session session(env, std::move(model), session_options(o));
   double load_ms = ms_since(t0);
   auto infos = session.inputs();
-  std::vector<Tensor> inputs;
-  for (size_t k = 0; k < infos.size(); ++k) inputs.push_back(generated_input(infos[k], k));
+  for (size_t k = 0; k < infos.size(); ++k)
+    if (session.input_kind(k) != NXRT_VALUE_TENSOR)
+      throw Error(NXRT_ERR_UNSUPPORTED, fmt::format("bench feeds tensors only; input '{}' is a {} (nxrt run takes it as a .pb file)",
+                                                    infos[k].name, session.input_kind(k) == NXRT_VALUE_SEQUENCE ? "sequence" : "optional"));
+  std::vector<Tensor> inputs = prepare_inputs(o, session);
   auto v = views(inputs);
   // --io-binding: inputs uploaded once into the first EP's memory, outputs written into
   // device tensors there (shapes from a first host run), so a timed run moves no data
@@ -605,17 +653,31 @@ int cmd_bench(const Options& o) {
   for (double t : times) mean += t / double(n);
   auto r = [](double x) { return std::round(x * 1000) / 1000; };
   std::string name = fs::path(o.model).stem().string();
+  // What was fed: each input's name, dims, type and where it came from (a file or generated).
+  std::string inputs_json = "[", inputs_text;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const auto& t = inputs[k];
+    const fs::path file = input_file(o, infos[k], k);
+    std::string dims;
+    for (auto d : t.dims) dims += fmt::format("{}{}", dims.empty() ? "" : ",", d);
+    inputs_json += fmt::format("{}{{\"name\":\"{}\",\"shape\":[{}],\"dtype\":\"{}\",\"source\":\"{}\"}}", k ? "," : "",
+                               json_escape(t.name), dims, dtype_name(t.dtype), json_escape(file.empty() ? "generated" : file.string()));
+    inputs_text += fmt::format("{}{} {} {} ({})", k ? ", " : "", t.name, dtype_name(t.dtype), shape_str(t.dims),
+                               file.empty() ? "generated" : file.string());
+  }
+  inputs_json += "]";
   if (o.json) {
     fmt::print("{{\"engine\":\"nxrt\",\"model\":\"{}\",\"ep\":\"{}\",\"threads\":{},\"iters\":{},\"warmup\":{},\"median_ms\":{},"
                "\"p90_ms\":{},\"min_ms\":{},\"mean_ms\":{},\"load_ms\":{},\"base_rss_mb\":{},\"peak_rss_mb\":{},"
-               "\"io_binding\":{},\"memory\":{},\"load\":{}}}\n",
+               "\"io_binding\":{},\"inputs\":{},\"memory\":{},\"load\":{}}}\n",
                json_escape(name), json_escape(o.eps), o.threads, o.iters, o.warmup, r(median), r(p90), r(sorted[0]), r(mean),
                r(load_ms), r(base_rss), r(peak_rss_mb()), o.io_binding ? "\"" + json_escape(bound_ep) + "\"" : "false",
-               memory_json(session), session.load_report());
+               inputs_json, memory_json(session), session.load_report());
   } else {
     fmt::print("{} on {} ({} threads{}): median {:.3f} ms, p90 {:.3f} ms, min {:.3f} ms over {} runs; load {:.1f} ms; peak RSS {:.1f} MiB\n",
                name, o.eps, o.threads, o.io_binding ? ", I/O bound to " + bound_ep : "", median, p90, sorted[0], n, load_ms,
                peak_rss_mb());
+    fmt::print("inputs: {}\n", inputs.empty() ? "none" : inputs_text);
     print_memory(session);
     if (!o.cache.empty() || is_compiled_model(o.model)) fmt::print("{}", session.cache_text());
   }

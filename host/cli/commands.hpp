@@ -1,5 +1,6 @@
 // The nxrt CLI's commands. Each returns the process exit code.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,8 @@ struct Options {
   unsigned device = 0;
   int warmup = 5, iters = 20;
   std::vector<std::pair<std::string, std::string>> inputs;  // NAME=FILE
+  // --shape NAME=1x3x640x640 (run, bench): the dims input NAME is generated (or checked) with.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
   std::string input_dir, output_dir;
   std::string profile;  // --profile FILE: Chrome trace of the (timed) runs
   std::vector<std::string> plugin_paths;  // --plugin PATH

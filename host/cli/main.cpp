@@ -5,24 +5,29 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <string>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace {
 
 const char* kUsage = R"(usage:
   nxrt plugins [--verbose] [--json] [--plugin PATH]...
   nxrt run MODEL [--ep LIST|auto] [--fallback] [--threads N] [--device N] [--input NAME=FILE.pb]...
-               [--input-dir DIR] [--output-dir DIR] [--profile TRACE.json] [--ep-option EP.KEY=VALUE]...
+               [--input-dir DIR] [--shape NAME=DIMS]... [--output-dir DIR] [--profile TRACE.json] [--ep-option EP.KEY=VALUE]...
                [--run-option EP.KEY=VALUE]... [--plugin PATH]...
   nxrt inspect MODEL [--ep LIST] [--fallback] [--json] [--verbose] [--ep-option EP.KEY=VALUE]... [--plugin PATH]...
   nxrt optimize MODEL -o OUT.onnx [--opt N] [--plugin PATH]...
   nxrt compile MODEL -o OUT.nxrt [--ep LIST] [--fallback] [--target DEVICE.json] [--opt N]
                [--ep-option EP.KEY=VALUE]... [--plugin PATH]...
   nxrt bench MODEL [--ep X] [--threads N] [--warmup W] [--iters I] [--json] [--profile TRACE.json]
+             [--shape NAME=DIMS]... [--input NAME=FILE.pb]... [--input-dir DIR]
              [--io-binding] [--ep-option EP.KEY=VALUE]... [--run-option EP.KEY=VALUE]... [--plugin PATH]...
   (run, inspect and bench also take --cache DIR: a compiled-model cache folder, read when it
    holds this model and settings, written when not; inspect then prints the verdicts. MODEL
@@ -39,7 +44,10 @@ EP LIST is ordered and comma-separated (default: cpu); "auto" picks accelerators
 then cpu, with fallback. --ep-option sets a session option of an EP (e.g.
 vulkan.pipeline_cache=PATH; `nxrt plugins --verbose` lists them); --run-option is passed to
 the EP's run hooks on every run. --profile writes each step's time as a Chrome trace
-(bench: the timed iterations; summarise with tools/profile_summary.py). bench --io-binding keeps
+(bench: the timed iterations; summarise with tools/profile_summary.py). Inputs (run, bench):
+--input NAME=FILE.pb and DIR/input_<k>.pb of --input-dir are TensorProto files; any other input
+is generated (deterministic data, each dynamic dim 1). --shape NAME=1x3x640x640 gives input
+NAME those dims: every dim, matching the declared rank and fixed dims. bench --io-binding keeps
 inputs and outputs in the first EP's memory (uploaded once, no transfer per run). Plugins are found next to nxrt,
 in ../lib, next to libnxrt and in its nxrt/ folder (where packages install them), in
 NXRT_PLUGIN_PATH and at each --plugin PATH.
@@ -50,6 +58,34 @@ std::pair<std::string, std::string> key_value(const std::string& flag, const std
   auto eq = v.find('=');
   if (eq == std::string::npos || eq == 0) throw nxrt::cli::UsageError{fmt::format("{} needs EP.KEY=VALUE, got '{}'", flag, v)};
   return {v.substr(0, eq), v.substr(eq + 1)};
+}
+
+// --shape NAME=DIMS, DIMS like 1x3x640x640 (NAME may hold '=': the last one splits).
+std::pair<std::string, std::vector<int64_t>> parse_shape(const std::string& v) {
+  auto bad = [&](const std::string& why) {
+    return nxrt::cli::UsageError{fmt::format("--shape needs NAME=DIMS like images=1x3x640x640, got '{}': {}", v, why)};
+  };
+  const auto eq = v.rfind('=');
+  if (eq == std::string::npos || eq == 0) throw bad("no NAME=");
+  const std::string text = v.substr(eq + 1);
+  if (text.empty()) throw bad("no dims");
+  std::vector<int64_t> dims;
+  int64_t elements = 1;
+  for (size_t start = 0;;) {
+    const size_t end = std::min(text.find('x', start), text.size());
+    const std::string d = text.substr(start, end - start);
+    int64_t x = -1;
+    auto [ptr, ec] = std::from_chars(d.data(), d.data() + d.size(), x);
+    if (d.empty() || ec != std::errc() || ptr != d.data() + d.size() || x < 0)
+      throw bad(fmt::format("dim {} ('{}') is not a non-negative integer", dims.size(), d));
+    // Bounded so element count times element size never overflows later.
+    if (x > 0 && (__builtin_mul_overflow(elements, x, &elements) || elements > (int64_t(1) << 50)))
+      throw bad("more than 2^50 elements");
+    dims.push_back(x);
+    if (end == text.size()) break;
+    start = end + 1;
+  }
+  return {v.substr(0, eq), std::move(dims)};
 }
 
 int parse_int(const std::string& flag, const char* v, int lo, int hi = 1 << 20) {
@@ -109,7 +145,12 @@ nxrt::cli::Options parse(int argc, char** argv) {
     else if (a == "--target" && o.command == "compile") o.target = value();
     else if (a == "--ep-option" && o.command != "plugins") o.ep_options.push_back(key_value(a, value()));
     else if (a == "--run-option" && (o.command == "run" || o.command == "bench")) o.run_options.push_back(key_value(a, value()));
-    else if (a == "--input") {
+    else if (a == "--shape" && (o.command == "run" || o.command == "bench")) {
+      auto shape = parse_shape(value());
+      for (auto& [name, dims] : o.shapes)
+        if (name == shape.first) throw nxrt::cli::UsageError{fmt::format("--shape given twice for '{}'", name)};
+      o.shapes.push_back(std::move(shape));
+    } else if (a == "--input") {
       std::string v = value();
       auto eq = v.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
