@@ -132,14 +132,15 @@ struct Rect {
 void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, int64_t ldb, float* c,
                int64_t ldc, const GemmEpilogue& ep, const Rect& r, GemmTileFn fn) {
   const bool unpacked = ldb > 0;
+  const int64_t KC = fn == gemm_tile_avx2() ? kGemmKcAvx2 : kGemmKC;
   // Panels are taken in groups (NC = kGemmNcPanels * 48 columns) so the C
   // block of a group stays in L2 across the K blocks; within a K block the
   // B panel slice (KC x 48) is reused by every row tile.
   for (int64_t g0 = r.p0; g0 < r.p1; g0 += kGemmNcPanels) {
     const int64_t g1 = std::min(r.p1, g0 + kGemmNcPanels);
-    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kGemmKC) {
-      const int64_t kc = std::min(kGemmKC, K - k0);
-      const bool first = k0 == 0, final = k0 + kGemmKC >= K;
+    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
+      const int64_t kc = std::min(KC, K - k0);
+      const bool first = k0 == 0, final = k0 + KC >= K;
       for (int64_t p = g0; p < g1; ++p) {
         const int64_t n0 = p * kGemmNR, w = gemm_panel_width(N, p), cols = std::min(kGemmNR, N - n0);
         const float* bp = unpacked ? pb + k0 * ldb + n0 : pb + n0 * K + k0 * w;
