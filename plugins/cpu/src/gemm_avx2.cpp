@@ -16,6 +16,8 @@ namespace {
 
 #define NXRT_AVX2 __attribute__((target("avx2,fma")))
 
+constexpr int64_t kPrefetchRows = 16;
+
 NXRT_AVX2 inline __m256i lane_mask(int64_t n) {  // lanes [0, n) set, n in 0..8
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), iota);
@@ -38,6 +40,9 @@ NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, in
   const float* bk = b;
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
+    // Weights stream from memory on a panel's first pass: fetch 16 rows ahead (8..32 measured alike).
+    _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetchRows * ldb), _MM_HINT_T0);
+    if (NV > 1) _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetchRows * ldb + 16), _MM_HINT_T0);
     __m256 bv[NV];
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v)
