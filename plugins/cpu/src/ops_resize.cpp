@@ -2,13 +2,15 @@
 // (cubic_coeff_a, exclude_outside), every coordinate transformation mode
 // including tf_crop_and_resize (roi, extrapolation_value). Separable: one
 // 1-D pass per axis whose mapping is not the identity, in double precision,
-// as the ONNX reference composes its 1-D interpolations. float32.
+// as the ONNX reference composes its 1-D interpolations. float32. Nearest and
+// linear over the last two axes (what models do) take a float32 one-pass path.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "ops.hpp"
+#include "simd.hpp"
 
 namespace nxrt::cpu {
 namespace {
@@ -163,6 +165,85 @@ bool identity_taps(const std::vector<Taps>& taps, int64_t in) {
   return true;
 }
 
+// The fast path for what models use (nearest and bilinear over the last two
+// axes, every coordinate mode that stays inside the input): float32, one pass,
+// each output row from at most two input rows. Nearest copies values, so it is
+// bit-identical to the double passes; linear rounds once per product (float
+// instead of double accumulation, a few ulp).
+bool plane_taps_ok(const std::vector<Taps>& taps) {
+  for (const Taps& t : taps)
+    if (t.extrapolate || t.count < 1 || t.count > 2 || !std::isfinite(t.w[0]) || (t.count == 2 && !std::isfinite(t.w[1])))
+      return false;
+  return true;
+}
+
+NXRT_CLONES
+void resize_plane_rows(const float* __restrict x, int64_t W, float* __restrict y, int64_t OW, const Taps& ty,
+                       const int64_t* __restrict ix0, const int64_t* __restrict ix1, const float* __restrict wx0,
+                       const float* __restrict wx1) {
+  const float* r0 = x + ty.idx[0] * W;
+  if (ty.count == 1 && ty.w[0] == 1.0) {
+    for (int64_t j = 0; j < OW; ++j) y[j] = wx0[j] * r0[ix0[j]] + wx1[j] * r0[ix1[j]];
+    return;
+  }
+  const float* r1 = x + ty.idx[ty.count == 2 ? 1 : 0] * W;
+  const float w0 = float(ty.w[0]), w1 = ty.count == 2 ? float(ty.w[1]) : 0.f;
+  for (int64_t j = 0; j < OW; ++j)
+    y[j] = w0 * (wx0[j] * r0[ix0[j]] + wx1[j] * r0[ix1[j]]) + w1 * (wx0[j] * r1[ix0[j]] + wx1[j] * r1[ix1[j]]);
+}
+
+bool resize_planes_fast(const ConstTensorView& x, TensorView& y, const std::vector<std::vector<Taps>>& taps,
+                        ThreadPool* pool) {
+  const size_t r = x.rank();
+  if (r < 2) return false;
+  for (size_t d = 0; d + 2 < r; ++d)
+    if (!identity_taps(taps[d], x.dim(d))) return false;
+  const auto& tyv = taps[r - 2];
+  const auto& txv = taps[r - 1];
+  if (!plane_taps_ok(tyv) || !plane_taps_ok(txv)) return false;
+  const int64_t H = x.dim(r - 2), W = x.dim(r - 1), OH = int64_t(tyv.size()), OW = int64_t(txv.size());
+  const int64_t planes = x.numel() / std::max<int64_t>(1, H * W);
+  // Per output column: two source columns and their weights (nearest: the second weighs 0).
+  const size_t ow = static_cast<size_t>(OW);
+  std::vector<int64_t> ix0(ow), ix1(ow);
+  std::vector<float> wx0(ow), wx1(ow);
+  const bool nearest_x = std::all_of(txv.begin(), txv.end(), [](const Taps& t) { return t.count == 1 && t.w[0] == 1.0; });
+  for (int64_t j = 0; j < OW; ++j) {
+    const Taps& t = txv[size_t(j)];
+    ix0[size_t(j)] = t.idx[0];
+    ix1[size_t(j)] = t.count == 2 ? t.idx[1] : t.idx[0];
+    wx0[size_t(j)] = float(t.w[0]);
+    wx1[size_t(j)] = t.count == 2 ? float(t.w[1]) : 0.f;
+  }
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const int64_t rows = planes * OH;
+  const int parts = int(std::min<int64_t>(rows, threads_for(pool, double(rows * OW) * 4, 65536.0)));
+  parallel_for(parts <= 1 ? nullptr : pool, parts, [&](int64_t c) {
+    int64_t b = 0, e = 0;
+    split_range(rows, parts, c, b, e);
+    for (int64_t row = b; row < e; ++row) {
+      const int64_t pl = row / OH, oy = row % OH;
+      const Taps& ty = tyv[size_t(oy)];
+      const float* xpl = xp + pl * H * W;
+      float* yr = yp + row * OW;
+      if (nearest_x && ty.count == 1 && ty.w[0] == 1.0) {
+        // Nearest both ways: a gather, or a copy of the previous output row (upsampling).
+        if (oy > 0 && row > b && tyv[size_t(oy - 1)].count == 1 && tyv[size_t(oy - 1)].w[0] == 1.0 &&
+            tyv[size_t(oy - 1)].idx[0] == ty.idx[0]) {
+          std::copy(yr - OW, yr, yr);
+          continue;
+        }
+        const float* src = xpl + ty.idx[0] * W;
+        for (int64_t j = 0; j < OW; ++j) yr[j] = src[ix0[size_t(j)]];
+        continue;
+      }
+      resize_plane_rows(xpl, W, yr, OW, ty, ix0.data(), ix1.data(), wx0.data(), wx1.data());
+    }
+  });
+  return true;
+}
+
 // Runs the separable passes: y (dims od) from x, axis d scaled by scale[d]
 // (roi_s/roi_e: tf_crop_and_resize's box, else 0 and 1).
 void resize_run(const ResizeArgs& a, const ConstTensorView& x, TensorView& y, const std::vector<int64_t>& od,
@@ -171,6 +252,11 @@ void resize_run(const ResizeArgs& a, const ConstTensorView& x, TensorView& y, co
   if (y.numel() == 0) return;
   if (x.numel() == 0) sdk::fail(NXRT_INVALID_ARGUMENT, "{}: empty input, non-empty output", op);
   const size_t r = x.rank();
+  if (a.mode != Mode::Cubic && !a.exclude_outside) {
+    std::vector<std::vector<Taps>> taps(r);
+    for (size_t d = 0; d < r; ++d) taps[d] = axis_taps(a, x.dim(d), od[d], scale[d], roi_s[d], roi_e[d]);
+    if (resize_planes_fast(x, y, taps, pool)) return;
+  }
   std::vector<int64_t> cur = x.dims();
   const float* xp = x.data<float>();
   std::vector<double> buf(xp, xp + x.numel()), next;
