@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -36,6 +37,13 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   }
   ::close(fd);
   return f;
+}
+
+void MappedFile::release(size_t begin, size_t end) const {
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
+  const uintptr_t lo = (base + begin + page - 1) / page * page, hi = (base + std::min(end, size_)) / page * page;
+  if (data_ && hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

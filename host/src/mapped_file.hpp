@@ -18,6 +18,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the whole pages of [begin, end) from this process's memory (madvise
+  // MADV_DONTNEED): they stay in the page cache and are read back on the next access,
+  // so it changes what the bytes cost, never what they are.
+  void release(size_t begin, size_t end) const;
 
  private:
   MappedFile() = default;

@@ -560,13 +560,53 @@ std::unique_ptr<nxrt_model_ir> load_model_file(const std::string& path) {
   return load_model_file(MappedFile::open(path), 0);
 }
 
+namespace {
+
+// The mapped model front to back in 1 MiB pieces, giving the pages behind the
+// parser back as it goes (the proto now holds those bytes): parsing holds a
+// model's weights once, not twice (mapping + proto).
+class ReleasingInput final : public google::protobuf::io::ZeroCopyInputStream {
+ public:
+  explicit ReleasingInput(const MappedFile& f) : f_(f) {}
+  bool Next(const void** data, int* size) override {
+    // The previous piece is no longer the parser's once it asks for the next one.
+    if (pos_ >= kPiece) f_.release(0, pos_);
+    if (pos_ >= f_.size()) return false;
+    const size_t n = std::min(kPiece, f_.size() - pos_);
+    *data = f_.data() + pos_;
+    *size = int(n);
+    pos_ += n;
+    return true;
+  }
+  void BackUp(int count) override { pos_ -= size_t(count); }
+  bool Skip(int count) override {
+    const size_t left = f_.size() - pos_;
+    pos_ += std::min(size_t(count), left);
+    return size_t(count) <= left;
+  }
+  int64_t ByteCount() const override { return int64_t(pos_); }
+
+ private:
+  static constexpr size_t kPiece = size_t(1) << 20;
+  const MappedFile& f_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
 std::unique_ptr<nxrt_model_ir> load_model_file(std::shared_ptr<const MappedFile> file, uint64_t digest) {
   // Parsed straight from a read-only mapping: no copy of the bytes is held next to the
   // proto, and the digest that keys the compiled-model cache costs one pass over them.
   const std::string& path = file->path();
   const size_t size = file->size();
+  if (!digest) digest = xxh64(file->data(), size);
   onnx::ModelProto m;
-  const bool parsed = size > 0 && size <= size_t(INT32_MAX) && m.ParseFromArray(file->data(), int(size));
+  bool parsed = false;
+  if (size > 0 && size <= size_t(INT32_MAX)) {
+    ReleasingInput in(*file);
+    parsed = m.ParseFromZeroCopyStream(&in);
+    file->release(0, size);
+  }
   if (!parsed && size > 0 && size <= size_t(INT32_MAX)) {
     const int depth = too_deep_subgraphs([&](onnx::ModelProto& deep, int limit) {
       google::protobuf::io::CodedInputStream in(file->data(), int(size));
@@ -578,7 +618,6 @@ std::unique_ptr<nxrt_model_ir> load_model_file(std::shared_ptr<const MappedFile>
   if (!parsed)
     raise(NXRT_ERR_MODEL, "'{}' is not a valid ONNX model (corrupt or truncated protobuf, {} bytes)", path, size);
   if (!m.has_graph()) raise(NXRT_ERR_MODEL, "'{}' is not a valid ONNX model: it has no graph", path);
-  if (!digest) digest = xxh64(file->data(), size);
   auto ir = load(m, fs::path(path).parent_path(), path);
   ir->digest = digest;
   return ir;
