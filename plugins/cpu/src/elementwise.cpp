@@ -258,6 +258,22 @@ void u_tanh(const float* x, float* y, int64_t n) {
 NXRT_CLONES void u_neg(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = -x[i];
 }
+// x * clamp(x / 6 + 1/2, 0, 1); NaN stays NaN (x * anything).
+NXRT_CLONES void u_hardswish(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float g = x[i] * (1.f / 6.f) + 0.5f;
+    g = g < 0.f ? 0.f : g;
+    g = g > 1.f ? 1.f : g;
+    y[i] = x[i] * g;
+  }
+}
+NXRT_CLONES void u_hard_sigmoid(const float* x, float* y, int64_t n, float alpha, float beta) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = alpha * x[i] + beta;
+    // NaN in, NaN out: the comparisons are false for NaN, so v passes through.
+    y[i] = v < 0.f ? 0.f : v > 1.f ? 1.f : v;
+  }
+}
 NXRT_CLONES void u_abs(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = __builtin_fabsf(x[i]);
 }
@@ -278,6 +294,10 @@ void split_elements(int64_t n, ThreadPool* pool, double per_thread, F&& f) {
 
 }  // namespace
 
+void hard_sigmoid(const float* x, float* y, int64_t n, float alpha, float beta, ThreadPool* pool) {
+  split_elements(n, pool, 1 << 17, [&](int64_t s, int64_t e) { u_hard_sigmoid(x + s, y + s, e - s, alpha, beta); });
+}
+
 void unary(UnaryOp op, const float* x, float* y, int64_t n, ThreadPool* pool) {
   void (*fn)(const float*, float*, int64_t) = nullptr;
   double per = 1 << 17;
@@ -290,6 +310,7 @@ void unary(UnaryOp op, const float* x, float* y, int64_t n, ThreadPool* pool) {
     case UnaryOp::Tanh: fn = &u_tanh; per = 1 << 12; break;
     case UnaryOp::Neg: fn = &u_neg; break;
     case UnaryOp::Abs: fn = &u_abs; break;
+    case UnaryOp::HardSwish: fn = &u_hardswish; break;
   }
   split_elements(n, pool, per, [&](int64_t s, int64_t e) { fn(x + s, y + s, e - s); });
 }

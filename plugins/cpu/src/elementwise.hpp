@@ -63,8 +63,10 @@ B pow_mixed(B base, E e) {
   }
 }
 
-enum class UnaryOp { Relu, Erf, Sqrt, Tanh, Sigmoid, Exp, Neg, Abs };
+enum class UnaryOp { Relu, Erf, Sqrt, Tanh, Sigmoid, Exp, Neg, Abs, HardSwish };
 void unary(UnaryOp op, const float* x, float* y, int64_t n, ThreadPool* pool);
+// y = clamp(alpha * x + beta, 0, 1).
+void hard_sigmoid(const float* x, float* y, int64_t n, float alpha, float beta, ThreadPool* pool);
 
 template <typename T>
 void relu(const T* x, T* y, int64_t n, ThreadPool* pool);

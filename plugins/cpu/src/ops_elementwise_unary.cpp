@@ -284,7 +284,7 @@ void register_elementwise_unary_ops(Registry& r) {
   r.add(unary_simple("Atanh", 9, [](double x) { return std::atanh(x); }));
   r.add(unary_simple("Softplus", 1, [](double x) { return softplus(x); }));
   r.add(unary_simple("Softsign", 1, [](double x) { return x / (1.0 + std::fabs(x)); }));
-  r.add(unary_simple("HardSwish", 14, [](double x) { return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5)); }));
+  r.add(unary_def("HardSwish", UnaryOp::HardSwish, 14));
   r.add(unary_simple("Mish", 18, [](double x) { return x * std::tanh(softplus(x)); }));
   r.add(unary_math("LeakyRelu", 6, {"alpha"}, [](const Node& n) {
     const double a = n.attr_float("alpha", 0.01f);
@@ -302,10 +302,21 @@ void register_elementwise_unary_ops(Registry& r) {
     const double a = n.attr_float("alpha", 1.67326319217681884765625f), g = n.attr_float("gamma", 1.05070102214813232421875f);
     return [a, g](double x) { return x <= 0 ? g * a * std::expm1(x) : g * x; };
   }));
-  r.add(unary_math("HardSigmoid", 6, {"alpha", "beta"}, [](const Node& n) {
+  // HardSigmoid: float32 vectorised (MobileNetV3's squeeze-excite gates), float64 in double.
+  const Def hard_sigmoid_math = unary_math("HardSigmoid", 6, {"alpha", "beta"}, [](const Node& n) {
     const double a = n.attr_float("alpha", 0.2f), b = n.attr_float("beta", 0.5f);
     return [a, b](double x) { return std::max(0.0, std::min(1.0, a * x + b)); };
-  }));
+  });
+  r.add(Def{"HardSigmoid", "", 6, INT_MAX, hard_sigmoid_math.check, [math = hard_sigmoid_math](const Node& n, CpuSession& s) {
+              if (n.input(0).dtype() != NXRT_DTYPE_FLOAT32) return math.create(n, s);
+              const float a = n.attr_float("alpha", 0.2f), b = n.attr_float("beta", 0.5f);
+              ThreadPool* pool = s.pool();
+              return make_kernel([a, b, pool](Context& ctx) {
+                ConstTensorView x = ctx.input(0);
+                TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
+                hard_sigmoid(x.data<float>(), y.data<float>(), x.numel(), a, b, pool);
+              });
+            }});
   r.add(unary_math("ThresholdedRelu", 10, {"alpha"}, [](const Node& n) {
     const double a = n.attr_float("alpha", 1.f);
     return [a](double x) { return x > a ? x : 0.0; };

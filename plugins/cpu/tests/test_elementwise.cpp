@@ -121,3 +121,32 @@ TEST_CASE("unary, relu and clip") {
   clip<int8_t>(xi.data(), yi.data(), 5, int8_t(-10), int8_t(10), nullptr);
   CHECK(yi == std::vector<int8_t>{-10, -5, 0, 5, 10});
 }
+
+TEST_CASE("HardSwish and HardSigmoid match the double formulas, NaN stays NaN, threads 1 and 2") {
+  ThreadPool pool(2);
+  std::vector<float> x = random_floats(100003, 77, -8.f, 8.f);
+  x[0] = std::numeric_limits<float>::quiet_NaN();
+  x[1] = std::numeric_limits<float>::infinity();
+  x[2] = -std::numeric_limits<float>::infinity();
+  x[3] = -3.f;
+  x[4] = 3.f;
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    std::vector<float> hs(x.size()), hsig(x.size());
+    unary(UnaryOp::HardSwish, x.data(), hs.data(), int64_t(x.size()), p);
+    hard_sigmoid(x.data(), hsig.data(), int64_t(x.size()), 0.2f, 0.5f, p);
+    CHECK(std::isnan(hs[0]));
+    CHECK(std::isnan(hsig[0]));
+    CHECK(hs[1] == std::numeric_limits<float>::infinity());
+    CHECK(hsig[1] == 1.f);
+    CHECK(hsig[2] == 0.f);
+    CHECK(hs[3] == 0.f);
+    CHECK(hs[4] == 3.f);
+    for (size_t i = 5; i < x.size(); ++i) {
+      const double v = x[i];
+      const double want_hs = v * std::max(0.0, std::min(1.0, v / 6.0 + 0.5));
+      const double want_sig = std::max(0.0, std::min(1.0, 0.2 * v + 0.5));
+      REQUIRE(std::fabs(hs[i] - want_hs) <= 1e-6 * (1 + std::fabs(want_hs)));
+      REQUIRE(std::fabs(hsig[i] - want_sig) <= 1e-6);
+    }
+  }
+}
