@@ -18,6 +18,36 @@ namespace nxrt::cpu {
 
 bool conv_is_depthwise(const ConvShape& s) { return s.icg() == 1 && s.group > 1; }
 
+// Whether tap k (offset k * dil - pad) of an axis reads inside [0, in) for some output.
+static bool tap_live(int64_t k, int64_t dil, int64_t pad, int64_t stride, int64_t out, int64_t in) {
+  const int64_t first = k * dil - pad, last = (out - 1) * stride + first;  // input index at outputs 0 and out-1
+  return last >= 0 && first < in;
+}
+
+std::optional<ConvShape> conv_centre_tap_only(const ConvShape& s) {
+  if (s.group != 1 || s.k_h % 2 == 0 || s.k_w % 2 == 0 || (s.k_h == 1 && s.k_w == 1) || s.out_h <= 0 || s.out_w <= 0)
+    return std::nullopt;
+  const int64_t ch = s.k_h / 2, cw = s.k_w / 2;
+  // The centre tap must land where a 1x1 conv without padding reads (offset 0).
+  if (ch * s.dil_h != s.pad_top || cw * s.dil_w != s.pad_left) return std::nullopt;
+  for (int64_t k = 0; k < s.k_h; ++k)
+    if (k != ch && tap_live(k, s.dil_h, s.pad_top, s.stride_h, s.out_h, s.in_h)) return std::nullopt;
+  for (int64_t k = 0; k < s.k_w; ++k)
+    if (k != cw && tap_live(k, s.dil_w, s.pad_left, s.stride_w, s.out_w, s.in_w)) return std::nullopt;
+  ConvShape p = s;
+  p.k_h = p.k_w = 1;
+  p.dil_h = p.dil_w = 1;
+  p.pad_top = p.pad_left = 0;
+  return p;
+}
+
+std::vector<float> conv_centre_tap_weights(const ConvShape& s, const float* w) {
+  const int64_t taps = s.k_h * s.k_w, centre = (s.k_h / 2) * s.k_w + s.k_w / 2, n = s.out_c * s.icg();
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = w[i * taps + centre];
+  return out;
+}
+
 size_t packed_conv_floats(const ConvShape& s) {
   if (conv_is_depthwise(s)) return size_t(s.out_c * s.k_h * s.k_w);
   return packed_a_floats(s.ocg(), s.gemm_k()) * size_t(s.group);

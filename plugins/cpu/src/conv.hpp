@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "scratch.hpp"
@@ -75,6 +76,12 @@ PackedConvWeights conv_weights_view(const ConvShape& s, const float* packed);
 bool conv_uses_transposed(const ConvShape& s);
 size_t conv_transposed_floats(const ConvShape& s);
 void pack_conv_weights_transposed(const ConvShape& s, const float* packed, float* dst);
+// A dilated conv whose taps other than the centre read only padding at every output
+// (DeepLab's ASPP at dilation 12-24 on small maps) is the 1x1 conv of the centre tap:
+// that 1x1 shape (stride kept, no padding), or nullopt. Odd kernels, group 1.
+std::optional<ConvShape> conv_centre_tap_only(const ConvShape& s);
+// The centre tap of w ([OC][IC][KH][KW]) as 1x1 weights [OC][IC].
+std::vector<float> conv_centre_tap_weights(const ConvShape& s, const float* w);
 // Packs w into owned memory (depthwise: points at w, which must outlive the result).
 PackedConvWeights pack_conv_weights(const ConvShape& s, const float* w);
 

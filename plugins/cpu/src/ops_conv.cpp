@@ -131,6 +131,8 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     ConvIo io;
     std::vector<int64_t> w_dims;
     std::shared_ptr<const PackedConvWeights> packed;  // when W is constant (a view of a prepacked buffer)
+    std::optional<ConvShape> run_as;                  // the 1x1 shape a centre-tap-only conv runs as
+    std::vector<int64_t> x_dims;                      // X's static shape, when run_as is set
     std::span<const float> bias;                      // when B is constant (a prepacked buffer)
     bool bias_const = false;
   } st;
@@ -159,12 +161,21 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
         // a shape error: the run reports it
       }
     }
+    // Dead taps: a dilated conv that reads only padding off its centre runs as that 1x1 conv.
+    const std::optional<ConvShape> centre = full ? conv_centre_tap_only(*full) : std::nullopt;
+    if (centre) {
+      st.run_as = centre;
+      st.x_dims.assign(x.dims().begin(), x.dims().end());
+      full = centre;
+    }
+    const ConvShape ws = centre ? *centre : s;  // the weights as packed
     const bool winograd = full && conv_uses_winograd(*full);
     // What the packed layout depends on: the weight shape, the grouping, the GEMM tile, the algorithm.
     pp.param("out_c", s.out_c);
     pp.param("in_c_per_group", s.icg());
     pp.param("k_h", s.k_h);
     pp.param("k_w", s.k_w);
+    pp.param("centre_tap_only", centre ? 1 : 0);
     pp.param("group", s.group);
     pp.param("depthwise", conv_is_depthwise(s) ? 1 : 0);
     pp.param("gemm_mr", kGemmMR);
@@ -176,10 +187,12 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
       });
       view.winograd = u.data();
     } else {
-      auto packed = pp.buffer<float>("w", packed_conv_floats(s), [&](std::span<float> dst) {
-        pack_conv_weights_into(s, static_cast<const float*>(t.raw()), dst.data());  // W's data is read here only
+      auto packed = pp.buffer<float>("w", packed_conv_floats(ws), [&](std::span<float> dst) {
+        const float* w = static_cast<const float*>(t.raw());  // W's data is read here only
+        if (centre) pack_conv_weights_into(ws, conv_centre_tap_weights(s, w).data(), dst.data());
+        else pack_conv_weights_into(ws, w, dst.data());
       });
-      view = conv_weights_view(s, packed.data());
+      view = conv_weights_view(ws, packed.data());
       if (full && conv_uses_transposed(*full)) {
         auto wt = pp.buffer<float>("w_t", conv_transposed_floats(*full), [&](std::span<float> dst) {
           pack_conv_weights_transposed(*full, packed.data(), dst.data());
@@ -208,6 +221,11 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     ConstTensorView x = ctx.input(size_t(st.io.x)), w = ctx.input(size_t(st.io.w));
     auto b = st.io.b >= 0 ? ctx.optional_input(size_t(st.io.b)) : std::nullopt;
     ConvShape s = conv_shape(st.a, x.dims(), w.dims(), "Conv");
+    if (st.run_as) {  // guard: X has the static shape the 1x1 form was derived for
+      if (!std::equal(x.dims().begin(), x.dims().end(), st.x_dims.begin(), st.x_dims.end()))
+        sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: input {} is not the shape the kernel was created for", dims_str(x.dims()));
+      s = *st.run_as;
+    }
     if (st.packed && w.dims() != st.w_dims) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: W shape changed");
     const float* bias = nullptr;
     if (b) {

@@ -191,3 +191,30 @@ TEST_CASE("phase-plane im2col packs the same panels as the direct unfold") {
     CHECK(bad == 0);
   }
 }
+
+TEST_CASE("a dilated conv that reads only padding off its centre runs as the 1x1 conv of the centre tap") {
+  // ASPP branches on a 16x16 map, padding = dilation.
+  CHECK(conv_centre_tap_only(shape(1, 8, 16, 16, 8, 3, 1, 18, 18, 1)).has_value());
+  CHECK(conv_centre_tap_only(shape(1, 8, 16, 16, 8, 3, 1, 16, 16, 1)).has_value());   // taps at +-16: just outside
+  CHECK(!conv_centre_tap_only(shape(1, 8, 16, 16, 8, 3, 1, 15, 15, 1)).has_value());  // +-15 reaches row 15 / 0
+  CHECK(!conv_centre_tap_only(shape(1, 8, 16, 16, 8, 3, 1, 12, 12, 1)).has_value());
+  CHECK(!conv_centre_tap_only(shape(1, 8, 16, 16, 8, 3, 1, 1, 1, 1)).has_value());    // plain 3x3
+  CHECK(!conv_centre_tap_only(shape(1, 8, 16, 16, 8, 1, 1, 0, 1, 1)).has_value());    // already 1x1
+  CHECK(!conv_centre_tap_only(shape(1, 8, 16, 16, 8, 3, 1, 20, 18, 1)).has_value());  // centre not at offset 0
+  ConvShape tall = shape(1, 8, 4, 40, 8, 3, 1, 10, 10, 1);                          // rows dead, columns live
+  CHECK(!conv_centre_tap_only(tall).has_value());
+  for (ConvShape s : {shape(2, 12, 16, 16, 20, 3, 1, 18, 18, 1), shape(1, 5, 9, 7, 6, 3, 2, 24, 24, 1),
+                      shape(1, 4, 6, 6, 3, 5, 1, 14, 7, 1)}) {
+    auto p = conv_centre_tap_only(s);
+    REQUIRE(p.has_value());
+    auto x = random_floats(size_t(s.batch * s.in_c * s.in_h * s.in_w), 51);
+    auto w = random_floats(size_t(s.out_c * s.in_c * s.k_h * s.k_w), 52);
+    auto b = random_floats(size_t(s.out_c), 53);
+    std::vector<float> want(size_t(s.batch * s.out_c * s.out_h * s.out_w)), got(want.size(), 9.f);
+    conv2d_reference(s, x.data(), w.data(), b.data(), want.data());
+    const std::vector<float> w1 = conv_centre_tap_weights(s, w.data());
+    conv2d(*p, x.data(), pack_conv_weights(*p, w1.data()), b.data(), got.data(), nullptr);
+    INFO("H=" << s.in_h << " k=" << s.k_h << " dil=" << s.dil_h << " stride=" << s.stride_h);
+    CHECK(worst(got, want) <= 1.0);
+  }
+}
