@@ -13,13 +13,39 @@ namespace {
 
 constexpr int64_t kA = kWinogradAlpha, kT = kWinogradTile, kXi = kA * kA;
 
+// A dilated conv is d_h x d_w independent undilated ones, one per phase
+// (py, px): outputs oy = py + d_h * i, ox = px + d_w * j read inputs on the same
+// grid. Each phase is cut into 4x4 tiles; every tile of every phase is one GEMM
+// column (the weights are shared). Undilated: one phase.
+struct Phase {
+  int64_t py, px;  // first output row / column
+  int64_t oh, ow;  // outputs of this phase
+  int64_t ty, tx;  // tiles
+  int64_t base;    // its first tile's column
+};
+
 struct Tiles {
-  int64_t y, x, count;
+  std::vector<Phase> phases;
+  int64_t count = 0, max_tx = 0;
 };
 
 Tiles tiles_of(const ConvShape& s) {
-  const int64_t ty = (s.out_h + kT - 1) / kT, tx = (s.out_w + kT - 1) / kT;
-  return {ty, tx, ty * tx};
+  Tiles t;
+  for (int64_t py = 0; py < std::min(s.dil_h, s.out_h); ++py)
+    for (int64_t px = 0; px < std::min(s.dil_w, s.out_w); ++px) {
+      Phase p;
+      p.py = py;
+      p.px = px;
+      p.oh = (s.out_h - py + s.dil_h - 1) / s.dil_h;
+      p.ow = (s.out_w - px + s.dil_w - 1) / s.dil_w;
+      p.ty = (p.oh + kT - 1) / kT;
+      p.tx = (p.ow + kT - 1) / kT;
+      p.base = t.count;
+      t.count += p.ty * p.tx;
+      t.max_tx = std::max(t.max_tx, p.tx);
+      t.phases.push_back(p);
+    }
+  return t;
 }
 
 // Where column t (a tile) of row k (an input channel) lies in a packed-B
@@ -58,43 +84,51 @@ inline __attribute__((always_inline)) void wino_at(float m0, float m1, float m2,
   o[3] = q + 8.f * t + m5;
 }
 
-// One input channel: every tile's V = B^T d B, written as row `ic` of the 36
-// packed-B operands (operand xi at v + xi * v_floats). tmp: 6 * (tiles.x * 4 + 2)
-// + 36 * tiles.x floats.
+// One input channel, one phase: every tile's V = B^T d B, written as row `ic`
+// of the 36 packed-B operands (operand xi at v + xi * v_floats). tmp:
+// 6 * (max_tx * 4 + 2) + 36 * max_tx floats.
 NXRT_CLONES
-void input_transform(const ConvShape& s, const Tiles& tl, const PackedColumns& pc, const float* __restrict plane,
+void input_transform(const ConvShape& s, const Phase& ph, const PackedColumns& pc, const float* __restrict plane,
                      int64_t ic, float* __restrict v, size_t v_floats, float* __restrict tmp) {
-  const int64_t wp = tl.x * kT + 2, H = s.in_h, W = s.in_w;
+  const int64_t wp = ph.tx * kT + 2, H = s.in_h, W = s.in_w, dh = s.dil_h, dw = s.dil_w;
+  const int64_t x_off = ph.px - s.pad_left;  // input column of row position 0 (then every dw)
   float* rows = tmp;             // [6][wp]: the tile row's input rows, zero padded
-  float* r = tmp + kA * wp;      // [6 rows i][6 c][tiles.x]: B^T along x
-  for (int64_t ty = 0; ty < tl.y; ++ty) {
+  float* r = tmp + kA * wp;      // [6 rows i][6 c][tx]: B^T along x
+  for (int64_t ty = 0; ty < ph.ty; ++ty) {
     for (int64_t i = 0; i < kA; ++i) {
       float* row = rows + i * wp;
-      const int64_t iy = ty * kT - s.pad_top + i;
+      const int64_t iy = ph.py - s.pad_top + dh * (ty * kT + i);
       if (iy < 0 || iy >= H) {
         std::fill(row, row + wp, 0.f);
         continue;
       }
       const float* src = plane + iy * W;
-      const int64_t x0 = std::clamp<int64_t>(s.pad_left, 0, wp), x1 = std::clamp<int64_t>(W + s.pad_left, x0, wp);
-      std::fill(row, row + x0, 0.f);
-      std::copy(src + (x0 - s.pad_left), src + (x1 - s.pad_left), row + x0);
-      std::fill(row + x1, row + wp, 0.f);
+      if (dw == 1) {
+        const int64_t x0 = std::clamp<int64_t>(-x_off, 0, wp), x1 = std::clamp<int64_t>(W - x_off, x0, wp);
+        std::fill(row, row + x0, 0.f);
+        std::copy(src + (x0 + x_off), src + (x1 + x_off), row + x0);
+        std::fill(row + x1, row + wp, 0.f);
+      } else {
+        for (int64_t j = 0; j < wp; ++j) {
+          const int64_t ix = x_off + dw * j;
+          row[j] = ix >= 0 && ix < W ? src[ix] : 0.f;
+        }
+      }
     }
     for (int64_t i = 0; i < kA; ++i) {
       const float* row = rows + i * wp;
-      float* ri = r + i * kA * tl.x;
-      for (int64_t tx = 0; tx < tl.x; ++tx) {
+      float* ri = r + i * kA * ph.tx;
+      for (int64_t tx = 0; tx < ph.tx; ++tx) {
         const float* d = row + tx * kT;
         float o[6];
         wino_bt(d[0], d[1], d[2], d[3], d[4], d[5], o);
-        for (int64_t c = 0; c < kA; ++c) ri[c * tl.x + tx] = o[c];
+        for (int64_t c = 0; c < kA; ++c) ri[c * ph.tx + tx] = o[c];
       }
     }
-    const int64_t t0 = ty * tl.x;
+    const int64_t t0 = ph.base + ty * ph.tx;
     for (int64_t c = 0; c < kA; ++c)
-      for (int64_t tx = 0; tx < tl.x; ++tx) {
-        const int64_t ci = c * tl.x + tx, stride = kA * tl.x;
+      for (int64_t tx = 0; tx < ph.tx; ++tx) {
+        const int64_t ci = c * ph.tx + tx, stride = kA * ph.tx;
         float o[6];
         wino_bt(r[ci], r[ci + stride], r[ci + 2 * stride], r[ci + 3 * stride], r[ci + 4 * stride], r[ci + 5 * stride],
                 o);
@@ -104,48 +138,49 @@ void input_transform(const ConvShape& s, const Tiles& tl, const PackedColumns& p
   }
 }
 
-// One output channel: Y = A^T M A for every tile, plus bias, residual and
-// clamp, stored into the output plane. m: the 36 products, operand xi at
-// m + xi * m_floats, row oc, tile t at column t. tmp: 24 * tiles.x + 4 * (tiles.x * 4) floats.
+// One output channel, one phase: Y = A^T M A for every tile, plus bias,
+// residual and clamp, stored into the output plane. m: the 36 products,
+// operand xi at m + xi * m_floats, this channel's row, tile t at column t.
+// tmp: 24 * max_tx + 4 * (max_tx * 4) floats.
 NXRT_CLONES
-void output_transform(const ConvShape& s, const Tiles& tl, const float* __restrict m, size_t m_floats, float bias,
+void output_transform(const ConvShape& s, const Phase& ph, const float* __restrict m, size_t m_floats, float bias,
                       float* __restrict out, const float* __restrict res, const ConvPostOps& post,
                       float* __restrict tmp) {
-  const int64_t OH = s.out_h, OW = s.out_w, wr = tl.x * kT;
-  float* sr = tmp;                   // [4 r][6 c][tiles.x]: A^T along the rows
-  float* yrow = tmp + 24 * tl.x;     // [4][wr]: the tile row's output rows
-  for (int64_t ty = 0; ty < tl.y; ++ty) {
-    const float* mt = m + ty * tl.x;
+  const int64_t OW = s.out_w, wr = ph.tx * kT, dh = s.dil_h, dw = s.dil_w;
+  float* sr = tmp;                   // [4 r][6 c][tx]: A^T along the rows
+  float* yrow = tmp + 24 * ph.tx;    // [4][wr]: the tile row's output rows (this phase's columns)
+  for (int64_t ty = 0; ty < ph.ty; ++ty) {
+    const float* mt = m + ph.base + ty * ph.tx;
     for (int64_t c = 0; c < kA; ++c)
-      for (int64_t tx = 0; tx < tl.x; ++tx) {
+      for (int64_t tx = 0; tx < ph.tx; ++tx) {
         float o[4];
         wino_at(mt[size_t(0 * kA + c) * m_floats + tx], mt[size_t(1 * kA + c) * m_floats + tx],
                 mt[size_t(2 * kA + c) * m_floats + tx], mt[size_t(3 * kA + c) * m_floats + tx],
                 mt[size_t(4 * kA + c) * m_floats + tx], mt[size_t(5 * kA + c) * m_floats + tx], o);
-        for (int64_t rr = 0; rr < kT; ++rr) sr[(rr * kA + c) * tl.x + tx] = o[rr];
+        for (int64_t rr = 0; rr < kT; ++rr) sr[(rr * kA + c) * ph.tx + tx] = o[rr];
       }
     for (int64_t rr = 0; rr < kT; ++rr) {
-      const float* srr = sr + rr * kA * tl.x;
+      const float* srr = sr + rr * kA * ph.tx;
       float* y = yrow + rr * wr;
-      for (int64_t tx = 0; tx < tl.x; ++tx) {
-        wino_at(srr[tx], srr[tl.x + tx], srr[2 * tl.x + tx], srr[3 * tl.x + tx], srr[4 * tl.x + tx],
-                srr[5 * tl.x + tx], y + tx * kT);
-      }
+      for (int64_t tx = 0; tx < ph.tx; ++tx)
+        wino_at(srr[tx], srr[ph.tx + tx], srr[2 * ph.tx + tx], srr[3 * ph.tx + tx], srr[4 * ph.tx + tx],
+                srr[5 * ph.tx + tx], y + tx * kT);
     }
     for (int64_t rr = 0; rr < kT; ++rr) {
-      const int64_t oy = ty * kT + rr;
-      if (oy >= OH) break;
+      const int64_t i = ty * kT + rr;
+      if (i >= ph.oh) break;
+      const int64_t oy = ph.py + dh * i;
       const float* y = yrow + rr * wr;
-      float* o = out + oy * OW;
-      const float* rp = res ? res + oy * OW : nullptr;
-      for (int64_t x = 0; x < OW; ++x) {
-        float val = y[x] + bias;
-        if (rp) val += rp[x];
+      float* o = out + oy * OW + ph.px;
+      const float* rp = res ? res + oy * OW + ph.px : nullptr;
+      for (int64_t j = 0; j < ph.ow; ++j) {
+        float val = y[j] + bias;
+        if (rp) val += rp[j * dw];
         if (post.clamp) {
           val = val < post.lo ? post.lo : val;
           val = val > post.hi ? post.hi : val;
         }
-        o[x] = val;
+        o[j * dw] = val;
       }
     }
   }
@@ -154,19 +189,21 @@ void output_transform(const ConvShape& s, const Tiles& tl, const float* __restri
 }  // namespace
 
 bool winograd_shape_ok(const ConvShape& s) {
-  return s.group == 1 && s.k_h == 3 && s.k_w == 3 && s.stride_h == 1 && s.stride_w == 1 && s.dil_h == 1 &&
-         s.dil_w == 1 && s.out_h > 0 && s.out_w > 0;
+  return s.group == 1 && s.k_h == 3 && s.k_w == 3 && s.stride_h == 1 && s.stride_w == 1 && s.dil_h >= 1 &&
+         s.dil_w >= 1 && s.out_h > 0 && s.out_w > 0;
 }
 
 bool conv_uses_winograd(const ConvShape& s) {
-  if (!winograd_shape_ok(s)) return false;
+  if (!winograd_shape_ok(s) || s.in_c < 16 || s.out_c < 16) return false;
   // The 36 GEMMs run with the tiles as columns: below a panel's worth of tiles
   // most of each B vector is padding, and thin channel counts leave the
   // transforms (O(IC + OC) per tile) as large as the products (O(IC * OC)).
   // (Tiles as rows instead was tried for 7x7 outputs: U, 4x the weights, is then
   // read for 4 rows only and the layer is bound by memory, no faster.)
+  // Dilated: small phases leave tiles mostly empty; at least half the tiles'
+  // 16 outputs must be real for the 4x fewer products to pay.
   const Tiles tl = tiles_of(s);
-  return tl.count >= 16 && s.in_c >= 16 && s.out_c >= 16;
+  return tl.count >= 16 && 2 * s.out_h * s.out_w >= tl.count * kT * kT;
 }
 
 size_t winograd_packed_floats(const ConvShape& s) { return size_t(kXi) * packed_a_floats(s.out_c, s.in_c); }
@@ -207,7 +244,8 @@ void conv2d_winograd(const ConvShape& s, const float* x, const float* u, const f
   // their own slot C (worker threads have their own scratch).
   float* v = scratch_floats(kScratchA, size_t(kXi) * v_floats);
   float* m = scratch_floats(kScratchB, size_t(kXi) * size_t(OC) * size_t(T));
-  const size_t in_tmp = size_t(kA * (tl.x * kT + 2) + kXi * tl.x), out_tmp = size_t(24 * tl.x + kT * tl.x * kT);
+  const size_t in_tmp = size_t(kA * (tl.max_tx * kT + 2) + kXi * tl.max_tx),
+               out_tmp = size_t(24 * tl.max_tx + kT * tl.max_tx * kT);
   const int in_threads = threads_for(pool, double(IC) * double(T) * 400.0);
   const int gemm_threads = threads_for(pool, double(kXi) * double(OC) * double(T) * double(IC));
   const int out_threads = threads_for(pool, double(OC) * double(T) * 300.0);
@@ -227,7 +265,7 @@ void conv2d_winograd(const ConvShape& s, const float* x, const float* u, const f
       split_range(IC, in_threads, i, c0, c1);
       float* tmp = scratch_floats(kScratchC, in_tmp);
       for (int64_t c = c0; c < c1; ++c)
-        input_transform(s, tl, pc, xn + c * s.in_h * s.in_w, c, v, v_floats, tmp);
+        for (const Phase& ph : tl.phases) input_transform(s, ph, pc, xn + c * s.in_h * s.in_w, c, v, v_floats, tmp);
     });
     parallel_for(gemm_threads <= 1 ? nullptr : pool, kXi, [&](int64_t xi) {
       gemm_packed_serial(OC, T, IC, u + size_t(xi) * u_floats, v + size_t(xi) * v_floats, m + size_t(xi) * m_floats,
@@ -238,8 +276,9 @@ void conv2d_winograd(const ConvShape& s, const float* x, const float* u, const f
       split_range(OC, out_threads, i, o0, o1);
       float* tmp = scratch_floats(kScratchC, out_tmp);
       for (int64_t oc = o0; oc < o1; ++oc)
-        output_transform(s, tl, m + oc * T, m_floats, bias ? bias[oc] : 0.f, on + oc * s.out_h * s.out_w,
-                         rn ? rn + oc * s.out_h * s.out_w : nullptr, post, tmp);
+        for (const Phase& ph : tl.phases)
+          output_transform(s, ph, m + oc * T, m_floats, bias ? bias[oc] : 0.f, on + oc * s.out_h * s.out_w,
+                           rn ? rn + oc * s.out_h * s.out_w : nullptr, post, tmp);
     });
   }
 }

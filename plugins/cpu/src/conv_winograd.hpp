@@ -1,4 +1,4 @@
-// 3x3 stride-1 convolution by Winograd F(4x4, 3x3), NCHW in and out.
+// 3x3 stride-1 convolution (dilated too) by Winograd F(4x4, 3x3), NCHW in and out.
 //
 // Each 4x4 output tile is computed from a 6x6 input tile with 36 products per
 // (output, input) channel pair instead of 144: the weights are transformed
@@ -20,7 +20,8 @@ namespace nxrt::cpu {
 constexpr int64_t kWinogradTile = 4;  // output tile edge
 constexpr int64_t kWinogradAlpha = 6;  // input tile edge: kWinogradTile + 3 - 1
 
-// Whether `s` can run as F(4x4, 3x3) (3x3, stride 1, dilation 1, group 1).
+// Whether `s` can run as F(4x4, 3x3) (3x3, stride 1, group 1; a dilated conv runs
+// as one undilated conv per phase of its dilation grid).
 bool winograd_shape_ok(const ConvShape& s);
 // Whether conv2d should: winograd_shape_ok and enough tiles and channels that the
 // 4x fewer multiplications outweigh the transforms (the cost model; `nxrt inspect`

@@ -105,3 +105,29 @@ TEST_CASE("conv2d runs Winograd weights when the cost model picks it") {
   conv2d(s, x.data(), pw, nullptr, got.data(), nullptr);
   CHECK(worst(got, want, 1e-3, 2e-4) <= 1.0);
 }
+
+TEST_CASE("dilated convs run as one Winograd conv per phase of the dilation grid") {
+  ThreadPool pool(2);
+  auto dilated = [](int64_t c, int64_t h, int64_t w, int64_t oc, int64_t dh, int64_t dw, int64_t ph, int64_t pw) {
+    ConvShape s;
+    s.in_c = c; s.in_h = h; s.in_w = w; s.out_c = oc;
+    s.k_h = s.k_w = 3;
+    s.dil_h = dh; s.dil_w = dw;
+    s.pad_top = ph; s.pad_left = pw;
+    s.out_h = h + 2 * ph - 2 * dh;
+    s.out_w = w + 2 * pw - 2 * dw;
+    return s;
+  };
+  ConvPostOps relu;
+  relu.clamp = true;
+  relu.lo = 0.f;
+  relu.hi = std::numeric_limits<float>::infinity();
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    check(dilated(32, 16, 16, 24, 2, 2, 2, 2), p);            // DeepLab's dilation-2 stage
+    check(dilated(17, 13, 19, 20, 2, 3, 2, 3), p);            // different dilations, odd sizes
+    check(dilated(16, 16, 16, 16, 6, 6, 6, 6), p, relu, true);  // ASPP rate 6, fused Add + Relu
+    check(dilated(8, 11, 9, 8, 2, 2, 0, 1), p);               // no pad in rows
+  }
+  CHECK(conv_uses_winograd(dilated(256, 16, 16, 256, 2, 2, 2, 2)));
+  CHECK(!conv_uses_winograd(dilated(256, 16, 16, 128, 12, 12, 12, 12)));  // 1-2 outputs per phase
+}
