@@ -30,18 +30,16 @@ Each NAME.onnx gets a NAME.json sidecar in the gen_bench_models.py format (input
 shape, dtype) for ORT's bench.js --inputs-from. Every model passes onnx.checker
 (full_check) and strict shape inference; output is byte-identical across runs.
 """
-import argparse
 import collections
-import json
 import os
-import re
 import sys
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gen_bench_models import OPSET, GraphBuilder, io_desc, validate  # noqa: E402
+import gen_bench_models  # noqa: E402
+from gen_bench_models import GraphBuilder  # noqa: E402
 
 GENERATOR_VERSION = 1
 
@@ -272,47 +270,8 @@ MODELS = collections.OrderedDict([
 ])
 
 
-def generate(name, outdir, force):
-    build, seed, desc = MODELS[name]
-    onnx_path = os.path.join(outdir, name + ".onnx")
-    json_path = os.path.join(outdir, name + ".json")
-    if not force and os.path.exists(onnx_path) and os.path.exists(json_path):
-        with open(json_path) as f:
-            if json.load(f).get("generator_version") == GENERATOR_VERSION:
-                print(f"{name}: up to date")
-                return
-    model = build(seed)
-    model.producer_name = "nxrt-real-models"
-    side = {
-        "name": name, "description": desc, "generator_version": GENERATOR_VERSION,
-        "opset": OPSET, "seed": seed, "model": name + ".onnx",
-        "inputs": io_desc(model.graph.input), "outputs": io_desc(model.graph.output),
-        "num_nodes": len(model.graph.node),
-        "num_params": int(sum(np.prod(t.dims) for t in model.graph.initializer)),
-        "op_histogram": dict(sorted(collections.Counter(n.op_type for n in model.graph.node).items())),
-    }
-    validate(model, side["outputs"])
-    text = re.sub(r"\[\s*([-\d.,\s]+?)\s*\]",
-                  lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",")) + "]",
-                  json.dumps(side, indent=1))
-    for path, data in ((onnx_path, model.SerializeToString()), (json_path, (text + "\n").encode())):
-        with open(path + ".tmp", "wb") as f:
-            f.write(data)
-        os.replace(path + ".tmp", path)
-    print(f"{name}: {side['num_nodes']} nodes, {side['num_params'] / 1e6:.2f}M params, "
-          f"inputs {[i['shape'] for i in side['inputs']]} -> {onnx_path}")
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("outdir")
-    ap.add_argument("--only", nargs="+", choices=list(MODELS), help="generate only these")
-    ap.add_argument("--force", action="store_true", help="regenerate even if up to date")
-    args = ap.parse_args()
-    os.makedirs(args.outdir, exist_ok=True)
-    for name in args.only or MODELS:
-        generate(name, args.outdir, args.force)
-    return 0
+    return gen_bench_models.main(MODELS, GENERATOR_VERSION, "nxrt-real-models", __doc__)
 
 
 if __name__ == "__main__":
