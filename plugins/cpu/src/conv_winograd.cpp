@@ -86,14 +86,15 @@ inline __attribute__((always_inline)) void wino_at(float m0, float m1, float m2,
 
 // One input channel, one phase: every tile's V = B^T d B, written as row `ic`
 // of the 36 packed-B operands (operand xi at v + xi * v_floats). tmp:
-// 6 * (max_tx * 4 + 2) + 36 * max_tx floats.
+// 6 * (max_tx * 4 + 2) + 72 * max_tx floats.
 NXRT_CLONES
 void input_transform(const ConvShape& s, const Phase& ph, const PackedColumns& pc, const float* __restrict plane,
                      int64_t ic, float* __restrict v, size_t v_floats, float* __restrict tmp) {
   const int64_t wp = ph.tx * kT + 2, H = s.in_h, W = s.in_w, dh = s.dil_h, dw = s.dil_w;
   const int64_t x_off = ph.px - s.pad_left;  // input column of row position 0 (then every dw)
-  float* rows = tmp;             // [6][wp]: the tile row's input rows, zero padded
-  float* r = tmp + kA * wp;      // [6 rows i][6 c][tx]: B^T along x
+  float* rows = tmp;                   // [6][wp]: the tile row's input rows, zero padded
+  float* r = tmp + kA * wp;            // [6 rows i][6 c][tx]: B^T along x
+  float* vt = r + kXi * ph.tx;         // [36 xi][tx]: B^T d B of the tile row
   for (int64_t ty = 0; ty < ph.ty; ++ty) {
     for (int64_t i = 0; i < kA; ++i) {
       float* row = rows + i * wp;
@@ -125,16 +126,25 @@ void input_transform(const ConvShape& s, const Phase& ph, const PackedColumns& p
         for (int64_t c = 0; c < kA; ++c) ri[c * ph.tx + tx] = o[c];
       }
     }
-    const int64_t t0 = ph.base + ty * ph.tx;
-    for (int64_t c = 0; c < kA; ++c)
-      for (int64_t tx = 0; tx < ph.tx; ++tx) {
-        const int64_t ci = c * ph.tx + tx, stride = kA * ph.tx;
+    // B^T along y, one (a, c) row of tiles at a time (contiguous over tx, so it
+    // vectorises), then each row copied into its operand in runs that stay
+    // inside one 48-column panel.
+    const int64_t n = ph.tx, t0 = ph.base + ty * n;
+    for (int64_t c = 0; c < kA; ++c) {
+      const float* r0 = r + c * n;
+      const int64_t st = kA * n;
+      for (int64_t tx = 0; tx < n; ++tx) {
         float o[6];
-        wino_bt(r[ci], r[ci + stride], r[ci + 2 * stride], r[ci + 3 * stride], r[ci + 4 * stride], r[ci + 5 * stride],
-                o);
-        const size_t at = size_t(pc.base[size_t(t0 + tx)] + ic * pc.width[size_t(t0 + tx)]);
-        for (int64_t a = 0; a < kA; ++a) v[size_t(a * kA + c) * v_floats + at] = o[a];
+        wino_bt(r0[tx], r0[st + tx], r0[2 * st + tx], r0[3 * st + tx], r0[4 * st + tx], r0[5 * st + tx], o);
+        for (int64_t a = 0; a < kA; ++a) vt[(a * kA + c) * n + tx] = o[a];
       }
+    }
+    for (int64_t tx = 0; tx < n;) {
+      const int64_t t = t0 + tx, run = std::min(n - tx, kGemmNR - t % kGemmNR);
+      const size_t at = size_t(pc.base[size_t(t)] + ic * pc.width[size_t(t)]);
+      for (int64_t xi = 0; xi < kXi; ++xi) std::copy(vt + xi * n + tx, vt + xi * n + tx + run, v + size_t(xi) * v_floats + at);
+      tx += run;
+    }
   }
 }
 
@@ -244,7 +254,7 @@ void conv2d_winograd(const ConvShape& s, const float* x, const float* u, const f
   // their own slot C (worker threads have their own scratch).
   float* v = scratch_floats(kScratchA, size_t(kXi) * v_floats);
   float* m = scratch_floats(kScratchB, size_t(kXi) * size_t(OC) * size_t(T));
-  const size_t in_tmp = size_t(kA * (tl.max_tx * kT + 2) + kXi * tl.max_tx),
+  const size_t in_tmp = size_t(kA * (tl.max_tx * kT + 2) + 2 * kXi * tl.max_tx),
                out_tmp = size_t(24 * tl.max_tx + kT * tl.max_tx * kT);
   const int in_threads = threads_for(pool, double(IC) * double(T) * 400.0);
   const int gemm_threads = threads_for(pool, double(kXi) * double(OC) * double(T) * double(IC));
