@@ -270,6 +270,10 @@ MODELS = collections.OrderedDict([
 ])
 
 
+def generate(name, outdir, force):
+    gen_bench_models.generate(name, outdir, force, MODELS, GENERATOR_VERSION, "nxrt-real-models")
+
+
 def main():
     return gen_bench_models.main(MODELS, GENERATOR_VERSION, "nxrt-real-models", __doc__)
 

@@ -11,11 +11,11 @@ Inputs follow bench.js: lcgFloat32 with seed 1234 + input index.
 Last line: `N passed, N failed`.
 """
 import argparse
-import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import onnx
@@ -133,18 +133,29 @@ def main():
     subprocess.run([sys.executable, os.path.join(HERE, "gen_bench_models.py"), models_dir, "--only"] + names,
                    check=True, capture_output=True)
     passed = failed = 0
+    cleanup = []
     for name in names:
         model = os.path.join(models_dir, name + ".onnx")
         case = os.path.join(args.cache, f"ref-{ref.replace(':', '-')}", name)
         if not os.path.exists(os.path.join(case, "test_data_set_0", "output_0.pb")):
+            # Made aside and renamed into place: ctest runs several of these scripts at once.
+            os.makedirs(os.path.dirname(case), exist_ok=True)
+            tmp_case = tempfile.mkdtemp(prefix=name + ".", dir=os.path.dirname(case))
+            make_case(model, tmp_case, ref, args.nxrt)
             shutil.rmtree(case, ignore_errors=True)
-            make_case(model, case, ref, args.nxrt)
+            try:
+                os.rename(tmp_case, case)
+            except OSError:  # another run put its (identical) case there first
+                shutil.rmtree(tmp_case, ignore_errors=True)
         data = os.path.join(case, "test_data_set_0")
-        out = os.path.join(args.cache, "out", args.ep.replace(",", "_"), name)
-        shutil.rmtree(out, ignore_errors=True)
+        # Per run: the variants (EP, --opt, --threads) run in parallel under ctest.
+        out_root = os.path.join(args.cache, "out", args.ep.replace(",", "_"))
+        os.makedirs(out_root, exist_ok=True)
+        out = tempfile.mkdtemp(prefix=name + ".", dir=out_root)
+        cleanup.append(out)
         opt = ["--opt", args.opt] if args.opt is not None else []
         if args.via_optimize:
-            written = os.path.join(args.cache, "out", f"{name}.opt{args.opt or ''}.onnx")
+            written = os.path.join(out, f"{name}.opt{args.opt or ''}.onnx")
             os.makedirs(os.path.dirname(written), exist_ok=True)
             p = subprocess.run([args.nxrt, "optimize", model, "-o", written] + opt, capture_output=True, text=True, timeout=600)
             if p.returncode != 0:
@@ -178,6 +189,8 @@ def main():
             print(f"ok   {name} ({args.ep} vs {ref}, rtol {args.rtol}, atol {atol})")
             passed += 1
     print(f"{passed} passed, {failed} failed")
+    for d in cleanup:
+        shutil.rmtree(d, ignore_errors=True)
     return 0 if failed == 0 and passed > 0 else 1
 
 

@@ -100,6 +100,18 @@ struct ConvIo {
 // Constant W and bias are declared in `pp` (made on create, the blob's on import).
 std::unique_ptr<Kernel> make_conv_kernel(const Node& conv, CpuSession& session, const ConvIo& io, sdk::Prepacked& pp);
 
+// Where a MatMul kernel finds its tensors among the kernel inputs (a fused group:
+// MatMul + Add(constant bias over the last axis) [+ Add(residual of the output's shape)]).
+struct MatMulIo {
+  int a = 0, b = 1;
+  const Node* bias_add = nullptr;  // the Add whose other input (slot bias_slot) is the constant bias
+  int bias_slot = -1;
+  int residual = -1;               // input added to the result, < 0: none
+};
+// Constant B and bias are declared in `pp` (made on create, the blob's on import).
+std::unique_ptr<Kernel> make_matmul_kernel(const Node& matmul, CpuSession& session, const MatMulIo& io,
+                                           sdk::Prepacked& pp);
+
 // Conv geometry shared by Conv, ConvInteger and QLinearConv (ops_conv.cpp);
 // w_input is W's input index. 1-D and 2-D.
 struct ConvAttrs {

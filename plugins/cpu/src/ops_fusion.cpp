@@ -1,6 +1,6 @@
-// Fused groups: Conv -> [Add] -> [Relu | Clip] claimed as one kernel, so the
-// residual add and the activation happen in the convolution's store and the
-// result is written once.
+// Fused groups: Conv -> [Add] -> [Relu | Clip] and MatMul -> Add(bias) -> [Add]
+// claimed as one kernel, so the bias, the residual add and the activation happen
+// in the GEMM's store and the result is written once.
 //
 // A chain is claimed only when fusing cannot change what the model computes
 // or how the host runs it:
@@ -15,6 +15,7 @@
 //     broadcasting), the Clip bounds are attributes or constant scalars;
 //   * every node of the chain is one the registry claims on its own.
 // Otherwise nodes are claimed one by one exactly as before.
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <set>
@@ -158,6 +159,57 @@ Chain follow_chain(const sdk::Graph& g, const ViewIndex& ix, size_t conv, Ok ok)
   return c;
 }
 
+// MatMul -> Add(bias) [-> Add(residual)]: the bias a constant float32 over the
+// last axis ([N] or [1, .., 1, N]), the residual of the output's static shape.
+struct MatMulChain {
+  std::vector<size_t> nodes;  // view positions
+  int bias_slot = -1;         // which input of the first Add is the bias
+  int residual_slot = -1;     // which input of the second Add is the residual
+};
+
+bool is_bias_over_last_axis(const sdk::Value& b, const sdk::Value& out) {
+  if (!b.present() || !b.is_constant() || b.dtype() != NXRT_DTYPE_FLOAT32 || !out.static_shape() || out.rank() < 1)
+    return false;
+  ConstTensorView t = b.constant();
+  auto bd = t.dims();
+  auto od = out.dims();
+  if (bd.empty() || bd.size() > od.size() || bd.back() != od.back()) return false;
+  return std::all_of(bd.begin(), bd.end() - 1, [](int64_t d) { return d == 1; });
+}
+
+template <typename Ok>
+MatMulChain follow_matmul_chain(const sdk::Graph& g, const ViewIndex& ix, size_t mm, Ok ok) {
+  MatMulChain c;
+  c.nodes.push_back(mm);
+  Node mn = g.node(mm);
+  if (mn.output_count() != 1 || !mn.has_output(0)) return c;
+  sdk::Value v = mn.output(0);
+  if (v.dtype() != NXRT_DTYPE_FLOAT32 || !v.static_shape()) return c;
+  auto use = sole_use(ix, v.raw());
+  if (!use || !ok(use->first)) return c;
+  Node add = g.node(use->first);
+  if (!is_op(add, "Add") || add.input_count() != 2 || add.output_count() != 1 || !add.has_output(0)) return c;
+  const size_t bias = 1 - use->second;
+  if (add.input(bias).raw() == v.raw() || !is_bias_over_last_axis(add.input(bias), v) ||
+      !same_static_shape(add.output(0), v))
+    return c;
+  c.nodes.push_back(use->first);
+  c.bias_slot = int(bias);
+  v = add.output(0);
+  use = sole_use(ix, v.raw());
+  if (!use || !ok(use->first)) return c;
+  Node res = g.node(use->first);
+  if (!is_op(res, "Add") || res.input_count() != 2 || res.output_count() != 1 || !res.has_output(0)) return c;
+  const size_t other = 1 - use->second;
+  sdk::Value o = res.input(other);
+  if (!o.present() || o.raw() == v.raw() || o.dtype() != NXRT_DTYPE_FLOAT32 || !same_static_shape(o, v) ||
+      !same_static_shape(res.output(0), v))
+    return c;
+  c.nodes.push_back(use->first);
+  c.residual_slot = int(other);
+  return c;
+}
+
 }  // namespace
 
 void claim_nodes_fused(const sdk::Graph& g, nxrt_claim_sink* sink) {
@@ -176,11 +228,14 @@ void claim_nodes_fused(const sdk::Graph& g, nxrt_claim_sink* sink) {
   const ViewIndex ix = index_view(g);
   if (ix.closed) {
     for (size_t i = 0; i < count; ++i) {
-      if (verdict[i] || taken[i] || !is_op(g.node(i), "Conv")) continue;
-      Chain c = follow_chain(g, ix, i, [&](size_t j) { return !verdict[j] && !taken[j]; });
-      if (c.nodes.size() < 2) continue;
+      if (verdict[i] || taken[i]) continue;
+      const auto ok = [&](size_t j) { return !verdict[j] && !taken[j]; };
+      std::vector<size_t> chain;
+      if (is_op(g.node(i), "Conv")) chain = follow_chain(g, ix, i, ok).nodes;
+      else if (is_op(g.node(i), "MatMul")) chain = follow_matmul_chain(g, ix, i, ok).nodes;
+      if (chain.size() < 2) continue;
       std::vector<size_t> ids;
-      for (size_t p : c.nodes) {
+      for (size_t p : chain) {
         taken[p] = 1;
         ids.push_back(g.node(p).index());
       }
@@ -201,9 +256,43 @@ std::string fused_kind(const sdk::Graph& sg) {
   return kind;
 }
 
-std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& session, sdk::Prepacked& pp) {
-  // The group's nodes arrive in model order; rebuild the chain from its Conv.
+namespace {
+
+// A MatMul group: rebuilt from its MatMul, which must head the whole group.
+std::unique_ptr<Kernel> create_fused_matmul(const sdk::Graph& sg, size_t mm, CpuSession& session, sdk::Prepacked& pp) {
   const size_t count = sg.node_count();
+  const ViewIndex ix = index_view(sg);
+  MatMulChain c = follow_matmul_chain(sg, ix, mm, [](size_t) { return true; });
+  if (c.nodes.size() != count || c.nodes.size() < 2)
+    sdk::fail(NXRT_UNSUPPORTED, "group of {} nodes is not a MatMul chain this plugin fuses ({} on the chain)", count,
+              c.nodes.size());
+  Node last = sg.node(c.nodes.back());
+  if (sg.output_count() != 1 || sg.output(0).raw() != last.output(0).raw())
+    sdk::fail(NXRT_UNSUPPORTED, "fused MatMul group must have exactly one output, its last value ({} outputs)",
+              sg.output_count());
+  auto input_index = [&](const sdk::Value& v) -> int {
+    for (size_t i = 0; i < sg.input_count(); ++i)
+      if (sg.input(i).raw() == v.raw()) return int(i);
+    sdk::fail(NXRT_INTERNAL, "value '{}' is not an input of the fused group", v.name());
+  };
+  Node mn = sg.node(mm);
+  Node add = sg.node(c.nodes[1]);
+  MatMulIo io;
+  io.a = input_index(mn.input(0));
+  io.b = input_index(mn.input(1));
+  io.bias_add = &add;
+  io.bias_slot = c.bias_slot;
+  if (c.residual_slot >= 0) io.residual = input_index(sg.node(c.nodes[2]).input(size_t(c.residual_slot)));
+  return make_matmul_kernel(mn, session, io, pp);
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& session, sdk::Prepacked& pp) {
+  // The group's nodes arrive in model order; rebuild the chain from its Conv (or MatMul).
+  const size_t count = sg.node_count();
+  for (size_t i = 0; i < count; ++i)
+    if (is_op(sg.node(i), "MatMul")) return create_fused_matmul(sg, i, session, pp);
   std::optional<size_t> conv;
   for (size_t i = 0; i < count; ++i)
     if (is_op(sg.node(i), "Conv")) {

@@ -1,5 +1,7 @@
 // Gemm and MatMul: constant B operands are packed once at kernel creation.
 #include <algorithm>
+#include <cstring>
+#include <optional>
 #include <span>
 
 #include "gemm.hpp"
@@ -116,10 +118,24 @@ struct MatMulState {
   std::vector<int64_t> b_dims;  // as given
   int64_t pk = 0, pn = 0, b_batches = 1;
   std::span<const float> packed_b;  // b_batches packed matrices (a prepacked buffer)
+  std::span<const float> bias;      // fused bias over the last axis (a prepacked buffer), or empty
+  int a = 0, b = 1, residual = -1;
 };
 
-std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s, sdk::Prepacked& pp) {
+}  // namespace
+
+std::unique_ptr<Kernel> make_matmul_kernel(const Node& n, CpuSession& s, const MatMulIo& io, sdk::Prepacked& pp) {
   MatMulState st;
+  st.a = io.a;
+  st.b = io.b;
+  st.residual = io.residual;
+  if (io.bias_add) {
+    ConstTensorView t = io.bias_add->input(size_t(io.bias_slot)).constant();
+    st.bias = pp.buffer<float>("bias", size_t(t.numel()), [&](std::span<float> dst) {
+      if (!dst.empty()) std::memcpy(dst.data(), t.raw(), dst.size() * sizeof(float));
+    });
+    pp.capture(io.bias_add->input(size_t(io.bias_slot)));
+  }
   auto b = n.input(1);
   if (b.is_constant()) {
     ConstTensorView t = b.constant();
@@ -145,7 +161,7 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s, sdk::Prepack
   }
   ThreadPool* pool = s.pool();
   return make_kernel([st, pool](Context& ctx) {
-    ConstTensorView a = ctx.input(0), b = ctx.input(1);
+    ConstTensorView a = ctx.input(size_t(st.a)), b = ctx.input(size_t(st.b));
     if (a.rank() == 0 || b.rank() == 0) sdk::fail(NXRT_INVALID_ARGUMENT, "MatMul: operands must have rank >= 1");
     std::vector<int64_t> ad = a.dims(), bd = b.dims();
     const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
@@ -168,15 +184,33 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s, sdk::Prepack
     std::vector<int64_t> od = obat;
     if (!a_vec) od.push_back(M);
     if (!b_vec) od.push_back(N);
+    // Fused Add(s): the bias over the last axis and a residual of the output's shape go
+    // into the GEMM's store.
+    GemmEpilogue ep;
+    if (!st.bias.empty()) {
+      if (int64_t(st.bias.size()) != N)
+        sdk::fail(NXRT_INVALID_ARGUMENT, "MatMul+Add: bias of {} values for {} columns", st.bias.size(), N);
+      ep.col_bias = st.bias.data();
+    }
+    std::optional<ConstTensorView> res;
+    if (st.residual >= 0) {
+      res = ctx.input(size_t(st.residual));
+      if (res->dims() != od)
+        sdk::fail(NXRT_INVALID_ARGUMENT, "MatMul+Add: the added input {} does not have the MatMul's output shape {}",
+                  dims_str(res->dims()), dims_str(od));
+      ep.ldr = N;
+    }
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
     float* yp = y.data<float>();
+    const float* rp = res ? res->data<float>() : nullptr;
     const float* ap = a.data<float>();
     const float* bp = b.data<float>();
     int64_t nbatch = 1;
     for (auto d : obat) nbatch *= d;
     if (nbatch == 0 || M == 0 || N == 0) return;
-    if (K == 0) {
-      std::fill(yp, yp + nbatch * M * N, 0.f);
+    if (K == 0) {  // the empty product, plus what was fused
+      for (int64_t i = 0; i < nbatch * M * N; ++i)
+        yp[i] = (ep.col_bias ? ep.col_bias[i % N] : 0.f) + (rp ? rp[i] : 0.f);
       return;
     }
     if (st.b_packed && (st.pk != K || st.pn != N)) sdk::fail(NXRT_INVALID_ARGUMENT, "MatMul: B shape changed");
@@ -194,7 +228,8 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s, sdk::Prepack
         pack_b_parallel(bp, N, false, K, N, buf, pool);
         pb = buf;
       }
-      gemm_packed(MM, N, K, pa, pb, yp, N, GemmEpilogue{}, pool);
+      ep.residual = rp;
+      gemm_packed(MM, N, K, pa, pb, yp, N, ep, pool);
       return;
     }
     // General batched case: map each output batch to its A and B batch.
@@ -228,7 +263,9 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s, sdk::Prepack
         pack_b_parallel(bp + bmap[size_t(o)] * K * N, N, false, K, N, buf, p);
         pb = buf;
       }
-      gemm_packed(M, N, K, pa, pb, yp + o * M * N, N, GemmEpilogue{}, p);
+      GemmEpilogue e = ep;
+      e.residual = rp ? rp + o * M * N : nullptr;
+      gemm_packed(M, N, K, pa, pb, yp + o * M * N, N, e, p);
     };
     const int threads = pool ? pool->threads() : 1;
     const double per = double(M) * double(N) * double(K);
@@ -238,6 +275,12 @@ std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s, sdk::Prepack
       for (int64_t o = 0; o < nbatch; ++o) one(o, pool);
     }
   });
+}
+
+namespace {
+
+std::unique_ptr<Kernel> matmul_create(const Node& n, CpuSession& s, sdk::Prepacked& pp) {
+  return make_matmul_kernel(n, s, MatMulIo{}, pp);
 }
 
 }  // namespace

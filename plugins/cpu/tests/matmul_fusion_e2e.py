@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""MatMul -> Add(bias) [-> Add(residual)] fused into one GEMM store: results against numpy
+(float64), and which groups ran fused (from `nxrt bench --profile`), including the chains that
+must not fuse (bias not over the last axis, a broadcast residual, an intermediate used twice).
+
+Usage: matmul_fusion_e2e.py --nxrt PATH/nxrt
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nxrt_run import run  # noqa: E402
+
+
+def model(bias_shape, residual_shape, second_use=False):
+    """y = (x @ W + B) + R, with x [2,5,7], W [7,6]; R a graph input. second_use: the biased
+    value is also a graph output (then the residual Add must not swallow it)."""
+    rng = np.random.default_rng(7)
+    W = rng.standard_normal((7, 6)).astype(np.float32)
+    B = rng.standard_normal(bias_shape).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["mm"], name="mm"),
+             helper.make_node("Add", ["mm", "B"], ["biased"], name="bias_add"),
+             helper.make_node("Add", ["biased", "r"], ["y"], name="res_add")]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if second_use:
+        outputs.append(helper.make_tensor_value_info("biased", TensorProto.FLOAT, None))
+    g = helper.make_graph(nodes, "mmfuse",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 7]),
+                           helper.make_tensor_value_info("r", TensorProto.FLOAT, list(residual_shape))],
+                          outputs, [numpy_helper.from_array(W, "W"), numpy_helper.from_array(B, "B")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m = onnx.shape_inference.infer_shapes(m)
+    onnx.checker.check_model(m)
+    return m, W, B
+
+
+def fused_groups(nxrt, path, tmp):
+    trace = os.path.join(tmp, "trace.json")
+    p = subprocess.run([nxrt, "bench", path, "--ep", "cpu", "--warmup", "0", "--iters", "1", "--profile", trace],
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        return None
+    with open(trace) as f:
+        t = json.load(f)
+    ev = t["traceEvents"] if isinstance(t, dict) else t
+    return sorted({e["args"]["ops"] for e in ev if e.get("ph") == "X" and e.get("args", {}).get("ops")})
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nxrt", required=True)
+    nxrt = ap.parse_args().nxrt
+    failures = 0
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 5, 7)).astype(np.float32)
+    cases = [  # bias shape, residual shape, second use, the kernels expected
+        ("bias [6], residual", (6,), (2, 5, 6), False, ["MatMul+Add+Add"]),
+        ("bias [1,1,6], residual", (1, 1, 6), (2, 5, 6), False, ["MatMul+Add+Add"]),
+        ("bias [5,1] (not over the last axis)", (5, 1), (2, 5, 6), False, ["Add", "MatMul"]),
+        ("residual broadcast [6]", (6,), (6,), False, ["Add", "MatMul+Add"]),
+        ("biased value also a graph output", (6,), (2, 5, 6), True, ["Add", "MatMul+Add"]),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, (what, bs, rs, second, want_groups) in enumerate(cases):
+            m, W, B = model(bs, rs, second)
+            r = rng.standard_normal(rs).astype(np.float32)
+            outs, p = run(nxrt, m, [x, r], tmp, f"case{k}")
+            if outs is None:
+                print(f"FAIL {what}: nxrt failed: {p.stderr.strip()}")
+                failures += 1
+                continue
+            want = (x.astype(np.float64) @ W + B) + r
+            err = float(np.abs(outs[0] - want).max())
+            groups = fused_groups(nxrt, os.path.join(tmp, f"case{k}", "model.onnx"), os.path.join(tmp, f"case{k}"))
+            ok = err <= 1e-5 and groups == sorted(want_groups)
+            print(f"{'ok  ' if ok else 'FAIL'} {what}: max |err| {err:.2g}, kernels {groups} (want {sorted(want_groups)})")
+            failures += 0 if ok else 1
+    print(f"{len(cases) - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
