@@ -258,6 +258,9 @@ void u_tanh(const float* x, float* y, int64_t n) {
 NXRT_CLONES void u_neg(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = -x[i];
 }
+NXRT_CLONES void u_gelu_erf_chain(const float* x, float* y, int64_t n, float c, float a, float h) {
+  for (int64_t i = 0; i < n; ++i) y[i] = ((vm::erf(x[i] / c) + a) * x[i]) * h;
+}
 // x * clamp(x / 6 + 1/2, 0, 1); NaN stays NaN (x * anything).
 NXRT_CLONES void u_hardswish(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
@@ -293,6 +296,10 @@ void split_elements(int64_t n, ThreadPool* pool, double per_thread, F&& f) {
 }
 
 }  // namespace
+
+void gelu_erf_chain(const float* x, float* y, int64_t n, float c, float a, float h, ThreadPool* pool) {
+  split_elements(n, pool, 1 << 14, [&](int64_t s, int64_t e) { u_gelu_erf_chain(x + s, y + s, e - s, c, a, h); });
+}
 
 void hard_sigmoid(const float* x, float* y, int64_t n, float alpha, float beta, ThreadPool* pool) {
   split_elements(n, pool, 1 << 17, [&](int64_t s, int64_t e) { u_hard_sigmoid(x + s, y + s, e - s, alpha, beta); });

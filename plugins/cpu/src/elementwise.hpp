@@ -65,6 +65,9 @@ B pow_mixed(B base, E e) {
 
 enum class UnaryOp { Relu, Erf, Sqrt, Tanh, Sigmoid, Exp, Neg, Abs, HardSwish };
 void unary(UnaryOp op, const float* x, float* y, int64_t n, ThreadPool* pool);
+// y = ((erf(x / c) + a) * x) * h: the exact-Gelu chain Div -> Erf -> Add -> Mul -> Mul in
+// one pass, with the same float operations in the same order (bit-identical to the chain).
+void gelu_erf_chain(const float* x, float* y, int64_t n, float c, float a, float h, ThreadPool* pool);
 // y = clamp(alpha * x + beta, 0, 1).
 void hard_sigmoid(const float* x, float* y, int64_t n, float alpha, float beta, ThreadPool* pool);
 

@@ -1,6 +1,7 @@
 // Fused groups: Conv -> [Add] -> [Relu | Clip] and MatMul -> Add(bias) -> [Add]
 // claimed as one kernel, so the bias, the residual add and the activation happen
-// in the GEMM's store and the result is written once.
+// in the GEMM's store and the result is written once; and the exact-Gelu chain
+// Div -> Erf -> Add -> Mul -> Mul as one elementwise pass.
 //
 // A chain is claimed only when fusing cannot change what the model computes
 // or how the host runs it:
@@ -16,10 +17,12 @@
 //   * every node of the chain is one the registry claims on its own.
 // Otherwise nodes are claimed one by one exactly as before.
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
 
+#include "elementwise.hpp"
 #include "ops.hpp"
 
 namespace nxrt::cpu {
@@ -210,6 +213,56 @@ MatMulChain follow_matmul_chain(const sdk::Graph& g, const ViewIndex& ix, size_t
   return c;
 }
 
+// Div(x, c) -> Erf -> Add(a) -> Mul(x) -> Mul(h), c, a, h constant float32 scalars: exact
+// Gelu as exporters write it (opset < 20). Positions of the five nodes, or empty.
+struct GeluChain {
+  std::vector<size_t> nodes;
+  float c = 1.f, a = 1.f, h = 1.f;
+};
+
+GeluChain follow_gelu_chain(const sdk::Graph& g, const ViewIndex& ix, size_t div, const std::function<bool(size_t)>& ok) {
+  GeluChain none, c;
+  Node dn = g.node(div);
+  if (!is_op(dn, "Div") || dn.input_count() != 2 || !dn.has_output(0)) return none;
+  sdk::Value x = dn.input(0);
+  if (!x.present() || x.dtype() != NXRT_DTYPE_FLOAT32 || x.is_constant()) return none;
+  bool scalar_ok = true;
+  auto cv = const_scalar(dn, 1, scalar_ok);
+  if (!cv || !scalar_ok) return none;
+  c.c = *cv;
+  c.nodes.push_back(div);
+  sdk::Value v = dn.output(0);
+  // Each next node: the sole user of v, through input `slot` (or either for a commutative op).
+  auto next = [&](std::string_view op) -> std::optional<std::pair<Node, size_t>> {
+    auto use = sole_use(ix, v.raw());
+    if (!use || !ok(use->first)) return std::nullopt;
+    Node n = g.node(use->first);
+    if (!is_op(n, op) || n.output_count() != 1 || !n.has_output(0) || n.output(0).dtype() != NXRT_DTYPE_FLOAT32 ||
+        !same_static_shape(n.output(0), x))
+      return std::nullopt;
+    c.nodes.push_back(use->first);
+    v = n.output(0);
+    return std::pair{n, use->second};
+  };
+  auto scalar_of = [&](const Node& n, size_t slot, float& out) {
+    bool ok2 = true;
+    auto s2 = const_scalar(n, 1 - slot, ok2);
+    if (!s2 || !ok2) return false;
+    out = *s2;
+    return true;
+  };
+  auto erf = next("Erf");
+  if (!erf || erf->first.input_count() != 1) return none;
+  auto add = next("Add");
+  if (!add || add->first.input_count() != 2 || !scalar_of(add->first, add->second, c.a)) return none;
+  auto mul = next("Mul");
+  if (!mul || mul->first.input_count() != 2 || mul->first.input(1 - mul->second).raw() != x.raw()) return none;
+  auto half = next("Mul");
+  if (!half || half->first.input_count() != 2 || !scalar_of(half->first, half->second, c.h)) return none;
+  if (!same_static_shape(dn.output(0), x)) return none;
+  return c;
+}
+
 }  // namespace
 
 void claim_nodes_fused(const sdk::Graph& g, nxrt_claim_sink* sink) {
@@ -233,6 +286,7 @@ void claim_nodes_fused(const sdk::Graph& g, nxrt_claim_sink* sink) {
       std::vector<size_t> chain;
       if (is_op(g.node(i), "Conv")) chain = follow_chain(g, ix, i, ok).nodes;
       else if (is_op(g.node(i), "MatMul")) chain = follow_matmul_chain(g, ix, i, ok).nodes;
+      else if (is_op(g.node(i), "Div")) chain = follow_gelu_chain(g, ix, i, ok).nodes;
       if (chain.size() < 2) continue;
       std::vector<size_t> ids;
       for (size_t p : chain) {
@@ -293,6 +347,22 @@ std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& se
   const size_t count = sg.node_count();
   for (size_t i = 0; i < count; ++i)
     if (is_op(sg.node(i), "MatMul")) return create_fused_matmul(sg, i, session, pp);
+  if (count == 5 && is_op(sg.node(0), "Div")) {
+    const ViewIndex ix = index_view(sg);
+    GeluChain c = follow_gelu_chain(sg, ix, 0, [](size_t) { return true; });
+    if (c.nodes.size() != 5 || sg.output_count() != 1 || sg.output(0).raw() != sg.node(c.nodes.back()).output(0).raw())
+      sdk::fail(NXRT_UNSUPPORTED, "group of {} nodes is not the Gelu chain this plugin fuses", count);
+    int x_index = -1;
+    for (size_t i = 0; i < sg.input_count(); ++i)
+      if (sg.input(i).raw() == sg.node(0).input(0).raw()) x_index = int(i);
+    if (x_index < 0) sdk::fail(NXRT_INTERNAL, "the Gelu group's input is not an input of the group");
+    ThreadPool* pool = session.pool();
+    return make_kernel([c, x_index, pool](Context& ctx) {
+      ConstTensorView x = ctx.input(size_t(x_index));
+      TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
+      gelu_erf_chain(x.data<float>(), y.data<float>(), x.numel(), c.c, c.a, c.h, pool);
+    });
+  }
   std::optional<size_t> conv;
   for (size_t i = 0; i < count; ++i)
     if (is_op(sg.node(i), "Conv")) {

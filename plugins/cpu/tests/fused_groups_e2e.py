@@ -1,9 +1,13 @@
 #!/usr/bin/python3
-"""MatMul -> Add(bias) [-> Add(residual)] fused into one GEMM store: results against numpy
-(float64), and which groups ran fused (from `nxrt bench --profile`), including the chains that
-must not fuse (bias not over the last axis, a broadcast residual, an intermediate used twice).
+"""The CPU plugin's fused groups end to end, with which groups ran fused (from `nxrt bench
+--profile`), including chains that must not fuse:
+  * MatMul -> Add(bias) [-> Add(residual)] in one GEMM store, against numpy (float64): bias
+    not over the last axis, a broadcast residual, an intermediate used twice;
+  * the exact-Gelu chain Div -> Erf -> Add -> Mul -> Mul in one pass: bit-identical to the
+    same chain run node by node (an extra output of the Erf keeps it unfused), and close to
+    numpy's float64 Gelu.
 
-Usage: matmul_fusion_e2e.py --nxrt PATH/nxrt
+Usage: fused_groups_e2e.py --nxrt PATH/nxrt
 """
 import argparse
 import json
@@ -83,8 +87,53 @@ def main():
             ok = err <= 1e-5 and groups == sorted(want_groups)
             print(f"{'ok  ' if ok else 'FAIL'} {what}: max |err| {err:.2g}, kernels {groups} (want {sorted(want_groups)})")
             failures += 0 if ok else 1
-    print(f"{len(cases) - failures} passed, {failures} failed")
+        failures += gelu_cases(nxrt, tmp)
+    total = len(cases) + 2
+    print(f"{total - failures} passed, {failures} failed")
     return 1 if failures else 0
+
+
+def gelu_model(keep_erf):
+    nodes = [helper.make_node("Div", ["x", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["x", "a"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["y"])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 1000])]
+    if keep_erf:
+        outputs.append(helper.make_tensor_value_info("e", TensorProto.FLOAT, [3, 1000]))
+    consts = [numpy_helper.from_array(np.array(v, np.float32), n)
+              for n, v in (("sqrt2", 1.4142135), ("one", 1.0), ("half", 0.5))]
+    g = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1000])],
+                          outputs, consts)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m)
+    return m
+
+
+def gelu_cases(nxrt, tmp):
+    """Returns the number of failures (of 2 checks)."""
+    import math
+    x = np.linspace(-8, 8, 3000, dtype=np.float32).reshape(3, 1000)
+    x[0, 0] = np.nan
+    fused, p1 = run(nxrt, gelu_model(False), [x], tmp, "gelu_fused")
+    plain, p2 = run(nxrt, gelu_model(True), [x], tmp, "gelu_plain")
+    if fused is None or plain is None:
+        print(f"FAIL gelu: nxrt failed: {(p1.stderr + p2.stderr).strip()}")
+        return 2
+    failures = 0
+    same = np.array_equal(fused[0].view(np.uint32), plain[0].view(np.uint32))
+    g1 = fused_groups(nxrt, os.path.join(tmp, "gelu_fused", "model.onnx"), os.path.join(tmp, "gelu_fused"))
+    g2 = fused_groups(nxrt, os.path.join(tmp, "gelu_plain", "model.onnx"), os.path.join(tmp, "gelu_plain"))
+    ok = same and g1 == ["Div+Erf+Add+Mul+Mul"] and "Div+Erf+Add+Mul+Mul" not in (g2 or [])
+    print(f"{'ok  ' if ok else 'FAIL'} gelu chain: fused bit-identical to node by node: {same}, "
+          f"kernels {g1} / {g2}")
+    failures += 0 if ok else 1
+    xd = x.astype(np.float64)
+    want = 0.5 * xd * (1 + np.vectorize(math.erf)(xd / math.sqrt(2)))
+    err = float(np.nanmax(np.abs(fused[0] - want)))
+    ok = err <= 1e-5 and np.isnan(fused[0][0, 0])
+    print(f"{'ok  ' if ok else 'FAIL'} gelu chain vs float64: max |err| {err:.2g}, NaN kept: {bool(np.isnan(fused[0][0, 0]))}")
+    failures += 0 if ok else 1
+    return failures
 
 
 if __name__ == "__main__":
