@@ -252,8 +252,8 @@ NXRT_CLONES void u_sigmoid(const float* x, float* y, int64_t n) {
     y[i] = v >= 0.f ? 1.f / (1.f + e) : e / (1.f + e);
   }
 }
-void u_tanh(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+NXRT_CLONES void u_tanh(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = vm::tanh(x[i]);
 }
 NXRT_CLONES void u_neg(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = -x[i];
@@ -314,7 +314,7 @@ void unary(UnaryOp op, const float* x, float* y, int64_t n, ThreadPool* pool) {
     case UnaryOp::Exp: fn = &u_exp; per = 1 << 14; break;
     case UnaryOp::Sqrt: fn = &u_sqrt; per = 1 << 15; break;
     case UnaryOp::Sigmoid: fn = &u_sigmoid; per = 1 << 14; break;
-    case UnaryOp::Tanh: fn = &u_tanh; per = 1 << 12; break;
+    case UnaryOp::Tanh: fn = &u_tanh; per = 1 << 14; break;
     case UnaryOp::Neg: fn = &u_neg; break;
     case UnaryOp::Abs: fn = &u_abs; break;
     case UnaryOp::HardSwish: fn = &u_hardswish; break;
