@@ -492,6 +492,11 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
   const DwGeometry g = dw_geometry(s);
 #if defined(__x86_64__)
   const bool direct = dw3x3_direct_ok(s), avx512 = active_isa() == Isa::avx512;
+  // 5x5 and 7x7 (MobileNetV3, EfficientNet): a direct AVX2 kernel (AVX-512 CPUs keep the
+  // phase-plane path, whose 16-wide sweeps suit them).
+  const bool direct_k = active_isa() == Isa::avx2 && s.k_h == s.k_w && (s.k_h == 5 || s.k_h == 7) &&
+                        s.dil_h == 1 && s.dil_w == 1 && (s.stride_w == 1 || s.stride_w == 2) &&
+                        s.out_w <= kDw3x3MaxWidth && s.in_w < (int64_t(1) << 30);
 #endif
   parallel_for(t <= 1 ? nullptr : pool, tasks, [&](int64_t i) {
     int64_t b, e;
@@ -504,6 +509,10 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
 #if defined(__x86_64__)
       if (direct && !avx512) {
         dw3x3_plane_avx2(s, xin, w + oc * taps, bv, out + pl * out_plane, res, post);
+        continue;
+      }
+      if (direct_k) {
+        dwkxk_plane_avx2(s, xin, w + oc * taps, bv, out + pl * out_plane, res, post);
         continue;
       }
       if (direct) {

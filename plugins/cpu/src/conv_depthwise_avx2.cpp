@@ -169,7 +169,103 @@ NXRT_AVX2 void plane(const ConvShape& s, const float* in, const float* wk, float
   }
 }
 
+// ---- K x K (5, 7): one output row at a time, the K taps of a row as vectors.
+
+// Load slots of a chunk: SW 1: offsets 0..K-1 (tap kx at slot kx); SW 2: offsets
+// 2p and 2p + 8 for p < ceil(K/2), whose even lanes give tap 2p and odd lanes tap 2p + 1.
+template <int K, int SW>
+constexpr int kSlots = SW == 1 ? K : 2 * ((K + 1) / 2);
+
+template <int K, int SW>
+constexpr int64_t slot_offset(int i) {
+  return SW == 1 ? i : (i / 2) * 2 + (i % 2) * 8;
+}
+
+template <int K, int SW>
+struct ChunkK {
+  __m256i m[kSlots<K, SW>];
+  __m256i out;
+  bool full;
+};
+
+template <int K, int SW, bool FULL>
+NXRT_AVX2 inline void taps_k(const float* r, const ChunkK<K, SW>& k, __m256* x) {
+  if constexpr (SW == 1) {
+#pragma GCC unroll 7
+    for (int t = 0; t < K; ++t) x[t] = ld<FULL>(r + t, k.m[t]);
+  } else {
+#pragma GCC unroll 4
+    for (int p = 0; p < (K + 1) / 2; ++p) {
+      const __m256 a = ld<FULL>(r + 2 * p, k.m[2 * p]), b = ld<FULL>(r + 2 * p + 8, k.m[2 * p + 1]);
+      x[2 * p] = even_lanes(a, b);
+      if (2 * p + 1 < K) x[2 * p + 1] = odd_lanes(a, b);
+    }
+  }
+}
+
+template <int K, int SW, bool FULL>
+NXRT_AVX2 inline void row_k(const ConvShape& s, const float* in, const float* wk, __m256 b, const ChunkK<K, SW>& k,
+                            int64_t oy, int64_t j0, float* o, const float* res, const ConvPostOps& post, __m256 lo,
+                            __m256 hi) {
+  const int64_t H = s.in_h, W = s.in_w, OW = s.out_w, base = j0 * SW - s.pad_left;
+  __m256 acc0 = b, acc1 = _mm256_setzero_ps();
+  for (int64_t ky = 0; ky < K; ++ky) {
+    const int64_t iy = oy * s.stride_h - s.pad_top + ky;
+    if (iy < 0 || iy >= H) continue;
+    // Pointer arithmetic through uintptr_t: the window may start before the row.
+    const float* r = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(in + iy * W) +
+                                                    uintptr_t(base * int64_t(sizeof(float))));
+    __m256 x[K];
+    taps_k<K, SW, FULL>(r, k, x);
+#pragma GCC unroll 7
+    for (int t = 0; t < K; ++t) {
+      __m256& acc = t % 2 ? acc1 : acc0;
+      acc = _mm256_fmadd_ps(_mm256_broadcast_ss(wk + ky * K + t), x[t], acc);
+    }
+  }
+  // The store helper of the 3x3 kernel takes a Chunk; it needs only the output mask and `full`.
+  Chunk c;
+  c.out = k.out;
+  c.full = k.full;
+  finish(_mm256_add_ps(acc0, acc1), o + oy * OW + j0, res ? res + oy * OW + j0 : nullptr, c, post.clamp, lo, hi);
+}
+
+template <int K, int SW>
+NXRT_AVX2 void plane_k(const ConvShape& s, const float* in, const float* wk, float bias, float* o, const float* res,
+                       const ConvPostOps& post) {
+  const int64_t W = s.in_w, OW = s.out_w;
+  const __m256 b = _mm256_set1_ps(bias), lo = _mm256_set1_ps(post.lo), hi = _mm256_set1_ps(post.hi);
+  const int64_t chunks = (OW + 7) / 8;
+  ChunkK<K, SW> mk[kDw3x3MaxWidth / 8];
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t j0 = c * 8, n = std::min<int64_t>(8, OW - j0), base = j0 * SW - s.pad_left;
+    ChunkK<K, SW>& k = mk[c];
+    k.out = in_mask(0, n);
+    bool full = n == 8;
+    for (int i = 0; i < kSlots<K, SW>; ++i) {
+      k.m[i] = in_mask(base + slot_offset<K, SW>(i), W);
+      full = full && _mm256_movemask_ps(_mm256_castsi256_ps(k.m[i])) == 0xFF;
+    }
+    k.full = full;
+  }
+  for (int64_t oy = 0; oy < s.out_h; ++oy)
+    for (int64_t c = 0; c < chunks; ++c) {
+      if (mk[c].full)
+        row_k<K, SW, true>(s, in, wk, b, mk[c], oy, c * 8, o, res, post, lo, hi);
+      else
+        row_k<K, SW, false>(s, in, wk, b, mk[c], oy, c * 8, o, res, post, lo, hi);
+    }
+}
+
 }  // namespace
+
+void dwkxk_plane_avx2(const ConvShape& s, const float* in, const float* wk, float bias, float* o, const float* res,
+                      const ConvPostOps& post) {
+  if (s.k_h == 5)
+    s.stride_w == 1 ? plane_k<5, 1>(s, in, wk, bias, o, res, post) : plane_k<5, 2>(s, in, wk, bias, o, res, post);
+  else
+    s.stride_w == 1 ? plane_k<7, 1>(s, in, wk, bias, o, res, post) : plane_k<7, 2>(s, in, wk, bias, o, res, post);
+}
 
 void dw3x3_plane_avx2(const ConvShape& s, const float* in, const float* wk, float bias, float* o, const float* res,
                       const ConvPostOps& post) {

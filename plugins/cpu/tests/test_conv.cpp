@@ -218,3 +218,19 @@ TEST_CASE("a dilated conv that reads only padding off its centre runs as the 1x1
     CHECK(worst(got, want) <= 1.0);
   }
 }
+
+TEST_CASE("direct 5x5 and 7x7 depthwise kernels: odd widths, strides 1 and 2, pads, post-ops, threads") {
+  ThreadPool pool(2);
+  for (int64_t k : {5, 7})
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool})
+      for (int64_t stride : {1, 2})
+        for (int64_t pad : {int64_t(0), k / 2, k / 2 + 1})
+          for (int64_t w : {1, 5, 7, 8, 9, 14, 17, 33}) {
+            if (w + 2 * pad < k) continue;
+            const int64_t h = w % 4 + k;
+            check_conv(shape(1, 3, h, w, 3, k, stride, pad, 1, 3), pad != k / 2 + 1, p);
+          }
+  check_conv_post(shape(1, 6, 14, 14, 6, 5, 2, 2, 1, 6), &pool);   // MobileNetV3 5x5 stride 2
+  check_conv_post(shape(2, 4, 7, 7, 8, 5, 1, 2, 1, 4), nullptr);    // multiplier 2, batch 2
+  check_conv_post(shape(1, 5, 9, 12, 5, 7, 1, 3, 1, 5), &pool);
+}
