@@ -302,7 +302,8 @@ nxrt_status* ctx_output(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, ui
   if (slot.dtype != NXRT_DTYPE_UNDEFINED && dtype != slot.dtype)
     return inconsistent(fmt::format("output {} of {} ('{}') is {} but the kernel produced {}", i, step.label, slot.value->name,
                                     dtype_name(slot.dtype), dtype_name(dtype)));
-  std::vector<int64_t> d(dims, dims + rank);
+  thread_local std::vector<int64_t> d;  // reused: no allocation per output in steady state
+  d.assign(dims, dims + rank);
   for (auto v : d)
     if (v < 0) return new_status(NXRT_INVALID_ARGUMENT, fmt::format("output {} of {}: negative dimension in {}", i, step.label, shape_str(d)));
   if (slot.value->rank >= 0) {
@@ -912,16 +913,20 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
       ctx.step = &step;
       ctx.stream = streams[size_t(step.ep)];
       const std::vector<InputDigest> digests = check_read_only_inputs() ? digest_inputs(*this, *rs, step) : std::vector<InputDigest>{};
-      nxrt_status* st = guarded(ep.lib->name(), "kernel_compute for " + step.label, [&] {
+      // Messages are built only on failure: this is the per-node path of every run.
+      nxrt_status* st = nullptr;
+      try {
         std::unique_lock<std::mutex> lock;
         if (step.serial) lock = std::unique_lock<std::mutex>(*step.serial);
-        return api.kernel_compute(step.kernel, &ctx);
-      });
+        st = api.kernel_compute(step.kernel, &ctx);
+      } catch (...) {
+        throw_abi_exception(ep.lib->name(), "kernel_compute for " + step.label);
+      }
       if (!ctx.host_error.empty()) {
         release_status(st);
         raise(NXRT_ERR_PLUGIN, "plugin '{}' failed a host check in {}: {}", ep.lib->name(), step.label, ctx.host_error);
       }
-      check_plugin(*ep.lib, st, fmt::format("running {}", step.label));
+      if (st) check_plugin(*ep.lib, st, fmt::format("running {}", step.label));
       if (!digests.empty()) {
         if (ctx.stream)
           check_plugin(*ep.lib, guarded(ep.lib->name(), "stream_synchronize", [&] { return api.stream_synchronize(ctx.stream); }),
