@@ -570,7 +570,10 @@ class ReleasingInput final : public google::protobuf::io::ZeroCopyInputStream {
   explicit ReleasingInput(const MappedFile& f) : f_(f) {}
   bool Next(const void** data, int* size) override {
     // The previous piece is no longer the parser's once it asks for the next one.
-    if (pos_ >= kPiece) f_.release(0, pos_);
+    if (pos_ > released_) {
+      f_.release(released_, pos_);
+      released_ = pos_ / page_ * page_;  // release() drops whole pages only
+    }
     if (pos_ >= f_.size()) return false;
     const size_t n = std::min(kPiece, f_.size() - pos_);
     *data = f_.data() + pos_;
@@ -589,7 +592,8 @@ class ReleasingInput final : public google::protobuf::io::ZeroCopyInputStream {
  private:
   static constexpr size_t kPiece = size_t(1) << 20;
   const MappedFile& f_;
-  size_t pos_ = 0;
+  const size_t page_ = size_t(::sysconf(_SC_PAGESIZE));
+  size_t pos_ = 0, released_ = 0;
 };
 
 }  // namespace
