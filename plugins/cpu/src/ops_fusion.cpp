@@ -312,6 +312,14 @@ std::string fused_kind(const sdk::Graph& sg) {
 
 namespace {
 
+// Which kernel input of the group `v` is (-1 for an absent optional input).
+int group_input_index(const sdk::Graph& sg, const sdk::Value& v) {
+  if (!v.present()) return -1;
+  for (size_t i = 0; i < sg.input_count(); ++i)
+    if (sg.input(i).raw() == v.raw()) return int(i);
+  sdk::fail(NXRT_INTERNAL, "value '{}' is not an input of the fused group", v.name());
+}
+
 // A MatMul group: rebuilt from its MatMul, which must head the whole group.
 std::unique_ptr<Kernel> create_fused_matmul(const sdk::Graph& sg, size_t mm, CpuSession& session, sdk::Prepacked& pp) {
   const size_t count = sg.node_count();
@@ -324,11 +332,7 @@ std::unique_ptr<Kernel> create_fused_matmul(const sdk::Graph& sg, size_t mm, Cpu
   if (sg.output_count() != 1 || sg.output(0).raw() != last.output(0).raw())
     sdk::fail(NXRT_UNSUPPORTED, "fused MatMul group must have exactly one output, its last value ({} outputs)",
               sg.output_count());
-  auto input_index = [&](const sdk::Value& v) -> int {
-    for (size_t i = 0; i < sg.input_count(); ++i)
-      if (sg.input(i).raw() == v.raw()) return int(i);
-    sdk::fail(NXRT_INTERNAL, "value '{}' is not an input of the fused group", v.name());
-  };
+  auto input_index = [&](const sdk::Value& v) { return group_input_index(sg, v); };
   Node mn = sg.node(mm);
   Node add = sg.node(c.nodes[1]);
   MatMulIo io;
@@ -352,10 +356,7 @@ std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& se
     GeluChain c = follow_gelu_chain(sg, ix, 0, [](size_t) { return true; });
     if (c.nodes.size() != 5 || sg.output_count() != 1 || sg.output(0).raw() != sg.node(c.nodes.back()).output(0).raw())
       sdk::fail(NXRT_UNSUPPORTED, "group of {} nodes is not the Gelu chain this plugin fuses", count);
-    int x_index = -1;
-    for (size_t i = 0; i < sg.input_count(); ++i)
-      if (sg.input(i).raw() == sg.node(0).input(0).raw()) x_index = int(i);
-    if (x_index < 0) sdk::fail(NXRT_INTERNAL, "the Gelu group's input is not an input of the group");
+    const int x_index = group_input_index(sg, sg.node(0).input(0));
     ThreadPool* pool = session.pool();
     return make_kernel([c, x_index, pool](Context& ctx) {
       ConstTensorView x = ctx.input(size_t(x_index));
@@ -381,12 +382,7 @@ std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& se
   if (sg.output_count() != 1 || sg.output(0).raw() != last.output(0).raw())
     sdk::fail(NXRT_UNSUPPORTED, "fused Conv group must have exactly one output, its last value ({} outputs)",
               sg.output_count());
-  auto input_index = [&](const sdk::Value& v) -> int {
-    if (!v.present()) return -1;
-    for (size_t i = 0; i < sg.input_count(); ++i)
-      if (sg.input(i).raw() == v.raw()) return int(i);
-    sdk::fail(NXRT_INTERNAL, "value '{}' is not an input of the fused group", v.name());
-  };
+  auto input_index = [&](const sdk::Value& v) { return group_input_index(sg, v); };
   Node cn = sg.node(*conv);
   ConvIo io;
   io.x = input_index(cn.input(0));
