@@ -17,7 +17,6 @@
 //   * every node of the chain is one the registry claims on its own.
 // Otherwise nodes are claimed one by one exactly as before.
 #include <algorithm>
-#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -116,6 +115,19 @@ std::optional<std::pair<size_t, size_t>> sole_use(const ViewIndex& ix, ValueKey 
   return it->second.front();
 }
 
+// When `add` is an Add that takes v (through input `v_slot`) and a float32 value of v's
+// static shape, with an output of that shape (no broadcasting either way): the slot of that
+// other input, the residual a GEMM store can add.
+std::optional<size_t> residual_add_slot(const Node& add, size_t v_slot, const sdk::Value& v) {
+  if (!is_op(add, "Add") || add.input_count() != 2 || add.output_count() != 1 || !add.has_output(0)) return std::nullopt;
+  const size_t other = 1 - v_slot;
+  sdk::Value o = add.input(other);
+  if (!o.present() || o.raw() == v.raw() || o.dtype() != NXRT_DTYPE_FLOAT32 || !same_static_shape(o, v) ||
+      !same_static_shape(add.output(0), v))
+    return std::nullopt;
+  return other;
+}
+
 // One fused chain in the order it computes: the Conv, then optionally an Add,
 // then optionally a Relu/Clip.
 struct Chain {
@@ -139,13 +151,11 @@ Chain follow_chain(const sdk::Graph& g, const ViewIndex& ix, size_t conv, Ok ok)
     auto use = sole_use(ix, v.raw());
     if (!use || !ok(use->first)) break;
     Node nx = g.node(use->first);
-    if (!added && is_op(nx, "Add") && nx.input_count() == 2 && nx.output_count() == 1 && nx.has_output(0)) {
-      const size_t other = 1 - use->second;
-      sdk::Value o = nx.input(other);
-      if (!o.present() || o.raw() == v.raw() || o.dtype() != NXRT_DTYPE_FLOAT32) break;
-      if (!same_static_shape(o, v) || !same_static_shape(nx.output(0), v)) break;
+    if (!added && is_op(nx, "Add")) {
+      const auto other = residual_add_slot(nx, use->second, v);
+      if (!other) break;
       c.nodes.push_back(use->first);
-      c.add_other_slot = int(other);
+      c.add_other_slot = int(*other);
       added = true;
       v = nx.output(0);
       continue;
@@ -201,15 +211,10 @@ MatMulChain follow_matmul_chain(const sdk::Graph& g, const ViewIndex& ix, size_t
   v = add.output(0);
   use = sole_use(ix, v.raw());
   if (!use || !ok(use->first)) return c;
-  Node res = g.node(use->first);
-  if (!is_op(res, "Add") || res.input_count() != 2 || res.output_count() != 1 || !res.has_output(0)) return c;
-  const size_t other = 1 - use->second;
-  sdk::Value o = res.input(other);
-  if (!o.present() || o.raw() == v.raw() || o.dtype() != NXRT_DTYPE_FLOAT32 || !same_static_shape(o, v) ||
-      !same_static_shape(res.output(0), v))
-    return c;
+  const auto other = residual_add_slot(g.node(use->first), use->second, v);
+  if (!other) return c;
   c.nodes.push_back(use->first);
-  c.residual_slot = int(other);
+  c.residual_slot = int(*other);
   return c;
 }
 
@@ -220,7 +225,8 @@ struct GeluChain {
   float c = 1.f, a = 1.f, h = 1.f;
 };
 
-GeluChain follow_gelu_chain(const sdk::Graph& g, const ViewIndex& ix, size_t div, const std::function<bool(size_t)>& ok) {
+template <typename Ok>
+GeluChain follow_gelu_chain(const sdk::Graph& g, const ViewIndex& ix, size_t div, Ok ok) {
   GeluChain none, c;
   Node dn = g.node(div);
   if (!is_op(dn, "Div") || dn.input_count() != 2 || !dn.has_output(0)) return none;
