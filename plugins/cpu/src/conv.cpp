@@ -663,7 +663,7 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
   }
   const int64_t M = s.ocg(), K = s.gemm_k(), N = s.out_h * s.out_w;
   if (N == 0 || M == 0) return;
-  if (w.winograd && conv_uses_winograd(s)) {
+  if (w.winograd) {  // packed for this shape when conv_uses_winograd chose it
     conv2d_winograd(s, x, w.winograd, bias, out, pool, post);
     return;
   }

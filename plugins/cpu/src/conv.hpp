@@ -48,7 +48,8 @@ struct PackedConvWeights {
   int64_t per_group = 0;  // floats per group
   bool depthwise = false;
   // Winograd F(4x4, 3x3) weights (winograd_pack_weights, a prepacked buffer) for a shape
-  // conv_uses_winograd chose at kernel creation; `data` is then null.
+  // conv_uses_winograd chose at kernel creation; `data` is then null and conv2d runs them
+  // for that shape only (the caller's guard).
   const float* winograd = nullptr;
   AlignedFloats owned;
   // Pointwise convs with few output pixels run transposed (out^T = x^T W^T,

@@ -132,7 +132,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     std::vector<int64_t> w_dims;
     std::shared_ptr<const PackedConvWeights> packed;  // when W is constant (a view of a prepacked buffer)
     std::optional<ConvShape> run_as;                  // the 1x1 shape a centre-tap-only conv runs as
-    std::vector<int64_t> x_dims;                      // X's static shape, when run_as is set
+    std::vector<int64_t> x_dims;                      // X's static shape, when the algorithm was chosen from it
     std::span<const float> bias;                      // when B is constant (a prepacked buffer)
     bool bias_const = false;
   } st;
@@ -165,11 +165,11 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     const std::optional<ConvShape> centre = full ? conv_centre_tap_only(*full) : std::nullopt;
     if (centre) {
       st.run_as = centre;
-      st.x_dims.assign(x.dims().begin(), x.dims().end());
       full = centre;
     }
     const ConvShape ws = centre ? *centre : s;  // the weights as packed
     const bool winograd = full && conv_uses_winograd(*full);
+    if (centre || winograd) st.x_dims.assign(x.dims().begin(), x.dims().end());
     // What the packed layout depends on: the weight shape, the grouping, the GEMM tile, the algorithm.
     pp.param("out_c", s.out_c);
     pp.param("in_c_per_group", s.icg());
@@ -221,11 +221,11 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     ConstTensorView x = ctx.input(size_t(st.io.x)), w = ctx.input(size_t(st.io.w));
     auto b = st.io.b >= 0 ? ctx.optional_input(size_t(st.io.b)) : std::nullopt;
     ConvShape s = conv_shape(st.a, x.dims(), w.dims(), "Conv");
-    if (st.run_as) {  // guard: X has the static shape the 1x1 form was derived for
-      if (!std::equal(x.dims().begin(), x.dims().end(), st.x_dims.begin(), st.x_dims.end()))
-        sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: input {} is not the shape the kernel was created for", dims_str(x.dims()));
-      s = *st.run_as;
-    }
+    // Guard (never expected: X's shape is static): the 1x1 form or the Winograd weights were
+    // derived for X's shape at kernel creation.
+    if (!st.x_dims.empty() && !std::equal(x.dims().begin(), x.dims().end(), st.x_dims.begin(), st.x_dims.end()))
+      sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: input {} is not the shape the kernel was created for", dims_str(x.dims()));
+    if (st.run_as) s = *st.run_as;
     if (st.packed && w.dims() != st.w_dims) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: W shape changed");
     const float* bias = nullptr;
     if (b) {
@@ -248,9 +248,6 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
     if (y.numel() == 0) return;
     if (st.packed) {
-      // Winograd weights only: X has the static shape they were chosen for (guard, never expected).
-      if (!st.packed->data && !conv_uses_winograd(s))
-        sdk::fail(NXRT_INVALID_ARGUMENT, "Conv: input {} is not the shape the kernel was created for", dims_str(x.dims()));
       conv2d(s, x.data<float>(), *st.packed, bias, y.data<float>(), pool, post);
     } else {
       PackedConvWeights pw = pack_conv_weights(s, w.data<float>());
