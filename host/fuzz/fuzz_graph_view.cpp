@@ -8,30 +8,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 
-namespace {
-
-nxrt_env* walk_env() {
-  static nxrt_env* env = [] {
-    nxrt_env* e = nullptr;
-    nxrt_error* err = nxrt_env_create_empty(&e);
-    if (!err) err = nxrt_env_register_plugin(e, NXRT_FUZZ_CPU_PLUGIN, nullptr);
-    if (!err) err = nxrt_env_register_plugin(e, NXRT_FUZZ_GRAPHWALK_PLUGIN, nullptr);
-    if (err) {
-      std::fprintf(stderr, "fuzz_graph_view: cannot load the plugins: %s\n", nxrt_error_message(err));
-      std::abort();
-    }
-    return e;
-  }();
-  return env;
-}
-
-}  // namespace
+#include "fuzz_env.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
-  nxrt_env* env = walk_env();
+  nxrt_env* env = fuzz_env("fuzz_graph_view", {NXRT_FUZZ_CPU_PLUGIN, NXRT_FUZZ_GRAPHWALK_PLUGIN});
   nxrt_model* model = nullptr;
   if (nxrt_error* e = nxrt_model_load_bytes(bytes, size, &model)) {
     nxrt_error_release(e);

@@ -5,10 +5,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <cstdio>
 #include <cstring>
 #include <vector>
+
+#include "fuzz_env.hpp"
 
 namespace {
 
@@ -17,20 +17,6 @@ constexpr uint64_t kMaxInputBytes = 16u << 20;
 // The session's memory cap keeps run-time shapes the model computes from allocating without
 // bound: going over it is an error (RESOURCE_EXHAUSTED), as for any caller that sets it.
 constexpr uint64_t kSessionMemoryLimit = 256u << 20;
-
-nxrt_env* cpu_env() {
-  static nxrt_env* env = [] {
-    nxrt_env* e = nullptr;
-    nxrt_error* err = nxrt_env_create_empty(&e);
-    if (!err) err = nxrt_env_register_plugin(e, NXRT_FUZZ_CPU_PLUGIN, nullptr);
-    if (err) {
-      std::fprintf(stderr, "fuzz_model_session: cannot load the cpu plugin: %s\n", nxrt_error_message(err));
-      std::abort();
-    }
-    return e;
-  }();
-  return env;
-}
 
 void release(nxrt_error* e) {
   if (e) nxrt_error_release(e);
@@ -87,7 +73,7 @@ bool make_inputs(nxrt_session* s, std::vector<nxrt_host_tensor>& inputs, std::ve
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
-  nxrt_env* env = cpu_env();
+  nxrt_env* env = fuzz_env("fuzz_model_session", {NXRT_FUZZ_CPU_PLUGIN});
   nxrt_model* model = nullptr;
   if (nxrt_error* e = nxrt_model_load_bytes(bytes, size, &model)) {
     release(e);
