@@ -63,7 +63,9 @@ NXRT_AVX2 inline void load3(const float* r, const Chunk& k, __m256& x0, __m256& 
   }
 }
 
-NXRT_AVX2 inline void finish(__m256 v, float* o, const float* res, const Chunk& k, bool clamp, __m256 lo, __m256 hi) {
+// The store of 8 outputs under chunk k's output mask (any chunk type: reads out and full).
+template <typename C>
+NXRT_AVX2 inline void finish(__m256 v, float* o, const float* res, const C& k, bool clamp, __m256 lo, __m256 hi) {
   if (res) v = _mm256_add_ps(v, k.full ? _mm256_loadu_ps(res) : _mm256_maskload_ps(res, k.out));
   // max/min return their second operand when either is NaN: NaN propagates.
   if (clamp) v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
@@ -223,11 +225,7 @@ NXRT_AVX2 inline void row_k(const ConvShape& s, const float* in, const float* wk
       acc = _mm256_fmadd_ps(_mm256_broadcast_ss(wk + ky * K + t), x[t], acc);
     }
   }
-  // The store helper of the 3x3 kernel takes a Chunk; it needs only the output mask and `full`.
-  Chunk c;
-  c.out = k.out;
-  c.full = k.full;
-  finish(_mm256_add_ps(acc0, acc1), o + oy * OW + j0, res ? res + oy * OW + j0 : nullptr, c, post.clamp, lo, hi);
+  finish(_mm256_add_ps(acc0, acc1), o + oy * OW + j0, res ? res + oy * OW + j0 : nullptr, k, post.clamp, lo, hi);
 }
 
 template <int K, int SW>
