@@ -1,0 +1,81 @@
+// Quantized convolution and matmul with constant 8-bit weights, prepared once (weights
+// copied or packed at kernel creation) and run many times. They are the kernels of the
+// QDQ groups ops_fusion claims (DequantizeLinear -> Conv | MatMul -> [Relu | Clip] ->
+// [QuantizeLinear]) and of QLinearConv / QLinearMatMul / ConvInteger / MatMulInteger
+// whose weights are constants.
+//
+// The accumulator is exact: acc = sum (x - x_zp)(w - w_zp) in int32 (wrapping), over the
+// window (conv) or K (matmul). What it becomes is QOutput's business, per output channel c
+// (conv) or column n (matmul):
+//   INT32:   acc + bias[c]
+//   FLOAT32: clamp((acc + bias[c]) * scale[c] + float_bias[c], flo, fhi)
+//   UINT8 / INT8: clamp(saturate(round_half_even((acc + bias[c]) * scale[c]) + zero_point), lo, hi)
+//            (scale in double, as requantize() in integer_linalg.hpp)
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "conv.hpp"
+#include "thread_pool.hpp"
+
+namespace nxrt::cpu {
+
+enum class QType { U8, S8, I32, F32 };
+
+struct QOutput {
+  QType type = QType::U8;
+  std::vector<int32_t> bias;     // empty: none; else one per channel
+  std::vector<double> scale;     // FLOAT32 / 8-bit: one per channel (x_scale * w_scale[c] [/ y_scale])
+  std::vector<float> float_bias; // FLOAT32 only; empty: none
+  int32_t zero_point = 0;        // 8-bit only
+  int32_t lo = std::numeric_limits<int32_t>::lowest(), hi = std::numeric_limits<int32_t>::max();  // 8-bit clamp
+  float flo = -std::numeric_limits<float>::infinity(), fhi = std::numeric_limits<float>::infinity();  // FLOAT32 clamp
+};
+
+// y = conv(x - x_zp, w - w_zp[oc]) through `out`; x [N][C][H][W] (1-D: H = 1) of x_type
+// (U8 or S8), w [OC][IC/g][KH][KW] of w_type (U8 or S8), w_zp OC values.
+class QConv {
+ public:
+  QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_count, std::vector<int32_t> w_zp, QOutput out);
+  ~QConv();
+  // y's element type is out.type; y holds s.batch * s.out_c * s.out_h * s.out_w values.
+  void run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) const;
+  const QOutput& output() const { return out_; }
+
+ private:
+  QType x_type_, w_type_;
+  int32_t x_zp_;
+  std::vector<int8_t> w_;  // the weights' bytes (int8 or uint8 as w_type_)
+  std::vector<int32_t> w_zp_;
+  QOutput out_;
+};
+
+// y[M][N] = (a - a_zp)(b - b_zp[n]) through `out`; a [M][K] of a_type (U8 or S8) with one
+// zero point, b [K][N] of b_type, b_zp N values.
+class QMatMul {
+ public:
+  QMatMul(QType a_type, int32_t a_zp, QType b_type, const void* b, int64_t K, int64_t N, std::vector<int32_t> b_zp,
+          QOutput out);
+  ~QMatMul();
+  int64_t K() const { return K_; }
+  int64_t N() const { return N_; }
+  void run(int64_t M, const void* a, void* y, ThreadPool* pool) const;
+  const QOutput& output() const { return out_; }
+
+ private:
+  QType a_type_, b_type_;
+  int32_t a_zp_;
+  int64_t K_, N_;
+  std::vector<int8_t> b_;
+  std::vector<int32_t> b_zp_;
+  QOutput out_;
+};
+
+// Applies `out` to `count` accumulators, writing y (of out.type) from element offset `at`:
+// all of channel c (a conv output plane), or of channels c, c+1, ... (a matmul row).
+void q_store_channel(const QOutput& out, const int32_t* acc, int64_t count, int64_t c, void* y, int64_t at);
+void q_store_row(const QOutput& out, const int32_t* acc, int64_t count, int64_t c, void* y, int64_t at);
+
+}  // namespace nxrt::cpu
