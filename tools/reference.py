@@ -105,6 +105,17 @@ def _run_node(op, ins, a):
         return _softmax(ins[0], a.get("axis", -1))
     if op == "LayerNormalization":
         return _layernorm(ins[0], ins[1], ins[2], a)
+    if op in ("QuantizeLinear", "DequantizeLinear"):
+        x, scale = ins[0], np.asarray(ins[1])
+        zp = np.asarray(ins[2]) if len(ins) > 2 and ins[2] is not None else np.zeros((), np.uint8 if op == "QuantizeLinear" else x.dtype)
+        if scale.size > 1:  # per axis
+            shape = [1] * x.ndim
+            shape[a.get("axis", 1) % x.ndim] = -1
+            scale, zp = scale.reshape(shape), zp.reshape(shape)
+        if op == "DequantizeLinear":
+            return (x.astype(np.int64) - zp.astype(np.int64)) * scale.astype(np.float64)
+        info = np.iinfo(zp.dtype)
+        return np.clip(np.rint(x / scale) + zp.astype(np.int64), info.min, info.max).astype(zp.dtype)
     raise NotImplementedError(f"reference has no {op}")
 
 
@@ -118,4 +129,5 @@ def evaluate(model_path, inputs):
     for node in m.graph.node:
         ins = [env[i] if i else None for i in node.input]
         env[node.output[0]] = _run_node(node.op_type, ins, _attrs(node))
-    return {o.name: env[o.name].astype(np.float32) for o in m.graph.output}
+    return {o.name: env[o.name].astype(np.float32) if env[o.name].dtype.kind == "f" else env[o.name]
+            for o in m.graph.output}

@@ -248,6 +248,35 @@ TEST_CASE("common-subexpression elimination: random ops are never merged") {
   CHECK(passes::eliminate_common_subexpressions(*m) == 0);
 }
 
+TEST_CASE("quantized models: DequantizeLinear is neither folded nor merged, so each reader keeps its own") {
+  // x_q -> DQ -> Relu and x_q -> DQ -> Sigmoid (dedicated pairs), and DQ of constant int8
+  // weights: an EP fuses each DequantizeLinear with its reader (the CPU plugin's QDQ groups).
+  Builder b;
+  b.io(true, "xq", {4}, onnx::TensorProto::UINT8);
+  b.floats("s", {0.5f});
+  auto* w = b.m.mutable_graph()->add_initializer();
+  w->set_name("wq");
+  w->set_data_type(onnx::TensorProto::INT8);
+  w->add_dims(4);
+  w->set_raw_data(std::string("\x01\xff\x02\x7f", 4));
+  b.node("DequantizeLinear", {"xq", "s"}, {"d1"});
+  b.node("DequantizeLinear", {"xq", "s"}, {"d2"});
+  b.node("DequantizeLinear", {"wq", "s"}, {"wd"});
+  b.node("Relu", {"d1"}, {"r"});
+  b.node("Sigmoid", {"d2"}, {"g"});
+  b.node("Add", {"r", "g"}, {"t"});
+  b.node("Add", {"t", "wd"}, {"y"});
+  b.io(false, "y", {4});
+  auto m = b.load();
+  CHECK(passes::eliminate_common_subexpressions(*m) == 0);
+  Env env;
+  auto cpu = cpu_plugin(env);
+  std::string note;
+  CHECK(passes::fold_constants(*m, cpu, &note) == 0);
+  CHECK(ops(*m) == std::vector<std::string>{"DequantizeLinear", "DequantizeLinear", "DequantizeLinear", "Relu", "Sigmoid",
+                                            "Add", "Add"});
+}
+
 TEST_CASE("dead-node elimination keeps what a control-flow body reads by name") {
   Builder b;
   b.io(true, "x", {1});

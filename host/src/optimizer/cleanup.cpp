@@ -93,6 +93,10 @@ std::string node_key(const nxrt_node& n) {
 
 bool comparable(const nxrt_node& n) {
   if (n.removed || nondeterministic(n) || n.outputs.empty()) return false;
+  // A quantized model gives each reader of a tensor its own DequantizeLinear, so an EP can
+  // run each DequantizeLinear -> op -> QuantizeLinear as one 8-bit kernel: merging the
+  // copies would take that away (ONNX Runtime even splits shared ones for the same reason).
+  if (n.op_type == "DequantizeLinear" && n.domain.empty()) return false;
   for (const auto& a : n.attributes)
     if (a.graph || a.proto) return false;  // bodies and sparse tensors: not compared
   return true;

@@ -20,6 +20,10 @@ bool foldable_op(const nxrt_node& n, const std::set<std::string>& body_names) {
   static const std::set<std::string> random = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                                                "Multinomial", "Bernoulli", "Dropout"};
   if (n.removed || !n.domain.empty() || random.count(n.op_type) || n.inputs.empty() || n.outputs.empty()) return false;
+  // DequantizeLinear of constant weights stays: it is what marks a quantized model's weights
+  // (the QDQ groups an EP runs as 8-bit kernels), and folding it would store them as float32,
+  // four times the bytes. ONNX Runtime keeps these nodes for the same reason.
+  if (n.op_type == "DequantizeLinear") return false;
   for (const auto& a : n.attributes)
     if (a.graph || a.proto) return false;  // control flow, sparse tensors: left to the EPs
   bool any_used = false;

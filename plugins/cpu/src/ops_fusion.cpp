@@ -1,4 +1,5 @@
 // Fused groups: Conv -> [Add] -> [Relu | Clip] and MatMul -> Add(bias) -> [Add]
+// (the QDQ groups of quantized models are in ops_fusion_qdq.cpp)
 // claimed as one kernel, so the bias, the residual add and the activation happen
 // in the GEMM's store and the result is written once; and the exact-Gelu chain
 // Div -> Erf -> Add -> Mul -> Mul as one elementwise pass.
@@ -22,98 +23,13 @@
 #include <set>
 
 #include "elementwise.hpp"
+#include "fusion_view.hpp"
 #include "ops.hpp"
 
 namespace nxrt::cpu {
+using namespace fusion;
+
 namespace {
-
-using ValueKey = const nxrt_value*;
-
-bool is_op(const Node& n, std::string_view op) {
-  return n.op_type() == op && (n.domain().empty() || n.domain() == "ai.onnx");
-}
-
-bool same_static_shape(const sdk::Value& a, const sdk::Value& b) {
-  if (!a.static_shape() || !b.static_shape() || a.rank() != b.rank()) return false;
-  auto da = a.dims(), db = b.dims();
-  return std::equal(da.begin(), da.end(), db.begin());
-}
-
-// A constant float scalar input (Clip 11+ bounds); nullopt when absent.
-// Returns false in `ok` when present but not a constant f32 scalar.
-std::optional<float> const_scalar(const Node& n, size_t i, bool& ok) {
-  auto v = n.input(i);
-  if (!v.present()) return std::nullopt;
-  if (!v.is_constant() || v.dtype() != NXRT_DTYPE_FLOAT32) {
-    ok = false;
-    return std::nullopt;
-  }
-  ConstTensorView t = v.constant();
-  if (t.numel() != 1) {
-    ok = false;
-    return std::nullopt;
-  }
-  return static_cast<const float*>(t.raw())[0];
-}
-
-// Bounds of a Relu or Clip node, or nullopt when it cannot be fused.
-std::optional<std::pair<float, float>> activation_bounds(const Node& n, int64_t opset) {
-  if (n.output(0).dtype() != NXRT_DTYPE_FLOAT32) return std::nullopt;
-  if (is_op(n, "Relu")) return std::pair{0.f, std::numeric_limits<float>::infinity()};
-  if (!is_op(n, "Clip")) return std::nullopt;
-  float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
-  if (opset < 11) {
-    lo = n.attr_float("min", lo);
-    hi = n.attr_float("max", hi);
-  } else {
-    bool ok = true;
-    if (auto v = const_scalar(n, 1, ok)) lo = *v;
-    if (auto v = const_scalar(n, 2, ok)) hi = *v;
-    if (!ok) return std::nullopt;
-  }
-  return std::pair{lo, hi};
-}
-
-struct ViewIndex {
-  std::map<ValueKey, std::vector<std::pair<size_t, size_t>>> consumers;  // value -> (node position, input slot)
-  std::set<ValueKey> graph_outputs;
-  bool closed = true;
-};
-
-ViewIndex index_view(const sdk::Graph& g) {
-  ViewIndex ix;
-  std::set<ValueKey> produced, graph_inputs;
-  for (size_t i = 0; i < g.input_count(); ++i) graph_inputs.insert(g.input(i).raw());
-  for (size_t i = 0; i < g.node_count(); ++i) {
-    Node n = g.node(i);
-    for (size_t o = 0; o < n.output_count(); ++o)
-      if (n.has_output(o)) produced.insert(n.output(o).raw());
-  }
-  for (size_t i = 0; i < g.node_count(); ++i) {
-    Node n = g.node(i);
-    for (size_t k = 0; k < n.input_count(); ++k) {
-      auto v = n.input(k);
-      if (!v.present()) continue;
-      ix.consumers[v.raw()].push_back({i, k});
-      if (!v.is_constant() && !produced.count(v.raw()) && !graph_inputs.count(v.raw())) ix.closed = false;
-    }
-  }
-  for (size_t i = 0; i < g.output_count(); ++i) {
-    auto v = g.output(i);
-    if (!v.present()) continue;
-    ix.graph_outputs.insert(v.raw());
-    if (!v.is_constant() && !produced.count(v.raw()) && !graph_inputs.count(v.raw())) ix.closed = false;
-  }
-  return ix;
-}
-
-// The only consumer of `v` (node position, input slot), when there is exactly one use.
-std::optional<std::pair<size_t, size_t>> sole_use(const ViewIndex& ix, ValueKey v) {
-  if (ix.graph_outputs.count(v)) return std::nullopt;
-  auto it = ix.consumers.find(v);
-  if (it == ix.consumers.end() || it->second.size() != 1) return std::nullopt;
-  return it->second.front();
-}
 
 // When `add` is an Add that takes v (through input `v_slot`) and a float32 value of v's
 // static shape, with an output of that shape (no broadcasting either way): the slot of that
@@ -286,6 +202,15 @@ void claim_nodes_fused(const sdk::Graph& g, nxrt_claim_sink* sink) {
   std::vector<char> taken(count, 0);
   const ViewIndex ix = index_view(g);
   if (ix.closed) {
+    // QDQ groups first: their Conv / MatMul / Add would otherwise start a float chain.
+    for (const auto& group : claim_qdq_groups(g, ix, [&](size_t j) { return !verdict[j] && !taken[j]; })) {
+      std::vector<size_t> ids;
+      for (size_t p : group) {
+        taken[p] = 1;
+        ids.push_back(g.node(p).index());
+      }
+      sdk::check(sdk::host().claim_nodes(sink, ids.data(), ids.size(), 0.0));
+    }
     for (size_t i = 0; i < count; ++i) {
       if (verdict[i] || taken[i]) continue;
       const auto ok = [&](size_t j) { return !verdict[j] && !taken[j]; };
@@ -318,14 +243,6 @@ std::string fused_kind(const sdk::Graph& sg) {
 
 namespace {
 
-// Which kernel input of the group `v` is (-1 for an absent optional input).
-int group_input_index(const sdk::Graph& sg, const sdk::Value& v) {
-  if (!v.present()) return -1;
-  for (size_t i = 0; i < sg.input_count(); ++i)
-    if (sg.input(i).raw() == v.raw()) return int(i);
-  sdk::fail(NXRT_INTERNAL, "value '{}' is not an input of the fused group", v.name());
-}
-
 // A MatMul group: rebuilt from its MatMul, which must head the whole group.
 std::unique_ptr<Kernel> create_fused_matmul(const sdk::Graph& sg, size_t mm, CpuSession& session, sdk::Prepacked& pp) {
   const size_t count = sg.node_count();
@@ -355,6 +272,7 @@ std::unique_ptr<Kernel> create_fused_matmul(const sdk::Graph& sg, size_t mm, Cpu
 std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& session, sdk::Prepacked& pp) {
   // The group's nodes arrive in model order; rebuild the chain from its Conv (or MatMul).
   const size_t count = sg.node_count();
+  if (auto k = create_qdq_kernel(sg, session)) return k;
   for (size_t i = 0; i < count; ++i)
     if (is_op(sg.node(i), "MatMul")) return create_fused_matmul(sg, i, session, pp);
   if (count == 5 && is_op(sg.node(0), "Div")) {

@@ -1,0 +1,127 @@
+// What the CPU plugin's fused-group matchers share (ops_fusion.cpp, ops_fusion_qdq.cpp): an
+// index of the view (who reads each value, which values are graph outputs, whether the view
+// is closed) and small tests on nodes and values.
+#pragma once
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ops.hpp"
+
+namespace nxrt::cpu::fusion {
+
+using ValueKey = const nxrt_value*;
+
+inline bool is_op(const Node& n, std::string_view op) {
+  return n.op_type() == op && (n.domain().empty() || n.domain() == "ai.onnx");
+}
+
+inline bool same_static_shape(const sdk::Value& a, const sdk::Value& b) {
+  if (!a.static_shape() || !b.static_shape() || a.rank() != b.rank()) return false;
+  auto da = a.dims(), db = b.dims();
+  return std::equal(da.begin(), da.end(), db.begin());
+}
+
+// A constant float scalar input (Clip 11+ bounds); nullopt when absent.
+// Returns false in `ok` when present but not a constant f32 scalar.
+inline std::optional<float> const_scalar(const Node& n, size_t i, bool& ok) {
+  auto v = n.input(i);
+  if (!v.present()) return std::nullopt;
+  if (!v.is_constant() || v.dtype() != NXRT_DTYPE_FLOAT32) {
+    ok = false;
+    return std::nullopt;
+  }
+  ConstTensorView t = v.constant();
+  if (t.numel() != 1) {
+    ok = false;
+    return std::nullopt;
+  }
+  return static_cast<const float*>(t.raw())[0];
+}
+
+// Bounds of a Relu or Clip node, or nullopt when it cannot be fused.
+inline std::optional<std::pair<float, float>> activation_bounds(const Node& n, int64_t opset) {
+  if (n.output(0).dtype() != NXRT_DTYPE_FLOAT32) return std::nullopt;
+  if (is_op(n, "Relu")) return std::pair{0.f, std::numeric_limits<float>::infinity()};
+  if (!is_op(n, "Clip")) return std::nullopt;
+  float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
+  if (opset < 11) {
+    lo = n.attr_float("min", lo);
+    hi = n.attr_float("max", hi);
+  } else {
+    bool ok = true;
+    if (auto v = const_scalar(n, 1, ok)) lo = *v;
+    if (auto v = const_scalar(n, 2, ok)) hi = *v;
+    if (!ok) return std::nullopt;
+  }
+  return std::pair{lo, hi};
+}
+
+struct ViewIndex {
+  std::map<ValueKey, std::vector<std::pair<size_t, size_t>>> consumers;  // value -> (node position, input slot)
+  std::set<ValueKey> graph_outputs;
+  bool closed = true;
+};
+
+inline ViewIndex index_view(const sdk::Graph& g) {
+  ViewIndex ix;
+  std::set<ValueKey> produced, graph_inputs;
+  for (size_t i = 0; i < g.input_count(); ++i) graph_inputs.insert(g.input(i).raw());
+  for (size_t i = 0; i < g.node_count(); ++i) {
+    Node n = g.node(i);
+    for (size_t o = 0; o < n.output_count(); ++o)
+      if (n.has_output(o)) produced.insert(n.output(o).raw());
+  }
+  for (size_t i = 0; i < g.node_count(); ++i) {
+    Node n = g.node(i);
+    for (size_t k = 0; k < n.input_count(); ++k) {
+      auto v = n.input(k);
+      if (!v.present()) continue;
+      ix.consumers[v.raw()].push_back({i, k});
+      if (!v.is_constant() && !produced.count(v.raw()) && !graph_inputs.count(v.raw())) ix.closed = false;
+    }
+  }
+  for (size_t i = 0; i < g.output_count(); ++i) {
+    auto v = g.output(i);
+    if (!v.present()) continue;
+    ix.graph_outputs.insert(v.raw());
+    if (!v.is_constant() && !produced.count(v.raw()) && !graph_inputs.count(v.raw())) ix.closed = false;
+  }
+  return ix;
+}
+
+// The only consumer of `v` (node position, input slot), when there is exactly one use.
+inline std::optional<std::pair<size_t, size_t>> sole_use(const ViewIndex& ix, ValueKey v) {
+  if (ix.graph_outputs.count(v)) return std::nullopt;
+  auto it = ix.consumers.find(v);
+  if (it == ix.consumers.end() || it->second.size() != 1) return std::nullopt;
+  return it->second.front();
+}
+
+// Which kernel input of the group `v` is (-1 for an absent optional input).
+inline int group_input_index(const sdk::Graph& sg, const sdk::Value& v) {
+  if (!v.present()) return -1;
+  for (size_t i = 0; i < sg.input_count(); ++i)
+    if (sg.input(i).raw() == v.raw()) return int(i);
+  sdk::fail(NXRT_INTERNAL, "value '{}' is not an input of the fused group", v.name());
+}
+
+
+}  // namespace nxrt::cpu::fusion
+
+namespace nxrt::cpu {
+// QDQ groups (ops_fusion_qdq.cpp): the view positions of each DequantizeLinear -> Conv |
+// MatMul | Add -> [Relu | Clip] -> [QuantizeLinear] group found among the nodes `ok` allows.
+std::vector<std::vector<size_t>> claim_qdq_groups(const sdk::Graph& g, const fusion::ViewIndex& ix,
+                                                  const std::function<bool(size_t)>& ok);
+// The kernel of a claimed QDQ group; nullptr when `subgraph` has no DequantizeLinear (not a
+// QDQ group), a failure naming why when it has one but is no pattern this plugin fuses.
+std::unique_ptr<Kernel> create_qdq_kernel(const sdk::Graph& subgraph, CpuSession& session);
+}  // namespace nxrt::cpu

@@ -1,0 +1,250 @@
+#!/usr/bin/python3
+"""The CPU plugin's QDQ groups end to end (ops_fusion_qdq.cpp), with which kernels ran (from
+`nxrt bench --profile`):
+  * DequantizeLinear(x, W, B) -> Conv -> [Relu] -> QuantizeLinear as one 8-bit kernel: equal to
+    the exact integer formula (int32 accumulator, scale in double, round half to even) computed
+    here in numpy, and within one quantization step of the same nodes run one by one;
+  * the same Conv without QuantizeLinear (float output, float bias) against numpy float64;
+  * DequantizeLinear(a, W) -> MatMul -> Add(bias) [-> QuantizeLinear] (uint8 and int8 A, per
+    column weights);
+  * DequantizeLinear(a, b) -> Add -> Relu -> QuantizeLinear: bit-identical to node by node;
+  * patterns that must not fuse (per-channel scale on the wrong axis; a dequantized value read
+    twice) still give the nodes' results.
+
+Usage: qdq_groups_e2e.py --nxrt PATH/nxrt
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nxrt_run import run  # noqa: E402
+
+RNG = np.random.default_rng(5)
+
+
+def kernels(nxrt, path, tmp):
+    trace = os.path.join(tmp, "trace.json")
+    p = subprocess.run([nxrt, "bench", path, "--ep", "cpu", "--warmup", "0", "--iters", "1", "--profile", trace],
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        return None
+    with open(trace) as f:
+        t = json.load(f)
+    ev = t["traceEvents"] if isinstance(t, dict) else t
+    return sorted({e["args"]["ops"] for e in ev if e.get("ph") == "X" and e.get("args", {}).get("ops")})
+
+
+def make(nodes, inputs, outputs, inits):
+    g = helper.make_graph(nodes, "qdq", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m = onnx.shape_inference.infer_shapes(m)
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def requant(acc, mult, zp, dtype, lo=None):
+    """saturate(round_half_even(acc * mult) + zp), in float64 as the plugin does."""
+    info = np.iinfo(dtype)
+    q = np.clip(np.rint(acc.astype(np.float64) * mult) + zp, info.min, info.max)
+    if lo is not None:
+        q = np.maximum(q, lo)
+    return q.astype(dtype)
+
+
+def conv_int(x, xz, w, wz, pads):
+    """Exact int64 convolution of (x - xz) and (w - wz[oc]), stride 1."""
+    xs = np.pad(x.astype(np.int64) - xz, ((0, 0), (0, 0), (pads, pads), (pads, pads)))
+    ws = w.astype(np.int64) - wz.reshape(-1, 1, 1, 1)
+    n, c, h, wd = xs.shape
+    oc, _, kh, kw = ws.shape
+    oh, ow = h - kh + 1, wd - kw + 1
+    out = np.zeros((n, oc, oh, ow), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            out += np.einsum("nchw,oc->nohw", xs[:, :, i:i + oh, j:j + ow], ws[:, :, i, j])
+    return out
+
+
+def conv_case(with_q, relu, x_type):
+    """x [1,8,9,9] 8-bit -> DQ -> Conv 3x3 pad 1 (W int8 per channel, B int32) -> [Relu] -> [Q uint8]."""
+    xdt = np.uint8 if x_type == TensorProto.UINT8 else np.int8
+    info = np.iinfo(xdt)
+    x = RNG.integers(info.min, info.max + 1, (1, 8, 9, 9)).astype(xdt)
+    x.flat[:4] = [info.min, info.max, info.min, info.max]
+    w = RNG.integers(-127, 128, (6, 8, 3, 3)).astype(np.int8)
+    xs, xz = np.float32(0.05), xdt(3)
+    ws = RNG.uniform(0.002, 0.01, 6).astype(np.float32)
+    bs = (xs * ws).astype(np.float32)
+    b = RNG.integers(-3000, 3000, 6).astype(np.int32)
+    ys, yz = np.float32(0.2), np.uint8(7)
+    inits = {"xs": xs, "xz": np.array(xz), "w": w, "ws": ws, "wz": np.zeros(6, np.int8), "b": b, "bs": bs,
+             "ys": ys, "yz": np.array(yz)}
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+             helper.make_node("DequantizeLinear", ["b", "bs"], ["bd"], axis=0),
+             helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1])]
+    last = "c"
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["r"]))
+        last = "r"
+    if with_q:
+        nodes.append(helper.make_node("QuantizeLinear", [last, "ys", "yz"], ["y"]))
+        out_t = TensorProto.UINT8
+    else:
+        nodes[-1].output[0] = "y"
+        out_t = TensorProto.FLOAT
+    m = make(nodes, [helper.make_tensor_value_info("x", x_type, [1, 8, 9, 9])],
+             [helper.make_tensor_value_info("y", out_t, [1, 6, 9, 9])], inits)
+    acc = conv_int(x, int(xz), w, np.zeros(6, np.int64), 1) + b.reshape(1, -1, 1, 1)
+    if with_q:
+        mult = (xs.astype(np.float64) * ws.astype(np.float64) / np.float64(ys)).reshape(1, -1, 1, 1)
+        want = requant(acc, mult, int(yz), np.uint8, lo=int(yz) if relu else None)
+    else:
+        want = acc * (xs.astype(np.float64) * ws.astype(np.float64)).reshape(1, -1, 1, 1)
+        if relu:
+            want = np.maximum(want, 0)
+    return m, [x], want
+
+
+def unfused(m):
+    """The same model with every node's output also a graph output: nothing can fuse."""
+    m2 = onnx.ModelProto()
+    m2.CopyFrom(m)
+    have = {o.name for o in m2.graph.output}
+    vi = {v.name: v for v in m2.graph.value_info}
+    for n in m2.graph.node:
+        for o in n.output:
+            if o not in have and o in vi:
+                m2.graph.output.append(vi[o])
+    return m2
+
+
+def matmul_case(with_q, a_type):
+    adt = np.uint8 if a_type == TensorProto.UINT8 else np.int8
+    info = np.iinfo(adt)
+    a = RNG.integers(info.min, info.max + 1, (2, 5, 16)).astype(adt)
+    w = RNG.integers(-127, 128, (16, 12)).astype(np.int8)
+    az = adt(-4 if adt == np.int8 else 128)
+    as_, ws = np.float32(0.03), RNG.uniform(0.001, 0.02, 12).astype(np.float32)
+    bias = RNG.standard_normal(12).astype(np.float32)
+    ys, yz = np.float32(0.05), np.int8(-2)
+    inits = {"as": as_, "az": np.array(az), "w": w, "ws": ws, "wz": np.zeros(12, np.int8), "bias": bias,
+             "ys": ys, "yz": np.array(yz)}
+    nodes = [helper.make_node("DequantizeLinear", ["a", "as", "az"], ["ad"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=1),
+             helper.make_node("MatMul", ["ad", "wd"], ["mm"]),
+             helper.make_node("Add", ["mm", "bias"], ["y" if not with_q else "s"])]
+    if with_q:
+        nodes.append(helper.make_node("QuantizeLinear", ["s", "ys", "yz"], ["y"]))
+    m = make(nodes, [helper.make_tensor_value_info("a", a_type, [2, 5, 16])],
+             [helper.make_tensor_value_info("y", TensorProto.INT8 if with_q else TensorProto.FLOAT, [2, 5, 12])], inits)
+    acc = (a.astype(np.int64) - int(az)) @ w.astype(np.int64)
+    f = acc * (as_.astype(np.float64) * ws.astype(np.float64)) + bias
+    want = np.clip(np.rint(f / np.float64(ys)) + int(yz), -128, 127).astype(np.int8) if with_q else f
+    return m, [a], want
+
+
+def add_case():
+    a = RNG.integers(0, 256, (2, 3, 40)).astype(np.uint8)
+    b = RNG.integers(0, 256, (2, 3, 40)).astype(np.uint8)
+    inits = {"sa": np.float32(0.07), "za": np.array(np.uint8(120)), "sb": np.float32(0.03),
+             "zb": np.array(np.uint8(9)), "ys": np.float32(0.09), "yz": np.array(np.uint8(0))}
+    nodes = [helper.make_node("DequantizeLinear", ["a", "sa", "za"], ["ad"]),
+             helper.make_node("DequantizeLinear", ["b", "sb", "zb"], ["bd"]),
+             helper.make_node("Add", ["ad", "bd"], ["s"]), helper.make_node("Relu", ["s"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["y"])]
+    m = make(nodes, [helper.make_tensor_value_info("a", TensorProto.UINT8, [2, 3, 40]),
+                     helper.make_tensor_value_info("b", TensorProto.UINT8, [2, 3, 40])],
+             [helper.make_tensor_value_info("y", TensorProto.UINT8, [2, 3, 40])], inits)
+    return m, [a, b]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nxrt", required=True)
+    nxrt = ap.parse_args().nxrt
+    results = []
+
+    def check(what, ok, detail):
+        print(f"{'ok  ' if ok else 'FAIL'} {what}: {detail}")
+        results.append(ok)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        def go(tag, m, feeds):
+            outs, p = run(nxrt, m, feeds, tmp, tag)
+            if outs is None:
+                check(tag, False, f"nxrt failed: {p.stderr.strip()}")
+                return None, None
+            return outs[0], kernels(nxrt, os.path.join(tmp, tag, "model.onnx"), os.path.join(tmp, tag))
+
+        for with_q, relu, xt, name in [(True, True, TensorProto.UINT8, "conv u8 relu q"),
+                                       (True, False, TensorProto.INT8, "conv s8 q"),
+                                       (False, True, TensorProto.UINT8, "conv u8 relu float out")]:
+            m, feeds, want = conv_case(with_q, relu, xt)
+            got, ks = go(name.replace(" ", "_"), m, feeds)
+            if got is None:
+                continue
+            fused = any("Conv" in k and "DequantizeLinear" in k for k in ks or [])
+            if with_q:
+                exact = np.array_equal(got, want)
+                plain, _ = go(name.replace(" ", "_") + "_plain", unfused(m), feeds)
+                step = int(np.abs(plain.astype(np.int32) - got.astype(np.int32)).max()) if plain is not None else -1
+                check(name, fused and exact and 0 <= step <= 1,
+                      f"fused {fused} {ks}, equal to the exact integer formula: {exact}, max steps from node by node: {step}")
+            else:
+                err = float(np.abs(got - want).max())
+                check(name, fused and err <= 1e-4 * max(1.0, float(np.abs(want).max())), f"fused {fused} {ks}, max |err| {err:.3g}")
+
+        for with_q, at, name in [(False, TensorProto.UINT8, "matmul u8 bias float out"),
+                                 (True, TensorProto.INT8, "matmul s8 bias q")]:
+            m, feeds, want = matmul_case(with_q, at)
+            got, ks = go(name.replace(" ", "_"), m, feeds)
+            if got is None:
+                continue
+            fused = any("MatMul" in k and "DequantizeLinear" in k for k in ks or [])
+            if with_q:
+                step = int(np.abs(got.astype(np.int32) - want.astype(np.int32)).max())
+                check(name, fused and step <= 1, f"fused {fused} {ks}, max steps from float64: {step}")
+            else:
+                err = float(np.abs(got - want).max())
+                check(name, fused and err <= 1e-4 * max(1.0, float(np.abs(want).max())), f"fused {fused} {ks}, max |err| {err:.3g}")
+
+        m, feeds = add_case()
+        got, ks = go("add", m, feeds)
+        plain, ks2 = go("add_plain", unfused(m), feeds)
+        if got is not None and plain is not None:
+            fused = any("Add" in k and "DequantizeLinear" in k for k in ks or [])
+            check("add relu q", fused and np.array_equal(got, plain) and not any("DequantizeLinear+" in k for k in ks2 or []),
+                  f"fused {fused} {ks}, bit-identical to node by node: {np.array_equal(got, plain)}")
+
+        # Per-channel weight scale along axis 1 of a Conv: not the output channel, no group.
+        m, feeds, _ = conv_case(True, True, TensorProto.UINT8)
+        for n in m.graph.node:
+            if n.input[0] == "w":
+                n.attribute[0].i = 1
+        w = numpy_helper.to_array(next(t for t in m.graph.initializer if t.name == "w"))
+        for t in m.graph.initializer:
+            if t.name in ("ws", "wz"):
+                arr = numpy_helper.to_array(t)[:2].repeat(4)  # 8 values: axis 1 has 8 channels
+                t.CopyFrom(numpy_helper.from_array(arr.astype(arr.dtype), t.name))
+        got, ks = go("wrong_axis", m, feeds)
+        if got is not None:
+            fused = any("DequantizeLinear+" in k for k in ks or [])
+            wd = (w.astype(np.float64) * numpy_helper.to_array(next(t for t in m.graph.initializer if t.name == "ws")).reshape(1, 8, 1, 1))
+            check("per-channel scale on the input axis: not fused", not fused and got.shape == (1, 6, 9, 9) and wd.shape == w.shape,
+                  f"kernels {ks}")
+
+    print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
+    return 0 if results and all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
