@@ -15,7 +15,9 @@ reported "not run: out of time":
                  bit-identical to a cold `--ep cuda` run of the .onnx, load time warm vs cold
                  (`bench --json` load_ms, median of 3). A description one architecture lower
                  (sm_80) must give "usable but slower" (PTX JIT) and the same outputs within
-                 1e-6; a higher one (sm_120) "must recompile" and still run correctly.
+                 1e-6; a higher one (sm_120) "must recompile" and still run correctly. The
+                 chain model's cold CUDA output (its generated NVRTC kernel) against the CPU
+                 plugin: max |err| < 1e-5.
   3. models      the five bench models, float32, `--ep cuda` vs `--ep cpu` (tools/model_tests.py,
                  rtol 1e-3, atol 1e-3; dwconv 2e-3).
   4. fp16        mlp, cnn32 and transformer converted to float16, `--ep cuda` vs the CPU's
@@ -218,6 +220,13 @@ def step_cache(c):
         rc3, o3 = c.run("cache", [c.nxrt, "inspect", art, "--ep", "cuda"], 120, f"cache_{name}_inspect.log")
         v = cache_verdicts(o3)
         same = rc1 == 0 and rc2 == 0 and outputs(cold) and outputs(cold) == outputs(warm)
+        if name == "chain" and outputs(cold):  # the generated kernel's numbers, against the CPU plugin
+            ref = os.path.join(tmp, "chain_cpu")
+            rc4, o4 = c.run("cache", [c.nxrt, "run", model, "--ep", "cpu", "--output-dir", ref], 60, "cache_chain_cpu.log")
+            err = max(float(np.max(np.abs(read_pb(os.path.join(cold, f)).astype(np.float64) -
+                                         read_pb(os.path.join(ref, f)).astype(np.float64)))) for f in outputs(cold)) \
+                if rc4 == 0 and outputs(ref).keys() == outputs(cold).keys() else None
+            c.row("generated chain kernel vs cpu", err is not None and err < 1e-5, f"max |cuda - cpu| = {err} (< 1e-5)")
         cold_ms, warm_ms = load_ms(model), load_ms(art)
         ok = rc3 == 0 and v == {"optimal"} and bool(same)
         c.figures.append(f"| cache {name} | {cold_ms} | {warm_ms} | {compile_s:.1f} |")
