@@ -281,7 +281,8 @@ KernelBlob read_kernel_blob(std::span<const uint8_t> blob) {
   uint32_t format;
   std::memcpy(&format, blob.data() + sizeof kMagic, 4);
   if (format != kBlobFormat)
-    throw sdk::BlobRejected{NXRT_CACHE_UNSUPPORTED, fmt::format("CUDA kernel blob format {}, this plugin reads format {}", format, kBlobFormat)};
+    throw sdk::BlobRejected{NXRT_CACHE_UNSUPPORTED,
+                            fmt::format("CUDA kernel blob format {}, this plugin reads format {}", format, kBlobFormat)};
   const size_t body = blob.size() - 8;
   uint64_t stored;
   std::memcpy(&stored, blob.data() + body, 8);

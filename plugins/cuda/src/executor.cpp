@@ -148,7 +148,8 @@ void OfflineKernel::compute(sdk::Context&) {
 }
 
 void OfflineKernel::export_blob(sdk::BlobWriter& w) {
-  if (b_.source == 0) fail(NXRT_UNSUPPORTED, "this kernel has nothing to cache: it generates no code, and algorithms are chosen on a device");
+  if (b_.source == 0)
+    fail(NXRT_UNSUPPORTED, "this kernel has nothing to cache: it generates no code, and algorithms are chosen on a device");
   write_kernel_blob(w, b_);
 }
 

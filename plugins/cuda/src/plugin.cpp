@@ -95,7 +95,8 @@ class CudaSession : public Session {
       try {
         code.code = nvrtc->compile(p.source, target_.arch);
       } catch (const Error& e) {  // an NVRTC older than the GPU: the precompiled kernels still run
-        host().log(NXRT_LOG_WARNING, "cuda", fmt::format("{}; this group's element-wise chains run as separate kernels", e.what()).c_str());
+        const std::string m = fmt::format("{}; this group's element-wise chains run as separate kernels", e.what());
+        host().log(NXRT_LOG_WARNING, "cuda", m.c_str());
         p = prepare_group(build_ir(g), false);
       }
     }
@@ -127,52 +128,19 @@ class CudaSession : public Session {
     KernelBlob b = read_kernel_blob(blob);
     // The blob's code needs no NVRTC; without code, chains are fused as kernel_create would.
     PreparedGroup p = prepare_group(build_ir(sg), b.source != 0 || online_nvrtc() != nullptr);
-    if (b.claim != p.claim) throw BlobRejected{NXRT_CACHE_RECOMPILE, "the blob was made for another claim (other nodes, shapes or constants)"};
+    if (b.claim != p.claim)
+      throw BlobRejected{NXRT_CACHE_RECOMPILE, "the blob was made for another claim (other nodes, shapes or constants)"};
     if (b.source != source_digest(p.source))
       throw BlobRejected{NXRT_CACHE_RECOMPILE, "the blob's generated code is not what this plugin generates for the claim"};
     std::vector<std::string> slower;
     KernelCode code;
-    if (b.source != 0) {
-      if (b.code.arch > target_.arch || (b.code.arch == target_.arch && b.code.cubin.empty()) || b.code.arch == 0)
-        throw BlobRejected{NXRT_CACHE_RECOMPILE, fmt::format("the blob's code is for sm_{}, this device is sm_{}", b.code.arch, target_.arch)};
-      code.use_ptx = b.code.arch < target_.arch;
-      if (code.use_ptx && b.code.ptx.empty())
-        throw BlobRejected{NXRT_CACHE_RECOMPILE, fmt::format("the blob has a cubin for sm_{} and no PTX; this device is sm_{}", b.code.arch, target_.arch)};
-      if (code.use_ptx) slower.push_back(fmt::format("PTX for sm_{} JIT-compiled on sm_{}: slower first run", b.code.arch, target_.arch));
-      code.code = std::move(b.code);
-    }
-    const size_t lt_size = sizeof(cublasLtMatmulHeuristicResult_t);
-    if (!b.gemm.empty()) {
-      if (b.cublaslt != cublaslt_version_text()) {
-        slower.push_back(fmt::format("cuBLASLt choices were made with cuBLASLt {}, this session has {}: chosen again", b.cublaslt, cublaslt_version_text()));
-      } else {
-        for (const auto& c : b.gemm) {
-          if (c.result.size() != lt_size) throw BlobRejected{NXRT_CACHE_UNSUPPORTED, "corrupt blob: a cuBLASLt choice of another size"};
-          cublasLtMatmulHeuristicResult_t r;
-          std::memcpy(&r, c.result.data(), lt_size);
-          d.cache_algo(c.key, r);
-        }
-      }
-    }
-#if NXRT_CUDA_HAVE_CUDNN
-    if (!b.conv.empty()) {
-      if (b.cudnn != cudnn_version_text()) {
-        slower.push_back(fmt::format("cuDNN choices were made with cuDNN {}, this session has {}: chosen again", b.cudnn, cudnn_version_text()));
-      } else {
-        for (const auto& c : b.conv) {
-          if (c.result.size() != sizeof(cudnnConvolutionFwdAlgoPerf_t))
-            throw BlobRejected{NXRT_CACHE_UNSUPPORTED, "corrupt blob: a cuDNN choice of another size"};
-          cudnnConvolutionFwdAlgoPerf_t r;
-          std::memcpy(&r, c.result.data(), sizeof r);
-          d.cache_conv_algo(c.key, r);
-        }
-      }
-    }
-#endif
+    if (b.source != 0) code = code_for_device(std::move(b.code), &slower);
+    take_gemm_choices(d, b, &slower);
+    take_conv_choices(d, b, &slower);
     std::unique_ptr<Kernel> k;
     try {
       k = std::make_unique<GroupKernel>(d, std::move(p), runs_, std::move(code));
-    } catch (const Error& e) {
+    } catch (const Error& e) {  // the driver refused the module
       throw BlobRejected{NXRT_CACHE_RECOMPILE, e.what()};
     }
     if (!slower.empty()) {
@@ -256,8 +224,57 @@ class CudaSession : public Session {
   void* import_memory(const nxrt_native_handle& n) override { return dev().import(n); }
 
  private:
+  // The blob's cubin when it is for this architecture; its PTX (JIT) when the code is for a
+  // lower one; RECOMPILE otherwise.
+  KernelCode code_for_device(CompiledCode c, std::vector<std::string>* slower) const {
+    const int here = target_.arch;
+    if (c.arch == 0 || c.arch > here || (c.arch == here && c.cubin.empty()))
+      throw BlobRejected{NXRT_CACHE_RECOMPILE, fmt::format("the blob's code is for sm_{}, this device is sm_{}", c.arch, here)};
+    KernelCode k;
+    k.use_ptx = c.arch < here;
+    if (k.use_ptx && c.ptx.empty())
+      throw BlobRejected{NXRT_CACHE_RECOMPILE,
+                         fmt::format("the blob has a cubin for sm_{} and no PTX; this device is sm_{}", c.arch, here)};
+    if (k.use_ptx) slower->push_back(fmt::format("PTX for sm_{} JIT-compiled on sm_{}: slower first run", c.arch, here));
+    k.code = std::move(c);
+    return k;
+  }
+  // Algorithm choices go into the session's tables when made with the library version this
+  // session loads (the results are that version's opaque structs); else they are made again.
+  static void take_gemm_choices(DeviceContext& d, const KernelBlob& b, std::vector<std::string>* slower) {
+    if (b.gemm.empty()) return;
+    if (b.cublaslt != cublaslt_version_text()) {
+      slower->push_back(fmt::format("cuBLASLt choices were made with cuBLASLt {}, this session has {}: chosen again",
+                                    b.cublaslt, cublaslt_version_text()));
+      return;
+    }
+    for (const auto& c : b.gemm) {
+      cublasLtMatmulHeuristicResult_t r;
+      if (c.result.size() != sizeof r)
+        throw BlobRejected{NXRT_CACHE_UNSUPPORTED, "corrupt blob: a cuBLASLt choice of another size"};
+      std::memcpy(&r, c.result.data(), sizeof r);
+      d.cache_algo(c.key, r);
+    }
+  }
+  static void take_conv_choices([[maybe_unused]] DeviceContext& d, const KernelBlob& b, std::vector<std::string>* slower) {
+    if (b.conv.empty()) return;
+    if (b.cudnn != cudnn_version_text()) {
+      slower->push_back(fmt::format("cuDNN choices were made with cuDNN {}, this session has {}: chosen again", b.cudnn,
+                                    cudnn_version_text()));
+      return;
+    }
+#if NXRT_CUDA_HAVE_CUDNN
+    for (const auto& c : b.conv) {
+      cudnnConvolutionFwdAlgoPerf_t r;
+      if (c.result.size() != sizeof r) throw BlobRejected{NXRT_CACHE_UNSUPPORTED, "corrupt blob: a cuDNN choice of another size"};
+      std::memcpy(&r, c.result.data(), sizeof r);
+      d.cache_conv_algo(c.key, r);
+    }
+#endif
+  }
   DeviceContext& dev() {
-    if (!dev_) fail(NXRT_UNSUPPORTED, "a session compiling for a described CUDA device (no GPU) only compiles and exports kernels");
+    if (!dev_)
+      fail(NXRT_UNSUPPORTED, "a session compiling for a described CUDA device (no GPU) only compiles and exports kernels");
     return *dev_;
   }
   const Nvrtc* online_nvrtc() {
@@ -265,7 +282,8 @@ class CudaSession : public Session {
     const Nvrtc* n = Nvrtc::get(&why);
     if (!n) {
       std::call_once(nvrtc_warned_, [&] {
-        host().log(NXRT_LOG_WARNING, "cuda", fmt::format("{}; element-wise chains run as separate kernels", why).c_str());
+        const std::string m = fmt::format("{}; element-wise chains run as separate kernels", why);
+        host().log(NXRT_LOG_WARNING, "cuda", m.c_str());
       });
     }
     return n;
@@ -286,7 +304,8 @@ class CudaPlugin : public Plugin {
     return NXRT_FEATURE_FUSED_GROUPS | NXRT_FEATURE_STREAMS | NXRT_FEATURE_RUN_HOOKS | NXRT_FEATURE_DEVICE_PROFILING |
            NXRT_FEATURE_NATIVE_HANDLES |
            NXRT_FEATURE_STREAM_IMPORT | NXRT_FEATURE_EXTERNAL_ALLOCATOR | NXRT_FEATURE_MEMORY_STATS |
-           NXRT_FEATURE_PEER_COPY | NXRT_FEATURE_MEMORY_IMPORT | NXRT_FEATURE_KERNEL_CACHE | NXRT_FEATURE_OFFLINE_COMPILE;
+           NXRT_FEATURE_PEER_COPY | NXRT_FEATURE_MEMORY_IMPORT | NXRT_FEATURE_KERNEL_CACHE |
+           NXRT_FEATURE_OFFLINE_COMPILE;
   }
   uint32_t device_count() override { return uint32_t(probe_.device_count); }
   const char* no_device_reason() override { return probe_.reason.empty() ? "no device" : probe_.reason.c_str(); }
@@ -356,12 +375,16 @@ class CudaPlugin : public Plugin {
   std::unique_ptr<Session> create_offline_session(const Options& device, const Options& o) override {
     auto cc = device.find("cuda.compute_capability");
     if (cc == device.end())
-      fail(NXRT_INVALID_ARGUMENT, "the device description has no 'cuda.compute_capability' (e.g. \"9.0\"; give what `nxrt plugins --json` prints for a CUDA device)");
+      fail(NXRT_INVALID_ARGUMENT,
+           "the device description has no 'cuda.compute_capability' (e.g. \"9.0\"; give what `nxrt plugins --json` "
+           "prints for a CUDA device)");
     const int arch = parse_compute_capability(cc->second);
-    if (arch < 0) fail(NXRT_INVALID_ARGUMENT, "cuda.compute_capability '{}' is not MAJOR.MINOR", printable_utf8(cc->second.substr(0, 32)));
+    if (arch < 0)
+      fail(NXRT_INVALID_ARGUMENT, "cuda.compute_capability '{}' is not MAJOR.MINOR", printable_utf8(cc->second.substr(0, 32)));
     auto vendor = device.find("vendor_id");
     if (vendor != device.end() && vendor->second != "4318" && vendor->second != "0x10de")
-      fail(NXRT_UNSUPPORTED, "the described device is not an NVIDIA GPU (vendor_id {})", printable_utf8(vendor->second.substr(0, 16)));
+      fail(NXRT_UNSUPPORTED, "the described device is not an NVIDIA GPU (vendor_id {})",
+           printable_utf8(vendor->second.substr(0, 16)));
     Target t{arch, device.at("name"), option_bool(o, "cuda.allow_tf32", false), option_bool(o, "cuda.cudnn", true)};
     return std::make_unique<CudaSession>(std::move(t));
   }
