@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 
 namespace nxrt::cuda {
@@ -123,7 +124,50 @@ std::string unary_call(const Epilogue& e, const std::string& arg) {
   return fmt::format("m::unary(m::Unary({}), {}, {}, {})", int(e.op), arg, literal(e.alpha), literal(e.beta));
 }
 
+std::string operand_text(const ChainOperand& o) { return o.value >= 0 ? fmt::format("v{}", o.value) : literal(o.literal); }
+
 }  // namespace
+
+std::vector<ChainStep> chain_steps(const IrGraph& g, const ElementwiseChain& c) {
+  std::set<int> registers = {c.input};
+  auto operand = [&](int v) {
+    ChainOperand o;
+    if (registers.count(v)) o.value = v;
+    else o.literal = *g.const_scalar(v);  // fuse_elementwise_chains took only scalar constants
+    return o;
+  };
+  std::vector<ChainStep> steps;
+  for (const auto& n : c.nodes) {
+    ChainStep s;
+    s.out = n.out[0];
+    s.node_index = n.index;
+    s.op = n.op;
+    if (auto b = binary_of(n.op)) {
+      s.binary = true;
+      s.bop = *b;
+      s.a = operand(n.in[0]);
+      s.b = operand(n.in[1]);
+    } else {
+      s.uop = *unary_of(g, n);
+      s.a = operand(n.in[0]);
+    }
+    s.epilogue = n.epilogue;
+    registers.insert(s.out);
+    steps.push_back(std::move(s));
+  }
+  return steps;
+}
+
+float eval_chain(const IrGraph& g, const ElementwiseChain& c, float x) {
+  std::map<int, float> reg = {{c.input, x}};
+  auto get = [&](const ChainOperand& o) { return o.value >= 0 ? reg.at(o.value) : o.literal; };
+  for (const ChainStep& s : chain_steps(g, c)) {
+    float v = s.binary ? math::binary(s.bop, get(s.a), get(s.b)) : math::unary(s.uop.op, get(s.a), s.uop.alpha, s.uop.beta);
+    if (s.epilogue.op != math::Unary::Identity) v = math::unary(s.epilogue.op, v, s.epilogue.alpha, s.epilogue.beta);
+    reg[s.out] = v;
+  }
+  return reg.at(c.output);
+}
 
 std::string chain_source(const IrGraph& g) {
   if (g.chains.empty()) return "";
@@ -142,21 +186,14 @@ std::string chain_source(const IrGraph& g) {
     const char* t = g.value(c.input).dtype == NXRT_DTYPE_FLOAT16 ? "unsigned short" : "float";
     s += fmt::format("extern \"C\" __global__ void {}(const void* xp, void* yp, long long n) {{\n", chain_kernel_name(ci));
     s += fmt::format("  const {0}* x = static_cast<const {0}*>(xp);\n  {0}* y = static_cast<{0}*>(yp);\n", t);
-    s += "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {\n";
+    s += "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
+         "       i += (long long)gridDim.x * blockDim.x) {\n";
     s += fmt::format("    const float v{} = nxrt_ld(x, i);\n", c.input);
-    auto arg = [&](int v) {
-      if (v == c.input) return fmt::format("v{}", v);
-      for (const auto& n : c.nodes)
-        if (n.out[0] == v) return fmt::format("v{}", v);
-      return literal(*g.const_scalar(v));
-    };
-    for (const auto& n : c.nodes) {
-      const int out = n.out[0];
-      std::string e;
-      if (auto b = binary_of(n.op)) e = fmt::format("m::binary(m::Binary({}), {}, {})", int(*b), arg(n.in[0]), arg(n.in[1]));
-      else e = unary_call(*unary_of(g, n), arg(n.in[0]));
-      if (n.epilogue.op != math::Unary::Identity) e = unary_call(n.epilogue, e);
-      s += fmt::format("    const float v{} = {};  // node {} {}\n", out, e, n.index, n.op);
+    for (const ChainStep& st : chain_steps(g, c)) {
+      std::string e = st.binary ? fmt::format("m::binary(m::Binary({}), {}, {})", int(st.bop), operand_text(st.a), operand_text(st.b))
+                                : unary_call(st.uop, operand_text(st.a));
+      if (st.epilogue.op != math::Unary::Identity) e = unary_call(st.epilogue, e);
+      s += fmt::format("    const float v{} = {};  // node {} {}\n", st.out, e, st.node_index, st.op);
     }
     s += fmt::format("    nxrt_st(y, i, v{});\n  }}\n}}\n", c.output);
   }

@@ -6,6 +6,8 @@
 #include "elementwise_chain.hpp"
 #include "nvrtc.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -101,6 +103,47 @@ TEST_CASE("element-wise chains: the decomposed Gelu becomes one chain") {
   const std::string src = chain_source(b.g);
   CHECK(src.find("nxrt_chain_0") != std::string::npos);
   CHECK(src.find("m::unary(m::Unary(9)") != std::string::npos);  // Erf
+}
+
+TEST_CASE("element-wise chains compute what their nodes compute (host evaluation of the generated steps)") {
+  SUBCASE("the decomposed Gelu") {
+    G b = gelu_chain();
+    fuse_elementwise_chains(b.g);
+    for (float x = -3.f; x <= 3.f; x += 0.25f) {
+      const double want = 0.5 * x * (1.0 + std::erf(double(x) / std::sqrt(2.0)));
+      CHECK(std::abs(eval_chain(b.g, b.g.chains[0], x) - want) < 2e-6);
+    }
+  }
+  SUBCASE("x * Sigmoid(x): the second operand is the chain's input") {
+    G b;
+    const int x = b.value(NXRT_DTYPE_FLOAT32, {4}), s = b.value(NXRT_DTYPE_FLOAT32, {4}), y = b.value(NXRT_DTYPE_FLOAT32, {4});
+    b.node("Sigmoid", {x}, {s});
+    b.node("Mul", {s, x}, {y});
+    b.g.values[size_t(y)].group_output = 0;
+    fuse_elementwise_chains(b.g);
+    REQUIRE(b.g.chains.size() == 1);
+    for (float v : {-4.f, -0.5f, 0.f, 2.f}) CHECK(eval_chain(b.g, b.g.chains[0], v) == doctest::Approx(v / (1 + std::exp(-v))));
+  }
+  SUBCASE("Clip bounds, Sub's operand order and a folded Relu epilogue") {
+    G b;
+    const int x = b.value(NXRT_DTYPE_FLOAT32, {4});
+    int v[5];
+    for (int& i : v) i = b.value(NXRT_DTYPE_FLOAT32, {4});
+    b.node("Sub", {b.scalar(1.f), x}, {v[0]});  // 1 - x
+    b.node("Relu", {v[0]}, {v[1]});             // folded into Sub by the epilogue fusion
+    b.node("Mul", {v[1], b.scalar(3.f)}, {v[2]});
+    b.node("Neg", {v[2]}, {v[3]});
+    b.node("Clip", {v[3], b.scalar(-4.f), b.scalar(1.f)}, {v[4]});  // after a unary op: a chain step
+    b.g.values[size_t(v[4])].group_output = 0;
+    PreparedGroup p = prepare_group(b.g, true);
+    REQUIRE(p.g.chains.size() == 1);
+    CHECK(p.g.chains[0].nodes.size() == 4);  // Sub(+Relu), Mul, Neg, Clip
+    CHECK(p.g.chains[0].nodes[3].op == "Clip");
+    for (float in : {-3.f, 0.f, 0.5f, 1.f, 2.f}) {
+      const float want = std::min(1.f, std::max(-4.f, -(3.f * std::max(0.f, 1.f - in))));
+      CHECK(eval_chain(p.g, p.g.chains[0], in) == want);
+    }
+  }
 }
 
 TEST_CASE("element-wise chains stop where a value is needed outside") {
