@@ -92,3 +92,21 @@ const Cudnn* Cudnn::get(std::string* why) {
 #endif
 
 }  // namespace nxrt::cuda
+
+namespace nxrt::cuda {
+
+std::string cublaslt_version_text() {
+  const CublasLt* l = CublasLt::get(nullptr);
+  return l ? std::to_string(l->cublasLtGetVersion()) : "none";
+}
+
+std::string cudnn_version_text() {
+#if NXRT_CUDA_HAVE_CUDNN
+  const Cudnn* d = Cudnn::get(nullptr);
+  return d ? std::to_string(d->cudnnGetVersion()) : "none";
+#else
+  return "none";
+#endif
+}
+
+}  // namespace nxrt::cuda

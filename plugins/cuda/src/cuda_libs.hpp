@@ -66,4 +66,9 @@ struct Cudnn {
 };
 #endif
 
+// The loaded libraries' versions as text (cublasLtGetVersion, cudnnGetVersion), "none"
+// when one does not load: algorithm choices are kept only for the same version.
+std::string cublaslt_version_text();
+std::string cudnn_version_text();
+
 }  // namespace nxrt::cuda

@@ -103,18 +103,54 @@ IrGraph build_node_ir(const sdk::Graph& graph, sdk::Node n) {
   return std::move(b.g);
 }
 
-GroupKernel::GroupKernel(DeviceContext& dev, IrGraph g, RunRegistry& runs) : dev_(dev), g_(std::move(g)), runs_(runs) {
-  for (const auto& n : g_.nodes) name_ += (name_.empty() ? "" : "+") + n.op;
+GroupKernel::GroupKernel(DeviceContext& dev, PreparedGroup p, RunRegistry& runs, KernelCode code)
+    : dev_(dev), g_(std::move(p.g)), claim_(p.claim), source_(std::move(p.source)), code_(std::move(code.code)), runs_(runs) {
+  // The model's op types in order (a chain's node stands where its last member was).
   for (const auto& n : g_.nodes)
-    if (auto r = check_node(g_, n)) fail(NXRT_UNSUPPORTED, "node {} ({}): {}", n.index, n.op, r->message);
-  fuse_epilogues(g_);
+    name_ += (name_.empty() ? "" : "+") + (n.chain >= 0 ? g_.chains[size_t(n.chain)].nodes.back().op : n.op);
   uses_ = device_uses(g_);
-  for (const auto& n : g_.nodes) {
-    if (n.fused_away) continue;
-    for (size_t i = 0; i < n.in.size(); ++i)
-      if (n.in[i] >= 0 && !reads_on_device(n.op, i) && !g_.value(n.in[i]).has_data)
-        fail(NXRT_UNSUPPORTED, "node {} ({}): input {} must be a constant", n.index, n.op, i);
+  if (!g_.chains.empty()) {
+    if (code_.cubin.empty() && code_.ptx.empty()) sdk::fail(NXRT_INTERNAL, "a group with element-wise chains has no code");
+    const void* image = code.use_ptx ? static_cast<const void*>(code_.ptx.c_str()) : static_cast<const void*>(code_.cubin.data());
+    module_ = std::make_unique<CodeModule>(image, dev_.device(), g_.chains.size());
   }
+}
+
+void GroupKernel::export_blob(sdk::BlobWriter& w) {
+  KernelBlob b;
+  b.claim = claim_;
+  b.source = source_digest(source_);
+  b.code = code_;
+  b.cublaslt = cublaslt_version_text();
+  b.cudnn = cudnn_version_text();
+  std::lock_guard lock(keys_mu_);
+  for (const auto& key : gemm_keys_) {
+    cublasLtMatmulHeuristicResult_t r{};
+    if (!dev_.cached_algo(key, &r)) continue;
+    const auto* p = reinterpret_cast<const uint8_t*>(&r);
+    b.gemm.push_back({key, std::vector<uint8_t>(p, p + sizeof r)});
+  }
+#if NXRT_CUDA_HAVE_CUDNN
+  for (const auto& key : conv_keys_) {
+    cudnnConvolutionFwdAlgoPerf_t r{};
+    if (!dev_.cached_conv_algo(key, &r)) continue;
+    const auto* p = reinterpret_cast<const uint8_t*>(&r);
+    b.conv.push_back({key, std::vector<uint8_t>(p, p + sizeof r)});
+  }
+#endif
+  if (b.source == 0 && b.gemm.empty() && b.conv.empty())
+    fail(NXRT_UNSUPPORTED, "this kernel has nothing to cache: no generated code and no algorithm chosen yet");
+  write_kernel_blob(w, b);
+}
+
+void OfflineKernel::compute(sdk::Context&) {
+  fail(NXRT_UNSUPPORTED, "a kernel compiled for a described CUDA device is exported, never run");
+}
+
+void OfflineKernel::export_blob(sdk::BlobWriter& w) {
+  if (b_.source == 0)
+    fail(NXRT_UNSUPPORTED, "this kernel has nothing to cache: it generates no code, and algorithms are chosen on a device");
+  write_kernel_blob(w, b_);
 }
 
 GroupKernel::~GroupKernel() { drop_graph(); }
@@ -132,7 +168,15 @@ void GroupKernel::enqueue(LaunchEnv& env, std::vector<const void*>& addr, const 
   ScheduleHooks hooks;
   hooks.alloc = [&](uint64_t bytes) { return env.temp(bytes); };
   hooks.release = [&](void* p) { env.release(p); };
-  hooks.launch = [&](const IrNode& n, const NodeIo& io) { launch_node(env, g_, n, io); };
+  hooks.launch = [&](const IrNode& n, const NodeIo& io) {
+    if (n.chain >= 0) {
+      int64_t count = 1;
+      for (auto d : io.out_shapes[0]) count *= d;
+      module_->launch(size_t(n.chain), io.in[0], io.out[0], count, env.stream);
+      return;
+    }
+    launch_node(env, g_, n, io);
+  };
   schedule_group(g_, uses_, shapes, addr, hooks);
 }
 
@@ -178,6 +222,9 @@ void GroupKernel::compute(sdk::Context& ctx) {
   }
 
   LaunchEnv env{dev_, stream};
+  std::set<std::vector<int64_t>> gemm_keys, conv_keys;
+  env.gemm_keys = &gemm_keys;
+  env.conv_keys = &conv_keys;
   // Profiled runs (on_run_start said so) time the group's work with two events.
   GroupTiming timing;
   const bool profile = runs_.profiled(ctx.run_id());
@@ -230,6 +277,11 @@ void GroupKernel::compute(sdk::Context& ctx) {
   if (!ran) {
     enqueue(env, addr, shapes);
     if (graphs) plain_key_ = std::move(key);
+  }
+  if (!gemm_keys.empty() || !conv_keys.empty()) {
+    std::lock_guard lock(keys_mu_);
+    gemm_keys_.insert(gemm_keys.begin(), gemm_keys.end());
+    conv_keys_.insert(conv_keys.begin(), conv_keys.end());
   }
   if (profile) {
     cuda_check(cudaEventRecord(timing.end, stream), "cudaEventRecord");

@@ -18,6 +18,9 @@ namespace nxrt::cuda {
 
 using Shape = std::vector<int64_t>;
 
+// The op of a node that stands for an ElementwiseChain (never an ONNX op name).
+inline const std::string kChainOp = "nxrt.ElementwiseChain";
+
 struct Attr {
   nxrt_attribute_type type = NXRT_ATTR_UNDEFINED;
   int64_t i = 0;
@@ -55,7 +58,8 @@ struct IrNode {
   std::map<std::string, Attr> attrs;
   std::vector<int> in, out;  // value ids; -1 for an absent optional
   Epilogue epilogue;
-  bool fused_away = false;  // folded into its producer's epilogue
+  bool fused_away = false;  // folded into its producer's epilogue, or into an element-wise chain
+  int chain = -1;           // op kChainOp: its index in IrGraph::chains
 
   int64_t attr_int(const char* k, int64_t fallback) const {
     auto it = attrs.find(k);
@@ -77,9 +81,19 @@ struct IrNode {
   bool has_input(size_t i) const { return i < in.size() && in[i] >= 0; }
 };
 
+// Element-wise nodes fused into one generated kernel (elementwise_chain.hpp): the nodes as
+// they were (value ids of this graph), reading `input` (every tensor they read has its
+// shape) and scalar constants, writing `output`; every other value they make stays in
+// registers.
+struct ElementwiseChain {
+  int input = -1, output = -1;
+  std::vector<IrNode> nodes;
+};
+
 struct IrGraph {
   std::vector<IrValue> values;
   std::vector<IrNode> nodes;
+  std::vector<ElementwiseChain> chains;
   std::vector<int> inputs, outputs;  // value ids in the host's order
 
   int add_value(IrValue v) {

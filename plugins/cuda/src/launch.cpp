@@ -109,6 +109,7 @@ void gemm(LaunchEnv& env, const GemmDesc& g) {
                                     g.bias != nullptr, g.relu, int64_t(ct), int64_t(uintptr_t(g.a) % 256),
                                     int64_t(uintptr_t(g.b) % 256), int64_t(uintptr_t(g.c) % 256),
                                     int64_t(uintptr_t(g.bias) % 256)};
+  if (env.gemm_keys) env.gemm_keys->insert(key);
   if (!env.dev.cached_algo(key, &res)) {
     int found = 0;
     lt_check(lt->cublasLtMatmulAlgoGetHeuristic(h, c.op, c.x, c.y, c.d, c.d, c.pref, 1, &res, &found), "AlgoGetHeuristic");
@@ -225,6 +226,7 @@ bool conv_cudnn(LaunchEnv& env, const math::Conv2d& c, k::Float t, const void* x
   const std::vector<int64_t> key = {int64_t(t), c.n, c.c, c.h, c.w, c.k, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.group,
                                     int64_t(math_type)};
   cudnnConvolutionFwdAlgoPerf_t chosen{};
+  if (env.conv_keys) env.conv_keys->insert(key);
   if (!env.dev.cached_conv_algo(key, &chosen)) {
     cudnnConvolutionFwdAlgoPerf_t perf[8];
     int returned = 0;

@@ -6,6 +6,7 @@
 #include "kernels.hpp"
 #include "schedule.hpp"
 
+#include <set>
 #include <vector>
 
 namespace nxrt::cuda {
@@ -16,6 +17,9 @@ struct LaunchEnv {
   cudaStream_t stream;
   bool capturing = false;  // inside a CUDA graph capture
   bool deferred = false;   // a temporary waits for the stream (external allocator)
+  // Where the GEMM / convolution algorithm keys used are recorded (a kernel exports their choices).
+  std::set<std::vector<int64_t>>* gemm_keys = nullptr;
+  std::set<std::vector<int64_t>>* conv_keys = nullptr;
   void* temp(uint64_t bytes) { return dev.temp_alloc(bytes, stream, capturing); }
   void release(void* p) { dev.temp_free(p, stream, capturing, &deferred); }
 };

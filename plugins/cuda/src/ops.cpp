@@ -227,6 +227,26 @@ std::optional<Epilogue> activation_of(const IrGraph& g, const IrNode& n) {
   return e;
 }
 
+std::optional<Epilogue> unary_of(const IrGraph& g, const IrNode& n) {
+  auto it = unary_ops().find(n.op);
+  if (it == unary_ops().end()) return std::nullopt;
+  if (n.op == "Clip" || n.op == "LeakyRelu") return activation_of(g, n);
+  Epilogue e;
+  e.op = it->second;
+  e.node_index = n.index;
+  return e;
+}
+
+std::optional<math::Binary> binary_of(const std::string& op) {
+  static const std::map<std::string, math::Binary> m = {{"Add", math::Binary::Add}, {"Sub", math::Binary::Sub},
+                                                        {"Mul", math::Binary::Mul}, {"Div", math::Binary::Div},
+                                                        {"Pow", math::Binary::Pow}, {"Max", math::Binary::Max},
+                                                        {"Min", math::Binary::Min}};
+  auto it = m.find(op);
+  if (it == m.end()) return std::nullopt;
+  return it->second;
+}
+
 uint64_t supported_dtypes() {
   uint64_t m = 0;
   for (nxrt_dtype t : {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_FLOAT16, NXRT_DTYPE_INT32, NXRT_DTYPE_INT64, NXRT_DTYPE_INT8,
@@ -440,7 +460,7 @@ std::vector<Shape> infer_shapes(const IrGraph& g, const IrNode& n, const std::ve
   const std::string& op = n.op;
   const char* name = op.c_str();
   auto in0 = [&]() -> const Shape& { return in.at(0); };
-  if (unary_ops().count(op) || op == "Identity" || op == "Dropout" || op == "Cast") return {in0()};
+  if (unary_ops().count(op) || op == "Identity" || op == "Dropout" || op == "Cast" || op == kChainOp) return {in0()};
   if (binary_ops().count(op)) return {broadcast_shapes(in.at(0), in.at(1), name)};
   if (op == "Reshape") {
     auto shape = *g.const_ints(n.in[1]);

@@ -38,6 +38,12 @@ int64_t normalize_axis(int64_t axis, int64_t rank, const char* op);
 // The unary op of an activation node (nullopt: not an activation).
 std::optional<Epilogue> activation_of(const IrGraph& g, const IrNode& n);
 
+// The unary op of any element-wise unary node with its constants (Clip bounds, LeakyRelu
+// alpha); nullopt for other ops or a Clip with non-constant bounds.
+std::optional<Epilogue> unary_of(const IrGraph& g, const IrNode& n);
+// The binary op of Add/Sub/Mul/Div/Pow/Max/Min.
+std::optional<math::Binary> binary_of(const std::string& op);
+
 // The reduced axes of a Reduce* node (sorted, normalised) given the input rank;
 // empty with noop (noop_with_empty_axes=1 and no axes).
 std::vector<int64_t> reduce_axes(const IrGraph& g, const IrNode& n, int64_t rank, bool* noop);

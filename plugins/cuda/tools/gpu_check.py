@@ -8,6 +8,16 @@ script with its build stays under 8 minutes on one H200); a step that does not f
 reported "not run: out of time":
   1. devices     `nxrt plugins --verbose`: the cuda section must list a device.
   2. host        test_cuda_host (the kernel math and bookkeeping, on the CPU).
+  2b. cache      ABI 2.4 import side: the device's own description (`nxrt plugins --json`) is
+                 compiled offline with the driver hidden (`nxrt compile --target`, NVRTC, no
+                 GPU) for the chain model of tests/offline_compile.py and transformer;
+                 each artifact then runs on the GPU: verdict "optimal" (inspect), outputs
+                 bit-identical to a cold `--ep cuda` run of the .onnx, load time warm vs cold
+                 (`bench --json` load_ms, the lower of 2 processes). A description one architecture lower
+                 (sm_80) must give "usable but slower" (PTX JIT) and the same outputs within
+                 1e-6; a higher one (sm_120) "must recompile" and still run correctly. The
+                 chain model's cold CUDA output (its generated NVRTC kernel) against the CPU
+                 plugin: max |err| < 1e-5.
   3. models      the five bench models, float32, `--ep cuda` vs `--ep cpu` (tools/model_tests.py,
                  rtol 1e-3, atol 1e-3; dwconv 2e-3).
   4. fp16        mlp, cnn32 and transformer converted to float16, `--ep cuda` vs the CPU's
@@ -15,7 +25,7 @@ reported "not run: out of time":
   5. session     cuda_gpu_session_check: graphs off/on (capture, replay, replay on new data) and
                  I/O binding (no host<->device copies) vs the CPU plugin, on tiny_ops, cnn32,
                  transformer.
-  6. conformance nxrt-conformance --plugin cuda: abi+interop+stress, ops, models (reports in OUT).
+  6. conformance nxrt-conformance --plugin cuda: abi+interop+stress+cache, ops, models (reports in OUT).
   7. graphs      `nxrt bench --io-binding` median ms with cuda.cuda_graph=0 and 1.
   8. gemm        4096^3 MatMul through `nxrt bench --io-binding` (float32, float32 with
                  cuda.allow_tf32=1, float16) vs cuBLAS called directly (nxrt_cuda_gemm_bench).
@@ -142,6 +152,111 @@ def step_host(c):
     c.row("host math", rc == 0, m.group(0) if m else out[-200:])
 
 
+def cache_verdicts(text):
+    """The verdict words the host prints for the cuda EP of a compiled model."""
+    return set(re.findall(r"(optimal|usable but slower|must recompile|unsupported)", text or ""))
+
+
+def step_cache(c):
+    if c.ep != "cuda":
+        c.row("cache", "not run", "cuda only")
+        return
+    sys.path.insert(0, os.path.join(SRC, "plugins", "cuda", "tests"))
+    import offline_compile  # the chain model and the device description format
+    rc, out = c.run("cache", [c.nxrt, "plugins", "--json"], 60)
+    try:
+        line = [l for l in (out or "").splitlines() if l.startswith("{")][0]
+        dev = [p for p in json.loads(line)["plugins"] if p["name"] == "cuda"][0]["devices"][0]
+    except (ValueError, IndexError, KeyError, TypeError):
+        c.row("cache", False, f"no cuda device in plugins --json: {(out or '')[-200:]}")
+        return
+    tmp = os.path.join(c.args.out, "cache")
+    os.makedirs(tmp, exist_ok=True)
+    hidden = dict(c.env, NXRT_CUDA_DRIVER="/nonexistent/libcuda.so.1")
+    models = bench_models_dir(c.args.build)
+    chain = os.path.join(tmp, "chain.onnx")
+    offline_compile.chain_model(chain)
+    targets = {"own": dev, "sm80": dict(dev, **{"cuda.compute_capability": "8.0", "name": "described A100"}),
+               "sm120": dict(dev, **{"cuda.compute_capability": "12.0", "name": "described sm_120"})}
+    for tag, d in targets.items():
+        json.dump(d, open(os.path.join(tmp, f"{tag}.json"), "w"))
+
+    def outputs(d):
+        return {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d))} if os.path.isdir(d) else {}
+
+    def load_ms(model):  # the lower of two processes (the first may pay for cold disk caches)
+        vals = []
+        for _ in range(2):
+            rc, out = c.run("cache", [c.nxrt, "bench", model, "--ep", "cuda", "--iters", "1", "--warmup", "0", "--json"], 90)
+            js = [l for l in (out or "").splitlines() if l.startswith("{")]
+            if rc != 0 or not js:
+                return None
+            vals.append(json.loads(js[-1])["load_ms"])
+        return min(vals)
+
+    for name, model in (("chain", chain), ("transformer", os.path.join(models, "transformer.onnx"))):
+        if not os.path.exists(model):
+            c.row(f"cache {name}", False, f"no {model}")
+            continue
+        if c.left() < 60:
+            c.row(f"cache {name}", "not run", "out of time")
+            continue
+        art = os.path.join(tmp, f"{name}.nxrt")
+        t0 = time.time()
+        try:
+            r = subprocess.run([c.nxrt, "compile", model, "--ep", "cuda", "--target", os.path.join(tmp, "own.json"), "-o", art],
+                               capture_output=True, text=True, env=hidden, timeout=max(10, min(120, c.left() - 5)))
+            rc, out = r.returncode, r.stdout + r.stderr
+        except subprocess.TimeoutExpired:
+            rc, out = None, "timed out"
+        compile_s = time.time() - t0
+        if rc != 0:
+            c.row(f"cache {name}", False, f"offline compile (driver hidden) failed: {out[-300:]}")
+            continue
+        cold, warm = os.path.join(tmp, f"{name}_cold"), os.path.join(tmp, f"{name}_warm")
+        rc1, o1 = c.run("cache", [c.nxrt, "run", model, "--ep", "cuda", "--output-dir", cold], 120, f"cache_{name}_cold.log")
+        rc2, o2 = c.run("cache", [c.nxrt, "run", art, "--ep", "cuda", "--output-dir", warm, "--verbose"], 120, f"cache_{name}_warm.log")
+        rc3, o3 = c.run("cache", [c.nxrt, "inspect", art, "--ep", "cuda"], 120, f"cache_{name}_inspect.log")
+        v = cache_verdicts(o3)
+        same = rc1 == 0 and rc2 == 0 and outputs(cold) and outputs(cold) == outputs(warm)
+        if name == "chain" and outputs(cold):  # the generated kernel's numbers, against the CPU plugin
+            ref = os.path.join(tmp, "chain_cpu")
+            rc4, o4 = c.run("cache", [c.nxrt, "run", model, "--ep", "cpu", "--output-dir", ref], 60, "cache_chain_cpu.log")
+            err = max(float(np.max(np.abs(read_pb(os.path.join(cold, f)).astype(np.float64) -
+                                         read_pb(os.path.join(ref, f)).astype(np.float64)))) for f in outputs(cold)) \
+                if rc4 == 0 and outputs(ref).keys() == outputs(cold).keys() else None
+            c.row("generated chain kernel vs cpu", err is not None and err < 1e-5, f"max |cuda - cpu| = {err} (< 1e-5)")
+        cold_ms, warm_ms = load_ms(model), load_ms(art)
+        ok = rc3 == 0 and v == {"optimal"} and bool(same)
+        c.figures.append(f"| cache {name} | {cold_ms} | {warm_ms} | {compile_s:.1f} |")
+        c.row(f"cache {name} (offline sm_own -> GPU)", ok,
+              f"verdicts {sorted(v)}, outputs bit-identical: {bool(same)}, load ms cold {cold_ms} / warm {warm_ms}, "
+              f"offline compile {compile_s:.1f} s")
+    for tag, want in (("sm80", "usable but slower"), ("sm120", "must recompile")):
+        art = os.path.join(tmp, f"chain_{tag}.nxrt")
+        if c.left() < 30:
+            c.row(f"cache chain {tag}", "not run", "out of time")
+            continue
+        try:
+            r = subprocess.run([c.nxrt, "compile", chain, "--ep", "cuda", "--target", os.path.join(tmp, f"{tag}.json"), "-o", art],
+                               capture_output=True, text=True, env=hidden, timeout=max(10, min(120, c.left() - 5)))
+            rc, out = r.returncode, r.stdout + r.stderr
+        except subprocess.TimeoutExpired:
+            rc, out = None, "timed out"
+        if rc != 0:
+            c.row(f"cache chain {tag}", False, f"offline compile failed: {out[-300:]}")
+            continue
+        out_dir = os.path.join(tmp, f"chain_{tag}_out")
+        rc1, o1 = c.run("cache", [c.nxrt, "run", art, "--ep", "cuda", "--output-dir", out_dir, "--verbose"], 120, f"cache_{tag}.log")
+        cold = outputs(os.path.join(tmp, "chain_cold"))
+        got = outputs(out_dir)
+        close = bool(cold) and cold.keys() == got.keys() and all(
+            np.allclose(read_pb(os.path.join(out_dir, f)), read_pb(os.path.join(tmp, "chain_cold", f)), rtol=1e-6, atol=1e-6)
+            for f in cold)
+        v = cache_verdicts(o1)
+        c.row(f"cache chain {tag}", rc1 == 0 and want in v and close, f"verdicts {sorted(v)} (want '{want}'), outputs match: {close}")
+
+
 def step_models(c):
     rc, out = c.run("models", [sys.executable, os.path.join(SRC, "tools", "model_tests.py"), "--nxrt", c.nxrt, "--ep", c.ep,
                                "--cache", os.path.join(c.args.build, "testdata"), "--reference", "ep:cpu", "--atol", "1e-3"],
@@ -202,7 +317,7 @@ def step_session(c):
 
 def step_conformance(c):
     conf = os.path.join(c.args.build, "bin", "nxrt-conformance")
-    for suites, t in (("abi,interop,stress", 150), ("ops", 200), ("models", 200)):
+    for suites, t in (("abi,interop,stress,cache", 150), ("ops", 200), ("models", 200)):
         tag = suites.split(",")[0]
         rc, out = c.run("conformance", [conf, "--plugin", c.ep, "--suite", suites, "--jobs", "8", "--stress-seconds", "5",
                                         "--report-md", os.path.join(c.args.out, f"conformance_{tag}.md"),
@@ -284,15 +399,20 @@ def main():
     subprocess.run([sys.executable, os.path.join(SRC, "tools", "gen_bench_models.py"), bench_models_dir(args.build)],
                    capture_output=True, env=c.env)
     if step_devices(c):
-        for step in (step_host, step_models, step_fp16, step_session, step_conformance, step_graphs, step_gemm):
-            step(c)
+        for step in (step_host, step_cache, step_models, step_fp16, step_session, step_conformance, step_graphs, step_gemm):
+            try:
+                step(c)
+            except Exception as e:  # one broken step must not hide the others' results
+                c.row(step.__name__[5:], False, f"the step raised {type(e).__name__}: {e}")
     fails = [r for r in c.rows if r[1] == "FAIL"]
     with open(os.path.join(args.out, "report.md"), "a") as f:
         f.write(f"\n## Checks ({time.time() - c.start:.0f} s)\n\n| step | verdict | detail |\n|---|---|---|\n")
         for s, v, d in c.rows:
             f.write(f"| {s} | {v} | {str(d).replace('|', '/')} |\n")
         f.write("\n## Figures\n\n| model | graphs off (ms) | graphs on (ms) |\n|---|---:|---:|\n")
-        f.write("\n".join(x for x in c.figures if not x.startswith("| MatMul")) + "\n")
+        f.write("\n".join(x for x in c.figures if not x.startswith("| MatMul") and not x.startswith("| cache")) + "\n")
+        f.write("\n| compiled-model cache | load ms cold (.onnx) | load ms warm (.nxrt, compiled offline) | offline compile s |\n|---|---:|---:|---:|\n")
+        f.write("\n".join(x for x in c.figures if x.startswith("| cache")) + "\n")
         f.write("\n| GEMM | nxrt --ep cuda (io-binding) | cuBLAS direct | ratio |\n|---|---:|---:|---:|\n")
         f.write("\n".join(x for x in c.figures if x.startswith("| MatMul")) + "\n")
         f.write(f"\n{len(fails)} failed of {len(c.rows)} checks.\n")

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The CUDA plugin on a real GPU, in under 8 minutes on one H200: builds what it needs, then
-# runs plugins/cuda/tools/gpu_check.py (devices, host math, bench models fp32 and fp16 vs the
-# CPU plugin, CUDA graphs on/off and I/O binding, conformance abi/interop/stress/ops/models,
-# graph timings, GEMM throughput vs cuBLAS) and writes a short report.
+# runs plugins/cuda/tools/gpu_check.py (devices, host math, the compiled-model cache's import
+# side: the device's description compiled offline with the driver hidden, then run on the GPU
+# with verdict "optimal", outputs bit-identical to a cold session, warm vs cold load time, and
+# sm_80 / sm_120 descriptions giving "usable but slower" / "must recompile"; bench models fp32
+# and fp16 vs the CPU plugin, CUDA graphs on/off and I/O binding, conformance
+# abi/interop/stress/cache/ops/models, graph timings, GEMM throughput vs cuBLAS) and writes a
+# short report.
 # Usage: plugins/cuda/tools/gpu_check.sh [OUT_DIR]   (default: $OUT, else ./gpu_check_report)
 # Env: NXRT_GPU_BUILD (build dir, default build-gpu), NXRT_GPU_SKIP_BUILD=1 (use the binaries
 # already in NXRT_GPU_BUILD, e.g. build/bin, build/lib and build/tests carried from a machine
