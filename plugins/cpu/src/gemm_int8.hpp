@@ -1,0 +1,117 @@
+// 8-bit GEMM on packed int16 pairs, the engine of QConv and QMatMul (qlinear.hpp).
+//
+// Both operands hold 8-bit values minus their zero points, widened to int16 (|v| <= 255 for
+// zero points in the type's range), two consecutive k in one 32-bit word (low half k even).
+// A word times a word is what vpmaddwd computes per lane: two exact products summed in int32,
+// so the sums, added in wrapping int32, equal the reference loops' (integer_linalg.hpp) mod
+// 2^32 whatever the order. No zero-point correction terms: the subtraction is done in packing.
+//
+// Layouts (64-byte aligned, KP = ceil(K / 2) words per row or column):
+//   packed A ("rows", broadcast): tiles of kQMR rows; tile t at t * kQMR * KP holds [KP][kQMR].
+//             Rows past M and the odd k past K are zero.
+//   B slice ("columns", vectors): panels of kQNR columns; [kcp][kQNR] words, columns past N
+//             zero. Constant B (QMatMul's weights) is packed once, panel p at p * kQNR * KP;
+//             QConv packs its im2col panels per run, per K block, into scratch.
+// The micro-kernel (AVX2: 6 x 16 in 12 accumulators; generic C++) accumulates a tile into an
+// int32 block that stays in L1/L2 across K blocks; after the last one the store applies the
+// QOutput (bias, scale, zero point, clamp) and writes y, vectorised on AVX2.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "qlinear.hpp"
+#include "scratch.hpp"
+#include "thread_pool.hpp"
+
+namespace nxrt::cpu {
+
+constexpr int64_t kQMR = 6;
+constexpr int64_t kQNR = 16;
+constexpr int64_t kQKC = 256;       // pairs per K block: a B slice is 16 KB, an A slice 6 KB
+constexpr int64_t kQNcPanels = 8;   // panels per block of the int32 accumulators
+
+inline int64_t q_pairs(int64_t K) { return (K + 1) / 2; }
+inline int64_t q_tiles(int64_t M) { return (M + kQMR - 1) / kQMR; }
+inline int64_t q_panels(int64_t N) { return (N + kQNR - 1) / kQNR; }
+inline uint32_t q_pair(int32_t lo, int32_t hi) { return uint32_t(uint16_t(int16_t(lo))) | uint32_t(uint16_t(int16_t(hi))) << 16; }
+
+// A zero point keeps (v - zp) of any 8-bit v within int16 (the type's range does, with room).
+inline bool q_zero_point_ok(int32_t zp) { return zp >= -32000 && zp <= 32000; }
+
+// A(m, k) = a[m * lda + k] - zp[zp_per_row ? m : 0], packed as above into dst
+// (q_tiles(M) * kQMR * q_pairs(K) words).
+template <typename T>
+void q_pack_a(const T* a, int64_t lda, const int32_t* zp, bool zp_per_row, int64_t M, int64_t K, uint32_t* dst);
+// B(k, n) = b[k * ldb + n] - zp[n], all panels (q_panels(N) * kQNR * q_pairs(K) words).
+template <typename T>
+void q_pack_b(const T* b, int64_t ldb, const int32_t* zp, int64_t K, int64_t N, uint32_t* dst);
+
+// QOutput with every per-channel vector expanded to its channel count (the store's view).
+struct QEpilogue {
+  QType type = QType::I32;
+  std::vector<int32_t> bias;   // empty: none
+  std::vector<double> scale;   // one per channel (not I32)
+  std::vector<float> float_bias;  // empty: none
+  int32_t zero_point = 0, lo = 0, hi = 0;
+  float flo = 0.f, fhi = 0.f;
+};
+// Expands `out` for `channels` channels; throws std::invalid_argument on vectors of another size.
+QEpilogue q_epilogue(const QOutput& out, int64_t channels);
+
+// acc[kQMR][kQNR] = (load ? acc : 0) + sum over kcp pairs of A tile (stride kQMR) x B slice (stride kQNR).
+using QTileFn = void (*)(int64_t kcp, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load);
+// Rows [r0, r1) x columns [0, cols) of acc (row stride kQNR) through the epilogue to
+// y[(row - r0) * ldy + j] (elements of ep.type from `y`); the channel of (row, j) is
+// by_row ? ch0 + row - r0 : ch0 + j.
+using QStoreFn = void (*)(const QEpilogue& ep, const int32_t* acc, int64_t r0, int64_t r1, int64_t cols, bool by_row,
+                          int64_t ch0, void* y, int64_t ldy);
+
+QTileFn q_tile_generic();
+QTileFn q_tile_avx2();  // null when not compiled for x86
+QStoreFn q_store_generic();
+QStoreFn q_store_avx2();  // null when not compiled for x86
+QTileFn q_tile_active();  // from active_isa()
+QStoreFn q_store_active();
+const char* q_kernel_name();  // "avx2-6x16" or "generic"
+
+// One rectangle of C = A B: rows [row0, row1) of A (any rows: tiles are clipped to it) x
+// panels [p0, p1). b_slice(p, k0p, kcp, scratch) returns panel p's pairs [k0p, k0p + kcp)
+// ([kcp][kQNR] words), packing them into `scratch` (kQKC * kQNR words) when they are not
+// prepacked. y_at(row, n0) is the y element offset of (row, column n0); ldy the row stride.
+// by_row: the channel is the row (conv), else the column (matmul).
+template <typename BSlice, typename YAt>
+void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32_t* pa, int64_t p0, int64_t p1,
+                 BSlice&& b_slice, const QEpilogue& ep, bool by_row, YAt&& y_at, int64_t ldy, void* y) {
+  const QTileFn tile = q_tile_active();
+  const QStoreFn store = q_store_active();
+  const int64_t t0 = row0 / kQMR, t1 = (row1 + kQMR - 1) / kQMR;
+  if (t0 >= t1 || p0 >= p1) return;
+  const int64_t block_tiles = t1 - t0;
+  uint32_t* bscratch = reinterpret_cast<uint32_t*>(scratch_floats(kScratchB, size_t(kQKC * kQNR)));
+  int32_t* cbuf =
+      reinterpret_cast<int32_t*>(scratch_floats(kScratchC, size_t(block_tiles * kQNcPanels * kQMR * kQNR)));
+  const size_t esize = ep.type == QType::U8 || ep.type == QType::S8 ? 1 : 4;
+  for (int64_t g0 = p0; g0 < p1; g0 += kQNcPanels) {
+    const int64_t g1 = std::min(p1, g0 + kQNcPanels);
+    for (int64_t k0 = 0; k0 < KP || k0 == 0; k0 += kQKC) {
+      const int64_t kc = std::min(kQKC, KP - k0);
+      const bool first = k0 == 0, final = k0 + kQKC >= KP;
+      for (int64_t p = g0; p < g1; ++p) {
+        const uint32_t* bs = b_slice(p, k0, kc, bscratch);
+        const int64_t n0 = p * kQNR, cols = std::min(kQNR, N - n0);
+        for (int64_t t = t0; t < t1; ++t) {
+          int32_t* acc = cbuf + ((t - t0) * kQNcPanels + (p - g0)) * kQMR * kQNR;
+          tile(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first);
+          if (!final) continue;
+          const int64_t ra = std::max(row0, t * kQMR), rb = std::min(row1, (t + 1) * kQMR);
+          store(ep, acc, ra - t * kQMR, rb - t * kQMR, cols, by_row, by_row ? ra : n0,
+                static_cast<char*>(y) + size_t(y_at(ra, n0)) * esize, ldy);
+        }
+      }
+      if (KP == 0) break;
+    }
+  }
+}
+
+}  // namespace nxrt::cpu
