@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gemm_int8.hpp"
@@ -29,6 +30,21 @@ template <typename T>
 const uint32_t* pack_panel(const PanelSource<T>& s, int64_t p, int64_t k0, int64_t kc, uint32_t* dst) {
   int64_t off[kQNR];
   const int64_t px0 = p * kQNR, cols = std::min(kQNR, s.pixels - px0);
+  if constexpr (std::is_same_v<T, int16_t>) {
+    if (s.stride_w == 1) {  // the padded copy, unit stride: runs along output rows
+      QPanelRuns runs;
+      for (int64_t j = 0; j < cols;) {
+        const int64_t px = px0 + j, oh = px / s.out_w, ow = px % s.out_w, len = std::min(cols - j, s.out_w - ow);
+        runs.col[runs.n] = int(j);
+        runs.off[runs.n++] = oh * s.stride_h * s.row_pitch + ow;
+        j += len;
+      }
+      runs.col[runs.n] = int(cols);
+      static const QPackRunsFn pack_runs = q_pack_runs_active();
+      pack_runs(s.base, s.koff, s.K, runs, k0, kc, dst);
+      return dst;
+    }
+  }
   bool contiguous = cols == kQNR;
   for (int64_t j = 0; j < cols; ++j) {
     const int64_t px = px0 + j, oh = px / s.out_w, ow = px % s.out_w;

@@ -125,17 +125,54 @@ void store_generic(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r
     }
 }
 
+void pack_runs_generic(const int16_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t k0,
+                       int64_t kc, uint32_t* dst) {
+  for (int64_t i = 0; i < kc; ++i) {
+    const int64_t ka = 2 * (k0 + i);
+    const int16_t* r0 = base + koff[ka];
+    const int16_t* r1 = ka + 1 < K ? base + koff[ka + 1] : nullptr;
+    uint32_t* d = dst + i * kQNR;
+    for (int r = 0; r < runs.n; ++r) {
+      const int c0 = runs.col[r], c1 = runs.col[r + 1];
+      const int16_t* s0 = r0 + runs.off[r] - c0;
+      if (r1) {
+        const int16_t* s1 = r1 + runs.off[r] - c0;
+        for (int j = c0; j < c1; ++j) d[j] = q_pair(s0[j], s1[j]);
+      } else {
+        for (int j = c0; j < c1; ++j) d[j] = q_pair(s0[j], 0);
+      }
+    }
+    for (int j = runs.col[runs.n]; j < kQNR; ++j) d[j] = 0;
+  }
+}
+
 }  // namespace
+
+QPackRunsFn q_pack_runs_generic() { return &pack_runs_generic; }
+
+QPackRunsFn q_pack_runs_active() {
+  static const QPackRunsFn fn = [] {
+    const QPackRunsFn f = active_isa() >= Isa::avx512 ? q_pack_runs_avx512() : nullptr;
+    return f ? f : q_pack_runs_generic();
+  }();
+  return fn;
+}
 
 QTileFn q_tile_generic() { return &tile_generic; }
 QStoreFn q_store_generic() { return &store_generic; }
 
 QTileFn q_tile_active() {
   static const QTileFn fn = [] {
-    const QTileFn f = active_isa() >= Isa::avx2 ? q_tile_avx2() : nullptr;
+    QTileFn f = active_isa() >= Isa::avx512 ? q_tile_vnni() : nullptr;
+    if (!f && active_isa() >= Isa::avx2) f = q_tile_avx2();
     return f ? f : q_tile_generic();
   }();
   return fn;
+}
+
+QTileGroupFn q_tile_group_active(int nt) {
+  static const bool vnni = active_isa() >= Isa::avx512 && q_tile_group_vnni(1);
+  return vnni ? q_tile_group_vnni(nt) : nullptr;
 }
 
 QStoreFn q_store_active() {
@@ -146,6 +183,8 @@ QStoreFn q_store_active() {
   return fn;
 }
 
-const char* q_kernel_name() { return q_tile_active() == q_tile_generic() ? "generic" : "avx2-6x16"; }
+const char* q_kernel_name() {
+  return q_tile_group_active(kQTileGroup) ? "avx512vnni-18x16" : q_tile_active() == q_tile_generic() ? "generic" : "avx2-6x16";
+}
 
 }  // namespace nxrt::cpu

@@ -67,13 +67,37 @@ using QTileFn = void (*)(int64_t kcp, const uint32_t* a, const uint32_t* b, int3
 using QStoreFn = void (*)(const QEpilogue& ep, const int32_t* acc, int64_t r0, int64_t r1, int64_t cols, bool by_row,
                           int64_t ch0, void* y, int64_t ldy);
 
+// Up to kQTileGroup row tiles t, t+1, ... (A at a + i * a_next) against one B slice, into
+// acc[i]; q_tile_group_*(nt) is the function for nt (1..kQTileGroup) tiles.
+constexpr int kQTileGroup = 3;
+using QTileGroupFn = void (*)(int64_t kcp, const uint32_t* a, int64_t a_next, const uint32_t* b, int32_t* const* acc,
+                              bool load);
+
 QTileFn q_tile_generic();
 QTileFn q_tile_avx2();  // null when not compiled for x86
+QTileFn q_tile_vnni();  // null unless this CPU has AVX-512 BW + VNNI
+QTileGroupFn q_tile_group_vnni(int nt);
+QTileGroupFn q_tile_group_active(int nt);  // null: tiles one at a time
 QStoreFn q_store_generic();
 QStoreFn q_store_avx2();  // null when not compiled for x86
+// A B panel's columns as runs of consecutive source elements: run r covers columns
+// [col[r], col[r + 1]) and reads column j at offset off[r] + j - col[r]; columns from
+// col[n] on are zero. pack_runs writes pairs [k0, k0 + kc) of such a panel from an int16
+// source (zero points already subtracted; k at base + koff[k], K taps) to dst ([kc][kQNR]).
+struct QPanelRuns {
+  int n = 0;
+  int col[kQNR + 1] = {};
+  int64_t off[kQNR] = {};
+};
+using QPackRunsFn = void (*)(const int16_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t k0,
+                             int64_t kc, uint32_t* dst);
+QPackRunsFn q_pack_runs_generic();
+QPackRunsFn q_pack_runs_avx512();  // null unless this CPU has AVX-512 BW
+QPackRunsFn q_pack_runs_active();
+
 QTileFn q_tile_active();  // from active_isa()
 QStoreFn q_store_active();
-const char* q_kernel_name();  // "avx2-6x16" or "generic"
+const char* q_kernel_name();  // "avx512vnni-18x16", "avx2-6x16" or "generic"
 
 // One rectangle of C = A B: rows [row0, row1) of A (any rows: tiles are clipped to it) x
 // panels [p0, p1). b_slice(p, k0p, kcp, scratch) returns panel p's pairs [k0p, k0p + kcp)
@@ -84,6 +108,7 @@ template <typename BSlice, typename YAt>
 void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32_t* pa, int64_t p0, int64_t p1,
                  BSlice&& b_slice, const QEpilogue& ep, bool by_row, YAt&& y_at, int64_t ldy, void* y) {
   const QTileFn tile = q_tile_active();
+  const QTileGroupFn group = q_tile_group_active(kQTileGroup);
   const QStoreFn store = q_store_active();
   const int64_t t0 = row0 / kQMR, t1 = (row1 + kQMR - 1) / kQMR;
   if (t0 >= t1 || p0 >= p1) return;
@@ -100,13 +125,28 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
       for (int64_t p = g0; p < g1; ++p) {
         const uint32_t* bs = b_slice(p, k0, kc, bscratch);
         const int64_t n0 = p * kQNR, cols = std::min(kQNR, N - n0);
-        for (int64_t t = t0; t < t1; ++t) {
-          int32_t* acc = cbuf + ((t - t0) * kQNcPanels + (p - g0)) * kQMR * kQNR;
-          tile(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first);
-          if (!final) continue;
+        auto store_tile = [&](int64_t t, const int32_t* acc) {
           const int64_t ra = std::max(row0, t * kQMR), rb = std::min(row1, (t + 1) * kQMR);
           store(ep, acc, ra - t * kQMR, rb - t * kQMR, cols, by_row, by_row ? ra : n0,
                 static_cast<char*>(y) + size_t(y_at(ra, n0)) * esize, ldy);
+        };
+        auto acc_of = [&](int64_t t) { return cbuf + ((t - t0) * kQNcPanels + (p - g0)) * kQMR * kQNR; };
+        int64_t t = t0;
+        if (group)
+          while (t < t1) {
+            const int nt = int(std::min<int64_t>(kQTileGroup, t1 - t));
+            int32_t* accs[kQTileGroup];
+            for (int i = 0; i < nt; ++i) accs[i] = acc_of(t + i);
+            (nt == kQTileGroup ? group : q_tile_group_active(nt))(kc, pa + (t * KP + k0) * kQMR, KP * kQMR, bs, accs,
+                                                                  !first);
+            if (final)
+              for (int i = 0; i < nt; ++i) store_tile(t + i, accs[i]);
+            t += nt;
+          }
+        for (; t < t1; ++t) {
+          int32_t* acc = acc_of(t);
+          tile(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first);
+          if (final) store_tile(t, acc);
         }
       }
       if (KP == 0) break;
