@@ -30,20 +30,25 @@ template <typename T>
 const uint32_t* pack_panel(const PanelSource<T>& s, int64_t p, int64_t k0, int64_t kc, uint32_t* dst) {
   int64_t off[kQNR];
   const int64_t px0 = p * kQNR, cols = std::min(kQNR, s.pixels - px0);
-  if constexpr (std::is_same_v<T, int16_t>) {
-    if (s.stride_w == 1) {  // the padded copy, unit stride: runs along output rows
-      QPanelRuns runs;
-      for (int64_t j = 0; j < cols;) {
-        const int64_t px = px0 + j, oh = px / s.out_w, ow = px % s.out_w, len = std::min(cols - j, s.out_w - ow);
-        runs.col[runs.n] = int(j);
-        runs.off[runs.n++] = oh * s.stride_h * s.row_pitch + ow;
-        j += len;
-      }
-      runs.col[runs.n] = int(cols);
+  if (std::is_same_v<T, int16_t> ? s.stride_w <= 2 : s.stride_w == 1) {
+    // Runs along output rows: the padded copy at stride 1 or 2, or x in place.
+    QPanelRuns runs;
+    runs.stride = int(s.stride_w);
+    for (int64_t j = 0; j < cols;) {
+      const int64_t px = px0 + j, oh = px / s.out_w, ow = px % s.out_w, len = std::min(cols - j, s.out_w - ow);
+      runs.col[runs.n] = int(j);
+      runs.off[runs.n++] = oh * s.stride_h * s.row_pitch + ow * s.stride_w;
+      j += len;
+    }
+    runs.col[runs.n] = int(cols);
+    if constexpr (std::is_same_v<T, int16_t>) {
       static const QPackRunsFn pack_runs = q_pack_runs_active();
       pack_runs(s.base, s.koff, s.K, runs, k0, kc, dst);
-      return dst;
+    } else {
+      static const QPackRuns8Fn pack_runs8 = q_pack_runs8_active();
+      pack_runs8(s.base, std::is_signed_v<T>, s.zp, s.koff, s.K, runs, k0, kc, dst);
     }
+    return dst;
   }
   bool contiguous = cols == kQNR;
   for (int64_t j = 0; j < cols; ++j) {

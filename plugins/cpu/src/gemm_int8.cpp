@@ -125,6 +125,13 @@ void store_generic(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r
     }
 }
 
+// Calls f(j, source offset) for the columns of every run.
+template <typename F>
+inline void for_run_columns(const QPanelRuns& runs, F&& f) {
+  for (int r = 0; r < runs.n; ++r)
+    for (int j = runs.col[r]; j < runs.col[r + 1]; ++j) f(j, runs.off[r] + int64_t(j - runs.col[r]) * runs.stride);
+}
+
 void pack_runs_generic(const int16_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t k0,
                        int64_t kc, uint32_t* dst) {
   for (int64_t i = 0; i < kc; ++i) {
@@ -132,28 +139,47 @@ void pack_runs_generic(const int16_t* base, const int64_t* koff, int64_t K, cons
     const int16_t* r0 = base + koff[ka];
     const int16_t* r1 = ka + 1 < K ? base + koff[ka + 1] : nullptr;
     uint32_t* d = dst + i * kQNR;
-    for (int r = 0; r < runs.n; ++r) {
-      const int c0 = runs.col[r], c1 = runs.col[r + 1];
-      const int16_t* s0 = r0 + runs.off[r] - c0;
-      if (r1) {
-        const int16_t* s1 = r1 + runs.off[r] - c0;
-        for (int j = c0; j < c1; ++j) d[j] = q_pair(s0[j], s1[j]);
-      } else {
-        for (int j = c0; j < c1; ++j) d[j] = q_pair(s0[j], 0);
-      }
-    }
+    for_run_columns(runs, [&](int j, int64_t o) { d[j] = q_pair(r0[o], r1 ? r1[o] : 0); });
     for (int j = runs.col[runs.n]; j < kQNR; ++j) d[j] = 0;
   }
+}
+
+template <typename T>
+void pack_runs8(const T* base, int32_t zp, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t k0,
+                int64_t kc, uint32_t* dst) {
+  for (int64_t i = 0; i < kc; ++i) {
+    const int64_t ka = 2 * (k0 + i);
+    const T* r0 = base + koff[ka];
+    const T* r1 = ka + 1 < K ? base + koff[ka + 1] : nullptr;
+    uint32_t* d = dst + i * kQNR;
+    for_run_columns(runs, [&](int j, int64_t o) { d[j] = q_pair(int32_t(r0[o]) - zp, r1 ? int32_t(r1[o]) - zp : 0); });
+    for (int j = runs.col[runs.n]; j < kQNR; ++j) d[j] = 0;
+  }
+}
+
+void pack_runs8_generic(const void* base, bool is_signed, int32_t zp, const int64_t* koff, int64_t K,
+                        const QPanelRuns& runs, int64_t k0, int64_t kc, uint32_t* dst) {
+  if (is_signed) pack_runs8(static_cast<const int8_t*>(base), zp, koff, K, runs, k0, kc, dst);
+  else pack_runs8(static_cast<const uint8_t*>(base), zp, koff, K, runs, k0, kc, dst);
 }
 
 }  // namespace
 
 QPackRunsFn q_pack_runs_generic() { return &pack_runs_generic; }
+QPackRuns8Fn q_pack_runs8_generic() { return &pack_runs8_generic; }
 
 QPackRunsFn q_pack_runs_active() {
   static const QPackRunsFn fn = [] {
     const QPackRunsFn f = active_isa() >= Isa::avx512 ? q_pack_runs_avx512() : nullptr;
     return f ? f : q_pack_runs_generic();
+  }();
+  return fn;
+}
+
+QPackRuns8Fn q_pack_runs8_active() {
+  static const QPackRuns8Fn fn = [] {
+    const QPackRuns8Fn f = active_isa() >= Isa::avx512 ? q_pack_runs8_avx512() : nullptr;
+    return f ? f : q_pack_runs8_generic();
   }();
   return fn;
 }

@@ -80,20 +80,27 @@ QTileGroupFn q_tile_group_vnni(int nt);
 QTileGroupFn q_tile_group_active(int nt);  // null: tiles one at a time
 QStoreFn q_store_generic();
 QStoreFn q_store_avx2();  // null when not compiled for x86
-// A B panel's columns as runs of consecutive source elements: run r covers columns
-// [col[r], col[r + 1]) and reads column j at offset off[r] + j - col[r]; columns from
-// col[n] on are zero. pack_runs writes pairs [k0, k0 + kc) of such a panel from an int16
-// source (zero points already subtracted; k at base + koff[k], K taps) to dst ([kc][kQNR]).
+// A B panel's columns as runs of evenly spaced source elements: run r covers columns
+// [col[r], col[r + 1]) and reads column j at offset off[r] + (j - col[r]) * stride; columns
+// from col[n] on are zero. pack_runs writes pairs [k0, k0 + kc) of such a panel (tap k at
+// base + koff[k], K taps) to dst ([kc][kQNR] words): from an int16 source whose zero point is
+// already subtracted (stride 1 or 2), or (pack_runs8) from 8-bit x in place minus zp.
 struct QPanelRuns {
   int n = 0;
+  int stride = 1;
   int col[kQNR + 1] = {};
   int64_t off[kQNR] = {};
 };
 using QPackRunsFn = void (*)(const int16_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t k0,
                              int64_t kc, uint32_t* dst);
+using QPackRuns8Fn = void (*)(const void* base, bool is_signed, int32_t zp, const int64_t* koff, int64_t K,
+                              const QPanelRuns& runs, int64_t k0, int64_t kc, uint32_t* dst);
 QPackRunsFn q_pack_runs_generic();
 QPackRunsFn q_pack_runs_avx512();  // null unless this CPU has AVX-512 BW
 QPackRunsFn q_pack_runs_active();
+QPackRuns8Fn q_pack_runs8_generic();
+QPackRuns8Fn q_pack_runs8_avx512();
+QPackRuns8Fn q_pack_runs8_active();
 
 QTileFn q_tile_active();  // from active_isa()
 QStoreFn q_store_active();

@@ -7,6 +7,9 @@
 #include "gemm_int8.hpp"
 
 #if defined(__x86_64__)
+// GCC 12's AVX-512 headers pass an "undefined" vector to the masked builtins behind the
+// 512 -> 256 casts, which -Wmaybe-uninitialized reports at every use.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 namespace nxrt::cpu {
@@ -49,34 +52,97 @@ void tile_vnni(int64_t kcp, const uint32_t* a, const uint32_t* b, int32_t* acc, 
 
 #define NXRT_BW __attribute__((target("avx512f,avx512bw,avx512vl")))
 
-// Each run's columns by a masked 16-lane load (masked-off lanes are not read), the two k
-// rows interleaved into pairs.
+// Pairs of k rows v0 (even k) and v1 (odd k), 16 columns each, to 16 words at dst.
+NXRT_BW inline void store_pairs(__m256i v0, __m256i v1, uint32_t* dst) {
+  // unpacklo/hi pair columns 0-3 | 8-11 and 4-7 | 12-15; the lane permutes put them in order.
+  const __m256i lo = _mm256_unpacklo_epi16(v0, v1), hi = _mm256_unpackhi_epi16(v0, v1);
+  __m256i* d = reinterpret_cast<__m256i*>(dst);
+  _mm256_store_si256(d, _mm256_permute2x128_si256(lo, hi, 0x20));
+  _mm256_store_si256(d + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// Each run's columns by a masked load (masked-off lanes are not read): 16 lanes at stride 1;
+// at stride 2 the even lanes of 32, compressed by a word permute.
 NXRT_BW void pack_runs_avx512(const int16_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t k0,
                               int64_t kc, uint32_t* dst) {
-  __mmask16 mask[kQNR];
-  for (int r = 0; r < runs.n; ++r)
-    mask[r] = __mmask16(((1u << (runs.col[r + 1] - runs.col[r])) - 1u) << runs.col[r]);
+  const bool s2 = runs.stride == 2;
+  __mmask32 mask[kQNR];
+  int64_t at[kQNR];
+  for (int r = 0; r < runs.n; ++r) {
+    const int c0 = runs.col[r], c1 = runs.col[r + 1];
+    mask[r] = s2 ? __mmask32(((1ull << (2 * c1)) - (1ull << (2 * c0))) & 0x55555555u)
+                 : __mmask32(((1u << (c1 - c0)) - 1u) << c0);
+    at[r] = runs.off[r] - int64_t(c0) * runs.stride;
+  }
+  const __m512i evens = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26, 24,
+                                         22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   for (int64_t i = 0; i < kc; ++i) {
     const int64_t ka = 2 * (k0 + i);
     const int16_t* r0 = base + koff[ka];
     const int16_t* r1 = ka + 1 < K ? base + koff[ka + 1] : nullptr;
-    __m256i v0 = _mm256_setzero_si256(), v1 = _mm256_setzero_si256();
-    for (int r = 0; r < runs.n; ++r) {
-      const int64_t at = runs.off[r] - runs.col[r];
-      v0 = _mm256_or_si256(v0, _mm256_maskz_loadu_epi16(mask[r], r0 + at));
-      if (r1) v1 = _mm256_or_si256(v1, _mm256_maskz_loadu_epi16(mask[r], r1 + at));
+    __m256i v0, v1;
+    if (!s2) {
+      v0 = v1 = _mm256_setzero_si256();
+      for (int r = 0; r < runs.n; ++r) {
+        v0 = _mm256_or_si256(v0, _mm256_maskz_loadu_epi16(__mmask16(mask[r]), r0 + at[r]));
+        if (r1) v1 = _mm256_or_si256(v1, _mm256_maskz_loadu_epi16(__mmask16(mask[r]), r1 + at[r]));
+      }
+    } else {
+      __m512i w0 = _mm512_setzero_si512(), w1 = _mm512_setzero_si512();
+      for (int r = 0; r < runs.n; ++r) {
+        w0 = _mm512_or_si512(w0, _mm512_maskz_loadu_epi16(mask[r], r0 + at[r]));
+        if (r1) w1 = _mm512_or_si512(w1, _mm512_maskz_loadu_epi16(mask[r], r1 + at[r]));
+      }
+      v0 = _mm512_castsi512_si256(_mm512_permutexvar_epi16(evens, w0));
+      v1 = _mm512_castsi512_si256(_mm512_permutexvar_epi16(evens, w1));
     }
-    // unpacklo/hi pair columns 0-3 | 8-11 and 4-7 | 12-15; the lane permutes put them in order.
-    const __m256i lo = _mm256_unpacklo_epi16(v0, v1), hi = _mm256_unpackhi_epi16(v0, v1);
-    __m256i* d = reinterpret_cast<__m256i*>(dst + i * kQNR);
-    _mm256_store_si256(d, _mm256_permute2x128_si256(lo, hi, 0x20));
-    _mm256_store_si256(d + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
+    store_pairs(v0, v1, dst + i * kQNR);
   }
+}
+
+template <bool SIGNED>
+NXRT_BW inline __m256i widen_minus(__m128i b, __mmask16 valid, __m256i z) {
+  return _mm256_maskz_sub_epi16(valid, SIGNED ? _mm256_cvtepi8_epi16(b) : _mm256_cvtepu8_epi16(b), z);
+}
+
+// 8-bit x in place (stride 1): masked byte loads, widened, minus the zero point on the
+// columns the runs cover (the others stay 0).
+template <bool SIGNED>
+NXRT_BW void pack_runs8_avx512(const void* base_v, int32_t zp, const int64_t* koff, int64_t K, const QPanelRuns& runs,
+                               int64_t k0, int64_t kc, uint32_t* dst) {
+  const char* base = static_cast<const char*>(base_v);
+  __mmask16 mask[kQNR];
+  int64_t at[kQNR];
+  for (int r = 0; r < runs.n; ++r) {
+    mask[r] = __mmask16(((1u << (runs.col[r + 1] - runs.col[r])) - 1u) << runs.col[r]);
+    at[r] = runs.off[r] - runs.col[r];
+  }
+  const __mmask16 valid = __mmask16((1u << runs.col[runs.n]) - 1u);
+  const __m256i z = _mm256_set1_epi16(int16_t(zp));
+  for (int64_t i = 0; i < kc; ++i) {
+    const int64_t ka = 2 * (k0 + i);
+    const char* r0 = base + koff[ka];
+    const char* r1 = ka + 1 < K ? base + koff[ka + 1] : nullptr;
+    __m128i b0 = _mm_setzero_si128(), b1 = _mm_setzero_si128();
+    for (int r = 0; r < runs.n; ++r) {
+      b0 = _mm_or_si128(b0, _mm_maskz_loadu_epi8(mask[r], r0 + at[r]));
+      if (r1) b1 = _mm_or_si128(b1, _mm_maskz_loadu_epi8(mask[r], r1 + at[r]));
+    }
+    store_pairs(widen_minus<SIGNED>(b0, valid, z), r1 ? widen_minus<SIGNED>(b1, valid, z) : _mm256_setzero_si256(),
+                dst + i * kQNR);
+  }
+}
+
+NXRT_BW void pack_runs8_dispatch(const void* base, bool is_signed, int32_t zp, const int64_t* koff, int64_t K,
+                                 const QPanelRuns& runs, int64_t k0, int64_t kc, uint32_t* dst) {
+  if (is_signed) pack_runs8_avx512<true>(base, zp, koff, K, runs, k0, kc, dst);
+  else pack_runs8_avx512<false>(base, zp, koff, K, runs, k0, kc, dst);
 }
 
 }  // namespace
 
 QPackRunsFn q_pack_runs_avx512() { return __builtin_cpu_supports("avx512bw") ? &pack_runs_avx512 : nullptr; }
+QPackRuns8Fn q_pack_runs8_avx512() { return __builtin_cpu_supports("avx512bw") ? &pack_runs8_dispatch : nullptr; }
 
 QTileFn q_tile_vnni() { return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni") ? &tile_vnni : nullptr; }
 QTileGroupFn q_tile_group_vnni(int nt) {
@@ -92,5 +158,6 @@ namespace nxrt::cpu {
 QTileFn q_tile_vnni() { return nullptr; }
 QTileGroupFn q_tile_group_vnni(int) { return nullptr; }
 QPackRunsFn q_pack_runs_avx512() { return nullptr; }
+QPackRuns8Fn q_pack_runs8_avx512() { return nullptr; }
 }  // namespace nxrt::cpu
 #endif
