@@ -139,7 +139,15 @@ void pack_runs_generic(const int16_t* base, const int64_t* koff, int64_t K, cons
     const int16_t* r0 = base + koff[ka];
     const int16_t* r1 = ka + 1 < K ? base + koff[ka + 1] : nullptr;
     uint32_t* d = dst + i * kQNR;
-    for_run_columns(runs, [&](int j, int64_t o) { d[j] = q_pair(r0[o], r1 ? r1[o] : 0); });
+    if (runs.stride == 1 && r1) {  // unit stride: loops the compiler vectorises
+      for (int r = 0; r < runs.n; ++r) {
+        const int16_t* s0 = r0 + runs.off[r] - runs.col[r];
+        const int16_t* s1 = r1 + runs.off[r] - runs.col[r];
+        for (int j = runs.col[r]; j < runs.col[r + 1]; ++j) d[j] = q_pair(s0[j], s1[j]);
+      }
+    } else {
+      for_run_columns(runs, [&](int j, int64_t o) { d[j] = q_pair(r0[o], r1 ? r1[o] : 0); });
+    }
     for (int j = runs.col[runs.n]; j < kQNR; ++j) d[j] = 0;
   }
 }
