@@ -211,7 +211,8 @@ QTileGroupFn q_tile_group_active(int nt) {
 
 QStoreFn q_store_active() {
   static const QStoreFn fn = [] {
-    const QStoreFn f = active_isa() >= Isa::avx2 ? q_store_avx2() : nullptr;
+    QStoreFn f = active_isa() >= Isa::avx512 ? q_store_avx512() : nullptr;
+    if (!f && active_isa() >= Isa::avx2) f = q_store_avx2();
     return f ? f : q_store_generic();
   }();
   return fn;

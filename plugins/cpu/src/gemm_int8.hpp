@@ -80,6 +80,7 @@ QTileGroupFn q_tile_group_vnni(int nt);
 QTileGroupFn q_tile_group_active(int nt);  // null: tiles one at a time
 QStoreFn q_store_generic();
 QStoreFn q_store_avx2();  // null when not compiled for x86
+QStoreFn q_store_avx512();  // null unless this CPU has AVX-512 BW, DQ and VL
 // A B panel's columns as runs of evenly spaced source elements: run r covers columns
 // [col[r], col[r + 1]) and reads column j at offset off[r] + (j - col[r]) * stride; columns
 // from col[n] on are zero. pack_runs writes pairs [k0, k0 + kc) of such a panel (tap k at

@@ -139,7 +139,74 @@ NXRT_BW void pack_runs8_dispatch(const void* base, bool is_signed, int32_t zp, c
   else pack_runs8_avx512<false>(base, zp, koff, K, runs, k0, kc, dst);
 }
 
+#define NXRT_AVX512_STORE __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+
+// round_half_even(d) + zp, saturated to [qlo, qhi], then clamped to [lo, hi] (integers in double).
+NXRT_AVX512_STORE inline __m512d requant16(__m512d d, __m512d zp, __m512d qlo, __m512d qhi, __m512d lo, __m512d hi) {
+  d = _mm512_add_pd(_mm512_roundscale_pd(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zp);
+  d = _mm512_min_pd(_mm512_max_pd(d, qlo), qhi);
+  return _mm512_min_pd(_mm512_max_pd(d, lo), hi);
+}
+
+// The QOutput store of the AVX2 version (gemm_int8_avx2.cpp), one 16-column tile row per
+// vector: the same operations in the same order and precision, masked tails.
+NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t cols,
+                                    bool by_row, int64_t ch0, void* y, int64_t ldy) {
+  const __mmask16 m = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1u);
+  const bool has_bias = !e.bias.empty(), fb = !e.float_bias.empty(), sc = e.type != QType::I32;
+  __m512i bias = _mm512_setzero_si512();
+  __m512d s_lo = _mm512_setzero_pd(), s_hi = _mm512_setzero_pd();
+  __m512 fbias = _mm512_setzero_ps();
+  if (!by_row) {  // channels along the columns: loaded once, masked to the tile's columns
+    if (has_bias) bias = _mm512_maskz_loadu_epi32(m, e.bias.data() + ch0);
+    if (sc) {
+      s_lo = _mm512_maskz_loadu_pd(__mmask8(m), e.scale.data() + ch0);
+      s_hi = _mm512_maskz_loadu_pd(__mmask8(m >> 8), e.scale.data() + ch0 + 8);
+    }
+    if (fb) fbias = _mm512_maskz_loadu_ps(m, e.float_bias.data() + ch0);
+  }
+  const bool u8 = e.type == QType::U8;
+  const __m512d zp = _mm512_set1_pd(double(e.zero_point));
+  const __m512d qlo = _mm512_set1_pd(u8 ? 0.0 : -128.0), qhi = _mm512_set1_pd(u8 ? 255.0 : 127.0);
+  const __m512d lo = _mm512_set1_pd(double(e.lo)), hi = _mm512_set1_pd(double(e.hi));
+  const __m512 flo = _mm512_set1_ps(e.flo), fhi = _mm512_set1_ps(e.fhi);
+  for (int64_t r = r0; r < r1; ++r) {
+    if (by_row) {
+      const size_t c = size_t(ch0 + r - r0);
+      if (has_bias) bias = _mm512_set1_epi32(e.bias[c]);
+      if (sc) s_lo = s_hi = _mm512_set1_pd(e.scale[c]);
+      if (fb) fbias = _mm512_set1_ps(e.float_bias[c]);
+    }
+    const __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + r * kQNR), bias);  // wraps as the scalar add
+    const int64_t at = (r - r0) * ldy;
+    if (e.type == QType::I32) {
+      _mm512_mask_storeu_epi32(static_cast<int32_t*>(y) + at, m, v);
+      continue;
+    }
+    const __m512d dlo = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(v)), s_lo);
+    const __m512d dhi = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(v, 1)), s_hi);
+    if (e.type == QType::F32) {
+      __m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(dlo)), _mm512_cvtpd_ps(dhi), 1);
+      if (fb) f = _mm512_add_ps(f, fbias);
+      f = _mm512_min_ps(fhi, _mm512_max_ps(flo, f));  // NaN stays: max/min return the second operand
+      _mm512_mask_storeu_ps(static_cast<float*>(y) + at, m, f);
+      continue;
+    }
+    const __m256i qa = _mm512_cvtpd_epi32(requant16(dlo, zp, qlo, qhi, lo, hi));
+    const __m256i qb = _mm512_cvtpd_epi32(requant16(dhi, zp, qlo, qhi, lo, hi));
+    // vpmovdb keeps the low byte of each int32, as the scalar cast to Q.
+    const __m128i b = _mm512_cvtepi32_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1));
+    _mm_mask_storeu_epi8(static_cast<char*>(y) + at, m, b);
+  }
+}
+
 }  // namespace
+
+QStoreFn q_store_avx512() {
+  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")
+             ? &store_avx512
+             : nullptr;
+}
 
 QPackRunsFn q_pack_runs_avx512() { return __builtin_cpu_supports("avx512bw") ? &pack_runs_avx512 : nullptr; }
 QPackRuns8Fn q_pack_runs8_avx512() { return __builtin_cpu_supports("avx512bw") ? &pack_runs8_dispatch : nullptr; }
@@ -159,5 +226,6 @@ QTileFn q_tile_vnni() { return nullptr; }
 QTileGroupFn q_tile_group_vnni(int) { return nullptr; }
 QPackRunsFn q_pack_runs_avx512() { return nullptr; }
 QPackRuns8Fn q_pack_runs8_avx512() { return nullptr; }
+QStoreFn q_store_avx512() { return nullptr; }
 }  // namespace nxrt::cpu
 #endif
