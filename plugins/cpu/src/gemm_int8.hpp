@@ -127,9 +127,11 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
   const size_t esize = ep.type == QType::U8 || ep.type == QType::S8 ? 1 : 4;
   for (int64_t g0 = p0; g0 < p1; g0 += kQNcPanels) {
     const int64_t g1 = std::min(p1, g0 + kQNcPanels);
-    for (int64_t k0 = 0; k0 < KP || k0 == 0; k0 += kQKC) {
-      const int64_t kc = std::min(kQKC, KP - k0);
-      const bool first = k0 == 0, final = k0 + kQKC >= KP;
+    // K blocks of equal size (at most kQKC pairs): no short last block reloading the accumulators.
+    const int64_t kblocks = std::max<int64_t>(1, (KP + kQKC - 1) / kQKC), kcb = (KP + kblocks - 1) / kblocks;
+    for (int64_t k0 = 0; k0 < KP || k0 == 0; k0 += kcb) {
+      const int64_t kc = std::min(kcb, KP - k0);
+      const bool first = k0 == 0, final = k0 + kcb >= KP;
       for (int64_t p = g0; p < g1; ++p) {
         const uint32_t* bs = b_slice(p, k0, kc, bscratch);
         const int64_t n0 = p * kQNR, cols = std::min(kQNR, N - n0);
