@@ -2,12 +2,18 @@
 // out), QLinearMatMul, QLinearConv (8-bit out, requantized). 8-bit inputs
 // (uint8/int8, mixed), zero points per tensor, per row / column (MatMul) or
 // per output channel (Conv W); the math is in integer_linalg.cpp.
+// When the weights and every scale / zero point are constants (X's / A's zero point per
+// tensor), the kernel is a QConv / QMatMul (qlinear.hpp) prepared at creation: weights
+// packed once, the fast 8-bit GEMM with the requantization in its store, bit-identical to
+// the exact path below, which serves every other case.
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "integer_linalg.hpp"
 #include "ops.hpp"
+#include "qlinear.hpp"
 
 namespace nxrt::cpu {
 namespace {
@@ -61,6 +67,76 @@ void dispatch_8bit2(nxrt_dtype a, nxrt_dtype b, F&& f) {
   };
   if (a == NXRT_DTYPE_UINT8) with_b(uint8_t{});
   else with_b(int8_t{});
+}
+
+// ------------------------------------------------------- prepared kernels
+
+// Input i as a constant: absent (ok, std::nullopt inside), constant (its view), or not
+// constant (returns false).
+bool constant_or_absent(const Node& n, size_t i, std::optional<ConstTensorView>& out) {
+  out.reset();
+  if (i >= n.input_count()) return true;
+  auto v = n.input(i);
+  if (!v.present()) return true;
+  if (!v.is_constant()) return false;
+  out = v.constant();
+  return true;
+}
+
+QType qtype_of(nxrt_dtype t) { return t == NXRT_DTYPE_UINT8 ? QType::U8 : QType::S8; }
+
+// A constant zero point / scale with 1 or `count` values (absent zero point: zeros), else nullopt.
+std::optional<std::vector<int32_t>> const_zero_points(const std::optional<ConstTensorView>& t, int64_t count) {
+  if (t && t->numel() != 1 && t->numel() != count) return std::nullopt;
+  return zero_points(t, count, "", "");
+}
+std::optional<std::vector<double>> const_scales(const std::optional<ConstTensorView>& t, int64_t count) {
+  if (!t || t->dtype() != NXRT_DTYPE_FLOAT32 || (t->numel() != 1 && t->numel() != count)) return std::nullopt;
+  return scales(*t, count, "", "");
+}
+
+// Both operands' dtypes and every quantization parameter of a MatMul form constant, B 2-D,
+// a_zero_point per tensor: the prepared QMatMul, else null. bias_scales: QLinearMatMul's
+// (a_scale, b_scale, y_scale, y_zero_point inputs), else an int32 output.
+std::shared_ptr<const QMatMul> prepare_matmul(const Node& n, size_t a_in, size_t azp_in, size_t b_in, size_t bzp_in,
+                                              bool qlinear) {
+  std::optional<ConstTensorView> b, azp, bzp;
+  if (!constant_or_absent(n, b_in, b) || !b || b->dims().size() != 2) return nullptr;
+  if (!constant_or_absent(n, azp_in, azp) || (azp && azp->numel() != 1)) return nullptr;
+  if (!constant_or_absent(n, bzp_in, bzp)) return nullptr;
+  const int64_t K = b->dims()[0], N = b->dims()[1];
+  const auto a_zp = const_zero_points(azp, 1), b_zp = const_zero_points(bzp, N);
+  if (!a_zp || !b_zp) return nullptr;
+  QOutput out;
+  out.type = QType::I32;
+  if (qlinear) {
+    std::optional<ConstTensorView> as, bs, ys, yz;
+    if (!constant_or_absent(n, 1, as) || !constant_or_absent(n, 4, bs) || !constant_or_absent(n, 6, ys) ||
+        !constant_or_absent(n, 7, yz) || !yz)
+      return nullptr;
+    const auto a_scale = const_scales(as, 1), b_scale = const_scales(bs, N), y_scale = const_scales(ys, 1);
+    const auto y_zp = const_zero_points(yz, 1);
+    if (!a_scale || !b_scale || !y_scale || !y_zp || as->numel() != 1) return nullptr;
+    out.type = qtype_of(yz->dtype());
+    out.zero_point = (*y_zp)[0];
+    for (int64_t c = 0; c < N; ++c) out.scale.push_back((*a_scale)[0] * (*b_scale)[size_t(c)] / (*y_scale)[0]);
+  }
+  return std::make_shared<const QMatMul>(qtype_of(n.input(a_in).dtype()), (*a_zp)[0], qtype_of(b->dtype()), b->raw(), K, N,
+                                         *b_zp, std::move(out));
+}
+
+// Runs a prepared matmul: A [..., M, K] (or [K]) times the constant B [K, N].
+void run_prepared_matmul(Context& ctx, const QMatMul& q, const ConstTensorView& a, nxrt_dtype y_type, const char* op,
+                         ThreadPool* pool) {
+  std::vector<int64_t> ad = a.dims();
+  if (ad.empty() || ad.back() != q.K())
+    sdk::fail(NXRT_INVALID_ARGUMENT, "{}: A {} and B [{},{}] disagree on K", op, dims_str(ad), q.K(), q.N());
+  std::vector<int64_t> od = ad;
+  od.back() = q.N();
+  TensorView y = ctx.output(0, y_type, od);
+  const int64_t rows = q.K() ? a.numel() / q.K() : sdk::element_count(std::span(ad).first(ad.size() - 1));
+  if (y.numel() == 0) return;
+  q.run(rows, a.raw(), y.raw(), pool);
 }
 
 // ------------------------------------------------------------ MatMul forms
@@ -128,8 +204,10 @@ Check matmul_integer_check(const Node& n) {
                        [&] { return attrs_in(n, {}); });
 }
 
-std::unique_ptr<Kernel> matmul_integer_create(const Node&, CpuSession& session) {
+std::unique_ptr<Kernel> matmul_integer_create(const Node& n, CpuSession& session) {
   ThreadPool* pool = session.pool();
+  if (auto q = prepare_matmul(n, 0, 2, 1, 3, false))
+    return make_kernel([pool, q](Context& ctx) { run_prepared_matmul(ctx, *q, ctx.input(0), NXRT_DTYPE_INT32, "MatMulInteger", pool); });
   return make_kernel([pool](Context& ctx) {
     ConstTensorView a = ctx.input(0), b = ctx.input(1);
     const MatMulShape s = matmul_shape(a, b, "MatMulInteger");
@@ -153,8 +231,12 @@ Check qlinear_matmul_check(const Node& n) {
 
 // y = saturate(round((a - a_zp)(b - b_zp) * a_scale * b_scale / y_scale) + y_zp);
 // a_scale/a_zp per tensor or per row, b_scale/b_zp per tensor or per column.
-std::unique_ptr<Kernel> qlinear_matmul_create(const Node&, CpuSession& session) {
+std::unique_ptr<Kernel> qlinear_matmul_create(const Node& n, CpuSession& session) {
   ThreadPool* pool = session.pool();
+  if (auto q = prepare_matmul(n, 0, 2, 3, 5, true)) {
+    const nxrt_dtype yt = n.input(7).dtype();
+    return make_kernel([pool, q, yt](Context& ctx) { run_prepared_matmul(ctx, *q, ctx.input(0), yt, "QLinearMatMul", pool); });
+  }
   return make_kernel([pool](Context& ctx) {
     const char* op = "QLinearMatMul";
     ConstTensorView a = ctx.input(0), b = ctx.input(3), ys = ctx.input(6), yz = ctx.input(7);
@@ -203,6 +285,49 @@ ConvShape conv_integer_run(const ConvAttrs& attrs, const ConstTensorView& x, con
   return s;
 }
 
+// Constant W, x_zero_point per tensor, constant w_zero_point (and for QLinearConv constant
+// scales, y_zero_point and B): the prepared QConv, else null.
+std::shared_ptr<const QConv> prepare_conv(const Node& n, bool qlinear, std::vector<int64_t>& w_dims) {
+  const size_t w_in = qlinear ? 3 : 1, xzp_in = 2, wzp_in = qlinear ? 5 : 3;
+  std::optional<ConstTensorView> w, xz, wz;
+  if (!constant_or_absent(n, w_in, w) || !w || w->dims().size() < 3) return nullptr;
+  if (!constant_or_absent(n, xzp_in, xz) || (xz && xz->numel() != 1) || !constant_or_absent(n, wzp_in, wz)) return nullptr;
+  const int64_t oc = w->dims()[0];
+  const auto x_zp = const_zero_points(xz, 1), w_zp = const_zero_points(wz, oc);
+  if (!x_zp || !w_zp) return nullptr;
+  QOutput out;
+  out.type = QType::I32;
+  if (qlinear) {
+    std::optional<ConstTensorView> xs, ws, ys, yz, b;
+    if (!constant_or_absent(n, 1, xs) || !constant_or_absent(n, 4, ws) || !constant_or_absent(n, 6, ys) ||
+        !constant_or_absent(n, 7, yz) || !yz || !constant_or_absent(n, 8, b))
+      return nullptr;
+    const auto x_scale = const_scales(xs, 1), w_scale = const_scales(ws, oc), y_scale = const_scales(ys, 1);
+    const auto y_zp = const_zero_points(yz, 1);
+    if (!x_scale || !w_scale || !y_scale || !y_zp || xs->numel() != 1 || ys->numel() != 1) return nullptr;
+    if (b && (b->dtype() != NXRT_DTYPE_INT32 || b->numel() != oc)) return nullptr;
+    out.type = qtype_of(yz->dtype());
+    out.zero_point = (*y_zp)[0];
+    for (int64_t c = 0; c < oc; ++c) out.scale.push_back((*x_scale)[0] * (*w_scale)[size_t(c)] / (*y_scale)[0]);
+    if (b) out.bias.assign(b->data<int32_t>(), b->data<int32_t>() + oc);
+  }
+  w_dims = w->dims();
+  return std::make_shared<const QConv>(qtype_of(n.input(0).dtype()), (*x_zp)[0], qtype_of(w->dtype()), w->raw(),
+                                       w->numel(), *w_zp, std::move(out));
+}
+
+void run_prepared_conv(Context& ctx, const QConv& q, const ConvAttrs& attrs, const std::vector<int64_t>& w_dims,
+                       nxrt_dtype y_type, const char* op, ThreadPool* pool) {
+  ConstTensorView x = ctx.input(0);
+  const ConvShape s = conv_shape(attrs, x.dims(), w_dims, op);
+  std::vector<int64_t> od = {s.batch, s.out_c};
+  if (attrs.sr == 2) od.push_back(s.out_h);
+  od.push_back(s.out_w);
+  TensorView y = ctx.output(0, y_type, od);
+  if (y.numel() == 0) return;
+  q.run(s, x.raw(), y.raw(), pool);
+}
+
 Check conv_integer_check(const Node& n) {
   return first_refusal([&] { return eight_bit(n, 0, "x"); }, [&] { return eight_bit(n, 1, "w"); },
                        [&] { return eight_bit(n, 2, "x_zero_point", 0); }, [&] { return eight_bit(n, 3, "w_zero_point", 1); },
@@ -213,6 +338,11 @@ Check conv_integer_check(const Node& n) {
 std::unique_ptr<Kernel> conv_integer_create(const Node& n, CpuSession& session) {
   const ConvAttrs attrs = read_conv_attrs(n, 1);
   ThreadPool* pool = session.pool();
+  std::vector<int64_t> w_dims;
+  if (auto q = prepare_conv(n, false, w_dims))
+    return make_kernel([attrs, pool, q, w_dims](Context& ctx) {
+      run_prepared_conv(ctx, *q, attrs, w_dims, NXRT_DTYPE_INT32, "ConvInteger", pool);
+    });
   return make_kernel([attrs, pool](Context& ctx) {
     std::vector<int32_t> acc;
     std::vector<int64_t> od;
@@ -236,6 +366,13 @@ Check qlinear_conv_check(const Node& n) {
 std::unique_ptr<Kernel> qlinear_conv_create(const Node& n, CpuSession& session) {
   const ConvAttrs attrs = read_conv_attrs(n, 3);
   ThreadPool* pool = session.pool();
+  std::vector<int64_t> w_dims;
+  if (auto q = prepare_conv(n, true, w_dims)) {
+    const nxrt_dtype yt = n.input(7).dtype();
+    return make_kernel([attrs, pool, q, w_dims, yt](Context& ctx) {
+      run_prepared_conv(ctx, *q, attrs, w_dims, yt, "QLinearConv", pool);
+    });
+  }
   return make_kernel([attrs, pool](Context& ctx) {
     const char* op = "QLinearConv";
     ConstTensorView x = ctx.input(0), w = ctx.input(3), yz = ctx.input(7);

@@ -3,6 +3,10 @@
 #include <cmath>
 #include <cstring>
 
+#include <stdexcept>
+#include <string>
+
+#include "gemm_int8.hpp"
 #include "integer_linalg.hpp"
 
 namespace nxrt::cpu {
@@ -32,16 +36,6 @@ inline void store_one(const QOutput& o, int32_t a, int64_t c, void* y, int64_t a
   }
 }
 
-template <typename F>
-void with_types(QType a, QType b, F&& f) {
-  auto with_b = [&](auto ta) {
-    if (b == QType::U8) f(ta, uint8_t{});
-    else f(ta, int8_t{});
-  };
-  if (a == QType::U8) with_b(uint8_t{});
-  else with_b(int8_t{});
-}
-
 }  // namespace
 
 void q_store_channel(const QOutput& o, const int32_t* acc, int64_t count, int64_t c, void* y, int64_t at) {
@@ -52,45 +46,79 @@ void q_store_row(const QOutput& o, const int32_t* acc, int64_t count, int64_t c,
   for (int64_t i = 0; i < count; ++i) store_one(o, acc[i], c + i, y, at + i);
 }
 
+namespace {
+
+void check_zero_point(int32_t zp, const char* what) {
+  if (!q_zero_point_ok(zp)) throw std::invalid_argument(std::string(what) + " " + std::to_string(zp) + " is out of range");
+}
+
+}  // namespace
+
 QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_count, std::vector<int32_t> w_zp,
              QOutput out)
-    : x_type_(x_type), w_type_(w_type), x_zp_(x_zp), w_(size_t(w_count)), w_zp_(std::move(w_zp)), out_(std::move(out)) {
-  if (w_count) std::memcpy(w_.data(), w, size_t(w_count));
+    : x_type_(x_type), w_type_(w_type), x_zp_(x_zp), oc_(int64_t(w_zp.size())), out_(std::move(out)) {
+  check_zero_point(x_zp, "QConv: x zero point");
+  for (int32_t z : w_zp) check_zero_point(z, "QConv: w zero point");
+  if (oc_ == 0 ? w_count != 0 : w_count % oc_ != 0)
+    throw std::invalid_argument("QConv: " + std::to_string(w_count) + " weights for " + std::to_string(oc_) + " channels");
+  k_ = oc_ ? w_count / oc_ : 0;
+  ep_ = std::make_unique<QEpilogue>(q_epilogue(out_, oc_));
+  packed_w_.resize(size_t(q_tiles(oc_) * kQMR * q_pairs(k_)));
+  uint32_t* dst = reinterpret_cast<uint32_t*>(packed_w_.data());
+  if (w_type == QType::U8) q_pack_a(static_cast<const uint8_t*>(w), k_, w_zp.data(), true, oc_, k_, dst);
+  else q_pack_a(static_cast<const int8_t*>(w), k_, w_zp.data(), true, oc_, k_, dst);
 }
 QConv::~QConv() = default;
 
-void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) const {
-  const int64_t plane = s.out_h * s.out_w, total = s.batch * s.out_c * plane;
-  if (total == 0) return;
-  std::vector<int32_t> acc(static_cast<size_t>(total));
-  with_types(x_type_, w_type_, [&](auto tx, auto tw) {
-    using TX = decltype(tx);
-    using TW = decltype(tw);
-    conv_integer(s, static_cast<const TX*>(x), x_zp_, reinterpret_cast<const TW*>(w_.data()), w_zp_.data(), acc.data(),
-                 pool);
-  });
-  for (int64_t t = 0; t < s.batch * s.out_c; ++t) q_store_channel(out_, acc.data() + t * plane, plane, t % s.out_c, y, t * plane);
-}
-
 QMatMul::QMatMul(QType a_type, int32_t a_zp, QType b_type, const void* b, int64_t K, int64_t N, std::vector<int32_t> b_zp,
                  QOutput out)
-    : a_type_(a_type), b_type_(b_type), a_zp_(a_zp), K_(K), N_(N), b_(size_t(K * N)), b_zp_(std::move(b_zp)),
-      out_(std::move(out)) {
-  if (K * N != 0) std::memcpy(b_.data(), b, size_t(K * N));
+    : a_type_(a_type), b_type_(b_type), a_zp_(a_zp), K_(K), N_(N), out_(std::move(out)) {
+  check_zero_point(a_zp, "QMatMul: a zero point");
+  if (int64_t(b_zp.size()) != N) throw std::invalid_argument("QMatMul: b_zp needs one value per column");
+  for (int32_t z : b_zp) check_zero_point(z, "QMatMul: b zero point");
+  ep_ = std::make_unique<QEpilogue>(q_epilogue(out_, N));
+  packed_b_.resize(size_t(q_panels(N) * kQNR * q_pairs(K)));
+  uint32_t* dst = reinterpret_cast<uint32_t*>(packed_b_.data());
+  if (b_type == QType::U8) q_pack_b(static_cast<const uint8_t*>(b), N, b_zp.data(), K, N, dst);
+  else q_pack_b(static_cast<const int8_t*>(b), N, b_zp.data(), K, N, dst);
 }
 QMatMul::~QMatMul() = default;
 
 void QMatMul::run(int64_t M, const void* a, void* y, ThreadPool* pool) const {
   if (M * N_ == 0) return;
-  std::vector<int32_t> acc(static_cast<size_t>(M * N_));
-  const std::vector<int32_t> a_zp(size_t(M), a_zp_);
-  with_types(a_type_, b_type_, [&](auto ta, auto tb) {
-    using TA = decltype(ta);
-    using TB = decltype(tb);
-    gemm_integer(M, N_, K_, static_cast<const TA*>(a), a_zp.data(), reinterpret_cast<const TB*>(b_.data()), b_zp_.data(),
-                 acc.data(), pool);
+  const int64_t KP = q_pairs(K_), tiles = q_tiles(M), panels = q_panels(N_);
+  uint32_t* pa = reinterpret_cast<uint32_t*>(scratch_floats(kScratchA, size_t(tiles * kQMR * KP)));
+  const int32_t zp = a_zp_;
+  const int pack_parts = threads_for(pool, double(M) * double(K_), 1 << 17);
+  parallel_ranges(pool, tiles, pack_parts, [&](int64_t t0, int64_t t1) {
+    const int64_t m0 = t0 * kQMR, m1 = std::min(M, t1 * kQMR);
+    if (a_type_ == QType::U8) q_pack_a(static_cast<const uint8_t*>(a) + m0 * K_, K_, &zp, false, m1 - m0, K_, pa + t0 * kQMR * KP);
+    else q_pack_a(static_cast<const int8_t*>(a) + m0 * K_, K_, &zp, false, m1 - m0, K_, pa + t0 * kQMR * KP);
   });
-  for (int64_t m = 0; m < M; ++m) q_store_row(out_, acc.data() + m * N_, N_, 0, y, m * N_);
+  const uint32_t* pb = reinterpret_cast<const uint32_t*>(packed_b_.data());
+  auto b_slice = [&](int64_t p, int64_t k0, int64_t, uint32_t*) { return pb + (p * KP + k0) * kQNR; };
+  const int64_t N = N_;
+  auto y_at = [N](int64_t row, int64_t n0) { return row * N + n0; };
+  auto rect = [&](int64_t ta, int64_t tb, int64_t pa0, int64_t pa1) {
+    q_gemm_rect(ta * kQMR, std::min(M, tb * kQMR), N, KP, pa, pa0, pa1, b_slice, *ep_, false, y_at, N, y);
+  };
+  const int t = threads_for(pool, double(M) * double(N) * double(K_));
+  if (t <= 1) {
+    rect(0, tiles, 0, panels);
+    return;
+  }
+  // A grid over (tiles, panels), several pieces per thread so dynamic claiming evens them
+  // out; split N first (disjoint weight panels), as the float GEMM.
+  const int64_t want = int64_t(t) * 4;
+  const int64_t tn = std::min(panels, want);
+  int64_t tm = std::min(tiles, std::max<int64_t>(1, (want + tn - 1) / tn));
+  if (tn * tm < t) tm = std::min(tiles, (int64_t(t) + tn - 1) / tn);
+  parallel_for(pool, tn * tm, [&](int64_t i) {
+    int64_t p0, p1, t0, t1;
+    split_range(panels, tn, i % tn, p0, p1);
+    split_range(tiles, tm, i / tn, t0, t1);
+    rect(t0, t1, p0, p1);
+  });
 }
 
 }  // namespace nxrt::cpu

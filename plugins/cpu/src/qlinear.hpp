@@ -18,9 +18,12 @@
 #include <vector>
 
 #include "conv.hpp"
+#include "scratch.hpp"
 #include "thread_pool.hpp"
 
 namespace nxrt::cpu {
+
+struct QEpilogue;
 
 enum class QType { U8, S8, I32, F32 };
 
@@ -36,6 +39,10 @@ struct QOutput {
 
 // y = conv(x - x_zp, w - w_zp[oc]) through `out`; x [N][C][H][W] (1-D: H = 1) of x_type
 // (U8 or S8), w [OC][IC/g][KH][KW] of w_type (U8 or S8), w_zp OC values.
+// The weights are packed at construction as the 8-bit GEMM's A tiles (gemm_int8.hpp); run()
+// packs im2col panels of x (1x1 stride-1 convs read x in place) and stores through `out` from
+// the micro-kernel's tiles. The zero points must lie in their 8-bit type's range, and the
+// QOutput vectors hold 0, 1 (scale) or OC values; else std::invalid_argument.
 class QConv {
  public:
   QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_count, std::vector<int32_t> w_zp, QOutput out);
@@ -47,13 +54,15 @@ class QConv {
  private:
   QType x_type_, w_type_;
   int32_t x_zp_;
-  std::vector<int8_t> w_;  // the weights' bytes (int8 or uint8 as w_type_)
-  std::vector<int32_t> w_zp_;
+  int64_t oc_ = 0, k_ = 0;  // output channels, weights per channel (IC/g * KH * KW)
+  AlignedFloats packed_w_;  // uint32 pairs: q_pack_a of [OC][k_]
   QOutput out_;
+  std::unique_ptr<QEpilogue> ep_;
 };
 
 // y[M][N] = (a - a_zp)(b - b_zp[n]) through `out`; a [M][K] of a_type (U8 or S8) with one
-// zero point, b [K][N] of b_type, b_zp N values.
+// zero point, b [K][N] of b_type, b_zp N values. b is packed at construction as the 8-bit
+// GEMM's B panels; run() packs a per call. Argument rules as QConv's (N channels).
 class QMatMul {
  public:
   QMatMul(QType a_type, int32_t a_zp, QType b_type, const void* b, int64_t K, int64_t N, std::vector<int32_t> b_zp,
@@ -68,9 +77,9 @@ class QMatMul {
   QType a_type_, b_type_;
   int32_t a_zp_;
   int64_t K_, N_;
-  std::vector<int8_t> b_;
-  std::vector<int32_t> b_zp_;
+  AlignedFloats packed_b_;  // uint32 pairs: q_pack_b of b
   QOutput out_;
+  std::unique_ptr<QEpilogue> ep_;
 };
 
 // Applies `out` to `count` accumulators, writing y (of out.type) from element offset `at`:

@@ -1,11 +1,36 @@
 #include "quantize.hpp"
 
 #include <algorithm>
+#include <type_traits>
+
+#include "cpu_info.hpp"
 
 namespace nxrt::cpu {
+namespace {
+
+// Calls run(begin, count, k) over the runs of elements that share parameter k: the whole
+// tensor per tensor, else blocks of g.inner; false (nothing done) when those are too short
+// for the vector runs to pay.
+template <typename F>
+bool over_runs(int64_t n, const QuantAxis& g, F&& run) {
+  if (!g.per_axis) {
+    run(int64_t(0), n, int64_t(0));
+    return true;
+  }
+  if (g.inner < 32) return false;
+  for (int64_t b = 0; b < n; b += g.inner) run(b, std::min(g.inner, n - b), g.at(b));
+  return true;
+}
+
+}  // namespace
 
 template <typename Q>
 void quantize_linear(const float* x, int64_t n, const float* scale, const Q* zero_point, const QuantAxis& g, Q* y) {
+  static const QuantizeRun<Q> fast = active_isa() >= Isa::avx2 ? quantize_run_avx2<Q>() : nullptr;
+  if (fast && over_runs(n, g, [&](int64_t b, int64_t c, int64_t k) {
+        fast(x + b, c, scale[k], zero_point ? int32_t(zero_point[k]) : 0, y + b);
+      }))
+    return;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t k = g.at(i);
     y[i] = saturate_round<Q>(std::nearbyint(x[i] / scale[k]) + float(zero_point ? zero_point[k] : 0));
@@ -14,6 +39,13 @@ void quantize_linear(const float* x, int64_t n, const float* scale, const Q* zer
 
 template <typename T>
 void dequantize_linear(const T* x, int64_t n, const float* scale, const T* zero_point, const QuantAxis& g, float* y) {
+  if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
+    static const DequantizeRun<T> fast = active_isa() >= Isa::avx2 ? dequantize_run_avx2<T>() : nullptr;
+    if (fast && over_runs(n, g, [&](int64_t b, int64_t c, int64_t k) {
+          fast(x + b, c, scale[k], zero_point ? int32_t(zero_point[k]) : 0, y + b);
+        }))
+      return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const int64_t k = g.at(i);
     y[i] = float(int64_t(x[i]) - (zero_point ? int64_t(zero_point[k]) : 0)) * scale[k];

@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "quantize.hpp"
@@ -86,4 +88,55 @@ TEST_CASE("dynamic quantization: range includes 0, zero scale") {
   // All positive: min is 0, zero point 0.
   const std::vector<float> p = {0.f, 2.55f};
   CHECK(dynamic_quant_params(p.data(), 2).zero_point == 0);
+}
+
+namespace {
+
+// The scalar definitions the vector runs (quantize_avx2.cpp) must match bit for bit.
+template <typename Q>
+Q quantize_one(float x, float s, int32_t zp) {
+  return saturate_round<Q>(std::nearbyint(x / s) + float(zp));
+}
+
+template <typename Q>
+void check_quantize_runs(uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(-400.f, 400.f);
+  std::uniform_int_distribution<int> pick(0, 9), zd(std::numeric_limits<Q>::lowest(), std::numeric_limits<Q>::max());
+  const int64_t len = 3, inner = 37, n = len * inner * 2 + 5;  // per axis: blocks of 37 (vector body + tail)
+  std::vector<float> x(static_cast<size_t>(n));
+  const float scales[len] = {0.5f, 1.f / 3.f, 2.f};
+  for (auto& v : x) {
+    const int p = pick(g);
+    v = p == 0 ? std::numeric_limits<float>::quiet_NaN() : p == 1 ? std::numeric_limits<float>::infinity()
+        : p == 2 ? -std::numeric_limits<float>::infinity() : p == 3 ? float(int(d(g))) + 0.5f : d(g);
+  }
+  const Q zps[len] = {Q(zd(g)), Q(zd(g)), Q(zd(g))};
+  for (bool per_axis : {false, true}) {
+    QuantAxis qa;
+    if (per_axis) {
+      qa.per_axis = true;
+      qa.len = len;
+      qa.inner = inner;
+    }
+    std::vector<Q> y(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+    quantize_linear(x.data(), n, scales, zps, qa, y.data());
+    for (int64_t i = 0; i < n; ++i) want[size_t(i)] = quantize_one<Q>(x[size_t(i)], scales[qa.at(i)], zps[qa.at(i)]);
+    CHECK(y == want);
+    std::vector<float> back(static_cast<size_t>(n));
+    dequantize_linear(y.data(), n, scales, zps, qa, back.data());
+    bool same = true;
+    for (int64_t i = 0; i < n; ++i) {
+      const float w = float(int64_t(y[size_t(i)]) - int64_t(zps[qa.at(i)])) * scales[qa.at(i)];
+      same = same && std::memcmp(&w, &back[size_t(i)], sizeof w) == 0;
+    }
+    CHECK(same);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("quantize_linear / dequantize_linear: the vector runs equal the scalar formulas (NaN, inf, ties, tails)") {
+  check_quantize_runs<uint8_t>(1);
+  check_quantize_runs<int8_t>(2);
 }

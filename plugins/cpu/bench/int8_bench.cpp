@@ -1,0 +1,141 @@
+// The 8-bit kernels (QMatMul, QConv: uint8 x int8 -> uint8, per-channel scales) beside the
+// float GEMM on the same shapes: the transformer's matmuls (M = 128) and ResNet-18's 3x3
+// convolutions. int8 GOP/s and fp32 GFLOP/s count 2 per multiply-add of the direct
+// product; the fp32 conv column is conv2d as the plugin runs it (Winograd where it picks it),
+// the fp32 GEMM column the same product as one packed GEMM (im2col not counted). Best of
+// several runs, so other load on the machine lowers the numbers less.
+// Usage: nxrt_cpu_int8_bench [--threads N] [--reps R]
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "conv.hpp"
+#include "cpu_info.hpp"
+#include "gemm.hpp"
+#include "gemm_int8.hpp"
+#include "qlinear.hpp"
+#include "scratch.hpp"
+#include "thread_pool.hpp"
+
+using namespace nxrt::cpu;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+template <class F>
+double best_seconds(int reps, F&& f) {
+  f();  // warm up: scratch, pages, pool
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
+QOutput u8_output(int64_t channels) {
+  QOutput o;
+  o.type = QType::U8;
+  o.zero_point = 3;
+  for (int64_t c = 0; c < channels; ++c) {
+    o.bias.push_back(int32_t(c * 37 % 1000) - 500);
+    o.scale.push_back(1e-4 * double(1 + c % 7));
+  }
+  return o;
+}
+
+double fp32_gemm_seconds(int64_t M, int64_t N, int64_t K, int reps, ThreadPool* pool) {
+  std::vector<float> a(size_t(M * K)), b(size_t(K * N)), c(size_t(M * N));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = float(i % 13) * 0.01f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = float(i % 7) * 0.01f;
+  AlignedFloats pa(packed_a_floats(M, K)), pb(packed_b_floats(K, N));
+  pack_b(b.data(), N, false, K, N, pb.data());
+  return best_seconds(reps, [&] {
+    pack_a(a.data(), K, false, M, K, 1.f, pa.data());
+    gemm_packed(M, N, K, pa.data(), pb.data(), c.data(), N, GemmEpilogue{}, pool);
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1, reps = 7;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else {
+      fmt::print(stderr, "usage: nxrt_cpu_int8_bench [--threads N] [--reps R]\n");
+      return 2;
+    }
+  }
+  ThreadPool pool_obj(threads);
+  ThreadPool* pool = threads > 1 ? &pool_obj : nullptr;
+  fmt::print("cpu: {} ({}), int8 kernel {}, fp32 gemm kernel {}, {} thread(s)\n", cpu_info().model_name,
+             cpu_info().isa_name(), q_kernel_name(), gemm_kernel_name(), threads);
+  fmt::print("{:<26} {:>5} {:>5} {:>5} {:>10} {:>10} {:>10} {:>7}\n", "shape", "M", "N", "K", "int8 GOP/s",
+             "fp32 GEMM", "fp32 conv", "int8/fp32");
+
+  struct MM {
+    const char* what;
+    int64_t M, N, K;
+  };
+  const MM mms[] = {{"transformer qkv/out", 128, 768, 768},
+                    {"transformer ffn up", 128, 3072, 768},
+                    {"transformer ffn down", 128, 768, 3072}};
+  for (const MM& s : mms) {
+    std::vector<uint8_t> a(size_t(s.M * s.K)), y(size_t(s.M * s.N));
+    std::vector<int8_t> b(size_t(s.K * s.N));
+    for (size_t i = 0; i < a.size(); ++i) a[i] = uint8_t(i * 7 % 251);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = int8_t(int(i * 5 % 255) - 127);
+    const QMatMul q(QType::U8, 128, QType::S8, b.data(), s.K, s.N, std::vector<int32_t>(size_t(s.N), 0), u8_output(s.N));
+    const double ops = 2.0 * double(s.M) * double(s.N) * double(s.K);
+    const double ti = best_seconds(reps, [&] { q.run(s.M, a.data(), y.data(), pool); });
+    const double tf = fp32_gemm_seconds(s.M, s.N, s.K, reps, pool);
+    fmt::print("{:<26} {:>5} {:>5} {:>5} {:>10.1f} {:>10.1f} {:>10} {:>6.2f}x\n", s.what, s.M, s.N, s.K, ops / ti / 1e9,
+               ops / tf / 1e9, "-", tf / ti);
+  }
+
+  struct CV {
+    const char* what;
+    int64_t c, hw, stride;
+  };
+  const CV cvs[] = {{"resnet18 3x3 64 @56", 64, 56, 1},
+                    {"resnet18 3x3 128 @28", 128, 28, 1},
+                    {"resnet18 3x3 256 @14", 256, 14, 1},
+                    {"resnet18 3x3 512 @7", 512, 7, 1},
+                    {"resnet18 3x3 128 @56 s2", 128, 56, 2}};
+  for (const CV& c : cvs) {
+    ConvShape s;
+    s.in_c = c.stride == 2 ? c.c / 2 : c.c;
+    s.in_h = s.in_w = c.hw;
+    s.out_c = c.c;
+    s.k_h = s.k_w = 3;
+    s.stride_h = s.stride_w = c.stride;
+    s.pad_top = s.pad_left = 1;
+    s.out_h = s.out_w = (c.hw + 2 - 3) / c.stride + 1;
+    const int64_t P = s.out_h * s.out_w, K = s.gemm_k();
+    std::vector<uint8_t> x(size_t(s.in_c * s.in_h * s.in_w)), y(size_t(s.out_c * P));
+    std::vector<int8_t> w(size_t(s.out_c * K));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = uint8_t(i * 7 % 251);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = int8_t(int(i * 5 % 255) - 127);
+    const QConv q(QType::U8, 120, QType::S8, w.data(), int64_t(w.size()), std::vector<int32_t>(size_t(s.out_c), 0),
+                  u8_output(s.out_c));
+    const double ops = 2.0 * double(s.out_c) * double(P) * double(K);
+    const double ti = best_seconds(reps, [&] { q.run(s, x.data(), y.data(), pool); });
+    const double tg = fp32_gemm_seconds(s.out_c, P, K, reps, pool);
+    std::vector<float> xf(x.size()), wf(w.size()), yf(y.size());
+    for (size_t i = 0; i < x.size(); ++i) xf[i] = float(x[i]) * 0.01f;
+    for (size_t i = 0; i < w.size(); ++i) wf[i] = float(w[i]) * 0.01f;
+    const PackedConvWeights pw = pack_conv_weights(s, wf.data());
+    const double tc = best_seconds(reps, [&] { conv2d(s, xf.data(), pw, nullptr, yf.data(), pool); });
+    fmt::print("{:<26} {:>5} {:>5} {:>5} {:>10.1f} {:>10.1f} {:>10.1f} {:>6.2f}x\n", c.what, s.out_c, P, K,
+               ops / ti / 1e9, ops / tg / 1e9, ops / tc / 1e9, tg / ti);
+  }
+  fmt::print("(int8/fp32: against the fp32 GEMM on the same shape)\n");
+  return 0;
+}

@@ -1,0 +1,155 @@
+// QConv::run: the quantized convolution as the 8-bit GEMM (gemm_int8.hpp) per image and
+// group, rows = output channels (the weights, packed at construction), columns = output
+// pixels. The B panels are im2col of x packed per K block straight into the micro-kernel's
+// pair layout: from x itself for 1x1 stride-1 unpadded convs, else from a copy of the
+// group's channels widened to int16, minus x's zero point, with the padding around them
+// (zeros: a padding tap stands for x_zp), so no tap needs a bounds check.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "gemm_int8.hpp"
+#include "qlinear.hpp"
+
+namespace nxrt::cpu {
+namespace {
+
+// Source of the B panels: x[ic * chan + ...] minus zp (in place), or the padded int16 copy (zp 0).
+template <typename T>
+struct PanelSource {
+  const T* base;
+  int32_t zp;
+  const int64_t* koff;  // element offset of each k's (ic, kh, kw) tap
+  int64_t K, pixels, out_w, stride_h, stride_w, row_pitch;
+};
+
+// Panel p's pairs [k0, k0 + kc) into dst ([kc][kQNR] words).
+template <typename T>
+const uint32_t* pack_panel(const PanelSource<T>& s, int64_t p, int64_t k0, int64_t kc, uint32_t* dst) {
+  int64_t off[kQNR];
+  const int64_t px0 = p * kQNR, cols = std::min(kQNR, s.pixels - px0);
+  if (std::is_same_v<T, int16_t> ? s.stride_w <= 2 : s.stride_w == 1) {
+    // Runs along output rows: the padded copy at stride 1 or 2, or x in place.
+    QPanelRuns runs;
+    runs.stride = int(s.stride_w);
+    for (int64_t j = 0; j < cols;) {
+      const int64_t px = px0 + j, oh = px / s.out_w, ow = px % s.out_w, len = std::min(cols - j, s.out_w - ow);
+      runs.col[runs.n] = int(j);
+      runs.off[runs.n++] = oh * s.stride_h * s.row_pitch + ow * s.stride_w;
+      j += len;
+    }
+    runs.col[runs.n] = int(cols);
+    if constexpr (std::is_same_v<T, int16_t>) {
+      static const QPackRunsFn pack_runs = q_pack_runs_active();
+      pack_runs(s.base, s.koff, s.K, runs, k0, kc, dst);
+    } else {
+      static const QPackRuns8Fn pack_runs8 = q_pack_runs8_active();
+      pack_runs8(s.base, std::is_signed_v<T>, s.zp, s.koff, s.K, runs, k0, kc, dst);
+    }
+    return dst;
+  }
+  bool contiguous = cols == kQNR;
+  for (int64_t j = 0; j < cols; ++j) {
+    const int64_t px = px0 + j, oh = px / s.out_w, ow = px % s.out_w;
+    off[j] = oh * s.stride_h * s.row_pitch + ow * s.stride_w;
+    if (j && off[j] != off[j - 1] + 1) contiguous = false;
+  }
+  const int32_t zp = s.zp;
+  for (int64_t i = 0; i < kc; ++i) {
+    const int64_t ka = 2 * (k0 + i), kb = ka + 1;
+    const T* r0 = s.base + s.koff[ka];
+    const T* r1 = kb < s.K ? s.base + s.koff[kb] : nullptr;
+    uint32_t* d = dst + i * kQNR;
+    if (contiguous && r1) {
+      r0 += off[0];
+      r1 += off[0];
+      for (int64_t j = 0; j < kQNR; ++j) d[j] = q_pair(int32_t(r0[j]) - zp, int32_t(r1[j]) - zp);
+      continue;
+    }
+    for (int64_t j = 0; j < cols; ++j) d[j] = q_pair(int32_t(r0[off[j]]) - zp, r1 ? int32_t(r1[off[j]]) - zp : 0);
+    for (int64_t j = cols; j < kQNR; ++j) d[j] = 0;
+  }
+  return dst;
+}
+
+template <typename T>
+void conv_group(const ConvShape& s, const PanelSource<T>& src, const uint32_t* pw, const QEpilogue& ep, int64_t n,
+                int64_t g, void* y, ThreadPool* pool) {
+  const int64_t plane = s.out_h * s.out_w, ocg = s.ocg(), KP = q_pairs(src.K), panels = q_panels(plane);
+  const int64_t row0 = g * ocg, row1 = row0 + ocg, tiles = (row1 + kQMR - 1) / kQMR - row0 / kQMR;
+  auto b_slice = [&](int64_t p, int64_t k0, int64_t kc, uint32_t* scratch) { return pack_panel(src, p, k0, kc, scratch); };
+  const int64_t out_c = s.out_c;
+  auto y_at = [=](int64_t row, int64_t n0) { return (n * out_c + row) * plane + n0; };
+  const int t = threads_for(pool, double(ocg) * double(plane) * double(src.K));
+  // Pixels first: each piece packs its own panels once for all its rows.
+  const int64_t tn = t <= 1 ? 1 : std::min(panels, int64_t(t) * 4);
+  const int64_t tm = tn >= t ? 1 : std::min(tiles, (int64_t(t) + tn - 1) / tn);
+  auto piece = [&](int64_t i) {
+    int64_t p0, p1, ta, tb;
+    split_range(panels, tn, i % tn, p0, p1);
+    split_range(tiles, tm, i / tn, ta, tb);
+    const int64_t t0 = row0 / kQMR;
+    const int64_t r0 = std::max(row0, (t0 + ta) * kQMR), r1 = std::min(row1, (t0 + tb) * kQMR);
+    q_gemm_rect(r0, r1, plane, KP, pw, p0, p1, b_slice, ep, true, y_at, plane, y);
+  };
+  parallel_for(pool, tn * tm, piece);
+}
+
+template <typename TX>
+void conv_run(const ConvShape& s, const TX* x, int32_t x_zp, const uint32_t* pw, const QEpilogue& ep, void* y,
+              ThreadPool* pool) {
+  const int64_t icg = s.icg(), K = s.gemm_k(), in_plane = s.in_h * s.in_w, plane = s.out_h * s.out_w;
+  const bool in_place = s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
+                        s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
+  // The padded copy: rows and columns up to the last tap any output reads.
+  const int64_t Hp = in_place ? s.in_h : std::max(s.in_h + s.pad_top, (s.out_h - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1);
+  const int64_t Wp = in_place ? s.in_w : std::max(s.in_w + s.pad_left, (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1);
+  std::vector<int64_t> koff(static_cast<size_t>(K));
+  for (int64_t k = 0, khw = s.k_h * s.k_w; k < K; ++k) {
+    const int64_t ic = k / khw, r = k % khw;
+    koff[size_t(k)] = ic * Hp * Wp + (r / s.k_w) * s.dil_h * Wp + (r % s.k_w) * s.dil_w;
+  }
+  int16_t* padded = in_place ? nullptr
+                             : reinterpret_cast<int16_t*>(scratch_floats(kScratchA, size_t((icg * Hp * Wp + 1) / 2)));
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t g = 0; g < s.group; ++g) {
+      const TX* xg = x + (n * s.in_c + g * icg) * in_plane;
+      if (in_place) {
+        const PanelSource<TX> src{xg, x_zp, koff.data(), K, plane, s.out_w, 1, 1, s.in_w};
+        conv_group(s, src, pw, ep, n, g, y, pool);
+        continue;
+      }
+      const int parts = threads_for(pool, double(icg * Hp * Wp), 1 << 18);
+      parallel_ranges(pool, icg, parts, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          int16_t* dp = padded + c * Hp * Wp;
+          std::fill(dp, dp + Hp * Wp, int16_t(0));
+          for (int64_t ih = 0; ih < s.in_h; ++ih) {
+            const TX* sr = xg + c * in_plane + ih * s.in_w;
+            int16_t* dr = dp + (ih + s.pad_top) * Wp + s.pad_left;
+            for (int64_t iw = 0; iw < s.in_w; ++iw) dr[iw] = int16_t(int32_t(sr[iw]) - x_zp);
+          }
+        }
+      });
+      const PanelSource<int16_t> src{padded, 0, koff.data(), K, plane, s.out_w, s.stride_h, s.stride_w, Wp};
+      conv_group(s, src, pw, ep, n, g, y, pool);
+    }
+}
+
+}  // namespace
+
+void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) const {
+  if (s.batch * s.out_c * s.out_h * s.out_w == 0) return;
+  if (s.out_c != oc_ || s.gemm_k() != k_ || s.in_c != s.icg() * s.group)
+    throw std::invalid_argument("QConv: the shape has " + std::to_string(s.out_c) + " channels of " +
+                                std::to_string(s.gemm_k()) + " weights, the weights " + std::to_string(oc_) + " of " +
+                                std::to_string(k_));
+  if (s.pad_top < 0 || s.pad_left < 0) throw std::invalid_argument("QConv: negative pads");
+  const uint32_t* pw = reinterpret_cast<const uint32_t*>(packed_w_.data());
+  if (x_type_ == QType::U8) conv_run(s, static_cast<const uint8_t*>(x), x_zp_, pw, *ep_, y, pool);
+  else conv_run(s, static_cast<const int8_t*>(x), x_zp_, pw, *ep_, y, pool);
+}
+
+}  // namespace nxrt::cpu

@@ -1,0 +1,167 @@
+// 8-bit GEMM on packed int16 pairs, the engine of QConv and QMatMul (qlinear.hpp).
+//
+// Both operands hold 8-bit values minus their zero points, widened to int16 (|v| <= 255 for
+// zero points in the type's range), two consecutive k in one 32-bit word (low half k even).
+// A word times a word is what vpmaddwd computes per lane: two exact products summed in int32,
+// so the sums, added in wrapping int32, equal the reference loops' (integer_linalg.hpp) mod
+// 2^32 whatever the order. No zero-point correction terms: the subtraction is done in packing.
+//
+// Layouts (64-byte aligned, KP = ceil(K / 2) words per row or column):
+//   packed A ("rows", broadcast): tiles of kQMR rows; tile t at t * kQMR * KP holds [KP][kQMR].
+//             Rows past M and the odd k past K are zero.
+//   B slice ("columns", vectors): panels of kQNR columns; [kcp][kQNR] words, columns past N
+//             zero. Constant B (QMatMul's weights) is packed once, panel p at p * kQNR * KP;
+//             QConv packs its im2col panels per run, per K block, into scratch.
+// The micro-kernel (AVX2: 6 x 16 in 12 accumulators; generic C++) accumulates a tile into an
+// int32 block that stays in L1/L2 across K blocks; after the last one the store applies the
+// QOutput (bias, scale, zero point, clamp) and writes y, vectorised on AVX2.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "qlinear.hpp"
+#include "scratch.hpp"
+#include "thread_pool.hpp"
+
+namespace nxrt::cpu {
+
+constexpr int64_t kQMR = 6;
+constexpr int64_t kQNR = 16;
+constexpr int64_t kQKC = 256;       // pairs per K block: a B slice is 16 KB, an A slice 6 KB
+constexpr int64_t kQNcPanels = 8;   // panels per block of the int32 accumulators
+
+inline int64_t q_pairs(int64_t K) { return (K + 1) / 2; }
+inline int64_t q_tiles(int64_t M) { return (M + kQMR - 1) / kQMR; }
+inline int64_t q_panels(int64_t N) { return (N + kQNR - 1) / kQNR; }
+inline uint32_t q_pair(int32_t lo, int32_t hi) { return uint32_t(uint16_t(int16_t(lo))) | uint32_t(uint16_t(int16_t(hi))) << 16; }
+
+// A zero point keeps (v - zp) of any 8-bit v within int16 (the type's range does, with room).
+inline bool q_zero_point_ok(int32_t zp) { return zp >= -32000 && zp <= 32000; }
+
+// A(m, k) = a[m * lda + k] - zp[zp_per_row ? m : 0], packed as above into dst
+// (q_tiles(M) * kQMR * q_pairs(K) words).
+template <typename T>
+void q_pack_a(const T* a, int64_t lda, const int32_t* zp, bool zp_per_row, int64_t M, int64_t K, uint32_t* dst);
+// B(k, n) = b[k * ldb + n] - zp[n], all panels (q_panels(N) * kQNR * q_pairs(K) words).
+template <typename T>
+void q_pack_b(const T* b, int64_t ldb, const int32_t* zp, int64_t K, int64_t N, uint32_t* dst);
+
+// QOutput with every per-channel vector expanded to its channel count (the store's view).
+struct QEpilogue {
+  QType type = QType::I32;
+  std::vector<int32_t> bias;   // empty: none
+  std::vector<double> scale;   // one per channel (not I32)
+  std::vector<float> float_bias;  // empty: none
+  int32_t zero_point = 0, lo = 0, hi = 0;
+  float flo = 0.f, fhi = 0.f;
+};
+// Expands `out` for `channels` channels; throws std::invalid_argument on vectors of another size.
+QEpilogue q_epilogue(const QOutput& out, int64_t channels);
+
+// acc[kQMR][kQNR] = (load ? acc : 0) + sum over kcp pairs of A tile (stride kQMR) x B slice (stride kQNR).
+using QTileFn = void (*)(int64_t kcp, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load);
+// Rows [r0, r1) x columns [0, cols) of acc (row stride kQNR) through the epilogue to
+// y[(row - r0) * ldy + j] (elements of ep.type from `y`); the channel of (row, j) is
+// by_row ? ch0 + row - r0 : ch0 + j.
+using QStoreFn = void (*)(const QEpilogue& ep, const int32_t* acc, int64_t r0, int64_t r1, int64_t cols, bool by_row,
+                          int64_t ch0, void* y, int64_t ldy);
+
+// Up to kQTileGroup row tiles t, t+1, ... (A at a + i * a_next) against one B slice, into
+// acc[i]; q_tile_group_*(nt) is the function for nt (1..kQTileGroup) tiles.
+constexpr int kQTileGroup = 3;
+using QTileGroupFn = void (*)(int64_t kcp, const uint32_t* a, int64_t a_next, const uint32_t* b, int32_t* const* acc,
+                              bool load);
+
+QTileFn q_tile_generic();
+QTileFn q_tile_avx2();  // null when not compiled for x86
+QTileFn q_tile_vnni();  // null unless this CPU has AVX-512 BW + VNNI
+QTileGroupFn q_tile_group_vnni(int nt);
+QTileGroupFn q_tile_group_active(int nt);  // null: tiles one at a time
+QStoreFn q_store_generic();
+QStoreFn q_store_avx2();  // null when not compiled for x86
+QStoreFn q_store_avx512();  // null unless this CPU has AVX-512 BW, DQ and VL
+// A B panel's columns as runs of evenly spaced source elements: run r covers columns
+// [col[r], col[r + 1]) and reads column j at offset off[r] + (j - col[r]) * stride; columns
+// from col[n] on are zero. pack_runs writes pairs [k0, k0 + kc) of such a panel (tap k at
+// base + koff[k], K taps) to dst ([kc][kQNR] words): from an int16 source whose zero point is
+// already subtracted (stride 1 or 2), or (pack_runs8) from 8-bit x in place minus zp.
+struct QPanelRuns {
+  int n = 0;
+  int stride = 1;
+  int col[kQNR + 1] = {};
+  int64_t off[kQNR] = {};
+};
+using QPackRunsFn = void (*)(const int16_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t k0,
+                             int64_t kc, uint32_t* dst);
+using QPackRuns8Fn = void (*)(const void* base, bool is_signed, int32_t zp, const int64_t* koff, int64_t K,
+                              const QPanelRuns& runs, int64_t k0, int64_t kc, uint32_t* dst);
+QPackRunsFn q_pack_runs_generic();
+QPackRunsFn q_pack_runs_avx512();  // null unless this CPU has AVX-512 BW
+QPackRunsFn q_pack_runs_active();
+QPackRuns8Fn q_pack_runs8_generic();
+QPackRuns8Fn q_pack_runs8_avx512();
+QPackRuns8Fn q_pack_runs8_active();
+
+QTileFn q_tile_active();  // from active_isa()
+QStoreFn q_store_active();
+const char* q_kernel_name();  // "avx512vnni-18x16", "avx2-6x16" or "generic"
+
+// One rectangle of C = A B: rows [row0, row1) of A (any rows: tiles are clipped to it) x
+// panels [p0, p1). b_slice(p, k0p, kcp, scratch) returns panel p's pairs [k0p, k0p + kcp)
+// ([kcp][kQNR] words), packing them into `scratch` (kQKC * kQNR words) when they are not
+// prepacked. y_at(row, n0) is the y element offset of (row, column n0); ldy the row stride.
+// by_row: the channel is the row (conv), else the column (matmul).
+template <typename BSlice, typename YAt>
+void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32_t* pa, int64_t p0, int64_t p1,
+                 BSlice&& b_slice, const QEpilogue& ep, bool by_row, YAt&& y_at, int64_t ldy, void* y) {
+  const QTileFn tile = q_tile_active();
+  const QTileGroupFn group = q_tile_group_active(kQTileGroup);
+  const QStoreFn store = q_store_active();
+  const int64_t t0 = row0 / kQMR, t1 = (row1 + kQMR - 1) / kQMR;
+  if (t0 >= t1 || p0 >= p1) return;
+  const int64_t block_tiles = t1 - t0;
+  uint32_t* bscratch = reinterpret_cast<uint32_t*>(scratch_floats(kScratchB, size_t(kQKC * kQNR)));
+  int32_t* cbuf =
+      reinterpret_cast<int32_t*>(scratch_floats(kScratchC, size_t(block_tiles * kQNcPanels * kQMR * kQNR)));
+  const size_t esize = ep.type == QType::U8 || ep.type == QType::S8 ? 1 : 4;
+  for (int64_t g0 = p0; g0 < p1; g0 += kQNcPanels) {
+    const int64_t g1 = std::min(p1, g0 + kQNcPanels);
+    // K blocks of equal size (at most kQKC pairs): no short last block reloading the accumulators.
+    const int64_t kblocks = std::max<int64_t>(1, (KP + kQKC - 1) / kQKC), kcb = (KP + kblocks - 1) / kblocks;
+    for (int64_t k0 = 0; k0 < KP || k0 == 0; k0 += kcb) {
+      const int64_t kc = std::min(kcb, KP - k0);
+      const bool first = k0 == 0, final = k0 + kcb >= KP;
+      for (int64_t p = g0; p < g1; ++p) {
+        const uint32_t* bs = b_slice(p, k0, kc, bscratch);
+        const int64_t n0 = p * kQNR, cols = std::min(kQNR, N - n0);
+        auto store_tile = [&](int64_t t, const int32_t* acc) {
+          const int64_t ra = std::max(row0, t * kQMR), rb = std::min(row1, (t + 1) * kQMR);
+          store(ep, acc, ra - t * kQMR, rb - t * kQMR, cols, by_row, by_row ? ra : n0,
+                static_cast<char*>(y) + size_t(y_at(ra, n0)) * esize, ldy);
+        };
+        auto acc_of = [&](int64_t t) { return cbuf + ((t - t0) * kQNcPanels + (p - g0)) * kQMR * kQNR; };
+        int64_t t = t0;
+        if (group)
+          while (t < t1) {
+            const int nt = int(std::min<int64_t>(kQTileGroup, t1 - t));
+            int32_t* accs[kQTileGroup];
+            for (int i = 0; i < nt; ++i) accs[i] = acc_of(t + i);
+            (nt == kQTileGroup ? group : q_tile_group_active(nt))(kc, pa + (t * KP + k0) * kQMR, KP * kQMR, bs, accs,
+                                                                  !first);
+            if (final)
+              for (int i = 0; i < nt; ++i) store_tile(t + i, accs[i]);
+            t += nt;
+          }
+        for (; t < t1; ++t) {
+          int32_t* acc = acc_of(t);
+          tile(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first);
+          if (final) store_tile(t, acc);
+        }
+      }
+      if (KP == 0) break;
+    }
+  }
+}
+
+}  // namespace nxrt::cpu

@@ -1,0 +1,155 @@
+// AVX2 kernels of the 8-bit GEMM (gemm_int8.hpp): the 6 x 16 micro-kernel (12 int32
+// accumulators, 2 B vectors, one broadcast A pair per row; vpmaddwd is exact, vpmaddubsw would
+// saturate) and the vectorised QOutput store. The store does the scalar store's operations in
+// the same order and precision (double for the scale, round half to even by vroundpd, float
+// bias added in float), so the results are bit-identical. Compiled with a target attribute
+// and only called after CPUID reports AVX2.
+#include "gemm_int8.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstring>
+#include <limits>
+
+namespace nxrt::cpu {
+namespace {
+
+#define NXRT_AVX2 __attribute__((target("avx2,fma")))
+
+NXRT_AVX2 void tile_avx2(int64_t kcp, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load) {
+  __m256i c[kQMR][2];
+#pragma GCC unroll 6
+  for (int m = 0; m < kQMR; ++m)
+    for (int v = 0; v < 2; ++v)
+      c[m][v] = load ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + m * kQNR + v * 8)) : _mm256_setzero_si256();
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kcp; ++k) {
+    // Prepacked weights stream from memory on their first pass.
+    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * kQNR), _MM_HINT_T0);
+    const __m256i b0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(b));
+    const __m256i b1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 8));
+#pragma GCC unroll 6
+    for (int m = 0; m < kQMR; ++m) {
+      const __m256i av = _mm256_set1_epi32(int(a[m]));
+      c[m][0] = _mm256_add_epi32(c[m][0], _mm256_madd_epi16(av, b0));
+      c[m][1] = _mm256_add_epi32(c[m][1], _mm256_madd_epi16(av, b1));
+    }
+    a += kQMR;
+    b += kQNR;
+  }
+#pragma GCC unroll 6
+  for (int m = 0; m < kQMR; ++m)
+    for (int v = 0; v < 2; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + m * kQNR + v * 8), c[m][v]);
+}
+
+NXRT_AVX2 inline __m256i lane_mask(int64_t n) {  // lanes [0, n) set, n in 0..8
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// Per-channel values of up to 8 lanes: broadcast (by row) or loaded (by column).
+struct Chan {
+  __m256i bias;
+  __m256d scale_lo, scale_hi;
+  __m256 fbias;
+};
+
+// round_half_even(d) + zp, saturated to [qlo, qhi], then clamped to [lo, hi] (integers in double).
+NXRT_AVX2 inline __m256d requant(__m256d d, __m256d zp, __m256d qlo, __m256d qhi, __m256d lo, __m256d hi) {
+  d = _mm256_add_pd(_mm256_round_pd(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zp);
+  d = _mm256_min_pd(_mm256_max_pd(d, qlo), qhi);
+  return _mm256_min_pd(_mm256_max_pd(d, lo), hi);
+}
+
+// 8 accumulators (n valid) through the epilogue to y + at (elements).
+NXRT_AVX2 inline void store8(const QEpilogue& e, __m256i v, const Chan& ch, int64_t n, void* y, int64_t at) {
+  v = _mm256_add_epi32(v, ch.bias);  // wraps like the scalar uint32 add
+  const __m256i mask = lane_mask(n);
+  if (e.type == QType::I32) {
+    int32_t* yp = static_cast<int32_t*>(y) + at;
+    if (n == 8) _mm256_storeu_si256(reinterpret_cast<__m256i*>(yp), v);
+    else _mm256_maskstore_epi32(yp, mask, v);
+    return;
+  }
+  const __m256d dlo = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(v)), ch.scale_lo);
+  const __m256d dhi = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(v, 1)), ch.scale_hi);
+  if (e.type == QType::F32) {
+    __m256 f = _mm256_set_m128(_mm256_cvtpd_ps(dhi), _mm256_cvtpd_ps(dlo));
+    if (!e.float_bias.empty()) f = _mm256_add_ps(f, ch.fbias);
+    // std::min(std::max(f, lo), hi): max/min return the second operand on NaN, so NaN stays.
+    f = _mm256_min_ps(_mm256_set1_ps(e.fhi), _mm256_max_ps(_mm256_set1_ps(e.flo), f));
+    float* yp = static_cast<float*>(y) + at;
+    if (n == 8) _mm256_storeu_ps(yp, f);
+    else _mm256_maskstore_ps(yp, mask, f);
+    return;
+  }
+  const bool u8 = e.type == QType::U8;
+  const __m256d zp = _mm256_set1_pd(double(e.zero_point));
+  const __m256d qlo = _mm256_set1_pd(u8 ? 0.0 : -128.0), qhi = _mm256_set1_pd(u8 ? 255.0 : 127.0);
+  const __m256d lo = _mm256_set1_pd(double(e.lo)), hi = _mm256_set1_pd(double(e.hi));
+  const __m128i qa = _mm256_cvtpd_epi32(requant(dlo, zp, qlo, qhi, lo, hi));
+  const __m128i qb = _mm256_cvtpd_epi32(requant(dhi, zp, qlo, qhi, lo, hi));
+  // The low byte of each int32 (what the scalar cast to Q keeps), without saturating packs.
+  const __m128i ff = _mm_set1_epi32(0xff);
+  const __m128i w16 = _mm_packus_epi32(_mm_and_si128(qa, ff), _mm_and_si128(qb, ff));
+  const __m128i b8 = _mm_packus_epi16(w16, w16);
+  char* yp = static_cast<char*>(y) + at;
+  if (n == 8) _mm_storel_epi64(reinterpret_cast<__m128i*>(yp), b8);
+  else {
+    alignas(16) char tmp[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(tmp), b8);
+    std::memcpy(yp, tmp, size_t(n));
+  }
+}
+
+NXRT_AVX2 void store_avx2(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t cols, bool by_row,
+                          int64_t ch0, void* y, int64_t ldy) {
+  const bool fb = !e.float_bias.empty(), sc = e.type != QType::I32;
+  if (by_row) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const size_t c = size_t(ch0 + r - r0);
+      Chan ch;
+      ch.bias = _mm256_set1_epi32(e.bias.empty() ? 0 : e.bias[c]);
+      ch.scale_lo = ch.scale_hi = _mm256_set1_pd(sc ? e.scale[c] : 0.0);
+      ch.fbias = _mm256_set1_ps(fb ? e.float_bias[c] : 0.f);
+      for (int64_t j = 0; j < cols; j += 8)
+        store8(e, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + r * kQNR + j)), ch, std::min<int64_t>(8, cols - j),
+               y, (r - r0) * ldy + j);
+    }
+    return;
+  }
+  // Channels along the columns: their values for this tile's columns, zero past cols.
+  alignas(32) int32_t bias[kQNR] = {};
+  alignas(32) double scale[kQNR] = {};
+  alignas(32) float fbias[kQNR] = {};
+  for (int64_t j = 0; j < cols; ++j) {
+    const size_t c = size_t(ch0 + j);
+    if (!e.bias.empty()) bias[j] = e.bias[c];
+    if (sc) scale[j] = e.scale[c];
+    if (fb) fbias[j] = e.float_bias[c];
+  }
+  for (int64_t j = 0; j < cols; j += 8) {
+    Chan ch;
+    ch.bias = _mm256_load_si256(reinterpret_cast<const __m256i*>(bias + j));
+    ch.scale_lo = _mm256_load_pd(scale + j);
+    ch.scale_hi = _mm256_load_pd(scale + j + 4);
+    ch.fbias = _mm256_load_ps(fbias + j);
+    for (int64_t r = r0; r < r1; ++r)
+      store8(e, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + r * kQNR + j)), ch, std::min<int64_t>(8, cols - j),
+             y, (r - r0) * ldy + j);
+  }
+}
+
+}  // namespace
+
+QTileFn q_tile_avx2() { return &tile_avx2; }
+QStoreFn q_store_avx2() { return &store_avx2; }
+
+}  // namespace nxrt::cpu
+
+#else
+namespace nxrt::cpu {
+QTileFn q_tile_avx2() { return nullptr; }
+QStoreFn q_store_avx2() { return nullptr; }
+}  // namespace nxrt::cpu
+#endif

@@ -1,0 +1,231 @@
+// AVX-512 VNNI kernel of the 8-bit GEMM (gemm_int8.hpp): vpdpwssd multiplies the int16 pairs
+// and adds them to the int32 accumulator in one instruction (wrapping, not the saturating
+// vpdpwssds), 16 columns (a whole panel) per zmm. One call computes kQTileGroup row tiles
+// against the same B slice (6 accumulators each), so every B vector loaded feeds 6 x
+// kQTileGroup multiply-adds and the A pairs come as embedded broadcasts. Target attribute;
+// used only when CPUID reports AVX-512 F/BW and VNNI and the ISA is not capped below avx512.
+#include "gemm_int8.hpp"
+
+#if defined(__x86_64__)
+// GCC 12's AVX-512 headers pass an "undefined" vector to the masked builtins behind the
+// 512 -> 256 casts, which -Wmaybe-uninitialized reports at every use.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+namespace nxrt::cpu {
+namespace {
+
+#define NXRT_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+template <int NT>
+NXRT_VNNI void tiles_vnni(int64_t kcp, const uint32_t* a, int64_t a_next, const uint32_t* b, int32_t* const* acc,
+                          bool load) {
+  __m512i c[NT][kQMR];
+#pragma GCC unroll 3
+  for (int t = 0; t < NT; ++t)
+#pragma GCC unroll 6
+    for (int m = 0; m < kQMR; ++m) c[t][m] = load ? _mm512_loadu_si512(acc[t] + m * kQNR) : _mm512_setzero_si512();
+  // One pointer per tile, so each broadcast is a constant offset from it.
+  const uint32_t* at[NT];
+  for (int t = 0; t < NT; ++t) at[t] = a + t * a_next;
+  for (int64_t k = 0; k < kcp; ++k) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * kQNR), _MM_HINT_T0);
+    const __m512i bv = _mm512_load_si512(b);
+#pragma GCC unroll 3
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 6
+      for (int m = 0; m < kQMR; ++m) c[t][m] = _mm512_dpwssd_epi32(c[t][m], _mm512_set1_epi32(int(at[t][m])), bv);
+      at[t] += kQMR;
+    }
+    b += kQNR;
+  }
+#pragma GCC unroll 3
+  for (int t = 0; t < NT; ++t)
+#pragma GCC unroll 6
+    for (int m = 0; m < kQMR; ++m) _mm512_storeu_si512(acc[t] + m * kQNR, c[t][m]);
+}
+
+void tile_vnni(int64_t kcp, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load) {
+  int32_t* const accs[1] = {acc};
+  tiles_vnni<1>(kcp, a, 0, b, accs, load);
+}
+
+#define NXRT_BW __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+// Pairs of k rows v0 (even k) and v1 (odd k), 16 columns each, to 16 words at dst.
+NXRT_BW inline void store_pairs(__m256i v0, __m256i v1, uint32_t* dst) {
+  // unpacklo/hi pair columns 0-3 | 8-11 and 4-7 | 12-15; the lane permutes put them in order.
+  const __m256i lo = _mm256_unpacklo_epi16(v0, v1), hi = _mm256_unpackhi_epi16(v0, v1);
+  __m256i* d = reinterpret_cast<__m256i*>(dst);
+  _mm256_store_si256(d, _mm256_permute2x128_si256(lo, hi, 0x20));
+  _mm256_store_si256(d + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// Each run's columns by a masked load (masked-off lanes are not read): 16 lanes at stride 1;
+// at stride 2 the even lanes of 32, compressed by a word permute.
+NXRT_BW void pack_runs_avx512(const int16_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t k0,
+                              int64_t kc, uint32_t* dst) {
+  const bool s2 = runs.stride == 2;
+  __mmask32 mask[kQNR];
+  int64_t at[kQNR];
+  for (int r = 0; r < runs.n; ++r) {
+    const int c0 = runs.col[r], c1 = runs.col[r + 1];
+    mask[r] = s2 ? __mmask32(((1ull << (2 * c1)) - (1ull << (2 * c0))) & 0x55555555u)
+                 : __mmask32(((1u << (c1 - c0)) - 1u) << c0);
+    at[r] = runs.off[r] - int64_t(c0) * runs.stride;
+  }
+  const __m512i evens = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26, 24,
+                                         22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  for (int64_t i = 0; i < kc; ++i) {
+    const int64_t ka = 2 * (k0 + i);
+    const int16_t* r0 = base + koff[ka];
+    const int16_t* r1 = ka + 1 < K ? base + koff[ka + 1] : nullptr;
+    __m256i v0, v1;
+    if (!s2) {
+      v0 = v1 = _mm256_setzero_si256();
+      for (int r = 0; r < runs.n; ++r) {
+        v0 = _mm256_or_si256(v0, _mm256_maskz_loadu_epi16(__mmask16(mask[r]), r0 + at[r]));
+        if (r1) v1 = _mm256_or_si256(v1, _mm256_maskz_loadu_epi16(__mmask16(mask[r]), r1 + at[r]));
+      }
+    } else {
+      __m512i w0 = _mm512_setzero_si512(), w1 = _mm512_setzero_si512();
+      for (int r = 0; r < runs.n; ++r) {
+        w0 = _mm512_or_si512(w0, _mm512_maskz_loadu_epi16(mask[r], r0 + at[r]));
+        if (r1) w1 = _mm512_or_si512(w1, _mm512_maskz_loadu_epi16(mask[r], r1 + at[r]));
+      }
+      v0 = _mm512_castsi512_si256(_mm512_permutexvar_epi16(evens, w0));
+      v1 = _mm512_castsi512_si256(_mm512_permutexvar_epi16(evens, w1));
+    }
+    store_pairs(v0, v1, dst + i * kQNR);
+  }
+}
+
+template <bool SIGNED>
+NXRT_BW inline __m256i widen_minus(__m128i b, __mmask16 valid, __m256i z) {
+  return _mm256_maskz_sub_epi16(valid, SIGNED ? _mm256_cvtepi8_epi16(b) : _mm256_cvtepu8_epi16(b), z);
+}
+
+// 8-bit x in place (stride 1): masked byte loads, widened, minus the zero point on the
+// columns the runs cover (the others stay 0).
+template <bool SIGNED>
+NXRT_BW void pack_runs8_avx512(const void* base_v, int32_t zp, const int64_t* koff, int64_t K, const QPanelRuns& runs,
+                               int64_t k0, int64_t kc, uint32_t* dst) {
+  const char* base = static_cast<const char*>(base_v);
+  __mmask16 mask[kQNR];
+  int64_t at[kQNR];
+  for (int r = 0; r < runs.n; ++r) {
+    mask[r] = __mmask16(((1u << (runs.col[r + 1] - runs.col[r])) - 1u) << runs.col[r]);
+    at[r] = runs.off[r] - runs.col[r];
+  }
+  const __mmask16 valid = __mmask16((1u << runs.col[runs.n]) - 1u);
+  const __m256i z = _mm256_set1_epi16(int16_t(zp));
+  for (int64_t i = 0; i < kc; ++i) {
+    const int64_t ka = 2 * (k0 + i);
+    const char* r0 = base + koff[ka];
+    const char* r1 = ka + 1 < K ? base + koff[ka + 1] : nullptr;
+    __m128i b0 = _mm_setzero_si128(), b1 = _mm_setzero_si128();
+    for (int r = 0; r < runs.n; ++r) {
+      b0 = _mm_or_si128(b0, _mm_maskz_loadu_epi8(mask[r], r0 + at[r]));
+      if (r1) b1 = _mm_or_si128(b1, _mm_maskz_loadu_epi8(mask[r], r1 + at[r]));
+    }
+    store_pairs(widen_minus<SIGNED>(b0, valid, z), r1 ? widen_minus<SIGNED>(b1, valid, z) : _mm256_setzero_si256(),
+                dst + i * kQNR);
+  }
+}
+
+NXRT_BW void pack_runs8_dispatch(const void* base, bool is_signed, int32_t zp, const int64_t* koff, int64_t K,
+                                 const QPanelRuns& runs, int64_t k0, int64_t kc, uint32_t* dst) {
+  if (is_signed) pack_runs8_avx512<true>(base, zp, koff, K, runs, k0, kc, dst);
+  else pack_runs8_avx512<false>(base, zp, koff, K, runs, k0, kc, dst);
+}
+
+#define NXRT_AVX512_STORE __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+
+// round_half_even(d) + zp, saturated to [qlo, qhi], then clamped to [lo, hi] (integers in double).
+NXRT_AVX512_STORE inline __m512d requant16(__m512d d, __m512d zp, __m512d qlo, __m512d qhi, __m512d lo, __m512d hi) {
+  d = _mm512_add_pd(_mm512_roundscale_pd(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zp);
+  d = _mm512_min_pd(_mm512_max_pd(d, qlo), qhi);
+  return _mm512_min_pd(_mm512_max_pd(d, lo), hi);
+}
+
+// The QOutput store of the AVX2 version (gemm_int8_avx2.cpp), one 16-column tile row per
+// vector: the same operations in the same order and precision, masked tails.
+NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t cols,
+                                    bool by_row, int64_t ch0, void* y, int64_t ldy) {
+  const __mmask16 m = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1u);
+  const bool has_bias = !e.bias.empty(), fb = !e.float_bias.empty(), sc = e.type != QType::I32;
+  __m512i bias = _mm512_setzero_si512();
+  __m512d s_lo = _mm512_setzero_pd(), s_hi = _mm512_setzero_pd();
+  __m512 fbias = _mm512_setzero_ps();
+  if (!by_row) {  // channels along the columns: loaded once, masked to the tile's columns
+    if (has_bias) bias = _mm512_maskz_loadu_epi32(m, e.bias.data() + ch0);
+    if (sc) {
+      s_lo = _mm512_maskz_loadu_pd(__mmask8(m), e.scale.data() + ch0);
+      s_hi = _mm512_maskz_loadu_pd(__mmask8(m >> 8), e.scale.data() + ch0 + 8);
+    }
+    if (fb) fbias = _mm512_maskz_loadu_ps(m, e.float_bias.data() + ch0);
+  }
+  const bool u8 = e.type == QType::U8;
+  const __m512d zp = _mm512_set1_pd(double(e.zero_point));
+  const __m512d qlo = _mm512_set1_pd(u8 ? 0.0 : -128.0), qhi = _mm512_set1_pd(u8 ? 255.0 : 127.0);
+  const __m512d lo = _mm512_set1_pd(double(e.lo)), hi = _mm512_set1_pd(double(e.hi));
+  const __m512 flo = _mm512_set1_ps(e.flo), fhi = _mm512_set1_ps(e.fhi);
+  for (int64_t r = r0; r < r1; ++r) {
+    if (by_row) {
+      const size_t c = size_t(ch0 + r - r0);
+      if (has_bias) bias = _mm512_set1_epi32(e.bias[c]);
+      if (sc) s_lo = s_hi = _mm512_set1_pd(e.scale[c]);
+      if (fb) fbias = _mm512_set1_ps(e.float_bias[c]);
+    }
+    const __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + r * kQNR), bias);  // wraps as the scalar add
+    const int64_t at = (r - r0) * ldy;
+    if (e.type == QType::I32) {
+      _mm512_mask_storeu_epi32(static_cast<int32_t*>(y) + at, m, v);
+      continue;
+    }
+    const __m512d dlo = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(v)), s_lo);
+    const __m512d dhi = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(v, 1)), s_hi);
+    if (e.type == QType::F32) {
+      __m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(dlo)), _mm512_cvtpd_ps(dhi), 1);
+      if (fb) f = _mm512_add_ps(f, fbias);
+      f = _mm512_min_ps(fhi, _mm512_max_ps(flo, f));  // NaN stays: max/min return the second operand
+      _mm512_mask_storeu_ps(static_cast<float*>(y) + at, m, f);
+      continue;
+    }
+    const __m256i qa = _mm512_cvtpd_epi32(requant16(dlo, zp, qlo, qhi, lo, hi));
+    const __m256i qb = _mm512_cvtpd_epi32(requant16(dhi, zp, qlo, qhi, lo, hi));
+    // vpmovdb keeps the low byte of each int32, as the scalar cast to Q.
+    const __m128i b = _mm512_cvtepi32_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1));
+    _mm_mask_storeu_epi8(static_cast<char*>(y) + at, m, b);
+  }
+}
+
+}  // namespace
+
+QStoreFn q_store_avx512() {
+  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")
+             ? &store_avx512
+             : nullptr;
+}
+
+QPackRunsFn q_pack_runs_avx512() { return __builtin_cpu_supports("avx512bw") ? &pack_runs_avx512 : nullptr; }
+QPackRuns8Fn q_pack_runs8_avx512() { return __builtin_cpu_supports("avx512bw") ? &pack_runs8_dispatch : nullptr; }
+
+QTileFn q_tile_vnni() { return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni") ? &tile_vnni : nullptr; }
+QTileGroupFn q_tile_group_vnni(int nt) {
+  static constexpr QTileGroupFn by_count[] = {nullptr, &tiles_vnni<1>, &tiles_vnni<2>, &tiles_vnni<3>};
+  static_assert(kQTileGroup == 3);
+  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni") ? by_count[nt] : nullptr;
+}
+
+}  // namespace nxrt::cpu
+
+#else
+namespace nxrt::cpu {
+QTileFn q_tile_vnni() { return nullptr; }
+QTileGroupFn q_tile_group_vnni(int) { return nullptr; }
+QPackRunsFn q_pack_runs_avx512() { return nullptr; }
+QPackRuns8Fn q_pack_runs8_avx512() { return nullptr; }
+QStoreFn q_store_avx512() { return nullptr; }
+}  // namespace nxrt::cpu
+#endif

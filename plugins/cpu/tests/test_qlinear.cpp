@@ -1,0 +1,249 @@
+// QConv and QMatMul (the packed 8-bit GEMM: AVX2 micro-kernel or the generic one under
+// NXRT_CPU_ISA=generic) against the exact reference loops (conv_integer / gemm_integer) and
+// the scalar QOutput store, byte for byte, over generated shapes, type mixes, output kinds,
+// clamps and extreme values, with and without threads.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cpu_info.hpp"
+#include "integer_linalg.hpp"
+#include "qlinear.hpp"
+#include "thread_pool.hpp"
+
+using namespace nxrt::cpu;
+
+namespace {
+
+size_t esize(QType t) { return t == QType::U8 || t == QType::S8 ? 1 : 4; }
+const char* tname(QType t) { return t == QType::U8 ? "u8" : t == QType::S8 ? "s8" : t == QType::I32 ? "i32" : "f32"; }
+
+// 8-bit data of `t`, a third of it at the type's extremes.
+std::vector<uint8_t> data8(QType t, size_t n, std::mt19937& g) {
+  std::vector<uint8_t> v(n);
+  std::uniform_int_distribution<int> d(0, 255), pick(0, 5);
+  for (auto& e : v) {
+    const int p = pick(g);
+    e = p == 0 ? uint8_t(t == QType::U8 ? 0 : 0x80) : p == 1 ? uint8_t(t == QType::U8 ? 255 : 0x7f) : uint8_t(d(g));
+  }
+  return v;
+}
+
+int32_t zp_of(QType t, std::mt19937& g) {
+  std::uniform_int_distribution<int> pick(0, 4), d(0, 255);
+  const int p = pick(g);
+  if (t == QType::U8) return p == 0 ? 0 : p == 1 ? 255 : p == 2 ? 128 : d(g);
+  return p == 0 ? -128 : p == 1 ? 127 : p == 2 ? 0 : d(g) - 128;
+}
+
+// A QOutput of `type` for `ch` channels: bias, per-tensor or per-channel scales (ties at
+// 0.5), float bias, clamps, all picked at random.
+QOutput make_output(QType type, int64_t ch, std::mt19937& g) {
+  QOutput o;
+  o.type = type;
+  std::uniform_int_distribution<int> coin(0, 1), bd(-300000, 300000);
+  std::uniform_real_distribution<float> sd(1e-4f, 2e-2f);
+  if (coin(g))
+    for (int64_t c = 0; c < ch; ++c) o.bias.push_back(c % 5 == 0 ? 2147483000 : bd(g));  // wraps near INT32_MAX
+  if (type != QType::I32) {
+    const int64_t ns = coin(g) ? ch : 1;
+    for (int64_t c = 0; c < ns; ++c)
+      o.scale.push_back(c % 4 == 1 ? 0.5 : double(sd(g)) * double(sd(g) * 50.f) / double(sd(g) * 10.f));
+  }
+  if (type == QType::F32) {
+    if (coin(g))
+      for (int64_t c = 0; c < ch; ++c) o.float_bias.push_back(float(bd(g)) * 1e-4f);
+    if (coin(g)) {
+      o.flo = 0.f;
+      o.fhi = coin(g) ? 6.f : std::numeric_limits<float>::infinity();
+    }
+  }
+  if (type == QType::U8 || type == QType::S8) {
+    o.zero_point = zp_of(type, g);
+    if (coin(g)) {  // Relu / Clip folded in, as the QDQ groups do
+      o.lo = o.zero_point;
+      if (coin(g)) o.hi = std::min<int32_t>(o.zero_point + 50, type == QType::U8 ? 255 : 127);
+    }
+  }
+  return o;
+}
+
+template <typename F>
+void with_8bit(QType a, QType b, F&& f) {
+  auto with_b = [&](auto ta) {
+    if (b == QType::U8) f(ta, uint8_t{});
+    else f(ta, int8_t{});
+  };
+  if (a == QType::U8) with_b(uint8_t{});
+  else with_b(int8_t{});
+}
+
+std::vector<uint8_t> conv_reference(const ConvShape& s, QType xt, const std::vector<uint8_t>& x, int32_t x_zp, QType wt,
+                                    const std::vector<uint8_t>& w, const std::vector<int32_t>& w_zp, const QOutput& o) {
+  const int64_t plane = s.out_h * s.out_w, total = s.batch * s.out_c * plane;
+  std::vector<int32_t> acc(static_cast<size_t>(total));
+  with_8bit(xt, wt, [&](auto tx, auto tw) {
+    using TX = decltype(tx);
+    using TW = decltype(tw);
+    conv_integer(s, reinterpret_cast<const TX*>(x.data()), x_zp, reinterpret_cast<const TW*>(w.data()), w_zp.data(),
+                 acc.data(), nullptr);
+  });
+  std::vector<uint8_t> y(size_t(total) * esize(o.type));
+  for (int64_t t = 0; t < s.batch * s.out_c; ++t) q_store_channel(o, acc.data() + t * plane, plane, t % s.out_c, y.data(), t * plane);
+  return y;
+}
+
+struct ConvCase {
+  int64_t batch, in_c, in_h, in_w, out_c, group, k_h, k_w, sh, sw, dh, dw, pt, pl, pb, pr;
+};
+
+ConvShape shape_of(const ConvCase& c) {
+  ConvShape s;
+  s.batch = c.batch;
+  s.in_c = c.in_c;
+  s.in_h = c.in_h;
+  s.in_w = c.in_w;
+  s.out_c = c.out_c;
+  s.group = c.group;
+  s.k_h = c.k_h;
+  s.k_w = c.k_w;
+  s.stride_h = c.sh;
+  s.stride_w = c.sw;
+  s.dil_h = c.dh;
+  s.dil_w = c.dw;
+  s.pad_top = c.pt;
+  s.pad_left = c.pl;
+  s.out_h = (c.in_h + c.pt + c.pb - ((c.k_h - 1) * c.dh + 1)) / c.sh + 1;
+  s.out_w = (c.in_w + c.pl + c.pr - ((c.k_w - 1) * c.dw + 1)) / c.sw + 1;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("QMatMul equals gemm_integer + the scalar store, byte for byte") {
+  std::mt19937 g(11);
+  ThreadPool pool(3);
+  const int64_t shapes[][3] = {{1, 1, 1}, {5, 7, 3},    {6, 16, 2},   {7, 17, 33},  {13, 48, 511},
+                               {2, 3, 600}, {64, 40, 513}, {30, 100, 19}, {128, 33, 64}};
+  const QType outs[] = {QType::I32, QType::F32, QType::U8, QType::S8};
+  int cases = 0;
+  for (const auto& sh : shapes)
+    for (QType at : {QType::U8, QType::S8})
+      for (QType bt : {QType::U8, QType::S8})
+        for (QType ot : outs) {
+          const int64_t M = sh[0], N = sh[1], K = sh[2];
+          const auto a = data8(at, size_t(M * K), g), b = data8(bt, size_t(K * N), g);
+          const int32_t a_zp = zp_of(at, g);
+          std::vector<int32_t> b_zp(size_t(N), zp_of(bt, g));
+          if (g() % 2)
+            for (auto& z : b_zp) z = zp_of(bt, g);  // per column
+          const QOutput o = make_output(ot, N, g);
+          // Reference.
+          std::vector<int32_t> acc(size_t(M * N));
+          const std::vector<int32_t> azp(size_t(M), a_zp);
+          with_8bit(at, bt, [&](auto ta, auto tb) {
+            using TA = decltype(ta);
+            using TB = decltype(tb);
+            gemm_integer(M, N, K, reinterpret_cast<const TA*>(a.data()), azp.data(), reinterpret_cast<const TB*>(b.data()),
+                         b_zp.data(), acc.data(), nullptr);
+          });
+          std::vector<uint8_t> want(size_t(M * N) * esize(ot));
+          for (int64_t m = 0; m < M; ++m) q_store_row(o, acc.data() + m * N, N, 0, want.data(), m * N);
+          const QMatMul q(at, a_zp, bt, b.data(), K, N, b_zp, o);
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::vector<uint8_t> got(want.size(), 0xcd);
+            q.run(M, a.data(), got.data(), p);
+            CAPTURE(M);
+            CAPTURE(N);
+            CAPTURE(K);
+            INFO(tname(at), " x ", tname(bt), " -> ", tname(ot), p ? " threads" : "");
+            CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+          }
+          ++cases;
+        }
+  CHECK(cases == 9 * 16);
+}
+
+TEST_CASE("QMatMul: the int32 sum wraps as the reference's, K = 0 gives the bias") {
+  // 255 * 255 * 40000 overflows int32: both wrap the same way.
+  const int64_t K = 40000, N = 3;
+  std::vector<uint8_t> a(size_t(K), 255), b(size_t(K * N), 255);
+  QOutput o;
+  o.type = QType::I32;
+  const QMatMul q(QType::U8, 0, QType::U8, b.data(), K, N, {0, 0, 0}, o);
+  std::vector<int32_t> y(3);
+  q.run(1, a.data(), y.data(), nullptr);
+  CHECK(y[0] == int32_t(uint32_t(255 * 255) * uint32_t(K)));
+  QOutput ob;
+  ob.type = QType::I32;
+  ob.bias = {4, -5, 6};
+  const QMatMul q0(QType::S8, 3, QType::S8, nullptr, 0, N, {1, 2, 3}, ob);
+  std::vector<int32_t> y0(6, 99);
+  q0.run(2, nullptr, y0.data(), nullptr);
+  CHECK(y0 == std::vector<int32_t>{4, -5, 6, 4, -5, 6});
+}
+
+TEST_CASE("QMatMul / QConv refuse zero points out of range and QOutput vectors of another size") {
+  QOutput o;
+  o.type = QType::U8;
+  o.scale = {1.0, 2.0};
+  const uint8_t b[6] = {};
+  CHECK_THROWS_AS(QMatMul(QType::U8, 0, QType::U8, b, 2, 3, {0, 0, 0}, o), std::invalid_argument);
+  o.scale = {1.0};
+  CHECK_THROWS_AS(QMatMul(QType::U8, 40000, QType::U8, b, 2, 3, {0, 0, 0}, o), std::invalid_argument);
+  CHECK_THROWS_AS(QConv(QType::U8, 0, QType::U8, b, 5, {0, 0}, o), std::invalid_argument);  // 5 weights, 2 channels
+}
+
+TEST_CASE("QConv equals conv_integer + the scalar store, byte for byte") {
+  std::mt19937 g(5);
+  ThreadPool pool(2);
+  // batch, in_c, in_h, in_w, out_c, group, kh, kw, sh, sw, dh, dw, pads t l b r
+  const ConvCase cases[] = {
+      {1, 8, 6, 7, 13, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},      // 1x1 stride 1: x read in place
+      {2, 5, 9, 9, 7, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},       // 3x3 pad 1, odd K (45)
+      {1, 16, 17, 19, 20, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},   // stride 2
+      {1, 6, 11, 12, 9, 3, 3, 2, 1, 2, 2, 1, 2, 0, 1, 3},     // groups, dilation, asymmetric pads
+      {1, 12, 8, 8, 12, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    // depthwise
+      {1, 24, 7, 7, 24, 24, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},    // depthwise 5x5 stride 2
+      {1, 4, 1, 50, 6, 2, 1, 5, 1, 3, 1, 2, 0, 4, 0, 1},      // 1-D, groups
+      {2, 3, 10, 9, 8, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0},      // 1x1 stride 2 (im2col)
+      {1, 64, 14, 14, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   // a ResNet stage-3 layer, K = 576 > one K block
+      {1, 7, 5, 5, 3, 1, 5, 5, 1, 1, 1, 1, 0, 0, 0, 0},       // one output pixel
+      {1, 600, 3, 4, 5, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     // K = 600 in place, two K blocks
+  };
+  int n = 0;
+  for (const ConvCase& c : cases) {
+    const ConvShape s = shape_of(c);
+    for (QType xt : {QType::U8, QType::S8})
+      for (QType wt : {QType::U8, QType::S8})
+        for (QType ot : {QType::I32, QType::F32, QType::U8, QType::S8}) {
+          const auto x = data8(xt, size_t(s.batch * s.in_c * s.in_h * s.in_w), g);
+          const auto w = data8(wt, size_t(s.out_c * s.gemm_k()), g);
+          const int32_t x_zp = zp_of(xt, g);
+          std::vector<int32_t> w_zp(size_t(s.out_c));
+          for (auto& z : w_zp) z = zp_of(wt, g);
+          const QOutput o = make_output(ot, s.out_c, g);
+          const auto want = conv_reference(s, xt, x, x_zp, wt, w, w_zp, o);
+          const QConv q(xt, x_zp, wt, w.data(), int64_t(w.size()), w_zp, o);
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::vector<uint8_t> got(want.size(), 0xcd);
+            q.run(s, x.data(), got.data(), p);
+            INFO("case ", n, ": ", tname(xt), " x ", tname(wt), " -> ", tname(ot), p ? " threads" : "");
+            CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+          }
+        }
+    ++n;
+  }
+  // A run with another geometry than the weights' fails instead of reading past them.
+  const ConvShape s = shape_of(cases[1]);
+  const std::vector<uint8_t> w(size_t(s.out_c * s.gemm_k()));
+  QOutput o;
+  o.scale = {1.0};
+  const QConv q(QType::U8, 0, QType::U8, w.data(), int64_t(w.size()), std::vector<int32_t>(size_t(s.out_c)), o);
+  ConvShape other = s;
+  other.k_w = 2;
+  std::vector<uint8_t> x(size_t(s.batch * s.in_c * s.in_h * s.in_w)), y(4096);
+  CHECK_THROWS_AS(q.run(other, x.data(), y.data(), nullptr), std::invalid_argument);
+}
