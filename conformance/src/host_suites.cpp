@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <onnx/onnx_pb.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -552,6 +554,75 @@ Record run_mixed(const Config& c, const std::string& model) {
   return pass(where + "; matches " + fs::path(c.reference).filename().string() + " alone (" + rule + ")");
 }
 
+// A model that makes a GPU-style plugin share the work: float32 Relu and Mul, an int32 island
+// (Cast, a broadcast Add of int32 constants, Cast back) that plugins taking only float types
+// leave to the reference, then MatMul and Relu in float32 again, so values cross between the
+// plugin and the reference both ways. X*8 and the casts are exact, so both placements agree.
+std::string write_island_model(const std::string& path) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.set_producer_name("nxrt-conformance");
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("float_int_float");
+  auto value = [](onnx::ValueInfoProto* v, const char* name, int type, std::vector<int64_t> dims) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(type);
+    for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  value(g->add_input(), "X", onnx::TensorProto::FLOAT, {4, 16});
+  value(g->add_output(), "Y", onnx::TensorProto::FLOAT, {4, 8});
+  auto init = [&](const char* name, int type, std::vector<int64_t> dims, const void* data, size_t bytes) {
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(type);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(data, bytes);
+  };
+  const float eight = 8;
+  init("eight", onnx::TensorProto::FLOAT, {}, &eight, 4);
+  std::vector<int32_t> bias(16);
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = int32_t(i % 5) - 2;
+  init("bias", onnx::TensorProto::INT32, {16}, bias.data(), bias.size() * 4);
+  std::vector<float> w(16 * 8);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 7 % 11) - 5) / 8;
+  init("W", onnx::TensorProto::FLOAT, {16, 8}, w.data(), w.size() * 4);
+  auto node = [&](const char* op, std::vector<const char*> in, const char* out, int cast_to = -1) {
+    onnx::NodeProto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(std::string(out) + "_" + op);
+    for (auto* i : in) n->add_input(i);
+    n->add_output(out);
+    if (cast_to >= 0) {
+      auto* a = n->add_attribute();
+      a->set_name("to");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(cast_to);
+    }
+  };
+  node("Relu", {"X"}, "r");
+  node("Mul", {"r", "eight"}, "r8");
+  node("Cast", {"r8"}, "q", onnx::TensorProto::INT32);
+  node("Add", {"q", "bias"}, "qb");
+  node("Cast", {"qb"}, "f", onnx::TensorProto::FLOAT);
+  node("MatMul", {"f", "W"}, "mm");
+  node("Relu", {"mm"}, "Y");
+  std::ofstream os(path, std::ios::binary);
+  if (!m.SerializeToOstream(&os)) return "cannot write " + path;
+  return "";
+}
+
+Record run_island(const Config& c) {
+  const fs::path path = fs::temp_directory_path() / ("nxrt-conformance-mixed-" + std::to_string(getpid()) + ".onnx");
+  std::string e = write_island_model(path.string());
+  if (!e.empty()) return fail("internal: " + e);
+  Record r = run_mixed(c, path.string());
+  std::error_code ec;
+  fs::remove(path, ec);
+  return r;
+}
+
 }  // namespace
 
 std::vector<Item> ops_items(const Config& cfg, std::string* error) {
@@ -601,6 +672,10 @@ std::vector<Item> models_items(const Config& cfg, std::string* error) {
     Config c = cfg;
     items.push_back(Item{"bench/" + fs::path(m).stem().string(), [c, m] { return std::vector<Record>{run_bench(c, m)}; }, "", ""});
     items.push_back(Item{"mixed/" + fs::path(m).stem().string(), [c, m] { return std::vector<Record>{run_mixed(c, m)}; }, "", ""});
+  }
+  if (!items.empty()) {
+    Config c = cfg;
+    items.push_back(Item{"mixed/float_int_float", [c] { return std::vector<Record>{run_island(c)}; }, "", ""});
   }
   if (items.empty()) *error = "no models in " + cfg.tests_dir + "/simple or " + cfg.bench_dir;
   return items;

@@ -971,7 +971,7 @@ void Session::retire(const std::vector<std::pair<void*, size_t>>& buffers) {
   std::vector<void*> now;
   for (auto& [h, bytes] : buffers) {
     if (!h) continue;
-    if (poison_freed && bytes) {
+    if (bytes) {
       const std::vector<uint8_t> poison(bytes, kPoisonByte);
       Phase ph("copy (poisoning a finished call's buffer)");
       nxrt_copy_region c{};

@@ -294,11 +294,9 @@ class Session {
   Result capability(const nxrt_graph& g, nxrt_claim_sink& sink);
 
   // Hands back the buffers of a finished kernel_compute (inputs and outputs): they are
-  // overwritten with kPoisonByte (unless poison_freed is off) and freed only after the next
-  // call's retire, so the next call's buffers never reuse them and a kernel that reads a
-  // buffer of an earlier call reads poison.
+  // overwritten with kPoisonByte and freed only after the next call's retire, so the next
+  // call's buffers never reuse them and a kernel that reads a buffer of an earlier call reads poison.
   void retire(const std::vector<std::pair<void*, size_t>>& buffers);
-  bool poison_freed = true;
 
  private:
   std::mutex retired_mu_;

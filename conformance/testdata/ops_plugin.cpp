@@ -31,6 +31,7 @@
 //   BROKEN_CHANGES_AFTER_N_RUNS    Relu switches to a "tuned" path after 16 runs that leaves the tail unwritten
 //   BROKEN_SCALAR_RANK1            binary ops give a scalar (rank-0) result the shape [1]
 //   BROKEN_THREAD_LOCAL_SCRATCH    MatMul's scratch is thread_local, sized on the thread that created the kernel
+//   BROKEN_CRASH_HANDLER           each session installs a SIGSEGV handler ("crash reporter") and never restores the host's
 #include <nxrt_sdk/sdk.hpp>
 
 #include <cstring>
@@ -49,6 +50,7 @@
 #include <mutex>
 #include <thread>
 
+#include <signal.h>
 #include <unistd.h>
 #include <vector>
 
@@ -602,6 +604,11 @@ std::string quote(std::string_view s) {
 class OpsSession : public HostMemorySession {
  public:
   explicit OpsSession(std::string fingerprint) : fingerprint_(std::move(fingerprint)) {
+#ifdef BROKEN_CRASH_HANDLER
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { _exit(70); };  // "report the crash", replacing whatever the host had
+    sigaction(SIGSEGV, &sa, nullptr);
+#endif
 #ifdef BROKEN_LEAKS_THREAD
     std::thread([] {  // a "background compiler" waiting for work that never comes, never joined
       for (;;) pause();
