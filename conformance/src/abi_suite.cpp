@@ -1,5 +1,7 @@
 // The abi suite: the runner is its own minimal host (minihost.hpp) and
 // exercises every entry point of the plugin table directly.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <regex>
@@ -576,10 +578,37 @@ Record api_struct_size(const Config& c) {
     if (!e.empty()) return skip("not run: " + e);
     // The 2.0 table ends with on_run_end (2.1 appended native_handle..session_stats).
     constexpr size_t k20 = offsetof(nxrt_plugin_api, on_run_end) + sizeof(void*);
-    if (p.api_struct_size() < k20)
-      return fail("the function table's struct_size is " + std::to_string(p.api_struct_size()) +
-                  " bytes; ABI 2.0 needs " + std::to_string(k20));
-    return pass(std::to_string(p.api_struct_size()) + " bytes");
+    const size_t size = p.api_struct_size();
+    if (size < k20)
+      return fail("the function table's struct_size is " + std::to_string(size) + " bytes; ABI 2.0 needs " + std::to_string(k20));
+    // Not merely large enough: a reader tells which entries exist from struct_size, so it is the
+    // size of the table at one minor (the header the plugin was built with), up to the plugin's own.
+    struct End {
+      uint32_t minor;
+      size_t bytes;
+      const char* name;
+    };
+    static const End ends[] = {{0, k20, "2.0"},
+                               {1, offsetof(nxrt_plugin_api, copy_peer) + sizeof(void*), "2.1"},
+                               {2, offsetof(nxrt_plugin_api, memory_import) + sizeof(void*), "2.2/2.3"},
+                               {4, offsetof(nxrt_plugin_api, session_create_offline) + sizeof(void*), "2.4"}};
+    static_assert(NXRT_EP_ABI_MINOR == 4, "a new minor: add the end of its table here");
+    const NegotiateResult own = p.negotiate_raw(NXRT_EP_ABI_MAJOR, UINT32_MAX);
+    if (own.rc != NXRT_OK || !own.reply.api) return pass(std::to_string(size) + " bytes (the plugin's own minor is unknown)");
+    const uint32_t m = own.reply.abi_minor;
+    Plugin::shutdown_raw(own);
+    std::string known;
+    for (const End& e : ends) {
+      if (e.minor > m) break;
+      if (e.bytes == size) return pass(fmt::format("{} bytes: the ABI {} table (the plugin speaks 2.{})", size, e.name, m));
+      known += fmt::format("{}{}: {}", known.empty() ? "" : ", ", e.name, e.bytes);
+    }
+    if (m > NXRT_EP_ABI_MINOR && size > ends[3].bytes && size % sizeof(void*) == 0)
+      return pass(fmt::format("{} bytes (the plugin speaks 2.{}, newer than this tool's 2.{})", size, m, NXRT_EP_ABI_MINOR));
+    return fail(fmt::format("the function table's struct_size is {} bytes, the size of no ABI table up to the plugin's 2.{} "
+                            "({} bytes): a host tells which entries exist from struct_size, so it must be exactly one of "
+                            "these (sizeof(nxrt_plugin_api) of the header the plugin was built with), not merely large enough",
+                            size, m, known));
   });
 }
 

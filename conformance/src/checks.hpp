@@ -83,6 +83,9 @@ class Pipeline {
   // Kernels built, with the view each received (run hooks, profiling).
   size_t kernel_count() const { return steps_.size(); }
   const std::vector<size_t>& kernel_nodes(size_t i) const { return steps_[i].nodes; }
+  // kernel_create gets a view on memory of its own, poisoned once it returns (OwnedView);
+  // off: the view stays intact (to tell that cause from others).
+  void set_poison_views(bool on) { poison_views_ = on; }
 
  private:
   std::string run_steps(const std::map<const nxrt_value*, HostTensor>& inputs, std::vector<HostTensor>& out,
@@ -91,9 +94,11 @@ class Pipeline {
   std::string check_constants(const std::string& when) const;
   struct Step {
     std::vector<size_t> nodes;
-    std::unique_ptr<nxrt_graph> view;
+    std::unique_ptr<nxrt_graph> view;     // the host's bookkeeping (the builder's values)
+    std::unique_ptr<OwnedView> created;   // what kernel_create saw, poisoned after it
     nxrt_kernel* k = nullptr;
   };
+  bool poison_views_ = true;
   Session& s_;
   const GraphBuilder& gb_;
   nxrt_claim_sink sink_;

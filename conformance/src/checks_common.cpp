@@ -220,14 +220,19 @@ std::string Pipeline::build() {
     Step st;
     st.nodes = c;
     st.view = gb_.subgraph(c);
+    st.created = gb_.owned_subgraph(c);
+    nxrt_graph* seen = st.created->view.get();
     nxrt_kernel* k = nullptr;
     Result kr;
     {
       Phase ph("kernel_create");
-      st.view->creating = true;
-      kr = take(s_.plugin().api().kernel_create(s_.raw(), st.view.get(), &k));
-      st.view->creating = false;
+      seen->creating = true;
+      kr = take(s_.plugin().api().kernel_create(s_.raw(), seen, &k));
+      seen->creating = false;
     }
+    // Constants the kernel captured, as the host's own values (ctx_input gives them data = NULL).
+    for (const nxrt_value* v : seen->captured) st.view->captured.insert(st.created->original.at(v));
+    if (poison_views_) st.created->poison();
     if (k) st.k = k;
     std::string w = check_constants("kernel_create (" + gb_.graph().nodes[c.front()]->op_type + ")");
     if (!w.empty()) {

@@ -99,7 +99,9 @@ const std::vector<std::pair<Dims, Dims>>& binary_fixed() {
       {{2, 1, 4}, {3, 1}},    {{3, 1}, {2, 1, 4}}, {{1}, {2, 3, 4}},    {{2, 3, 4, 5}, {1, 3, 1, 5}},
       {{1, 3, 1, 5}, {2, 3, 4, 5}}, {{4, 1, 1, 5}, {1, 3, 2, 1}}, {{2, 1, 3, 1}, {4, 1, 1}}, {{}, {}},
       // larger than a GPU workgroup and not a multiple of one
-      {{3, 1, 257}, {5, 1}}, {{7, 1}, {1, 1000}}};
+      {{3, 1, 257}, {5, 1}}, {{7, 1}, {1, 1000}},
+      // ranks 5 and 6, size-1 dims on both sides
+      {{2, 1, 3, 1, 2}, {1, 2, 1, 3, 1}}, {{1, 2, 1, 2, 1, 3}, {2, 1, 2, 1, 3, 1}}};
   return v;
 }
 
@@ -110,7 +112,8 @@ const std::vector<std::pair<Dims, Dims>>& matmul_fixed() {
       {{3, 3, 4}, {2, 1, 4, 5}}, {{2, 1, 3, 4}, {1, 3, 4, 2}}, {{1, 2, 3, 4}, {2, 1, 4, 5}}, {{4}, {4, 5}},
       {{3, 4}, {4}},             {{4}, {4}},                {{4}, {2, 4, 3}},       {{2, 3, 4}, {4}},
       {{2, 3, 4}, {2, 4, 5}},    {{1, 3, 4}, {2, 4, 5}},
-      {{2, 1, 65, 33}, {3, 33, 17}}, {{130}, {130, 70}}};  // larger than a GPU workgroup
+      {{2, 1, 65, 33}, {3, 33, 17}}, {{130}, {130, 70}},  // larger than a GPU workgroup
+      {{2, 1, 2, 1, 3, 4}, {1, 2, 1, 2, 4, 2}}};          // rank 6: four batch dims broadcast
   return v;
 }
 
@@ -185,7 +188,8 @@ const OpSpec* find_spec(const std::string& id) {
 
 std::string Case::describe() const {
   static const char* names[] = {"A", "B", "C"};
-  std::string s = fmt::format("{} opset {}:", spec->op, spec->opset);
+  std::string s = fmt::format("{} opset {}{}:", spec->op, spec->opset,
+                              dtype == NXRT_DTYPE_FLOAT32 ? "" : std::string(" ") + dtype_name(dtype));
   for (size_t i = 0; i < in_dims.size(); ++i)
     s += fmt::format(" {}{}", is_softmax(spec->op) || spec->op == "Relu" ? "X" : names[i], dims_str(in_dims[i]));
   for (auto& a : attrs)
@@ -213,6 +217,8 @@ Case make_case(const OpSpec& spec, uint64_t seed, int id) {
   } else if (op == "Relu") {
     Dims d(static_cast<size_t>(r.in(0, 4)));
     for (auto& x : d) x = r.in(1, 6);
+    if (id == 6) d = {2, 1, 3, 1, 2, 3};  // ranks 6 and 5
+    if (id == 7) d = {3, 1, 2, 2, 1};
     c.in_dims = {d};
     c.out_dims = d;
   } else if (op == "MatMul") {
@@ -440,7 +446,9 @@ std::vector<double> reference(const Case& c, const std::vector<HostTensor>& inpu
 
 std::string compare_ref(const Case& c, const HostTensor& got, const std::vector<double>& ref) {
   if (got.dtype != NXRT_DTYPE_FLOAT32) return fmt::format("output dtype {}, expected float32", dtype_name(got.dtype));
-  if (got.dims != c.out_dims) return fmt::format("output shape {}, expected {}", dims_str(got.dims), dims_str(c.out_dims));
+  if (got.dims != c.out_dims)
+    return fmt::format("output shape {}, expected {}{}", dims_str(got.dims), dims_str(c.out_dims),
+                       c.out_dims.empty() && got.dims == Dims{1} ? " (a scalar is rank 0, not [1])" : "");
   if (got.bytes.size() < ref.size() * 4) return "output buffer smaller than its shape";
   const double rtol = c.spec->rtol, atol = c.spec->atol * c.atol_scale;
   size_t bad = 0, first = 0;
@@ -466,6 +474,176 @@ std::string compare_ref(const Case& c, const HostTensor& got, const std::vector<
   return fmt::format("{} of {} elements differ from the float64 reference; first at {} {}: got {:.9g}, expected {:.9g} "
                      "(max abs diff {:.3g}; rtol {:g}, atol {:.3g})",
                      bad, ref.size(), first, dims_str(coord_of(int64_t(first), c.out_dims)), g, ref[first], worst, rtol, atol);
+}
+
+// ------------------------------------------------------------------ integer extremes
+
+namespace {
+bool is_signed_int(nxrt_dtype t) { return t == NXRT_DTYPE_INT8 || t == NXRT_DTYPE_INT32 || t == NXRT_DTYPE_INT64; }
+int bits_of(nxrt_dtype t) { return int(dtype_size(t)) * 8; }
+// The element as a signed (sign-extended) or unsigned (zero-extended) 64-bit value.
+int64_t load_int(const HostTensor& t, size_t i) {
+  const size_t es = dtype_size(t.dtype);
+  uint64_t u = 0;
+  std::memcpy(&u, &t.bytes[i * es], es);  // little-endian
+  const int bits = int(es) * 8;
+  if (bits < 64 && is_signed_int(t.dtype) && (u >> (bits - 1)) & 1) u |= ~uint64_t(0) << bits;
+  return int64_t(u);
+}
+void store_int(HostTensor& t, size_t i, uint64_t v) {
+  const size_t es = dtype_size(t.dtype);
+  std::memcpy(&t.bytes[i * es], &v, es);  // the low bytes: two's-complement wrap-around
+}
+// min and max of the type, as 64-bit values (uint64's max as its bit pattern).
+std::pair<int64_t, int64_t> int_range(nxrt_dtype t) {
+  const int bits = bits_of(t);
+  if (is_signed_int(t)) return {bits == 64 ? INT64_MIN : -(int64_t(1) << (bits - 1)), bits == 64 ? INT64_MAX : (int64_t(1) << (bits - 1)) - 1};
+  return {0, bits == 64 ? -1 : (int64_t(1) << bits) - 1};
+}
+std::vector<int64_t> extremes(nxrt_dtype t, bool divisor) {
+  auto [lo, hi] = int_range(t);
+  if (is_signed_int(t)) {
+    if (divisor) return {lo, -100, -7, -2, 1, 2, 7, hi};
+    return {lo, lo + 1, -100, -1, 0, 1, hi - 1, hi};
+  }
+  const int64_t half = int64_t(uint64_t(hi) / 2);
+  if (divisor) return {1, 2, 3, 7, 100, half + 1, hi - 1, hi};
+  return {0, 1, 2, 100, half, half + 1, hi - 1, hi};
+}
+std::string int_str(nxrt_dtype t, int64_t v) { return is_signed_int(t) ? std::to_string(v) : std::to_string(uint64_t(v)); }
+}  // namespace
+
+std::vector<nxrt_dtype> integer_types(const OpSpec& spec) {
+  if (is_binary(spec.op)) return {NXRT_DTYPE_INT32, NXRT_DTYPE_INT64, NXRT_DTYPE_INT8, NXRT_DTYPE_UINT8};
+  if (spec.op == "Relu" && spec.opset >= 14) return {NXRT_DTYPE_INT32, NXRT_DTYPE_INT64, NXRT_DTYPE_INT8};
+  if (spec.op == "MatMul") return {NXRT_DTYPE_INT32, NXRT_DTYPE_INT64};
+  return {};
+}
+
+std::vector<Case> integer_cases(const OpSpec& spec, nxrt_dtype t) {
+  std::vector<Case> v;
+  auto add = [&](std::vector<Dims> in, Dims out) {
+    Case c;
+    c.spec = &spec;
+    c.id = 4000 + int(v.size());
+    c.dtype = t;
+    c.in_dims = std::move(in);
+    c.out_dims = std::move(out);
+    v.push_back(std::move(c));
+  };
+  if (is_binary(spec.op)) {
+    add({{8, 8}, {8, 8}}, {8, 8});  // every pair of extremes
+    add({{8, 1}, {8}}, {8, 8});     // the same pairs by broadcasting
+    add({{}, {8}}, {8});            // a scalar against each
+  } else if (spec.op == "Relu") {
+    add({{2, 8}}, {2, 8});
+  } else if (spec.op == "MatMul") {
+    add({{3, 8}, {8, 4}}, {3, 4});  // sums of extremes wrap around
+    add({{2, 1, 8}, {8}}, {2, 1});
+  }
+  return v;
+}
+
+std::vector<HostTensor> integer_inputs(const Case& c) {
+  const bool div = c.spec->op == "Div";
+  std::vector<HostTensor> ins;
+  for (size_t k = 0; k < c.in_dims.size(); ++k) {
+    HostTensor t;
+    t.dtype = c.dtype;
+    t.dims = c.in_dims[k];
+    const size_t n = size_t(numel(t.dims));
+    t.bytes.resize(n * dtype_size(c.dtype));
+    const std::vector<int64_t> ext = extremes(c.dtype, div && k == 1);
+    for (size_t i = 0; i < n; ++i) {
+      // A of the grid varies by row, B by column: each pair once. A scalar A is MAX (MIN for Div).
+      size_t pick = i;
+      if (is_binary(c.spec->op) && k == 0) pick = t.dims.empty() ? (div ? 0 : 7) : t.dims.size() == 2 && t.dims[1] == 8 ? i / 8 : i;
+      if (c.spec->op == "MatMul") pick = i * 3 + k;
+      store_int(t, i, uint64_t(ext[pick % ext.size()]));
+    }
+    ins.push_back(std::move(t));
+  }
+  return ins;
+}
+
+HostTensor integer_reference(const Case& c, const std::vector<HostTensor>& in) {
+  HostTensor out;
+  out.dtype = c.dtype;
+  out.dims = c.out_dims;
+  const int64_t n = numel(c.out_dims);
+  out.bytes.resize(size_t(n) * dtype_size(c.dtype));
+  const std::string& op = c.spec->op;
+  const bool sgn = is_signed_int(c.dtype);
+  if (is_binary(op)) {
+    for (int64_t i = 0; i < n; ++i) {
+      const Dims co = coord_of(i, c.out_dims);
+      const int64_t a = load_int(in[0], size_t(source_index(c.in_dims[0], co)));
+      const int64_t b = load_int(in[1], size_t(source_index(c.in_dims[1], co)));
+      uint64_t r;
+      if (op == "Add") r = uint64_t(a) + uint64_t(b);
+      else if (op == "Sub") r = uint64_t(a) - uint64_t(b);
+      else if (op == "Mul") r = uint64_t(a) * uint64_t(b);
+      else r = sgn ? uint64_t(a / b) : uint64_t(a) / uint64_t(b);  // C++ division truncates toward zero
+      store_int(out, size_t(i), r);
+    }
+  } else if (op == "Relu") {
+    for (int64_t i = 0; i < n; ++i) store_int(out, size_t(i), uint64_t(std::max<int64_t>(load_int(in[0], size_t(i)), 0)));
+  } else if (op == "MatMul") {
+    Dims a = c.in_dims[0], b = c.in_dims[1];
+    if (a.size() == 1) a.insert(a.begin(), 1);
+    if (b.size() == 1) b.push_back(1);
+    const int64_t M = a[a.size() - 2], K = a.back(), N = b.back();
+    const Dims ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+    Dims batch;
+    broadcast(ab, bb, &batch);
+    for (int64_t bi = 0; bi < numel(batch); ++bi) {
+      const Dims co = coord_of(bi, batch);
+      const int64_t oa = source_index(ab, co) * M * K, ob = source_index(bb, co) * K * N;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t j = 0; j < N; ++j) {
+          uint64_t s = 0;
+          for (int64_t k = 0; k < K; ++k)
+            s += uint64_t(load_int(in[0], size_t(oa + m * K + k))) * uint64_t(load_int(in[1], size_t(ob + k * N + j)));
+          store_int(out, size_t((bi * M + m) * N + j), s);
+        }
+    }
+  }
+  return out;
+}
+
+std::string compare_integer(const Case& c, const std::vector<HostTensor>& in, const HostTensor& got, const HostTensor& ref) {
+  if (got.dtype != c.dtype) return fmt::format("output dtype {}, expected {}", dtype_name(got.dtype), dtype_name(c.dtype));
+  if (got.dims != c.out_dims) return fmt::format("output shape {}, expected {}", dims_str(got.dims), dims_str(c.out_dims));
+  if (got.bytes.size() < ref.bytes.size()) return "output buffer smaller than its shape";
+  const size_t n = size_t(numel(c.out_dims));
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (load_int(got, i) != load_int(ref, i) && bad++ == 0) first = i;
+  if (!bad) return "";
+  const int64_t g = load_int(got, first), e = load_int(ref, first);
+  std::string msg = fmt::format("{} of {} elements differ (compared exactly); first at {} {}: got {}, expected {}", bad, n, first,
+                                dims_str(coord_of(int64_t(first), c.out_dims)), int_str(c.dtype, g), int_str(c.dtype, e));
+  const std::string& op = c.spec->op;
+  if (is_binary(op)) {
+    const Dims co = coord_of(int64_t(first), c.out_dims);
+    const int64_t a = load_int(in[0], size_t(source_index(c.in_dims[0], co)));
+    const int64_t b = load_int(in[1], size_t(source_index(c.in_dims[1], co)));
+    msg += fmt::format(" for A = {}, B = {}", int_str(c.dtype, a), int_str(c.dtype, b));
+    if (op == "Div" && is_signed_int(c.dtype)) {
+      const int64_t q = a / b, fl = (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+      if (g == fl && fl != q) msg += " (rounded toward -inf: ONNX integer Div truncates toward zero)";
+    } else if (op != "Div") {
+      // The exact result, clamped to the type: a kernel that saturates gives that instead of wrapping.
+      const __int128 x = op == "Add" ? __int128(a) + b : op == "Sub" ? __int128(a) - b : __int128(a) * b;
+      auto [lo, hi] = int_range(c.dtype);
+      __int128 clamped = x;
+      if (is_signed_int(c.dtype)) clamped = std::clamp<__int128>(x, lo, hi);
+      else if (bits_of(c.dtype) < 64) clamped = std::clamp<__int128>(x, 0, hi);
+      if (clamped != x && int64_t(clamped) == g)
+        msg += " (saturated: ONNX integer arithmetic wraps around, two's complement)";
+    }
+  }
+  return msg;
 }
 
 }  // namespace conf::diff

@@ -27,6 +27,7 @@ struct Case {
   std::vector<std::vector<int64_t>> in_dims;
   std::vector<nxrt_attribute> attrs;
   std::vector<int64_t> out_dims;
+  nxrt_dtype dtype = NXRT_DTYPE_FLOAT32;  // of every input and the output
   double atol_scale = 1;  // MatMul/Gemm: grows with the reduction length
   // "MatMul opset 13: A[2,1,3,4] B[3,4,5] -> [2,3,3,5]" (+ attributes)
   std::string describe() const;
@@ -51,5 +52,19 @@ std::vector<double> reference(const Case& c, const std::vector<HostTensor>& inpu
 
 // "" or why `got` is not the reference within the op's tolerance.
 std::string compare_ref(const Case& c, const HostTensor& got, const std::vector<double>& ref);
+
+// Integer extremes (issue 14). The integer element types ONNX allows `spec`'s op at its opset
+// (of int8, uint8, int32, int64; none for Gemm and Softmax), and its cases for one of them:
+// every pair of the type's extremes (MIN, MIN+1, -100, -1, 0, 1, MAX-1, MAX), broadcast and
+// scalar forms; MatMul sums that wrap. Div divisors are never 0 (undefined in ONNX) and never
+// -1 (MIN / -1 overflows).
+std::vector<nxrt_dtype> integer_types(const OpSpec& spec);
+std::vector<Case> integer_cases(const OpSpec& spec, nxrt_dtype t);
+std::vector<HostTensor> integer_inputs(const Case& c);
+// Two's-complement results: Add, Sub, Mul and MatMul's sums wrap around, Div truncates toward 0.
+HostTensor integer_reference(const Case& c, const std::vector<HostTensor>& inputs);
+// "" or the first element that differs (exact comparison), with the operands and a hint
+// ("saturates instead of wrapping?", "rounds toward -inf?").
+std::string compare_integer(const Case& c, const std::vector<HostTensor>& inputs, const HostTensor& got, const HostTensor& ref);
 
 }  // namespace conf::diff

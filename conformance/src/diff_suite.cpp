@@ -28,8 +28,8 @@ struct CaseGraph {
     static const char* names[] = {"A", "B", "C"};
     const bool unary = c.in_dims.size() == 1;
     for (size_t i = 0; i < c.in_dims.size(); ++i)
-      ins.push_back(gb.value(unary ? "X" : names[i], NXRT_DTYPE_FLOAT32, c.in_dims[i]));
-    y = gb.value("Y", NXRT_DTYPE_FLOAT32, c.out_dims);
+      ins.push_back(gb.value(unary ? "X" : names[i], c.dtype, c.in_dims[i]));
+    y = gb.value("Y", c.dtype, c.out_dims);
     gb.node(c.spec->op, "", ins, {y}, c.attrs);
     gb.graph().inputs = ins;
     gb.graph().outputs = {y};
@@ -196,6 +196,22 @@ Record zero_size_check(const Config& c) {
                           claimed < total ? "; refused: " + refused : ""));
 }
 
+// Whether `out` holds NaN where the reference has none (the poison of finished calls).
+bool has_new_nan(const HostTensor& out, const std::vector<double>& ref) {
+  if (out.dtype != NXRT_DTYPE_FLOAT32) return false;
+  for (size_t i = 0; i < ref.size() && (i + 1) * 4 <= out.bytes.size(); ++i) {
+    float v;
+    std::memcpy(&v, &out.bytes[i * 4], 4);
+    if (std::isnan(v) && !std::isnan(ref[i])) return true;
+  }
+  return false;
+}
+
+constexpr const char* kPoisonHint =
+    " (NaN where the reference has none: after each call the host overwrites that call's inputs and outputs with 0xFF "
+    "bytes, NaN as float32, and frees them a call later. Does the kernel read a buffer of an earlier call, a pointer kept "
+    "from a previous kernel_compute?)";
+
 // `c` with every dim > 1 mapped through `f`: equal dims stay equal, so broadcasting and
 // MatMul's K still agree; 0 and 1 are kept (they change what broadcasting means).
 Case resized(const Case& c, const std::function<int64_t(int64_t)>& f) {
@@ -239,13 +255,16 @@ Record dynamic_dims_check(const Config& c) {
                                       resized(base, [](int64_t d) { return std::max<int64_t>(2, d - 1); }), base};
       for (size_t k = 0; k < runs.size(); ++k) {
         const auto in = diff::make_inputs(runs[k], c.diff_seed, 100 + k);
+        const auto ref = diff::reference(runs[k], in);
         std::vector<HostTensor> out;
         e = p.run(g.feed(in), out);
-        if (e.empty()) e = diff::compare_ref(runs[k], out.at(0), diff::reference(runs[k], in));
+        if (e.empty()) e = diff::compare_ref(runs[k], out.at(0), ref);
         if (!e.empty())
           return fail(fmt::format("{} with every dim dynamic, one kernel, run {} of {} ({}): {}{}. Rerun: {}", base.describe(),
                                   k + 1, runs.size(), runs[k].describe(), e,
-                                  k ? " (the earlier runs matched: are sizes kept from kernel_create or the first run?)" : "",
+                                  !out.empty() && has_new_nan(out.at(0), ref) ? kPoisonHint
+                                  : k ? " (the earlier runs matched: are sizes kept from kernel_create or the first run?)"
+                                      : "",
                                   rerun_command(c, "dynamic_dims")));
       }
     }
@@ -278,6 +297,159 @@ Record special_values_check(const Config& c) {
   }
   if (!claimed) return skip("not run: the plugin claims none of the diff suite's cases");
   return pass(fmt::format("{} cases of {} ops with NaN, +-Inf, -0 and denormal inputs match the IEEE float64 reference", claimed, ops));
+}
+
+// Integer extremes (issue 14): every integer type ONNX allows for Add, Sub, Mul, Div, Relu and
+// MatMul, on every pair of the type's extremes, compared exactly. A type the plugin claims no
+// node of is unsupported for it, never a failure.
+Record integer_extremes_check(const Config& c) {
+  Env env(c);
+  if (auto r = env.session()) return *r;
+  int claimed = 0, total = 0;
+  std::vector<std::string> pairs, refused;
+  std::set<std::string> seen;
+  for (const OpSpec& spec : diff::op_specs())
+    for (nxrt_dtype t : diff::integer_types(spec)) {
+      if (!seen.insert(spec.op + dtype_name(t)).second) continue;  // Softmax_11/13 and the like: one spec per op
+      bool any = false;
+      for (const Case& cs : diff::integer_cases(spec, t)) {
+        ++total;
+        CaseGraph g(cs);
+        Pipeline p(*env.s, g.gb);
+        std::string e = p.build();
+        if (!e.empty()) return fail(fmt::format("{}: {}", cs.describe(), e));
+        if (p.claimed_nodes() != 1) {
+          if (refused.empty() || refused.back().rfind(spec.op + " " + dtype_name(t), 0) != 0)
+            refused.push_back(fmt::format("{} {} ({})", spec.op, dtype_name(t), refusal_of(p)));
+          continue;
+        }
+        ++claimed;
+        any = true;
+        const auto in = diff::integer_inputs(cs);
+        std::vector<HostTensor> out;
+        e = p.run(g.feed(in), out);
+        if (e.empty()) e = diff::compare_integer(cs, in, out.at(0), diff::integer_reference(cs, in));
+        if (!e.empty())
+          return fail(fmt::format("{} (integer extremes): {}. Rerun: {}", cs.describe(), e, rerun_command(c, "integer_extremes")));
+      }
+      if (any) pairs.push_back(spec.op + " " + dtype_name(t));
+    }
+  if (!claimed)
+    return make_record("unsupported", fmt::format("refused all {} integer cases ({} op/type pairs; first {})", total, refused.size(),
+                                                  refused.empty() ? "none" : refused.front()));
+  std::string refused_msg;
+  if (!refused.empty())
+    refused_msg = fmt::format("; refused: {} op/type pairs, first {}", refused.size(), refused.front());
+  std::string list;
+  for (auto& x : pairs) list += (list.empty() ? "" : ", ") + x;
+  return pass(fmt::format("{} of {} cases with MIN, MAX, -1, 0 and wrap-around match exactly ({}){}", claimed, total, list, refused_msg));
+}
+
+// State over time (issue 14): one kernel per case, run kRuns times on different inputs (every
+// other run from another thread than the kernel's creator), every output compared. The host poisons each call's buffers once it returns (kPoisonByte: NaN) and
+// frees them a call later, so a kernel that reads an earlier call's input or output shows;
+// so does one that changes after some runs (a cache, a tuned path, a counter).
+Record repeated_runs_check(const Config& c) {
+  Env env(c);
+  if (auto r = env.session()) return *r;
+  constexpr int kRuns = 20;
+  int claimed = 0;
+  std::set<std::string> ops;
+  for (const OpSpec& spec : diff::op_specs())
+    for (int id = 0; id < 2; ++id) {
+      const Case cs = diff::make_case(spec, c.diff_seed, id);
+      CaseGraph g(cs);
+      Pipeline p(*env.s, g.gb);
+      std::string e = p.build();
+      if (!e.empty()) return fail(fmt::format("{}: {}", cs.describe(), e));
+      if (p.claimed_nodes() != 1) continue;
+      ++claimed;
+      ops.insert(spec.id);
+      for (int k = 0; k < kRuns; ++k) {
+        const auto in = diff::make_inputs(cs, c.diff_seed, 200 + uint64_t(k));
+        const auto ref = diff::reference(cs, in);
+        std::vector<HostTensor> out;
+        if (k % 2) {
+          // Every other run from a thread other than the kernel's creator (a host calls from its pool).
+          ComputeOptions o;
+          o.phase = "kernel_compute from a thread other than the one that created the kernel";
+          std::thread t([&] {
+            try {
+              e = p.run(g.feed(in), out, o);
+            } catch (const std::exception& x) {
+              e = std::string("a C++ exception crossed the C ABI: ") + x.what();
+            }
+          });
+          t.join();
+        } else {
+          e = p.run(g.feed(in), out);
+        }
+        if (e.empty()) e = diff::compare_ref(cs, out.at(0), ref);
+        if (e.empty()) continue;
+        std::string hint;
+        if (!out.empty() && has_new_nan(out.at(0), ref))
+          hint = kPoisonHint;
+        else if (k)
+          hint = fmt::format(" (runs 1-{} of this kernel matched: does it change behaviour after {} runs?)", k, k);
+        return fail(fmt::format("{}: one kernel, run {} of {} on new inputs{}: {}{}. Rerun: {}", cs.describe(), k + 1, kRuns,
+                                k % 2 ? " (from a thread other than its creator)" : "", e, hint,
+                                rerun_command(c, "repeated_runs")));
+      }
+    }
+  if (!claimed) return skip("not run: the plugin claims none of the diff suite's cases");
+  std::string names;
+  for (auto& o : ops) names += (names.empty() ? "" : ", ") + o;
+  return pass(fmt::format("{} kernels ({}) each ran {} times on new inputs, half of them from another thread than the "
+                          "creator's, every output matched; each call's buffers were poisoned after it",
+                          claimed, names, kRuns));
+}
+
+// Graph views are valid only during the call that received them: the host poisons the view
+// kernel_create saw once it returns (Pipeline, OwnedView). A case that fails so and passes
+// with the view left intact kept a pointer into it.
+Record graph_view_check(const Config& c) {
+  Env env(c);
+  if (auto r = env.session()) return *r;
+  int claimed = 0, elsewhere = 0;
+  auto attempt = [&](const Case& cs, bool poison, bool* was_claimed) {
+    CaseGraph g(cs);
+    Pipeline p(*env.s, g.gb);
+    p.set_poison_views(poison);
+    std::string e = p.build();
+    *was_claimed = p.claimed_nodes() == 1;
+    if (!e.empty() || !*was_claimed) return e;
+    for (uint64_t k = 0; k < 2 && e.empty(); ++k) {
+      const auto in = diff::make_inputs(cs, c.diff_seed, 300 + k);
+      std::vector<HostTensor> out;
+      e = p.run(g.feed(in), out);
+      if (e.empty()) e = diff::compare_ref(cs, out.at(0), diff::reference(cs, in));
+    }
+    return e;
+  };
+  for (const OpSpec& spec : diff::op_specs())
+    for (int id = 0; id < 4; ++id) {
+      const Case cs = diff::make_case(spec, c.diff_seed, id);
+      bool was_claimed = false;
+      const std::string e = attempt(cs, true, &was_claimed);
+      if (!was_claimed) continue;
+      ++claimed;
+      if (e.empty()) continue;
+      const std::string intact = attempt(cs, false, &was_claimed);
+      if (!intact.empty()) {
+        ++elsewhere;  // wrong either way: the op check names it
+        continue;
+      }
+      return fail(fmt::format("case {}:{} ({}): after kernel_create returned, the host overwrote the graph view it had "
+                              "handed over (names '#', dims and INT attributes {}, dtypes UNDEFINED) and kernel_compute "
+                              "then failed: {}; with the view left intact it passes. Kept a pointer into the graph view "
+                              "after kernel_create? (a view is valid only during the call: copy what the kernel needs). "
+                              "Rerun: {}",
+                              spec.id, id, cs.describe(), kPoisonInt, e, rerun_command(c, "graph_view")));
+    }
+  if (!claimed) return skip("not run: the plugin claims none of the diff suite's cases");
+  return pass(fmt::format("{} kernels compute right after the host poisoned and kept the graph views they were created "
+                          "from{}",
+                          claimed, elsewhere ? fmt::format(" ({} fail with the view intact too: see op.*)", elsewhere) : ""));
 }
 
 // Mid-sized cases, big enough that concurrent calls overlap.
@@ -368,14 +540,26 @@ Record concurrent_distinct_inputs(const Config& c) {
 
 }  // namespace
 
+namespace {
+// --diff-case values that rerun one input check alone.
+const std::vector<std::string>& input_checks() {
+  static const std::vector<std::string> v = {"byte_offset", "zero_size", "special_values", "dynamic_dims",
+                                             "integer_extremes", "repeated_runs", "graph_view"};
+  return v;
+}
+bool is_input_check(const std::string& which) {
+  return std::find(input_checks().begin(), input_checks().end(), which) != input_checks().end();
+}
+}  // namespace
+
 std::string diff_case_error(const std::string& which) {
-  if (which.empty() || which == "byte_offset" || which == "zero_size" || which == "special_values" || which == "dynamic_dims")
-    return "";
+  if (which.empty() || is_input_check(which)) return "";
   auto [spec, id] = parse_case(which);
   if (spec && (id >= 0 || which.find(':') == std::string::npos)) return "";
-  std::string known;
+  std::string known, checks;
   for (auto& s : diff::op_specs()) known += (known.empty() ? "" : ", ") + s.id;
-  return "--diff-case '" + which + "': expected OP or OP:ID with OP one of " + known + " (or byte_offset, zero_size, special_values, dynamic_dims)";
+  for (auto& s : input_checks()) checks += (checks.empty() ? "" : ", ") + s;
+  return "--diff-case '" + which + "': expected OP or OP:ID with OP one of " + known + " (or " + checks + ")";
 }
 
 std::vector<Item> diff_items(const Config& cfg) {
@@ -383,7 +567,7 @@ std::vector<Item> diff_items(const Config& cfg) {
   auto [only, only_id] = parse_case(cfg.diff_case);
   // --diff-case names one op (or case), or one of the input checks.
   const std::string& dc = cfg.diff_case;
-  const bool one_check = dc == "byte_offset" || dc == "zero_size" || dc == "special_values" || dc == "dynamic_dims";
+  const bool one_check = is_input_check(dc);
   for (const OpSpec& spec : diff::op_specs()) {
     if ((only && only != &spec) || one_check) continue;
     const OpSpec* sp = &spec;
@@ -397,6 +581,12 @@ std::vector<Item> diff_items(const Config& cfg) {
     items.push_back(Item{"inputs.special_values", [cfg] { return std::vector<Record>{special_values_check(cfg)}; }, "", ""});
   if (!only && (!one_check || dc == "dynamic_dims"))
     items.push_back(Item{"inputs.dynamic_dims", [cfg] { return std::vector<Record>{dynamic_dims_check(cfg)}; }, "", ""});
+  if (!only && (!one_check || dc == "integer_extremes"))
+    items.push_back(Item{"inputs.integer_extremes", [cfg] { return std::vector<Record>{integer_extremes_check(cfg)}; }, "", ""});
+  if (!only && (!one_check || dc == "repeated_runs"))
+    items.push_back(Item{"state.repeated_runs", [cfg] { return std::vector<Record>{repeated_runs_check(cfg)}; }, "", ""});
+  if (!only && (!one_check || dc == "graph_view"))
+    items.push_back(Item{"graph_view.reuse", [cfg] { return std::vector<Record>{graph_view_check(cfg)}; }, "", ""});
   if (!only && !one_check)
     items.push_back(Item{"concurrent_run.distinct_inputs", [cfg] { return std::vector<Record>{concurrent_distinct_inputs(cfg)}; },
                          "", ""});

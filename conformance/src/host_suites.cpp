@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <onnx/onnx_pb.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -102,7 +104,10 @@ class HostRun {
   }
   // kind: "ok", "plugin" (registration failed), "model" (host cannot load it),
   // "unsupported" (the plugin does not claim every node), "fail".
-  std::string open(const std::string& plugin, const std::string& model, uint32_t device, std::string* kind) {
+  // `second` (mixed placement): a second plugin registered after it, the session's EPs
+  // "<plugin>,<second>": the plugin takes what it claims, the second plugin the rest.
+  std::string open(const std::string& plugin, const std::string& model, uint32_t device, std::string* kind,
+                   const std::string& second = "") {
     std::string e = take_error(nxrt_env_create_empty(&env_));
     if (!e.empty()) return *kind = "fail", "nxrt_env_create_empty: " + e;
     const char* name = nullptr;
@@ -110,10 +115,18 @@ class HostRun {
     e = take_error(nxrt_env_register_plugin(env_, plugin.c_str(), &name), &code);
     if (!e.empty()) return *kind = "plugin", "libnxrt refused the plugin (" + std::string(error_code_name(code)) + "): " + e;
     name_ = name ? name : "";
+    std::string eps = name_;
+    if (!second.empty()) {
+      name = nullptr;
+      e = take_error(nxrt_env_register_plugin(env_, second.c_str(), &name), &code);
+      if (!e.empty()) return *kind = "model", "libnxrt refused the reference plugin (" + std::string(error_code_name(code)) + "): " + e;
+      second_ = name ? name : "";
+      eps += "," + second_;
+    }
     e = take_error(nxrt_model_load(model.c_str(), &m_), &code);
     if (!e.empty()) return *kind = "model", "libnxrt cannot load the model (" + std::string(error_code_name(code)) + "): " + e;
     nxrt_session_options o{};
-    o.eps = name_.c_str();
+    o.eps = eps.c_str();
     o.fallback = 0;
     o.threads = 0;
     o.device = device;
@@ -124,7 +137,8 @@ class HostRun {
     if (!e.empty()) {
       if (code == NXRT_ERR_UNSUPPORTED && e.find("not supported by the requested EPs") != std::string::npos)
         return *kind = "unsupported", e;
-      return *kind = "fail", std::string("session_create on the plugin alone failed (") + error_code_name(code) + "): " + e;
+      return *kind = "fail", std::string(second.empty() ? "session_create on the plugin alone failed (" : "session_create on the plugin and " + second_ + " failed (") +
+                                 error_code_name(code) + "): " + e;
     }
     *kind = "ok";
     return "";
@@ -190,8 +204,38 @@ class HostRun {
     return "";
   }
 
+  // Mixed placement: nodes (bodies included) on the plugin and on the second plugin; any other EP is an error.
+  std::string mixed_placement(size_t* on_plugin, size_t* on_second) const {
+    *on_plugin = *on_second = 0;
+    auto count = [&](const std::string& ep, const std::string& what) -> std::string {
+      if (ep == name_) ++*on_plugin;
+      else if (ep == second_) ++*on_second;
+      else return what + " ran on '" + ep + "', neither the plugin nor " + second_;
+      return "";
+    };
+    for (size_t i = 0; i < nxrt_session_node_count(s_); ++i) {
+      nxrt_node_assignment a = nxrt_session_node(s_, i);
+      const std::string node = a.node_name ? a.node_name : "?";
+      if (a.ep && std::string(a.ep) == "host") {
+        std::istringstream lines(nxrt_session_node_bodies(s_, i));
+        for (std::string line; std::getline(lines, line);) {
+          const size_t colon = line.rfind("): ");
+          if (colon == std::string::npos || line.substr(colon + 3) == "host") continue;
+          std::string e = count(line.substr(colon + 3), "a node in a body of '" + node + "'");
+          if (!e.empty()) return e;
+        }
+        continue;
+      }
+      std::string e = count(a.ep ? a.ep : "", "node '" + node + "'");
+      if (!e.empty()) return e;
+    }
+    return "";
+  }
+  size_t copy_count() const { return nxrt_session_copy_count(s_); }
+  const std::string& second_name() const { return second_; }
 
  private:
+  std::string second_;
   nxrt_env* env_ = nullptr;
   nxrt_model* m_ = nullptr;
   nxrt_session* s_ = nullptr;
@@ -462,6 +506,123 @@ Record run_bench(const Config& c, const std::string& model) {
   return pass("matches " + fs::path(c.reference).filename().string() + " (" + rule + ")");
 }
 
+// Mixed placement (issue 14): the plugin under test and the reference plugin in one session
+// (EPs "<plugin>,<reference>", fallback off): the plugin runs what it claims, the reference the
+// rest, with the host's cross-device copies between them. Outputs must match the reference alone.
+Record run_mixed(const Config& c, const std::string& model) {
+  if (c.reference.empty()) return skip("not run: no reference plugin found");
+  if (fs::equivalent(c.reference, c.plugin)) return skip("not run: the plugin is the reference, there is nothing to mix");
+  ModelInfo info;
+  std::string e = read_model(model, info);
+  if (!e.empty()) return skip("not run: " + e);
+  if (!info.non_tensor.empty()) return skip("not run: " + info.non_tensor);
+  std::vector<HostTensor> ins;
+  for (size_t i = 0; i < info.input_shapes.size(); ++i) ins.push_back(random_input(info.input_shapes[i], uint32_t(i + 1)));
+  HostRun run;
+  std::string kind;
+  e = run.open(c.plugin, model, c.device, &kind, c.reference);
+  if (!e.empty()) return status_record(kind, e);
+  size_t on_plugin = 0, on_ref = 0;
+  e = run.mixed_placement(&on_plugin, &on_ref);
+  if (!e.empty()) return fail(e);
+  if (on_plugin == 0) return make_record("unsupported", "the plugin claims no node of this model beside " + run.second_name());
+  std::vector<HostTensor> got, again;
+  e = run.run(info.inputs, ins, got);
+  if (!e.empty()) return fail(e);
+  e = run.run(info.inputs, ins, again);
+  if (!e.empty()) return fail("second run: " + e);
+  for (size_t k = 0; k < got.size(); ++k) {
+    if (!all_finite(got[k])) return fail("output '" + info.outputs[k] + "' has NaN or Inf for finite inputs");
+    std::string d = compare(again[k], got[k], 1e-5, 1e-6);
+    if (!d.empty()) return fail("two runs on the same inputs disagree on '" + info.outputs[k] + "': " + d);
+  }
+  HostRun ref;
+  e = ref.open(c.reference, model, 0, &kind);
+  if (!e.empty()) return skip("not run: the reference plugin cannot run it alone: " + e);
+  std::vector<HostTensor> want;
+  e = ref.run(info.inputs, ins, want);
+  if (!e.empty()) return skip("not run: the reference plugin failed: " + e);
+  const std::string where = fmt::format("{} node(s) on the plugin, {} on {}, {} cross-device copies", on_plugin, on_ref,
+                                        run.second_name(), run.copy_count());
+  std::string rule;
+  for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
+    double atol = 1e-4 * std::max(1.0, max_abs(want[k]));
+    rule = fmt::format("rtol 1e-3, atol 1e-4 x max(1, max|ref|) = {:.3g}", atol);
+    e = compare(got[k], want[k], 1e-3, atol);
+    if (!e.empty()) return fail("output '" + info.outputs[k] + "' (" + where + ") vs the reference plugin alone (" + rule + "): " + e);
+  }
+  return pass(where + "; matches " + fs::path(c.reference).filename().string() + " alone (" + rule + ")");
+}
+
+// A model that makes a GPU-style plugin share the work: float32 Relu and Mul, an int32 island
+// (Cast, a broadcast Add of int32 constants, Cast back) that plugins taking only float types
+// leave to the reference, then MatMul and Relu in float32 again, so values cross between the
+// plugin and the reference both ways. X*8 and the casts are exact, so both placements agree.
+std::string write_island_model(const std::string& path) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.set_producer_name("nxrt-conformance");
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("float_int_float");
+  auto value = [](onnx::ValueInfoProto* v, const char* name, int type, std::vector<int64_t> dims) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(type);
+    for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  value(g->add_input(), "X", onnx::TensorProto::FLOAT, {4, 16});
+  value(g->add_output(), "Y", onnx::TensorProto::FLOAT, {4, 8});
+  auto init = [&](const char* name, int type, std::vector<int64_t> dims, const void* data, size_t bytes) {
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(type);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(data, bytes);
+  };
+  const float eight = 8;
+  init("eight", onnx::TensorProto::FLOAT, {}, &eight, 4);
+  std::vector<int32_t> bias(16);
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = int32_t(i % 5) - 2;
+  init("bias", onnx::TensorProto::INT32, {16}, bias.data(), bias.size() * 4);
+  std::vector<float> w(16 * 8);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 7 % 11) - 5) / 8;
+  init("W", onnx::TensorProto::FLOAT, {16, 8}, w.data(), w.size() * 4);
+  auto node = [&](const char* op, std::vector<const char*> in, const char* out, int cast_to = -1) {
+    onnx::NodeProto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(std::string(out) + "_" + op);
+    for (auto* i : in) n->add_input(i);
+    n->add_output(out);
+    if (cast_to >= 0) {
+      auto* a = n->add_attribute();
+      a->set_name("to");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(cast_to);
+    }
+  };
+  node("Relu", {"X"}, "r");
+  node("Mul", {"r", "eight"}, "r8");
+  node("Cast", {"r8"}, "q", onnx::TensorProto::INT32);
+  node("Add", {"q", "bias"}, "qb");
+  node("Cast", {"qb"}, "f", onnx::TensorProto::FLOAT);
+  node("MatMul", {"f", "W"}, "mm");
+  node("Relu", {"mm"}, "Y");
+  std::ofstream os(path, std::ios::binary);
+  if (!m.SerializeToOstream(&os)) return "cannot write " + path;
+  return "";
+}
+
+Record run_island(const Config& c) {
+  const fs::path path = fs::temp_directory_path() / ("nxrt-conformance-mixed-" + std::to_string(getpid()) + ".onnx");
+  std::string e = write_island_model(path.string());
+  if (!e.empty()) return fail("internal: " + e);
+  Record r = run_mixed(c, path.string());
+  std::error_code ec;
+  fs::remove(path, ec);
+  return r;
+}
+
 }  // namespace
 
 std::vector<Item> ops_items(const Config& cfg, std::string* error) {
@@ -510,6 +671,11 @@ std::vector<Item> models_items(const Config& cfg, std::string* error) {
   for (auto& m : bench) {
     Config c = cfg;
     items.push_back(Item{"bench/" + fs::path(m).stem().string(), [c, m] { return std::vector<Record>{run_bench(c, m)}; }, "", ""});
+    items.push_back(Item{"mixed/" + fs::path(m).stem().string(), [c, m] { return std::vector<Record>{run_mixed(c, m)}; }, "", ""});
+  }
+  if (!items.empty()) {
+    Config c = cfg;
+    items.push_back(Item{"mixed/float_int_float", [c] { return std::vector<Record>{run_island(c)}; }, "", ""});
   }
   if (items.empty()) *error = "no models in " + cfg.tests_dir + "/simple or " + cfg.bench_dir;
   return items;

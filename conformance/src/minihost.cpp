@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -258,7 +259,7 @@ nxrt_status* v_constant(const nxrt_value* v, nxrt_const_tensor* out) {
   t.dtype = v->dtype;
   t.rank = uint32_t(v->rank);
   t.dims = v->dims.data();
-  t.data = v->data.data();
+  t.data = (v->origin ? v->origin : v)->data.data();
   t.byte_offset = 0;
   t.memory = NXRT_MEMORY_HOST;
   fill_callee(out, t);
@@ -651,7 +652,9 @@ const nxrt_node* GraphBuilder::node(const std::string& op, const std::string& do
   return &nodes_.back();
 }
 
-std::unique_ptr<nxrt_graph> GraphBuilder::subgraph(const std::vector<size_t>& idx) const {
+namespace {
+// The view of the nodes `idx` of `whole`: nodes by index, external inputs and outputs.
+std::unique_ptr<nxrt_graph> make_view(const nxrt_graph& g_, const std::vector<size_t>& idx) {
   auto g = std::make_unique<nxrt_graph>();
   g->opsets = g_.opsets;
   std::set<const nxrt_value*> produced;
@@ -684,6 +687,67 @@ std::unique_ptr<nxrt_graph> GraphBuilder::subgraph(const std::vector<size_t>& id
       if (external) g->outputs.push_back(v);
     }
   return g;
+}
+}  // namespace
+
+std::unique_ptr<nxrt_graph> GraphBuilder::subgraph(const std::vector<size_t>& idx) const { return make_view(g_, idx); }
+
+std::unique_ptr<OwnedView> GraphBuilder::owned_subgraph(const std::vector<size_t>& idx) const {
+  auto o = std::make_unique<OwnedView>();
+  std::map<const nxrt_value*, const nxrt_value*> copy_of;
+  copy_of[nullptr] = nullptr;
+  for (const nxrt_value& v : values_) {
+    nxrt_value c = v;
+    c.owner = &o->whole;
+    c.origin = &v;
+    c.data.clear();  // value_constant reads the builder's
+    o->values.push_back(std::move(c));
+    copy_of[&v] = &o->values.back();
+    o->original[&o->values.back()] = &v;
+  }
+  auto remap = [&](const std::vector<const nxrt_value*>& vs) {
+    std::vector<const nxrt_value*> r;
+    for (auto* v : vs) r.push_back(copy_of.at(v));
+    return r;
+  };
+  for (const nxrt_node* n : g_.nodes) {
+    nxrt_node c = *n;
+    c.inputs = remap(n->inputs);
+    c.outputs = remap(n->outputs);
+    o->nodes.push_back(std::move(c));
+    o->whole.nodes.push_back(&o->nodes.back());
+  }
+  o->whole.inputs = remap(g_.inputs);
+  o->whole.outputs = remap(g_.outputs);
+  o->whole.opsets = g_.opsets;
+  o->view = make_view(o->whole, idx);
+  return o;
+}
+
+void OwnedView::poison() {
+  auto hash = [](std::string& s) { std::fill(s.begin(), s.end(), '#'); };
+  for (nxrt_value& v : values) {
+    hash(v.name);
+    v.dtype = NXRT_DTYPE_UNDEFINED;
+    v.rank = kPoisonInt;
+    std::fill(v.dims.begin(), v.dims.end(), kPoisonInt);
+  }
+  for (nxrt_node& n : nodes) {
+    hash(n.name);
+    hash(n.op_type);
+    hash(n.domain);
+    n.index = size_t(kPoisonInt);
+    for (nxrt_attribute& a : n.attrs) {
+      hash(a.name);
+      hash(a.s);
+      a.i = kPoisonInt;
+      a.f = NAN;
+      std::fill(a.ints.begin(), a.ints.end(), kPoisonInt);
+      std::fill(a.floats.begin(), a.floats.end(), float(NAN));
+    }
+  }
+  for (nxrt_graph* g : {&whole, view.get()})
+    for (auto& [domain, version] : g->opsets) version = kPoisonInt;
 }
 
 // ----------------------------------------------------------------- plugin
@@ -835,6 +899,7 @@ void Plugin::shutdown() {
 // ---------------------------------------------------------------- session
 
 Session::~Session() {
+  for (void* h : retired_) free(h);
   if (s_ && p_.api().session_release) {
     Phase ph("session_release");
     p_.api().session_release(s_);
@@ -900,6 +965,34 @@ Result Session::download(void* handle, uint64_t offset, void* dst, size_t bytes,
 
 void Session::free(void* handle, nxrt_memory_kind kind) {
   if (handle) p_.api().memory_free(s_, kind, handle);
+}
+
+void Session::retire(const std::vector<std::pair<void*, size_t>>& buffers) {
+  std::vector<void*> now;
+  for (auto& [h, bytes] : buffers) {
+    if (!h) continue;
+    if (bytes) {
+      const std::vector<uint8_t> poison(bytes, kPoisonByte);
+      Phase ph("copy (poisoning a finished call's buffer)");
+      nxrt_copy_region c{};
+      c.struct_size = sizeof c;
+      c.src_memory = NXRT_MEMORY_HOST;
+      c.src = poison.data();
+      c.dst_memory = NXRT_MEMORY_DEVICE;
+      c.dst = h;
+      c.bytes = bytes;
+      const nxrt_copy_region* cp = &c;
+      take(p_.api().copy(s_, &cp, 1, nullptr));
+    }
+    now.push_back(h);
+  }
+  std::vector<void*> old;
+  {
+    std::lock_guard lock(retired_mu_);
+    old.swap(retired_);
+    retired_ = std::move(now);
+  }
+  for (void* h : old) free(h);
 }
 
 Result Session::capability(const nxrt_graph& g, nxrt_claim_sink& sink) {
@@ -1051,9 +1144,12 @@ ComputeResult compute(Session& s, nxrt_kernel* k, const std::vector<HostTensor>&
       res.outputs.push_back(std::move(t));
     }
   }
+  std::vector<std::pair<void*, size_t>> used;
   for (auto& out : ctx.outputs)
-    if (out.handle) s.free(out.handle);
-  for (auto* h : handles) s.free(h);
+    if (out.handle) used.emplace_back(out.handle, out.offset + out.bytes + out.guard);
+  for (size_t i = 0; i < handles.size(); ++i)
+    if (handles[i]) used.emplace_back(handles[i], inputs[i].bytes.size() + 2 * offsets[i]);
+  s.retire(used);
   res.violations = std::move(ctx.violations);
   return res;
 }

@@ -35,6 +35,9 @@ struct nxrt_value {
   std::vector<int64_t> dims;
   bool constant = false;
   std::vector<uint8_t> data;
+  // A kernel_create view's copy of a builder value: its constant data is the builder's
+  // (not poisoned: ctx_input hands the same constant to every run).
+  const nxrt_value* origin = nullptr;
 };
 
 struct nxrt_attribute {
@@ -151,12 +154,29 @@ class GraphBuilder {
   const nxrt_graph& graph() const { return g_; }
   // The view of one claim: nodes by index, external inputs and outputs.
   std::unique_ptr<nxrt_graph> subgraph(const std::vector<size_t>& node_indices) const;
+  // The same view built on a copy of every node, value and attribute (see OwnedView).
+  std::unique_ptr<struct OwnedView> owned_subgraph(const std::vector<size_t>& node_indices) const;
 
  private:
   std::deque<nxrt_value> values_;
   std::deque<nxrt_node> nodes_;
   nxrt_graph g_;
 };
+
+// A view for kernel_create on memory of its own. Views are valid only during the call that
+// received them, so once kernel_create returns the host poisons this memory (names, op types,
+// attribute values, dims, dtypes) and keeps it: a kernel that kept a pointer into its view
+// reads poison in kernel_compute instead of the values it was created for.
+struct OwnedView {
+  std::deque<nxrt_value> values;
+  std::deque<nxrt_node> nodes;
+  nxrt_graph whole;  // owner of the copied values (value_is_graph_output)
+  std::unique_ptr<nxrt_graph> view;
+  std::map<const nxrt_value*, const nxrt_value*> original;  // copy -> the builder's value
+  void poison();
+};
+// What a poisoned view holds: dims, INT attributes and ints; names and strings are all '#'.
+constexpr int64_t kPoisonInt = -0x5A5A5A5A5A5A5A5A;
 
 // A host buffer given to or taken from a kernel.
 struct HostTensor {
@@ -273,7 +293,14 @@ class Session {
   // Capability on a graph; fills the sink.
   Result capability(const nxrt_graph& g, nxrt_claim_sink& sink);
 
+  // Hands back the buffers of a finished kernel_compute (inputs and outputs): they are
+  // overwritten with kPoisonByte and freed only after the next call's retire, so the next
+  // call's buffers never reuse them and a kernel that reads a buffer of an earlier call reads poison.
+  void retire(const std::vector<std::pair<void*, size_t>>& buffers);
+
  private:
+  std::mutex retired_mu_;
+  std::vector<void*> retired_;
   Plugin& p_;
   uint32_t device_;
   nxrt_ep_session* s_ = nullptr;
@@ -296,6 +323,9 @@ struct ComputeOptions {
   uint64_t byte_offset = 0;
   bool poison_outputs = false;  // outputs start filled with kDecoyByte (an unwritten element shows)
 };
+// What a finished call's buffers are overwritten with: NaN as float32 and float16, -1 as a
+// signed integer, so results computed from a stale buffer show.
+constexpr uint8_t kPoisonByte = 0xFF;
 // Fills the bytes around a tensor placed at an offset: as float32 each element is
 // 3.3961514e38, so a kernel that ignores byte_offset reads (or leaves) huge values.
 constexpr uint8_t kDecoyByte = 0x7F;
