@@ -103,6 +103,40 @@ QPackRuns8Fn q_pack_runs8_generic();
 QPackRuns8Fn q_pack_runs8_avx512();
 QPackRuns8Fn q_pack_runs8_active();
 
+// ---- u8 x s8 quads (gemm_int8_vnni8.cpp): vpdpbusd, 64 multiply-adds per zmm.
+// The same layouts with one 32-bit word per 4 consecutive k (byte i = k % 4; K padded with
+// zeros to q_quads(K) words): one operand u8 (x + 128 when x is int8), the other s8 (w - 128
+// when w is uint8). vpdpbusd sums the 4 exact products into the wrapping int32 accumulator,
+// so sum x'w' is exact mod 2^32, and with w's zero point 0 after the shift
+//   sum (x - x_zp)(w - w_zp) = sum x'w' - x_zp' * sum_k w'     (x_zp' = x_zp [+ 128])
+// whose second term is per weight channel: folded into the epilogue's bias at construction.
+// Padding taps hold x_zp' (so they contribute 0 after the correction), k past K holds w' = 0.
+inline int64_t q_quads(int64_t K) { return (K + 3) / 4; }
+// QTileGroupFn over quads; a_signed: A is the s8 operand (conv: weights), else B is (matmul).
+QTileGroupFn q_tile_group_dpbusd(int nt, bool a_signed);  // null unless AVX-512 VNNI and active_isa() >= avx512
+// A(m, k) = a[m * lda + k] + add as bytes (add: 0, 128 or -128), packed as q_pack_a's tiles of quads.
+template <typename T>
+void q_pack_a_quads(const T* a, int64_t lda, int32_t add, int64_t M, int64_t K, uint32_t* dst);
+// B(k, n) = b[k * ldb + n] + add as bytes, packed as q_pack_b's panels of quads.
+template <typename T>
+void q_pack_b_quads(const T* b, int64_t ldb, int32_t add, int64_t K, int64_t N, uint32_t* dst);
+// ep.bias[c] -= x_zp' * sum_k w'(c, k) (wrapping; an empty bias becomes one), w'(c, k) from wq.
+template <typename WQ>
+void q_fold_quad_correction(QEpilogue& ep, int32_t x_zp, int64_t channels, WQ&& wq, int64_t K) {
+  if (ep.bias.empty()) ep.bias.assign(size_t(channels), 0);
+  for (int64_t c = 0; c < channels; ++c) {
+    uint32_t sum = 0;
+    for (int64_t k = 0; k < K; ++k) sum += uint32_t(wq(c, k));
+    ep.bias[size_t(c)] = int32_t(uint32_t(ep.bias[size_t(c)]) - uint32_t(x_zp) * sum);
+  }
+}
+// A quad panel from u8 x (runs as QPanelRuns, byte offsets, stride 1 or 2; stride 0: a gather by
+// runs.off[j] per column with col[r] = r): quads [q0, q0 + qc) of K taps at base + koff[k].
+using QPackQuadsFn = void (*)(const uint8_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t q0,
+                              int64_t qc, uint32_t* dst);
+QPackQuadsFn q_pack_quads_generic();
+QPackQuadsFn q_pack_quads_active();  // AVX-512 BW when the dpbusd kernels run
+
 QTileFn q_tile_active();  // from active_isa()
 QStoreFn q_store_active();
 const char* q_kernel_name();  // "avx512vnni-18x16", "avx2-6x16" or "generic"
@@ -114,9 +148,11 @@ const char* q_kernel_name();  // "avx512vnni-18x16", "avx2-6x16" or "generic"
 // by_row: the channel is the row (conv), else the column (matmul).
 template <typename BSlice, typename YAt>
 void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32_t* pa, int64_t p0, int64_t p1,
-                 BSlice&& b_slice, const QEpilogue& ep, bool by_row, YAt&& y_at, int64_t ldy, void* y) {
+                 BSlice&& b_slice, const QEpilogue& ep, bool by_row, YAt&& y_at, int64_t ldy, void* y,
+                 int quads = 0) {
+  // quads: 0 the int16 pairs; 1 u8 x s8 quads with A signed; 2 with B signed (KP counts quads).
   const QTileFn tile = q_tile_active();
-  const QTileGroupFn group = q_tile_group_active(kQTileGroup);
+  const QTileGroupFn group = quads ? q_tile_group_dpbusd(kQTileGroup, quads == 1) : q_tile_group_active(kQTileGroup);
   const QStoreFn store = q_store_active();
   const int64_t t0 = row0 / kQMR, t1 = (row1 + kQMR - 1) / kQMR;
   if (t0 >= t1 || p0 >= p1) return;
@@ -147,7 +183,7 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
             const int nt = int(std::min<int64_t>(kQTileGroup, t1 - t));
             int32_t* accs[kQTileGroup];
             for (int i = 0; i < nt; ++i) accs[i] = acc_of(t + i);
-            (nt == kQTileGroup ? group : q_tile_group_active(nt))(kc, pa + (t * KP + k0) * kQMR, KP * kQMR, bs, accs,
+            (nt == kQTileGroup ? group : quads ? q_tile_group_dpbusd(nt, quads == 1) : q_tile_group_active(nt))(kc, pa + (t * KP + k0) * kQMR, KP * kQMR, bs, accs,
                                                                   !first);
             if (final)
               for (int i = 0; i < nt; ++i) store_tile(t + i, accs[i]);
