@@ -166,7 +166,8 @@ void conv_run_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32
           for (int64_t ih = 0; ih < s.in_h; ++ih) {
             const TX* sr = xg + c * in_plane + ih * s.in_w;
             uint8_t* dr = dp + (ih + s.pad_top) * Wp + s.pad_left;
-            for (int64_t iw = 0; iw < s.in_w; ++iw) dr[iw] = uint8_t(uint8_t(sr[iw]) + add);
+            if constexpr (std::is_same_v<TX, uint8_t>) std::copy(sr, sr + s.in_w, dr);
+            else for (int64_t iw = 0; iw < s.in_w; ++iw) dr[iw] = uint8_t(uint8_t(sr[iw]) + add);
           }
         }
       });

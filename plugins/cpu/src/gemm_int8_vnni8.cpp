@@ -122,23 +122,46 @@ NXRT_VNNI void tiles_dpbusd(int64_t kcq, const uint32_t* a, int64_t a_next, cons
 
 #define NXRT_BW __attribute__((target("avx512f,avx512bw,avx512vl")))
 
-// One tap row's 16 columns (0 past the runs).
-NXRT_BW __attribute__((always_inline)) inline __m128i quad_row(const uint8_t* src, int n, bool s2, const __mmask32* mask, const int64_t* at) {
-  if (!s2) {
-    __m128i v = _mm_setzero_si128();
-    for (int r = 0; r < n; ++r) v = _mm_or_si128(v, _mm_maskz_loadu_epi8(__mmask16(mask[r]), src + at[r]));
+// One tap row's 16 columns (0 past the runs); NR: the run count when 1 or 2, else 0 (n).
+template <bool S2, int NR>
+NXRT_BW __attribute__((always_inline)) inline __m128i quad_row(const uint8_t* src, int n, const __mmask32* mask,
+                                                               const int64_t* at) {
+  const int runs = NR ? NR : n;
+  if (!S2) {
+    __m128i v = _mm_maskz_loadu_epi8(__mmask16(mask[0]), src + at[0]);
+    for (int r = 1; r < runs; ++r) v = _mm_or_si128(v, _mm_maskz_loadu_epi8(__mmask16(mask[r]), src + at[r]));
     return v;
   }
-  __m256i w = _mm256_setzero_si256();
-  for (int r = 0; r < n; ++r) w = _mm256_or_si256(w, _mm256_maskz_loadu_epi8(mask[r], src + at[r]));
+  __m256i w = _mm256_maskz_loadu_epi8(mask[0], src + at[0]);
+  for (int r = 1; r < runs; ++r) w = _mm256_or_si256(w, _mm256_maskz_loadu_epi8(mask[r], src + at[r]));
   return _mm256_cvtepi16_epi8(w);  // the low (even) byte of each word
 }
 
+// Four tap rows interleaved into 16 quads per k quad.
+template <bool S2, int NR>
+NXRT_BW void pack_quads_runs(const uint8_t* base, const int64_t* koff, int64_t K, int n, const __mmask32* mask,
+                             const int64_t* at, int64_t q0, int64_t qc, uint32_t* dst) {
+  for (int64_t i = 0; i < qc; ++i) {
+    const int64_t k = 4 * (q0 + i);
+    __m128i r[4];
+#pragma GCC unroll 4
+    for (int b = 0; b < 4; ++b)  // taps past K: 0
+      r[b] = k + b < K ? quad_row<S2, NR>(base + koff[k + b], n, mask, at) : _mm_setzero_si128();
+    const __m128i p01l = _mm_unpacklo_epi8(r[0], r[1]), p01h = _mm_unpackhi_epi8(r[0], r[1]);
+    const __m128i p23l = _mm_unpacklo_epi8(r[2], r[3]), p23h = _mm_unpackhi_epi8(r[2], r[3]);
+    __m128i* d = reinterpret_cast<__m128i*>(dst + i * kQNR);
+    _mm_storeu_si128(d, _mm_unpacklo_epi16(p01l, p23l));
+    _mm_storeu_si128(d + 1, _mm_unpackhi_epi16(p01l, p23l));
+    _mm_storeu_si128(d + 2, _mm_unpacklo_epi16(p01h, p23h));
+    _mm_storeu_si128(d + 3, _mm_unpackhi_epi16(p01h, p23h));
+  }
+}
+
 // Runs at stride 1 (16 bytes by masked loads) or 2 (the even bytes of 32, by vpmovwb);
-// masked-off lanes are not read. Four tap rows interleaved into 16 quads.
+// masked-off lanes are not read.
 NXRT_BW void pack_quads_avx512(const uint8_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t q0,
                                int64_t qc, uint32_t* dst) {
-  if (runs.stride != 1 && runs.stride != 2) {
+  if ((runs.stride != 1 && runs.stride != 2) || runs.n == 0) {
     pack_quads_generic(base, koff, K, runs, q0, qc, dst);
     return;
   }
@@ -151,19 +174,15 @@ NXRT_BW void pack_quads_avx512(const uint8_t* base, const int64_t* koff, int64_t
                  : __mmask32(((1u << (c1 - c0)) - 1u) << c0);
     at[r] = runs.off[r] - int64_t(c0) * runs.stride;
   }
-  for (int64_t i = 0; i < qc; ++i) {
-    const int64_t k = 4 * (q0 + i);
-    __m128i r[4];
-    for (int b = 0; b < 4; ++b)  // taps past K: 0
-      r[b] = k + b < K ? quad_row(base + koff[k + b], runs.n, s2, mask, at) : _mm_setzero_si128();
-    const __m128i r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
-    const __m128i p01l = _mm_unpacklo_epi8(r0, r1), p01h = _mm_unpackhi_epi8(r0, r1);
-    const __m128i p23l = _mm_unpacklo_epi8(r2, r3), p23h = _mm_unpackhi_epi8(r2, r3);
-    __m128i* d = reinterpret_cast<__m128i*>(dst + i * kQNR);
-    _mm_storeu_si128(d, _mm_unpacklo_epi16(p01l, p23l));
-    _mm_storeu_si128(d + 1, _mm_unpackhi_epi16(p01l, p23l));
-    _mm_storeu_si128(d + 2, _mm_unpacklo_epi16(p01h, p23h));
-    _mm_storeu_si128(d + 3, _mm_unpackhi_epi16(p01h, p23h));
+  const int n = runs.n;
+  if (s2) {
+    if (n == 1) pack_quads_runs<true, 1>(base, koff, K, n, mask, at, q0, qc, dst);
+    else if (n == 2) pack_quads_runs<true, 2>(base, koff, K, n, mask, at, q0, qc, dst);
+    else pack_quads_runs<true, 0>(base, koff, K, n, mask, at, q0, qc, dst);
+  } else {
+    if (n == 1) pack_quads_runs<false, 1>(base, koff, K, n, mask, at, q0, qc, dst);
+    else if (n == 2) pack_quads_runs<false, 2>(base, koff, K, n, mask, at, q0, qc, dst);
+    else pack_quads_runs<false, 0>(base, koff, K, n, mask, at, q0, qc, dst);
   }
 }
 
