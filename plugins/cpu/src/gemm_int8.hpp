@@ -114,7 +114,8 @@ QPackRuns8Fn q_pack_runs8_active();
 inline int64_t q_quads(int64_t K) { return (K + 3) / 4; }
 // QTileGroupFn over quads; a_signed: A is the s8 operand (conv: weights), else B is (matmul).
 QTileGroupFn q_tile_group_dpbusd(int nt, bool a_signed);  // null unless AVX-512 VNNI and active_isa() >= avx512
-// A(m, k) = a[m * lda + k] + add as bytes (add: 0, 128 or -128), packed as q_pack_a's tiles of quads.
+// A(m, k) = a[m * lda + k] + add as bytes (add: 0, 128 or -128, else std::invalid_argument),
+// packed as q_pack_a's tiles of quads.
 template <typename T>
 void q_pack_a_quads(const T* a, int64_t lda, int32_t add, int64_t M, int64_t K, uint32_t* dst);
 // B(k, n) = b[k * ldb + n] + add as bytes, packed as q_pack_b's panels of quads.

@@ -5,6 +5,9 @@
 // B slice). Target attributes; used only when CPUID reports AVX-512 F/BW and VNNI and the ISA
 // is not capped below avx512.
 #include <algorithm>
+#include <bit>
+#include <cstring>
+#include <stdexcept>
 
 #include "cpu_info.hpp"
 #include "gemm_int8.hpp"
@@ -13,17 +16,29 @@ namespace nxrt::cpu {
 
 template <typename T>
 void q_pack_a_quads(const T* a, int64_t lda, int32_t add, int64_t M, int64_t K, uint32_t* dst) {
-  const int64_t KQ = q_quads(K), tiles = q_tiles(M);
+  // A row's quads are its bytes read as words (little endian); + 128 mod 256 flips bit 7.
+  static_assert(std::endian::native == std::endian::little);
+  const uint32_t flip = (add & 0xff) == 0x80 ? 0x80808080u : 0u;
+  if ((add & 0xff) != 0 && !flip) throw std::invalid_argument("q_pack_a_quads: add must be 0 or +-128");
+  const int64_t KQ = q_quads(K), full = K / 4, tiles = q_tiles(M);
   for (int64_t t = 0; t < tiles; ++t) {
     uint32_t* d = dst + t * kQMR * KQ;
     for (int64_t r = 0; r < kQMR; ++r) {
       const int64_t m = t * kQMR + r;
-      for (int64_t q = 0; q < KQ; ++q) {
+      if (m >= M) {
+        for (int64_t q = 0; q < KQ; ++q) d[q * kQMR + r] = 0;
+        continue;
+      }
+      const T* src = a + m * lda;
+      for (int64_t q = 0; q < full; ++q) {
+        uint32_t w;
+        std::memcpy(&w, src + 4 * q, 4);
+        d[q * kQMR + r] = w ^ flip;
+      }
+      if (full < KQ) {
         uint32_t w = 0;
-        if (m < M)
-          for (int64_t b = 0; b < 4 && 4 * q + b < K; ++b)
-            w |= uint32_t(uint8_t(int32_t(a[m * lda + 4 * q + b]) + add)) << (8 * b);
-        d[q * kQMR + r] = w;
+        for (int64_t b = 0; 4 * full + b < K; ++b) w |= uint32_t(uint8_t(int32_t(src[4 * full + b]) + add)) << (8 * b);
+        d[full * kQMR + r] = w;
       }
     }
   }
