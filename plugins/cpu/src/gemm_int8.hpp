@@ -121,18 +121,32 @@ void q_pack_a_quads(const T* a, int64_t lda, int32_t add, int64_t M, int64_t K, 
 // B(k, n) = b[k * ldb + n] + add as bytes, packed as q_pack_b's panels of quads.
 template <typename T>
 void q_pack_b_quads(const T* b, int64_t ldb, int32_t add, int64_t K, int64_t N, uint32_t* dst);
-// ep.bias[c] -= x_zp' * sum_k w'(c, k) (wrapping; an empty bias becomes one), w'(c, k) from wq.
+// ep.bias[c] += K * x_zp' * w_zp'[c] - x_zp' * sum_k w'(c, k) (wrapping; an empty bias becomes
+// one), w'(c, k) from wq; w_zp' (the weights' zero points after the shift) empty: all 0.
 template <typename WQ>
-void q_fold_quad_correction(QEpilogue& ep, int32_t x_zp, int64_t channels, WQ&& wq, int64_t K) {
+void q_fold_quad_correction(QEpilogue& ep, int32_t x_zp, const std::vector<int32_t>& w_zp, int64_t channels, WQ&& wq,
+                            int64_t K) {
   if (ep.bias.empty()) ep.bias.assign(size_t(channels), 0);
   for (int64_t c = 0; c < channels; ++c) {
     uint32_t sum = 0;
     for (int64_t k = 0; k < K; ++k) sum += uint32_t(wq(c, k));
-    ep.bias[size_t(c)] = int32_t(uint32_t(ep.bias[size_t(c)]) - uint32_t(x_zp) * sum);
+    const uint32_t wz = w_zp.empty() ? 0u : uint32_t(w_zp[size_t(c)]);
+    ep.bias[size_t(c)] = int32_t(uint32_t(ep.bias[size_t(c)]) + uint32_t(K) * uint32_t(x_zp) * wz - uint32_t(x_zp) * sum);
   }
 }
-// A quad panel from u8 x (runs as QPanelRuns, byte offsets, stride 1 or 2; stride 0: a gather by
-// runs.off[j] per column with col[r] = r): quads [q0, q0 + qc) of K taps at base + koff[k].
+// The term of the weights' zero points, - w_zp'[c] * sum_k x'(k) per output, applied to the
+// tile before its store: conv (row_zp: w_zp' per row, the channel; the sums are the B panels'
+// column sums, taken as they are packed), matmul (row_sums: per row of A; col_zp: w_zp' per column).
+struct QZpTerm {
+  const int32_t* row_zp = nullptr;
+  const int32_t* row_sums = nullptr;
+  const int32_t* col_zp = nullptr;
+};
+// sums[j] += the 4 bytes (u8) of slice words j, over kc quads of a [kc][kQNR] slice.
+using QQuadColSumsFn = void (*)(int64_t kc, const uint32_t* b, int32_t* sums);
+QQuadColSumsFn q_quad_col_sums();
+// A quad panel from u8 x (runs as QPanelRuns, byte offsets, any stride): quads [q0, q0 + qc) of
+// K taps at base + koff[k].
 using QPackQuadsFn = void (*)(const uint8_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t q0,
                               int64_t qc, uint32_t* dst);
 QPackQuadsFn q_pack_quads_generic();
@@ -150,7 +164,7 @@ const char* q_kernel_name();  // "avx512vnni-18x16", "avx2-6x16" or "generic"
 template <typename BSlice, typename YAt>
 void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32_t* pa, int64_t p0, int64_t p1,
                  BSlice&& b_slice, const QEpilogue& ep, bool by_row, YAt&& y_at, int64_t ldy, void* y,
-                 int quads = 0) {
+                 int quads = 0, const QZpTerm& zp_term = {}) {
   // quads: 0 the int16 pairs; 1 u8 x s8 quads with A signed; 2 with B signed (KP counts quads).
   const QTileFn tile = q_tile_active();
   const QTileGroupFn group = quads ? q_tile_group_dpbusd(kQTileGroup, quads == 1) : q_tile_group_active(kQTileGroup);
@@ -162,6 +176,7 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
   int32_t* cbuf =
       reinterpret_cast<int32_t*>(scratch_floats(kScratchC, size_t(block_tiles * kQNcPanels * kQMR * kQNR)));
   const size_t esize = ep.type == QType::U8 || ep.type == QType::S8 ? 1 : 4;
+  int32_t colsum[kQNcPanels][kQNR];  // zp_term.row_zp: the B panels' column sums over K
   for (int64_t g0 = p0; g0 < p1; g0 += kQNcPanels) {
     const int64_t g1 = std::min(p1, g0 + kQNcPanels);
     // K blocks of equal size (at most kQKC pairs): no short last block reloading the accumulators.
@@ -172,8 +187,22 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
       for (int64_t p = g0; p < g1; ++p) {
         const uint32_t* bs = b_slice(p, k0, kc, bscratch);
         const int64_t n0 = p * kQNR, cols = std::min(kQNR, N - n0);
-        auto store_tile = [&](int64_t t, const int32_t* acc) {
+        int32_t* csum = colsum[p - g0];
+        if (zp_term.row_zp) {
+          if (first) std::fill(csum, csum + kQNR, 0);
+          q_quad_col_sums()(kc, bs, csum);
+        }
+        auto store_tile = [&](int64_t t, int32_t* acc) {
           const int64_t ra = std::max(row0, t * kQMR), rb = std::min(row1, (t + 1) * kQMR);
+          for (int64_t row = ra; row < rb && (zp_term.row_zp || zp_term.row_sums); ++row) {
+            int32_t* ar = acc + (row - t * kQMR) * kQNR;
+            if (zp_term.row_zp)
+              for (int64_t j = 0; j < kQNR; ++j)
+                ar[j] = int32_t(uint32_t(ar[j]) - uint32_t(zp_term.row_zp[row]) * uint32_t(csum[j]));
+            else
+              for (int64_t j = 0; j < cols; ++j)
+                ar[j] = int32_t(uint32_t(ar[j]) - uint32_t(zp_term.row_sums[row]) * uint32_t(zp_term.col_zp[n0 + j]));
+          }
           store(ep, acc, ra - t * kQMR, rb - t * kQMR, cols, by_row, by_row ? ra : n0,
                 static_cast<char*>(y) + size_t(y_at(ra, n0)) * esize, ldy);
         };

@@ -87,6 +87,12 @@ void pack_quads_generic(const uint8_t* base, const int64_t* koff, int64_t K, con
   }
 }
 
+void quad_col_sums_generic(int64_t kc, const uint32_t* b, int32_t* sums) {
+  for (int64_t i = 0; i < kc; ++i, b += kQNR)
+    for (int64_t j = 0; j < kQNR; ++j)
+      sums[j] += int32_t((b[j] & 0xff) + (b[j] >> 8 & 0xff) + (b[j] >> 16 & 0xff) + (b[j] >> 24));
+}
+
 }  // namespace
 
 QPackQuadsFn q_pack_quads_generic() { return &pack_quads_generic; }
@@ -201,6 +207,14 @@ NXRT_BW void pack_quads_avx512(const uint8_t* base, const int64_t* koff, int64_t
   }
 }
 
+// vpdpbusd against ones: the 4 bytes of each word summed into its lane.
+NXRT_VNNI void quad_col_sums_vnni(int64_t kc, const uint32_t* b, int32_t* sums) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i s = _mm512_loadu_si512(sums);
+  for (int64_t i = 0; i < kc; ++i) s = _mm512_dpbusd_epi32(s, _mm512_loadu_si512(b + i * kQNR), ones);
+  _mm512_storeu_si512(sums, s);
+}
+
 bool has_vnni() {
   static const bool ok = active_isa() >= Isa::avx512 && __builtin_cpu_supports("avx512bw") &&
                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
@@ -218,6 +232,7 @@ QTileGroupFn q_tile_group_dpbusd(int nt, bool a_signed) {
 }
 
 QPackQuadsFn q_pack_quads_active() { return has_vnni() ? &pack_quads_avx512 : &pack_quads_generic; }
+QQuadColSumsFn q_quad_col_sums() { return has_vnni() ? &quad_col_sums_vnni : &quad_col_sums_generic; }
 
 }  // namespace nxrt::cpu
 
@@ -225,5 +240,6 @@ QPackQuadsFn q_pack_quads_active() { return has_vnni() ? &pack_quads_avx512 : &p
 namespace nxrt::cpu {
 QTileGroupFn q_tile_group_dpbusd(int, bool) { return nullptr; }
 QPackQuadsFn q_pack_quads_active() { return q_pack_quads_generic(); }
+QQuadColSumsFn q_quad_col_sums() { return &quad_col_sums_generic; }
 }  // namespace nxrt::cpu
 #endif

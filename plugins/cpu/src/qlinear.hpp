@@ -56,10 +56,11 @@ class QConv {
   QType x_type_, w_type_;
   int32_t x_zp_;
   int64_t oc_ = 0, k_ = 0;  // output channels, weights per channel (IC/g * KH * KW)
-  // quads_: the u8 x s8 path (gemm_int8.hpp) when VNNI runs and w's zero points are 0 after
-  // the shift to int8; packed_w_ then holds q_pack_a_quads of w', ep_'s bias the correction.
+  // quads_: the u8 x s8 path (gemm_int8.hpp) when VNNI runs; packed_w_ then holds
+  // q_pack_a_quads of w' (w - 128 for uint8 w), ep_'s bias the per-channel correction.
   bool quads_ = false;
-  int32_t xq_zp_ = 0;       // x_zp' = x's zero point as uint8 (+ 128 for int8 x)
+  int32_t xq_zp_ = 0;           // x_zp' = x's zero point as uint8 (+ 128 for int8 x)
+  std::vector<int32_t> wq_zp_;  // w_zp' per channel; empty when all 0 (no per-pixel term)
   AlignedFloats packed_w_;  // uint32 pairs: q_pack_a of [OC][k_] (or quads)
   QOutput out_;
   std::unique_ptr<QEpilogue> ep_;
@@ -85,6 +86,7 @@ class QMatMul {
   int64_t K_, N_;
   bool quads_ = false;      // as QConv's: packed_b_ then holds q_pack_b_quads of b'
   int32_t aq_zp_ = 0;
+  std::vector<int32_t> bq_zp_;  // b_zp' per column; empty when all 0 (no per-row term)
   AlignedFloats packed_b_;  // uint32 pairs: q_pack_b of b (or quads)
   QOutput out_;
   std::unique_ptr<QEpilogue> ep_;

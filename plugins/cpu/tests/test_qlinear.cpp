@@ -252,10 +252,11 @@ TEST_CASE("QConv equals conv_integer + the scalar store, byte for byte") {
   CHECK_THROWS_AS(q.run(other, x.data(), y.data(), nullptr), std::invalid_argument);
 }
 
-// The u8 x s8 path (vpdpbusd on quads of k, zero-point correction folded into the bias): taken
-// when the weights' zero points are 0 after the shift to int8 (0 for int8 w, 128 for uint8 w)
-// and VNNI runs; any other zero point keeps the int16 pairs. Both give the reference's bytes.
-TEST_CASE("QConv / QMatMul u8 x s8 quads: symmetric weights, every x type and zero point, K % 4 != 0") {
+// The u8 x s8 path (vpdpbusd on quads of k; x_zp' * sum w' folded into the bias, the weights'
+// zero points times the sums of x applied per tile): taken whenever VNNI runs and x's zero
+// point fits uint8 after the shift (x_zp + 128 for int8 x); else the int16 pairs. Both give the
+// reference's bytes. Symmetric weights (w_zp 0 for int8, 128 for uint8) skip the per-tile term.
+TEST_CASE("QConv / QMatMul u8 x s8 quads: every x / w type and zero point, K % 4 != 0") {
   std::mt19937 g(23);
   ThreadPool pool(2);
   const bool vnni = q_tile_group_dpbusd(1, true) != nullptr;
@@ -268,13 +269,15 @@ TEST_CASE("QConv / QMatMul u8 x s8 quads: symmetric weights, every x type and ze
           const auto x = data8(xt, size_t(s.batch * s.in_c * s.in_h * s.in_w), g);
           const auto w = data8(wt, size_t(s.out_c * s.gemm_k()), g);
           const int32_t x_zp = zp_of(xt, g), w_sym = wt == QType::U8 ? 128 : 0;
-          for (bool skew : {false, true}) {  // skew: one channel's zero point off by one
+          for (bool skew : {false, true}) {  // skew: one channel's zero point off by one, or random ones
             std::vector<int32_t> w_zp(size_t(s.out_c), w_sym);
-            if (skew) w_zp.back() += 1;
+            if (skew && g() % 2) w_zp.back() += 1;
+            else if (skew)
+              for (auto& z : w_zp) z = zp_of(wt, g);
             const QOutput o = make_output(ot, s.out_c, g);
             const auto want = conv_reference(s, xt, x, x_zp, wt, w, w_zp, o);
             const QConv q(xt, x_zp, wt, w.data(), int64_t(w.size()), w_zp, o);
-            CHECK(q.uses_quads() == (vnni && !skew));
+            CHECK(q.uses_quads() == vnni);
             for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
               std::vector<uint8_t> got(want.size(), 0xcd);
               q.run(s, x.data(), got.data(), p);
@@ -314,6 +317,8 @@ TEST_CASE("QConv / QMatMul u8 x s8 quads: symmetric weights, every x type and ze
           const int32_t a_zp = zp_of(at, g);
           std::vector<int32_t> b_zp(size_t(N), bt == QType::U8 ? 128 : 0);
           if (skew) b_zp.front() -= 1;
+          if (skew && g() % 2)
+            for (auto& z : b_zp) z = zp_of(bt, g);
           const QOutput o = make_output(g() % 2 ? QType::I32 : QType::S8, N, g);
           std::vector<int32_t> acc(size_t(M * N));
           const std::vector<int32_t> azp(size_t(M), a_zp);
@@ -326,7 +331,7 @@ TEST_CASE("QConv / QMatMul u8 x s8 quads: symmetric weights, every x type and ze
           std::vector<uint8_t> want(size_t(M * N) * esize(o.type));
           for (int64_t m = 0; m < M; ++m) q_store_row(o, acc.data() + m * N, N, 0, want.data(), m * N);
           const QMatMul q(at, a_zp, bt, b.data(), K, N, b_zp, o);
-          CHECK(q.uses_quads() == (vnni && !skew));
+          CHECK(q.uses_quads() == vnni);
           for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
             std::vector<uint8_t> got(want.size(), 0xcd);
             q.run(M, a.data(), got.data(), p);
@@ -335,4 +340,26 @@ TEST_CASE("QConv / QMatMul u8 x s8 quads: symmetric weights, every x type and ze
             CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
           }
         }
+}
+
+TEST_CASE("QConv / QMatMul: x's zero point outside uint8 after the shift keeps the int16 pairs") {
+  std::mt19937 g(31);
+  const ConvShape s = shape_of(kConvCases[1]);
+  const auto x = data8(QType::U8, size_t(s.batch * s.in_c * s.in_h * s.in_w), g);
+  const auto w = data8(QType::S8, size_t(s.out_c * s.gemm_k()), g);
+  const std::vector<int32_t> w_zp(size_t(s.out_c), 0);
+  const QOutput o = make_output(QType::I32, s.out_c, g);
+  for (int32_t x_zp : {-1, 256, 300}) {
+    const auto want = conv_reference(s, QType::U8, x, x_zp, QType::S8, w, w_zp, o);
+    const QConv q(QType::U8, x_zp, QType::S8, w.data(), int64_t(w.size()), w_zp, o);
+    CHECK_FALSE(q.uses_quads());
+    std::vector<uint8_t> got(want.size(), 0xcd);
+    q.run(s, x.data(), got.data(), nullptr);
+    INFO("x_zp ", x_zp);
+    CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+  }
+  QOutput oi;
+  oi.type = QType::I32;
+  const QMatMul qm(QType::S8, 200, QType::S8, w.data(), 5, 7, std::vector<int32_t>(7, 0), oi);
+  CHECK_FALSE(qm.uses_quads());  // 200 + 128 > 255
 }
