@@ -107,10 +107,11 @@ QPackRuns8Fn q_pack_runs8_active();
 // The same layouts with one 32-bit word per 4 consecutive k (byte i = k % 4; K padded with
 // zeros to q_quads(K) words): one operand u8 (x + 128 when x is int8), the other s8 (w - 128
 // when w is uint8). vpdpbusd sums the 4 exact products into the wrapping int32 accumulator,
-// so sum x'w' is exact mod 2^32, and with w's zero point 0 after the shift
-//   sum (x - x_zp)(w - w_zp) = sum x'w' - x_zp' * sum_k w'     (x_zp' = x_zp [+ 128])
-// whose second term is per weight channel: folded into the epilogue's bias at construction.
-// Padding taps hold x_zp' (so they contribute 0 after the correction), k past K holds w' = 0.
+// so sum x'w' is exact mod 2^32, and (x_zp' = x_zp [+ 128], w_zp' = w_zp [- 128])
+//   sum (x - x_zp)(w - w_zp) = sum x'w' - x_zp' sum_k w' + K x_zp' w_zp' - w_zp' sum_k x'
+// whose middle terms are per weight channel: folded into the epilogue's bias at construction;
+// the last (QZpTerm, only for non-symmetric weights) is applied to each tile before its store.
+// Padding taps hold x_zp' (x' - x_zp' = 0, as the reference's), k past K holds x' = w' = 0.
 inline int64_t q_quads(int64_t K) { return (K + 3) / 4; }
 // QTileGroupFn over quads; a_signed: A is the s8 operand (conv: weights), else B is (matmul).
 QTileGroupFn q_tile_group_dpbusd(int nt, bool a_signed);  // null unless AVX-512 VNNI and active_isa() >= avx512
@@ -154,7 +155,8 @@ QPackQuadsFn q_pack_quads_active();  // AVX-512 BW when the dpbusd kernels run
 
 QTileFn q_tile_active();  // from active_isa()
 QStoreFn q_store_active();
-const char* q_kernel_name();  // "avx512vnni-18x16", "avx2-6x16" or "generic"
+// "avx512vnni-u8s8-18x16" (vpdpbusd quads), "avx512vnni-18x16", "avx2-6x16" or "generic"
+const char* q_kernel_name();
 
 // One rectangle of C = A B: rows [row0, row1) of A (any rows: tiles are clipped to it) x
 // panels [p0, p1). b_slice(p, k0p, kcp, scratch) returns panel p's pairs [k0p, k0p + kcp)
