@@ -74,15 +74,16 @@ const uint32_t* pack_panel(const PanelSource<T>& s, int64_t p, int64_t k0, int64
   return dst;
 }
 
-template <typename T>
-void conv_group(const ConvShape& s, const PanelSource<T>& src, const uint32_t* pw, const QEpilogue& ep, int64_t n,
-                int64_t g, void* y, ThreadPool* pool) {
-  const int64_t plane = s.out_h * s.out_w, ocg = s.ocg(), KP = q_pairs(src.K), panels = q_panels(plane);
+// The output rows of group g of image n, by q_gemm_rect over KP words (pairs, or quads when
+// quads != 0) of packed weights pw and B slices from b_slice.
+template <typename BSlice>
+void conv_rows(const ConvShape& s, int64_t K, int64_t KP, BSlice&& b_slice, const uint32_t* pw, const QEpilogue& ep,
+               int64_t n, int64_t g, void* y, ThreadPool* pool, int quads, const QZpTerm& zp_term = {}) {
+  const int64_t plane = s.out_h * s.out_w, ocg = s.ocg(), panels = q_panels(plane);
   const int64_t row0 = g * ocg, row1 = row0 + ocg, tiles = (row1 + kQMR - 1) / kQMR - row0 / kQMR;
-  auto b_slice = [&](int64_t p, int64_t k0, int64_t kc, uint32_t* scratch) { return pack_panel(src, p, k0, kc, scratch); };
   const int64_t out_c = s.out_c;
   auto y_at = [=](int64_t row, int64_t n0) { return (n * out_c + row) * plane + n0; };
-  const int t = threads_for(pool, double(ocg) * double(plane) * double(src.K));
+  const int t = threads_for(pool, double(ocg) * double(plane) * double(K));
   // Pixels first: each piece packs its own panels once for all its rows.
   const int64_t tn = t <= 1 ? 1 : std::min(panels, int64_t(t) * 4);
   const int64_t tm = tn >= t ? 1 : std::min(tiles, (int64_t(t) + tn - 1) / tn);
@@ -92,17 +93,94 @@ void conv_group(const ConvShape& s, const PanelSource<T>& src, const uint32_t* p
     split_range(tiles, tm, i / tn, ta, tb);
     const int64_t t0 = row0 / kQMR;
     const int64_t r0 = std::max(row0, (t0 + ta) * kQMR), r1 = std::min(row1, (t0 + tb) * kQMR);
-    q_gemm_rect(r0, r1, plane, KP, pw, p0, p1, b_slice, ep, true, y_at, plane, y);
+    q_gemm_rect(r0, r1, plane, KP, pw, p0, p1, b_slice, ep, true, y_at, plane, y, quads, zp_term);
   };
   parallel_for(pool, tn * tm, piece);
+}
+
+template <typename T>
+void conv_group(const ConvShape& s, const PanelSource<T>& src, const uint32_t* pw, const QEpilogue& ep, int64_t n,
+                int64_t g, void* y, ThreadPool* pool) {
+  auto b_slice = [&](int64_t p, int64_t k0, int64_t kc, uint32_t* scratch) { return pack_panel(src, p, k0, kc, scratch); };
+  conv_rows(s, src.K, q_pairs(src.K), b_slice, pw, ep, n, g, y, pool, 0);
+}
+
+// The quad panels of x' (uint8): runs along output rows at the conv's stride.
+void conv_group_quads(const ConvShape& s, const uint8_t* base, const int64_t* koff, int64_t K, int64_t row_pitch,
+                      const uint32_t* pw, const QEpilogue& ep, const QZpTerm& zp_term, int64_t n, int64_t g, void* y,
+                      ThreadPool* pool) {
+  static const QPackQuadsFn pack = q_pack_quads_active();
+  const int64_t pixels = s.out_h * s.out_w, out_w = s.out_w;
+  auto b_slice = [&](int64_t p, int64_t q0, int64_t qc, uint32_t* dst) {
+    QPanelRuns runs;
+    runs.stride = int(s.stride_w);
+    const int64_t px0 = p * kQNR, cols = std::min(kQNR, pixels - px0);
+    for (int64_t j = 0; j < cols;) {
+      const int64_t px = px0 + j, oh = px / out_w, ow = px % out_w, len = std::min(cols - j, out_w - ow);
+      runs.col[runs.n] = int(j);
+      runs.off[runs.n++] = oh * s.stride_h * row_pitch + ow * s.stride_w;
+      j += len;
+    }
+    runs.col[runs.n] = int(cols);
+    pack(base, koff, K, runs, q0, qc, dst);
+    return static_cast<const uint32_t*>(dst);
+  };
+  conv_rows(s, K, q_quads(K), b_slice, pw, ep, n, g, y, pool, 1, zp_term);
+}
+
+bool unit_conv(const ConvShape& s) {
+  return s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 && s.pad_left == 0 &&
+         s.out_h == s.in_h && s.out_w == s.in_w;
+}
+
+// The u8 x s8 path: x' = x + add as uint8 (add 128 for int8 x), read in place (uint8 x of a
+// 1x1 stride-1 conv) or from a padded uint8 copy whose padding holds x_zp' (0 after the
+// correction folded into ep's bias).
+template <typename TX>
+void conv_run_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32_t* pw, const QEpilogue& ep,
+                    const QZpTerm& zp_term, void* y, ThreadPool* pool) {
+  const int64_t icg = s.icg(), K = s.gemm_k(), in_plane = s.in_h * s.in_w;
+  const bool in_place = std::is_same_v<TX, uint8_t> && unit_conv(s);
+  const int64_t Hp = in_place ? s.in_h : std::max(s.in_h + s.pad_top, (s.out_h - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1);
+  const int64_t Wp = in_place ? s.in_w : std::max(s.in_w + s.pad_left, (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1);
+  std::vector<int64_t> koff(static_cast<size_t>(K));
+  for (int64_t k = 0, khw = s.k_h * s.k_w; k < K; ++k) {
+    const int64_t ic = k / khw, r = k % khw;
+    koff[size_t(k)] = ic * Hp * Wp + (r / s.k_w) * s.dil_h * Wp + (r % s.k_w) * s.dil_w;
+  }
+  // Masked stride-2 loads may span 32 bytes from a run's first tap: slack after the copy.
+  uint8_t* padded = in_place ? nullptr
+                             : reinterpret_cast<uint8_t*>(scratch_floats(kScratchA, size_t((icg * Hp * Wp + 64) / 4 + 1)));
+  const uint8_t add = std::is_same_v<TX, int8_t> ? 128 : 0;
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t g = 0; g < s.group; ++g) {
+      const TX* xg = x + (n * s.in_c + g * icg) * in_plane;
+      if (in_place) {
+        conv_group_quads(s, reinterpret_cast<const uint8_t*>(xg), koff.data(), K, s.in_w, pw, ep, zp_term, n, g, y, pool);
+        continue;
+      }
+      const int parts = threads_for(pool, double(icg * Hp * Wp), 1 << 18);
+      parallel_ranges(pool, icg, parts, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          uint8_t* dp = padded + c * Hp * Wp;
+          std::fill(dp, dp + Hp * Wp, uint8_t(xq_zp));
+          for (int64_t ih = 0; ih < s.in_h; ++ih) {
+            const TX* sr = xg + c * in_plane + ih * s.in_w;
+            uint8_t* dr = dp + (ih + s.pad_top) * Wp + s.pad_left;
+            if constexpr (std::is_same_v<TX, uint8_t>) std::copy(sr, sr + s.in_w, dr);
+            else for (int64_t iw = 0; iw < s.in_w; ++iw) dr[iw] = uint8_t(uint8_t(sr[iw]) + add);
+          }
+        }
+      });
+      conv_group_quads(s, padded, koff.data(), K, Wp, pw, ep, zp_term, n, g, y, pool);
+    }
 }
 
 template <typename TX>
 void conv_run(const ConvShape& s, const TX* x, int32_t x_zp, const uint32_t* pw, const QEpilogue& ep, void* y,
               ThreadPool* pool) {
   const int64_t icg = s.icg(), K = s.gemm_k(), in_plane = s.in_h * s.in_w, plane = s.out_h * s.out_w;
-  const bool in_place = s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
-                        s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
+  const bool in_place = unit_conv(s);
   // The padded copy: rows and columns up to the last tap any output reads.
   const int64_t Hp = in_place ? s.in_h : std::max(s.in_h + s.pad_top, (s.out_h - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1);
   const int64_t Wp = in_place ? s.in_w : std::max(s.in_w + s.pad_left, (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1);
@@ -148,6 +226,12 @@ void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) co
                                 std::to_string(k_));
   if (s.pad_top < 0 || s.pad_left < 0) throw std::invalid_argument("QConv: negative pads");
   const uint32_t* pw = reinterpret_cast<const uint32_t*>(packed_w_.data());
+  if (quads_) {
+    const QZpTerm zp_term{wq_zp_.empty() ? nullptr : wq_zp_.data(), nullptr, nullptr};
+    if (x_type_ == QType::U8) conv_run_quads(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, zp_term, y, pool);
+    else conv_run_quads(s, static_cast<const int8_t*>(x), xq_zp_, pw, *ep_, zp_term, y, pool);
+    return;
+  }
   if (x_type_ == QType::U8) conv_run(s, static_cast<const uint8_t*>(x), x_zp_, pw, *ep_, y, pool);
   else conv_run(s, static_cast<const int8_t*>(x), x_zp_, pw, *ep_, y, pool);
 }

@@ -219,6 +219,7 @@ QStoreFn q_store_active() {
 }
 
 const char* q_kernel_name() {
+  if (q_tile_group_dpbusd(kQTileGroup, true)) return "avx512vnni-u8s8-18x16";
   return q_tile_group_active(kQTileGroup) ? "avx512vnni-18x16" : q_tile_active() == q_tile_generic() ? "generic" : "avx2-6x16";
 }
 

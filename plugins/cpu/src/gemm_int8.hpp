@@ -103,9 +103,60 @@ QPackRuns8Fn q_pack_runs8_generic();
 QPackRuns8Fn q_pack_runs8_avx512();
 QPackRuns8Fn q_pack_runs8_active();
 
+// ---- u8 x s8 quads (gemm_int8_vnni8.cpp): vpdpbusd, 64 multiply-adds per zmm.
+// The same layouts with one 32-bit word per 4 consecutive k (byte i = k % 4; K padded with
+// zeros to q_quads(K) words): one operand u8 (x + 128 when x is int8), the other s8 (w - 128
+// when w is uint8). vpdpbusd sums the 4 exact products into the wrapping int32 accumulator,
+// so sum x'w' is exact mod 2^32, and (x_zp' = x_zp [+ 128], w_zp' = w_zp [- 128])
+//   sum (x - x_zp)(w - w_zp) = sum x'w' - x_zp' sum_k w' + K x_zp' w_zp' - w_zp' sum_k x'
+// whose middle terms are per weight channel: folded into the epilogue's bias at construction;
+// the last (QZpTerm, only for non-symmetric weights) is applied to each tile before its store.
+// Padding taps hold x_zp' (x' - x_zp' = 0, as the reference's), k past K holds x' = w' = 0.
+inline int64_t q_quads(int64_t K) { return (K + 3) / 4; }
+// QTileGroupFn over quads; a_signed: A is the s8 operand (conv: weights), else B is (matmul).
+QTileGroupFn q_tile_group_dpbusd(int nt, bool a_signed);  // null unless AVX-512 VNNI and active_isa() >= avx512
+// A(m, k) = a[m * lda + k] + add as bytes (add: 0, 128 or -128, else std::invalid_argument),
+// packed as q_pack_a's tiles of quads.
+template <typename T>
+void q_pack_a_quads(const T* a, int64_t lda, int32_t add, int64_t M, int64_t K, uint32_t* dst);
+// B(k, n) = b[k * ldb + n] + add as bytes, packed as q_pack_b's panels of quads.
+template <typename T>
+void q_pack_b_quads(const T* b, int64_t ldb, int32_t add, int64_t K, int64_t N, uint32_t* dst);
+// ep.bias[c] += K * x_zp' * w_zp'[c] - x_zp' * sum_k w'(c, k) (wrapping; an empty bias becomes
+// one), w'(c, k) from wq; w_zp' (the weights' zero points after the shift) empty: all 0.
+template <typename WQ>
+void q_fold_quad_correction(QEpilogue& ep, int32_t x_zp, const std::vector<int32_t>& w_zp, int64_t channels, WQ&& wq,
+                            int64_t K) {
+  if (ep.bias.empty()) ep.bias.assign(size_t(channels), 0);
+  for (int64_t c = 0; c < channels; ++c) {
+    uint32_t sum = 0;
+    for (int64_t k = 0; k < K; ++k) sum += uint32_t(wq(c, k));
+    const uint32_t wz = w_zp.empty() ? 0u : uint32_t(w_zp[size_t(c)]);
+    ep.bias[size_t(c)] = int32_t(uint32_t(ep.bias[size_t(c)]) + uint32_t(K) * uint32_t(x_zp) * wz - uint32_t(x_zp) * sum);
+  }
+}
+// The term of the weights' zero points, - w_zp'[c] * sum_k x'(k) per output, applied to the
+// tile before its store: conv (row_zp: w_zp' per row, the channel; the sums are the B panels'
+// column sums, taken as they are packed), matmul (row_sums: per row of A; col_zp: w_zp' per column).
+struct QZpTerm {
+  const int32_t* row_zp = nullptr;
+  const int32_t* row_sums = nullptr;
+  const int32_t* col_zp = nullptr;
+};
+// sums[j] += the 4 bytes (u8) of slice words j, over kc quads of a [kc][kQNR] slice.
+using QQuadColSumsFn = void (*)(int64_t kc, const uint32_t* b, int32_t* sums);
+QQuadColSumsFn q_quad_col_sums();
+// A quad panel from u8 x (runs as QPanelRuns, byte offsets, any stride): quads [q0, q0 + qc) of
+// K taps at base + koff[k].
+using QPackQuadsFn = void (*)(const uint8_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t q0,
+                              int64_t qc, uint32_t* dst);
+QPackQuadsFn q_pack_quads_generic();
+QPackQuadsFn q_pack_quads_active();  // AVX-512 BW when the dpbusd kernels run
+
 QTileFn q_tile_active();  // from active_isa()
 QStoreFn q_store_active();
-const char* q_kernel_name();  // "avx512vnni-18x16", "avx2-6x16" or "generic"
+// "avx512vnni-u8s8-18x16" (vpdpbusd quads), "avx512vnni-18x16", "avx2-6x16" or "generic"
+const char* q_kernel_name();
 
 // One rectangle of C = A B: rows [row0, row1) of A (any rows: tiles are clipped to it) x
 // panels [p0, p1). b_slice(p, k0p, kcp, scratch) returns panel p's pairs [k0p, k0p + kcp)
@@ -114,9 +165,11 @@ const char* q_kernel_name();  // "avx512vnni-18x16", "avx2-6x16" or "generic"
 // by_row: the channel is the row (conv), else the column (matmul).
 template <typename BSlice, typename YAt>
 void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32_t* pa, int64_t p0, int64_t p1,
-                 BSlice&& b_slice, const QEpilogue& ep, bool by_row, YAt&& y_at, int64_t ldy, void* y) {
+                 BSlice&& b_slice, const QEpilogue& ep, bool by_row, YAt&& y_at, int64_t ldy, void* y,
+                 int quads = 0, const QZpTerm& zp_term = {}) {
+  // quads: 0 the int16 pairs; 1 u8 x s8 quads with A signed; 2 with B signed (KP counts quads).
   const QTileFn tile = q_tile_active();
-  const QTileGroupFn group = q_tile_group_active(kQTileGroup);
+  const QTileGroupFn group = quads ? q_tile_group_dpbusd(kQTileGroup, quads == 1) : q_tile_group_active(kQTileGroup);
   const QStoreFn store = q_store_active();
   const int64_t t0 = row0 / kQMR, t1 = (row1 + kQMR - 1) / kQMR;
   if (t0 >= t1 || p0 >= p1) return;
@@ -125,6 +178,7 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
   int32_t* cbuf =
       reinterpret_cast<int32_t*>(scratch_floats(kScratchC, size_t(block_tiles * kQNcPanels * kQMR * kQNR)));
   const size_t esize = ep.type == QType::U8 || ep.type == QType::S8 ? 1 : 4;
+  int32_t colsum[kQNcPanels][kQNR];  // zp_term.row_zp: the B panels' column sums over K
   for (int64_t g0 = p0; g0 < p1; g0 += kQNcPanels) {
     const int64_t g1 = std::min(p1, g0 + kQNcPanels);
     // K blocks of equal size (at most kQKC pairs): no short last block reloading the accumulators.
@@ -135,8 +189,22 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
       for (int64_t p = g0; p < g1; ++p) {
         const uint32_t* bs = b_slice(p, k0, kc, bscratch);
         const int64_t n0 = p * kQNR, cols = std::min(kQNR, N - n0);
-        auto store_tile = [&](int64_t t, const int32_t* acc) {
+        int32_t* csum = colsum[p - g0];
+        if (zp_term.row_zp) {
+          if (first) std::fill(csum, csum + kQNR, 0);
+          q_quad_col_sums()(kc, bs, csum);
+        }
+        auto store_tile = [&](int64_t t, int32_t* acc) {
           const int64_t ra = std::max(row0, t * kQMR), rb = std::min(row1, (t + 1) * kQMR);
+          for (int64_t row = ra; row < rb && (zp_term.row_zp || zp_term.row_sums); ++row) {
+            int32_t* ar = acc + (row - t * kQMR) * kQNR;
+            if (zp_term.row_zp)
+              for (int64_t j = 0; j < kQNR; ++j)
+                ar[j] = int32_t(uint32_t(ar[j]) - uint32_t(zp_term.row_zp[row]) * uint32_t(csum[j]));
+            else
+              for (int64_t j = 0; j < cols; ++j)
+                ar[j] = int32_t(uint32_t(ar[j]) - uint32_t(zp_term.row_sums[row]) * uint32_t(zp_term.col_zp[n0 + j]));
+          }
           store(ep, acc, ra - t * kQMR, rb - t * kQMR, cols, by_row, by_row ? ra : n0,
                 static_cast<char*>(y) + size_t(y_at(ra, n0)) * esize, ldy);
         };
@@ -147,7 +215,7 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
             const int nt = int(std::min<int64_t>(kQTileGroup, t1 - t));
             int32_t* accs[kQTileGroup];
             for (int i = 0; i < nt; ++i) accs[i] = acc_of(t + i);
-            (nt == kQTileGroup ? group : q_tile_group_active(nt))(kc, pa + (t * KP + k0) * kQMR, KP * kQMR, bs, accs,
+            (nt == kQTileGroup ? group : quads ? q_tile_group_dpbusd(nt, quads == 1) : q_tile_group_active(nt))(kc, pa + (t * KP + k0) * kQMR, KP * kQMR, bs, accs,
                                                                   !first);
             if (final)
               for (int i = 0; i < nt; ++i) store_tile(t + i, accs[i]);

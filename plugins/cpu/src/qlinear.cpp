@@ -1,5 +1,6 @@
 #include "qlinear.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -63,6 +64,23 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
     throw std::invalid_argument("QConv: " + std::to_string(w_count) + " weights for " + std::to_string(oc_) + " channels");
   k_ = oc_ ? w_count / oc_ : 0;
   ep_ = std::make_unique<QEpilogue>(q_epilogue(out_, oc_));
+  const int32_t w_add = w_type == QType::U8 ? -128 : 0;
+  xq_zp_ = x_zp + (x_type == QType::S8 ? 128 : 0);
+  quads_ = q_tile_group_dpbusd(1, true) && xq_zp_ >= 0 && xq_zp_ <= 255 &&
+           std::all_of(w_zp.begin(), w_zp.end(), [&](int32_t z) { return z + w_add >= -128 && z + w_add <= 127; });
+  if (quads_) {
+    if (std::any_of(w_zp.begin(), w_zp.end(), [&](int32_t z) { return z + w_add != 0; }))
+      for (int32_t z : w_zp) wq_zp_.push_back(z + w_add);
+    packed_w_.resize(size_t(q_tiles(oc_) * kQMR * q_quads(k_)));
+    uint32_t* dst = reinterpret_cast<uint32_t*>(packed_w_.data());
+    if (w_type == QType::U8) q_pack_a_quads(static_cast<const uint8_t*>(w), k_, w_add, oc_, k_, dst);
+    else q_pack_a_quads(static_cast<const int8_t*>(w), k_, w_add, oc_, k_, dst);
+    q_fold_quad_correction(*ep_, xq_zp_, wq_zp_, oc_, [&](int64_t c, int64_t k) {
+      return w_type == QType::U8 ? int32_t(static_cast<const uint8_t*>(w)[c * k_ + k]) + w_add
+                                 : int32_t(static_cast<const int8_t*>(w)[c * k_ + k]);
+    }, k_);
+    return;
+  }
   packed_w_.resize(size_t(q_tiles(oc_) * kQMR * q_pairs(k_)));
   uint32_t* dst = reinterpret_cast<uint32_t*>(packed_w_.data());
   if (w_type == QType::U8) q_pack_a(static_cast<const uint8_t*>(w), k_, w_zp.data(), true, oc_, k_, dst);
@@ -77,6 +95,23 @@ QMatMul::QMatMul(QType a_type, int32_t a_zp, QType b_type, const void* b, int64_
   if (int64_t(b_zp.size()) != N) throw std::invalid_argument("QMatMul: b_zp needs one value per column");
   for (int32_t z : b_zp) check_zero_point(z, "QMatMul: b zero point");
   ep_ = std::make_unique<QEpilogue>(q_epilogue(out_, N));
+  const int32_t b_add = b_type == QType::U8 ? -128 : 0;
+  aq_zp_ = a_zp + (a_type == QType::S8 ? 128 : 0);
+  quads_ = q_tile_group_dpbusd(1, false) && aq_zp_ >= 0 && aq_zp_ <= 255 &&
+           std::all_of(b_zp.begin(), b_zp.end(), [&](int32_t z) { return z + b_add >= -128 && z + b_add <= 127; });
+  if (quads_) {
+    if (std::any_of(b_zp.begin(), b_zp.end(), [&](int32_t z) { return z + b_add != 0; }))
+      for (int32_t z : b_zp) bq_zp_.push_back(z + b_add);
+    packed_b_.resize(size_t(q_panels(N) * kQNR * q_quads(K)));
+    uint32_t* dst = reinterpret_cast<uint32_t*>(packed_b_.data());
+    if (b_type == QType::U8) q_pack_b_quads(static_cast<const uint8_t*>(b), N, b_add, K, N, dst);
+    else q_pack_b_quads(static_cast<const int8_t*>(b), N, b_add, K, N, dst);
+    q_fold_quad_correction(*ep_, aq_zp_, bq_zp_, N, [&](int64_t n, int64_t k) {
+      return b_type == QType::U8 ? int32_t(static_cast<const uint8_t*>(b)[k * N + n]) + b_add
+                                 : int32_t(static_cast<const int8_t*>(b)[k * N + n]);
+    }, K);
+    return;
+  }
   packed_b_.resize(size_t(q_panels(N) * kQNR * q_pairs(K)));
   uint32_t* dst = reinterpret_cast<uint32_t*>(packed_b_.data());
   if (b_type == QType::U8) q_pack_b(static_cast<const uint8_t*>(b), N, b_zp.data(), K, N, dst);
@@ -86,21 +121,41 @@ QMatMul::~QMatMul() = default;
 
 void QMatMul::run(int64_t M, const void* a, void* y, ThreadPool* pool) const {
   if (M * N_ == 0) return;
-  const int64_t KP = q_pairs(K_), tiles = q_tiles(M), panels = q_panels(N_);
+  const int64_t KP = quads_ ? q_quads(K_) : q_pairs(K_), tiles = q_tiles(M), panels = q_panels(N_);
   uint32_t* pa = reinterpret_cast<uint32_t*>(scratch_floats(kScratchA, size_t(tiles * kQMR * KP)));
+  std::vector<int32_t> sums(bq_zp_.empty() ? 0 : size_t(M));
+  int32_t* row_sums = sums.empty() ? nullptr : sums.data();
+  const QZpTerm zp_term{nullptr, row_sums, bq_zp_.empty() ? nullptr : bq_zp_.data()};
   const int32_t zp = a_zp_;
   const int pack_parts = threads_for(pool, double(M) * double(K_), 1 << 17);
   parallel_ranges(pool, tiles, pack_parts, [&](int64_t t0, int64_t t1) {
     const int64_t m0 = t0 * kQMR, m1 = std::min(M, t1 * kQMR);
-    if (a_type_ == QType::U8) q_pack_a(static_cast<const uint8_t*>(a) + m0 * K_, K_, &zp, false, m1 - m0, K_, pa + t0 * kQMR * KP);
-    else q_pack_a(static_cast<const int8_t*>(a) + m0 * K_, K_, &zp, false, m1 - m0, K_, pa + t0 * kQMR * KP);
+    uint32_t* d = pa + t0 * kQMR * KP;
+    if (quads_) {  // a' = a (+ 128 for int8 a) as uint8
+      if (a_type_ == QType::U8) q_pack_a_quads(static_cast<const uint8_t*>(a) + m0 * K_, K_, 0, m1 - m0, K_, d);
+      else q_pack_a_quads(static_cast<const int8_t*>(a) + m0 * K_, K_, 128, m1 - m0, K_, d);
+      if (row_sums)  // sum_k a'(m, k), for the term of b's zero points
+        for (int64_t m = m0; m < m1; ++m) {
+          uint32_t sum = 0;
+          if (a_type_ == QType::U8)
+            for (int64_t k = 0; k < K_; ++k) sum += static_cast<const uint8_t*>(a)[m * K_ + k];
+          else
+            for (int64_t k = 0; k < K_; ++k) sum += uint32_t(static_cast<const int8_t*>(a)[m * K_ + k] + 128);
+          row_sums[m] = int32_t(sum);
+        }
+    } else if (a_type_ == QType::U8) {
+      q_pack_a(static_cast<const uint8_t*>(a) + m0 * K_, K_, &zp, false, m1 - m0, K_, d);
+    } else {
+      q_pack_a(static_cast<const int8_t*>(a) + m0 * K_, K_, &zp, false, m1 - m0, K_, d);
+    }
   });
   const uint32_t* pb = reinterpret_cast<const uint32_t*>(packed_b_.data());
   auto b_slice = [&](int64_t p, int64_t k0, int64_t, uint32_t*) { return pb + (p * KP + k0) * kQNR; };
   const int64_t N = N_;
   auto y_at = [N](int64_t row, int64_t n0) { return row * N + n0; };
   auto rect = [&](int64_t ta, int64_t tb, int64_t pa0, int64_t pa1) {
-    q_gemm_rect(ta * kQMR, std::min(M, tb * kQMR), N, KP, pa, pa0, pa1, b_slice, *ep_, false, y_at, N, y);
+    q_gemm_rect(ta * kQMR, std::min(M, tb * kQMR), N, KP, pa, pa0, pa1, b_slice, *ep_, false, y_at, N, y,
+                quads_ ? 2 : 0, zp_term);
   };
   const int t = threads_for(pool, double(M) * double(N) * double(K_));
   if (t <= 1) {

@@ -50,12 +50,18 @@ class QConv {
   // y's element type is out.type; y holds s.batch * s.out_c * s.out_h * s.out_w values.
   void run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) const;
   const QOutput& output() const { return out_; }
+  bool uses_quads() const { return quads_; }  // the u8 x s8 vpdpbusd path
 
  private:
   QType x_type_, w_type_;
   int32_t x_zp_;
   int64_t oc_ = 0, k_ = 0;  // output channels, weights per channel (IC/g * KH * KW)
-  AlignedFloats packed_w_;  // uint32 pairs: q_pack_a of [OC][k_]
+  // quads_: the u8 x s8 path (gemm_int8.hpp) when VNNI runs; packed_w_ then holds
+  // q_pack_a_quads of w' (w - 128 for uint8 w), ep_'s bias the per-channel correction.
+  bool quads_ = false;
+  int32_t xq_zp_ = 0;           // x_zp' = x's zero point as uint8 (+ 128 for int8 x)
+  std::vector<int32_t> wq_zp_;  // w_zp' per channel; empty when all 0 (no per-pixel term)
+  AlignedFloats packed_w_;  // uint32 pairs: q_pack_a of [OC][k_] (or quads)
   QOutput out_;
   std::unique_ptr<QEpilogue> ep_;
 };
@@ -72,12 +78,16 @@ class QMatMul {
   int64_t N() const { return N_; }
   void run(int64_t M, const void* a, void* y, ThreadPool* pool) const;
   const QOutput& output() const { return out_; }
+  bool uses_quads() const { return quads_; }
 
  private:
   QType a_type_, b_type_;
   int32_t a_zp_;
   int64_t K_, N_;
-  AlignedFloats packed_b_;  // uint32 pairs: q_pack_b of b
+  bool quads_ = false;      // as QConv's: packed_b_ then holds q_pack_b_quads of b'
+  int32_t aq_zp_ = 0;
+  std::vector<int32_t> bq_zp_;  // b_zp' per column; empty when all 0 (no per-row term)
+  AlignedFloats packed_b_;  // uint32 pairs: q_pack_b of b (or quads)
   QOutput out_;
   std::unique_ptr<QEpilogue> ep_;
 };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu_info.hpp"
+#include "gemm_int8.hpp"
 #include "integer_linalg.hpp"
 #include "qlinear.hpp"
 #include "thread_pool.hpp"
@@ -120,6 +121,22 @@ ConvShape shape_of(const ConvCase& c) {
   return s;
 }
 
+// batch, in_c, in_h, in_w, out_c, group, kh, kw, sh, sw, dh, dw, pads t l b r
+const ConvCase kConvCases[] = {
+    {1, 8, 6, 7, 13, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},      // 1x1 stride 1: x read in place
+    {2, 5, 9, 9, 7, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},       // 3x3 pad 1, odd K (45)
+    {1, 16, 17, 19, 20, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},   // stride 2
+    {1, 6, 11, 12, 9, 3, 3, 2, 1, 2, 2, 1, 2, 0, 1, 3},     // groups, dilation, asymmetric pads
+    {1, 12, 8, 8, 12, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    // depthwise
+    {1, 24, 7, 7, 24, 24, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},    // depthwise 5x5 stride 2
+    {1, 4, 1, 50, 6, 2, 1, 5, 1, 3, 1, 2, 0, 4, 0, 1},      // 1-D, groups
+    {2, 3, 10, 9, 8, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0},      // 1x1 stride 2 (im2col)
+    {1, 64, 14, 14, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   // a ResNet stage-3 layer, K = 576 > one K block
+    {1, 7, 5, 5, 3, 1, 5, 5, 1, 1, 1, 1, 0, 0, 0, 0},       // one output pixel
+    {1, 600, 3, 4, 5, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     // K = 600 in place, two K blocks
+    {1, 1100, 3, 5, 7, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // K = 1100 in place: two K blocks of quads
+    {1, 120, 6, 6, 10, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    // K = 1080 from the padded copy
+};
 }  // namespace
 
 TEST_CASE("QMatMul equals gemm_integer + the scalar store, byte for byte") {
@@ -199,22 +216,9 @@ TEST_CASE("QMatMul / QConv refuse zero points out of range and QOutput vectors o
 TEST_CASE("QConv equals conv_integer + the scalar store, byte for byte") {
   std::mt19937 g(5);
   ThreadPool pool(2);
-  // batch, in_c, in_h, in_w, out_c, group, kh, kw, sh, sw, dh, dw, pads t l b r
-  const ConvCase cases[] = {
-      {1, 8, 6, 7, 13, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},      // 1x1 stride 1: x read in place
-      {2, 5, 9, 9, 7, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},       // 3x3 pad 1, odd K (45)
-      {1, 16, 17, 19, 20, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},   // stride 2
-      {1, 6, 11, 12, 9, 3, 3, 2, 1, 2, 2, 1, 2, 0, 1, 3},     // groups, dilation, asymmetric pads
-      {1, 12, 8, 8, 12, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    // depthwise
-      {1, 24, 7, 7, 24, 24, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},    // depthwise 5x5 stride 2
-      {1, 4, 1, 50, 6, 2, 1, 5, 1, 3, 1, 2, 0, 4, 0, 1},      // 1-D, groups
-      {2, 3, 10, 9, 8, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0},      // 1x1 stride 2 (im2col)
-      {1, 64, 14, 14, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   // a ResNet stage-3 layer, K = 576 > one K block
-      {1, 7, 5, 5, 3, 1, 5, 5, 1, 1, 1, 1, 0, 0, 0, 0},       // one output pixel
-      {1, 600, 3, 4, 5, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     // K = 600 in place, two K blocks
-  };
+
   int n = 0;
-  for (const ConvCase& c : cases) {
+  for (const ConvCase& c : kConvCases) {
     const ConvShape s = shape_of(c);
     for (QType xt : {QType::U8, QType::S8})
       for (QType wt : {QType::U8, QType::S8})
@@ -237,7 +241,7 @@ TEST_CASE("QConv equals conv_integer + the scalar store, byte for byte") {
     ++n;
   }
   // A run with another geometry than the weights' fails instead of reading past them.
-  const ConvShape s = shape_of(cases[1]);
+  const ConvShape s = shape_of(kConvCases[1]);
   const std::vector<uint8_t> w(size_t(s.out_c * s.gemm_k()));
   QOutput o;
   o.scale = {1.0};
@@ -246,4 +250,116 @@ TEST_CASE("QConv equals conv_integer + the scalar store, byte for byte") {
   other.k_w = 2;
   std::vector<uint8_t> x(size_t(s.batch * s.in_c * s.in_h * s.in_w)), y(4096);
   CHECK_THROWS_AS(q.run(other, x.data(), y.data(), nullptr), std::invalid_argument);
+}
+
+// The u8 x s8 path (vpdpbusd on quads of k; x_zp' * sum w' folded into the bias, the weights'
+// zero points times the sums of x applied per tile): taken whenever VNNI runs and x's zero
+// point fits uint8 after the shift (x_zp + 128 for int8 x); else the int16 pairs. Both give the
+// reference's bytes. Symmetric weights (w_zp 0 for int8, 128 for uint8) skip the per-tile term.
+TEST_CASE("QConv / QMatMul u8 x s8 quads: every x / w type and zero point, K % 4 != 0") {
+  std::mt19937 g(23);
+  ThreadPool pool(2);
+  const bool vnni = q_tile_group_dpbusd(1, true) != nullptr;
+  int n = 0;
+  for (const ConvCase& c : kConvCases) {
+    const ConvShape s = shape_of(c);
+    for (QType xt : {QType::U8, QType::S8})
+      for (QType wt : {QType::U8, QType::S8})
+        for (QType ot : {QType::I32, QType::U8}) {
+          const auto x = data8(xt, size_t(s.batch * s.in_c * s.in_h * s.in_w), g);
+          const auto w = data8(wt, size_t(s.out_c * s.gemm_k()), g);
+          const int32_t x_zp = zp_of(xt, g), w_sym = wt == QType::U8 ? 128 : 0;
+          for (bool skew : {false, true}) {  // skew: one channel's zero point off by one, or random ones
+            std::vector<int32_t> w_zp(size_t(s.out_c), w_sym);
+            if (skew && g() % 2) w_zp.back() += 1;
+            else if (skew)
+              for (auto& z : w_zp) z = zp_of(wt, g);
+            const QOutput o = make_output(ot, s.out_c, g);
+            const auto want = conv_reference(s, xt, x, x_zp, wt, w, w_zp, o);
+            const QConv q(xt, x_zp, wt, w.data(), int64_t(w.size()), w_zp, o);
+            CHECK(q.uses_quads() == vnni);
+            for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+              std::vector<uint8_t> got(want.size(), 0xcd);
+              q.run(s, x.data(), got.data(), p);
+              INFO("case ", n, ": ", tname(xt), " x ", tname(wt), " -> ", tname(ot), " x_zp ", x_zp, skew ? " skew" : "",
+                   p ? " threads" : "");
+              CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+            }
+          }
+        }
+    ++n;
+  }
+  // ResNet-18's stem: 7x7 stride 2 pad 3, K = 147 (3 mod 4); x at its extreme zero points.
+  const ConvShape stem = shape_of({1, 3, 40, 38, 16, 1, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3});
+  for (QType xt : {QType::U8, QType::S8})
+    for (int32_t x_zp : {xt == QType::U8 ? 0 : -128, xt == QType::U8 ? 255 : 127}) {
+      const auto x = data8(xt, size_t(stem.in_c * stem.in_h * stem.in_w), g);
+      const auto w = data8(QType::S8, size_t(stem.out_c * stem.gemm_k()), g);
+      const std::vector<int32_t> w_zp(size_t(stem.out_c), 0);
+      const QOutput o = make_output(QType::U8, stem.out_c, g);
+      const auto want = conv_reference(stem, xt, x, x_zp, QType::S8, w, w_zp, o);
+      const QConv q(xt, x_zp, QType::S8, w.data(), int64_t(w.size()), w_zp, o);
+      CHECK(q.uses_quads() == vnni);
+      std::vector<uint8_t> got(want.size(), 0xcd);
+      q.run(stem, x.data(), got.data(), &pool);
+      INFO(tname(xt), " x_zp ", x_zp);
+      CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+    }
+  // QMatMul, K = 1 .. 9 and around the K blocks (1024 k per block of quads).
+  const int64_t shapes[][3] = {{1, 1, 1}, {5, 7, 2},   {6, 16, 3},    {7, 17, 5},    {13, 48, 6},
+                               {2, 3, 7}, {19, 33, 9}, {64, 40, 1023}, {30, 100, 1025}, {128, 50, 2050}};
+  for (const auto& sh : shapes)
+    for (QType at : {QType::U8, QType::S8})
+      for (QType bt : {QType::U8, QType::S8})
+        for (bool skew : {false, true}) {
+          const int64_t M = sh[0], N = sh[1], K = sh[2];
+          const auto a = data8(at, size_t(M * K), g), b = data8(bt, size_t(K * N), g);
+          const int32_t a_zp = zp_of(at, g);
+          std::vector<int32_t> b_zp(size_t(N), bt == QType::U8 ? 128 : 0);
+          if (skew) b_zp.front() -= 1;
+          if (skew && g() % 2)
+            for (auto& z : b_zp) z = zp_of(bt, g);
+          const QOutput o = make_output(g() % 2 ? QType::I32 : QType::S8, N, g);
+          std::vector<int32_t> acc(size_t(M * N));
+          const std::vector<int32_t> azp(size_t(M), a_zp);
+          with_8bit(at, bt, [&](auto ta, auto tb) {
+            using TA = decltype(ta);
+            using TB = decltype(tb);
+            gemm_integer(M, N, K, reinterpret_cast<const TA*>(a.data()), azp.data(), reinterpret_cast<const TB*>(b.data()),
+                         b_zp.data(), acc.data(), nullptr);
+          });
+          std::vector<uint8_t> want(size_t(M * N) * esize(o.type));
+          for (int64_t m = 0; m < M; ++m) q_store_row(o, acc.data() + m * N, N, 0, want.data(), m * N);
+          const QMatMul q(at, a_zp, bt, b.data(), K, N, b_zp, o);
+          CHECK(q.uses_quads() == vnni);
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::vector<uint8_t> got(want.size(), 0xcd);
+            q.run(M, a.data(), got.data(), p);
+            INFO(M, "x", N, "x", K, " ", tname(at), " x ", tname(bt), " a_zp ", a_zp, skew ? " skew" : "",
+                 p ? " threads" : "");
+            CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+          }
+        }
+}
+
+TEST_CASE("QConv / QMatMul: x's zero point outside uint8 after the shift keeps the int16 pairs") {
+  std::mt19937 g(31);
+  const ConvShape s = shape_of(kConvCases[1]);
+  const auto x = data8(QType::U8, size_t(s.batch * s.in_c * s.in_h * s.in_w), g);
+  const auto w = data8(QType::S8, size_t(s.out_c * s.gemm_k()), g);
+  const std::vector<int32_t> w_zp(size_t(s.out_c), 0);
+  const QOutput o = make_output(QType::I32, s.out_c, g);
+  for (int32_t x_zp : {-1, 256, 300}) {
+    const auto want = conv_reference(s, QType::U8, x, x_zp, QType::S8, w, w_zp, o);
+    const QConv q(QType::U8, x_zp, QType::S8, w.data(), int64_t(w.size()), w_zp, o);
+    CHECK_FALSE(q.uses_quads());
+    std::vector<uint8_t> got(want.size(), 0xcd);
+    q.run(s, x.data(), got.data(), nullptr);
+    INFO("x_zp ", x_zp);
+    CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+  }
+  QOutput oi;
+  oi.type = QType::I32;
+  const QMatMul qm(QType::S8, 200, QType::S8, w.data(), 5, 7, std::vector<int32_t>(7, 0), oi);
+  CHECK_FALSE(qm.uses_quads());  // 200 + 128 > 255
 }

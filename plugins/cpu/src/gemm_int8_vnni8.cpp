@@ -1,0 +1,245 @@
+// The u8 x s8 quad path of the 8-bit GEMM (gemm_int8.hpp): packing of quads (4 consecutive k
+// as the 4 bytes of a word) and the AVX-512 VNNI vpdpbusd micro-kernels, 4 u8 x s8 products
+// summed per int32 lane (wrapping, not the saturating vpdpbusds): 64 multiply-adds per zmm.
+// Tiles as gemm_int8_avx512.cpp's vpdpwssd ones (kQTileGroup row tiles of 6 x 16 against one
+// B slice). Target attributes; used only when CPUID reports AVX-512 F/BW and VNNI and the ISA
+// is not capped below avx512.
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <stdexcept>
+
+#include "cpu_info.hpp"
+#include "gemm_int8.hpp"
+
+namespace nxrt::cpu {
+
+template <typename T>
+void q_pack_a_quads(const T* a, int64_t lda, int32_t add, int64_t M, int64_t K, uint32_t* dst) {
+  // A row's quads are its bytes read as words (little endian); + 128 mod 256 flips bit 7.
+  static_assert(std::endian::native == std::endian::little);
+  const uint32_t flip = (add & 0xff) == 0x80 ? 0x80808080u : 0u;
+  if ((add & 0xff) != 0 && !flip) throw std::invalid_argument("q_pack_a_quads: add must be 0 or +-128");
+  const int64_t KQ = q_quads(K), full = K / 4, tiles = q_tiles(M);
+  for (int64_t t = 0; t < tiles; ++t) {
+    uint32_t* d = dst + t * kQMR * KQ;
+    for (int64_t r = 0; r < kQMR; ++r) {
+      const int64_t m = t * kQMR + r;
+      if (m >= M) {
+        for (int64_t q = 0; q < KQ; ++q) d[q * kQMR + r] = 0;
+        continue;
+      }
+      const T* src = a + m * lda;
+      for (int64_t q = 0; q < full; ++q) {
+        uint32_t w;
+        std::memcpy(&w, src + 4 * q, 4);
+        d[q * kQMR + r] = w ^ flip;
+      }
+      if (full < KQ) {
+        uint32_t w = 0;
+        for (int64_t b = 0; 4 * full + b < K; ++b) w |= uint32_t(uint8_t(int32_t(src[4 * full + b]) + add)) << (8 * b);
+        d[full * kQMR + r] = w;
+      }
+    }
+  }
+}
+
+template <typename T>
+void q_pack_b_quads(const T* b, int64_t ldb, int32_t add, int64_t K, int64_t N, uint32_t* dst) {
+  const int64_t KQ = q_quads(K), panels = q_panels(N);
+  for (int64_t p = 0; p < panels; ++p) {
+    uint32_t* d = dst + p * kQNR * KQ;
+    const int64_t n0 = p * kQNR, cols = std::min(kQNR, N - n0);
+    for (int64_t q = 0; q < KQ; ++q)
+      for (int64_t j = 0; j < kQNR; ++j) {
+        uint32_t w = 0;
+        if (j < cols)
+          for (int64_t i = 0; i < 4 && 4 * q + i < K; ++i)
+            w |= uint32_t(uint8_t(int32_t(b[(4 * q + i) * ldb + n0 + j]) + add)) << (8 * i);
+        d[q * kQNR + j] = w;
+      }
+  }
+}
+
+#define NXRT_Q_PACK(T)                                                                            \
+  template void q_pack_a_quads<T>(const T*, int64_t, int32_t, int64_t, int64_t, uint32_t*);       \
+  template void q_pack_b_quads<T>(const T*, int64_t, int32_t, int64_t, int64_t, uint32_t*);
+NXRT_Q_PACK(uint8_t)
+NXRT_Q_PACK(int8_t)
+#undef NXRT_Q_PACK
+
+namespace {
+
+// Any stride, column by column; taps past K and columns past the runs are 0.
+void pack_quads_generic(const uint8_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t q0,
+                        int64_t qc, uint32_t* dst) {
+  for (int64_t i = 0; i < qc; ++i) {
+    uint32_t* d = dst + i * kQNR;
+    for (int64_t j = 0; j < kQNR; ++j) d[j] = 0;
+    for (int b = 0; b < 4; ++b) {
+      const int64_t k = 4 * (q0 + i) + b;
+      if (k >= K) break;
+      const uint8_t* row = base + koff[k];
+      for (int r = 0; r < runs.n; ++r)
+        for (int j = runs.col[r]; j < runs.col[r + 1]; ++j)
+          d[j] |= uint32_t(row[runs.off[r] + int64_t(j - runs.col[r]) * runs.stride]) << (8 * b);
+    }
+  }
+}
+
+void quad_col_sums_generic(int64_t kc, const uint32_t* b, int32_t* sums) {
+  for (int64_t i = 0; i < kc; ++i, b += kQNR)
+    for (int64_t j = 0; j < kQNR; ++j)
+      sums[j] += int32_t((b[j] & 0xff) + (b[j] >> 8 & 0xff) + (b[j] >> 16 & 0xff) + (b[j] >> 24));
+}
+
+}  // namespace
+
+QPackQuadsFn q_pack_quads_generic() { return &pack_quads_generic; }
+
+}  // namespace nxrt::cpu
+
+#if defined(__x86_64__)
+// GCC 12's AVX-512 headers pass an "undefined" vector to the masked builtins (see gemm_int8_avx512.cpp).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+namespace nxrt::cpu {
+namespace {
+
+#define NXRT_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+// A_SIGNED: the broadcast A word is the s8 operand (an embedded broadcast), B the u8 vector;
+// else A is u8 (broadcast into a register) and B the s8 vector.
+template <int NT, bool A_SIGNED>
+NXRT_VNNI void tiles_dpbusd(int64_t kcq, const uint32_t* a, int64_t a_next, const uint32_t* b, int32_t* const* acc,
+                            bool load) {
+  __m512i c[NT][kQMR];
+#pragma GCC unroll 3
+  for (int t = 0; t < NT; ++t)
+#pragma GCC unroll 6
+    for (int m = 0; m < kQMR; ++m) c[t][m] = load ? _mm512_loadu_si512(acc[t] + m * kQNR) : _mm512_setzero_si512();
+  const uint32_t* at[NT];
+  for (int t = 0; t < NT; ++t) at[t] = a + t * a_next;
+  for (int64_t k = 0; k < kcq; ++k) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * kQNR), _MM_HINT_T0);
+    const __m512i bv = _mm512_load_si512(b);
+#pragma GCC unroll 3
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 6
+      for (int m = 0; m < kQMR; ++m) {
+        const __m512i av = _mm512_set1_epi32(int(at[t][m]));
+        c[t][m] = A_SIGNED ? _mm512_dpbusd_epi32(c[t][m], bv, av) : _mm512_dpbusd_epi32(c[t][m], av, bv);
+      }
+      at[t] += kQMR;
+    }
+    b += kQNR;
+  }
+#pragma GCC unroll 3
+  for (int t = 0; t < NT; ++t)
+#pragma GCC unroll 6
+    for (int m = 0; m < kQMR; ++m) _mm512_storeu_si512(acc[t] + m * kQNR, c[t][m]);
+}
+
+#define NXRT_BW __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+// One tap row's 16 columns (0 past the runs); NR: the run count when 1 or 2, else 0 (n).
+template <bool S2, int NR>
+NXRT_BW __attribute__((always_inline)) inline __m128i quad_row(const uint8_t* src, int n, const __mmask32* mask,
+                                                               const int64_t* at) {
+  const int runs = NR ? NR : n;
+  if (!S2) {
+    __m128i v = _mm_maskz_loadu_epi8(__mmask16(mask[0]), src + at[0]);
+    for (int r = 1; r < runs; ++r) v = _mm_or_si128(v, _mm_maskz_loadu_epi8(__mmask16(mask[r]), src + at[r]));
+    return v;
+  }
+  __m256i w = _mm256_maskz_loadu_epi8(mask[0], src + at[0]);
+  for (int r = 1; r < runs; ++r) w = _mm256_or_si256(w, _mm256_maskz_loadu_epi8(mask[r], src + at[r]));
+  return _mm256_cvtepi16_epi8(w);  // the low (even) byte of each word
+}
+
+// Four tap rows interleaved into 16 quads per k quad.
+template <bool S2, int NR>
+NXRT_BW void pack_quads_runs(const uint8_t* base, const int64_t* koff, int64_t K, int n, const __mmask32* mask,
+                             const int64_t* at, int64_t q0, int64_t qc, uint32_t* dst) {
+  for (int64_t i = 0; i < qc; ++i) {
+    const int64_t k = 4 * (q0 + i);
+    __m128i r[4];
+#pragma GCC unroll 4
+    for (int b = 0; b < 4; ++b)  // taps past K: 0
+      r[b] = k + b < K ? quad_row<S2, NR>(base + koff[k + b], n, mask, at) : _mm_setzero_si128();
+    const __m128i p01l = _mm_unpacklo_epi8(r[0], r[1]), p01h = _mm_unpackhi_epi8(r[0], r[1]);
+    const __m128i p23l = _mm_unpacklo_epi8(r[2], r[3]), p23h = _mm_unpackhi_epi8(r[2], r[3]);
+    __m128i* d = reinterpret_cast<__m128i*>(dst + i * kQNR);
+    _mm_storeu_si128(d, _mm_unpacklo_epi16(p01l, p23l));
+    _mm_storeu_si128(d + 1, _mm_unpackhi_epi16(p01l, p23l));
+    _mm_storeu_si128(d + 2, _mm_unpacklo_epi16(p01h, p23h));
+    _mm_storeu_si128(d + 3, _mm_unpackhi_epi16(p01h, p23h));
+  }
+}
+
+// Runs at stride 1 (16 bytes by masked loads) or 2 (the even bytes of 32, by vpmovwb);
+// masked-off lanes are not read.
+NXRT_BW void pack_quads_avx512(const uint8_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t q0,
+                               int64_t qc, uint32_t* dst) {
+  if ((runs.stride != 1 && runs.stride != 2) || runs.n == 0) {
+    pack_quads_generic(base, koff, K, runs, q0, qc, dst);
+    return;
+  }
+  const bool s2 = runs.stride == 2;
+  __mmask32 mask[kQNR];
+  int64_t at[kQNR];
+  for (int r = 0; r < runs.n; ++r) {
+    const int c0 = runs.col[r], c1 = runs.col[r + 1];
+    mask[r] = s2 ? __mmask32(((1ull << (2 * c1)) - (1ull << (2 * c0))) & 0x55555555u)
+                 : __mmask32(((1u << (c1 - c0)) - 1u) << c0);
+    at[r] = runs.off[r] - int64_t(c0) * runs.stride;
+  }
+  const int n = runs.n;
+  if (s2) {
+    if (n == 1) pack_quads_runs<true, 1>(base, koff, K, n, mask, at, q0, qc, dst);
+    else if (n == 2) pack_quads_runs<true, 2>(base, koff, K, n, mask, at, q0, qc, dst);
+    else pack_quads_runs<true, 0>(base, koff, K, n, mask, at, q0, qc, dst);
+  } else {
+    if (n == 1) pack_quads_runs<false, 1>(base, koff, K, n, mask, at, q0, qc, dst);
+    else if (n == 2) pack_quads_runs<false, 2>(base, koff, K, n, mask, at, q0, qc, dst);
+    else pack_quads_runs<false, 0>(base, koff, K, n, mask, at, q0, qc, dst);
+  }
+}
+
+// vpdpbusd against ones: the 4 bytes of each word summed into its lane.
+NXRT_VNNI void quad_col_sums_vnni(int64_t kc, const uint32_t* b, int32_t* sums) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i s = _mm512_loadu_si512(sums);
+  for (int64_t i = 0; i < kc; ++i) s = _mm512_dpbusd_epi32(s, _mm512_loadu_si512(b + i * kQNR), ones);
+  _mm512_storeu_si512(sums, s);
+}
+
+bool has_vnni() {
+  static const bool ok = active_isa() >= Isa::avx512 && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return ok;
+}
+
+}  // namespace
+
+QTileGroupFn q_tile_group_dpbusd(int nt, bool a_signed) {
+  static constexpr QTileGroupFn by_count[2][4] = {
+      {nullptr, &tiles_dpbusd<1, false>, &tiles_dpbusd<2, false>, &tiles_dpbusd<3, false>},
+      {nullptr, &tiles_dpbusd<1, true>, &tiles_dpbusd<2, true>, &tiles_dpbusd<3, true>}};
+  static_assert(kQTileGroup == 3);
+  return has_vnni() ? by_count[a_signed][nt] : nullptr;
+}
+
+QPackQuadsFn q_pack_quads_active() { return has_vnni() ? &pack_quads_avx512 : &pack_quads_generic; }
+QQuadColSumsFn q_quad_col_sums() { return has_vnni() ? &quad_col_sums_vnni : &quad_col_sums_generic; }
+
+}  // namespace nxrt::cpu
+
+#else
+namespace nxrt::cpu {
+QTileGroupFn q_tile_group_dpbusd(int, bool) { return nullptr; }
+QPackQuadsFn q_pack_quads_active() { return q_pack_quads_generic(); }
+QQuadColSumsFn q_quad_col_sums() { return &quad_col_sums_generic; }
+}  // namespace nxrt::cpu
+#endif
