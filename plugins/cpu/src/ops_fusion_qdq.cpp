@@ -429,20 +429,34 @@ std::unique_ptr<Kernel> matmul_kernel(const sdk::Graph& sg, const QdqMatch& m, C
   });
 }
 
-// DequantizeLinear twice, Add, [clamp], [QuantizeLinear]: the nodes' own float operations.
+// DequantizeLinear twice, Add, [clamp], [QuantizeLinear]: the nodes' own kernels
+// (quantize.hpp, vectorised) and float operations on blocks that stay in L1, so the result is
+// bit-identical to the nodes and each value is read and written once.
 template <typename A, typename B, typename Y>
 void qdq_add(const A* a, const B* b, Y* y, int64_t n, const QdqMatch& m, ThreadPool* pool) {
+  constexpr int64_t kBlock = 1024;
   const float sa = m.x.scale, sb = m.x2.scale, lo = m.lo, hi = m.hi, ys = m.y.scale;
-  const int64_t za = m.x.zp, zb = m.x2.zp;
-  const float yz = float(m.y.zp);
+  const A za = A(m.x.zp);
+  const B zb = B(m.x2.zp);
   const bool clamp = m.clamp, relu = clamp && lo == 0.f && std::isinf(hi);
+  const QuantAxis per_tensor;
   parallel_ranges(pool, n, threads_for(pool, double(n), 32768.0), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      float v = float(int64_t(a[i]) - za) * sa + float(int64_t(b[i]) - zb) * sb;
-      if (relu) v = std::max(v, 0.f);
-      else if (clamp) v = std::min(std::max(v, lo), hi);
-      if constexpr (std::is_same_v<Y, float>) y[i] = v;
-      else y[i] = saturate_round<Y>(std::nearbyint(v / ys) + yz);
+    alignas(64) float va[kBlock], vb[kBlock];
+    for (int64_t c = i0; c < i1; c += kBlock) {
+      const int64_t k = std::min(kBlock, i1 - c);
+      dequantize_linear(a + c, k, &sa, &za, per_tensor, va);
+      dequantize_linear(b + c, k, &sb, &zb, per_tensor, vb);
+      for (int64_t j = 0; j < k; ++j) va[j] += vb[j];
+      if (relu)
+        for (int64_t j = 0; j < k; ++j) va[j] = std::max(va[j], 0.f);
+      else if (clamp)
+        for (int64_t j = 0; j < k; ++j) va[j] = std::min(std::max(va[j], lo), hi);
+      if constexpr (std::is_same_v<Y, float>) {
+        std::copy(va, va + k, y + c);
+      } else {
+        const Y yz = Y(m.y.zp);
+        quantize_linear(va, k, &ys, &yz, per_tensor, y + c);
+      }
     }
   });
 }

@@ -153,17 +153,17 @@ def matmul_case(with_q, a_type):
 
 
 def add_case():
-    a = RNG.integers(0, 256, (2, 3, 40)).astype(np.uint8)
-    b = RNG.integers(0, 256, (2, 3, 40)).astype(np.uint8)
+    a = RNG.integers(0, 256, (2, 3, 700)).astype(np.uint8)
+    b = RNG.integers(0, 256, (2, 3, 700)).astype(np.uint8)
     inits = {"sa": np.float32(0.07), "za": np.array(np.uint8(120)), "sb": np.float32(0.03),
              "zb": np.array(np.uint8(9)), "ys": np.float32(0.09), "yz": np.array(np.uint8(0))}
     nodes = [helper.make_node("DequantizeLinear", ["a", "sa", "za"], ["ad"]),
              helper.make_node("DequantizeLinear", ["b", "sb", "zb"], ["bd"]),
              helper.make_node("Add", ["ad", "bd"], ["s"]), helper.make_node("Relu", ["s"], ["r"]),
              helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["y"])]
-    m = make(nodes, [helper.make_tensor_value_info("a", TensorProto.UINT8, [2, 3, 40]),
-                     helper.make_tensor_value_info("b", TensorProto.UINT8, [2, 3, 40])],
-             [helper.make_tensor_value_info("y", TensorProto.UINT8, [2, 3, 40])], inits)
+    m = make(nodes, [helper.make_tensor_value_info("a", TensorProto.UINT8, [2, 3, 700]),
+                     helper.make_tensor_value_info("b", TensorProto.UINT8, [2, 3, 700])],
+             [helper.make_tensor_value_info("y", TensorProto.UINT8, [2, 3, 700])], inits)
     return m, [a, b]
 
 
