@@ -168,27 +168,30 @@ void require_functions(const nxrt_plugin_api& a, uint64_t features, const std::f
       if (!f.p) raise(NXRT_ERR_PLUGIN, "plugin '{}' declares run hooks but has no {} function", path.string(), f.name);
   }
   // 2.1 (2.2, 2.4) bits are set only when the agreed minor is >= 1 (2, 4), and then the table
-  // was checked to reach copy_peer (memory_import, session_create_offline), so these reads
-  // stay inside it.
+  // was checked to reach copy_peer (memory_import, session_create_offline): each function is
+  // read only when its bit is set, so these reads stay inside a smaller (older) table.
   struct Interop {
     uint64_t bit;
     const char* feature;
-    Fn fn;
+    const char* name;
+    const void* (*read)(const nxrt_plugin_api&);
   };
-  const Interop interop[] = {{NXRT_FEATURE_NATIVE_HANDLES, "native-handles", NXRT_FN(a, native_handle)},
-                             {NXRT_FEATURE_STREAM_IMPORT, "stream-import", NXRT_FN(a, stream_import)},
-                             {NXRT_FEATURE_EXTERNAL_ALLOCATOR, "external-allocator", NXRT_FN(a, session_set_allocator)},
-                             {NXRT_FEATURE_MEMORY_STATS, "memory-stats", NXRT_FN(a, session_stats)},
-                             {NXRT_FEATURE_PEER_COPY, "peer-copy", NXRT_FN(a, copy_peer)},
-                             {NXRT_FEATURE_MEMORY_IMPORT, "memory-import", NXRT_FN(a, memory_import)},
-                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_FN(a, session_fingerprint)},
-                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_FN(a, cache_check)},
-                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_FN(a, kernel_export)},
-                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_FN(a, kernel_import)},
-                             {NXRT_FEATURE_OFFLINE_COMPILE, "offline-compile", NXRT_FN(a, session_create_offline)}};
+#define NXRT_LAZY_FN(f) #f, [](const nxrt_plugin_api& t) { return reinterpret_cast<const void*>(t.f); }
+  const Interop interop[] = {{NXRT_FEATURE_NATIVE_HANDLES, "native-handles", NXRT_LAZY_FN(native_handle)},
+                             {NXRT_FEATURE_STREAM_IMPORT, "stream-import", NXRT_LAZY_FN(stream_import)},
+                             {NXRT_FEATURE_EXTERNAL_ALLOCATOR, "external-allocator", NXRT_LAZY_FN(session_set_allocator)},
+                             {NXRT_FEATURE_MEMORY_STATS, "memory-stats", NXRT_LAZY_FN(session_stats)},
+                             {NXRT_FEATURE_PEER_COPY, "peer-copy", NXRT_LAZY_FN(copy_peer)},
+                             {NXRT_FEATURE_MEMORY_IMPORT, "memory-import", NXRT_LAZY_FN(memory_import)},
+                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_LAZY_FN(session_fingerprint)},
+                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_LAZY_FN(cache_check)},
+                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_LAZY_FN(kernel_export)},
+                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_LAZY_FN(kernel_import)},
+                             {NXRT_FEATURE_OFFLINE_COMPILE, "offline-compile", NXRT_LAZY_FN(session_create_offline)}};
+#undef NXRT_LAZY_FN
   for (auto& i : interop)
-    if ((features & i.bit) && !i.fn.p)
-      raise(NXRT_ERR_PLUGIN, "plugin '{}' declares {} but has no {} function", path.string(), i.feature, i.fn.name);
+    if ((features & i.bit) && !i.read(a))
+      raise(NXRT_ERR_PLUGIN, "plugin '{}' declares {} but has no {} function", path.string(), i.feature, i.name);
   if ((features & NXRT_FEATURE_OFFLINE_COMPILE) && !(features & NXRT_FEATURE_KERNEL_CACHE))
     raise(NXRT_ERR_PLUGIN, "plugin '{}' declares offline-compile without kernel-cache (it needs it)", path.string());
   if ((features & NXRT_FEATURE_STREAM_IMPORT) &&
@@ -303,21 +306,22 @@ CheckedFile open_checked(const std::filesystem::path& path) {
   return f;
 }
 
-// The name dlopen() gets for an open file: /proc/self/fd/N, which the loader opens as the
+// The name dlopen() gets for an open file: /proc/<pid>/fd/N, which the loader opens as the
 // same file (checked by device and inode, so a /proc that is absent or not procfs is an
-// error, never a load of something else).
+// error, never a load of something else). The pid, not "self": debuggers and sanitizer
+// symbolizers read the library from its name in their own process.
 std::string fd_path(int fd, const std::filesystem::path& path) {
-  const std::string name = fmt::format("/proc/self/fd/{}", fd);
+  const std::string name = fmt::format("/proc/{}/fd/{}", ::getpid(), fd);
   struct stat by_fd {}, by_name {};
   if (::fstat(fd, &by_fd) != 0 || ::stat(name.c_str(), &by_name) != 0 || by_fd.st_dev != by_name.st_dev ||
       by_fd.st_ino != by_name.st_ino)
-    raise(NXRT_ERR_PLUGIN, "cannot load plugin '{}': nxrt loads a plugin through the file it checked (/proc/self/fd), and "
+    raise(NXRT_ERR_PLUGIN, "cannot load plugin '{}': nxrt loads a plugin through the file it checked (/proc/<pid>/fd), and "
           "/proc is not mounted here", path.string());
   return name;
 }
 
 // ld.so knows a library by every name it was opened under, and matches a new dlopen() by
-// name before it looks at the file: a name /proc/self/fd/N kept by a loaded library after
+// name before it looks at the file: a name /proc/<pid>/fd/N kept by a loaded library after
 // N was closed and reused for another plugin would return that library. So every load of
 // one file (device, inode) goes through one descriptor, shared while any PluginLibrary has
 // the file loaded, and closed only once ld.so no longer has it: a /proc name in ld.so's
@@ -362,7 +366,7 @@ void unshare_fd(int fd) noexcept {
   if (it == shared_fds().end() || --it->second.users > 0) return;
   shared_fds().erase(it);
   char name[40];
-  std::snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
+  std::snprintf(name, sizeof name, "/proc/%d/fd/%d", int(::getpid()), fd);
   if (void* still = ::dlopen(name, RTLD_LAZY | RTLD_NOLOAD)) {
     ::dlclose(still);
     return;  // the descriptor stays open for as long as the process runs

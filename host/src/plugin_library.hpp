@@ -58,8 +58,9 @@ bool option_value_ok(nxrt_option_type t, const std::string& value);
 class PluginLibrary {
  public:
   // Opens the file once, checks trust on it (not world-writable, in the allow-list when
-  // one is set), loads that same file (through /proc/self/fd) and negotiates, logs what was loaded at info level; throws HostError(NXRT_ERR_PLUGIN /
-  // NOT_FOUND) naming the file and the cause.
+  // one is set), loads that same file (through /proc/<pid>/fd) and negotiates, logs what
+  // was loaded at info level; throws HostError(NXRT_ERR_PLUGIN / NOT_FOUND) naming the
+  // file and the cause.
   static std::shared_ptr<PluginLibrary> load(const std::filesystem::path& path);
   ~PluginLibrary();
   PluginLibrary(const PluginLibrary&) = delete;
@@ -89,7 +90,7 @@ class PluginLibrary {
   nxrt_plugin* instance_ = nullptr;
   bool shutdown_needed_ = false;
   // The plugin file as checked (shared by every load of the same file); dlopen() got its
-  // /proc/self/fd name, which stays valid while the library is loaded.
+  // /proc/<pid>/fd name, which stays valid while the library is loaded.
   int fd_ = -1;
   std::filesystem::path path_;
   std::string sha256_;

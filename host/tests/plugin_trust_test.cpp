@@ -121,7 +121,7 @@ TEST_CASE("a plugin file replaced between its check and its load: the file check
 }
 
 TEST_CASE("two loads of one plugin, the first released, then another plugin: each load gets its own file") {
-  // ld.so matches dlopen("/proc/self/fd/N") by name first: had the first load's descriptor
+  // ld.so matches dlopen("/proc/<pid>/fd/N") by name first: had the first load's descriptor
   // been closed while the second kept the library, the next plugin opened (which gets the
   // lowest free descriptor, N) would have been handed the cpu library.
   const std::string dir = NXRT_LIB_DIR;
