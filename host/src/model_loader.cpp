@@ -25,6 +25,7 @@
 #include <climits>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <span>
 #include <unordered_map>
 
@@ -452,9 +453,11 @@ std::string too_deep_message(int depth) {
                      "(about 30 subgraphs); nxrt refuses such models", depth);
 }
 
-// ONNX's convolution shape inference indexes the weight's dims by the input's rank without
-// checking they agree, and reads out of bounds (a crash, found by fuzz_graph_view) when a
-// Conv-family node's input and weight ranks differ. Refused first, where both are declared.
+// ONNX's convolution and pooling shape inference trusts what it reads, and crashes (found by
+// fuzz_graph_view) on two lies: a Conv-family node whose input and weight ranks differ (it
+// indexes the weight's dims by the input's rank: out of bounds), and a stride of 0 (it divides
+// by it). Both refused first: the ranks where both are declared, strides and dilations that
+// are not positive on every Conv or pooling node.
 void check_conv_ranks(const onnx::GraphProto& g, std::map<std::string, int> ranks, const std::string& path) {
   auto note = [&](const onnx::ValueInfoProto& v) {
     if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
@@ -469,6 +472,15 @@ void check_conv_ranks(const onnx::GraphProto& g, std::map<std::string, int> rank
       if (n.op_type() == "Conv" || n.op_type() == "ConvInteger" || n.op_type() == "ConvTranspose") x = 0, w = 1;
       else if (n.op_type() == "QLinearConv") x = 0, w = 3;
     }
+    static const std::set<std::string> windowed = {"Conv",        "ConvInteger", "ConvTranspose", "QLinearConv",
+                                                   "AveragePool", "MaxPool",     "LpPool",        "MaxUnpool"};
+    if ((n.domain().empty() || n.domain() == "ai.onnx") && windowed.count(n.op_type()))
+      for (const auto& a : n.attribute())
+        if (a.name() == "strides" || a.name() == "dilations")
+          for (int64_t v : a.ints())
+            if (v <= 0)
+              raise(NXRT_ERR_MODEL, "model '{}': node '{}' ({}): {} holds {} (each must be positive)", path, n.name(),
+                    n.op_type(), a.name(), v);
     if (x >= 0 && n.input_size() > w) {
       auto xr = ranks.find(n.input(x)), wr = ranks.find(n.input(w));
       if (xr != ranks.end() && wr != ranks.end() && xr->second != wr->second)

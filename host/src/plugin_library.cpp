@@ -11,15 +11,19 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <fstream>
+#include <map>
 #include <set>
-#include <sys/stat.h>
 #include <memory>
 #include <mutex>
 #include <regex>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace nxrt {
 
@@ -164,27 +168,30 @@ void require_functions(const nxrt_plugin_api& a, uint64_t features, const std::f
       if (!f.p) raise(NXRT_ERR_PLUGIN, "plugin '{}' declares run hooks but has no {} function", path.string(), f.name);
   }
   // 2.1 (2.2, 2.4) bits are set only when the agreed minor is >= 1 (2, 4), and then the table
-  // was checked to reach copy_peer (memory_import, session_create_offline), so these reads
-  // stay inside it.
+  // was checked to reach copy_peer (memory_import, session_create_offline): each function is
+  // read only when its bit is set, so these reads stay inside a smaller (older) table.
   struct Interop {
     uint64_t bit;
     const char* feature;
-    Fn fn;
+    const char* name;
+    const void* (*read)(const nxrt_plugin_api&);
   };
-  const Interop interop[] = {{NXRT_FEATURE_NATIVE_HANDLES, "native-handles", NXRT_FN(a, native_handle)},
-                             {NXRT_FEATURE_STREAM_IMPORT, "stream-import", NXRT_FN(a, stream_import)},
-                             {NXRT_FEATURE_EXTERNAL_ALLOCATOR, "external-allocator", NXRT_FN(a, session_set_allocator)},
-                             {NXRT_FEATURE_MEMORY_STATS, "memory-stats", NXRT_FN(a, session_stats)},
-                             {NXRT_FEATURE_PEER_COPY, "peer-copy", NXRT_FN(a, copy_peer)},
-                             {NXRT_FEATURE_MEMORY_IMPORT, "memory-import", NXRT_FN(a, memory_import)},
-                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_FN(a, session_fingerprint)},
-                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_FN(a, cache_check)},
-                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_FN(a, kernel_export)},
-                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_FN(a, kernel_import)},
-                             {NXRT_FEATURE_OFFLINE_COMPILE, "offline-compile", NXRT_FN(a, session_create_offline)}};
+#define NXRT_LAZY_FN(f) #f, [](const nxrt_plugin_api& t) { return reinterpret_cast<const void*>(t.f); }
+  const Interop interop[] = {{NXRT_FEATURE_NATIVE_HANDLES, "native-handles", NXRT_LAZY_FN(native_handle)},
+                             {NXRT_FEATURE_STREAM_IMPORT, "stream-import", NXRT_LAZY_FN(stream_import)},
+                             {NXRT_FEATURE_EXTERNAL_ALLOCATOR, "external-allocator", NXRT_LAZY_FN(session_set_allocator)},
+                             {NXRT_FEATURE_MEMORY_STATS, "memory-stats", NXRT_LAZY_FN(session_stats)},
+                             {NXRT_FEATURE_PEER_COPY, "peer-copy", NXRT_LAZY_FN(copy_peer)},
+                             {NXRT_FEATURE_MEMORY_IMPORT, "memory-import", NXRT_LAZY_FN(memory_import)},
+                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_LAZY_FN(session_fingerprint)},
+                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_LAZY_FN(cache_check)},
+                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_LAZY_FN(kernel_export)},
+                             {NXRT_FEATURE_KERNEL_CACHE, "kernel-cache", NXRT_LAZY_FN(kernel_import)},
+                             {NXRT_FEATURE_OFFLINE_COMPILE, "offline-compile", NXRT_LAZY_FN(session_create_offline)}};
+#undef NXRT_LAZY_FN
   for (auto& i : interop)
-    if ((features & i.bit) && !i.fn.p)
-      raise(NXRT_ERR_PLUGIN, "plugin '{}' declares {} but has no {} function", path.string(), i.feature, i.fn.name);
+    if ((features & i.bit) && !i.read(a))
+      raise(NXRT_ERR_PLUGIN, "plugin '{}' declares {} but has no {} function", path.string(), i.feature, i.name);
   if ((features & NXRT_FEATURE_OFFLINE_COMPILE) && !(features & NXRT_FEATURE_KERNEL_CACHE))
     raise(NXRT_ERR_PLUGIN, "plugin '{}' declares offline-compile without kernel-cache (it needs it)", path.string());
   if ((features & NXRT_FEATURE_STREAM_IMPORT) &&
@@ -249,34 +256,122 @@ bool info_logging() {
   return e && std::atoi(e) <= int(NXRT_LOG_INFO);
 }
 
+// The plugin file, opened once. The checks, the digest and the load all go through this
+// descriptor, so the file that was checked is the one loaded, whatever happens to the path
+// in between (docs/security.md, "time of check to time of use").
+struct CheckedFile {
+  int fd = -1;
+  std::string digest;  // "" when not computed
+};
+
 // Before any of its code runs (docs/security.md): a plugin file, or the folder holding it,
 // that anyone may write is refused (anyone could have replaced the code); with
-// NXRT_PLUGIN_ALLOWLIST set, the file's SHA-256 must be listed. Returns the digest when it
-// was computed (allow-list or info logging), else "".
-std::string check_trust(const std::filesystem::path& path) {
+// NXRT_PLUGIN_ALLOWLIST set, the file's SHA-256 must be listed. The digest is computed when
+// an allow-list is set or info logging is on. Returns the open file; the caller owns fd.
+CheckedFile open_checked(const std::filesystem::path& path) {
   std::error_code ec;
   const std::filesystem::path real = std::filesystem::canonical(path, ec);
   if (ec) raise(NXRT_ERR_NOT_FOUND, "plugin file '{}' cannot be resolved: {}", path.string(), ec.message());
+  // `real` has no symbolic link left: one appearing at its last part now is a swap (ELOOP).
+  CheckedFile f;
+  f.fd = ::open(real.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (f.fd < 0) {
+    const int err = errno;
+    raise(err == ENOENT ? NXRT_ERR_NOT_FOUND : NXRT_ERR_PLUGIN, "cannot open plugin file '{}': {}", real.string(),
+          err == ELOOP ? "it was replaced by a symbolic link while being checked" : std::strerror(err));
+  }
+  try {
+    struct stat st {};
+    if (::fstat(f.fd, &st) != 0)
+      raise(NXRT_ERR_NOT_FOUND, "cannot stat plugin file '{}': {}", real.string(), std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) raise(NXRT_ERR_PLUGIN, "plugin '{}' is not a regular file", real.string());
+    if (st.st_mode & S_IWOTH)
+      raise(NXRT_ERR_PLUGIN, "plugin '{}' is world-writable (mode {:03o}); nxrt refuses to load it, since anyone could have "
+            "replaced its code (chmod o-w it)", real.string(), st.st_mode & 07777);
+    const std::filesystem::path folder = real.parent_path();
+    if (::stat(folder.c_str(), &st) == 0 && (st.st_mode & S_IWOTH))
+      raise(NXRT_ERR_PLUGIN, "plugin '{}' is in the world-writable folder '{}' (mode {:03o}); nxrt refuses to load it, since "
+            "anyone could have replaced it (move it, or chmod o-w the folder)", real.string(), folder.string(),
+            st.st_mode & 07777);
+    const char* list = std::getenv("NXRT_PLUGIN_ALLOWLIST");
+    const bool allowlist = list && *list;
+    if (allowlist || info_logging()) f.digest = sha256_fd(f.fd, real.string());
+    if (allowlist && !read_allowlist(list).count(f.digest))
+      raise(NXRT_ERR_PLUGIN, "plugin '{}' (SHA-256 {}) is not in the allow-list '{}' (NXRT_PLUGIN_ALLOWLIST)", real.string(),
+            f.digest, list);
+  } catch (...) {
+    ::close(f.fd);
+    throw;
+  }
+  return f;
+}
+
+// The name dlopen() gets for an open file: /proc/<pid>/fd/N, which the loader opens as the
+// same file (checked by device and inode, so a /proc that is absent or not procfs is an
+// error, never a load of something else). The pid, not "self": debuggers and sanitizer
+// symbolizers read the library from its name in their own process.
+std::string fd_path(int fd, const std::filesystem::path& path) {
+  const std::string name = fmt::format("/proc/{}/fd/{}", ::getpid(), fd);
+  struct stat by_fd {}, by_name {};
+  if (::fstat(fd, &by_fd) != 0 || ::stat(name.c_str(), &by_name) != 0 || by_fd.st_dev != by_name.st_dev ||
+      by_fd.st_ino != by_name.st_ino)
+    raise(NXRT_ERR_PLUGIN, "cannot load plugin '{}': nxrt loads a plugin through the file it checked (/proc/<pid>/fd), and "
+          "/proc is not mounted here", path.string());
+  return name;
+}
+
+// ld.so knows a library by every name it was opened under, and matches a new dlopen() by
+// name before it looks at the file: a name /proc/<pid>/fd/N kept by a loaded library after
+// N was closed and reused for another plugin would return that library. So every load of
+// one file (device, inode) goes through one descriptor, shared while any PluginLibrary has
+// the file loaded, and closed only once ld.so no longer has it: a /proc name in ld.so's
+// list always means the file it was checked as. Under loader_mutex.
+struct SharedFd {
+  int fd;
+  int users;
+};
+std::map<std::pair<dev_t, ino_t>, SharedFd>& shared_fds() {
+  static std::map<std::pair<dev_t, ino_t>, SharedFd> fds;
+  return fds;
+}
+
+std::pair<dev_t, ino_t> file_id(int fd) {
   struct stat st {};
-  if (::stat(real.c_str(), &st) != 0)
-    raise(NXRT_ERR_NOT_FOUND, "cannot stat plugin file '{}': {}", real.string(), std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) raise(NXRT_ERR_PLUGIN, "plugin '{}' is not a regular file", real.string());
-  if (st.st_mode & S_IWOTH)
-    raise(NXRT_ERR_PLUGIN, "plugin '{}' is world-writable (mode {:03o}); nxrt refuses to load it, since anyone could have "
-          "replaced its code (chmod o-w it)", real.string(), st.st_mode & 07777);
-  const std::filesystem::path folder = real.parent_path();
-  if (::stat(folder.c_str(), &st) == 0 && (st.st_mode & S_IWOTH))
-    raise(NXRT_ERR_PLUGIN, "plugin '{}' is in the world-writable folder '{}' (mode {:03o}); nxrt refuses to load it, since "
-          "anyone could have replaced it (move it, or chmod o-w the folder)", real.string(), folder.string(),
-          st.st_mode & 07777);
-  const char* list = std::getenv("NXRT_PLUGIN_ALLOWLIST");
-  const bool allowlist = list && *list;
-  if (!allowlist && !info_logging()) return "";
-  std::string digest = sha256_file(real);
-  if (allowlist && !read_allowlist(list).count(digest))
-    raise(NXRT_ERR_PLUGIN, "plugin '{}' (SHA-256 {}) is not in the allow-list '{}' (NXRT_PLUGIN_ALLOWLIST)", real.string(),
-          digest, list);
-  return digest;
+  if (::fstat(fd, &st) != 0) raise(NXRT_ERR_PLUGIN, "cannot stat an open plugin file: {}", std::strerror(errno));
+  return {st.st_dev, st.st_ino};
+}
+
+// Takes `fd`; returns the descriptor to load the file through (fd itself, or the one already
+// shared for the same file, fd then being closed).
+int share_fd(int fd) {
+  std::pair<dev_t, ino_t> id;
+  try {
+    id = file_id(fd);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  auto [it, inserted] = shared_fds().try_emplace(id, SharedFd{fd, 0});
+  if (!inserted) ::close(fd);
+  ++it->second.users;
+  return it->second.fd;
+}
+
+// One user of `fd` is done (its handle closed). The last closes it, unless ld.so still has
+// the library (loaded by someone else, or never unloadable): then its name stays valid.
+void unshare_fd(int fd) noexcept {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return;
+  auto it = shared_fds().find({st.st_dev, st.st_ino});
+  if (it == shared_fds().end() || --it->second.users > 0) return;
+  shared_fds().erase(it);
+  char name[40];
+  std::snprintf(name, sizeof name, "/proc/%d/fd/%d", int(::getpid()), fd);
+  if (void* still = ::dlopen(name, RTLD_LAZY | RTLD_NOLOAD)) {
+    ::dlclose(still);
+    return;  // the descriptor stays open for as long as the process runs
+  }
+  ::close(fd);
 }
 
 }  // namespace
@@ -286,19 +381,27 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
   if (!std::filesystem::exists(given, ec)) raise(NXRT_ERR_NOT_FOUND, "plugin file '{}' does not exist", given.string());
   std::filesystem::path path = std::filesystem::absolute(given, ec);
   if (ec) path = given;
-  const std::string digest = check_trust(path);
+  const CheckedFile checked = open_checked(path);
   std::shared_ptr<PluginLibrary> lib(new PluginLibrary());
   lib->path_ = path;
-  lib->sha256_ = digest;
+  lib->sha256_ = checked.digest;
+  if (testing::after_plugin_check) testing::after_plugin_check(path);
+  std::string by_fd;
   boost::dll::fs::error_code dec;
   const char* why = nullptr;
   {
     std::lock_guard lock(loader_mutex());
-    lib->lib_.load(boost::dll::fs::path(path.string()), boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local, dec);
+    lib->fd_ = share_fd(checked.fd);  // released by the destructor
+    by_fd = fd_path(lib->fd_, path);
+    lib->lib_.load(boost::dll::fs::path(by_fd), boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local, dec);
     if (dec) why = dlerror();  // the loader's own words beat Boost's generic error
   }
   if (dec) {
-    raise(NXRT_ERR_PLUGIN, "cannot load plugin '{}': {}", path.string(), why ? why : dec.message());
+    // The loader names the file by its /proc name: say the path instead.
+    std::string msg = why ? why : dec.message();
+    for (size_t at = 0; (at = msg.find(by_fd, at)) != std::string::npos; at += path.string().size())
+      msg.replace(at, by_fd.size(), path.string());
+    raise(NXRT_ERR_PLUGIN, "cannot load plugin '{}': {}", path.string(), msg);
   }
   if (!lib->lib_.has(NXRT_EP_ENTRY_SYMBOL))
     raise(NXRT_ERR_PLUGIN, "'{}' is not an nxrt plugin: it does not export {}", path.string(), NXRT_EP_ENTRY_SYMBOL);
@@ -439,6 +542,7 @@ PluginLibrary::~PluginLibrary() {
   // Nothing of the plugin is alive now: unload, under the loader lock (see loader_mutex).
   std::lock_guard lock(loader_mutex());
   lib_.unload();
+  if (fd_ >= 0) unshare_fd(fd_);
 }
 
 }  // namespace nxrt

@@ -57,9 +57,10 @@ bool option_value_ok(nxrt_option_type t, const std::string& value);
 
 class PluginLibrary {
  public:
-  // Checks trust (not world-writable, in the allow-list when one is set), loads and
-  // negotiates, logs what was loaded at info level; throws HostError(NXRT_ERR_PLUGIN /
-  // NOT_FOUND) naming the file and the cause.
+  // Opens the file once, checks trust on it (not world-writable, in the allow-list when
+  // one is set), loads that same file (through /proc/<pid>/fd) and negotiates, logs what
+  // was loaded at info level; throws HostError(NXRT_ERR_PLUGIN / NOT_FOUND) naming the
+  // file and the cause.
   static std::shared_ptr<PluginLibrary> load(const std::filesystem::path& path);
   ~PluginLibrary();
   PluginLibrary(const PluginLibrary&) = delete;
@@ -88,6 +89,9 @@ class PluginLibrary {
   const nxrt_plugin_api* api_ = nullptr;
   nxrt_plugin* instance_ = nullptr;
   bool shutdown_needed_ = false;
+  // The plugin file as checked (shared by every load of the same file); dlopen() got its
+  // /proc/<pid>/fd name, which stays valid while the library is loaded.
+  int fd_ = -1;
   std::filesystem::path path_;
   std::string sha256_;
   std::string name_, version_, no_device_reason_;
@@ -96,6 +100,12 @@ class PluginLibrary {
   std::vector<DeviceInfo> devices_;
   std::vector<OptionInfo> options_;
 };
+
+namespace testing {
+// Test seam (plugin_trust_test): when set, load() calls it with the given path after the file
+// was opened and checked and before it is loaded, where a test replaces the file.
+inline void (*after_plugin_check)(const std::filesystem::path&) = nullptr;
+}  // namespace testing
 
 [[noreturn]] void throw_abi_exception(const std::string& who, std::string_view fn);
 

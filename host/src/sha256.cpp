@@ -5,8 +5,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <unistd.h>
 #include <vector>
 
 namespace nxrt {
@@ -74,16 +75,17 @@ std::array<uint8_t, 32> Sha256::finish() {
   return out;
 }
 
-std::string sha256_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) raise(NXRT_ERR_NOT_FOUND, "cannot read '{}' to compute its SHA-256", path.string());
+std::string sha256_fd(int fd, const std::string& name) {
   Sha256 sha;
   std::vector<char> buf(1 << 16);
-  while (in) {
-    in.read(buf.data(), std::streamsize(buf.size()));
-    sha.update(buf.data(), size_t(in.gcount()));
+  for (off_t at = 0;;) {
+    const ssize_t n = ::pread(fd, buf.data(), buf.size(), at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) raise(NXRT_ERR_NOT_FOUND, "cannot read '{}' to compute its SHA-256: {}", name, std::strerror(errno));
+    if (n == 0) break;
+    sha.update(buf.data(), size_t(n));
+    at += n;
   }
-  if (in.bad()) raise(NXRT_ERR_NOT_FOUND, "cannot read '{}' to compute its SHA-256", path.string());
   std::string hex;
   for (uint8_t b : sha.finish()) hex += fmt::format("{:02x}", b);
   return hex;

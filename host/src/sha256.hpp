@@ -4,7 +4,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <filesystem>
 #include <string>
 
 namespace nxrt {
@@ -23,7 +22,9 @@ class Sha256 {
   uint64_t total_ = 0;
 };
 
-// Lower-case hex digest of the file's bytes; throws HostError(NOT_FOUND) when unreadable.
-std::string sha256_file(const std::filesystem::path& path);
+// Lower-case hex digest of the bytes of the open file `fd` (read from offset 0 with pread, so
+// the descriptor's offset is left alone); `name` is for the error, HostError(NOT_FOUND) when
+// it cannot be read.
+std::string sha256_fd(int fd, const std::string& name);
 
 }  // namespace nxrt

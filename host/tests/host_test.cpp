@@ -765,8 +765,10 @@ TEST_CASE("run hooks: on_run_start and on_run_end once per run per session, matc
   }
   CHECK(seen.size() == 3 + 22);
   for (auto& [key, counts] : seen) {
-    CAPTURE(key.first);
-    CAPTURE(key.second);
+    // CAPTURE makes a lambda, which cannot capture a structured binding before clang 16.
+    const std::string session_id = key.first, run_id = key.second;
+    CAPTURE(session_id);
+    CAPTURE(run_id);
     CHECK(counts["start"] == 1);
     CHECK(counts["end"] == 1);
     CHECK(counts["kernel"] == 2);
@@ -1081,7 +1083,8 @@ TEST_CASE("host services: attribute_graph gives an If node's branches with their
   const nxrt_node* ifn = g.nodes[0];
   CHECK(std::string(h.node_op_type(ifn)) == "If");
   for (auto [attr, op, out] : {std::tuple{"then_branch", "Relu", "t_out"}, std::tuple{"else_branch", "Neg", "e_out"}}) {
-    CAPTURE(attr);
+    const char* branch = attr;  // CAPTURE cannot take a structured binding before clang 16
+    CAPTURE(branch);
     const nxrt_attribute* a = h.node_attribute(ifn, attr);
     REQUIRE(a);
     CHECK(h.attribute_type(a) == NXRT_ATTR_GRAPH);

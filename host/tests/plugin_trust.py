@@ -66,6 +66,9 @@ def main():
         expect("a private copy loads", s and "not loaded" not in s, out)
         expect("its load is logged at info level with path and SHA-256",
                f"loaded plugin 'nodevice'" in out and f"from '{path}'" in out and f"SHA-256 {digest}" in out, out)
+        # It is loaded through the descriptor it was checked on (/proc/<pid>/fd/N); what is
+        # listed and logged is still the file's path.
+        expect("the listing and the log name the path, never the descriptor", "/fd/" not in out, out)
         out = plugins(args.nxrt, path, NXRT_LOG_LEVEL="2")
         expect("nothing is logged above info level", "loaded plugin" not in out, out)
 

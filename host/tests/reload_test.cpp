@@ -1,7 +1,7 @@
 // Plugin lifecycle through the C API only (libnxrt): several environments holding
 // independent instances of one plugin library, and load / unload / reload of every
 // in-tree plugin from several threads. Small on purpose, so that it also builds and
-// runs under ThreadSanitizer (tools/tsan_reload.sh, ctest nxrt_reload_tsan).
+// runs under ThreadSanitizer (tools/tsan.sh, ctest nxrt_tsan).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 

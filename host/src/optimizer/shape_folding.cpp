@@ -52,6 +52,7 @@ void become_constant(nxrt_node& n, std::shared_ptr<HostTensor> t, const std::set
 
 std::vector<int64_t> int64_values(const HostTensor& t) {
   std::vector<int64_t> v(size_t(t.numel()));
+  if (v.empty()) return v;  // memcpy from an empty tensor's null data is undefined (UBSan, fuzz_graph_view)
   if (t.dtype == NXRT_DTYPE_INT64) std::memcpy(v.data(), t.data.data(), v.size() * 8);
   else
     for (size_t i = 0; i < v.size(); ++i) {
