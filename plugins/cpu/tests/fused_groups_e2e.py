@@ -10,9 +10,7 @@
 Usage: fused_groups_e2e.py --nxrt PATH/nxrt
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -21,7 +19,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nxrt_run import run  # noqa: E402
+from nxrt_run import kernels_ran, run  # noqa: E402
 
 
 def model(bias_shape, residual_shape, second_use=False):
@@ -44,18 +42,6 @@ def model(bias_shape, residual_shape, second_use=False):
     m = onnx.shape_inference.infer_shapes(m)
     onnx.checker.check_model(m)
     return m, W, B
-
-
-def fused_groups(nxrt, path, tmp):
-    trace = os.path.join(tmp, "trace.json")
-    p = subprocess.run([nxrt, "bench", path, "--ep", "cpu", "--warmup", "0", "--iters", "1", "--profile", trace],
-                       capture_output=True, text=True, timeout=120)
-    if p.returncode != 0:
-        return None
-    with open(trace) as f:
-        t = json.load(f)
-    ev = t["traceEvents"] if isinstance(t, dict) else t
-    return sorted({e["args"]["ops"] for e in ev if e.get("ph") == "X" and e.get("args", {}).get("ops")})
 
 
 def main():
@@ -83,7 +69,7 @@ def main():
                 continue
             want = (x.astype(np.float64) @ W + B) + r
             err = float(np.abs(outs[0] - want).max())
-            groups = fused_groups(nxrt, os.path.join(tmp, f"case{k}", "model.onnx"), os.path.join(tmp, f"case{k}"))
+            groups = kernels_ran(nxrt, os.path.join(tmp, f"case{k}", "model.onnx"), os.path.join(tmp, f"case{k}"))
             ok = err <= 1e-5 and groups == sorted(want_groups)
             print(f"{'ok  ' if ok else 'FAIL'} {what}: max |err| {err:.2g}, kernels {groups} (want {sorted(want_groups)})")
             failures += 0 if ok else 1
@@ -121,8 +107,8 @@ def gelu_cases(nxrt, tmp):
         return 2
     failures = 0
     same = np.array_equal(fused[0].view(np.uint32), plain[0].view(np.uint32))
-    g1 = fused_groups(nxrt, os.path.join(tmp, "gelu_fused", "model.onnx"), os.path.join(tmp, "gelu_fused"))
-    g2 = fused_groups(nxrt, os.path.join(tmp, "gelu_plain", "model.onnx"), os.path.join(tmp, "gelu_plain"))
+    g1 = kernels_ran(nxrt, os.path.join(tmp, "gelu_fused", "model.onnx"), os.path.join(tmp, "gelu_fused"))
+    g2 = kernels_ran(nxrt, os.path.join(tmp, "gelu_plain", "model.onnx"), os.path.join(tmp, "gelu_plain"))
     ok = same and g1 == ["Div+Erf+Add+Mul+Mul"] and "Div+Erf+Add+Mul+Mul" not in (g2 or [])
     print(f"{'ok  ' if ok else 'FAIL'} gelu chain: fused bit-identical to node by node: {same}, "
           f"kernels {g1} / {g2}")

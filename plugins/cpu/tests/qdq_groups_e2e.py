@@ -14,9 +14,7 @@
 Usage: qdq_groups_e2e.py --nxrt PATH/nxrt
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -25,21 +23,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nxrt_run import run  # noqa: E402
+from nxrt_run import kernels_ran, run  # noqa: E402
 
 RNG = np.random.default_rng(5)
-
-
-def kernels(nxrt, path, tmp):
-    trace = os.path.join(tmp, "trace.json")
-    p = subprocess.run([nxrt, "bench", path, "--ep", "cpu", "--warmup", "0", "--iters", "1", "--profile", trace],
-                       capture_output=True, text=True, timeout=120)
-    if p.returncode != 0:
-        return None
-    with open(trace) as f:
-        t = json.load(f)
-    ev = t["traceEvents"] if isinstance(t, dict) else t
-    return sorted({e["args"]["ops"] for e in ev if e.get("ph") == "X" and e.get("args", {}).get("ops")})
 
 
 def make(nodes, inputs, outputs, inits):
@@ -183,7 +169,7 @@ def main():
             if outs is None:
                 check(tag, False, f"nxrt failed: {p.stderr.strip()}")
                 return None, None
-            return outs[0], kernels(nxrt, os.path.join(tmp, tag, "model.onnx"), os.path.join(tmp, tag))
+            return outs[0], kernels_ran(nxrt, os.path.join(tmp, tag, "model.onnx"), os.path.join(tmp, tag))
 
         for with_q, relu, xt, name in [(True, True, TensorProto.UINT8, "conv u8 relu q"),
                                        (True, False, TensorProto.INT8, "conv s8 q"),
