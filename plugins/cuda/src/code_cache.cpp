@@ -27,37 +27,6 @@ std::string fingerprint_text(const FingerprintFields& f) {
 
 namespace {
 
-struct Parsed {
-  std::string version;
-  std::vector<std::pair<std::string, std::string>> fields;  // in order, "name" last
-  const std::string* get(const std::string& k) const {
-    for (auto& [key, v] : fields)
-      if (key == k) return &v;
-    return nullptr;
-  }
-};
-
-bool parse(const std::string& s, Parsed& out) {
-  if (s.rfind("cuda ", 0) != 0) return false;
-  const size_t name_at = s.find("; name=");
-  if (name_at == std::string::npos) return false;
-  std::string_view head(s.data(), name_at);
-  size_t pos = head.find("; ");
-  if (pos == std::string_view::npos) return false;
-  out.version = std::string(head.substr(5, pos - 5));
-  if (out.version.empty()) return false;
-  while (pos != std::string_view::npos) {
-    const size_t start = pos + 2, next = head.find("; ", start);
-    std::string_view f = head.substr(start, next == std::string_view::npos ? std::string_view::npos : next - start);
-    const size_t eq = f.find('=');
-    if (eq == std::string_view::npos || eq == 0) return false;
-    out.fields.emplace_back(std::string(f.substr(0, eq)), std::string(f.substr(eq + 1)));
-    pos = next;
-  }
-  out.fields.emplace_back("name", s.substr(name_at + 7));
-  return true;
-}
-
 // "sm_90" -> 90; -1 otherwise.
 int sm_of(const std::string& s) {
   if (s.size() < 4 || s.size() > 6 || s.rfind("sm_", 0) != 0) return -1;
@@ -79,9 +48,9 @@ bool informational(const std::string& k) { return k == "name" || k == "nvrtc"; }
 
 sdk::CacheJudgement judge_fingerprint(const std::string& compiled, const std::string& here) {
   if (compiled == here) return {};
-  Parsed a, b;
-  if (!parse(here, b)) return {NXRT_CACHE_UNSUPPORTED, "this session's own fingerprint is unreadable"};
-  if (!parse(compiled, a))
+  sdk::Fingerprint a, b;
+  if (!sdk::parse_fingerprint(here, "cuda", b)) return {NXRT_CACHE_UNSUPPORTED, "this session's own fingerprint is unreadable"};
+  if (!sdk::parse_fingerprint(compiled, "cuda", a))
     return {NXRT_CACHE_UNSUPPORTED, fmt::format("not a CUDA plugin fingerprint: '{}'", compiled.substr(0, 80))};
   for (const char* k : kRequired)
     if (!a.get(k)) return {NXRT_CACHE_UNSUPPORTED, fmt::format("the CUDA fingerprint has no '{}' field", k)};

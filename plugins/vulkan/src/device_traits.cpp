@@ -182,37 +182,6 @@ std::string DeviceTraits::fingerprint(const std::string& plugin_version) const {
 
 namespace {
 
-struct ParsedFingerprint {
-  std::string version;
-  std::vector<std::pair<std::string, std::string>> fields;  // in order, "name" last
-  const std::string* get(const std::string& k) const {
-    for (auto& [key, v] : fields)
-      if (key == k) return &v;
-    return nullptr;
-  }
-};
-
-bool parse_fingerprint(const std::string& s, ParsedFingerprint& out) {
-  if (s.rfind("vulkan ", 0) != 0) return false;
-  const size_t name_at = s.find("; name=");
-  if (name_at == std::string::npos) return false;
-  std::string_view head(s.data(), name_at);
-  size_t pos = head.find("; ");
-  if (pos == std::string_view::npos) return false;
-  out.version = std::string(head.substr(7, pos - 7));
-  if (out.version.empty()) return false;
-  while (pos != std::string_view::npos) {
-    size_t start = pos + 2, next = head.find("; ", start);
-    std::string_view f = head.substr(start, next == std::string_view::npos ? std::string_view::npos : next - start);
-    size_t eq = f.find('=');
-    if (eq == std::string_view::npos || eq == 0) return false;
-    out.fields.emplace_back(std::string(f.substr(0, eq)), std::string(f.substr(eq + 1)));
-    pos = next;
-  }
-  out.fields.emplace_back("name", s.substr(name_at + 7));
-  return true;
-}
-
 // Fields the plugin's compile choices read (claims, kernels, SPIR-V specialisations),
 // with words for the reason.
 const std::pair<const char*, const char*> kChoiceFields[] = {
@@ -237,9 +206,9 @@ const std::pair<const char*, const char*> kDriverFields[] = {
 
 sdk::CacheJudgement judge_fingerprint(const std::string& compiled, const std::string& here) {
   if (compiled == here) return {};
-  ParsedFingerprint a, b;
-  if (!parse_fingerprint(here, b)) return {NXRT_CACHE_UNSUPPORTED, "this session's own fingerprint is unreadable"};
-  if (!parse_fingerprint(compiled, a)) {
+  sdk::Fingerprint a, b;
+  if (!sdk::parse_fingerprint(here, "vulkan", b)) return {NXRT_CACHE_UNSUPPORTED, "this session's own fingerprint is unreadable"};
+  if (!sdk::parse_fingerprint(compiled, "vulkan", a)) {
     std::string shown = compiled.substr(0, 80);
     return {NXRT_CACHE_UNSUPPORTED, fmt::format("not a Vulkan plugin fingerprint: '{}'", shown)};
   }

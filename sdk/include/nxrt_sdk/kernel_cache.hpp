@@ -19,6 +19,8 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace nxrt::sdk {
 
@@ -131,5 +133,41 @@ class BlobReader {
   const uint8_t* p_;
   uint64_t size_, pos_ = 0;
 };
+
+// A session fingerprint written as "<plugin> <version>; key=value; ...; name=<device name>"
+// (the device name last: it may itself hold "; "), read back to judge a blob: the version and
+// the fields in order, "name" last.
+struct Fingerprint {
+  std::string version;
+  std::vector<std::pair<std::string, std::string>> fields;
+  const std::string* get(const std::string& k) const {
+    for (auto& [key, v] : fields)
+      if (key == k) return &v;
+    return nullptr;
+  }
+};
+
+// Parses `s` as `plugin`'s fingerprint; false for text of another plugin or another form.
+inline bool parse_fingerprint(const std::string& s, std::string_view plugin, Fingerprint& out) {
+  const std::string prefix = std::string(plugin) + " ";
+  if (s.rfind(prefix, 0) != 0) return false;
+  const size_t name_at = s.find("; name=");
+  if (name_at == std::string::npos) return false;
+  std::string_view head(s.data(), name_at);
+  size_t pos = head.find("; ");
+  if (pos == std::string_view::npos || pos < prefix.size()) return false;
+  out.version = std::string(head.substr(prefix.size(), pos - prefix.size()));
+  if (out.version.empty()) return false;
+  while (pos != std::string_view::npos) {
+    const size_t start = pos + 2, next = head.find("; ", start);
+    std::string_view f = head.substr(start, next == std::string_view::npos ? std::string_view::npos : next - start);
+    const size_t eq = f.find('=');
+    if (eq == std::string_view::npos || eq == 0) return false;
+    out.fields.emplace_back(std::string(f.substr(0, eq)), std::string(f.substr(eq + 1)));
+    pos = next;
+  }
+  out.fields.emplace_back("name", s.substr(name_at + 7));
+  return true;
+}
 
 }  // namespace nxrt::sdk
