@@ -173,7 +173,7 @@ _Static_assert(sizeof(nxrt_blob_writer) == NXRT_PIN(12, 24), "nxrt_blob_writer s
 _Static_assert(offsetof(nxrt_blob_writer, struct_size) == NXRT_PIN(0, 0), "nxrt_blob_writer.struct_size moved");
 _Static_assert(offsetof(nxrt_blob_writer, user) == NXRT_PIN(4, 8), "nxrt_blob_writer.user moved");
 _Static_assert(offsetof(nxrt_blob_writer, write) == NXRT_PIN(8, 16), "nxrt_blob_writer.write moved");
-_Static_assert(sizeof(nxrt_plugin_api) == NXRT_PIN(156, 312), "nxrt_plugin_api size");
+_Static_assert(sizeof(nxrt_plugin_api) == NXRT_PIN(160, 320), "nxrt_plugin_api size");
 _Static_assert(offsetof(nxrt_plugin_api, struct_size) == NXRT_PIN(0, 0), "nxrt_plugin_api.struct_size moved");
 _Static_assert(offsetof(nxrt_plugin_api, name) == NXRT_PIN(4, 8), "nxrt_plugin_api.name moved");
 _Static_assert(offsetof(nxrt_plugin_api, version) == NXRT_PIN(8, 16), "nxrt_plugin_api.version moved");
@@ -213,6 +213,7 @@ _Static_assert(offsetof(nxrt_plugin_api, cache_check) == NXRT_PIN(140, 280), "nx
 _Static_assert(offsetof(nxrt_plugin_api, kernel_export) == NXRT_PIN(144, 288), "nxrt_plugin_api.kernel_export moved");
 _Static_assert(offsetof(nxrt_plugin_api, kernel_import) == NXRT_PIN(148, 296), "nxrt_plugin_api.kernel_import moved");
 _Static_assert(offsetof(nxrt_plugin_api, session_create_offline) == NXRT_PIN(152, 304), "nxrt_plugin_api.session_create_offline moved");
+_Static_assert(offsetof(nxrt_plugin_api, kernel_describe) == NXRT_PIN(156, 312), "nxrt_plugin_api.kernel_describe moved");
 _Static_assert(sizeof(nxrt_negotiate_request) == NXRT_PIN(28, 48), "nxrt_negotiate_request size");
 _Static_assert(offsetof(nxrt_negotiate_request, struct_size) == NXRT_PIN(0, 0), "nxrt_negotiate_request.struct_size moved");
 _Static_assert(offsetof(nxrt_negotiate_request, abi_major) == NXRT_PIN(4, 4), "nxrt_negotiate_request.abi_major moved");

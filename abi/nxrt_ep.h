@@ -1,5 +1,5 @@
 /*
- * nxrt execution-provider plugin ABI, version 2.4.
+ * nxrt execution-provider plugin ABI, version 2.5.
  *
  * Pure C11. This header is the only thing a plugin and the nxrt host share.
  *
@@ -33,6 +33,8 @@
  *   2.4  compiled-kernel cache: a session's fingerprint, a kernel exported to a
  *        blob and rebuilt from one with a four-state verdict, and sessions that
  *        compile for a described device without opening one.
+ *   2.5  kernel descriptions: one line per kernel saying how it computes (the
+ *        algorithm, tile or layout the plugin chose), which `nxrt inspect` shows.
  *
  * ------------------------------------------------------------ struct rule
  * Every struct that crosses the boundary starts with `uint32_t struct_size`.
@@ -100,7 +102,7 @@ extern "C" {
 #endif
 
 #define NXRT_EP_ABI_MAJOR 2u
-#define NXRT_EP_ABI_MINOR 4u
+#define NXRT_EP_ABI_MINOR 5u
 
 /* The one exported symbol. */
 #define NXRT_EP_ENTRY_SYMBOL "nxrt_ep_negotiate"
@@ -738,7 +740,19 @@ typedef struct nxrt_plugin_api {
   nxrt_status* (*session_create_offline)(nxrt_plugin* plugin, const nxrt_property* const* device, size_t device_count,
                                          const nxrt_option* const* options, size_t option_count,
                                          nxrt_ep_session** out);
+
+  /* ---- 2.5 ---- */
+
+  /* [any-thread] How `kernel` computes, as one line for people and tools (`nxrt
+   * inspect`): the algorithm, tile, layout or ISA the plugin chose for its node or
+   * group, e.g. "winograd F(4x4,3x3), avx512f" or "im2col + gemm 8x48". Valid UTF-8
+   * without control characters, at most NXRT_KERNEL_DESCRIPTION_MAX bytes (the host
+   * cuts longer text). NULL or "": nothing to say. The string is the plugin's and lives
+   * as long as the kernel. Optional: the pointer may be NULL (no feature bit). */
+  const char* (*kernel_describe)(nxrt_kernel* kernel);
 } nxrt_plugin_api;
+
+#define NXRT_KERNEL_DESCRIPTION_MAX 200u
 
 /* ------------------------------------------------------------ handshake */
 

@@ -130,6 +130,13 @@ class PySession {
     return out;
   }
 
+  py::list kernels() const {
+    py::list out;
+    auto nodes = session_->nodes();
+    for (size_t i = 0; i < nodes.size(); ++i) out.append(py::make_tuple(std::string(nodes[i].node_name), session_->node_kernel(i)));
+    return out;
+  }
+
   // feeds: name -> array. Returns every graph output, by name, as arrays viewing nxrt's memory.
   py::dict run(const py::dict& feeds, const std::map<std::string, std::string>& run_options) {
     std::map<std::string, int32_t> want;
@@ -237,6 +244,7 @@ PYBIND11_MODULE(_nxrt, m) {
       .def("outputs", [](const PySession& s) { return s.io(false); })
       .def("providers", &PySession::providers)
       .def("placement", &PySession::placement)
+      .def("kernels", &PySession::kernels)
       .def("run", &PySession::run, py::arg("feeds"), py::arg("run_options") = std::map<std::string, std::string>{})
       .def("load_report", [](const PySession& s) { return s.load_report(); });
 }

@@ -591,8 +591,9 @@ Record api_struct_size(const Config& c) {
     static const End ends[] = {{0, k20, "2.0"},
                                {1, offsetof(nxrt_plugin_api, copy_peer) + sizeof(void*), "2.1"},
                                {2, offsetof(nxrt_plugin_api, memory_import) + sizeof(void*), "2.2/2.3"},
-                               {4, offsetof(nxrt_plugin_api, session_create_offline) + sizeof(void*), "2.4"}};
-    static_assert(NXRT_EP_ABI_MINOR == 4, "a new minor: add the end of its table here");
+                               {4, offsetof(nxrt_plugin_api, session_create_offline) + sizeof(void*), "2.4"},
+                               {5, offsetof(nxrt_plugin_api, kernel_describe) + sizeof(void*), "2.5"}};
+    static_assert(NXRT_EP_ABI_MINOR == 5, "a new minor: add the end of its table here");
     const NegotiateResult own = p.negotiate_raw(NXRT_EP_ABI_MAJOR, UINT32_MAX);
     if (own.rc != NXRT_OK || !own.reply.api) return pass(std::to_string(size) + " bytes (the plugin's own minor is unknown)");
     const uint32_t m = own.reply.abi_minor;
@@ -603,7 +604,7 @@ Record api_struct_size(const Config& c) {
       if (e.bytes == size) return pass(fmt::format("{} bytes: the ABI {} table (the plugin speaks 2.{})", size, e.name, m));
       known += fmt::format("{}{}: {}", known.empty() ? "" : ", ", e.name, e.bytes);
     }
-    if (m > NXRT_EP_ABI_MINOR && size > ends[3].bytes && size % sizeof(void*) == 0)
+    if (m > NXRT_EP_ABI_MINOR && size > std::end(ends)[-1].bytes && size % sizeof(void*) == 0)
       return pass(fmt::format("{} bytes (the plugin speaks 2.{}, newer than this tool's 2.{})", size, m, NXRT_EP_ABI_MINOR));
     return fail(fmt::format("the function table's struct_size is {} bytes, the size of no ABI table up to the plugin's 2.{} "
                             "({} bytes): a host tells which entries exist from struct_size, so it must be exactly one of "
@@ -1739,6 +1740,49 @@ Record kernel_create_unclaimed(const Config& c) {
   return pass("'" + r.message + "'");
 }
 
+// ABI 2.5 kernel_describe (optional): one line of valid UTF-8 without control characters, at
+// most NXRT_KERNEL_DESCRIPTION_MAX bytes, the same text on every call for one kernel.
+Record kernel_describe(const Config& c) {
+  Env env(c);
+  env.minor = kDescribeMinor;
+  if (auto r = env.session()) return *r;
+  if (env.p->agreed_minor() < 5)
+    return skip(fmt::format("the plugin speaks 2.{}; kernel_describe came with 2.5", env.p->agreed_minor()));
+  const auto describe = env.p->api().kernel_describe;
+  if (!describe) return pass("no kernel_describe (optional: the plugin describes nothing)");
+  AddRelu g;
+  Pipeline p(*env.s, g.gb);
+  if (std::string e = p.build(); !e.empty()) return fail(e);
+  if (p.kernel_count() == 0) return skip("the plugin claims neither Add nor Relu (float32)");
+  std::string said;
+  for (size_t i = 0; i < p.kernel_count(); ++i) {
+    const char* d = nullptr;
+    const char* again = nullptr;
+    {
+      Phase ph("kernel_describe");
+      d = describe(p.kernel(i));
+      again = describe(p.kernel(i));
+    }
+    if (!d) continue;
+    const std::string_view text(d, strnlen(d, NXRT_KERNEL_DESCRIPTION_MAX + 1));
+    std::string shown;  // for the report: valid UTF-8, control characters as \xNN
+    for (char ch : to_valid_utf8(text.substr(0, 80)))
+      shown += uint8_t(ch) < 0x20 || ch == 0x7f ? fmt::format("\\x{:02x}", int(uint8_t(ch))) : std::string(1, ch);
+    if (text.size() > NXRT_KERNEL_DESCRIPTION_MAX)
+      return fail(fmt::format("kernel_describe returned more than {} bytes: '{}...'", NXRT_KERNEL_DESCRIPTION_MAX, shown));
+    if (!valid_utf8(text)) return fail(fmt::format("kernel_describe returned text that is not valid UTF-8: '{}'", shown));
+    for (size_t k = 0; k < text.size(); ++k)
+      if (uint8_t(text[k]) < 0x20 || uint8_t(text[k]) == 0x7f)
+        return fail(fmt::format("kernel_describe returned control character 0x{:02x} at byte {} (one line, no control "
+                                "characters): '{}'", int(uint8_t(text[k])), k, shown));
+    if (!again || std::string_view(again) != text)
+      return fail(fmt::format("kernel_describe gave '{}', then '{}' for the same kernel", shown,
+                              again ? to_valid_utf8(again) : "NULL"));
+    said += fmt::format("{}'{}'", said.empty() ? "" : ", ", shown);
+  }
+  return pass(said.empty() ? "kernel_describe says nothing (NULL)" : said);
+}
+
 Record kernel_deterministic(const Config& c) {
   Env env(c);
   if (auto r = env.session()) return *r;
@@ -2261,6 +2305,7 @@ std::vector<Item> abi_items(const Config& cfg) {
   add("capability.real_nodes", [](const Config& c) { return capability_check(c, 4); });
   add("kernel.add_relu", kernel_add_relu);
   add("kernel.create_unclaimed_fails", kernel_create_unclaimed);
+  add("kernel.describe", kernel_describe);
   add("kernel.deterministic", kernel_deterministic);
   add("kernel.zero_sized", kernel_zero_sized);
   add("kernel.memory_per_run", kernel_memory);

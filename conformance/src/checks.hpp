@@ -83,6 +83,7 @@ class Pipeline {
   // Kernels built, with the view each received (run hooks, profiling).
   size_t kernel_count() const { return steps_.size(); }
   const std::vector<size_t>& kernel_nodes(size_t i) const { return steps_[i].nodes; }
+  nxrt_kernel* kernel(size_t i) const { return steps_[i].k; }
   // kernel_create gets a view on memory of its own, poisoned once it returns (OwnedView);
   // off: the view stays intact (to tell that cause from others).
   void set_poison_views(bool on) { poison_views_ = on; }

@@ -595,6 +595,14 @@ const nxrt_host_services* host_table_24() {
   }();
   return &t;
 }
+const nxrt_host_services* host_table_25() {  // 2.5 appended no host service
+  static const nxrt_host_services t = [] {
+    nxrt_host_services h = *host_table_24();
+    h.abi_minor = kDescribeMinor;
+    return h;
+  }();
+  return &t;
+}
 const nxrt_host_services* host_table_newer() {
   static NewerTable t = [] {
     NewerTable n{};
@@ -858,7 +866,10 @@ void Plugin::shutdown_raw(const NegotiateResult& r) {
 std::string Plugin::negotiate(uint32_t minor) {
   NegotiateArgs args;
   args.minor = minor;
-  args.host = minor == kHostMinor ? host_table_full() : minor >= kCacheMinor ? host_table_24() : host_table_21();
+  args.host = minor == kHostMinor      ? host_table_full()
+              : minor >= kDescribeMinor ? host_table_25()
+              : minor >= kCacheMinor    ? host_table_24()
+                                        : host_table_21();
   NegotiateResult r = negotiate_raw(args);
   const std::string offered = "2." + std::to_string(minor);
   if (r.rc != NXRT_OK)

@@ -129,6 +129,8 @@ constexpr uint32_t kHostMinor = 0;
 constexpr uint32_t kInteropMinor = 2;
 // The cache suite negotiates as a 2.4 host (the compiled-kernel cache entry points).
 constexpr uint32_t kCacheMinor = 4;
+// abi/kernel.describe negotiates as a 2.5 host (kernel_describe).
+constexpr uint32_t kDescribeMinor = 5;
 
 // The host services table. `full` is the ABI 2.0 table (abi_minor 0).
 const nxrt_host_services* host_table_full();
@@ -136,6 +138,7 @@ const nxrt_host_services* host_table_full();
 const nxrt_host_services* host_table_21();
 // The table as a 2.4 host offers it (ctx_output_string_set answers that no STRING output is bound).
 const nxrt_host_services* host_table_24();
+const nxrt_host_services* host_table_25();
 // A table claiming minor 7 with a larger struct_size (fields appended).
 const nxrt_host_services* host_table_newer();
 // A truncated table: struct_size stops before ctx_run_id; the fields past it

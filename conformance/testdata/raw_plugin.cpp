@@ -248,6 +248,15 @@ nxrt_status* kernel_compute(nxrt_kernel* kp, nxrt_kernel_context* ctx) {
 
 void kernel_release(nxrt_kernel* k) { delete reinterpret_cast<Kernel*>(k); }
 
+const char* kernel_describe(nxrt_kernel* kp) {
+  const Kernel* k = reinterpret_cast<const Kernel*>(kp);
+#ifdef BROKEN_DESCRIBE_UNPRINTABLE
+  return k->add ? "add:\n one pass" : "relu\tone pass";  // two lines, a tab: not one printable line
+#else
+  return k->add ? "add, one pass" : "relu, one pass";
+#endif
+}
+
 nxrt_status* memory_alloc(nxrt_ep_session* s, nxrt_memory_kind, uint64_t bytes, uint64_t alignment, void** handle) {
   const nxrt_host_services* h = host_of(s);
   uint64_t align = std::max<uint64_t>(alignment, 64);
@@ -344,6 +353,7 @@ const nxrt_plugin_api* table() {
     a.kernel_create = kernel_create;
     a.kernel_compute = kernel_compute;
     a.kernel_release = kernel_release;
+    a.kernel_describe = kernel_describe;
     a.memory_alloc = memory_alloc;
     a.memory_free = memory_free;
     a.copy = copy;

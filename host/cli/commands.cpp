@@ -540,9 +540,11 @@ int cmd_inspect(const Options& o) {
                                 strict_error.empty() ? "false" : "true", json_escape(strict_error), session.copies(),
                                 memory_json(session), session.load_report());
     for (size_t i = 0; i < nodes.size(); ++i)
-      s += fmt::format("{}{{\"name\":\"{}\",\"op\":\"{}\",\"ep\":\"{}\",\"fell_back\":{},\"reason\":\"{}\",\"bodies\":\"{}\"}}",
+      s += fmt::format("{}{{\"name\":\"{}\",\"op\":\"{}\",\"ep\":\"{}\",\"fell_back\":{},\"reason\":\"{}\",\"kernel\":\"{}\","
+                       "\"bodies\":\"{}\"}}",
                        i ? "," : "", json_escape(nodes[i].node_name), json_escape(nodes[i].op_type), json_escape(nodes[i].ep),
-                       nodes[i].fell_back ? "true" : "false", json_escape(nodes[i].reason), json_escape(session.node_bodies(i)));
+                       nodes[i].fell_back ? "true" : "false", json_escape(nodes[i].reason), json_escape(session.node_kernel(i)),
+                       json_escape(session.node_bodies(i)));
     s += "],\"optimization\":[";
     std::stringstream log(session.optimization_log());
     std::string line;
@@ -550,14 +552,27 @@ int cmd_inspect(const Options& o) {
     fmt::print("{}]}}\n", s);
     return strict_error.empty() ? 0 : 1;
   }
-  size_t w = 4;
-  for (auto& n : nodes) w = std::max(w, std::string(n.node_name).size());
-  fmt::print("{:<{}}  {:<20}  {:<8}  {}\n", "node", w, "op", "ep", "why earlier EPs refused it");
+  // Columns: the kernel's description (ABI 2.5) is shown when any plugin gave one, before the
+  // refusals (which run long); every row keeps the same columns so scripts can split them.
+  size_t w = 4, kw = 0;
+  std::vector<std::string> kernels;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    w = std::max(w, std::string(nodes[i].node_name).size());
+    kernels.push_back(session.node_kernel(i));
+    kw = std::max(kw, kernels.back().size());
+  }
+  if (kw) kw = std::max<size_t>(kw, 6);
+  auto row = [&](std::string_view name, std::string_view op, std::string_view ep, std::string_view kernel, std::string_view why) {
+    std::string line = fmt::format("{:<{}}  {:<20}  {:<8}  ", name, w, op, ep);  // padded, as before 2.5
+    if (kw) line += fmt::format("{:<{}}  ", kernel, kw);
+    fmt::print("{}{}\n", line, why);
+  };
+  row("node", "op", "ep", "kernel", "why earlier EPs refused it");
   std::map<std::string, int> per_ep;
-  for (auto& n : nodes) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto& n = nodes[i];
     per_ep[n.ep]++;
-    std::string ep = std::string(n.ep) + (n.fell_back ? "*" : "");
-    fmt::print("{:<{}}  {:<20}  {:<8}  {}\n", n.node_name, w, n.op_type, ep, n.reason);
+    row(n.node_name, n.op_type, std::string(n.ep) + (n.fell_back ? "*" : ""), kernels[i], n.reason);
   }
   for (size_t i = 0; i < nodes.size(); ++i)  // where control-flow bodies run
     if (auto bodies = session.node_bodies(i); !bodies.empty()) fmt::print("bodies of '{}':\n{}", nodes[i].node_name, bodies);

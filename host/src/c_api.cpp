@@ -566,6 +566,13 @@ nxrt_node_assignment nxrt_session_node(const nxrt_session* s, size_t i) {
   return nxrt_node_assignment{n->name.c_str(), n->op_type.c_str(), ep, a.fell_back ? 1 : 0, a.reasons.c_str()};
 }
 
+const char* nxrt_session_node_kernel(const nxrt_session* s, size_t i) {
+  if (!s) return "";
+  auto nodes = s->impl->model().live_nodes();
+  if (i >= nodes.size()) return "";
+  return s->impl->assignments().at(nodes[i]->index).kernel.c_str();
+}
+
 const char* nxrt_session_node_bodies(const nxrt_session* s, size_t i) {
   if (!s) return "";
   auto nodes = s->impl->model().live_nodes();

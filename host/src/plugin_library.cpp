@@ -446,7 +446,8 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::filesystem::path& 
   // A table smaller than the agreed minor's is refused; a larger one is a newer minor
   // whose extra entries we ignore.
   // The last entry each minor appended: the table must reach it.
-  const size_t table_needs = minor >= 4   ? offsetof(nxrt_plugin_api, session_create_offline) + sizeof(nxrt_plugin_api::session_create_offline)
+  const size_t table_needs = minor >= 5   ? offsetof(nxrt_plugin_api, kernel_describe) + sizeof(nxrt_plugin_api::kernel_describe)
+                             : minor >= 4 ? offsetof(nxrt_plugin_api, session_create_offline) + sizeof(nxrt_plugin_api::session_create_offline)
                              : minor >= 2 ? offsetof(nxrt_plugin_api, memory_import) + sizeof(nxrt_plugin_api::memory_import)
                              : minor >= 1 ? offsetof(nxrt_plugin_api, copy_peer) + sizeof(nxrt_plugin_api::copy_peer)
                                           : offsetof(nxrt_plugin_api, on_run_end) + sizeof(nxrt_plugin_api::on_run_end);

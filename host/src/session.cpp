@@ -2,6 +2,7 @@
 // partitions (partitioner.cpp), binds kernels, places values and inserts copies,
 // plans memory (planner.cpp) and uploads constants. Runs are executor.cpp's.
 #include "session.hpp"
+#include "plugin_text.hpp"
 
 #include "partitioner.hpp"
 #include "compiled_model.hpp"
@@ -496,6 +497,7 @@ void Session::bind_kernels() {
     }
     view.captured = nullptr;
     if (!s.kernel) raise(NXRT_ERR_PLUGIN, "plugin '{}' returned no kernel for {}", ep.lib->name(), s.label);
+    describe_kernel(ep, s);
     s.captured.assign(view.inputs.size(), false);
     for (size_t i = 0; i < view.inputs.size(); ++i)
       if (std::find(captured.begin(), captured.end(), view.inputs[i]) != captured.end()) s.captured[i] = true;
@@ -547,6 +549,26 @@ void Session::bind_kernels() {
         else if (home >= 0 && in == home && steps_[si].kind == Step::Copy && steps_[si].outputs[0] == host_slot)
           output_download_[k] = int(si);
   }
+}
+
+// ABI 2.5: the plugin's one line on how a kernel computes, kept on its nodes for `nxrt inspect`.
+// The text is the plugin's, so it is made printable and cut like any untrusted string.
+void Session::describe_kernel(const EpInstance& ep, const Step& step) {
+  std::string text;
+  const PluginLibrary& lib = *ep.lib;
+  if (lib.abi_minor() >= 5 && lib.api().kernel_describe) {
+    const char* d = guarded(lib.name(), "kernel_describe", [&] { return lib.api().kernel_describe(step.kernel); });
+    if (d) text = clip_printable(std::string_view(d, strnlen(d, NXRT_KERNEL_DESCRIPTION_MAX + 1)), NXRT_KERNEL_DESCRIPTION_MAX);
+  }
+  const nxrt_node& first = *model_->nodes[step.nodes[0]];
+  if (step.nodes.size() == 1) {
+    assign_[first.index].kernel = std::move(text);
+    return;
+  }
+  const std::string what = step.nodes.size() <= 4 ? step.ops : fmt::format("group of {} nodes", step.nodes.size());
+  assign_[first.index].kernel = text.empty() ? what : what + ": " + text;
+  for (size_t i = 1; i < step.nodes.size(); ++i)
+    assign_[model_->nodes[step.nodes[i]]->index].kernel = fmt::format("in the group of '{}'", first.name);
 }
 
 std::vector<int> Session::import_mapped_constants(int e, const std::vector<int>& ids) {

@@ -142,6 +142,10 @@ struct Assignment {
   bool host = false;
   bool fell_back = false;
   std::string reasons;  // why earlier EPs refused it
+  // How its kernel computes (ABI 2.5 kernel_describe, printable, cut): the plugin's text for
+  // a node of its own; "<ops>: <text>" on the first node of a group and "in the group of
+  // '<first>'" on the others; "" when the plugin said nothing.
+  std::string kernel;
 };
 
 struct RunState;
@@ -230,6 +234,7 @@ class Session {
   void partition(bool fallback, const std::vector<std::shared_ptr<PluginLibrary>>& fallback_libs, int threads,
                  uint32_t device);
   void bind_kernels();
+  void describe_kernel(const EpInstance& ep, const Step& step);
   void plan_memory();
   void upload_constants();
   // upload_constants on a CPU-kind device: `ids` that are views of the compiled model's

@@ -51,7 +51,7 @@ def good_paths(nxrt, model, tmp):
           p.returncode == 0 and "libnxrt_ep_sample.so" in p.stdout, p.stdout + p.stderr)
     p = subprocess.run([nxrt, "plugins"], capture_output=True, text=True, timeout=60)
     check("plugins lists sample with ABI and device", p.returncode == 0 and "sample" in p.stdout
-          and "abi: 2.4" in p.stdout and "kind: cpu" in p.stdout, p.stdout + p.stderr)
+          and "abi: 2.5" in p.stdout and "kind: cpu" in p.stdout, p.stdout + p.stderr)
     out = os.path.join(tmp, "out")
     x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
     tensor(os.path.join(tmp, "x_good.pb"), x)
@@ -193,9 +193,9 @@ def abi2_cases(nxrt, t, plug):
     return [
         # plugin failures: exit 1
         ("1.x plugin (polite) refused at load", run + [relu, "--plugin", plug("abi1")],
-         "plugin 'libnxrt_ep_abi1.so' is built for nxrt EP ABI 1.x; this host speaks 2.4", 1),
+         "plugin 'libnxrt_ep_abi1.so' is built for nxrt EP ABI 1.x; this host speaks 2.5", 1),
         ("1.x plugin (careless) refused at load", run + [relu, "--plugin", plug("abi1_careless")],
-         "plugin 'libnxrt_ep_abi1_careless.so' is built for nxrt EP ABI 1.x; this host speaks 2.4", 1),
+         "plugin 'libnxrt_ep_abi1_careless.so' is built for nxrt EP ABI 1.x; this host speaks 2.5", 1),
         ("plugin session_create fails (permanent)", run + [relu] + hooks + x +
          ["--ep-option", "hooks.fail_session_create=permanent"], "attempt 1 failed (permanent)", 1),
         ("plugin session_create fails (retryable, twice)", run + [relu] + hooks + x +
@@ -246,7 +246,7 @@ def abi2_good_paths(nxrt, t, plug):
         return "\n".join(lines)
 
     p = subprocess.run([nxrt, "--version"], capture_output=True, text=True, timeout=60)
-    check("--version names the EP ABI 2.4", p.returncode == 0 and "(EP ABI 2.4)" in p.stdout, p.stdout + p.stderr)
+    check("--version names the EP ABI 2.5", p.returncode == 0 and "(EP ABI 2.5)" in p.stdout, p.stdout + p.stderr)
 
     # Refused 1.x plugins are listed with the reason, naming both majors; listing still exits 0.
     p = subprocess.run([nxrt, "plugins", "--plugin", plug("abi1"), "--plugin", plug("abi1_careless")],
@@ -255,7 +255,7 @@ def abi2_good_paths(nxrt, t, plug):
     for name in ("abi1", "abi1_careless"):
         block = section(p.stdout, f"libnxrt_ep_{name}") or section(p.stdout, name)
         ok = ok and (f"status: not loaded: plugin 'libnxrt_ep_{name}.so' is built for nxrt EP ABI 1.x; "
-                     "this host speaks 2.4 (rebuild it against the 2.x header)") in block
+                     "this host speaks 2.5 (rebuild it against the 2.x header)") in block
     check("plugins lists both 1.x plugins as refused, naming majors 1 and 2", ok, p.stdout + p.stderr)
 
     # Options schema and features.
@@ -283,8 +283,8 @@ def abi2_good_paths(nxrt, t, plug):
     # A newer minor: loads at 2.0 with the unknown feature bit masked off.
     p = subprocess.run([nxrt, "plugins", "--plugin", plug("future_minor")], capture_output=True, text=True, timeout=60)
     fm = section(p.stdout, "future_minor")
-    check("a 2.9 plugin is listed at abi 2.4 without its extra feature bit",
-          p.returncode == 0 and "abi: 2.4" in fm and "features: concurrent-run\n" in fm + "\n" and "bit40" not in fm,
+    check("a 2.9 plugin is listed at abi 2.5 without its extra feature bit",
+          p.returncode == 0 and "abi: 2.5" in fm and "features: concurrent-run\n" in fm + "\n" and "bit40" not in fm,
           p.stdout + p.stderr)
     # An older minor: a plugin built against the 2.0 header runs at 2.0.
     p = subprocess.run([nxrt, "plugins", "--plugin", plug("v2_0")], capture_output=True, text=True, timeout=60)
@@ -381,7 +381,7 @@ def main():
         ("missing plugin file", run + [good, "--plugin", "/nonexistent/libnxrt_ep_x.so"],
          "plugin file '/nonexistent/libnxrt_ep_x.so' does not exist"),
         ("plugin refusing negotiation", run + [good, "--plugin", plug("newmajor")],
-         "plugin 'libnxrt_ep_newmajor.so' is built for nxrt EP ABI 3.x; this host speaks 2.4", 1),
+         "plugin 'libnxrt_ep_newmajor.so' is built for nxrt EP ABI 3.x; this host speaks 2.5", 1),
         ("missing model", run + [os.path.join(t, "nope.onnx"), "--ep", "sample"], "does not exist"),
         ("corrupt model", run + [os.path.join(t, "corrupt.onnx"), "--ep", "sample"], "is not a valid ONNX model"),
         ("truncated model", run + [os.path.join(t, "truncated.onnx"), "--ep", "sample"], "is not a valid ONNX model"),
@@ -445,7 +445,7 @@ def main():
             print(f"ok   {name}: exit {p.returncode}: {first}")
     # A plugin that cannot load is listed with its reason, not fatal.
     p = subprocess.run([args.nxrt, "plugins", "--plugin", plug("newmajor")], capture_output=True, text=True, timeout=60)
-    if p.returncode != 0 or "not loaded: plugin" not in p.stdout or "is built for nxrt EP ABI 3.x; this host speaks 2.4" not in p.stdout:
+    if p.returncode != 0 or "not loaded: plugin" not in p.stdout or "is built for nxrt EP ABI 3.x; this host speaks 2.5" not in p.stdout:
         failures += 1
         print(f"FAIL plugins listing with a broken plugin: exit {p.returncode}\n{p.stdout}{p.stderr}")
     else:

@@ -281,8 +281,8 @@ TEST_CASE("registry: a plugin refusing negotiation is reported, not loaded") {
   Env env;
   std::string err = error_of([&] { env.add(std::string(NXRT_TEST_PLUGIN_DIR) + "/libnxrt_ep_newmajor.so"); });
   // Both majors: the plugin's (3, from the reply's frozen prefix) and the host's (2).
-  CHECK(err.find("plugin 'libnxrt_ep_newmajor.so' is built for nxrt EP ABI 3.x; this host speaks 2.4") != std::string::npos);
-  CHECK(err.find("this plugin speaks nxrt EP ABI 3.x only; the host offers ABI 2.4") != std::string::npos);
+  CHECK(err.find("plugin 'libnxrt_ep_newmajor.so' is built for nxrt EP ABI 3.x; this host speaks 2.5") != std::string::npos);
+  CHECK(err.find("this plugin speaks nxrt EP ABI 3.x only; the host offers ABI 2.5") != std::string::npos);
   auto entries = env.entries();
   REQUIRE(entries.size() == 1);
   CHECK(!entries[0].lib);
@@ -657,11 +657,11 @@ TEST_CASE("versioning: a 1.x plugin is refused naming both majors") {
     CAPTURE(name);
     Env env;
     std::string err = error_of([&] { env.add(test_plugin_path(name)); });
-    CHECK(err.find(fmt::format("plugin 'libnxrt_ep_{}.so' is built for nxrt EP ABI 1.x; this host speaks 2.4", name)) !=
+    CHECK(err.find(fmt::format("plugin 'libnxrt_ep_{}.so' is built for nxrt EP ABI 1.x; this host speaks 2.5", name)) !=
           std::string::npos);
     CHECK(err.find("rebuild it against the 2.x header") != std::string::npos);
     if (std::string(name) == "abi1")
-      CHECK(err.find("this plugin is built for nxrt EP ABI 1.x; the host offers ABI 2.4") != std::string::npos);
+      CHECK(err.find("this plugin is built for nxrt EP ABI 1.x; the host offers ABI 2.5") != std::string::npos);
     auto entries = env.entries();
     REQUIRE(entries.size() == 1);
     CHECK(!entries[0].lib);
@@ -677,7 +677,7 @@ TEST_CASE("versioning: a newer 2.x minor runs with its extra features off") {
   CHECK(lib->name() == "future_minor");
   CHECK(lib->abi_major() == 2);
   CHECK(lib->abi_minor() == NXRT_EP_ABI_MINOR);  // min(host 3, plugin 9)
-  // It declares CONCURRENT_RUN and bit 40 (a "2.9" feature): the host keeps only 2.4's.
+  // It declares CONCURRENT_RUN and bit 40 (a "2.9" feature): the host keeps only 2.5's.
   CHECK(lib->features() == NXRT_FEATURE_CONCURRENT_RUN);
   CHECK((lib->features() & (1ull << 40)) == 0);
   // device_info came from a larger struct, written only as far as the host's fits.
@@ -689,6 +689,12 @@ TEST_CASE("versioning: a newer 2.x minor runs with its extra features off") {
   auto s = make_session(relu_chain(3, {2, 4}), {lib});
   CHECK(s->assignments()[0].ep == 0);
   CHECK(run(*s, {-1, 2, -3, 4, -5, 6, 0, -0.5f}, {2, 4}) == std::vector<float>{0, 2, 0, 4, 0, 6, 0, 0});
+  // Its 2.5 kernel_describe text (a tab, a newline, invalid UTF-8, 511 bytes) is kept
+  // printable and cut to NXRT_KERNEL_DESCRIPTION_MAX bytes.
+  const std::string& d = s->assignments()[0].kernel;
+  CHECK(d.rfind("relu v2.9 ??abcdefghijklmnopqrstuvwxyz", 0) == 0);
+  CHECK(d.size() == NXRT_KERNEL_DESCRIPTION_MAX);
+  CHECK(std::none_of(d.begin(), d.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; }));
 }
 
 TEST_CASE("versioning: a 2.0 plugin runs on this 2.1 host with no 2.1 feature") {

@@ -115,6 +115,12 @@ class InferenceSession:
         """(node name, op type, ep, fell back, why earlier EPs refused it) per node."""
         return self._s.placement()
 
+    def get_kernels(self):
+        """(node name, how its kernel computes) per node, as its EP describes it (EP ABI 2.5: the
+        algorithm, tile or ISA chosen, e.g. "winograd F(4x4,3x3) + gemm avx512f-8x48"; "" when
+        the EP says nothing). `nxrt inspect` prints the same column."""
+        return self._s.kernels()
+
     def run(self, output_names, input_feed, run_options=None):
         """Runs once; returns the requested outputs (all when output_names is None) in order.
         run_options: {"<ep>.<key>": value} for that EP's run hooks (the prefix must name an EP of

@@ -38,6 +38,13 @@ class NxrtPythonTest(unittest.TestCase):
         self.assertEqual(s.get_providers(), ["cpu"])
         self.assertTrue(all(ep == "cpu" for _, _, ep, _, _ in s.get_placement()))
 
+    def test_kernel_descriptions(self):
+        s = nxrt.InferenceSession(self.mlp, providers=["CPUExecutionProvider"])
+        kernels = dict(s.get_kernels())
+        self.assertEqual(set(kernels), {n for n, _, _, _, _ in s.get_placement()})
+        self.assertIn("gemm ", kernels["mm1"])  # the cpu EP names the GEMM micro-kernel it chose
+        self.assertTrue(kernels["mm1"].endswith(", B prepacked"), kernels)
+
     def test_string_tensors(self):
         # words [N] -> StringNormalizer(UPPER, stop "the") -> upper; numbers [N] (text) -> Cast float -> x
         from onnx import TensorProto, helper

@@ -250,6 +250,11 @@ NXRT_API size_t nxrt_session_copy_count(const nxrt_session* s); /* cross-device 
  * nodes run, as lines "<attribute>:" then "  <node> (<op>): <ep>" (nested bodies indented
  * further, "*" = by fallback); "" for other nodes. Valid while the session lives. */
 NXRT_API const char* nxrt_session_node_bodies(const nxrt_session* s, size_t i);
+/* How the kernel that runs node i computes, as its plugin describes it (EP ABI 2.5
+ * kernel_describe: algorithm, tile, layout, ISA): the plugin's line for a node it runs alone;
+ * "<ops>: <line>" on the first node of a fused group and "in the group of '<first>'" on the
+ * others; "" when the plugin says nothing or the host runs the node. Valid while the session lives. */
+NXRT_API const char* nxrt_session_node_kernel(const nxrt_session* s, size_t i);
 /* What the optimizer did to the session's graph, one line per pass (nxrt_model_optimization_log). */
 NXRT_API const char* nxrt_session_optimization_log(const nxrt_session* s);
 /* How the session was prepared, as one JSON object: "stages" (milliseconds of optimize,

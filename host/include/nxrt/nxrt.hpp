@@ -314,6 +314,8 @@ class Session {
   size_t copies() const { return nxrt_session_copy_count(s_.get()); }
   // Where the bodies of node i run ("" unless the host runs it with bodies).
   std::string node_bodies(size_t i) const { return nxrt_session_node_bodies(s_.get(), i); }
+  // How the kernel of node i computes, as its plugin says ("" when it says nothing).
+  std::string node_kernel(size_t i) const { return nxrt_session_node_kernel(s_.get(), i); }
   nxrt_value_kind input_kind(size_t i) const { return nxrt_value_kind(nxrt_session_input_kind(s_.get(), i)); }
   nxrt_value_kind output_kind(size_t i) const { return nxrt_value_kind(nxrt_session_output_kind(s_.get(), i)); }
   // A run whose inputs may be sequences or optionals; read outputs with Outputs::value.

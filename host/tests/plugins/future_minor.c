@@ -1,7 +1,7 @@
 /* Test plugin from another minor of the same major, plain C. Built twice:
  *
- * future_minor: against the current (2.3) header, written as a 2.9 plugin would
- * be. On a 2.3 host it must load and run with everything newer than 2.3 off:
+ * future_minor: against the current header, written as a 2.9 plugin would
+ * be. On a 2.5 host it must load and run with everything newer than 2.3 off:
  *   - it answers abi_minor = min(host's minor, 3);
  *   - it declares a feature bit 2.3 does not define (FUTURE_FEATURE_BIT), which
  *     the host must mask off;
@@ -215,6 +215,17 @@ static uint64_t plugin_build_number_2_3(nxrt_plugin* p) {
   return 23;
 }
 
+#ifndef NXRT_AS_2_0
+/* 2.5 kernel_describe, written carelessly: a tab, a newline, bytes that are not UTF-8 and far
+ * more than NXRT_KERNEL_DESCRIPTION_MAX. The host must store it printable and cut. */
+#define AZ "abcdefghijklmnopqrstuvwxyz"
+static const char* kernel_describe(nxrt_kernel* k) {
+  (void)k;
+  return "relu\tv2.9\n\xff\xfe" AZ AZ AZ AZ AZ AZ AZ AZ AZ AZ AZ AZ; /* 12 + 312 bytes */
+}
+#undef AZ
+#endif
+
 /* The 2.9 table: the current one first, then the appended entries. */
 typedef struct future_plugin_api {
   nxrt_plugin_api v2_0;
@@ -230,6 +241,9 @@ static const future_plugin_api kApi = {
         memory_alloc, memory_free, copy,
         NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, /* no streams */
         NULL, NULL,                                     /* no run hooks */
+#ifndef NXRT_AS_2_0
+        .kernel_describe = kernel_describe,
+#endif
     },
     session_trim_2_2,
     plugin_build_number_2_3,

@@ -1,5 +1,7 @@
 #include "conv.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -483,6 +485,24 @@ __attribute__((target("avx512f"))) static void dw3x3_plane_avx512(const ConvShap
 }
 #endif
 
+// Which depthwise kernel runs a shape on this CPU.
+enum class DwPath { direct3x3_avx2, directkxk_avx2, direct3x3_avx512, phase_planes };
+static DwPath dw_path(const ConvShape& s) {
+#if defined(__x86_64__)
+  const bool direct = dw3x3_direct_ok(s), avx512 = active_isa() == Isa::avx512;
+  if (direct && !avx512) return DwPath::direct3x3_avx2;
+  // 5x5 and 7x7 (MobileNetV3, EfficientNet): a direct AVX2 kernel (AVX-512 CPUs keep the
+  // phase-plane path, whose 16-wide sweeps suit them).
+  if (active_isa() == Isa::avx2 && s.k_h == s.k_w && (s.k_h == 5 || s.k_h == 7) && s.dil_h == 1 && s.dil_w == 1 &&
+      (s.stride_w == 1 || s.stride_w == 2) && s.out_w <= kDw3x3MaxWidth && s.in_w < (int64_t(1) << 30))
+    return DwPath::directkxk_avx2;
+  if (direct) return DwPath::direct3x3_avx512;
+#else
+  (void)s;
+#endif
+  return DwPath::phase_planes;
+}
+
 static void conv_depthwise(const ConvShape& s, const float* x, const float* w, const float* bias, float* out,
                            ThreadPool* pool, const ConvPostOps& post) {
   const int64_t planes = s.batch * s.out_c, ocg = s.ocg();
@@ -490,14 +510,7 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
   const int t = threads_for(pool, double(planes) * double(out_plane) * double(taps));
   const int64_t tasks = t <= 1 ? 1 : std::min<int64_t>(planes, int64_t(t) * 4);
   const DwGeometry g = dw_geometry(s);
-#if defined(__x86_64__)
-  const bool direct = dw3x3_direct_ok(s), avx512 = active_isa() == Isa::avx512;
-  // 5x5 and 7x7 (MobileNetV3, EfficientNet): a direct AVX2 kernel (AVX-512 CPUs keep the
-  // phase-plane path, whose 16-wide sweeps suit them).
-  const bool direct_k = active_isa() == Isa::avx2 && s.k_h == s.k_w && (s.k_h == 5 || s.k_h == 7) &&
-                        s.dil_h == 1 && s.dil_w == 1 && (s.stride_w == 1 || s.stride_w == 2) &&
-                        s.out_w <= kDw3x3MaxWidth && s.in_w < (int64_t(1) << 30);
-#endif
+  const DwPath path = dw_path(s);
   parallel_for(t <= 1 ? nullptr : pool, tasks, [&](int64_t i) {
     int64_t b, e;
     split_range(planes, tasks, i, b, e);
@@ -507,15 +520,15 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
       const float* res = post.residual ? post.residual + pl * out_plane : nullptr;
       const float bv = bias ? bias[oc] : 0.f;
 #if defined(__x86_64__)
-      if (direct && !avx512) {
+      if (path == DwPath::direct3x3_avx2) {
         dw3x3_plane_avx2(s, xin, w + oc * taps, bv, out + pl * out_plane, res, post);
         continue;
       }
-      if (direct_k) {
+      if (path == DwPath::directkxk_avx2) {
         dwkxk_plane_avx2(s, xin, w + oc * taps, bv, out + pl * out_plane, res, post);
         continue;
       }
-      if (direct) {
+      if (path == DwPath::direct3x3_avx512) {
         if (s.stride_w == 1)
           dw3x3_plane_avx512<1>(s, xin, w + oc * taps, bv, out + pl * out_plane, res, post);
         else
@@ -655,6 +668,57 @@ void pack_conv_weights_transposed(const ConvShape& s, const float* packed, float
   pack_weights_transposed(conv_weights_view(s, packed), s.ocg(), s.gemm_k(), dst);
 }
 
+// Which algorithm conv2d runs a shape with (conv2d and conv_describe both follow it).
+enum class ConvPath {
+  depthwise,             // conv_depthwise (dw_path picks the kernel)
+  winograd,              // F(4x4,3x3), weights packed for it at kernel creation
+  pointwise_transposed,  // 1x1 with few pixels: out^T = x^T W^T
+  pointwise,             // 1x1 stride 1: GEMM reading X in place
+  strided_1x1,           // gathered straight into packed panels, one GEMM
+  im2col_transposed,     // few pixels: channels along the panels
+  im2col_blocked,        // pack-and-multiply per L2-sized block of panels, per thread
+  im2col,                // pack everything, then one threaded GEMM
+};
+static ConvPath conv_path(const ConvShape& s, const PackedConvWeights& w, ThreadPool* pool) {
+  if (w.depthwise) return ConvPath::depthwise;
+  if (w.winograd) return ConvPath::winograd;
+  const int64_t M = s.ocg(), K = s.gemm_k(), N = s.out_h * s.out_w;
+  const bool pointwise = s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
+                         s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
+  if (pointwise) return s.group == 1 && conv_pointwise_transposed(M, N) ? ConvPath::pointwise_transposed : ConvPath::pointwise;
+  if (s.k_h == 1 && s.k_w == 1) return ConvPath::strided_1x1;
+  if (s.group == 1 && conv_pointwise_transposed(M, N, true)) return ConvPath::im2col_transposed;
+  // Pack-and-multiply in blocks of panels (about 192 KB of B), each thread on its own
+  // panels, when the weights (A) stay in L2 across panels and there are enough panels to
+  // share among the threads. Otherwise pack everything, then one threaded GEMM (K blocks
+  // outside, A slices reused by all panels, M split too).
+  const int gemm_threads = threads_for(pool, double(M) * double(N) * double(K));
+  const bool pack_all = M * K * int64_t(sizeof(float)) > (640 << 10) || (gemm_threads > 1 && gemm_panels(N) < 4 * int64_t(gemm_threads));
+  return pack_all ? ConvPath::im2col : ConvPath::im2col_blocked;
+}
+
+std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, ThreadPool* pool) {
+  std::string what;
+  switch (conv_path(s, w, pool)) {
+    case ConvPath::depthwise:
+      switch (dw_path(s)) {
+        case DwPath::direct3x3_avx2: return "depthwise direct 3x3 avx2";
+        case DwPath::directkxk_avx2: return fmt::format("depthwise direct {}x{} avx2", s.k_h, s.k_w);
+        case DwPath::direct3x3_avx512: return "depthwise direct 3x3 avx512";
+        case DwPath::phase_planes: return fmt::format("depthwise {}x{} over phase planes", s.k_h, s.k_w);
+      }
+      break;
+    case ConvPath::winograd: return fmt::format("winograd F(4x4,3x3) + gemm {}", gemm_kernel_name());
+    case ConvPath::pointwise_transposed: what = "1x1 as transposed gemm (few pixels)"; break;
+    case ConvPath::pointwise: what = "1x1 gemm reading X in place"; break;
+    case ConvPath::strided_1x1: what = "strided 1x1: gather + gemm"; break;
+    case ConvPath::im2col_transposed: what = "im2col as transposed gemm (few pixels)"; break;
+    case ConvPath::im2col_blocked: what = "im2col + gemm per L2 block"; break;
+    case ConvPath::im2col: what = "im2col + gemm"; break;
+  }
+  return what + " " + gemm_kernel_name();
+}
+
 void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,
             ThreadPool* pool, const ConvPostOps& post) {
   if (w.depthwise) {
@@ -663,26 +727,17 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
   }
   const int64_t M = s.ocg(), K = s.gemm_k(), N = s.out_h * s.out_w;
   if (N == 0 || M == 0) return;
-  if (w.winograd) {  // packed for this shape when conv_uses_winograd chose it
+  const ConvPath path = conv_path(s, w, pool);
+  if (path == ConvPath::winograd) {  // packed for this shape when conv_uses_winograd chose it
     conv2d_winograd(s, x, w.winograd, bias, out, pool, post);
     return;
   }
-  const bool pointwise = s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
-                         s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
   const int64_t panels = gemm_panels(N);
   const int pack_threads = threads_for(pool, double(K) * double(N), 1 << 15);
   const DwGeometry geo = dw_geometry(s);
-  // Pack-and-multiply in blocks of panels (about 192 KB of B), each thread on
-  // its own panels, when the weights (A) stay in L2 across panels and there
-  // are enough panels to share among the threads. Otherwise pack everything,
-  // then one threaded GEMM (K blocks outside, A slices reused by all panels,
-  // M split too). Strided 1x1 kernels gather straight into the panels (phase
-  // planes would copy twice).
+  // Strided 1x1 kernels gather straight into the panels (phase planes would copy twice).
   const int gemm_threads = threads_for(pool, double(M) * double(N) * double(K));
   const int64_t block_panels = std::max<int64_t>(1, (192 << 10) / (kGemmNR * K * int64_t(sizeof(float))));
-  const bool one_by_one = s.k_h == 1 && s.k_w == 1;
-  const bool pack_all = one_by_one || M * K * int64_t(sizeof(float)) > (640 << 10) ||
-                        (gemm_threads > 1 && panels < 4 * int64_t(gemm_threads));
   const int64_t tasks = gemm_threads <= 1 ? 1 : std::min<int64_t>(panels, 4 * int64_t(gemm_threads));
   for (int64_t n = 0; n < s.batch; ++n) {
     for (int64_t g = 0; g < s.group; ++g) {
@@ -695,17 +750,17 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
       ep.clamp = post.clamp;
       ep.lo = post.lo;
       ep.hi = post.hi;
-      if (pointwise && s.group == 1 && conv_pointwise_transposed(M, N)) {
+      if (path == ConvPath::pointwise_transposed) {
         conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool,
                         [&](float* pa) { pack_a(xg, N, true, N, K, 1.f, pa); });
         continue;
       }
-      if (pointwise) {
+      if (path == ConvPath::pointwise) {
         gemm_packed_a(M, N, K, w.data + g * w.per_group, xg, N, out + off, N, ep, pool);
         continue;
       }
       const float* pa = w.data + g * w.per_group;
-      if (one_by_one) {
+      if (path == ConvPath::strided_1x1) {
         float* pb = scratch_floats(kScratchB, packed_b_floats(K, N));
         parallel_for(pack_threads <= 1 ? nullptr : pool, pack_threads, [&](int64_t i) {
           int64_t p0, p1;
@@ -723,7 +778,7 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
         split_range(icg, pack_threads, i, c0, c1);
         for (int64_t c = c0; c < c1; ++c) build_phases(s, geo, xg + c * s.in_h * s.in_w, phases + size_t(c) * geo.phase_floats);
       });
-      if (s.group == 1 && conv_pointwise_transposed(M, N, true)) {
+      if (path == ConvPath::im2col_transposed) {
         // Few output pixels: channels along the panels (see conv_pointwise_transposed).
         const int64_t taps = s.k_h * s.k_w, tiles = gemm_tiles(N);
         std::vector<int64_t> toff(static_cast<size_t>(taps)), poff(static_cast<size_t>(tiles * kGemmMR), 0);
@@ -742,7 +797,7 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
         });
         continue;
       }
-      if (!pack_all) {
+      if (path == ConvPath::im2col_blocked) {
         // Each task packs a few panels into its own (L2-sized) buffer and
         // multiplies them at once, so B is read back from cache.
         parallel_for(gemm_threads <= 1 ? nullptr : pool, tasks, [&](int64_t i) {

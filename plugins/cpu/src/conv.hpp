@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "scratch.hpp"
@@ -96,6 +97,9 @@ struct ConvPostOps {
 
 // out[N][OC][OH][OW] = conv(x, w) + bias (bias may be null), then post-ops.
 // out must not overlap x or the residual.
+// How conv2d runs `s` with `w` on this CPU and pool, in words ("winograd F(4x4,3x3) + gemm
+// avx512f-8x48", "depthwise direct 3x3 avx512"): the kernel's ABI 2.5 description.
+std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, ThreadPool* pool);
 void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,
             ThreadPool* pool, const ConvPostOps& post = {});
 

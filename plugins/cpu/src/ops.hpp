@@ -136,18 +136,21 @@ std::string fused_kind(const sdk::Graph& subgraph);
 
 // A kernel whose compute is a lambda over immutable captured state. compute
 // never mutates the kernel, so concurrent runs on one kernel are safe.
+// `description` is what kernel_describe says (ABI 2.5, `nxrt inspect`): the algorithm chosen.
 template <typename F>
 class FnKernel final : public Kernel {
  public:
-  explicit FnKernel(F f) : f_(std::move(f)) {}
+  FnKernel(F f, std::string description) : f_(std::move(f)), description_(std::move(description)) {}
   void compute(Context& ctx) override { f_(ctx); }
+  std::string describe() const override { return description_; }
 
  private:
   const F f_;
+  const std::string description_;
 };
 template <typename F>
-std::unique_ptr<Kernel> make_kernel(F f) {
-  return std::make_unique<FnKernel<F>>(std::move(f));
+std::unique_ptr<Kernel> make_kernel(F f, std::string description = {}) {
+  return std::make_unique<FnKernel<F>>(std::move(f), std::move(description));
 }
 
 inline constexpr nxrt_dtype kF32[] = {NXRT_DTYPE_FLOAT32};

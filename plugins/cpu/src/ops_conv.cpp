@@ -138,7 +138,9 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
   } st;
   st.a = a;
   st.io = io;
+  std::string description = "algorithm chosen per run (X's shape is not static)";
   auto w = n.input(1);
+  if (!w.is_constant()) description = "W not constant: packed every run";
   if (w.is_constant()) {
     ConstTensorView t = w.constant();
     st.w_dims = t.dims();
@@ -201,6 +203,14 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
       }
     }
     st.packed = std::make_shared<const PackedConvWeights>(std::move(view));
+    std::optional<ConvShape> shape = full;
+    if (!shape && x.present() && x.static_shape()) {
+      try {
+        shape = conv_shape(a, x.dims(), t.dims(), "Conv");
+      } catch (const sdk::Error&) {
+      }
+    }
+    if (shape) description = (centre ? "dilated, centre tap only: " : "") + conv_describe(*shape, *st.packed, session.pool());
   }
   auto bv = n.input(2);
   const bool bias_const = bv.present() && bv.is_constant();
@@ -253,7 +263,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
       PackedConvWeights pw = pack_conv_weights(s, w.data<float>());
       conv2d(s, x.data<float>(), pw, bias, y.data<float>(), pool, post);
     }
-  });
+  }, std::move(description));
 }
 
 namespace {

@@ -286,7 +286,7 @@ std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& se
       ConstTensorView x = ctx.input(size_t(x_index));
       TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, x.dims());
       gelu_erf_chain(x.data<float>(), y.data<float>(), x.numel(), c.c, c.a, c.h, pool);
-    });
+    }, "exact gelu (erf) in one pass");
   }
   std::optional<size_t> conv;
   for (size_t i = 0; i < count; ++i)

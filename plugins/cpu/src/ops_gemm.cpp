@@ -68,6 +68,7 @@ std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s, sdk::Prepacked
     pp.capture(b);  // only the packed copy is read from now on: the host may free B
   }
   ThreadPool* pool = s.pool();
+  const std::string description = fmt::format("gemm {}, B {}", gemm_kernel_name(), st.b_packed ? "prepacked" : "packed every run");
   return make_kernel([st, pool](Context& ctx) {
     ConstTensorView a = ctx.input(0), b = ctx.input(1);
     auto c = ctx.optional_input(2);
@@ -108,7 +109,7 @@ std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s, sdk::Prepacked
       pb = buf;
     }
     gemm_packed(M, N, K, pa, pb, yp, N, ep, pool);
-  });
+  }, description);
 }
 
 // ---------------------------------------------------------------- MatMul
@@ -160,6 +161,7 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Node& n, CpuSession& s, const M
     }
   }
   ThreadPool* pool = s.pool();
+  const std::string description = fmt::format("gemm {}, B {}", gemm_kernel_name(), st.b_packed ? "prepacked" : "packed every run");
   return make_kernel([st, pool](Context& ctx) {
     ConstTensorView a = ctx.input(size_t(st.a)), b = ctx.input(size_t(st.b));
     if (a.rank() == 0 || b.rank() == 0) sdk::fail(NXRT_INVALID_ARGUMENT, "MatMul: operands must have rank >= 1");
@@ -274,7 +276,7 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Node& n, CpuSession& s, const M
     } else {
       for (int64_t o = 0; o < nbatch; ++o) one(o, pool);
     }
-  });
+  }, description);
 }
 
 namespace {

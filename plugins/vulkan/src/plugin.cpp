@@ -144,6 +144,12 @@ class VkKernel : public Kernel {
     const std::vector<uint8_t> driver_cache = dev_.pipeline_cache_data();
     write_blob(w, c, driver_cache);
   }
+  // ABI 2.5: the group as the Program runs it (after epilogue fusion), recorded once into
+  // one command buffer and replayed.
+  std::string describe() const override {
+    return fmt::format("one command buffer of {} compute steps ({} activations fused into epilogues)",
+                       prog_.graph().nodes.size(), prog_.fused_count());
+  }
   void compute(Context& ctx) override {
     const IrGraph& g = prog_.graph();
     std::vector<Program::Input> in(g.inputs.size());

@@ -15,6 +15,9 @@ class Kernel {
   // ABI 2.4 (NXRT_FEATURE_KERNEL_CACHE): what rebuilds this kernel without compiling it
   // (Session::import_kernel reads it back). The default has nothing worth keeping.
   virtual void export_blob(BlobWriter&) { fail(NXRT_UNSUPPORTED, "this kernel has nothing to cache"); }
+  // ABI 2.5 kernel_describe: one line saying how this kernel computes (algorithm, tile,
+  // layout, ISA) for `nxrt inspect`; read once, right after the kernel was made. "" = nothing.
+  virtual std::string describe() const { return {}; }
 };
 
 }  // namespace nxrt::sdk

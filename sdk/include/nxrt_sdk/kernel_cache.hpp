@@ -47,6 +47,17 @@ inline std::string printable_utf8(std::string_view s) {
   return out;
 }
 
+// `s` cut to fewer than `max_bytes` bytes at a UTF-8 character boundary (room for a NUL).
+inline std::string clip_utf8(std::string s, size_t max_bytes) {
+  if (max_bytes == 0) return {};
+  if (s.size() >= max_bytes) {
+    size_t cut = max_bytes - 1;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
+    s.resize(cut);
+  }
+  return s;
+}
+
 struct CacheJudgement {
   nxrt_cache_verdict verdict = NXRT_CACHE_OPTIMAL;
   std::string reason;  // one line; empty for OPTIMAL

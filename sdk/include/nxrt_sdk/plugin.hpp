@@ -340,7 +340,11 @@ struct SessionBox {
   std::once_flag fingerprint_once;     // fingerprint: asked once, kept for the session's life
   std::string fingerprint;
 };
-struct KernelBox { std::unique_ptr<Kernel> k; };
+struct KernelBox {
+  std::unique_ptr<Kernel> k;
+  std::string description;  // Kernel::describe() as kernel_describe returns it (ABI 2.5)
+  void describe() { description = clip_utf8(printable_utf8(k->describe()), NXRT_KERNEL_DESCRIPTION_MAX + 1); }
+};
 struct StreamBox { std::unique_ptr<Stream> s; };
 struct EventBox { std::unique_ptr<Event> e; };
 
@@ -475,6 +479,8 @@ struct Entry {
       *out = nullptr;
       auto box = std::make_unique<KernelBox>();
       box->k = from<SessionBox>(s)->s->create_kernel(Graph(g));
+      if (!box->k) fail(NXRT_INTERNAL, "kernel_create: the session made no kernel");
+      box->describe();
       *out = to<nxrt_kernel>(box.release());
     });
   }
@@ -486,6 +492,11 @@ struct Entry {
     });
   }
   static void kernel_release(nxrt_kernel* k) { delete from<KernelBox>(k); }
+  static const char* kernel_describe(nxrt_kernel* k) {
+    if (!k) return nullptr;
+    const std::string& d = from<KernelBox>(k)->description;
+    return d.empty() ? nullptr : d.c_str();
+  }
   static nxrt_status* memory_alloc(nxrt_ep_session* s, nxrt_memory_kind kind, uint64_t bytes, uint64_t align, void** h) {
     return guard([&] {
       if (!s || !h) fail(NXRT_INVALID_ARGUMENT, "memory_alloc: NULL argument");
@@ -664,12 +675,7 @@ struct Entry {
     full.verdict = v;
     // One line of valid UTF-8 (a reason may quote the untrusted fingerprint), cut at a
     // character boundary.
-    std::string r = printable_utf8(reason);
-    if (r.size() >= sizeof full.reason) {
-      size_t cut = sizeof full.reason - 1;
-      while (cut > 0 && (static_cast<unsigned char>(r[cut]) & 0xc0) == 0x80) --cut;
-      r.resize(cut);
-    }
+    const std::string r = clip_utf8(printable_utf8(reason), sizeof full.reason);
     std::snprintf(full.reason, sizeof full.reason, "%s", r.c_str());
     fill_callee(out, full);
   }
@@ -725,6 +731,7 @@ struct Entry {
                       j.reason.empty() ? "the plugin made no kernel from the blob" : j.reason);
         return;
       }
+      box->describe();
       judgement_out(judgement, j.verdict, j.reason);
       *out = to<nxrt_kernel>(box.release());
     });
@@ -802,6 +809,7 @@ struct Entry {
       a.kernel_export = cache ? &kernel_export : nullptr;
       a.kernel_import = cache ? &kernel_import : nullptr;
       a.session_create_offline = (f & NXRT_FEATURE_OFFLINE_COMPILE) ? &session_create_offline : nullptr;
+      a.kernel_describe = &kernel_describe;
       return a;
     }();
     return &api;

@@ -309,6 +309,7 @@ class PrepackedKernel final : public Kernel {
  public:
   PrepackedKernel(std::unique_ptr<Prepacked> pp, std::unique_ptr<Kernel> k) : pp_(std::move(pp)), k_(std::move(k)) {}
   void compute(Context& ctx) override { k_->compute(ctx); }
+  std::string describe() const override { return k_->describe(); }
   void export_blob(BlobWriter& w) override {
     if (pp_->empty()) fail(NXRT_UNSUPPORTED, "{}: nothing prepacked (no constant operand was packed)", pp_->kind());
     pp_->write(w);

@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""The cpu plugin's kernel descriptions (ABI 2.5 kernel_describe) through `nxrt inspect --json`:
+each conv layer names the algorithm conv2d will run for its shape, a fused group is described
+on its first node, MatMul names its GEMM micro-kernel, and the micro-kernel follows
+NXRT_CPU_ISA. The names checked are the ones conv_describe (conv.cpp) and gemm_kernel_name
+(gemm.cpp) give, so a change in the per-layer choice or a description that drifts from it fails.
+
+Usage: kernel_descriptions_e2e.py --nxrt BIN   (NXRT_PLUGIN_PATH must hold the cpu plugin)
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def conv(name, x, cin, cout, k, hw, group=1, stride=1, dilation=1, pad=None, relu=False, batch=1):
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((cout, cin // group, k, k)).astype(np.float32), "w")
+    p = dilation * (k // 2) if pad is None else pad
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c" if relu else "y"], name="conv", group=group,
+                              strides=[stride, stride], dilations=[dilation, dilation], pads=[p] * 4)]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["y"], name="relu"))
+    o = (hw + 2 * p - dilation * (k - 1) - 1) // stride + 1
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, cin, hw, hw])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, cout, o, o])], [w])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def matmul():
+    b = numpy_helper.from_array(np.ones((256, 256), np.float32), "b")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "b"], ["y"], name="mm")], "mm",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 256])], [b])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nxrt", required=True)
+    nxrt = ap.parse_args().nxrt
+    failures = 0
+
+    def check(name, ok, detail):
+        nonlocal failures
+        print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f": {detail}"))
+        failures += 0 if ok else 1
+
+    def inspect(m, tmp, tag, env=None):
+        path = os.path.join(tmp, tag + ".onnx")
+        onnx.save(m, path)
+        p = subprocess.run([nxrt, "inspect", path, "--ep", "cpu", "--json"], capture_output=True, text=True, timeout=120,
+                           env=env)
+        try:
+            return {n["name"]: n["kernel"] for n in json.loads(p.stdout)["nodes"]}, p
+        except (ValueError, KeyError):
+            return {}, p
+
+    with tempfile.TemporaryDirectory() as tmp:
+        k, p = inspect(conv("w3", "x", 64, 64, 3, 56, relu=True), tmp, "winograd")
+        check("a 3x3 stride-1 conv with 64 channels on 56x56 (+Relu) is one group, described as Winograd",
+              k.get("conv", "").startswith("Conv+Relu: winograd F(4x4,3x3) + gemm ") and k.get("relu") == "in the group of 'conv'",
+              p.stdout + p.stderr)
+        k, p = inspect(conv("dw", "x", 32, 32, 3, 56, group=32), tmp, "depthwise")
+        check("a 3x3 depthwise conv names a depthwise kernel", k.get("conv", "").startswith("depthwise "), p.stdout + p.stderr)
+        k, p = inspect(conv("pw", "x", 32, 64, 1, 28), tmp, "pointwise")
+        check("a 1x1 stride-1 conv is a GEMM reading X in place", k.get("conv", "").startswith("1x1 gemm reading X in place "),
+              p.stdout + p.stderr)
+        k, p = inspect(conv("s2", "x", 64, 128, 3, 56, stride=2), tmp, "strided")
+        check("a strided 3x3 conv is im2col + gemm", k.get("conv", "").startswith("im2col + gemm"), p.stdout + p.stderr)
+        k, p = inspect(conv("aspp", "x", 64, 64, 3, 8, dilation=12), tmp, "centre")
+        check("a dilation-12 conv on 8x8 runs its centre tap only",
+              k.get("conv", "").startswith("dilated, centre tap only: 1x1 "), p.stdout + p.stderr)
+        m = conv("dyn", "x", 64, 64, 3, 56)
+        for v in (m.graph.input[0], m.graph.output[0]):
+            v.type.tensor_type.shape.dim[0].dim_param = "N"
+        k, p = inspect(m, tmp, "dynamic")
+        check("with X's shape unknown the choice is left to the run", k.get("conv") == "algorithm chosen per run (X's shape is not static)",
+              p.stdout + p.stderr)
+        k, p = inspect(matmul(), tmp, "matmul")
+        check("a MatMul with constant B names its GEMM and the prepacked B",
+              k.get("mm", "").startswith("gemm ") and k.get("mm", "").endswith(", B prepacked"), p.stdout + p.stderr)
+        env = dict(os.environ, NXRT_CPU_ISA="generic")
+        k, p = inspect(matmul(), tmp, "matmul_generic", env)
+        check("NXRT_CPU_ISA=generic shows the generic micro-kernel", k.get("mm") == "gemm generic, B prepacked", p.stdout + p.stderr)
+        p = subprocess.run([nxrt, "inspect", os.path.join(tmp, "winograd.onnx"), "--ep", "cpu"], capture_output=True,
+                           text=True, timeout=120)
+        lines = p.stdout.splitlines()
+        check("the table has a kernel column", lines and lines[0].split()[:4] == ["node", "op", "ep", "kernel"]
+              and any(ln.startswith("conv ") and "Conv+Relu: winograd" in ln for ln in lines), p.stdout + p.stderr)
+    print(f"{failures} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
