@@ -429,36 +429,23 @@ std::unique_ptr<Kernel> matmul_kernel(const sdk::Graph& sg, const QdqMatch& m, C
   });
 }
 
-// DequantizeLinear twice, Add, [clamp], [QuantizeLinear]: the nodes' own kernels
-// (quantize.hpp, vectorised) and float operations on blocks that stay in L1, so the result is
+// DequantizeLinear twice, Add, [clamp], [QuantizeLinear]: one pass in registers doing the
+// nodes' own float operations in their order (qdq_add, quantize.hpp), so the result is
 // bit-identical to the nodes and each value is read and written once.
 template <typename A, typename B, typename Y>
-void qdq_add(const A* a, const B* b, Y* y, int64_t n, const QdqMatch& m, ThreadPool* pool) {
-  constexpr int64_t kBlock = 1024;
-  const float sa = m.x.scale, sb = m.x2.scale, lo = m.lo, hi = m.hi, ys = m.y.scale;
-  const A za = A(m.x.zp);
-  const B zb = B(m.x2.zp);
-  const bool clamp = m.clamp, relu = clamp && lo == 0.f && std::isinf(hi);
-  const QuantAxis per_tensor;
-  parallel_ranges(pool, n, threads_for(pool, double(n), 32768.0), [&](int64_t i0, int64_t i1) {
-    alignas(64) float va[kBlock], vb[kBlock];
-    for (int64_t c = i0; c < i1; c += kBlock) {
-      const int64_t k = std::min(kBlock, i1 - c);
-      dequantize_linear(a + c, k, &sa, &za, per_tensor, va);
-      dequantize_linear(b + c, k, &sb, &zb, per_tensor, vb);
-      for (int64_t j = 0; j < k; ++j) va[j] += vb[j];
-      if (relu)
-        for (int64_t j = 0; j < k; ++j) va[j] = std::max(va[j], 0.f);
-      else if (clamp)
-        for (int64_t j = 0; j < k; ++j) va[j] = std::min(std::max(va[j], lo), hi);
-      if constexpr (std::is_same_v<Y, float>) {
-        std::copy(va, va + k, y + c);
-      } else {
-        const Y yz = Y(m.y.zp);
-        quantize_linear(va, k, &ys, &yz, per_tensor, y + c);
-      }
-    }
-  });
+void qdq_add_pass(const A* a, const B* b, Y* y, int64_t n, const QdqMatch& m, ThreadPool* pool) {
+  QdqAddParams p;
+  p.a_scale = m.x.scale;
+  p.b_scale = m.x2.scale;
+  p.a_zp = m.x.zp;
+  p.b_zp = m.x2.zp;
+  p.y_scale = m.y.scale;
+  p.y_zp = m.y.zp;
+  p.clamp = m.clamp;
+  p.lo = m.lo;
+  p.hi = m.hi;
+  parallel_ranges(pool, n, threads_for(pool, double(n), 65536.0),
+                  [&](int64_t i0, int64_t i1) { qdq_add(a + i0, b + i0, y + i0, i1 - i0, p); });
 }
 
 std::unique_ptr<Kernel> add_kernel(const sdk::Graph& sg, const QdqMatch& m, CpuSession& session) {
@@ -474,9 +461,9 @@ std::unique_ptr<Kernel> add_kernel(const sdk::Graph& sg, const QdqMatch& m, CpuS
     const int64_t n = a.numel();
     if (n == 0) return;
     auto with_y = [&](auto* ap, auto* bp) {
-      if (y_type == NXRT_DTYPE_FLOAT32) qdq_add(ap, bp, y.data<float>(), n, m, pool);
-      else if (y_type == NXRT_DTYPE_UINT8) qdq_add(ap, bp, y.data<uint8_t>(), n, m, pool);
-      else qdq_add(ap, bp, y.data<int8_t>(), n, m, pool);
+      if (y_type == NXRT_DTYPE_FLOAT32) qdq_add_pass(ap, bp, y.data<float>(), n, m, pool);
+      else if (y_type == NXRT_DTYPE_UINT8) qdq_add_pass(ap, bp, y.data<uint8_t>(), n, m, pool);
+      else qdq_add_pass(ap, bp, y.data<int8_t>(), n, m, pool);
     };
     auto with_b = [&](auto* ap) {
       if (b.dtype() == NXRT_DTYPE_UINT8) with_y(ap, b.data<uint8_t>());
