@@ -170,6 +170,9 @@ NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int6
   const __m512d qlo = _mm512_set1_pd(u8 ? 0.0 : -128.0), qhi = _mm512_set1_pd(u8 ? 255.0 : 127.0);
   const __m512d lo = _mm512_set1_pd(double(e.lo)), hi = _mm512_set1_pd(double(e.hi));
   const __m512 flo = _mm512_set1_ps(e.flo), fhi = _mm512_set1_ps(e.fhi);
+  const bool fq = e.type != QType::F32 && e.q_scale > 0.f;  // the float value, then QuantizeLinear
+  const __m512 qs = _mm512_set1_ps(fq ? e.q_scale : 1.f), fzp = _mm512_set1_ps(float(e.zero_point));
+  const __m512 fqlo = _mm512_set1_ps(u8 ? 0.f : -128.f), fqhi = _mm512_set1_ps(u8 ? 255.f : 127.f);
   for (int64_t r = r0; r < r1; ++r) {
     if (by_row) {
       const size_t c = size_t(ch0 + r - r0);
@@ -185,11 +188,18 @@ NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int6
     }
     const __m512d dlo = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(v)), s_lo);
     const __m512d dhi = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(v, 1)), s_hi);
-    if (e.type == QType::F32) {
+    if (e.type == QType::F32 || fq) {
       __m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(dlo)), _mm512_cvtpd_ps(dhi), 1);
       if (fb) f = _mm512_add_ps(f, fbias);
       f = _mm512_min_ps(fhi, _mm512_max_ps(flo, f));  // NaN stays: max/min return the second operand
-      _mm512_mask_storeu_ps(static_cast<float*>(y) + at, m, f);
+      if (!fq) {
+        _mm512_mask_storeu_ps(static_cast<float*>(y) + at, m, f);
+        continue;
+      }
+      // QuantizeLinear: true division, nearest even, + zp, saturation (max gives the lowest for NaN).
+      __m512 r = _mm512_roundscale_ps(_mm512_div_ps(f, qs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      r = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(r, fzp), fqlo), fqhi);
+      _mm_mask_storeu_epi8(static_cast<char*>(y) + at, m, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));
       continue;
     }
     const __m256i qa = _mm512_cvtpd_epi32(requant16(dlo, zp, qlo, qhi, lo, hi));

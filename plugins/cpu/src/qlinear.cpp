@@ -9,6 +9,7 @@
 
 #include "gemm_int8.hpp"
 #include "integer_linalg.hpp"
+#include "quantize.hpp"
 
 namespace nxrt::cpu {
 namespace {
@@ -16,7 +17,14 @@ namespace {
 size_t at_or_0(const auto& v, int64_t c) { return v.size() == 1 ? 0 : size_t(c); }
 
 template <typename Q>
-Q requant_clamped(int32_t v, double scale, const QOutput& o) {
+Q requant_clamped(int32_t v, int64_t c, const QOutput& o) {
+  const double scale = o.scale[at_or_0(o.scale, c)];
+  if (o.q_scale > 0.f) {  // the float output, then QuantizeLinear
+    float f = float(double(v) * scale);
+    if (!o.float_bias.empty()) f += o.float_bias[size_t(c)];
+    f = std::min(std::max(f, o.flo), o.fhi);
+    return saturate_round<Q>(std::nearbyint(f / o.q_scale) + float(o.zero_point));
+  }
   Q q = requantize<Q>(v, scale, o.zero_point);
   return Q(std::min<int32_t>(std::max<int32_t>(q, o.lo), o.hi));
 }
@@ -32,8 +40,8 @@ inline void store_one(const QOutput& o, int32_t a, int64_t c, void* y, int64_t a
       static_cast<float*>(y)[at] = std::min(std::max(f, o.flo), o.fhi);
       return;
     }
-    case QType::U8: static_cast<uint8_t*>(y)[at] = requant_clamped<uint8_t>(v, o.scale[at_or_0(o.scale, c)], o); return;
-    case QType::S8: static_cast<int8_t*>(y)[at] = requant_clamped<int8_t>(v, o.scale[at_or_0(o.scale, c)], o); return;
+    case QType::U8: static_cast<uint8_t*>(y)[at] = requant_clamped<uint8_t>(v, c, o); return;
+    case QType::S8: static_cast<int8_t*>(y)[at] = requant_clamped<int8_t>(v, c, o); return;
   }
 }
 

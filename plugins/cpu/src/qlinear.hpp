@@ -11,6 +11,9 @@
 //   FLOAT32: clamp((acc + bias[c]) * scale[c] + float_bias[c], flo, fhi)
 //   UINT8 / INT8: clamp(saturate(round_half_even((acc + bias[c]) * scale[c]) + zero_point), lo, hi)
 //            (scale in double, as requantize() in integer_linalg.hpp)
+//   UINT8 / INT8 with q_scale > 0: FLOAT32's value f, then QuantizeLinear's
+//            saturate(round_half_even(f / q_scale) + zero_point) in float (lo, hi unused): the
+//            float output and a QuantizeLinear node after it, bit for bit, in one store
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -35,6 +38,7 @@ struct QOutput {
   int32_t zero_point = 0;        // 8-bit only
   int32_t lo = std::numeric_limits<int32_t>::lowest(), hi = std::numeric_limits<int32_t>::max();  // 8-bit clamp
   float flo = -std::numeric_limits<float>::infinity(), fhi = std::numeric_limits<float>::infinity();  // FLOAT32 clamp
+  float q_scale = 0.f;           // 8-bit: > 0 quantizes FLOAT32's value (float_bias, flo, fhi as FLOAT32)
 };
 
 // y = conv(x - x_zp, w - w_zp[oc]) through `out`; x [N][C][H][W] (1-D: H = 1) of x_type
