@@ -84,13 +84,25 @@ void conv_rows(const ConvShape& s, int64_t K, int64_t KP, BSlice&& b_slice, cons
   const int64_t out_c = s.out_c;
   auto y_at = [=](int64_t row, int64_t n0) { return (n * out_c + row) * plane + n0; };
   const int t = threads_for(pool, double(ocg) * double(plane) * double(K));
-  // Pixels first: each piece packs its own panels once for all its rows.
-  const int64_t tn = t <= 1 ? 1 : std::min(panels, int64_t(t) * 4);
-  const int64_t tm = tn >= t ? 1 : std::min(tiles, (int64_t(t) + tn - 1) / tn);
+  // Each piece reads all the weights of its rows once per block of panels and packs its own
+  // panels once for all its rows. So split the pixels while the weights are the smaller
+  // operand (every piece re-reads them), else the rows in whole kernel groups of
+  // kQTileGroup tiles (every piece re-packs the panels): ResNet's 14x14 and 7x7 layers hold
+  // 0.6-2.4 MB of weights against 0.1-0.5 MB of pixels.
+  const int64_t groups = (tiles + kQTileGroup - 1) / kQTileGroup;
+  const bool by_rows = t > 1 && ocg > plane && groups >= t;
+  const int64_t tn = t <= 1 || by_rows ? 1 : std::min(panels, int64_t(t) * 4);
+  const int64_t tm = by_rows ? std::min(groups, int64_t(t) * 2) : tn >= t ? 1 : std::min(tiles, (int64_t(t) + tn - 1) / tn);
   auto piece = [&](int64_t i) {
     int64_t p0, p1, ta, tb;
     split_range(panels, tn, i % tn, p0, p1);
-    split_range(tiles, tm, i / tn, ta, tb);
+    if (by_rows) {  // whole groups of tiles
+      split_range(groups, tm, i / tn, ta, tb);
+      ta *= kQTileGroup;
+      tb = std::min(tiles, tb * kQTileGroup);
+    } else {
+      split_range(tiles, tm, i / tn, ta, tb);
+    }
     const int64_t t0 = row0 / kQMR;
     const int64_t r0 = std::max(row0, (t0 + ta) * kQMR), r1 = std::min(row1, (t0 + tb) * kQMR);
     q_gemm_rect(r0, r1, plane, KP, pw, p0, p1, b_slice, ep, true, y_at, plane, y, quads, zp_term);

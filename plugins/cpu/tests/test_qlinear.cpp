@@ -137,6 +137,8 @@ const ConvCase kConvCases[] = {
     {1, 600, 3, 4, 5, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     // K = 600 in place, two K blocks
     {1, 1100, 3, 5, 7, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // K = 1100 in place: two K blocks of quads
     {1, 120, 6, 6, 10, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    // K = 1080 from the padded copy
+    {1, 32, 4, 4, 70, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     // more channels than pixels: threads split the rows
+    {1, 128, 3, 3, 100, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   // the same per group, rows 50..99 straddle a tile
 };
 }  // namespace
 
