@@ -6,6 +6,7 @@
 
 #include "cpu_info.hpp"
 #include "integer_linalg.hpp"
+#include "quantize.hpp"
 
 namespace nxrt::cpu {
 
@@ -66,7 +67,7 @@ QEpilogue q_epilogue(const QOutput& o, int64_t channels) {
     else if (o.scale.size() == c) e.scale = o.scale;
     else bad("scale", o.scale.size());
   }
-  if (o.type == QType::F32) {
+  if (o.type == QType::F32 || o.q_scale > 0.f) {
     if (!o.float_bias.empty() && o.float_bias.size() != c) bad("float_bias", o.float_bias.size());
     e.float_bias = o.float_bias;
   }
@@ -75,6 +76,7 @@ QEpilogue q_epilogue(const QOutput& o, int64_t channels) {
   e.hi = o.hi;
   e.flo = o.flo;
   e.fhi = o.fhi;
+  e.q_scale = (o.type == QType::U8 || o.type == QType::S8) ? o.q_scale : 0.f;
   return e;
 }
 
@@ -97,7 +99,14 @@ void tile_generic(int64_t kcp, const uint32_t* a, const uint32_t* b, int32_t* ac
 }
 
 template <typename Q>
-Q requant_clamped(int32_t v, double scale, const QEpilogue& e) {
+Q requant_clamped(int32_t v, size_t c, const QEpilogue& e) {
+  const double scale = e.scale[c];
+  if (e.q_scale > 0.f) {  // the float output, then QuantizeLinear
+    float f = float(double(v) * scale);
+    if (!e.float_bias.empty()) f += e.float_bias[c];
+    f = std::min(std::max(f, e.flo), e.fhi);
+    return saturate_round<Q>(std::nearbyint(f / e.q_scale) + float(e.zero_point));
+  }
   const Q q = requantize<Q>(v, scale, e.zero_point);
   return Q(std::min<int32_t>(std::max<int32_t>(q, e.lo), e.hi));
 }
@@ -119,8 +128,8 @@ void store_generic(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r
           static_cast<float*>(y)[at] = std::min(std::max(f, e.flo), e.fhi);
           break;
         }
-        case QType::U8: static_cast<uint8_t*>(y)[at] = requant_clamped<uint8_t>(v, e.scale[c], e); break;
-        case QType::S8: static_cast<int8_t*>(y)[at] = requant_clamped<int8_t>(v, e.scale[c], e); break;
+        case QType::U8: static_cast<uint8_t*>(y)[at] = requant_clamped<uint8_t>(v, c, e); break;
+        case QType::S8: static_cast<int8_t*>(y)[at] = requant_clamped<int8_t>(v, c, e); break;
       }
     }
 }

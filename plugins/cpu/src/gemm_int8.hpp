@@ -55,6 +55,7 @@ struct QEpilogue {
   std::vector<float> float_bias;  // empty: none
   int32_t zero_point = 0, lo = 0, hi = 0;
   float flo = 0.f, fhi = 0.f;
+  float q_scale = 0.f;  // QOutput::q_scale
 };
 // Expands `out` for `channels` channels; throws std::invalid_argument on vectors of another size.
 QEpilogue q_epilogue(const QOutput& out, int64_t channels);

@@ -73,17 +73,34 @@ NXRT_AVX2 inline void store8(const QEpilogue& e, __m256i v, const Chan& ch, int6
   }
   const __m256d dlo = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(v)), ch.scale_lo);
   const __m256d dhi = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(v, 1)), ch.scale_hi);
-  if (e.type == QType::F32) {
+  const bool u8 = e.type == QType::U8;
+  if (e.type == QType::F32 || e.q_scale > 0.f) {
     __m256 f = _mm256_set_m128(_mm256_cvtpd_ps(dhi), _mm256_cvtpd_ps(dlo));
     if (!e.float_bias.empty()) f = _mm256_add_ps(f, ch.fbias);
     // std::min(std::max(f, lo), hi): max/min return the second operand on NaN, so NaN stays.
     f = _mm256_min_ps(_mm256_set1_ps(e.fhi), _mm256_max_ps(_mm256_set1_ps(e.flo), f));
-    float* yp = static_cast<float*>(y) + at;
-    if (n == 8) _mm256_storeu_ps(yp, f);
-    else _mm256_maskstore_ps(yp, mask, f);
+    if (e.type == QType::F32) {
+      float* yp = static_cast<float*>(y) + at;
+      if (n == 8) _mm256_storeu_ps(yp, f);
+      else _mm256_maskstore_ps(yp, mask, f);
+      return;
+    }
+    // QuantizeLinear as quantize_avx2.cpp: true division, nearest even, + zp, saturation (NaN: lowest).
+    __m256 r = _mm256_round_ps(_mm256_div_ps(f, _mm256_set1_ps(e.q_scale)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm256_add_ps(r, _mm256_set1_ps(float(e.zero_point)));
+    r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(u8 ? 0.f : -128.f)), _mm256_set1_ps(u8 ? 255.f : 127.f));
+    const __m256i q = _mm256_cvtps_epi32(r);
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i b = u8 ? _mm_packus_epi16(w, w) : _mm_packs_epi16(w, w);
+    char* yp = static_cast<char*>(y) + at;
+    if (n == 8) _mm_storel_epi64(reinterpret_cast<__m128i*>(yp), b);
+    else {
+      alignas(16) char tmp[16];
+      _mm_store_si128(reinterpret_cast<__m128i*>(tmp), b);
+      std::memcpy(yp, tmp, size_t(n));
+    }
     return;
   }
-  const bool u8 = e.type == QType::U8;
   const __m256d zp = _mm256_set1_pd(double(e.zero_point));
   const __m256d qlo = _mm256_set1_pd(u8 ? 0.0 : -128.0), qhi = _mm256_set1_pd(u8 ? 255.0 : 127.0);
   const __m256d lo = _mm256_set1_pd(double(e.lo)), hi = _mm256_set1_pd(double(e.hi));

@@ -4,6 +4,8 @@
 // against the same B slice (6 accumulators each), so every B vector loaded feeds 6 x
 // kQTileGroup multiply-adds and the A pairs come as embedded broadcasts. Target attribute;
 // used only when CPUID reports AVX-512 F/BW and VNNI and the ISA is not capped below avx512.
+#include <algorithm>
+
 #include "gemm_int8.hpp"
 
 #if defined(__x86_64__)
@@ -142,6 +144,10 @@ NXRT_BW void pack_runs8_dispatch(const void* base, bool is_signed, int32_t zp, c
 #define NXRT_AVX512_STORE __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
 
 // round_half_even(d) + zp, saturated to [qlo, qhi], then clamped to [lo, hi] (integers in double).
+NXRT_AVX512_STORE inline __m512d round_zp(__m512d d, __m512d zp) {
+  return _mm512_add_pd(_mm512_roundscale_pd(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zp);
+}
+
 NXRT_AVX512_STORE inline __m512d requant16(__m512d d, __m512d zp, __m512d qlo, __m512d qhi, __m512d lo, __m512d hi) {
   d = _mm512_add_pd(_mm512_roundscale_pd(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zp);
   d = _mm512_min_pd(_mm512_max_pd(d, qlo), qhi);
@@ -169,7 +175,13 @@ NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int6
   const __m512d zp = _mm512_set1_pd(double(e.zero_point));
   const __m512d qlo = _mm512_set1_pd(u8 ? 0.0 : -128.0), qhi = _mm512_set1_pd(u8 ? 255.0 : 127.0);
   const __m512d lo = _mm512_set1_pd(double(e.lo)), hi = _mm512_set1_pd(double(e.hi));
+  const double lo2 = std::max(u8 ? 0.0 : -128.0, double(e.lo)), hi2 = std::min(u8 ? 255.0 : 127.0, double(e.hi));
+  const bool one_clamp = lo2 <= hi2;
+  const __m512d qlo2 = _mm512_set1_pd(lo2), qhi2 = _mm512_set1_pd(hi2);
   const __m512 flo = _mm512_set1_ps(e.flo), fhi = _mm512_set1_ps(e.fhi);
+  const bool fq = e.type != QType::F32 && e.q_scale > 0.f;  // the float value, then QuantizeLinear
+  const __m512 qs = _mm512_set1_ps(fq ? e.q_scale : 1.f), fzp = _mm512_set1_ps(float(e.zero_point));
+  const __m512 fqlo = _mm512_set1_ps(u8 ? 0.f : -128.f), fqhi = _mm512_set1_ps(u8 ? 255.f : 127.f);
   for (int64_t r = r0; r < r1; ++r) {
     if (by_row) {
       const size_t c = size_t(ch0 + r - r0);
@@ -185,15 +197,28 @@ NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int6
     }
     const __m512d dlo = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(v)), s_lo);
     const __m512d dhi = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(v, 1)), s_hi);
-    if (e.type == QType::F32) {
+    if (e.type == QType::F32 || fq) {
       __m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(dlo)), _mm512_cvtpd_ps(dhi), 1);
       if (fb) f = _mm512_add_ps(f, fbias);
       f = _mm512_min_ps(fhi, _mm512_max_ps(flo, f));  // NaN stays: max/min return the second operand
-      _mm512_mask_storeu_ps(static_cast<float*>(y) + at, m, f);
+      if (!fq) {
+        _mm512_mask_storeu_ps(static_cast<float*>(y) + at, m, f);
+        continue;
+      }
+      // QuantizeLinear: true division, nearest even, + zp, saturation (max gives the lowest for NaN).
+      __m512 r = _mm512_roundscale_ps(_mm512_div_ps(f, qs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      r = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(r, fzp), fqlo), fqhi);
+      _mm_mask_storeu_epi8(static_cast<char*>(y) + at, m, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));
       continue;
     }
-    const __m256i qa = _mm512_cvtpd_epi32(requant16(dlo, zp, qlo, qhi, lo, hi));
-    const __m256i qb = _mm512_cvtpd_epi32(requant16(dhi, zp, qlo, qhi, lo, hi));
+    __m256i qa, qb;
+    if (one_clamp) {  // [qlo, qhi] and [lo, hi] overlap: clamping to their intersection is the same
+      qa = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(round_zp(dlo, zp), qlo2), qhi2));
+      qb = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(round_zp(dhi, zp), qlo2), qhi2));
+    } else {
+      qa = _mm512_cvtpd_epi32(requant16(dlo, zp, qlo, qhi, lo, hi));
+      qb = _mm512_cvtpd_epi32(requant16(dhi, zp, qlo, qhi, lo, hi));
+    }
     // vpmovdb keeps the low byte of each int32, as the scalar cast to Q.
     const __m128i b = _mm512_cvtepi32_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1));
     _mm_mask_storeu_epi8(static_cast<char*>(y) + at, m, b);

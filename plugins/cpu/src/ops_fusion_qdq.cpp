@@ -3,6 +3,7 @@
 //
 //   DequantizeLinear(x) + DequantizeLinear(W) [+ DequantizeLinear(B) | B] -> Conv
 //       [-> Relu | Clip] [-> QuantizeLinear]                      QConv (qlinear.hpp)
+//       [-> Relu | Clip] -> MaxPool -> QuantizeLinear             QConv + 8-bit max_pool
 //   DequantizeLinear(a) + DequantizeLinear(W) -> MatMul [-> Add(bias)]
 //       [-> Relu | Clip] [-> QuantizeLinear]                      QMatMul
 //   DequantizeLinear(a) + DequantizeLinear(b) -> Add [-> Relu | Clip] [-> QuantizeLinear]
@@ -12,7 +13,11 @@
 // or per output channel (Conv axis 0, MatMul axis 1). Conv and MatMul accumulate the exact
 // integer products and requantize once (with QuantizeLinear) or dequantize (without), so
 // they differ from the nodes run one by one (float sums of dequantized values) by at most
-// one quantization step where a value lies on a rounding boundary. The Add pass does the
+// one quantization step where a value lies on a rounding boundary. With a MaxPool between
+// the float output and QuantizeLinear (ResNet's stem), the store quantizes each float value
+// as the QuantizeLinear node does (QOutput::q_scale) and the pool runs on the 8-bit values:
+// quantization is monotonic, so max then quantize = quantize then max, and the result is
+// bit-identical to the group's float output, MaxPool and QuantizeLinear run one by one. The Add pass does the
 // nodes' own float operations in their order and is bit-identical to them.
 //
 // Claimed only under the rules of ops_fusion.cpp (closed view, each intermediate read by the
@@ -22,6 +27,7 @@
 
 #include "fusion_view.hpp"
 #include "ops.hpp"
+#include "ops_pool.hpp"
 #include "qlinear.hpp"
 #include "quantize.hpp"
 
@@ -176,6 +182,7 @@ struct QdqMatch {
   WeightDq w;
   BiasDq bias;
   bool has_bias = false, has_q = false, clamp = false;
+  std::optional<size_t> pool;  // Conv: the MaxPool between the float output and QuantizeLinear
   float lo = 0.f, hi = 0.f;
 };
 
@@ -232,6 +239,27 @@ void follow_tail(const sdk::Graph& g, const ViewIndex& ix, QdqMatch& m, const Ok
   }
 }
 
+// After a float Conv [-> Relu | Clip]: MaxPool (no Indices, 2 spatial dims) -> QuantizeLinear,
+// each the sole reader of the value before it.
+void follow_pool(const sdk::Graph& g, const ViewIndex& ix, QdqMatch& m, const OkFn& ok) {
+  sdk::Value v = g.node(m.nodes.back()).output(0);
+  auto use = sole_use(ix, v.raw());
+  if (!use || !ok(use->first) || use->second != 0) return;
+  Node p = g.node(use->first);
+  if (!is_op(p, "MaxPool") || p.output_count() < 1 || !p.has_output(0) || (p.output_count() > 1 && p.has_output(1)) ||
+      p.attr_ints("kernel_shape").size() != 2 || v.rank() != 4)
+    return;
+  auto qu = sole_use(ix, p.output(0).raw());
+  if (!qu || !ok(qu->first) || qu->second != 0) return;
+  QParams y;
+  if (!per_tensor_q(g.node(qu->first), y)) return;
+  m.pool = use->first;
+  m.nodes.push_back(use->first);
+  m.nodes.push_back(qu->first);
+  m.y = y;
+  m.has_q = true;
+}
+
 QdqMatch match_conv(const sdk::Graph& g, const ViewIndex& ix, const std::map<ValueKey, size_t>& prod, size_t c,
                     const OkFn& ok) {
   QdqMatch m;
@@ -263,6 +291,7 @@ QdqMatch match_conv(const sdk::Graph& g, const ViewIndex& ix, const std::map<Val
   m.anchor = c;
   m.nodes.push_back(c);
   follow_tail(g, ix, m, ok);
+  if (!m.has_q) follow_pool(g, ix, m, ok);
   return m;
 }
 
@@ -350,7 +379,7 @@ QOutput output_of(const QdqMatch& m) {
   const size_t channels = m.w.scale.size();
   QOutput o;
   o.scale.resize(channels);
-  if (m.has_q) {
+  if (m.has_q && !m.pool) {
     o.type = qtype(m.y.type);
     o.zero_point = m.y.zp;
     for (size_t c = 0; c < channels; ++c) o.scale[c] = double(m.x.scale) * double(m.w.scale[c]) / double(m.y.scale);
@@ -380,11 +409,38 @@ QOutput output_of(const QdqMatch& m) {
       o.flo = m.lo;
       o.fhi = m.hi;
     }
+    if (m.pool) {  // the float value through QuantizeLinear, in the store (the pool runs after it)
+      o.type = qtype(m.y.type);
+      o.zero_point = m.y.zp;
+      o.q_scale = m.y.scale;
+    }
   }
   return o;
 }
 
 nxrt_dtype out_dtype(const QdqMatch& m) { return m.has_q ? m.y.type : nxrt_dtype(NXRT_DTYPE_FLOAT32); }
+
+// Conv [-> Relu | Clip] -> MaxPool -> QuantizeLinear: the conv's 8-bit values (the float
+// output quantized in the store) into a per-thread buffer, then the 8-bit max pool into y.
+std::unique_ptr<Kernel> conv_pool_kernel(const ConvAttrs& attrs, const PoolAttrs& pa, int x_index,
+                                         const std::vector<int64_t>& wd, std::shared_ptr<const QConv> conv,
+                                         nxrt_dtype x_type, nxrt_dtype y_type, ThreadPool* pool) {
+  return make_kernel([attrs, pa, x_index, wd, conv, x_type, y_type, pool](Context& ctx) {
+    ConstTensorView x = ctx.input(size_t(x_index));
+    if (x.dtype() != x_type) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv (QDQ group): x is {}, expected {}", sdk::dtype_name(x.dtype()), sdk::dtype_name(x_type));
+    const ConvShape s = conv_shape(attrs, x.dims(), wd, "Conv (QDQ group)");
+    const std::vector<int64_t> cd = {s.batch, s.out_c, s.out_h, s.out_w};
+    std::vector<int64_t> od;
+    const PoolShape ps = pool_shape(pa, cd, "MaxPool (QDQ group)", od);
+    TensorView y = ctx.output(0, y_type, od);
+    if (y.numel() == 0) return;
+    thread_local std::vector<uint8_t> buf;  // kept across runs: no page faults per run
+    buf.resize(size_t(s.batch * s.out_c * s.out_h * s.out_w));
+    conv->run(s, x.raw(), buf.data(), pool);
+    if (y_type == NXRT_DTYPE_UINT8) max_pool(ps, buf.data(), y.data<uint8_t>(), pool);
+    else max_pool(ps, reinterpret_cast<const int8_t*>(buf.data()), y.data<int8_t>(), pool);
+  });
+}
 
 std::unique_ptr<Kernel> conv_kernel(const sdk::Graph& sg, const QdqMatch& m, CpuSession& session) {
   Node cn = sg.node(m.anchor);
@@ -395,6 +451,7 @@ std::unique_ptr<Kernel> conv_kernel(const sdk::Graph& sg, const QdqMatch& m, Cpu
                                             m.w.zp, output_of(m));
   const nxrt_dtype x_type = m.x.type, y_type = out_dtype(m);
   ThreadPool* pool = session.pool();
+  if (m.pool) return conv_pool_kernel(attrs, read_pool_attrs(sg.node(*m.pool)), x_index, wd, conv, x_type, y_type, pool);
   return make_kernel([attrs, x_index, wd, conv, x_type, y_type, pool](Context& ctx) {
     ConstTensorView x = ctx.input(size_t(x_index));
     if (x.dtype() != x_type) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv (QDQ group): x is {}, expected {}", sdk::dtype_name(x.dtype()), sdk::dtype_name(x_type));
@@ -429,36 +486,23 @@ std::unique_ptr<Kernel> matmul_kernel(const sdk::Graph& sg, const QdqMatch& m, C
   });
 }
 
-// DequantizeLinear twice, Add, [clamp], [QuantizeLinear]: the nodes' own kernels
-// (quantize.hpp, vectorised) and float operations on blocks that stay in L1, so the result is
+// DequantizeLinear twice, Add, [clamp], [QuantizeLinear]: one pass in registers doing the
+// nodes' own float operations in their order (qdq_add, quantize.hpp), so the result is
 // bit-identical to the nodes and each value is read and written once.
 template <typename A, typename B, typename Y>
-void qdq_add(const A* a, const B* b, Y* y, int64_t n, const QdqMatch& m, ThreadPool* pool) {
-  constexpr int64_t kBlock = 1024;
-  const float sa = m.x.scale, sb = m.x2.scale, lo = m.lo, hi = m.hi, ys = m.y.scale;
-  const A za = A(m.x.zp);
-  const B zb = B(m.x2.zp);
-  const bool clamp = m.clamp, relu = clamp && lo == 0.f && std::isinf(hi);
-  const QuantAxis per_tensor;
-  parallel_ranges(pool, n, threads_for(pool, double(n), 32768.0), [&](int64_t i0, int64_t i1) {
-    alignas(64) float va[kBlock], vb[kBlock];
-    for (int64_t c = i0; c < i1; c += kBlock) {
-      const int64_t k = std::min(kBlock, i1 - c);
-      dequantize_linear(a + c, k, &sa, &za, per_tensor, va);
-      dequantize_linear(b + c, k, &sb, &zb, per_tensor, vb);
-      for (int64_t j = 0; j < k; ++j) va[j] += vb[j];
-      if (relu)
-        for (int64_t j = 0; j < k; ++j) va[j] = std::max(va[j], 0.f);
-      else if (clamp)
-        for (int64_t j = 0; j < k; ++j) va[j] = std::min(std::max(va[j], lo), hi);
-      if constexpr (std::is_same_v<Y, float>) {
-        std::copy(va, va + k, y + c);
-      } else {
-        const Y yz = Y(m.y.zp);
-        quantize_linear(va, k, &ys, &yz, per_tensor, y + c);
-      }
-    }
-  });
+void qdq_add_pass(const A* a, const B* b, Y* y, int64_t n, const QdqMatch& m, ThreadPool* pool) {
+  QdqAddParams p;
+  p.a_scale = m.x.scale;
+  p.b_scale = m.x2.scale;
+  p.a_zp = m.x.zp;
+  p.b_zp = m.x2.zp;
+  p.y_scale = m.y.scale;
+  p.y_zp = m.y.zp;
+  p.clamp = m.clamp;
+  p.lo = m.lo;
+  p.hi = m.hi;
+  parallel_ranges(pool, n, threads_for(pool, double(n), 65536.0),
+                  [&](int64_t i0, int64_t i1) { qdq_add(a + i0, b + i0, y + i0, i1 - i0, p); });
 }
 
 std::unique_ptr<Kernel> add_kernel(const sdk::Graph& sg, const QdqMatch& m, CpuSession& session) {
@@ -474,9 +518,9 @@ std::unique_ptr<Kernel> add_kernel(const sdk::Graph& sg, const QdqMatch& m, CpuS
     const int64_t n = a.numel();
     if (n == 0) return;
     auto with_y = [&](auto* ap, auto* bp) {
-      if (y_type == NXRT_DTYPE_FLOAT32) qdq_add(ap, bp, y.data<float>(), n, m, pool);
-      else if (y_type == NXRT_DTYPE_UINT8) qdq_add(ap, bp, y.data<uint8_t>(), n, m, pool);
-      else qdq_add(ap, bp, y.data<int8_t>(), n, m, pool);
+      if (y_type == NXRT_DTYPE_FLOAT32) qdq_add_pass(ap, bp, y.data<float>(), n, m, pool);
+      else if (y_type == NXRT_DTYPE_UINT8) qdq_add_pass(ap, bp, y.data<uint8_t>(), n, m, pool);
+      else qdq_add_pass(ap, bp, y.data<int8_t>(), n, m, pool);
     };
     auto with_b = [&](auto* ap) {
       if (b.dtype() == NXRT_DTYPE_UINT8) with_y(ap, b.data<uint8_t>());

@@ -7,45 +7,10 @@
 #include <string>
 
 #include "ops.hpp"
+#include "ops_pool.hpp"
 #include "pooling.hpp"
 
 namespace nxrt::cpu {
-namespace {
-
-constexpr nxrt_dtype kPoolTypes[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_INT8, NXRT_DTYPE_UINT8};
-
-// The kernel_shape / strides / dilations / pads / auto_pad checks shared by
-// MaxPool and AveragePool (1-3 spatial dims).
-Check pool_geometry_check(const Node& n) {
-  const std::string op(n.op_type());
-  auto ks = n.attr_ints("kernel_shape");
-  if (ks.empty()) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: kernel_shape is required", op);
-  const size_t sr = ks.size();
-  if (sr > 3) return sdk::refuse(NXRT_REFUSE_SHAPE, "{} with {} spatial dims is not implemented (1-3)", op, sr);
-  auto x = n.input(0);
-  if (x.rank() >= 0 && x.rank() != int64_t(sr) + 2)
-    return sdk::refuse(NXRT_REFUSE_SHAPE, "{}: X rank {} does not match kernel_shape", op, x.rank());
-  const std::string ap = n.attr_string("auto_pad", "NOTSET");
-  if (ap != "NOTSET" && ap != "VALID" && ap != "SAME_UPPER" && ap != "SAME_LOWER")
-    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: auto_pad '{}' is not valid", op, ap);
-  for (const char* name : {"strides", "dilations"}) {
-    auto v = n.attr_ints(name);
-    if (!v.empty() && v.size() != sr) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: {} has {} values, expected {}", op, name, v.size(), sr);
-    for (auto e : v) if (e < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: {} value {} < 1", op, name, e);
-  }
-  auto pads = n.attr_ints("pads");
-  if (!pads.empty() && pads.size() != 2 * sr) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: pads has {} values, expected {}", op, pads.size(), 2 * sr);
-  for (auto p : pads) if (p < 0) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: negative pad {}", op, p);
-  for (auto k : ks) if (k < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: kernel size {} < 1", op, k);
-  return std::nullopt;
-}
-
-// The attributes MaxPool and AveragePool share, read at kernel_create.
-struct PoolAttrs {
-  std::vector<int64_t> k, s, d, pads;
-  std::string auto_pad;
-  bool ceil = false;
-};
 
 PoolAttrs read_pool_attrs(const Node& n) {
   PoolAttrs a;
@@ -59,19 +24,17 @@ PoolAttrs read_pool_attrs(const Node& n) {
   return a;
 }
 
-// The window geometry of one call from X's run-time shape, right-aligned into the
-// 3-D PoolShape (unused dims: size 1, kernel 1); `od` gets Y's dims.
-PoolShape pool_shape(const PoolAttrs& a, const ConstTensorView& x, const char* op, std::vector<int64_t>& od) {
+PoolShape pool_shape(const PoolAttrs& a, const std::vector<int64_t>& xd, const char* op, std::vector<int64_t>& od) {
   const size_t sr = a.k.size();
-  if (x.rank() != sr + 2) sdk::fail(NXRT_INVALID_ARGUMENT, "{}: X {} must have rank {}", op, dims_str(x.dims()), sr + 2);
+  if (xd.size() != sr + 2) sdk::fail(NXRT_INVALID_ARGUMENT, "{}: X {} must have rank {}", op, dims_str(xd), sr + 2);
   PoolShape s;
-  s.batch = x.dim(0);
-  s.channels = x.dim(1);
+  s.batch = xd[0];
+  s.channels = xd[1];
   s.spatial = int(sr);
-  od = {x.dim(0), x.dim(1)};
+  od = {xd[0], xd[1]};
   const size_t off = 3 - sr;
   for (size_t i = 0; i < sr; ++i) {
-    const int64_t in = x.dim(2 + i), k = a.k[i], st = a.s[i], dl = a.d[i], ek = (k - 1) * dl + 1;
+    const int64_t in = xd[2 + i], k = a.k[i], st = a.s[i], dl = a.d[i], ek = (k - 1) * dl + 1;
     int64_t out = 0, pb = 0, pe = 0;
     if (a.auto_pad == "VALID") {
       out = in >= ek ? (in - ek) / st + 1 : 0;
@@ -103,6 +66,36 @@ PoolShape pool_shape(const PoolAttrs& a, const ConstTensorView& x, const char* o
   return s;
 }
 
+namespace {
+
+constexpr nxrt_dtype kPoolTypes[] = {NXRT_DTYPE_FLOAT32, NXRT_DTYPE_INT8, NXRT_DTYPE_UINT8};
+
+// The kernel_shape / strides / dilations / pads / auto_pad checks shared by
+// MaxPool and AveragePool (1-3 spatial dims).
+Check pool_geometry_check(const Node& n) {
+  const std::string op(n.op_type());
+  auto ks = n.attr_ints("kernel_shape");
+  if (ks.empty()) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: kernel_shape is required", op);
+  const size_t sr = ks.size();
+  if (sr > 3) return sdk::refuse(NXRT_REFUSE_SHAPE, "{} with {} spatial dims is not implemented (1-3)", op, sr);
+  auto x = n.input(0);
+  if (x.rank() >= 0 && x.rank() != int64_t(sr) + 2)
+    return sdk::refuse(NXRT_REFUSE_SHAPE, "{}: X rank {} does not match kernel_shape", op, x.rank());
+  const std::string ap = n.attr_string("auto_pad", "NOTSET");
+  if (ap != "NOTSET" && ap != "VALID" && ap != "SAME_UPPER" && ap != "SAME_LOWER")
+    return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: auto_pad '{}' is not valid", op, ap);
+  for (const char* name : {"strides", "dilations"}) {
+    auto v = n.attr_ints(name);
+    if (!v.empty() && v.size() != sr) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: {} has {} values, expected {}", op, name, v.size(), sr);
+    for (auto e : v) if (e < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: {} value {} < 1", op, name, e);
+  }
+  auto pads = n.attr_ints("pads");
+  if (!pads.empty() && pads.size() != 2 * sr) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: pads has {} values, expected {}", op, pads.size(), 2 * sr);
+  for (auto p : pads) if (p < 0) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: negative pad {}", op, p);
+  for (auto k : ks) if (k < 1) return sdk::refuse(NXRT_REFUSE_ATTRIBUTE, "{}: kernel size {} < 1", op, k);
+  return std::nullopt;
+}
+
 // ---------------------------------------------------------------- MaxPool
 
 Check maxpool_check(const Node& n) {
@@ -127,7 +120,7 @@ std::unique_ptr<Kernel> maxpool_create(const Node& n, CpuSession& session) {
   return make_kernel([a, with_indices, column_major, pool](Context& ctx) {
     ConstTensorView x = ctx.input(0);
     std::vector<int64_t> od;
-    const PoolShape s = pool_shape(a, x, "MaxPool", od);
+    const PoolShape s = pool_shape(a, x.dims(), "MaxPool", od);
     TensorView y = ctx.output(0, x.dtype(), od);
     if (with_indices) {
       TensorView idx = ctx.output(1, NXRT_DTYPE_INT64, od);
@@ -166,7 +159,7 @@ std::unique_ptr<Kernel> avgpool_create(const Node& n, CpuSession& session) {
   return make_kernel([a, include_pad, pool](Context& ctx) {
     ConstTensorView x = ctx.input(0);
     std::vector<int64_t> od;
-    const PoolShape ps = pool_shape(a, x, "AveragePool", od);
+    const PoolShape ps = pool_shape(a, x.dims(), "AveragePool", od);
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
     if (y.numel() == 0) return;
     average_pool(ps, include_pad, x.data<float>(), y.data<float>(), pool);

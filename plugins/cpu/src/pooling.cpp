@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "simd.hpp"
 
@@ -63,13 +64,40 @@ static void max_pool_plane_2d(const PoolShape& s, const float* x, float* y) {
   }
 }
 
+// Fast path for 8-bit integers (max is exact, no NaN): 2-D, no dilation. Per output row, the
+// max of its window's input rows (clipped to the input: padding never wins), then of each
+// window's columns of that row; both loops run over whole rows, so they vectorise.
+template <typename T>
+static void max_pool_plane_2d_int(const PoolShape& s, const T* x, T* y, T* vmax) {
+  const int64_t H = s.in[1], W = s.in[2], OH = s.out[1], OW = s.out[2];
+  const int64_t KH = s.kernel[1], KW = s.kernel[2], SH = s.stride[1], SW = s.stride[2];
+  const int64_t PT = s.pad_begin[1], PL = s.pad_begin[2];
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const int64_t h0 = oh * SH - PT;
+    const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + KH, H);
+    std::fill(vmax, vmax + W, std::numeric_limits<T>::lowest());
+    for (int64_t ih = hb; ih < he; ++ih) {
+      const T* row = x + ih * W;
+      for (int64_t iw = 0; iw < W; ++iw) vmax[iw] = std::max(vmax[iw], row[iw]);
+    }
+    T* yrow = y + oh * OW;
+    for (int64_t ow = 0; ow < OW; ++ow) yrow[ow] = std::numeric_limits<T>::lowest();
+    for (int64_t kw = 0; kw < KW; ++kw) {
+      const int64_t off = kw - PL;  // iw = ow*SW + off
+      int64_t lo = off >= 0 ? 0 : (-off + SW - 1) / SW;
+      int64_t hi = off >= W ? 0 : (W - 1 - off) / SW + 1;
+      lo = std::min(lo, OW);
+      hi = std::clamp(hi, lo, OW);
+      for (int64_t ow = lo; ow < hi; ++ow) yrow[ow] = std::max(yrow[ow], vmax[ow * SW + off]);
+    }
+  }
+}
+
 template <typename T>
 void max_pool(const PoolShape& s, const T* x, T* y, ThreadPool* pool) {
   const int64_t planes = s.batch * s.channels;
   const int64_t in_plane = s.in[0] * s.in[1] * s.in[2], out_plane = s.out[0] * s.out[1] * s.out[2];
-  bool fast = false;
-  if constexpr (std::is_same_v<T, float>)
-    fast = s.out[0] == 1 && s.in[0] == 1 && s.kernel[0] == 1 && s.dilation[1] == 1 && s.dilation[2] == 1;
+  const bool fast = s.out[0] == 1 && s.in[0] == 1 && s.kernel[0] == 1 && s.dilation[1] == 1 && s.dilation[2] == 1;
   const double work = double(planes) * double(out_plane) * double(s.kernel[0] * s.kernel[1] * s.kernel[2]);
   const int t = threads_for(pool, work);
   const int64_t tasks = t <= 1 ? 1 : std::min<int64_t>(planes, int64_t(t) * 4);
@@ -77,11 +105,14 @@ void max_pool(const PoolShape& s, const T* x, T* y, ThreadPool* pool) {
     int64_t b, e;
     split_range(planes, tasks, i, b, e);
     for (int64_t p = b; p < e; ++p) {
-      if constexpr (std::is_same_v<T, float>) {
-        if (fast) {
+      if (fast) {
+        if constexpr (std::is_same_v<T, float>) {
           max_pool_plane_2d(s, x + p * in_plane, y + p * out_plane);
-          continue;
+        } else {
+          std::vector<T> vmax(static_cast<size_t>(s.in[2]));
+          max_pool_plane_2d_int(s, x + p * in_plane, y + p * out_plane, vmax.data());
         }
+        continue;
       }
       max_pool_plane(s, x + p * in_plane, y + p * out_plane);
     }

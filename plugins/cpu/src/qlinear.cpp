@@ -9,6 +9,7 @@
 
 #include "gemm_int8.hpp"
 #include "integer_linalg.hpp"
+#include "quantize.hpp"
 
 namespace nxrt::cpu {
 namespace {
@@ -16,7 +17,14 @@ namespace {
 size_t at_or_0(const auto& v, int64_t c) { return v.size() == 1 ? 0 : size_t(c); }
 
 template <typename Q>
-Q requant_clamped(int32_t v, double scale, const QOutput& o) {
+Q requant_clamped(int32_t v, int64_t c, const QOutput& o) {
+  const double scale = o.scale[at_or_0(o.scale, c)];
+  if (o.q_scale > 0.f) {  // the float output, then QuantizeLinear
+    float f = float(double(v) * scale);
+    if (!o.float_bias.empty()) f += o.float_bias[size_t(c)];
+    f = std::min(std::max(f, o.flo), o.fhi);
+    return saturate_round<Q>(std::nearbyint(f / o.q_scale) + float(o.zero_point));
+  }
   Q q = requantize<Q>(v, scale, o.zero_point);
   return Q(std::min<int32_t>(std::max<int32_t>(q, o.lo), o.hi));
 }
@@ -32,8 +40,8 @@ inline void store_one(const QOutput& o, int32_t a, int64_t c, void* y, int64_t a
       static_cast<float*>(y)[at] = std::min(std::max(f, o.flo), o.fhi);
       return;
     }
-    case QType::U8: static_cast<uint8_t*>(y)[at] = requant_clamped<uint8_t>(v, o.scale[at_or_0(o.scale, c)], o); return;
-    case QType::S8: static_cast<int8_t*>(y)[at] = requant_clamped<int8_t>(v, o.scale[at_or_0(o.scale, c)], o); return;
+    case QType::U8: static_cast<uint8_t*>(y)[at] = requant_clamped<uint8_t>(v, c, o); return;
+    case QType::S8: static_cast<int8_t*>(y)[at] = requant_clamped<int8_t>(v, c, o); return;
   }
 }
 
@@ -87,6 +95,25 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
   else q_pack_a(static_cast<const int8_t*>(w), k_, w_zp.data(), true, oc_, k_, dst);
 }
 QConv::~QConv() = default;
+
+const QMatMul* QConv::transposed(const ConvShape& s) const {
+  std::call_once(tr_once_, [&] {
+    // w'(m, k) back from the packed quads (byte k % 4 of tile word k / 4), to wt[(kh, kw, ic)][m].
+    const int64_t khw = s.k_h * s.k_w, icg = k_ / khw, KQ = q_quads(k_);
+    const uint32_t* pw = reinterpret_cast<const uint32_t*>(packed_w_.data());
+    std::vector<int8_t> wt(size_t(k_ * oc_));
+    for (int64_t m = 0; m < oc_; ++m) {
+      const uint32_t* tile = pw + (m / kQMR) * kQMR * KQ + m % kQMR;
+      for (int64_t k = 0; k < k_; ++k)
+        wt[size_t(((k % khw) * icg + k / khw) * oc_ + m)] = int8_t(uint8_t(tile[(k / 4) * kQMR] >> (8 * (k % 4))));
+    }
+    std::vector<int32_t> zp = wq_zp_.empty() ? std::vector<int32_t>(size_t(oc_), 0) : wq_zp_;
+    tr_ = std::make_unique<QMatMul>(QType::U8, xq_zp_, QType::S8, wt.data(), k_, oc_, std::move(zp), out_);
+    tr_kh_ = s.k_h;
+    tr_kw_ = s.k_w;
+  });
+  return tr_->uses_quads() && tr_kh_ == s.k_h && tr_kw_ == s.k_w ? tr_.get() : nullptr;
+}
 
 QMatMul::QMatMul(QType a_type, int32_t a_zp, QType b_type, const void* b, int64_t K, int64_t N, std::vector<int32_t> b_zp,
                  QOutput out)

@@ -11,10 +11,14 @@
 //   FLOAT32: clamp((acc + bias[c]) * scale[c] + float_bias[c], flo, fhi)
 //   UINT8 / INT8: clamp(saturate(round_half_even((acc + bias[c]) * scale[c]) + zero_point), lo, hi)
 //            (scale in double, as requantize() in integer_linalg.hpp)
+//   UINT8 / INT8 with q_scale > 0: FLOAT32's value f, then QuantizeLinear's
+//            saturate(round_half_even(f / q_scale) + zero_point) in float (lo, hi unused): the
+//            float output and a QuantizeLinear node after it, bit for bit, in one store
 #pragma once
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "conv.hpp"
@@ -24,6 +28,7 @@
 namespace nxrt::cpu {
 
 struct QEpilogue;
+class QMatMul;
 
 enum class QType { U8, S8, I32, F32 };
 
@@ -35,6 +40,7 @@ struct QOutput {
   int32_t zero_point = 0;        // 8-bit only
   int32_t lo = std::numeric_limits<int32_t>::lowest(), hi = std::numeric_limits<int32_t>::max();  // 8-bit clamp
   float flo = -std::numeric_limits<float>::infinity(), fhi = std::numeric_limits<float>::infinity();  // FLOAT32 clamp
+  float q_scale = 0.f;           // 8-bit: > 0 quantizes FLOAT32's value (float_bias, flo, fhi as FLOAT32)
 };
 
 // y = conv(x - x_zp, w - w_zp[oc]) through `out`; x [N][C][H][W] (1-D: H = 1) of x_type
@@ -64,6 +70,15 @@ class QConv {
   AlignedFloats packed_w_;  // uint32 pairs: q_pack_a of [OC][k_] (or quads)
   QOutput out_;
   std::unique_ptr<QEpilogue> ep_;
+  // Few output pixels against many channels (ResNet's 7x7 layers: 49 pixels fill 4 panels of
+  // 16 while 512 channels fill tiles of 6 exactly): y^T = im2col(x')^T w'^T as a QMatMul of
+  // pixels (broadcast rows) by channels (vector columns), the weights reordered to (kh, kw, ic)
+  // so that a pixel's row is whole channel runs of an NHWC copy of x'. Made from packed_w_ on
+  // the first run that wants it, for that run's kernel size (tr_kh_, tr_kw_).
+  const QMatMul* transposed(const ConvShape& s) const;
+  mutable std::once_flag tr_once_;
+  mutable std::unique_ptr<QMatMul> tr_;
+  mutable int64_t tr_kh_ = 0, tr_kw_ = 0;
 };
 
 // y[M][N] = (a - a_zp)(b - b_zp[n]) through `out`; a [M][K] of a_type (U8 or S8) with one

@@ -35,6 +35,20 @@ void quantize_linear(const float* x, int64_t n, const float* scale, const Q* zer
 template <typename T>
 void dequantize_linear(const T* x, int64_t n, const float* scale, const T* zero_point, const QuantAxis& g, float* y);
 
+// DequantizeLinear(a) + DequantizeLinear(b) -> Add -> [clamp] -> [QuantizeLinear] in one pass
+// (the QDQ residual Add): the nodes' float operations in their order, so bit-identical to
+// dequantize_linear twice, a float add, std::min(std::max(v, lo), hi) and quantize_linear.
+struct QdqAddParams {
+  float a_scale = 1.f, b_scale = 1.f, y_scale = 1.f;
+  int32_t a_zp = 0, b_zp = 0, y_zp = 0;
+  bool clamp = false;
+  float lo = 0.f, hi = 0.f;
+};
+// A, B: uint8_t or int8_t; Y: uint8_t, int8_t (quantized with y_scale, y_zp) or float.
+// Vectorised (quantize_add.cpp) on AVX-512 BW or AVX2 per active_isa(), else scalar.
+template <typename A, typename B, typename Y>
+void qdq_add(const A* a, const B* b, Y* y, int64_t n, const QdqAddParams& p);
+
 // DynamicQuantizeLinear: uint8 scale and zero point covering [min(x, 0),
 // max(x, 0)], then y quantized with them (all zero_point when scale is 0).
 struct DynamicQuant {

@@ -8,6 +8,9 @@
   * DequantizeLinear(a, W) -> MatMul -> Add(bias) [-> QuantizeLinear] (uint8 and int8 A, per
     column weights);
   * DequantizeLinear(a, b) -> Add -> Relu -> QuantizeLinear: bit-identical to node by node;
+  * DequantizeLinear(x, W, B) -> Conv -> Relu -> MaxPool -> QuantizeLinear (ResNet's stem) as
+    one kernel (the pool on 8-bit values): bit-identical to the Conv group's float output,
+    MaxPool and QuantizeLinear run apart (MaxPool's output also a graph output);
   * patterns that must not fuse (per-channel scale on the wrong axis; a dequantized value read
     twice) still give the nodes' results.
 
@@ -98,6 +101,27 @@ def conv_case(with_q, relu, x_type):
         if relu:
             want = np.maximum(want, 0)
     return m, [x], want
+
+
+def pool_case(pads, ceil):
+    """conv_case(float out, relu) -> MaxPool 3x3 stride 2 -> QuantizeLinear uint8; and the same
+    model with MaxPool's output also a graph output (the Conv group stays, the pool cannot join)."""
+    m, feeds, _ = conv_case(False, True, TensorProto.UINT8)
+    g = m.graph
+    g.node[-1].output[0] = "r"
+    g.node.extend([helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=pads,
+                                    ceil_mode=ceil),
+                   helper.make_node("QuantizeLinear", ["p", "ps", "pz"], ["y"])])
+    g.initializer.extend([numpy_helper.from_array(np.float32(0.25), "ps"),
+                          numpy_helper.from_array(np.array(np.uint8(4)), "pz")])
+    del g.output[:]
+    del g.value_info[:]
+    g.output.append(helper.make_tensor_value_info("y", TensorProto.UINT8, None))
+    m = onnx.shape_inference.infer_shapes(m)
+    split = onnx.ModelProto()
+    split.CopyFrom(m)
+    split.graph.output.append(next(v for v in split.graph.value_info if v.name == "p"))
+    return m, split, feeds
 
 
 def unfused(m):
@@ -210,6 +234,18 @@ def main():
             fused = any("Add" in k and "DequantizeLinear" in k for k in ks or [])
             check("add relu q", fused and np.array_equal(got, plain) and not any("DequantizeLinear+" in k for k in ks2 or []),
                   f"fused {fused} {ks}, bit-identical to node by node: {np.array_equal(got, plain)}")
+
+        for pads, ceil in [([1, 1, 1, 1], 0), ([0, 0, 2, 2], 1)]:
+            m, split, feeds = pool_case(pads, ceil)
+            got, ks = go(f"pool_{ceil}", m, feeds)
+            outs, p = run(nxrt, split, feeds, tmp, f"pool_split_{ceil}")
+            ks2 = kernels_ran(nxrt, os.path.join(tmp, f"pool_split_{ceil}", "model.onnx"), os.path.join(tmp, f"pool_split_{ceil}"))
+            if got is not None and outs is not None:
+                fused = any("MaxPool" in k and "Conv" in k for k in ks or [])
+                apart = any("Conv" in k and "DequantizeLinear" in k and "MaxPool" not in k for k in ks2 or [])
+                same = np.array_equal(got, outs[0])
+                check(f"conv relu maxpool q (pads {pads}, ceil {ceil})", fused and apart and same and got.size > 0,
+                      f"fused {fused} {ks}, apart {apart} {ks2}, bit-identical: {same}, {len(np.unique(got))} distinct values")
 
         # Per-channel weight scale along axis 1 of a Conv: not the output channel, no group.
         m, feeds, _ = conv_case(True, True, TensorProto.UINT8)

@@ -69,6 +69,29 @@ TEST_CASE("max_pool matches the naive pool") {
   CHECK(y == naive_pool(s, x));
 }
 
+// The 2-D 8-bit fast path (rows, then columns): stride 1 / 2 / 3, pads up to the kernel's
+// size - 1 (windows clipped at both ends), ceil mode, values at the type's extremes.
+TEST_CASE("max_pool: uint8 / int8 2-D equal the naive pool") {
+  ThreadPool tp(2);
+  for (auto s : {pool2d(3, 9, 10, 3, 2, 1, 1, false), pool2d(3, 9, 10, 3, 2, 1, 1, true), pool2d(4, 8, 8, 2, 2, 0, 1, false),
+                 pool2d(2, 11, 7, 3, 1, 2, 1, false), pool2d(2, 12, 13, 5, 3, 4, 1, true), pool2d(1, 1, 1, 1, 1, 0, 1, false),
+                 pool2d(64, 112, 112, 3, 2, 1, 1, false)}) {
+    const size_t n = size_t(s.batch * s.channels * s.in[1] * s.in[2]), m = size_t(s.batch * s.channels * s.out[1] * s.out[2]);
+    std::vector<uint8_t> xu(n);
+    std::vector<int8_t> xs(n);
+    for (size_t i = 0; i < n; ++i) {
+      xu[i] = uint8_t(i % 7 == 0 ? 0 : i % 11 == 0 ? 255 : (i * 37 + i / 5) % 251);
+      xs[i] = int8_t(xu[i] ^ 0x80);
+    }
+    std::vector<uint8_t> yu(m);
+    std::vector<int8_t> ys(m);
+    max_pool(s, xu.data(), yu.data(), &tp);
+    max_pool(s, xs.data(), ys.data(), nullptr);
+    CHECK(yu == naive_pool(s, xu));
+    CHECK(ys == naive_pool(s, xs));
+  }
+}
+
 TEST_CASE("global_average_pool") {
   auto x = random_floats(3 * 49, 9);
   std::vector<float> y(3);

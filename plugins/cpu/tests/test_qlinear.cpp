@@ -12,6 +12,7 @@
 #include "gemm_int8.hpp"
 #include "integer_linalg.hpp"
 #include "qlinear.hpp"
+#include "quantize.hpp"
 #include "thread_pool.hpp"
 
 using namespace nxrt::cpu;
@@ -136,6 +137,10 @@ const ConvCase kConvCases[] = {
     {1, 600, 3, 4, 5, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     // K = 600 in place, two K blocks
     {1, 1100, 3, 5, 7, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // K = 1100 in place: two K blocks of quads
     {1, 120, 6, 6, 10, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    // K = 1080 from the padded copy
+    {1, 32, 4, 4, 70, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     // more channels than pixels: threads split the rows
+    {1, 128, 3, 3, 100, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   // the same per group, rows 50..99 straddle a tile
+    {2, 40, 7, 7, 48, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     // 49 pixels: the transposed product (quads)
+    {1, 24, 6, 6, 64, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},     // 9 pixels, stride 2: the same
 };
 }  // namespace
 
@@ -250,6 +255,77 @@ TEST_CASE("QConv equals conv_integer + the scalar store, byte for byte") {
   other.k_w = 2;
   std::vector<uint8_t> x(size_t(s.batch * s.in_c * s.in_h * s.in_w)), y(4096);
   CHECK_THROWS_AS(q.run(other, x.data(), y.data(), nullptr), std::invalid_argument);
+}
+
+// QOutput::q_scale: the FLOAT32 output (scale, float bias, clamp) quantized as a
+// QuantizeLinear node would, in the tile store: byte for byte the F32 run + quantize_linear,
+// and the scalar store the same (conv: channel per row; matmul: per column).
+TEST_CASE("QConv / QMatMul with q_scale equal the FLOAT32 output + quantize_linear") {
+  std::mt19937 g(31);
+  ThreadPool pool(2);
+  const float q_scales[] = {0.0625f, 0.01f, 0.37f};
+  auto quantized = [](const std::vector<uint8_t>& f, QType t, float qs, int32_t zp) {
+    const size_t n = f.size() / 4;
+    std::vector<uint8_t> q(n);
+    if (t == QType::U8) {
+      const uint8_t z = uint8_t(zp);
+      quantize_linear(reinterpret_cast<const float*>(f.data()), int64_t(n), &qs, &z, QuantAxis{}, q.data());
+    } else {
+      const int8_t z = int8_t(zp);
+      quantize_linear(reinterpret_cast<const float*>(f.data()), int64_t(n), &qs, &z, QuantAxis{},
+                      reinterpret_cast<int8_t*>(q.data()));
+    }
+    return q;
+  };
+  int n = 0;
+  for (const ConvCase& c : kConvCases) {
+    const ConvShape s = shape_of(c);
+    for (QType xt : {QType::U8, QType::S8})
+      for (QType ot : {QType::U8, QType::S8}) {
+        const QType wt = n % 2 ? QType::U8 : QType::S8;
+        const auto x = data8(xt, size_t(s.batch * s.in_c * s.in_h * s.in_w), g);
+        const auto w = data8(wt, size_t(s.out_c * s.gemm_k()), g);
+        const int32_t x_zp = zp_of(xt, g);
+        std::vector<int32_t> w_zp(size_t(s.out_c), wt == QType::U8 ? 128 : 0);
+        if (g() % 2) w_zp.back() += 1;
+        const QOutput of = make_output(QType::F32, s.out_c, g);
+        QOutput oq = of;
+        oq.type = ot;
+        oq.zero_point = zp_of(ot, g);
+        oq.q_scale = q_scales[g() % 3];
+        const QConv qf(xt, x_zp, wt, w.data(), int64_t(w.size()), w_zp, of);
+        const QConv qq(xt, x_zp, wt, w.data(), int64_t(w.size()), w_zp, oq);
+        std::vector<uint8_t> f(size_t(s.batch * s.out_c * s.out_h * s.out_w) * 4);
+        qf.run(s, x.data(), f.data(), nullptr);
+        const auto want = quantized(f, ot, oq.q_scale, oq.zero_point);
+        INFO("case ", n, ": ", tname(xt), " x ", tname(wt), " -> ", tname(ot));
+        CHECK(std::memcmp(conv_reference(s, xt, x, x_zp, wt, w, w_zp, oq).data(), want.data(), want.size()) == 0);
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::vector<uint8_t> got(want.size(), 0xcd);
+          qq.run(s, x.data(), got.data(), p);
+          CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+        }
+      }
+    ++n;
+  }
+  for (const int64_t M : {1, 7, 40})
+    for (const int64_t N : {5, 16, 37}) {
+      const int64_t K = 19;
+      const auto a = data8(QType::U8, size_t(M * K), g), b = data8(QType::S8, size_t(K * N), g);
+      const std::vector<int32_t> b_zp(size_t(N), 0);
+      const QOutput of = make_output(QType::F32, N, g);
+      QOutput oq = of;
+      oq.type = QType::U8;
+      oq.zero_point = zp_of(QType::U8, g);
+      oq.q_scale = q_scales[g() % 3];
+      const QMatMul qf(QType::U8, 3, QType::S8, b.data(), K, N, b_zp, of);
+      const QMatMul qq(QType::U8, 3, QType::S8, b.data(), K, N, b_zp, oq);
+      std::vector<uint8_t> f(size_t(M * N) * 4), got(size_t(M * N), 0xcd);
+      qf.run(M, a.data(), f.data(), nullptr);
+      qq.run(M, a.data(), got.data(), &pool);
+      INFO(M, "x", N);
+      CHECK(std::memcmp(got.data(), quantized(f, QType::U8, oq.q_scale, oq.zero_point).data(), got.size()) == 0);
+    }
 }
 
 // The u8 x s8 path (vpdpbusd on quads of k; x_zp' * sum w' folded into the bias, the weights'

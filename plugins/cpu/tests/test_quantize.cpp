@@ -140,3 +140,61 @@ TEST_CASE("quantize_linear / dequantize_linear: the vector runs equal the scalar
   check_quantize_runs<uint8_t>(1);
   check_quantize_runs<int8_t>(2);
 }
+
+namespace {
+
+// qdq_add against the nodes run one by one: dequantize_linear twice, float add, clamp,
+// quantize_linear (or the float sum), compared bit for bit; lengths with vector tails,
+// parameters with ties (scales of powers of two), huge scales (inf + -inf = NaN).
+template <typename A, typename B, typename Y>
+void check_qdq_add(uint32_t seed) {
+  std::mt19937 rng(seed);
+  const float scales[] = {0.0625f, 0.5f, 0.0123f, 3.7e37f};
+  for (int trial = 0; trial < 24; ++trial) {
+    const int64_t n = 1 + int64_t(rng() % 70);
+    std::vector<A> a(static_cast<size_t>(n));
+    std::vector<B> b(static_cast<size_t>(n));
+    for (auto& v : a) v = A(rng());
+    for (auto& v : b) v = B(rng());
+    QdqAddParams p;
+    p.a_scale = scales[rng() % 4];
+    p.b_scale = trial % 5 == 4 ? p.a_scale : scales[rng() % 3];
+    p.y_scale = scales[rng() % 3];
+    p.a_zp = int32_t(A(rng()));
+    p.b_zp = int32_t(B(rng()));
+    p.y_zp = std::is_same_v<Y, float> ? 0 : int32_t(Y(rng()));
+    p.clamp = trial % 3 != 0;
+    p.lo = trial % 3 == 1 ? 0.f : -1.5f;
+    p.hi = trial % 3 == 1 ? std::numeric_limits<float>::infinity() : 2.25f;
+    const A za = A(p.a_zp);
+    const B zb = B(p.b_zp);
+    std::vector<float> va(static_cast<size_t>(n)), vb(static_cast<size_t>(n));
+    dequantize_linear(a.data(), n, &p.a_scale, &za, QuantAxis{}, va.data());
+    dequantize_linear(b.data(), n, &p.b_scale, &zb, QuantAxis{}, vb.data());
+    for (int64_t i = 0; i < n; ++i) {
+      va[size_t(i)] += vb[size_t(i)];
+      if (p.clamp) va[size_t(i)] = std::min(std::max(va[size_t(i)], p.lo), p.hi);
+    }
+    std::vector<Y> want(static_cast<size_t>(n)), got(static_cast<size_t>(n) + 1);
+    if constexpr (std::is_same_v<Y, float>) {
+      want = va;
+    } else {
+      const Y yz = Y(p.y_zp);
+      quantize_linear(va.data(), n, &p.y_scale, &yz, QuantAxis{}, want.data());
+    }
+    got[size_t(n)] = Y(77);  // the pass must not write past n
+    qdq_add(a.data(), b.data(), got.data(), n, p);
+    CHECK(std::memcmp(got.data(), want.data(), size_t(n) * sizeof(Y)) == 0);
+    CHECK(got[size_t(n)] == Y(77));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("qdq_add: bit-identical to DequantizeLinear x2 + Add + clamp + QuantizeLinear run one by one") {
+  check_qdq_add<uint8_t, uint8_t, uint8_t>(3);
+  check_qdq_add<uint8_t, int8_t, int8_t>(4);
+  check_qdq_add<int8_t, uint8_t, uint8_t>(5);
+  check_qdq_add<int8_t, int8_t, float>(6);
+  check_qdq_add<uint8_t, uint8_t, float>(7);
+}
