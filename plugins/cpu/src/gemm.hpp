@@ -81,6 +81,10 @@ struct GemmTileStore {
   bool accumulate = false;
   bool clamp = false;
   float lo = 0.f, hi = 0.f;
+  // Cache lines [0, prefetch_lines) from `prefetch` to fetch into L2 while the
+  // tile computes (the next B slice; see gemm_rect), one per k step from k = 0.
+  const char* prefetch = nullptr;
+  int64_t prefetch_lines = 0;
 };
 // Computes rows [0, mr) x columns [0, ncols) of an 8 x w tile over kc steps.
 // a: packed A at the k offset (stride 8); b: B at the k offset with row
