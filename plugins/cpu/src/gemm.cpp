@@ -9,10 +9,15 @@
 namespace nxrt::cpu {
 
 void pack_a(const float* a, int64_t lda, bool trans, int64_t M, int64_t K, float alpha, float* dst) {
+  static const GemmPackAFn vec = active_isa() != Isa::generic ? gemm_pack_a_avx2() : nullptr;
   const int64_t tiles = gemm_tiles(M);
   for (int64_t t = 0; t < tiles; ++t) {
     float* d = dst + t * kGemmMR * K;
     const int64_t m0 = t * kGemmMR, mr = std::min<int64_t>(kGemmMR, M - m0);
+    if (!trans && vec) {
+      vec(a + m0 * lda, lda, mr, K, alpha, d);
+      continue;
+    }
     if (!trans) {
       for (int64_t m = 0; m < mr; ++m) {
         const float* src = a + (m0 + m) * lda;
