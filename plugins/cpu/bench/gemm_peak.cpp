@@ -2,13 +2,20 @@
 // GEMM uses: AVX-512 or AVX2), then the packed GEMM on the bench models' shapes,
 // and prints each as GFLOP/s and as a share of the peak. Best of several runs,
 // so other load on the machine lowers the numbers less.
-// Usage: nxrt_cpu_gemm_peak [--threads N] [--reps R]
+// Usage: nxrt_cpu_gemm_peak [--threads N] [--reps R] [--cpu-time] [--cold]
+// --cold runs each rep on another copy of the packed weights (copies of at
+// least 256 MB in all), so B comes from memory as in a model run, where the
+// weights of all layers together exceed the cache, instead of from L3.
+// --cpu-time (1 thread) times by the thread's CPU time instead of the wall
+// clock: on a shared machine, time the scheduler gives to other jobs then
+// does not count (their cache and memory traffic still does).
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -21,17 +28,27 @@
 #include "thread_pool.hpp"
 
 using namespace nxrt::cpu;
-using Clock = std::chrono::steady_clock;
 
 namespace {
+
+bool g_cpu_time = false;
+
+double now_seconds() {
+  if (g_cpu_time) {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 template <class F>
 double best_seconds(int reps, F&& f) {
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
+    const double t0 = now_seconds();
     f();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+    best = std::min(best, now_seconds() - t0);
   }
   return best;
 }
@@ -94,17 +111,24 @@ struct Shape {
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 7;
+  bool cold = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--cpu-time")) g_cpu_time = true;
+    else if (!std::strcmp(argv[i], "--cold")) cold = true;
     else {
-      fmt::print(stderr, "usage: nxrt_cpu_gemm_peak [--threads N] [--reps R]\n");
+      fmt::print(stderr, "usage: nxrt_cpu_gemm_peak [--threads N] [--reps R] [--cpu-time] [--cold]\n");
       return 2;
     }
   }
+  if (g_cpu_time && threads != 1) {
+    fmt::print(stderr, "nxrt_cpu_gemm_peak: --cpu-time needs --threads 1 (one thread's CPU time)\n");
+    return 2;
+  }
   const double peak = fma_peak(reps);  // re-measured beside each shape below
   fmt::print("cpu: {} ({}), gemm kernel {}\n", cpu_info().model_name, cpu_info().isa_name(), gemm_kernel_name());
-  fmt::print("fma peak, 1 core: {:.1f} GFLOP/s\n", peak / 1e9);
+  fmt::print("fma peak, 1 core: {:.1f} GFLOP/s{}\n", peak / 1e9, cold ? "; weights from memory (--cold)" : "");
   ThreadPool pool(threads);
   const Shape shapes[] = {{"mlp layer 1", 64, 4096, 1024},        {"mlp layer 2", 64, 4096, 4096},
                           {"mlp layer 3", 64, 1024, 4096},        {"transformer qkv/out", 128, 768, 768},
@@ -114,11 +138,19 @@ int main(int argc, char** argv) {
     std::vector<float> a(size_t(s.M * s.K)), b(size_t(s.K * s.N)), c(size_t(s.M * s.N));
     for (size_t i = 0; i < a.size(); ++i) a[i] = float(i % 13) * 0.01f;
     for (size_t i = 0; i < b.size(); ++i) b[i] = float(i % 7) * 0.01f;
-    AlignedFloats pa(packed_a_floats(s.M, s.K)), pb(packed_b_floats(s.K, s.N));
-    pack_b(b.data(), s.N, false, s.K, s.N, pb.data());  // weights: packed once, as at kernel creation
+    AlignedFloats pa(packed_a_floats(s.M, s.K));
+    const size_t pb_floats = packed_b_floats(s.K, s.N);
+    const size_t copies = cold ? std::max<size_t>(2, (size_t(256) << 20) / (pb_floats * sizeof(float)) + 1) : 1;
+    std::vector<AlignedFloats> pb(copies);
+    for (AlignedFloats& p : pb) {
+      p.resize(pb_floats);
+      pack_b(b.data(), s.N, false, s.K, s.N, p.data());  // weights: packed once, as at kernel creation
+    }
+    size_t rep = 0;
     const double sec = best_seconds(reps, [&] {
+      const float* w = pb[rep++ % copies].data();
       pack_a(a.data(), s.K, false, s.M, s.K, 1.f, pa.data());  // activations: packed per run
-      gemm_packed(s.M, s.N, s.K, pa.data(), pb.data(), c.data(), s.N, GemmEpilogue{}, threads > 1 ? &pool : nullptr);
+      gemm_packed(s.M, s.N, s.K, pa.data(), w, c.data(), s.N, GemmEpilogue{}, threads > 1 ? &pool : nullptr);
     });
     // The peak again right after: clock and neighbours drift on shared machines,
     // so the share uses the better of the two peak measurements.

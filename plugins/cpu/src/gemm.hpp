@@ -81,6 +81,10 @@ struct GemmTileStore {
   bool accumulate = false;
   bool clamp = false;
   float lo = 0.f, hi = 0.f;
+  // Cache lines [0, prefetch_lines) from `prefetch` to fetch into L2 while the
+  // tile computes (the next B slice; see gemm_rect), one per k step from k = 0.
+  const char* prefetch = nullptr;
+  int64_t prefetch_lines = 0;
 };
 // Computes rows [0, mr) x columns [0, ncols) of an 8 x w tile over kc steps.
 // a: packed A at the k offset (stride 8); b: B at the k offset with row
@@ -97,5 +101,10 @@ GemmTileFn gemm_tile_active();
 GemmTileFn gemm_tile_for(int isa);
 const char* gemm_kernel_name_for(int isa);  // "avx512f-8x48", "avx2-4x24", "generic"
 const char* gemm_kernel_name();
+// One tile (mr <= 8 rows) of pack_a for a row-major A, rows lda apart, into
+// its [K][8] layout (rows past mr zero). pack_a uses it when the active ISA
+// is AVX2 or AVX-512; null when not compiled for x86.
+using GemmPackAFn = void (*)(const float* a, int64_t lda, int64_t mr, int64_t K, float alpha, float* dst);
+GemmPackAFn gemm_pack_a_avx2();
 
 }  // namespace nxrt::cpu

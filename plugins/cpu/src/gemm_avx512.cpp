@@ -7,6 +7,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
+
 namespace nxrt::cpu {
 namespace {
 
@@ -23,9 +25,22 @@ NXRT_AVX512 void tile(int64_t kc, const float* a, const float* b, int64_t ldb, _
 
   const float* ak = a;
   const float* bk = b;
+  // The next B slice into L2 (gemm_rect), one line every pf_every k steps:
+  // spread out, so the misses do not fill the load queue in a burst.
+  const char* pf = st.prefetch;
+  const char* pf_end = pf + 64 * std::min(st.prefetch_lines, kc);
+  const int64_t pf_every = st.prefetch_lines > 0 ? std::max<int64_t>(1, kc / st.prefetch_lines) : kc + 1;
+  int64_t pf_count = pf_every;
   int64_t k = 0;
 #pragma GCC unroll 2
   for (; k < kc; ++k) {
+    if (--pf_count == 0) {
+      pf_count = pf_every;
+      if (pf < pf_end) {
+        _mm_prefetch(pf, _MM_HINT_T1);
+        pf += 64;
+      }
+    }
     __m512 bv[NV];
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v)

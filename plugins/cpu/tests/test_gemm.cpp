@@ -59,6 +59,27 @@ TEST_CASE("sgemm with K = 0 writes beta*C") {
   CHECK(c == std::vector<float>{0, 0, 0, 0});
 }
 
+TEST_CASE("pack_a lays out alpha * A as [K][8] tiles with zero rows past M") {
+  // Sizes around the 8 x 8 blocks the vector packing transposes, rows lda > K apart.
+  for (int64_t M : {1, 7, 8, 13, 24})
+    for (int64_t K : {1, 7, 8, 9, 31, 64}) {
+      const int64_t lda = K + 3;
+      std::vector<float> a(size_t(M * lda));
+      for (size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 23) - 11) * 0.37f;
+      AlignedFloats pa(packed_a_floats(M, K));
+      std::fill(pa.data(), pa.data() + pa.size(), 99.f);
+      pack_a(a.data(), lda, false, M, K, -1.5f, pa.data());
+      int bad = 0;
+      for (int64_t m = 0; m < gemm_tiles(M) * kGemmMR; ++m)
+        for (int64_t k = 0; k < K; ++k) {
+          const float want = m < M ? -1.5f * a[size_t(m * lda + k)] : 0.f;
+          bad += pa.data()[(m / kGemmMR) * kGemmMR * K + k * kGemmMR + m % kGemmMR] != want;
+        }
+      INFO("M=" << M << " K=" << K);
+      CHECK(bad == 0);
+    }
+}
+
 TEST_CASE("gemm epilogue adds row and column bias") {
   const int64_t M = 11, N = 50, K = 9;
   auto a = random_floats(size_t(M * K), 1), b = random_floats(size_t(K * N), 2);
