@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # AddressSanitizer + UndefinedBehaviorSanitizer build (clang) in its own tree, then what it runs:
 #   1. the host's doctest unit tests and the fuzz regression inputs (ctest)
-#   2. the conformance `abi` suite against the cpu plugin
+#   2. the conformance `abi` suite against the cpu plugin, and against the vulkan plugin when it is
+#      built (lavapipe in CI: mesa-vulkan-drivers; SKIP without a device)
 #   3. the hostile-model suite (host/tests/hostile_models.py)
 #   4. a slice of the ONNX node tests on cpu (every NODE_EVERY-th case)
 #   5. each libFuzzer target (host/fuzz) for FUZZ_SECONDS, seeded from the node tests
 # Any sanitizer report fails the step (abort_on_error / halt_on_error), so the script exits
 # nonzero; it runs every step and names the failed ones at the end.
 #
-# usage: tools/sanitize.sh [--fuzz-seconds N] [--node-every N] [--no-fuzz] [SOURCE_DIR [BUILD_DIR]]
-#        (default: the checkout, SOURCE_DIR/build-asan; --fuzz-seconds 30, --node-every 10)
-#        tools/sanitize.sh --fuzz-seconds 3600     # the long fuzzing run (an hour per target)
+# usage: tools/sanitize.sh [--fuzz-seconds N] [--fuzz-seed N] [--node-every N] [--no-fuzz] [SOURCE_DIR [BUILD_DIR]]
+#        (default: the checkout, SOURCE_DIR/build-asan; --fuzz-seconds 45, a random seed that
+#        libFuzzer prints as "INFO: Seed:", --node-every 10)
+#        tools/sanitize.sh --fuzz-seconds 45 --fuzz-seed 1   # what CI runs (.ci/run)
+#        tools/sanitize.sh --fuzz-seconds 3600               # the long fuzzing run (an hour per target)
 # env:   NXRT_SANITIZE_JOBS (build parallelism, default 1)
 #
 # Everything nxrt builds here is instrumented with -fsanitize=address,undefined and
@@ -18,15 +21,17 @@
 # The ASan runtime is the shared one (-shared-libasan): plugins are dlopen()ed modules
 # linked with --no-undefined, which a static runtime in the executable cannot satisfy.
 set -euo pipefail
-fuzz_seconds=30
+fuzz_seconds=45
+fuzz_seed=0  # 0: libFuzzer picks one
 node_every=10
 fuzz=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --fuzz-seconds) fuzz_seconds=$2; shift 2 ;;
+    --fuzz-seed) fuzz_seed=$2; shift 2 ;;
     --node-every) node_every=$2; shift 2 ;;
     --no-fuzz) fuzz=0; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     --*) echo "sanitize: unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -52,8 +57,11 @@ cmake -S "$src" -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPIL
   -DCMAKE_SHARED_LINKER_FLAGS="$link" -DCMAKE_MODULE_LINKER_FLAGS="$link" \
   -DNXRT_WITH_VULKAN=ON -DNXRT_WITH_CUDA=OFF -DNXRT_FUZZ=ON >/dev/null
 unit_tests="nxrt_host_test nxrt_optimizer_test nxrt_string_tensor_test nxrt_plugin_trust_test nxrt_compiled_model_test"
+# The vulkan plugin exists when Vulkan and glslc were found (plugins/CMakeLists.txt).
+vulkan=""
+ninja -C "$build" -t query nxrt_ep_vulkan >/dev/null 2>&1 && vulkan=nxrt_ep_vulkan
 # shellcheck disable=SC2086
-cmake --build "$build" -j"$jobs" --target nxrt_cli nxrt_ep_cpu nxrt_conformance_sanitized nxrt_fuzz_targets $unit_tests
+cmake --build "$build" -j"$jobs" --target nxrt_cli nxrt_ep_cpu $vulkan nxrt_conformance_sanitized nxrt_fuzz_targets $unit_tests
 t_build=$(($(date +%s) - t0))
 
 supp=$src/tools/asan.supp
@@ -84,6 +92,13 @@ step "unit tests and fuzz regressions" ctest --test-dir "$build" --output-on-fai
 ASAN_OPTIONS="$ASAN_OPTIONS:allocator_may_return_null=1:quarantine_size_mb=0" \
 step "conformance abi (cpu)" "$build/fuzz/nxrt_conformance_sanitized" --plugin "$build/lib/libnxrt_ep_cpu.so" --suite abi \
   --jobs "$jobs" --timeout 300
+# The same suite on the vulkan plugin. The driver (lavapipe in CI) and the Vulkan loader are
+# uninstrumented system libraries: what they leak is suppressed in tools/lsan.supp, by library.
+if [ -n "$vulkan" ]; then
+  ASAN_OPTIONS="$ASAN_OPTIONS:allocator_may_return_null=1:quarantine_size_mb=0" \
+  step "conformance abi (vulkan)" "$build/fuzz/nxrt_conformance_sanitized" --plugin "$build/lib/libnxrt_ep_vulkan.so" \
+    --suite abi --jobs "$jobs" --timeout 300
+fi
 step "hostile models" "$py" "$src/host/tests/hostile_models.py" --nxrt "$build/bin/nxrt" --no-address-limit
 
 tests=$build/testdata/onnx-tests
@@ -108,7 +123,7 @@ if [ "$fuzz" = 1 ]; then
     # Allocations over 3 GiB fail, as under nxrt's 4 GiB test limit (host/fuzz/asan_options.cpp).
     ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0" \
     step "$target ${fuzz_seconds} s" "$build/fuzz/$target" -max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=4096 \
-      -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$target-" "$corpus" "$build/fuzz-seeds/$target"
+      -print_final_stats=1 -seed="$fuzz_seed" -artifact_prefix="$build/fuzz-artifacts/$target-" "$corpus" "$build/fuzz-seeds/$target"
   done
 fi
 

@@ -5,6 +5,7 @@
 #include "ir.hpp"
 #include "mapped_file.hpp"
 #include "model_loader.hpp"
+#include "onnx_guards.hpp"
 
 #include <fmt/format.h>
 #include <onnx/checker.h>
@@ -516,6 +517,7 @@ std::unique_ptr<nxrt_model_ir> load(onnx::ModelProto& m, const fs::path& base_di
     raise(NXRT_ERR_MODEL, "model '{}' failed the ONNX checker: {}", path, one_line(e.what()));
   }
   check_conv_ranks(m.graph(), {}, path);
+  install_onnx_inference_guards();
   try {
     onnx::ShapeInferenceOptions options(/*check_type=*/true, /*error_mode=*/0, /*data_prop=*/false);
     onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), options);

@@ -264,10 +264,11 @@ Instance::Instance() {
       };
       // What the compile choices and the fingerprint read (device_traits.hpp): an offline
       // session rebuilds the same traits from these properties.
-      for (auto& [k, v] : DeviceTraits::from_device(d).properties()) {
-        auto it = std::find_if(d.properties.begin(), d.properties.end(), [&](auto& e) { return e.first == k; });
-        if (it != d.properties.end()) it->second = v;
-        else d.properties.emplace_back(k, v);
+      // kv, not [k, v]: clang 14 (the sanitizer builds) cannot capture a structured binding.
+      for (auto& kv : DeviceTraits::from_device(d).properties()) {
+        auto it = std::find_if(d.properties.begin(), d.properties.end(), [&](auto& e) { return e.first == kv.first; });
+        if (it != d.properties.end()) it->second = kv.second;
+        else d.properties.push_back(kv);
       }
       devices_.push_back(std::move(d));
     }
