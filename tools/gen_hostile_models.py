@@ -149,6 +149,21 @@ def cases(out):
     yield "input_claims_terabytes", "an input of shape [2^20, 2^20] (4 TiB) to generate", "out of host memory generating input 'x'", proto(model(
         [helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1 << 20, 1 << 20])], [unknown("y", 2)]))
 
+    # --- constants inside subgraphs, read by ONNX's shape inference (ParseData trusts raw_data's size)
+    I64, B = TensorProto.INT64, TensorProto.BOOL
+    short_axes = helper.make_node("Constant", [], ["axes"], value=raw_tensor("axes", [], b"\0", I64))
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]), short_axes,
+         helper.make_node("Unsqueeze", ["i", "axes"], ["u"])], "body",
+        [vi("i", [], I64), vi("c_in", [], B)], [vi("c_out", [], B), unknown("u", 1)])
+    yield "loop_body_constant_short", "a Constant int64 scalar with 1 byte of raw data in a Loop body", \
+        "needs 8 bytes of data but has 1", proto(model(
+            [helper.make_node("Loop", ["n", "c"], ["u_all"], body=body)], [vi("n", [], I64), vi("c", [], B)],
+            [unknown("u_all", 2)]))
+    typed = TensorProto(name="v", data_type=F, dims=[3], float_data=[1.0, 2.0])
+    yield "constant_typed_short", "a Constant float[3] with 2 values in float_data", "needs 12 bytes of data but has 8", proto(model(
+        [helper.make_node("Constant", [], ["y"], value=typed)], [], [unknown("y", 1)]))
+
     # --- shapes computed from constants (shape inference multiplies them)
     yield "reshape_overflow", "Reshape to [2^40, 2^40]", "overflows", proto(shape_target("Reshape", [BIG, BIG]))
     yield "expand_overflow", "Expand to [2^40, 2^40]", "overflows", proto(shape_target("Expand", [BIG, BIG]))

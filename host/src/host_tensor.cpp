@@ -118,20 +118,62 @@ std::string read_external(const onnx::TensorProto& t, const std::filesystem::pat
 
 }  // namespace
 
+namespace {
+
+std::vector<int64_t> checked_dims(const onnx::TensorProto& t) {
+  std::vector<int64_t> dims;
+  for (auto d : t.dims()) {
+    if (d < 0) raise(NXRT_ERR_MODEL, "tensor '{}' has a negative dimension {}", t.name(), d);
+    dims.push_back(d);
+  }
+  element_count(dims);  // refuses a count that overflows
+  return dims;
+}
+
+// Elements held in the typed field a tensor of this type uses (decode_tensor's unpack below).
+int64_t typed_field_count(const onnx::TensorProto& t, nxrt_dtype dtype) {
+  switch (dtype) {
+    case NXRT_DTYPE_FLOAT32: return t.float_data_size();
+    case NXRT_DTYPE_FLOAT64: return t.double_data_size();
+    case NXRT_DTYPE_INT64: return t.int64_data_size();
+    case NXRT_DTYPE_UINT32: case NXRT_DTYPE_UINT64: return t.uint64_data_size();
+    case NXRT_DTYPE_INT32: case NXRT_DTYPE_INT16: case NXRT_DTYPE_UINT16: case NXRT_DTYPE_FLOAT16:
+    case NXRT_DTYPE_BFLOAT16: case NXRT_DTYPE_INT8: case NXRT_DTYPE_UINT8: case NXRT_DTYPE_BOOL:
+      return t.int32_data_size();
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+void check_tensor_data_size(const onnx::TensorProto& t) {
+  const auto dims = checked_dims(t);
+  const auto dtype = static_cast<nxrt_dtype>(t.data_type());
+  if (dtype == NXRT_DTYPE_STRING) {
+    if (t.data_location() == onnx::TensorProto::EXTERNAL || t.has_raw_data())
+      raise(NXRT_ERR_MODEL, "string tensor '{}' must hold its strings in string_data (not raw or external data)", t.name());
+    if (t.string_data_size() != element_count(dims))
+      raise(NXRT_ERR_MODEL, "string tensor '{}' of shape {} needs {} strings but has {}", t.name(), shape_str(dims),
+            element_count(dims), t.string_data_size());
+    return;
+  }
+  const size_t esize = dtype_size(dtype);
+  // External data is checked where it is read; types nxrt does not support are refused there too.
+  if (esize == 0 || t.data_location() == onnx::TensorProto::EXTERNAL) return;
+  const size_t expect = size_t(element_count(dims)) * esize;
+  const size_t has = t.has_raw_data() ? t.raw_data().size() : size_t(typed_field_count(t, dtype)) * esize;
+  if (has != expect)
+    raise(NXRT_ERR_MODEL, "tensor '{}' of shape [{}] {} needs {} bytes of data but has {}", t.name(), fmt::join(dims, ","),
+          dtype_name(dtype), expect, has);
+}
+
 HostTensor decode_tensor(const onnx::TensorProto& t, const std::filesystem::path& base_dir) {
   HostTensor out;
   out.name = t.name();
   out.dtype = static_cast<nxrt_dtype>(t.data_type());
-  for (auto d : t.dims()) {
-    if (d < 0) raise(NXRT_ERR_MODEL, "tensor '{}' has a negative dimension {}", t.name(), d);
-    out.dims.push_back(d);
-  }
+  out.dims = checked_dims(t);
   if (out.dtype == NXRT_DTYPE_STRING) {
-    if (t.data_location() == onnx::TensorProto::EXTERNAL || t.has_raw_data())
-      raise(NXRT_ERR_MODEL, "string tensor '{}' must hold its strings in string_data (not raw or external data)", t.name());
-    if (t.string_data_size() != out.numel())
-      raise(NXRT_ERR_MODEL, "string tensor '{}' of shape {} needs {} strings but has {}", t.name(), shape_str(out.dims),
-            out.numel(), t.string_data_size());
+    check_tensor_data_size(t);
     return make_string_tensor(out.name, out.dims, {t.string_data().begin(), t.string_data().end()});
   }
   const size_t esize = dtype_size(out.dtype);
@@ -142,7 +184,10 @@ HostTensor decode_tensor(const onnx::TensorProto& t, const std::filesystem::path
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string bytes = read_external(t, base_dir, expect);
     out.data.assign(bytes.begin(), bytes.end());
-  } else if (t.has_raw_data()) {
+    return out;
+  }
+  check_tensor_data_size(t);  // before anything is allocated
+  if (t.has_raw_data()) {
     out.data.assign(t.raw_data().begin(), t.raw_data().end());
   } else {
     switch (out.dtype) {
@@ -162,9 +207,6 @@ HostTensor decode_tensor(const onnx::TensorProto& t, const std::filesystem::path
       default: break;
     }
   }
-  if (out.data.size() != expect)
-    raise(NXRT_ERR_MODEL, "tensor '{}' of shape [{}] {} needs {} bytes of data but has {}", t.name(),
-          fmt::join(out.dims, ","), dtype_name(out.dtype), expect, out.data.size());
   return out;
 }
 

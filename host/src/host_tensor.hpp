@@ -138,6 +138,10 @@ struct ExternalData {
 ExternalData locate_external(const onnx::TensorProto& t, const std::filesystem::path& base_dir);
 
 HostTensor decode_tensor(const onnx::TensorProto& t, const std::filesystem::path& base_dir = {});
+// Refuses (NXRT_ERR_MODEL, naming the tensor) a tensor whose inline data does not have the size
+// its type and shape need, without copying it: the loader runs it on every tensor of every graph
+// before libonnx's shape inference, which trusts raw_data sizes (onnx::ParseData).
+void check_tensor_data_size(const onnx::TensorProto& t);
 void encode_tensor(const HostTensor& t, onnx::TensorProto& out);
 
 HostTensor read_tensor_file(const std::filesystem::path& path);

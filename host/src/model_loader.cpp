@@ -495,6 +495,30 @@ void check_conv_ranks(const onnx::GraphProto& g, std::map<std::string, int> rank
   }
 }
 
+// libonnx's shape inference reads constant tensors (initializers, Constant values, at every
+// level of subgraphs) with onnx::ParseData, which trusts raw_data's size: one byte of raw_data
+// for an int64 scalar was a heap overflow (found by fuzz_model_session,
+// host/fuzz/regressions/fuzz_model_session/loop_body_parsedata.onnx). Every inline tensor's size
+// is checked against its type and shape first.
+void check_tensor_sizes(const onnx::GraphProto& g, const std::string& path) {
+  auto check = [&](const onnx::TensorProto& t, const std::string& where) {
+    try {
+      check_tensor_data_size(t);
+    } catch (const HostError& e) {
+      raise(e.code(), "model '{}': {}{}", path, where, e.what());
+    }
+  };
+  for (const auto& t : g.initializer()) check(t, "");
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute()) {
+      const auto where = fmt::format("node '{}' ({}) attribute '{}': ", n.name(), n.op_type(), a.name());
+      if (a.has_t()) check(a.t(), where);
+      for (const auto& t : a.tensors()) check(t, where);
+      if (a.has_g()) check_tensor_sizes(a.g(), path);
+      for (const auto& sub : a.graphs()) check_tensor_sizes(sub, path);
+    }
+}
+
 bool uses_external_data(const onnx::ModelProto& m) {
   for (const auto& t : m.graph().initializer())
     if (t.data_location() == onnx::TensorProto::EXTERNAL) return true;
@@ -505,6 +529,7 @@ std::unique_ptr<nxrt_model_ir> load(onnx::ModelProto& m, const fs::path& base_di
   if (m.graph().node_size() == 0 && m.graph().output_size() == 0)
     raise(NXRT_ERR_MODEL, "model '{}' has an empty graph", path);
   check_opsets(m, path);
+  check_tensor_sizes(m.graph(), path);
   // Where external data lies is checked here, before the ONNX checker: its own check
   // neither refuses hard links nor names an absolute or escaping path as the problem.
   if (uses_external_data(m))
