@@ -69,6 +69,34 @@ TEST_CASE("Winograd F(4x4,3x3) matches the direct conv: partial tiles, pads, bat
   check(s, &pool);
 }
 
+TEST_CASE("Winograd in blocks of tiles per thread matches the reference and the serial run") {
+  // T >= 24 tiles per thread: each thread transforms, multiplies and stores its
+  // own block of tiles, which starts and ends inside rows of tiles.
+  ConvPostOps relu;
+  relu.clamp = true;
+  relu.lo = 0.f;
+  relu.hi = std::numeric_limits<float>::infinity();
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    check(shape3x3(1, 16, 76, 76, 24, 1), &pool);              // 19 x 19 tiles, whole
+    check(shape3x3(1, 17, 73, 70, 20, 1), &pool, relu, true);  // partial tiles both ways, residual, Relu
+    check(shape3x3(2, 16, 74, 76, 16, 0), &pool);              // no pad, batch 2
+    check(shape3x3(1, 32, 26, 29, 32, 1), &pool, relu, true);  // 7 x 8 tiles: blocks of 28 / 18-19
+  }
+  // The same products in the same order as one thread: bit for bit.
+  const ConvShape s = shape3x3(1, 32, 57, 59, 40, 1);
+  auto x = random_floats(size_t(s.in_c * s.in_h * s.in_w), 51);
+  auto w = random_floats(size_t(s.out_c * s.in_c * 9), 52);
+  AlignedFloats u(winograd_packed_floats(s));
+  winograd_pack_weights(s, w.data(), u.data());
+  const size_t n_out = size_t(s.out_c * s.out_h * s.out_w);
+  std::vector<float> serial(n_out), blocked(n_out, 5.f);
+  ThreadPool pool(2);
+  conv2d_winograd(s, x.data(), u.data(), nullptr, serial.data(), nullptr, {});
+  conv2d_winograd(s, x.data(), u.data(), nullptr, blocked.data(), &pool, {});
+  CHECK(serial == blocked);
+}
+
 TEST_CASE("Winograd applies bias, residual, Relu and Clip in its store") {
   ThreadPool pool(2);
   ConvPostOps relu;
