@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
     size_t rep = 0;
     const double sec = best_seconds(reps, [&] {
       const float* w = pb[rep++ % copies].data();
-      pack_a(a.data(), s.K, false, s.M, s.K, 1.f, pa.data());  // activations: packed per run
+      pack_a_parallel(a.data(), s.K, false, s.M, s.K, 1.f, pa.data(), threads > 1 ? &pool : nullptr);  // activations: packed per run, as MatMul does
       gemm_packed(s.M, s.N, s.K, pa.data(), w, c.data(), s.N, GemmEpilogue{}, threads > 1 ? &pool : nullptr);
     });
     // The peak again right after: clock and neighbours drift on shared machines,

@@ -8,10 +8,11 @@
 
 namespace nxrt::cpu {
 
-void pack_a(const float* a, int64_t lda, bool trans, int64_t M, int64_t K, float alpha, float* dst) {
+// Tiles [t0, t1) of pack_a.
+static void pack_a_tiles(const float* a, int64_t lda, bool trans, int64_t M, int64_t K, float alpha, float* dst,
+                         int64_t t0, int64_t t1) {
   static const GemmPackAFn vec = active_isa() != Isa::generic ? gemm_pack_a_avx2() : nullptr;
-  const int64_t tiles = gemm_tiles(M);
-  for (int64_t t = 0; t < tiles; ++t) {
+  for (int64_t t = t0; t < t1; ++t) {
     float* d = dst + t * kGemmMR * K;
     const int64_t m0 = t * kGemmMR, mr = std::min<int64_t>(kGemmMR, M - m0);
     if (!trans && vec) {
@@ -32,6 +33,27 @@ void pack_a(const float* a, int64_t lda, bool trans, int64_t M, int64_t K, float
     for (int64_t m = mr; m < kGemmMR; ++m)
       for (int64_t k = 0; k < K; ++k) d[k * kGemmMR + m] = 0.f;
   }
+}
+
+void pack_a(const float* a, int64_t lda, bool trans, int64_t M, int64_t K, float alpha, float* dst) {
+  pack_a_tiles(a, lda, trans, M, K, alpha, dst, 0, gemm_tiles(M));
+}
+
+void pack_a_parallel(const float* a, int64_t lda, bool trans, int64_t M, int64_t K, float alpha, float* dst,
+                     ThreadPool* pool) {
+  const int64_t tiles = gemm_tiles(M);
+  // A copy, bound by memory: worth a second thread from ~32K floats (a 128 x 768
+  // activation: ~10 us of the ~0.5 ms its GEMM takes on 2 threads).
+  const int t = int(std::min<int64_t>(tiles, threads_for(pool, double(M) * double(K), 1 << 15)));
+  if (t <= 1) {
+    pack_a_tiles(a, lda, trans, M, K, alpha, dst, 0, tiles);
+    return;
+  }
+  parallel_for(pool, t, [&](int64_t i) {
+    int64_t t0, t1;
+    split_range(tiles, t, i, t0, t1);
+    pack_a_tiles(a, lda, trans, M, K, alpha, dst, t0, t1);
+  });
 }
 
 void pack_b(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst, int64_t p0, int64_t p1) {
@@ -203,8 +225,22 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, const float* pa, const float* 
     gemm_rect(M, N, K, pa, pb, ldb, c, ldc, ep, Rect{0, tiles, 0, panels}, fn);
     return;
   }
-  // Tasks form a grid over (tiles, panels); several per thread so the dynamic
-  // claiming evens out uneven pieces. Prefer splitting N (disjoint B panels).
+  // Packed B with at least two panels per thread: one contiguous panel range
+  // per thread over all row tiles. Each thread streams only its share of B
+  // (its slices stay in its own L2), its next-slice prefetch chain runs
+  // unbroken over the whole range (a task edge restarts it cold), and no B
+  // panel is read by two threads. The dynamic grid below has 4 tasks per
+  // thread, each starting on a slice nobody prefetched.
+  if (ldb <= 0 && panels >= 2 * int64_t(t)) {
+    parallel_for(pool, t, [&](int64_t i) {
+      Rect r{0, tiles, 0, 0};
+      split_range(panels, t, i, r.p0, r.p1);
+      gemm_rect(M, N, K, pa, pb, ldb, c, ldc, ep, r, fn);
+    });
+    return;
+  }
+  // Otherwise tasks form a grid over (tiles, panels); several per thread so the
+  // dynamic claiming evens out uneven pieces. Prefer splitting N (disjoint B panels).
   const int64_t want = int64_t(t) * 4;
   int64_t tn = std::min(panels, want);
   int64_t tm = std::min(tiles, std::max<int64_t>(1, (want + tn - 1) / tn));
@@ -247,7 +283,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
   }
   float* pa = scratch_floats(kScratchA, packed_a_floats(M, K));
   float* pb = scratch_floats(kScratchB, packed_b_floats(K, N));
-  pack_a(a, lda, trans_a, M, K, alpha, pa);
+  pack_a_parallel(a, lda, trans_a, M, K, alpha, pa, pool);
   pack_b_parallel(b, ldb, trans_b, K, N, pb, pool);
   gemm_packed(M, N, K, pa, pb, c, ldc, ep, pool);
 }

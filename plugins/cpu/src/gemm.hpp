@@ -39,6 +39,9 @@ inline size_t packed_b_floats(int64_t K, int64_t N) { return size_t(gemm_panels(
 
 // A(m, k) = trans ? a[k*lda + m] : a[m*lda + k], multiplied by alpha.
 void pack_a(const float* a, int64_t lda, bool trans, int64_t M, int64_t K, float alpha, float* dst);
+// pack_a split over the pool by row tiles.
+void pack_a_parallel(const float* a, int64_t lda, bool trans, int64_t M, int64_t K, float alpha, float* dst,
+                     ThreadPool* pool);
 // B(k, n) = trans ? b[n*ldb + k] : b[k*ldb + n]. Packs panels [p0, p1) (p1 < 0: all).
 void pack_b(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst, int64_t p0 = 0,
             int64_t p1 = -1);

@@ -101,7 +101,7 @@ std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s, sdk::Prepacked
     }
     if (M == 0 || N == 0) return;
     float* pa = scratch_floats(kScratchA, packed_a_floats(M, K));
-    pack_a(a.data<float>(), a.dim(1), st.trans_a, M, K, st.alpha, pa);
+    pack_a_parallel(a.data<float>(), a.dim(1), st.trans_a, M, K, st.alpha, pa, pool);
     const float* pb = st.b_packed ? st.packed_b.data() : nullptr;
     if (!pb) {
       float* buf = scratch_floats(kScratchB, packed_b_floats(K, N));
@@ -223,7 +223,7 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Node& n, CpuSession& s, const M
     if (bbatches == 1 && bbat.size() <= abat.size()) {
       const int64_t MM = nbatch * M;
       float* pa = scratch_floats(kScratchA, packed_a_floats(MM, K));
-      pack_a(ap, K, false, MM, K, 1.f, pa);
+      pack_a_parallel(ap, K, false, MM, K, 1.f, pa, pool);
       const float* pb = st.b_packed ? st.packed_b.data() : nullptr;
       if (!pb) {
         float* buf = scratch_floats(kScratchB, per_b);
@@ -256,7 +256,7 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Node& n, CpuSession& s, const M
     }
     auto one = [&](int64_t o, ThreadPool* p) {
       float* pa = scratch_floats(kScratchA, packed_a_floats(M, K));
-      pack_a(ap + amap[size_t(o)] * M * K, K, false, M, K, 1.f, pa);
+      pack_a_parallel(ap + amap[size_t(o)] * M * K, K, false, M, K, 1.f, pa, p);
       const float* pb;
       if (st.b_packed) {
         pb = st.packed_b.data() + per_b * size_t(bmap[size_t(o)]);

@@ -1,5 +1,6 @@
 #include "transpose.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -10,6 +11,17 @@ namespace {
 template <typename T>
 void copy_strided(const T* src, int64_t stride, T* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i * stride];
+}
+
+// `rows` consecutive output rows of `inner` elements whose sources start one
+// element apart (the row dim is contiguous in the input): reads `rows`
+// neighbours at once instead of one element per cache line per row.
+template <typename T>
+void gather_rows(const T* src, int64_t stride, T* dst, int64_t inner, int64_t rows) {
+  for (int64_t i = 0; i < inner; ++i) {
+    const T* s = src + i * stride;
+    for (int64_t r = 0; r < rows; ++r) dst[r * inner + i] = s[r];
+  }
 }
 
 struct Plan {
@@ -55,6 +67,11 @@ void transpose(const void* in, void* out, size_t es, std::span<const int64_t> in
   const int nd = p.nd;
   const int64_t inner = p.odims[size_t(nd - 1)], istep = p.istride[size_t(nd - 1)];
   const int64_t outer = total / inner;
+  // The row dim contiguous in the input while the inner one is strided (a 2-D
+  // transpose at the bottom, e.g. attention's K to [heads, d, S]): blocks of rows.
+  const bool blocked = istep != 1 && nd >= 2 && p.istride[size_t(nd - 2)] == 1 &&
+                       (es == 1 || es == 2 || es == 4 || es == 8);
+  constexpr int64_t kRowBlock = 16;
   auto rows = [&](int64_t o0, int64_t o1) {
     std::vector<int64_t> idx(size_t(nd), 0);
     int64_t rem = o0, off = 0;
@@ -63,10 +80,19 @@ void transpose(const void* in, void* out, size_t es, std::span<const int64_t> in
       rem /= p.odims[size_t(i)];
       off += idx[size_t(i)] * p.istride[size_t(i)];
     }
-    for (int64_t o = o0; o < o1; ++o) {
+    for (int64_t o = o0; o < o1;) {
       char* dst = static_cast<char*>(out) + size_t(o * inner) * es;
       const char* src = static_cast<const char*>(in) + size_t(off) * es;
-      if (istep == 1) {
+      const int64_t run =
+          blocked ? std::min({kRowBlock, o1 - o, p.odims[size_t(nd - 2)] - idx[size_t(nd - 2)]}) : 1;
+      if (run > 1) {
+        switch (es) {
+          case 1: gather_rows(reinterpret_cast<const uint8_t*>(src), istep, reinterpret_cast<uint8_t*>(dst), inner, run); break;
+          case 2: gather_rows(reinterpret_cast<const uint16_t*>(src), istep, reinterpret_cast<uint16_t*>(dst), inner, run); break;
+          case 4: gather_rows(reinterpret_cast<const uint32_t*>(src), istep, reinterpret_cast<uint32_t*>(dst), inner, run); break;
+          default: gather_rows(reinterpret_cast<const uint64_t*>(src), istep, reinterpret_cast<uint64_t*>(dst), inner, run); break;
+        }
+      } else if (istep == 1) {
         std::memcpy(dst, src, size_t(inner) * es);
       } else {
         switch (es) {
@@ -78,15 +104,20 @@ void transpose(const void* in, void* out, size_t es, std::span<const int64_t> in
             for (int64_t i = 0; i < inner; ++i) std::memcpy(dst + size_t(i) * es, src + size_t(i * istep) * es, es);
         }
       }
-      for (int i = nd - 2; i >= 0; --i) {
-        off += p.istride[size_t(i)];
-        if (++idx[size_t(i)] < p.odims[size_t(i)]) break;
-        off -= p.istride[size_t(i)] * p.odims[size_t(i)];
-        idx[size_t(i)] = 0;
+      for (int64_t step = 0; step < run; ++step, ++o) {
+        for (int i = nd - 2; i >= 0; --i) {
+          off += p.istride[size_t(i)];
+          if (++idx[size_t(i)] < p.odims[size_t(i)]) break;
+          off -= p.istride[size_t(i)] * p.odims[size_t(i)];
+          idx[size_t(i)] = 0;
+        }
       }
     }
   };
-  const int t = threads_for(pool, double(total), 1 << 17);
+  // A strided gather (the innermost output dim is not contiguous in the input,
+  // e.g. attention's K to [heads, d, S]) touches a cache line per element:
+  // ~4x a memcpy's cost per element, so a second thread pays from 4x fewer.
+  const int t = threads_for(pool, double(total), istep == 1 ? 1 << 17 : 1 << 15);
   if (t <= 1 || outer < 2) {
     rows(0, outer);
     return;

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <string>
 #include <limits>
 
@@ -78,6 +79,36 @@ TEST_CASE("pack_a lays out alpha * A as [K][8] tiles with zero rows past M") {
       INFO("M=" << M << " K=" << K);
       CHECK(bad == 0);
     }
+}
+
+TEST_CASE("threaded gemm_packed and pack_a_parallel equal the serial ones bit for bit") {
+  // Same K blocking and summation order on every split: the per-thread panel
+  // ranges (panels >= 2 per thread), the task grid (fewer panels) and 3 threads.
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (auto [M, N, K] : {std::array<int64_t, 3>{128, 768, 300}, {9, 200, 17}, {70, 100, 513}, {64, 40, 600},
+                           {300, 1000, 64}, {1, 290, 5}}) {
+      auto a = random_floats(size_t(M * K), uint32_t(M + K));
+      auto b = random_floats(size_t(K * N), uint32_t(N + 3 * K));
+      auto bias = random_floats(size_t(N), 5);
+      auto res = random_floats(size_t(M * N), 6);
+      AlignedFloats pa(packed_a_floats(M, K)), pa_par(packed_a_floats(M, K)), pb(packed_b_floats(K, N));
+      pack_a(a.data(), K, false, M, K, 0.75f, pa.data());
+      std::fill(pa_par.data(), pa_par.data() + pa_par.size(), 99.f);
+      pack_a_parallel(a.data(), K, false, M, K, 0.75f, pa_par.data(), &pool);
+      pack_b(b.data(), N, false, K, N, pb.data());
+      INFO("threads=" << threads << " M=" << M << " N=" << N << " K=" << K);
+      CHECK(std::equal(pa.data(), pa.data() + pa.size(), pa_par.data()));
+      GemmEpilogue ep;
+      ep.col_bias = bias.data();
+      ep.residual = res.data();
+      ep.ldr = N;
+      std::vector<float> serial(size_t(M * N)), threaded(size_t(M * N), 99.f);
+      gemm_packed_serial(M, N, K, pa.data(), pb.data(), serial.data(), N, ep);
+      gemm_packed(M, N, K, pa.data(), pb.data(), threaded.data(), N, ep, &pool);
+      CHECK(serial == threaded);
+    }
+  }
 }
 
 TEST_CASE("gemm epilogue adds row and column bias") {

@@ -63,6 +63,25 @@ TEST_CASE("transpose: attention head split, large and threaded") {
   }
 }
 
+TEST_CASE("transpose: every permutation of odd sizes, blocked row gathers with tails, threaded") {
+  ThreadPool pool(2);
+  std::vector<int64_t> d = {3, 37, 9, 70};  // 69930 elements: 2 threads on strided gathers
+  std::vector<int64_t> p = {0, 1, 2, 3};
+  std::vector<float> x(size_t(3 * 37 * 9 * 70));
+  std::iota(x.begin(), x.end(), 0.f);
+  std::vector<uint16_t> xs(x.size());
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = uint16_t(i * 7);
+  do {
+    INFO("perm " << p[0] << p[1] << p[2] << p[3]);
+    std::vector<float> y(x.size());
+    transpose(x.data(), y.data(), 4, d, p, &pool);
+    CHECK(y == naive_transpose(x, d, p));
+    std::vector<uint16_t> ys(xs.size());
+    transpose(xs.data(), ys.data(), 2, d, p, nullptr);
+    CHECK(ys == naive_transpose(xs, d, p));
+  } while (std::next_permutation(p.begin(), p.end()));
+}
+
 TEST_CASE("sdk element_count: a product past int64 fails instead of wrapping") {
   const std::vector<int64_t> ok{1 << 20, 1 << 20, 1 << 20};
   CHECK(nxrt::sdk::element_count(ok) == (int64_t(1) << 60));
