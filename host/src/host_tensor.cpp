@@ -116,10 +116,6 @@ std::string read_external(const onnx::TensorProto& t, const std::filesystem::pat
   return bytes;
 }
 
-}  // namespace
-
-namespace {
-
 std::vector<int64_t> checked_dims(const onnx::TensorProto& t) {
   std::vector<int64_t> dims;
   for (auto d : t.dims()) {
@@ -130,24 +126,28 @@ std::vector<int64_t> checked_dims(const onnx::TensorProto& t) {
   return dims;
 }
 
-// Elements held in the typed field a tensor of this type uses (decode_tensor's unpack below).
-int64_t typed_field_count(const onnx::TensorProto& t, nxrt_dtype dtype) {
+// Calls f(field, Dst{}) with the typed field a tensor of this type keeps its values in and the
+// element type they are stored as in memory; nothing for a type without one. The one mapping
+// both the size check and decode_tensor's unpack use.
+template <typename F>
+void visit_typed_field(const onnx::TensorProto& t, nxrt_dtype dtype, F&& f) {
   switch (dtype) {
-    case NXRT_DTYPE_FLOAT32: return t.float_data_size();
-    case NXRT_DTYPE_FLOAT64: return t.double_data_size();
-    case NXRT_DTYPE_INT64: return t.int64_data_size();
-    case NXRT_DTYPE_UINT32: case NXRT_DTYPE_UINT64: return t.uint64_data_size();
-    case NXRT_DTYPE_INT32: case NXRT_DTYPE_INT16: case NXRT_DTYPE_UINT16: case NXRT_DTYPE_FLOAT16:
-    case NXRT_DTYPE_BFLOAT16: case NXRT_DTYPE_INT8: case NXRT_DTYPE_UINT8: case NXRT_DTYPE_BOOL:
-      return t.int32_data_size();
-    default: return 0;
+    case NXRT_DTYPE_FLOAT32: f(t.float_data(), float{}); break;
+    case NXRT_DTYPE_FLOAT64: f(t.double_data(), double{}); break;
+    case NXRT_DTYPE_INT64: f(t.int64_data(), int64_t{}); break;
+    case NXRT_DTYPE_UINT32: f(t.uint64_data(), uint32_t{}); break;
+    case NXRT_DTYPE_UINT64: f(t.uint64_data(), uint64_t{}); break;
+    case NXRT_DTYPE_INT32: f(t.int32_data(), int32_t{}); break;
+    case NXRT_DTYPE_INT16: f(t.int32_data(), int16_t{}); break;
+    case NXRT_DTYPE_UINT16: case NXRT_DTYPE_FLOAT16: case NXRT_DTYPE_BFLOAT16: f(t.int32_data(), uint16_t{}); break;
+    case NXRT_DTYPE_INT8: f(t.int32_data(), int8_t{}); break;
+    case NXRT_DTYPE_UINT8: case NXRT_DTYPE_BOOL: f(t.int32_data(), uint8_t{}); break;
+    default: break;
   }
 }
 
-}  // namespace
-
-void check_tensor_data_size(const onnx::TensorProto& t) {
-  const auto dims = checked_dims(t);
+// check_tensor_data_size with the dims already read (checked_dims).
+void check_data_size(const onnx::TensorProto& t, const std::vector<int64_t>& dims) {
   const auto dtype = static_cast<nxrt_dtype>(t.data_type());
   if (dtype == NXRT_DTYPE_STRING) {
     if (t.data_location() == onnx::TensorProto::EXTERNAL || t.has_raw_data())
@@ -161,11 +161,16 @@ void check_tensor_data_size(const onnx::TensorProto& t) {
   // External data is checked where it is read; types nxrt does not support are refused there too.
   if (esize == 0 || t.data_location() == onnx::TensorProto::EXTERNAL) return;
   const size_t expect = size_t(element_count(dims)) * esize;
-  const size_t has = t.has_raw_data() ? t.raw_data().size() : size_t(typed_field_count(t, dtype)) * esize;
+  size_t has = t.raw_data().size();
+  if (!t.has_raw_data()) visit_typed_field(t, dtype, [&](const auto& field, auto) { has = size_t(field.size()) * esize; });
   if (has != expect)
     raise(NXRT_ERR_MODEL, "tensor '{}' of shape [{}] {} needs {} bytes of data but has {}", t.name(), fmt::join(dims, ","),
           dtype_name(dtype), expect, has);
 }
+
+}  // namespace
+
+void check_tensor_data_size(const onnx::TensorProto& t) { check_data_size(t, checked_dims(t)); }
 
 HostTensor decode_tensor(const onnx::TensorProto& t, const std::filesystem::path& base_dir) {
   HostTensor out;
@@ -173,40 +178,21 @@ HostTensor decode_tensor(const onnx::TensorProto& t, const std::filesystem::path
   out.dtype = static_cast<nxrt_dtype>(t.data_type());
   out.dims = checked_dims(t);
   if (out.dtype == NXRT_DTYPE_STRING) {
-    check_tensor_data_size(t);
+    check_data_size(t, out.dims);
     return make_string_tensor(out.name, out.dims, {t.string_data().begin(), t.string_data().end()});
   }
   const size_t esize = dtype_size(out.dtype);
   if (esize == 0)
     raise(NXRT_ERR_UNSUPPORTED, "tensor '{}' has element type {} ({}), which nxrt does not support", t.name(),
           dtype_name(out.dtype), t.data_type());
-  const size_t expect = size_t(out.numel()) * esize;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string bytes = read_external(t, base_dir, expect);
+    std::string bytes = read_external(t, base_dir, size_t(out.numel()) * esize);
     out.data.assign(bytes.begin(), bytes.end());
     return out;
   }
-  check_tensor_data_size(t);  // before anything is allocated
-  if (t.has_raw_data()) {
-    out.data.assign(t.raw_data().begin(), t.raw_data().end());
-  } else {
-    switch (out.dtype) {
-      case NXRT_DTYPE_FLOAT32: unpack<float>(t.float_data(), out.data); break;
-      case NXRT_DTYPE_FLOAT64: unpack<double>(t.double_data(), out.data); break;
-      case NXRT_DTYPE_INT64: unpack<int64_t>(t.int64_data(), out.data); break;
-      case NXRT_DTYPE_UINT32: case NXRT_DTYPE_UINT64:
-        if (out.dtype == NXRT_DTYPE_UINT32) unpack<uint32_t>(t.uint64_data(), out.data);
-        else unpack<uint64_t>(t.uint64_data(), out.data);
-        break;
-      case NXRT_DTYPE_INT32: unpack<int32_t>(t.int32_data(), out.data); break;
-      case NXRT_DTYPE_INT16: unpack<int16_t>(t.int32_data(), out.data); break;
-      case NXRT_DTYPE_UINT16: case NXRT_DTYPE_FLOAT16: case NXRT_DTYPE_BFLOAT16:
-        unpack<uint16_t>(t.int32_data(), out.data); break;
-      case NXRT_DTYPE_INT8: unpack<int8_t>(t.int32_data(), out.data); break;
-      case NXRT_DTYPE_UINT8: case NXRT_DTYPE_BOOL: unpack<uint8_t>(t.int32_data(), out.data); break;
-      default: break;
-    }
-  }
+  check_data_size(t, out.dims);  // before anything is allocated
+  if (t.has_raw_data()) out.data.assign(t.raw_data().begin(), t.raw_data().end());
+  else visit_typed_field(t, out.dtype, [&](const auto& field, auto dst) { unpack<decltype(dst)>(field, out.data); });
   return out;
 }
 
