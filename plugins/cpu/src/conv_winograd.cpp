@@ -86,12 +86,12 @@ inline __attribute__((always_inline)) void wino_at(float m0, float m1, float m2,
 
 // One input channel, tiles [lo, hi) of one phase (row-major in the phase): every
 // tile's V = B^T d B, written as row `ic` of the 36 packed-B operands (operand xi
-// at v + xi * v_floats), tile t at column ph.base + t - col0.
+// at v + xi * v_floats), tile t at column ph.base + t - lo (the block's columns).
 // tmp: 6 * (max_tx * 4 + 2) + 72 * max_tx floats. kWhole: all tiles of the phase,
-// lo = col0 = 0 (folded, so the three-step path keeps its loops).
+// lo = 0 (folded, so the three-step path keeps its loops).
 template <bool kWhole>
 inline __attribute__((always_inline)) void input_transform_body(const ConvShape& s, const Phase& ph, int64_t lo,
-                                                                 int64_t hi, int64_t col0, const PackedColumns& pc,
+                                                                 int64_t hi, const PackedColumns& pc,
                                                                  const float* __restrict plane, int64_t ic,
                                                                  float* __restrict v, size_t v_floats,
                                                                  float* __restrict tmp) {
@@ -138,7 +138,7 @@ inline __attribute__((always_inline)) void input_transform_body(const ConvShape&
     // B^T along y, one (a, c) row of tiles at a time (contiguous over tx, so it
     // vectorises), then each row copied into its operand in runs that stay
     // inside one 48-column panel.
-    const int64_t t0 = ph.base + ty * n - (kWhole ? 0 : col0);
+    const int64_t t0 = ph.base + ty * n - lo;
     for (int64_t c = 0; c < kA; ++c) {
       const float* r0 = r + c * n;
       const int64_t st = kA * n;
@@ -160,24 +160,23 @@ inline __attribute__((always_inline)) void input_transform_body(const ConvShape&
 NXRT_CLONES
 void input_transform(const ConvShape& s, const Phase& ph, const PackedColumns& pc, const float* __restrict plane,
                      int64_t ic, float* __restrict v, size_t v_floats, float* __restrict tmp) {
-  input_transform_body<true>(s, ph, 0, ph.ty * ph.tx, 0, pc, plane, ic, v, v_floats, tmp);
+  input_transform_body<true>(s, ph, 0, ph.ty * ph.tx, pc, plane, ic, v, v_floats, tmp);
 }
 
 NXRT_CLONES
-void input_transform_range(const ConvShape& s, const Phase& ph, int64_t lo, int64_t hi, int64_t col0,
-                           const PackedColumns& pc, const float* __restrict plane, int64_t ic, float* __restrict v,
+void input_transform_range(const ConvShape& s, const Phase& ph, int64_t lo, int64_t hi, const PackedColumns& pc, const float* __restrict plane, int64_t ic, float* __restrict v,
                            size_t v_floats, float* __restrict tmp) {
-  input_transform_body<false>(s, ph, lo, hi, col0, pc, plane, ic, v, v_floats, tmp);
+  input_transform_body<false>(s, ph, lo, hi, pc, plane, ic, v, v_floats, tmp);
 }
 
 // One output channel, tiles [lo, hi) of one phase: Y = A^T M A for every tile,
 // plus bias, residual and clamp, stored into the output plane. m: the 36
 // products, operand xi at m + xi * m_floats, this channel's row, tile t at
-// column ph.base + t - col0. tmp: 24 * max_tx + 4 * (max_tx * 4) floats. kWhole as
+// column ph.base + t - lo. tmp: 24 * max_tx + 4 * (max_tx * 4) floats. kWhole as
 // for input_transform_body.
 template <bool kWhole>
 inline __attribute__((always_inline)) void output_transform_body(const ConvShape& s, const Phase& ph, int64_t lo,
-                                                                  int64_t hi, int64_t col0, const float* __restrict m,
+                                                                  int64_t hi, const float* __restrict m,
                                                                   size_t m_floats, float bias, float* __restrict out,
                                                                   const float* __restrict res,
                                                                   const ConvPostOps& post, float* __restrict tmp) {
@@ -189,7 +188,7 @@ inline __attribute__((always_inline)) void output_transform_body(const ConvShape
   for (int64_t ty = ty_begin; ty < ty_end; ++ty) {
     // This row's tiles [txa, txb).
     const int64_t txa = kWhole ? 0 : std::max<int64_t>(lo - ty * n, 0), txb = kWhole ? n : std::min(hi - ty * n, n);
-    const float* mt = m + (ph.base + ty * n - (kWhole ? 0 : col0) + txa);  // tile txa of the row
+    const float* mt = m + (ph.base + ty * n - lo + txa);  // tile txa of the row
     for (int64_t c = 0; c < kA; ++c)
       for (int64_t tx = txa; tx < txb; ++tx) {
         const int64_t q = tx - txa;
@@ -230,14 +229,13 @@ NXRT_CLONES
 void output_transform(const ConvShape& s, const Phase& ph, const float* __restrict m, size_t m_floats, float bias,
                       float* __restrict out, const float* __restrict res, const ConvPostOps& post,
                       float* __restrict tmp) {
-  output_transform_body<true>(s, ph, 0, ph.ty * ph.tx, 0, m, m_floats, bias, out, res, post, tmp);
+  output_transform_body<true>(s, ph, 0, ph.ty * ph.tx, m, m_floats, bias, out, res, post, tmp);
 }
 
 NXRT_CLONES
-void output_transform_range(const ConvShape& s, const Phase& ph, int64_t lo, int64_t hi, int64_t col0,
-                            const float* __restrict m, size_t m_floats, float bias, float* __restrict out,
+void output_transform_range(const ConvShape& s, const Phase& ph, int64_t lo, int64_t hi, const float* __restrict m, size_t m_floats, float bias, float* __restrict out,
                             const float* __restrict res, const ConvPostOps& post, float* __restrict tmp) {
-  output_transform_body<false>(s, ph, lo, hi, col0, m, m_floats, bias, out, res, post, tmp);
+  output_transform_body<false>(s, ph, lo, hi, m, m_floats, bias, out, res, post, tmp);
 }
 
 }  // namespace
@@ -314,12 +312,12 @@ void winograd_block(const ConvShape& s, const Phase& ph, int64_t t0, int64_t t1,
   float* m = scratch_floats(kScratchB, size_t(kXi) * m_floats);
   float* tmp = scratch_floats(kScratchC, tmp_floats);
   zero_panel_padding(v, v_floats, IC, tb);
-  for (int64_t c = 0; c < IC; ++c) input_transform_range(s, ph, t0, t1, t0, pc, xn + c * in_plane, c, v, v_floats, tmp);
+  for (int64_t c = 0; c < IC; ++c) input_transform_range(s, ph, t0, t1, pc, xn + c * in_plane, c, v, v_floats, tmp);
   for (int64_t xi = 0; xi < kXi; ++xi)
     gemm_packed_serial(OC, tb, IC, u + size_t(xi) * u_floats, v + size_t(xi) * v_floats, m + size_t(xi) * m_floats,
                        tb, GemmEpilogue{});
   for (int64_t oc = 0; oc < OC; ++oc)
-    output_transform_range(s, ph, t0, t1, t0, m + oc * tb, m_floats, bias ? bias[oc] : 0.f, on + oc * out_plane,
+    output_transform_range(s, ph, t0, t1, m + oc * tb, m_floats, bias ? bias[oc] : 0.f, on + oc * out_plane,
                      rn ? rn + oc * out_plane : nullptr, post, tmp);
 }
 
@@ -348,10 +346,9 @@ void conv2d_winograd(const ConvShape& s, const float* x, const float* u, const f
   // little work: 256 channels at 14x14 have 16 tiles and 9 MB of U). One thread,
   // or a dilated conv (several phases): the three steps.
   constexpr int64_t kMinBlockTiles = 24;
-  const int64_t threads = gemm_threads;
-  if (tl.phases.size() == 1 && threads > 1 && T >= kMinBlockTiles * threads) {
+  if (tl.phases.size() == 1 && gemm_threads > 1 && T >= kMinBlockTiles * gemm_threads) {
     const Phase& ph = tl.phases[0];
-    const int64_t blocks = threads;
+    const int64_t blocks = gemm_threads;
     for (int64_t n = 0; n < s.batch; ++n) {
       const float* xn = x + n * IC * s.in_h * s.in_w;
       float* on = out + n * OC * s.out_h * s.out_w;
