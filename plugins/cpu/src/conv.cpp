@@ -81,26 +81,40 @@ PackedConvWeights pack_conv_weights(const ConvShape& s, const float* w) {
   return p;
 }
 
-// Copies out[q] = row[base + q*stride] for q in [0, n), zero where the source
-// column falls outside [0, width).
-NXRT_CLONES
-static void gather_row(float* __restrict out, const float* __restrict row, int64_t base, int64_t stride, int64_t n,
-                       int64_t width) {
-  // valid q: 0 <= base + q*stride < width
+// The outputs q in [lo, hi) of a strided row gather that read inside the row:
+// 0 <= base + q * stride < width (the rest are padding).
+struct GatherSpan {
+  int64_t lo, hi;
+};
+static GatherSpan gather_span(int64_t base, int64_t stride, int64_t n, int64_t width) {
   int64_t lo = base >= 0 ? 0 : (-base + stride - 1) / stride;
   int64_t hi = base >= width ? 0 : (width - 1 - base) / stride + 1;
   lo = std::min(lo, n);
   hi = std::clamp(hi, lo, n);
-  for (int64_t q = 0; q < lo; ++q) out[q] = 0.f;
+  return {lo, hi};
+}
+
+// out[q] = row[base + q * stride] for q in the span, 0 elsewhere in [0, n).
+NXRT_CLONES
+static void gather_row_span(float* __restrict out, const float* __restrict row, int64_t base, int64_t stride,
+                            int64_t n, GatherSpan sp) {
+  for (int64_t q = 0; q < sp.lo; ++q) out[q] = 0.f;
   if (stride == 1) {
-    if (hi > lo) std::memcpy(out + lo, row + base + lo, size_t(hi - lo) * sizeof(float));
+    if (sp.hi > sp.lo) std::memcpy(out + sp.lo, row + base + sp.lo, size_t(sp.hi - sp.lo) * sizeof(float));
   } else if (stride == 2) {
     const float* src = row + base;
-    for (int64_t q = lo; q < hi; ++q) out[q] = src[2 * q];
+    for (int64_t q = sp.lo; q < sp.hi; ++q) out[q] = src[2 * q];
   } else {
-    for (int64_t q = lo; q < hi; ++q) out[q] = row[base + q * stride];
+    for (int64_t q = sp.lo; q < sp.hi; ++q) out[q] = row[base + q * stride];
   }
-  for (int64_t q = hi; q < n; ++q) out[q] = 0.f;
+  for (int64_t q = sp.hi; q < n; ++q) out[q] = 0.f;
+}
+
+// Copies out[q] = row[base + q*stride] for q in [0, n), zero where the source
+// column falls outside [0, width).
+static void gather_row(float* __restrict out, const float* __restrict row, int64_t base, int64_t stride, int64_t n,
+                       int64_t width) {
+  gather_row_span(out, row, base, stride, n, gather_span(base, stride, n, width));
 }
 
 void im2col_pack(const ConvShape& s, const float* x, float* dst, int64_t p0, int64_t p1) {
@@ -195,13 +209,17 @@ static void build_phases(const ConvShape& s, const DwGeometry& g, const float* i
     for (int64_t px = 0; px < g.sw; ++px) {
       if (!used(py, s.k_h, s.dil_h, g.sh) || !used(px, s.k_w, s.dil_w, g.sw)) continue;  // no tap reads it
       float* ph = phases + (py * g.sw + px) * g.hq * g.wq;
+      // The same columns are padding on every row: the span is worked out once
+      // (its divisions cost more than copying a 7..14-wide row).
+      const int64_t base = px - s.pad_left;
+      const GatherSpan span = gather_span(base, g.sw, g.wq, s.in_w);
       for (int64_t r = 0; r < g.hq; ++r) {
         float* row = ph + r * g.wq;
         const int64_t iy = r * g.sh + py - s.pad_top;
         if (iy < 0 || iy >= s.in_h) {
-          for (int64_t c = 0; c < g.wq; ++c) row[c] = 0.f;
+          std::memset(row, 0, size_t(g.wq) * sizeof(float));
         } else {
-          gather_row(row, in + iy * s.in_w, px - s.pad_left, g.sw, g.wq, s.in_w);
+          gather_row_span(row, in + iy * s.in_w, base, g.sw, g.wq, span);
         }
       }
     }
@@ -305,31 +323,47 @@ static void dw_accumulate_generic(float* out, int64_t n, const float* const* src
 }
 
 #if defined(__x86_64__)
-// 128 outputs (8 zmm) per step, taps streamed through them.
+// NV (1..8) vectors of 16 outputs at once, taps streamed through them; lanes
+// past `last` of the final vector are neither read nor written. NV independent
+// accumulators: one alone would wait on its own FMA latency every tap.
+template <int NV>
+__attribute__((target("avx512f"), always_inline)) static inline void dw_accumulate_block(
+    float* out, int64_t j0, const float* const* src, const float* w, int64_t taps, __m512 b, __mmask16 last) {
+  __m512 acc[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) acc[v] = b;
+  for (int64_t t = 0; t < taps; ++t) {
+    const float* sp = src[t] + j0;
+    const __m512 wt = _mm512_set1_ps(w[t]);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV - 1; ++v) acc[v] = _mm512_fmadd_ps(wt, _mm512_loadu_ps(sp + v * 16), acc[v]);
+    acc[NV - 1] = _mm512_fmadd_ps(wt, _mm512_maskz_loadu_ps(last, sp + (NV - 1) * 16), acc[NV - 1]);
+  }
+#pragma GCC unroll 8
+  for (int v = 0; v < NV - 1; ++v) _mm512_storeu_ps(out + j0 + v * 16, acc[v]);
+  _mm512_mask_storeu_ps(out + j0 + (NV - 1) * 16, last, acc[NV - 1]);
+}
+
+// 128 outputs (8 zmm) per step, then the rest (the whole plane, for the 7x7
+// and 14x14 planes of MobileNet's late stages) in one step of up to 8.
 __attribute__((target("avx512f"))) static void dw_accumulate_avx512(float* out, int64_t n, const float* const* src,
                                                                     const float* w, int64_t taps, float bias) {
   const __m512 b = _mm512_set1_ps(bias);
   int64_t j0 = 0;
-  for (; j0 + 128 <= n; j0 += 128) {
-    __m512 acc[8];
-#pragma GCC unroll 8
-    for (int v = 0; v < 8; ++v) acc[v] = b;
-    for (int64_t t = 0; t < taps; ++t) {
-      const float* sp = src[t] + j0;
-      const __m512 wt = _mm512_set1_ps(w[t]);
-#pragma GCC unroll 8
-      for (int v = 0; v < 8; ++v) acc[v] = _mm512_fmadd_ps(wt, _mm512_loadu_ps(sp + v * 16), acc[v]);
-    }
-#pragma GCC unroll 8
-    for (int v = 0; v < 8; ++v) _mm512_storeu_ps(out + j0 + v * 16, acc[v]);
-  }
-  for (; j0 < n; j0 += 16) {
-    const int64_t len = std::min<int64_t>(16, n - j0);
-    const __mmask16 m = __mmask16(len >= 16 ? 0xFFFF : (1u << len) - 1u);
-    __m512 acc = b;
-    for (int64_t t = 0; t < taps; ++t)
-      acc = _mm512_fmadd_ps(_mm512_set1_ps(w[t]), _mm512_maskz_loadu_ps(m, src[t] + j0), acc);
-    _mm512_mask_storeu_ps(out + j0, m, acc);
+  for (; j0 + 128 <= n; j0 += 128) dw_accumulate_block<8>(out, j0, src, w, taps, b, 0xFFFF);
+  const int64_t rest = n - j0;
+  if (rest <= 0) return;
+  const int64_t tail = rest % 16;
+  const __mmask16 last = __mmask16(tail == 0 ? 0xFFFF : (1u << tail) - 1u);
+  switch ((rest + 15) / 16) {
+    case 1: dw_accumulate_block<1>(out, j0, src, w, taps, b, last); break;
+    case 2: dw_accumulate_block<2>(out, j0, src, w, taps, b, last); break;
+    case 3: dw_accumulate_block<3>(out, j0, src, w, taps, b, last); break;
+    case 4: dw_accumulate_block<4>(out, j0, src, w, taps, b, last); break;
+    case 5: dw_accumulate_block<5>(out, j0, src, w, taps, b, last); break;
+    case 6: dw_accumulate_block<6>(out, j0, src, w, taps, b, last); break;
+    case 7: dw_accumulate_block<7>(out, j0, src, w, taps, b, last); break;
+    default: dw_accumulate_block<8>(out, j0, src, w, taps, b, last); break;
   }
 }
 #endif
@@ -349,8 +383,9 @@ static void dw_accumulate(float* out, int64_t n, const float* const* src, const 
   dw_accumulate_generic(out, n, src, w, taps, bias);
 }
 
-static void depthwise_plane(const ConvShape& s, const DwGeometry& g, const float* in, const float* wk, float bias,
-                            float* o, const float* res, const ConvPostOps& post) {
+// src: the taps' offsets in the phase planes (tap_offset), the same for every plane.
+static void depthwise_plane(const ConvShape& s, const DwGeometry& g, const int64_t* toff, const float* in,
+                            const float* wk, float bias, float* o, const float* res, const ConvPostOps& post) {
   float* phases = scratch_floats(kScratchA, g.phase_floats);
   float* outq = scratch_floats(kScratchC, g.out_floats);
   build_phases(s, g, in, phases);
@@ -362,12 +397,7 @@ static void depthwise_plane(const ConvShape& s, const DwGeometry& g, const float
     big.resize(size_t(taps));
     sp = big.data();
   }
-  for (int64_t ky = 0; ky < s.k_h; ++ky)
-    for (int64_t kx = 0; kx < s.k_w; ++kx) {
-      const int64_t dy = ky * s.dil_h, dx = kx * s.dil_w;
-      const float* ph = phases + ((dy % g.sh) * g.sw + (dx % g.sw)) * g.hq * g.wq;
-      sp[ky * s.k_w + kx] = ph + (dy / g.sh) * g.wq + dx / g.sw;
-    }
+  for (int64_t t = 0; t < taps; ++t) sp[t] = phases + toff[t];
   dw_accumulate(outq, int64_t(g.out_floats), sp, wk, taps, bias);
   for (int64_t oy = 0; oy < s.out_h; ++oy)
     finish_row(o + oy * s.out_w, outq + oy * g.wq, res ? res + oy * s.out_w : nullptr, s.out_w, post.clamp, post.lo,
@@ -511,6 +541,12 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
   const int64_t tasks = t <= 1 ? 1 : std::min<int64_t>(planes, int64_t(t) * 4);
   const DwGeometry g = dw_geometry(s);
   const DwPath path = dw_path(s);
+  std::vector<int64_t> toff;
+  if (path == DwPath::phase_planes) {
+    toff.resize(size_t(taps));
+    for (int64_t ky = 0; ky < s.k_h; ++ky)
+      for (int64_t kx = 0; kx < s.k_w; ++kx) toff[size_t(ky * s.k_w + kx)] = tap_offset(s, g, ky, kx);
+  }
   parallel_for(t <= 1 ? nullptr : pool, tasks, [&](int64_t i) {
     int64_t b, e;
     split_range(planes, tasks, i, b, e);
@@ -536,7 +572,7 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
         continue;
       }
 #endif
-      depthwise_plane(s, g, xin, w + oc * taps, bv, out + pl * out_plane, res, post);
+      depthwise_plane(s, g, toff.data(), xin, w + oc * taps, bv, out + pl * out_plane, res, post);
     }
   });
 }
