@@ -363,6 +363,106 @@ void output_transform_range(const ConvShape& s, const Phase& ph, int64_t lo, int
   output_transform_body<false>(s, ph, lo, hi, m, m_floats, bias, out, res, post, tmp);
 }
 
+#if defined(__x86_64__)
+// A^T m over 16 tiles at once (wino_at lane by lane).
+__attribute__((target("avx512f"), always_inline)) inline void wino_at16(__m512 m0, __m512 m1, __m512 m2, __m512 m3,
+                                                                      __m512 m4, __m512 m5, __m512* o) {
+  const __m512 p = _mm512_add_ps(m1, m2), q = _mm512_sub_ps(m1, m2);
+  const __m512 r = _mm512_add_ps(m3, m4), t = _mm512_sub_ps(m3, m4);
+  o[0] = _mm512_add_ps(_mm512_add_ps(m0, p), r);
+  o[1] = _mm512_fmadd_ps(_mm512_set1_ps(2.f), t, q);
+  o[2] = _mm512_fmadd_ps(_mm512_set1_ps(4.f), r, p);
+  o[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8.f), t, q), m5);
+}
+
+// output_transform_body for undilated columns (dil_w 1) on AVX-512: 16 tiles
+// of a tile row at once, A^T M A in registers, the 4 columns of each tile
+// interleaved into runs of 16 output columns, then bias, residual and clamp
+// in the store. (The scalar body goes one tile at a time through two buffers.)
+__attribute__((target("avx512f"))) void output_transform_avx512(const ConvShape& s, const Phase& ph, int64_t lo,
+                                                               int64_t hi, const float* __restrict m, size_t m_floats,
+                                                               float bias, float* __restrict out,
+                                                               const float* __restrict res, const ConvPostOps& post) {
+  const int64_t OW = s.out_w, dh = s.dil_h, n = ph.tx;
+  const __m512 bv = _mm512_set1_ps(bias), lov = _mm512_set1_ps(post.lo), hiv = _mm512_set1_ps(post.hi);
+  // 128-bit lane shuffles (in floats) for the 4 x 4 interleave below.
+  const __m512i pa = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
+  const __m512i pd = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8);
+  const __m512i pb = _mm512_set_epi32(23, 22, 21, 20, 19, 18, 17, 16, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i pc = _mm512_set_epi32(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
+  const int64_t ty_begin = lo / n, ty_end = (hi + n - 1) / n;
+  for (int64_t ty = ty_begin; ty < ty_end; ++ty) {
+    const int64_t txa = std::max<int64_t>(lo - ty * n, 0), txb = std::min(hi - ty * n, n);
+    for (int64_t tx0 = txa; tx0 < txb; tx0 += 16) {
+      const int64_t cnt = std::min<int64_t>(16, txb - tx0);
+      const __mmask16 tm = __mmask16(cnt >= 16 ? 0xFFFF : (1u << cnt) - 1u);
+      const float* mt = m + (ph.base + ty * n - lo + tx0);
+      __m512 sr[kT][kA];  // A^T along the rows: [r][c]
+      for (int64_t c = 0; c < kA; ++c) {
+        __m512 o[kT];
+        wino_at16(_mm512_maskz_loadu_ps(tm, mt + size_t(0 * kA + c) * m_floats),
+                  _mm512_maskz_loadu_ps(tm, mt + size_t(1 * kA + c) * m_floats),
+                  _mm512_maskz_loadu_ps(tm, mt + size_t(2 * kA + c) * m_floats),
+                  _mm512_maskz_loadu_ps(tm, mt + size_t(3 * kA + c) * m_floats),
+                  _mm512_maskz_loadu_ps(tm, mt + size_t(4 * kA + c) * m_floats),
+                  _mm512_maskz_loadu_ps(tm, mt + size_t(5 * kA + c) * m_floats), o);
+        for (int64_t r = 0; r < kT; ++r) sr[r][c] = o[r];
+      }
+      const int64_t j_begin = kT * tx0, j_end = std::min(ph.ow, kT * (tx0 + cnt));
+      for (int64_t rr = 0; rr < kT; ++rr) {
+        const int64_t i = ty * kT + rr;
+        if (i >= ph.oh) break;
+        __m512 y[kT];  // y[j]: column j of each of the 16 tiles
+        wino_at16(sr[rr][0], sr[rr][1], sr[rr][2], sr[rr][3], sr[rr][4], sr[rr][5], y);
+        // Interleave: run k holds tiles 4k..4k+3, each as its 4 columns. (maskz forms:
+        // GCC 12 warns about the undefined pass-through of the plain ones.)
+        const __m512 ab_lo = _mm512_maskz_unpacklo_ps(0xFFFF, y[0], y[1]), ab_hi = _mm512_maskz_unpackhi_ps(0xFFFF, y[0], y[1]);
+        const __m512 cd_lo = _mm512_maskz_unpacklo_ps(0xFFFF, y[2], y[3]), cd_hi = _mm512_maskz_unpackhi_ps(0xFFFF, y[2], y[3]);
+        const __m512 e0 = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xFF, _mm512_castps_pd(ab_lo), _mm512_castps_pd(cd_lo)));
+        const __m512 e1 = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xFF, _mm512_castps_pd(ab_lo), _mm512_castps_pd(cd_lo)));
+        const __m512 e2 = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xFF, _mm512_castps_pd(ab_hi), _mm512_castps_pd(cd_hi)));
+        const __m512 e3 = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xFF, _mm512_castps_pd(ab_hi), _mm512_castps_pd(cd_hi)));
+        const __m512 f01l = _mm512_permutex2var_ps(e0, pa, e1), f23l = _mm512_permutex2var_ps(e2, pa, e3);
+        const __m512 f01h = _mm512_permutex2var_ps(e0, pd, e1), f23h = _mm512_permutex2var_ps(e2, pd, e3);
+        const __m512 runs[4] = {_mm512_permutex2var_ps(f01l, pb, f23l), _mm512_permutex2var_ps(f01l, pc, f23l),
+                                _mm512_permutex2var_ps(f01h, pb, f23h), _mm512_permutex2var_ps(f01h, pc, f23h)};
+        const int64_t oy = ph.py + dh * i;
+        float* orow = out + oy * OW + ph.px;
+        const float* rrow = res ? res + oy * OW + ph.px : nullptr;
+        for (int64_t k = 0; k < 4; ++k) {
+          const int64_t j0 = j_begin + 16 * k;
+          if (j0 >= j_end) break;
+          const int64_t len = std::min<int64_t>(16, j_end - j0);
+          const __mmask16 om = __mmask16(len >= 16 ? 0xFFFF : (1u << len) - 1u);
+          __m512 val = _mm512_add_ps(runs[k], bv);
+          if (rrow) val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(om, rrow + j0));
+          if (post.clamp) val = _mm512_maskz_min_ps(0xFFFF, _mm512_maskz_max_ps(0xFFFF, val, lov), hiv);
+          _mm512_mask_storeu_ps(orow + j0, om, val);
+        }
+      }
+    }
+  }
+}
+#endif
+
+// Tiles [lo, hi) of one phase for one output channel (output_transform_body),
+// on AVX-512 when the columns are undilated.
+void output_transform_tiles(const ConvShape& s, const Phase& ph, int64_t lo, int64_t hi, bool whole,
+                            const float* m, size_t m_floats, float bias, float* out, const float* res,
+                            const ConvPostOps& post, float* tmp) {
+#if defined(__x86_64__)
+  static const bool avx512 = active_isa() == Isa::avx512;
+  if (avx512 && s.dil_w == 1) {
+    output_transform_avx512(s, ph, lo, hi, m, m_floats, bias, out, res, post);
+    return;
+  }
+#endif
+  if (whole)
+    output_transform(s, ph, m, m_floats, bias, out, res, post, tmp);
+  else
+    output_transform_range(s, ph, lo, hi, m, m_floats, bias, out, res, post, tmp);
+}
+
 }  // namespace
 
 bool winograd_shape_ok(const ConvShape& s) {
@@ -442,8 +542,8 @@ void winograd_block(const ConvShape& s, const Phase& ph, int64_t t0, int64_t t1,
     gemm_packed_serial(OC, tb, IC, u + size_t(xi) * u_floats, v + size_t(xi) * v_floats, m + size_t(xi) * m_floats,
                        tb, GemmEpilogue{});
   for (int64_t oc = 0; oc < OC; ++oc)
-    output_transform_range(s, ph, t0, t1, m + oc * tb, m_floats, bias ? bias[oc] : 0.f, on + oc * out_plane,
-                     rn ? rn + oc * out_plane : nullptr, post, tmp);
+    output_transform_tiles(s, ph, t0, t1, false, m + oc * tb, m_floats, bias ? bias[oc] : 0.f, on + oc * out_plane,
+                           rn ? rn + oc * out_plane : nullptr, post, tmp);
 }
 
 }  // namespace
@@ -513,8 +613,9 @@ void conv2d_winograd(const ConvShape& s, const float* x, const float* u, const f
       float* tmp = scratch_floats(kScratchC, out_tmp);
       for (int64_t oc = o0; oc < o1; ++oc)
         for (const Phase& ph : tl.phases)
-          output_transform(s, ph, m + oc * T, m_floats, bias ? bias[oc] : 0.f, on + oc * s.out_h * s.out_w,
-                           rn ? rn + oc * s.out_h * s.out_w : nullptr, post, tmp);
+          output_transform_tiles(s, ph, 0, ph.ty * ph.tx, true, m + oc * T, m_floats, bias ? bias[oc] : 0.f,
+                                 on + oc * s.out_h * s.out_w, rn ? rn + oc * s.out_h * s.out_w : nullptr, post,
+                                 tmp);
     });
   }
 }
