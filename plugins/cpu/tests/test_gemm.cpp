@@ -82,12 +82,14 @@ TEST_CASE("pack_a lays out alpha * A as [K][8] tiles with zero rows past M") {
 }
 
 TEST_CASE("threaded gemm_packed and pack_a_parallel equal the serial ones bit for bit") {
-  // Same K blocking and summation order on every split: the per-thread panel
-  // ranges (panels >= 2 per thread), the task grid (fewer panels) and 3 threads.
+  // Same K blocking and summation order on every split: the per-thread ranges
+  // of equal work (panels >= 2 per thread; ranges that start or end inside a
+  // panel: 49 x 512 is 11 panels, the last 32 wide, over 7 row tiles), the task
+  // grid (fewer panels) and 3 threads.
   for (int threads : {2, 3}) {
     ThreadPool pool(threads);
     for (auto [M, N, K] : {std::array<int64_t, 3>{128, 768, 300}, {9, 200, 17}, {70, 100, 513}, {64, 40, 600},
-                           {300, 1000, 64}, {1, 290, 5}}) {
+                           {300, 1000, 64}, {1, 290, 5}, {49, 512, 300}, {57, 530, 40}, {8, 700, 9}}) {
       auto a = random_floats(size_t(M * K), uint32_t(M + K));
       auto b = random_floats(size_t(K * N), uint32_t(N + 3 * K));
       auto bias = random_floats(size_t(N), 5);
