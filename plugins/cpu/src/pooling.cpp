@@ -37,30 +37,51 @@ static void max_pool_plane(const PoolShape& s, const T* x, T* y) {
 }
 
 // Fast path: 2-D, no dilation, float; interior windows without bounds checks.
+// Float 2-D max pool, no dilation: per output row, the max of its window's input
+// rows (clipped to the input: padding never wins) into vmax, then of each
+// window's columns of vmax. Both loops run over whole rows with a compile-time
+// stride, so they vectorise (the per-window loop ran at ~3.5 G compares/s on
+// ResNet's 3x3/2 pool). `v > m ? v : m` throughout: a NaN is skipped as before.
+template <int64_t SW>
+__attribute__((always_inline)) inline void max_pool_columns(const float* __restrict vmax, float* __restrict yrow,
+                                                            int64_t OW, int64_t W, int64_t KW, int64_t PL,
+                                                            int64_t sw) {
+  const int64_t st = SW > 0 ? SW : sw;
+  for (int64_t ow = 0; ow < OW; ++ow) yrow[ow] = -std::numeric_limits<float>::infinity();
+  for (int64_t kw = 0; kw < KW; ++kw) {
+    const int64_t off = kw - PL;  // iw = ow*SW + off
+    int64_t lo = off >= 0 ? 0 : (-off + st - 1) / st;
+    int64_t hi = off >= W ? 0 : (W - 1 - off) / st + 1;
+    lo = std::min(lo, OW);
+    hi = std::clamp(hi, lo, OW);
+    const float* src = vmax + off;
+    for (int64_t ow = lo; ow < hi; ++ow) {
+      const float v = src[ow * st];
+      yrow[ow] = v > yrow[ow] ? v : yrow[ow];
+    }
+  }
+}
+
 NXRT_CLONES
-static void max_pool_plane_2d(const PoolShape& s, const float* x, float* y) {
+static void max_pool_plane_2d(const PoolShape& s, const float* x, float* y, float* vmax) {
   const int64_t H = s.in[1], W = s.in[2], OH = s.out[1], OW = s.out[2];
   const int64_t KH = s.kernel[1], KW = s.kernel[2], SH = s.stride[1], SW = s.stride[2];
   const int64_t PT = s.pad_begin[1], PL = s.pad_begin[2];
   for (int64_t oh = 0; oh < OH; ++oh) {
     const int64_t h0 = oh * SH - PT;
     const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + KH, H);
-    float* yrow = y + oh * OW;
-    for (int64_t ow = 0; ow < OW; ++ow) yrow[ow] = -std::numeric_limits<float>::infinity();
+    for (int64_t iw = 0; iw < W; ++iw) vmax[iw] = -std::numeric_limits<float>::infinity();
     for (int64_t ih = hb; ih < he; ++ih) {
       const float* row = x + ih * W;
-      for (int64_t kw = 0; kw < KW; ++kw) {
-        const int64_t off = kw - PL;  // iw = ow*SW + off
-        int64_t lo = off >= 0 ? 0 : (-off + SW - 1) / SW;
-        int64_t hi = off >= W ? 0 : (W - 1 - off) / SW + 1;
-        lo = std::min(lo, OW);
-        hi = std::clamp(hi, lo, OW);
-        for (int64_t ow = lo; ow < hi; ++ow) {
-          const float v = row[ow * SW + off];
-          yrow[ow] = v > yrow[ow] ? v : yrow[ow];
-        }
-      }
+      for (int64_t iw = 0; iw < W; ++iw) vmax[iw] = row[iw] > vmax[iw] ? row[iw] : vmax[iw];
     }
+    float* yrow = y + oh * OW;
+    if (SW == 1)
+      max_pool_columns<1>(vmax, yrow, OW, W, KW, PL, 1);
+    else if (SW == 2)
+      max_pool_columns<2>(vmax, yrow, OW, W, KW, PL, 2);
+    else
+      max_pool_columns<0>(vmax, yrow, OW, W, KW, PL, SW);
   }
 }
 
@@ -104,10 +125,12 @@ void max_pool(const PoolShape& s, const T* x, T* y, ThreadPool* pool) {
   parallel_for(t <= 1 ? nullptr : pool, tasks, [&](int64_t i) {
     int64_t b, e;
     split_range(planes, tasks, i, b, e);
+    std::vector<float> vmax;  // one input row's window max (float fast path)
     for (int64_t p = b; p < e; ++p) {
       if (fast) {
         if constexpr (std::is_same_v<T, float>) {
-          max_pool_plane_2d(s, x + p * in_plane, y + p * out_plane);
+          vmax.resize(static_cast<size_t>(s.in[2]));
+          max_pool_plane_2d(s, x + p * in_plane, y + p * out_plane, vmax.data());
         } else {
           std::vector<T> vmax(static_cast<size_t>(s.in[2]));
           max_pool_plane_2d_int(s, x + p * in_plane, y + p * out_plane, vmax.data());

@@ -50,7 +50,8 @@ static PoolShape pool2d(int64_t c, int64_t h, int64_t w, int64_t k, int64_t stri
 TEST_CASE("max_pool matches the naive pool") {
   ThreadPool tp(2);
   for (auto s : {pool2d(3, 9, 10, 3, 2, 1, 1, false), pool2d(3, 9, 10, 3, 2, 1, 1, true), pool2d(4, 8, 8, 2, 2, 0, 1, false),
-                 pool2d(2, 10, 10, 3, 1, 2, 2, false), pool2d(64, 56, 56, 3, 2, 1, 1, false)}) {
+                 pool2d(2, 10, 10, 3, 1, 2, 2, false), pool2d(64, 56, 56, 3, 2, 1, 1, false),
+                 pool2d(3, 11, 13, 3, 3, 1, 1, true), pool2d(2, 9, 11, 5, 1, 2, 1, false)}) {  // stride 3; SPPF's 5x5/1
     auto x = random_floats(size_t(s.batch * s.channels * s.in[1] * s.in[2]), 3);
     std::vector<float> y(size_t(s.batch * s.channels * s.out[1] * s.out[2]));
     max_pool(s, x.data(), y.data(), &tp);
