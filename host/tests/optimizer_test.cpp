@@ -213,6 +213,30 @@ TEST_CASE("constant folding: nodes whose inputs are all constant run once on the
   }
 }
 
+TEST_CASE("constant folding leaves a node whose output would be above 64 MiB") {
+  // A 128 MiB ConstantOfShape: folding it would take seconds at session creation and keep
+  // the bytes for the session's life. A small one beside it still folds.
+  Builder b;
+  b.io(true, "x", {1});
+  b.ints("big_shape", {int64_t(1) << 25}, {1});
+  b.ints("small_shape", {4}, {1});
+  b.node("ConstantOfShape", {"big_shape"}, {"big"});
+  b.node("ConstantOfShape", {"small_shape"}, {"small"});
+  b.node("Add", {"big", "x"}, {"y"});
+  b.node("Add", {"small", "x"}, {"z"});
+  b.io(false, "y", {int64_t(1) << 25});
+  b.io(false, "z", {4});
+  auto m = b.load();
+  Env env;
+  auto cpu = cpu_plugin(env);
+  std::string note;
+  CHECK(passes::fold_constants(*m, cpu, &note) == 1);
+  CHECK(note == "on the cpu plugin; 1 node(s) left: an output above 64 MiB");
+  CHECK(!m->find_value("big")->constant);
+  REQUIRE(m->find_value("small")->constant);
+  CHECK(floats_of(*m->find_value("small")->constant) == std::vector<float>{0, 0, 0, 0});
+}
+
 TEST_CASE("common-subexpression elimination: equal nodes on the same inputs become one, equal scalars included") {
   Builder b;
   b.io(true, "x", {4});

@@ -3,6 +3,7 @@
 // into a small model of their own, that model gets a session on the CPU EP and one run,
 // and its outputs become constants. The host computes no op math itself.
 #include "claims.hpp"
+#include "dtype.hpp"
 #include "error.hpp"
 #include "optimizer.hpp"
 #include "optimizer/graph_edit.hpp"
@@ -36,6 +37,29 @@ bool foldable_op(const nxrt_node& n, const std::set<std::string>& body_names) {
     any_used |= !out->consumers.empty();
   }
   return any_used;
+}
+
+// Folding computes a node at session creation and keeps its result for the session's life.
+// A node whose output is known to be larger than this stays in the graph: a fuzzed model's
+// 1 GiB ConstantOfShape took 4 s to fold (23 s under ASan) only for the model to be refused
+// right after; a real model computes such a tensor per run, where the memory plan can reuse it.
+constexpr uint64_t kMaxFoldBytes = uint64_t(64) << 20;
+
+bool output_too_large(const nxrt_node& n) {
+  for (const nxrt_value* out : n.outputs) {
+    if (!out || out->rank < 0) continue;
+    uint64_t bytes = dtype_size(out->dtype);
+    bool known = true;
+    for (int64_t d : out->dims) {
+      if (d < 0) {
+        known = false;
+        break;
+      }
+      bytes = d != 0 && bytes > kMaxFoldBytes / uint64_t(d) ? kMaxFoldBytes + 1 : bytes * uint64_t(d);
+    }
+    if (known && bytes > kMaxFoldBytes) return true;
+  }
+  return false;
 }
 
 // The candidate nodes as a model of their own: constants in, every output out.
@@ -129,8 +153,14 @@ size_t fold_constants(nxrt_model_ir& m, const std::shared_ptr<PluginLibrary>& cp
       if (in && !in->constant && !(in->producer >= 0 && !in->body && candidate[size_t(in->producer)])) return false;
     return true;
   };
+  size_t too_large = 0;
   for (auto& n : m.nodes)
-    if (foldable_op(*n, body_names) && inputs_known(*n)) candidate[n->index] = 1;
+    if (foldable_op(*n, body_names) && inputs_known(*n)) {
+      if (output_too_large(*n)) ++too_large;
+      else candidate[n->index] = 1;
+    }
+  const std::string large_note =
+      too_large ? fmt::format("; {} node(s) left: an output above {} MiB", too_large, kMaxFoldBytes >> 20) : "";
   try {
     std::unique_ptr<EpInstance> ep;
     FoldModel f;
@@ -142,7 +172,10 @@ size_t fold_constants(nxrt_model_ir& m, const std::shared_ptr<PluginLibrary>& cp
           if (inputs_known(*n)) nodes.push_back(n->index);
           else candidate[n->index] = 0;
         }
-      if (nodes.empty()) return 0;
+      if (nodes.empty()) {
+        if (note && too_large) *note = fmt::format("on the {} plugin{}", cpu->name(), large_note);
+        return 0;
+      }
       f = build(m, nodes);
       if (!ep) ep = EpInstance::create(cpu, 0, 1);
       const auto ok = claimed(f, *ep);
@@ -167,7 +200,7 @@ size_t fold_constants(nxrt_model_ir& m, const std::shared_ptr<PluginLibrary>& cp
       v->constant = std::move(t);
     }
     for (size_t idx : f.origin) edit::remove_node(*m.nodes[idx], body_names);
-    if (note) *note = fmt::format("on the {} plugin", cpu->name());
+    if (note) *note = fmt::format("on the {} plugin{}", cpu->name(), large_note);
     return f.origin.size();
   } catch (const HostError& e) {
     // The nodes stay: the model's own run reports the problem where it belongs.
