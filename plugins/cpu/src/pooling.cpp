@@ -36,82 +36,66 @@ static void max_pool_plane(const PoolShape& s, const T* x, T* y) {
       }
 }
 
-// Fast path: 2-D, no dilation, float; interior windows without bounds checks.
-// Float 2-D max pool, no dilation: per output row, the max of its window's input
-// rows (clipped to the input: padding never wins) into vmax, then of each
-// window's columns of vmax. Both loops run over whole rows with a compile-time
-// stride, so they vectorise (the per-window loop ran at ~3.5 G compares/s on
-// ResNet's 3x3/2 pool). `v > m ? v : m` throughout: a NaN is skipped as before.
-template <int64_t SW>
-__attribute__((always_inline)) inline void max_pool_columns(const float* __restrict vmax, float* __restrict yrow,
-                                                            int64_t OW, int64_t W, int64_t KW, int64_t PL,
-                                                            int64_t sw) {
+// 2-D max pool, no dilation (float and 8-bit): per output row, the max of its window's
+// input rows (clipped to the input: padding never wins) into vmax, then of each window's
+// columns of vmax. Both loops run over whole rows with a compile-time stride (1, 2, or any),
+// so they vectorise (a per-window loop ran at ~3.5 G compares/s on ResNet's 3x3/2 pool).
+// `v > m ? v : m` throughout: a float NaN is skipped.
+template <typename T>
+constexpr T pool_lowest() {
+  return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+}
+
+template <typename T, int64_t SW>
+__attribute__((always_inline)) inline void max_pool_columns(const T* __restrict vmax, T* __restrict yrow, int64_t OW,
+                                                            int64_t W, int64_t KW, int64_t PL, int64_t sw) {
   const int64_t st = SW > 0 ? SW : sw;
-  for (int64_t ow = 0; ow < OW; ++ow) yrow[ow] = -std::numeric_limits<float>::infinity();
+  for (int64_t ow = 0; ow < OW; ++ow) yrow[ow] = pool_lowest<T>();
   for (int64_t kw = 0; kw < KW; ++kw) {
     const int64_t off = kw - PL;  // iw = ow*SW + off
     int64_t lo = off >= 0 ? 0 : (-off + st - 1) / st;
     int64_t hi = off >= W ? 0 : (W - 1 - off) / st + 1;
     lo = std::min(lo, OW);
     hi = std::clamp(hi, lo, OW);
-    const float* src = vmax + off;
+    const T* src = vmax + off;
     for (int64_t ow = lo; ow < hi; ++ow) {
-      const float v = src[ow * st];
+      const T v = src[ow * st];
       yrow[ow] = v > yrow[ow] ? v : yrow[ow];
     }
   }
 }
 
-NXRT_CLONES
-static void max_pool_plane_2d(const PoolShape& s, const float* x, float* y, float* vmax) {
+template <typename T>
+__attribute__((always_inline)) inline void max_pool_plane_2d_body(const PoolShape& s, const T* x, T* y, T* vmax) {
   const int64_t H = s.in[1], W = s.in[2], OH = s.out[1], OW = s.out[2];
   const int64_t KH = s.kernel[1], KW = s.kernel[2], SH = s.stride[1], SW = s.stride[2];
   const int64_t PT = s.pad_begin[1], PL = s.pad_begin[2];
   for (int64_t oh = 0; oh < OH; ++oh) {
     const int64_t h0 = oh * SH - PT;
     const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + KH, H);
-    for (int64_t iw = 0; iw < W; ++iw) vmax[iw] = -std::numeric_limits<float>::infinity();
+    for (int64_t iw = 0; iw < W; ++iw) vmax[iw] = pool_lowest<T>();
     for (int64_t ih = hb; ih < he; ++ih) {
-      const float* row = x + ih * W;
+      const T* row = x + ih * W;
       for (int64_t iw = 0; iw < W; ++iw) vmax[iw] = row[iw] > vmax[iw] ? row[iw] : vmax[iw];
     }
-    float* yrow = y + oh * OW;
+    T* yrow = y + oh * OW;
     if (SW == 1)
-      max_pool_columns<1>(vmax, yrow, OW, W, KW, PL, 1);
+      max_pool_columns<T, 1>(vmax, yrow, OW, W, KW, PL, 1);
     else if (SW == 2)
-      max_pool_columns<2>(vmax, yrow, OW, W, KW, PL, 2);
+      max_pool_columns<T, 2>(vmax, yrow, OW, W, KW, PL, 2);
     else
-      max_pool_columns<0>(vmax, yrow, OW, W, KW, PL, SW);
+      max_pool_columns<T, 0>(vmax, yrow, OW, W, KW, PL, SW);
   }
 }
 
-// Fast path for 8-bit integers (max is exact, no NaN): 2-D, no dilation. Per output row, the
-// max of its window's input rows (clipped to the input: padding never wins), then of each
-// window's columns of that row; both loops run over whole rows, so they vectorise.
+NXRT_CLONES
+static void max_pool_plane_2d(const PoolShape& s, const float* x, float* y, float* vmax) {
+  max_pool_plane_2d_body(s, x, y, vmax);
+}
+
 template <typename T>
 static void max_pool_plane_2d_int(const PoolShape& s, const T* x, T* y, T* vmax) {
-  const int64_t H = s.in[1], W = s.in[2], OH = s.out[1], OW = s.out[2];
-  const int64_t KH = s.kernel[1], KW = s.kernel[2], SH = s.stride[1], SW = s.stride[2];
-  const int64_t PT = s.pad_begin[1], PL = s.pad_begin[2];
-  for (int64_t oh = 0; oh < OH; ++oh) {
-    const int64_t h0 = oh * SH - PT;
-    const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + KH, H);
-    std::fill(vmax, vmax + W, std::numeric_limits<T>::lowest());
-    for (int64_t ih = hb; ih < he; ++ih) {
-      const T* row = x + ih * W;
-      for (int64_t iw = 0; iw < W; ++iw) vmax[iw] = std::max(vmax[iw], row[iw]);
-    }
-    T* yrow = y + oh * OW;
-    for (int64_t ow = 0; ow < OW; ++ow) yrow[ow] = std::numeric_limits<T>::lowest();
-    for (int64_t kw = 0; kw < KW; ++kw) {
-      const int64_t off = kw - PL;  // iw = ow*SW + off
-      int64_t lo = off >= 0 ? 0 : (-off + SW - 1) / SW;
-      int64_t hi = off >= W ? 0 : (W - 1 - off) / SW + 1;
-      lo = std::min(lo, OW);
-      hi = std::clamp(hi, lo, OW);
-      for (int64_t ow = lo; ow < hi; ++ow) yrow[ow] = std::max(yrow[ow], vmax[ow * SW + off]);
-    }
-  }
+  max_pool_plane_2d_body(s, x, y, vmax);
 }
 
 template <typename T>
