@@ -384,7 +384,7 @@ static void dw_accumulate(float* out, int64_t n, const float* const* src, const 
   dw_accumulate_generic(out, n, src, w, taps, bias);
 }
 
-// src: the taps' offsets in the phase planes (tap_offset), the same for every plane.
+// toff: each tap's offset in the phase planes (tap_offset), the same for every plane.
 static void depthwise_plane(const ConvShape& s, const DwGeometry& g, const int64_t* toff, const float* in,
                             const float* wk, float bias, float* o, const float* res, const ConvPostOps& post) {
   float* phases = scratch_floats(kScratchA, g.phase_floats);
