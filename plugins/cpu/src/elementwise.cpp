@@ -261,6 +261,18 @@ NXRT_CLONES void u_neg(const float* x, float* y, int64_t n) {
 NXRT_CLONES void u_gelu_erf_chain(const float* x, float* y, int64_t n, float c, float a, float h) {
   for (int64_t i = 0; i < n; ++i) y[i] = ((vm::erf(x[i] / c) + a) * x[i]) * h;
 }
+// a == 1 (Gelu as exported): 1 + erf(u) is erfc(-u), computed as erfc(|u|) or 2 - erfc(|u|):
+// one branch instead of erf's two, and no cancellation for negative u (1 + erf(u) there
+// came out as 0 or a few ulps of 1).
+NXRT_CLONES void u_gelu_erfc_chain(const float* x, float* y, int64_t n, float c, float h) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = x[i] / c;
+    const float e = vm::erfc_nonneg(u < 0.f ? -u : u);
+    float one_plus_erf = u < 0.f ? e : 2.f - e;
+    one_plus_erf = u != u ? u : one_plus_erf;
+    y[i] = (one_plus_erf * x[i]) * h;
+  }
+}
 // x * clamp(x / 6 + 1/2, 0, 1); NaN stays NaN (x * anything).
 NXRT_CLONES void u_hardswish(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
@@ -298,7 +310,10 @@ void split_elements(int64_t n, ThreadPool* pool, double per_thread, F&& f) {
 }  // namespace
 
 void gelu_erf_chain(const float* x, float* y, int64_t n, float c, float a, float h, ThreadPool* pool) {
-  split_elements(n, pool, 1 << 14, [&](int64_t s, int64_t e) { u_gelu_erf_chain(x + s, y + s, e - s, c, a, h); });
+  split_elements(n, pool, 1 << 14, [&](int64_t s, int64_t e) {
+    if (a == 1.f) u_gelu_erfc_chain(x + s, y + s, e - s, c, h);
+    else u_gelu_erf_chain(x + s, y + s, e - s, c, a, h);
+  });
 }
 
 void hard_sigmoid(const float* x, float* y, int64_t n, float alpha, float beta, ThreadPool* pool) {

@@ -9,18 +9,35 @@
 
 namespace nxrt::cpu {
 
+// 16 lanes of running max and partial sums, so the loops vectorise (a float reduction in
+// one variable does not without reassociation: softmax of 128 values ran scalar, 1.3 ns each).
 NXRT_CLONES
 static void softmax_row(const float* x, float* y, int64_t n) {
+  constexpr int L = 16;
+  float mv[L], sv[L] = {};
+  for (int j = 0; j < L; ++j) mv[j] = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int j = 0; j < L; ++j) mv[j] = x[i + j] > mv[j] ? x[i + j] : mv[j];
   float m = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  for (int j = 0; j < L; ++j) m = mv[j] > m ? mv[j] : m;
+  i = 0;
+  for (; i + L <= n; i += L)
+    for (int j = 0; j < L; ++j) {
+      const float e = vm::exp(x[i + j] - m);
+      y[i + j] = e;
+      sv[j] += e;
+    }
   float s = 0.f;
-  for (int64_t i = 0; i < n; ++i) {
+  for (; i < n; ++i) {
     const float e = vm::exp(x[i] - m);
     y[i] = e;
     s += e;
   }
+  for (int j = 0; j < L; ++j) s += sv[j];
   const float inv = 1.f / s;
-  for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+  for (i = 0; i < n; ++i) y[i] *= inv;
 }
 
 // Strided case: softmax along `axis` for `inner` interleaved columns.

@@ -3,9 +3,9 @@
 --profile`), including chains that must not fuse:
   * MatMul -> Add(bias) [-> Add(residual)] in one GEMM store, against numpy (float64): bias
     not over the last axis, a broadcast residual, an intermediate used twice;
-  * the exact-Gelu chain Div -> Erf -> Add -> Mul -> Mul in one pass: bit-identical to the
-    same chain run node by node (an extra output of the Erf keeps it unfused), and close to
-    numpy's float64 Gelu.
+  * the exact-Gelu chain Div -> Erf -> Add -> Mul -> Mul in one pass (an extra output of the
+    Erf keeps it unfused, for comparison): within 1e-5 of numpy's float64 Gelu, relatively too,
+    down to the far negative tail.
 
 Usage: fused_groups_e2e.py --nxrt PATH/nxrt
 """
@@ -106,18 +106,21 @@ def gelu_cases(nxrt, tmp):
         print(f"FAIL gelu: nxrt failed: {(p1.stderr + p2.stderr).strip()}")
         return 2
     failures = 0
-    same = np.array_equal(fused[0].view(np.uint32), plain[0].view(np.uint32))
     g1 = kernels_ran(nxrt, os.path.join(tmp, "gelu_fused", "model.onnx"), os.path.join(tmp, "gelu_fused"))
     g2 = kernels_ran(nxrt, os.path.join(tmp, "gelu_plain", "model.onnx"), os.path.join(tmp, "gelu_plain"))
-    ok = same and g1 == ["Div+Erf+Add+Mul+Mul"] and "Div+Erf+Add+Mul+Mul" not in (g2 or [])
-    print(f"{'ok  ' if ok else 'FAIL'} gelu chain: fused bit-identical to node by node: {same}, "
-          f"kernels {g1} / {g2}")
+    ok = g1 == ["Div+Erf+Add+Mul+Mul"] and "Div+Erf+Add+Mul+Mul" not in (g2 or [])
+    print(f"{'ok  ' if ok else 'FAIL'} gelu chain fused: kernels {g1} / {g2}")
     failures += 0 if ok else 1
     xd = x.astype(np.float64)
-    want = 0.5 * xd * (1 + np.vectorize(math.erf)(xd / math.sqrt(2)))
-    err = float(np.nanmax(np.abs(fused[0] - want)))
-    ok = err <= 1e-5 and np.isnan(fused[0][0, 0])
-    print(f"{'ok  ' if ok else 'FAIL'} gelu chain vs float64: max |err| {err:.2g}, NaN kept: {bool(np.isnan(fused[0][0, 0]))}")
+    want = 0.5 * xd * np.vectorize(math.erfc)(-xd / math.sqrt(2))
+    err = np.abs(fused[0] - want)
+    rel = float(np.nanmax(err / np.maximum(np.abs(want), 1e-300)))
+    rel_plain = float(np.nanmax(np.abs(plain[0] - want) / np.maximum(np.abs(want), 1e-300)))
+    # The fused pass computes 1 + erf(u) as erfc(-u): relative accuracy even in the far
+    # negative tail, where node by node (1 + erf) cancels to 0.
+    ok = float(np.nanmax(err)) <= 1e-5 and rel <= 1e-5 and np.isnan(fused[0][0, 0]) and np.isnan(plain[0][0, 0])
+    print(f"{'ok  ' if ok else 'FAIL'} gelu chain vs float64: max |err| {float(np.nanmax(err)):.2g}, max relative "
+          f"{rel:.2g} (node by node {rel_plain:.2g}), NaN kept: {bool(np.isnan(fused[0][0, 0]))}")
     failures += 0 if ok else 1
     return failures
 

@@ -107,6 +107,33 @@ TEST_CASE("exp and erf approximations are accurate") {
   CHECK(std::isnan(erf_approx(NAN)));
 }
 
+TEST_CASE("gelu chain: relative accuracy down to the far negative tail") {
+  // 0.5 x (1 + erf(x / sqrt2)): with a == 1 the kernel computes 1 + erf(u) as erfc(-u),
+  // which stays accurate where it is tiny (at x = -8, 1 + erf came out as 0 before).
+  std::vector<float> x;
+  for (float v = -9.f; v <= 9.f; v += 0.0031f) x.push_back(v);
+  x.push_back(0.f);
+  x.push_back(-1e-6f);
+  std::vector<float> y(x.size()), g(x.size());
+  ThreadPool pool(2);
+  gelu_erf_chain(x.data(), y.data(), int64_t(x.size()), 1.4142135f, 1.f, 0.5f, &pool);
+  double worst_rel = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double xd = x[i], want = 0.5 * xd * std::erfc(-xd / std::sqrt(2.0));
+    if (want != 0) worst_rel = std::max(worst_rel, std::fabs(y[i] - want) / std::fabs(want));
+    else CHECK(y[i] == 0.f);
+  }
+  CHECK(worst_rel < 1e-5);
+  // Another a: the erf form (x (erf(x / c) + 0.25) / 2), absolute accuracy.
+  gelu_erf_chain(x.data(), g.data(), int64_t(x.size()), 2.f, 0.25f, 0.5f, nullptr);
+  for (size_t i = 0; i < x.size(); ++i)
+    CHECK(std::fabs(g[i] - 0.5 * x[i] * (std::erf(x[i] / 2.0) + 0.25)) < 1e-6 * (1 + std::fabs(x[i])));
+  const float nan_in = NAN;
+  float nan_out = 0.f;
+  gelu_erf_chain(&nan_in, &nan_out, 1, 1.4142135f, 1.f, 0.5f, nullptr);
+  CHECK(std::isnan(nan_out));
+}
+
 TEST_CASE("unary, relu and clip") {
   auto x = random_floats(1000, 4, -3.f, 3.f);
   std::vector<float> y(1000);
