@@ -94,6 +94,15 @@ struct nxrt_session {
 };
 
 struct nxrt_outputs {
+  nxrt_outputs() = default;
+  explicit nxrt_outputs(std::shared_ptr<nxrt::OutputBuffers> r) : recycle(std::move(r)) {}
+  nxrt_outputs(const nxrt_outputs&) = delete;
+  nxrt_outputs& operator=(const nxrt_outputs&) = delete;
+  ~nxrt_outputs() {
+    if (recycle)
+      for (auto& t : tensors) recycle->give(std::move(t.data));
+  }
+  std::shared_ptr<nxrt::OutputBuffers> recycle;  // the session's, where the tensors' buffers go back
   std::vector<nxrt::HostTensor> tensors;
   std::vector<nxrt::ValuePtr> values;  // per output: its sequence or optional (null: a tensor)
   std::vector<std::vector<nxrt_host_tensor>> views;  // per value output: its tensors, for nxrt_outputs_get_value
@@ -611,7 +620,7 @@ nxrt_error* nxrt_session_run_with_options(nxrt_session* s, const nxrt_host_tenso
   return wrap([&] {
     if (!s || !outputs) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "session or outputs is NULL");
     nxrt::KeyValues ro = read_run_options(run_options);
-    auto o = std::make_unique<nxrt_outputs>();
+    auto o = std::make_unique<nxrt_outputs>(s->impl->output_buffers());
     s->impl->run(inputs, input_count, o->tensors, nullptr, &ro, &o->run_id);
     make_views(*o);
     *outputs = o.release();
@@ -942,7 +951,7 @@ nxrt_error* nxrt_session_run_binding(nxrt_session* s, nxrt_binding* b, const nxr
       if (cs.ep < 0) nxrt::raise(NXRT_ERR_INVALID_ARGUMENT, "the stream belongs to another session");
       cs.stream = stream->stream;
     }
-    auto o = std::make_unique<nxrt_outputs>();
+    auto o = std::make_unique<nxrt_outputs>(s->impl->output_buffers());
     s->impl->run_bound(inputs, &b->outputs, o->tensors, nullptr, &ro, &o->run_id, stream ? &cs : nullptr);
     make_views(*o);
     if (outputs) *outputs = o.release();
@@ -989,7 +998,7 @@ nxrt_error* nxrt_session_run_values(nxrt_session* s, const nxrt_host_value* inpu
         given[i].value = value_from(v);
       }
     }
-    auto o = std::make_unique<nxrt_outputs>();
+    auto o = std::make_unique<nxrt_outputs>(s->impl->output_buffers());
     s->impl->run_bound(given, nullptr, o->tensors, nullptr, nullptr, &o->run_id, nullptr, &o->values);
     make_views(*o);
     *outputs = o.release();

@@ -320,6 +320,7 @@ void Session::prepare(bool fallback, const std::vector<std::shared_ptr<PluginLib
   fallback_libs_ = fallback_libs;
   threads_ = threads;
   device_ = device;
+  output_buffers_ = std::make_shared<OutputBuffers>(std::max<size_t>(2, 2 * model_->outputs.size()));
   try {
     auto t = std::chrono::steady_clock::now();
     auto stage = [&](const char* name) {

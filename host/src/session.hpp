@@ -4,6 +4,7 @@
 #include "ir.hpp"
 #include "plugin_library.hpp"
 #include "host_value.hpp"
+#include "output_buffers.hpp"
 #include "profiler.hpp"
 
 #include <nxrt/nxrt.h>
@@ -200,6 +201,9 @@ class Session {
 
   const nxrt_model_ir& model() const { return *model_; }
   const std::vector<std::shared_ptr<EpInstance>>& eps() const { return eps_; }
+  // Where released outputs leave their buffers (nxrt_outputs_release) for the next runs;
+  // shared, so outputs may outlive the session.
+  const std::shared_ptr<OutputBuffers>& output_buffers() const { return output_buffers_; }
   const std::shared_ptr<MemoryPolicy>& memory_policy() const { return policy_; }
   const std::vector<Assignment>& assignments() const { return assign_; }  // by node index
   size_t copy_count() const { return copies_; }
@@ -281,6 +285,7 @@ class Session {
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<RunState>> pool_;
   std::shared_ptr<const char> alive_ = std::make_shared<const char>(0);
+  std::shared_ptr<OutputBuffers> output_buffers_;  // released outputs' buffers, for the next runs
   std::shared_ptr<KernelCache> cache_;
   bool compile_only_ = false;
   std::vector<std::pair<std::string, double>> load_stages_;

@@ -188,6 +188,53 @@ TEST_CASE("executor: a chain runs on the sample plugin and gives the right value
   CHECK(y == std::vector<float>{0, 2, 0, 4, 0, 6});
 }
 
+TEST_CASE("executor: released output buffers are reused by the next run, and outlive the session") {
+  Env env;
+  auto sample = plugin(env, "libnxrt_ep_sample.so");
+  const std::vector<int64_t> dims = {64, 1024};  // 256 KiB: above OutputBuffers::kMinBytes
+  auto s = make_session(relu_chain(2, dims), {sample});
+  std::vector<float> x(64 * 1024);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 7) - 3);
+  nxrt_host_tensor in{"x", NXRT_DTYPE_FLOAT32, 2, dims.data(), x.data()};
+  std::vector<HostTensor> out;
+  s->run(&in, 1, out);
+  REQUIRE(out.size() == 1);
+  const uint8_t* first = out[0].data.data();
+  s->output_buffers()->give(std::move(out[0].data));
+  for (float& v : x) v = -v;  // the second run must write every element again
+  std::vector<HostTensor> out2;
+  s->run(&in, 1, out2);
+  REQUIRE(out2.size() == 1);
+  CHECK(out2[0].data.data() == first);
+  const float* y = reinterpret_cast<const float*>(out2[0].data.data());
+  bool right = true;
+  for (size_t i = 0; i < x.size(); ++i) right = right && y[i] == std::max(x[i], 0.f);
+  CHECK(right);
+  // Given back after the session is gone: the pool is shared, nothing dangles.
+  auto pool = s->output_buffers();
+  s.reset();
+  pool->give(std::move(out2[0].data));
+  CHECK(pool->take(64 * 1024 * 4).size() == 64 * 1024 * 4);
+}
+
+TEST_CASE("output buffers: fit within a quarter, small ones not kept, the largest dropped past the cap") {
+  OutputBuffers pool(2);
+  pool.give(Bytes(1000));  // below kMinBytes: freed
+  CHECK(pool.take(1000).empty());
+  const size_t m = OutputBuffers::kMinBytes;
+  pool.give(Bytes(4 * m));
+  CHECK(pool.take(2 * m).empty());       // twice too large: not used for it
+  Bytes b = pool.take(4 * m - 100);      // within a quarter: shrunk to the size asked
+  CHECK(b.size() == 4 * m - 100);
+  CHECK(pool.take(4 * m - 100).empty());  // taken once
+  pool.give(Bytes(2 * m));
+  pool.give(Bytes(3 * m));
+  pool.give(Bytes(8 * m));  // third: the largest goes
+  CHECK(pool.take(8 * m).empty());
+  CHECK(pool.take(3 * m).size() == 3 * m);
+  CHECK(pool.take(2 * m).size() == 2 * m);
+}
+
 TEST_CASE("planner: buffers of a chain are reused by lifetime") {
   Env env;
   auto sample = plugin(env, "libnxrt_ep_sample.so");
