@@ -189,52 +189,6 @@ void conv_run_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32
     }
 }
 
-// Worth the transposed product (QConv::transposed): the tiles of 6 pixels x panels of 16
-// channels cover 10% less than the tiles of 6 channels x panels of 16 pixels.
-bool few_pixels(const ConvShape& s) {
-  const int64_t plane = s.out_h * s.out_w, oc = s.out_c;
-  return s.group == 1 && plane % kQNR != 0 &&
-         q_tiles(plane) * kQMR * q_panels(oc) * kQNR * 11 < q_panels(plane) * kQNR * q_tiles(oc) * kQMR * 10;
-}
-
-// y^T = im2col(x')^T w'^T: an NHWC copy of x' (+ 128 for int8 x) with the padding at x_zp',
-// pixel rows of (kh, kw, ic) taps (whole channel runs), the QMatMul into [pixels][OC], and
-// its transpose into y.
-template <typename TX>
-void conv_run_transposed(const ConvShape& s, const TX* x, int32_t xq_zp, const QMatMul& mm, void* y, size_t esize,
-                         ThreadPool* pool) {
-  const int64_t C = s.in_c, OC = s.out_c, K = s.gemm_k(), plane = s.out_h * s.out_w, in_plane = s.in_h * s.in_w;
-  const int64_t Hp = std::max(s.in_h + s.pad_top, (s.out_h - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1);
-  const int64_t Wp = std::max(s.in_w + s.pad_left, (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1);
-  thread_local std::vector<uint8_t> nhwc, cols, yt;  // kept across runs
-  cols.resize(size_t(plane * K));
-  yt.resize(size_t(plane * OC) * esize);
-  const uint8_t add = std::is_same_v<TX, int8_t> ? 128 : 0;
-  for (int64_t n = 0; n < s.batch; ++n) {
-    nhwc.assign(size_t(Hp * Wp * C), uint8_t(xq_zp));
-    const TX* xn = x + n * C * in_plane;
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t ih = 0; ih < s.in_h; ++ih) {
-        uint8_t* d = nhwc.data() + ((ih + s.pad_top) * Wp + s.pad_left) * C + c;
-        const TX* sr = xn + c * in_plane + ih * s.in_w;
-        for (int64_t iw = 0; iw < s.in_w; ++iw) d[iw * C] = uint8_t(uint8_t(sr[iw]) + add);
-      }
-    for (int64_t oh = 0; oh < s.out_h; ++oh)
-      for (int64_t ow = 0; ow < s.out_w; ++ow) {
-        uint8_t* row = cols.data() + (oh * s.out_w + ow) * K;
-        for (int64_t kh = 0; kh < s.k_h; ++kh)
-          for (int64_t kw = 0; kw < s.k_w; ++kw)
-            std::memcpy(row + (kh * s.k_w + kw) * C,
-                        nhwc.data() + ((oh * s.stride_h + kh * s.dil_h) * Wp + ow * s.stride_w + kw * s.dil_w) * C, size_t(C));
-      }
-    mm.run(plane, cols.data(), yt.data(), pool);
-    char* yn = static_cast<char*>(y) + size_t(n * OC * plane) * esize;
-    for (int64_t p = 0; p < plane; ++p)
-      for (int64_t oc = 0; oc < OC; ++oc)
-        std::memcpy(yn + size_t(oc * plane + p) * esize, yt.data() + size_t(p * OC + oc) * esize, esize);
-  }
-}
-
 template <typename TX>
 void conv_run(const ConvShape& s, const TX* x, int32_t x_zp, const uint32_t* pw, const QEpilogue& ep, void* y,
               ThreadPool* pool) {
@@ -286,13 +240,6 @@ void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) co
   if (s.pad_top < 0 || s.pad_left < 0) throw std::invalid_argument("QConv: negative pads");
   const uint32_t* pw = reinterpret_cast<const uint32_t*>(packed_w_.data());
   if (quads_) {
-    if (few_pixels(s))
-      if (const QMatMul* mm = transposed(s)) {
-        const size_t esize = out_.type == QType::U8 || out_.type == QType::S8 ? 1 : 4;
-        if (x_type_ == QType::U8) conv_run_transposed(s, static_cast<const uint8_t*>(x), xq_zp_, *mm, y, esize, pool);
-        else conv_run_transposed(s, static_cast<const int8_t*>(x), xq_zp_, *mm, y, esize, pool);
-        return;
-      }
     const QZpTerm zp_term{wq_zp_.empty() ? nullptr : wq_zp_.data(), nullptr, nullptr};
     if (x_type_ == QType::U8) conv_run_quads(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, zp_term, y, pool);
     else conv_run_quads(s, static_cast<const int8_t*>(x), xq_zp_, pw, *ep_, zp_term, y, pool);

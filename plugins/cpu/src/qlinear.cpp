@@ -96,25 +96,6 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
 }
 QConv::~QConv() = default;
 
-const QMatMul* QConv::transposed(const ConvShape& s) const {
-  std::call_once(tr_once_, [&] {
-    // w'(m, k) back from the packed quads (byte k % 4 of tile word k / 4), to wt[(kh, kw, ic)][m].
-    const int64_t khw = s.k_h * s.k_w, icg = k_ / khw, KQ = q_quads(k_);
-    const uint32_t* pw = reinterpret_cast<const uint32_t*>(packed_w_.data());
-    std::vector<int8_t> wt(size_t(k_ * oc_));
-    for (int64_t m = 0; m < oc_; ++m) {
-      const uint32_t* tile = pw + (m / kQMR) * kQMR * KQ + m % kQMR;
-      for (int64_t k = 0; k < k_; ++k)
-        wt[size_t(((k % khw) * icg + k / khw) * oc_ + m)] = int8_t(uint8_t(tile[(k / 4) * kQMR] >> (8 * (k % 4))));
-    }
-    std::vector<int32_t> zp = wq_zp_.empty() ? std::vector<int32_t>(size_t(oc_), 0) : wq_zp_;
-    tr_ = std::make_unique<QMatMul>(QType::U8, xq_zp_, QType::S8, wt.data(), k_, oc_, std::move(zp), out_);
-    tr_kh_ = s.k_h;
-    tr_kw_ = s.k_w;
-  });
-  return tr_->uses_quads() && tr_kh_ == s.k_h && tr_kw_ == s.k_w ? tr_.get() : nullptr;
-}
-
 QMatMul::QMatMul(QType a_type, int32_t a_zp, QType b_type, const void* b, int64_t K, int64_t N, std::vector<int32_t> b_zp,
                  QOutput out)
     : a_type_(a_type), b_type_(b_type), a_zp_(a_zp), K_(K), N_(N), out_(std::move(out)) {

@@ -70,15 +70,6 @@ class QConv {
   AlignedFloats packed_w_;  // uint32 pairs: q_pack_a of [OC][k_] (or quads)
   QOutput out_;
   std::unique_ptr<QEpilogue> ep_;
-  // Few output pixels against many channels (ResNet's 7x7 layers: 49 pixels fill 4 panels of
-  // 16 while 512 channels fill tiles of 6 exactly): y^T = im2col(x')^T w'^T as a QMatMul of
-  // pixels (broadcast rows) by channels (vector columns), the weights reordered to (kh, kw, ic)
-  // so that a pixel's row is whole channel runs of an NHWC copy of x'. Made from packed_w_ on
-  // the first run that wants it, for that run's kernel size (tr_kh_, tr_kw_).
-  const QMatMul* transposed(const ConvShape& s) const;
-  mutable std::once_flag tr_once_;
-  mutable std::unique_ptr<QMatMul> tr_;
-  mutable int64_t tr_kh_ = 0, tr_kw_ = 0;
 };
 
 // y[M][N] = (a - a_zp)(b - b_zp[n]) through `out`; a [M][K] of a_type (U8 or S8) with one

@@ -139,7 +139,7 @@ const ConvCase kConvCases[] = {
     {1, 120, 6, 6, 10, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    // K = 1080 from the padded copy
     {1, 32, 4, 4, 70, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     // more channels than pixels: threads split the rows
     {1, 128, 3, 3, 100, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   // the same per group, rows 50..99 straddle a tile
-    {2, 40, 7, 7, 48, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     // 49 pixels: the transposed product (quads)
+    {2, 40, 7, 7, 48, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     // 49 pixels: a 1-column last panel
     {1, 24, 6, 6, 64, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},     // 9 pixels, stride 2: the same
 };
 }  // namespace
