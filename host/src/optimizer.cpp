@@ -44,6 +44,7 @@ void optimize(nxrt_model_ir& m, const OptimizeOptions& o) {
   note(1, "constant folding", folded, fold_note);
   note(1, "common-subexpression elimination", cse);
   note(1, "dead-node elimination", dead);
+  note(1, "DequantizeLinear copied for each reader past the first", passes::split_shared_dequantize(m));
   if (o.level >= 2) {
     note(2, "MatMul+Add -> Gemm", passes::fuse_matmul_add(m));
     note(2, "BatchNormalization folded into Conv", passes::fold_batchnorm(m));

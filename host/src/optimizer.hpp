@@ -3,7 +3,8 @@
 //   1  exact local rewrites: no-op removal (Identity, inference Dropout, Cast to its own type),
 //      shape folding (Shape/Size/Gather/Concat over static dims), constant folding (nodes whose
 //      inputs are all constant run once on the CPU plugin, through the ABI), common-subexpression
-//      and dead-node elimination. Outputs are bit-identical.
+//      and dead-node elimination, one DequantizeLinear per reader (so each QDQ pattern is
+//      whole for an EP's 8-bit kernels). Outputs are bit-identical.
 //   2  + MatMul+Add -> Gemm and BatchNormalization folded into the Conv before it: the same
 //      math, float rounding may differ in the last bits.
 //   3  + fusion groups: recognised LayerNorm / GELU / attention subgraphs are annotated so a
@@ -53,6 +54,8 @@ size_t fold_shapes(nxrt_model_ir& m);
 size_t fold_constants(nxrt_model_ir& m, const std::shared_ptr<PluginLibrary>& cpu, std::string* note);
 size_t eliminate_common_subexpressions(nxrt_model_ir& m);
 size_t eliminate_dead_nodes(nxrt_model_ir& m);
+// Each reader past the first of a DequantizeLinear's output gets its own copy (optimizer/qdq.cpp).
+size_t split_shared_dequantize(nxrt_model_ir& m);
 size_t fuse_matmul_add(nxrt_model_ir& m);
 size_t fold_batchnorm(nxrt_model_ir& m);
 size_t mark_fusion_groups(nxrt_model_ir& m);  // returns the number of groups

@@ -14,6 +14,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -299,6 +300,69 @@ TEST_CASE("quantized models: DequantizeLinear is neither folded nor merged, so e
   CHECK(passes::fold_constants(*m, cpu, &note) == 0);
   CHECK(ops(*m) == std::vector<std::string>{"DequantizeLinear", "DequantizeLinear", "DequantizeLinear", "Relu", "Sigmoid",
                                             "Add", "Add"});
+}
+
+TEST_CASE("quantized models: a DequantizeLinear read by several nodes gets one copy per reader past the first") {
+  // xq -> DQ -> {Relu, Add(d, d), Sigmoid}; a second DQ is also a graph output (kept shared).
+  Builder b;
+  b.io(true, "xq", {4}, onnx::TensorProto::UINT8);
+  b.floats("s", {0.5f});
+  b.node("DequantizeLinear", {"xq", "s"}, {"d"});
+  b.node("Relu", {"d"}, {"r"});
+  b.node("Add", {"d", "d"}, {"a"});
+  b.node("Sigmoid", {"d"}, {"g"});
+  b.node("DequantizeLinear", {"xq", "s"}, {"e"});
+  b.node("Neg", {"e"}, {"n"});
+  b.node("Sum", {"r", "a", "g", "n"}, {"y"});
+  b.io(false, "y", {4});
+  b.io(false, "e", {4});
+  auto m = b.load();
+  CHECK(passes::split_shared_dequantize(*m) == 2);
+  CHECK(passes::split_shared_dequantize(*m) == 0);  // nothing shared is left
+  CHECK(ops(*m) == std::vector<std::string>{"DequantizeLinear", "DequantizeLinear", "DequantizeLinear", "Relu", "Add",
+                                            "Sigmoid", "DequantizeLinear", "Neg", "Sum"});
+  // Indices are positions; every value's producer and readers agree with the nodes.
+  for (size_t i = 0; i < m->nodes.size(); ++i) {
+    const nxrt_node& n = *m->nodes[i];
+    CHECK(n.index == i);
+    for (const nxrt_value* o : n.outputs) CHECK(o->producer == int(i));
+    for (const nxrt_value* in : n.inputs)
+      if (in && !in->constant && !in->is_graph_input) CHECK(in->producer < int(i));  // topological
+    for (const nxrt_value* in : n.inputs)
+      if (in) CHECK(std::count(in->consumers.begin(), in->consumers.end(), int(i)) ==
+                    std::count(n.inputs.begin(), n.inputs.end(), in));
+  }
+  // Each reader reads its own copy; Add reads one copy twice.
+  auto reader_of = [&](const char* op) {
+    for (auto* n : m->live_nodes())
+      if (n->op_type == op) return n;
+    return static_cast<const nxrt_node*>(nullptr);
+  };
+  const nxrt_value* d_relu = reader_of("Relu")->inputs[0];
+  const nxrt_value* d_add = reader_of("Add")->inputs[0];
+  const nxrt_value* d_sig = reader_of("Sigmoid")->inputs[0];
+  CHECK(d_relu->name == "d");
+  CHECK(d_add->name == "d/reader1");
+  CHECK(reader_of("Add")->inputs[1] == d_add);
+  CHECK(d_sig->name == "d/reader2");
+  CHECK(d_relu->consumers.size() == 1);
+  CHECK(d_add->consumers.size() == 2);
+  CHECK(m->find_value("e")->consumers.size() == 1);  // a graph output: not split
+  // The optimized model computes what the original does.
+  Env env;
+  cpu_plugin(env);
+  auto plain = b.load();
+  std::vector<std::unique_ptr<EpInstance>> e1, e2;
+  e1.push_back(EpInstance::create(env.find("cpu"), 0, 1));
+  e2.push_back(EpInstance::create(env.find("cpu"), 0, 1));
+  Session s1(plain, std::move(e1), false, {}, 1, 0), s2(m, std::move(e2), false, {}, 1, 0);
+  const std::vector<uint8_t> xq = {0, 3, 128, 255};
+  const std::vector<int64_t> dims = {4};
+  nxrt_host_tensor in{"xq", NXRT_DTYPE_UINT8, 1, dims.data(), xq.data()};
+  std::vector<HostTensor> o1, o2;
+  s1.run(&in, 1, o1);
+  s2.run(&in, 1, o2);
+  CHECK(floats_of(o1.at(0)) == floats_of(o2.at(0)));
 }
 
 TEST_CASE("dead-node elimination keeps what a control-flow body reads by name") {

@@ -11,8 +11,10 @@
   * DequantizeLinear(x, W, B) -> Conv -> Relu -> MaxPool -> QuantizeLinear (ResNet's stem) as
     one kernel (the pool on 8-bit values): bit-identical to the Conv group's float output,
     MaxPool and QuantizeLinear run apart (MaxPool's output also a graph output);
-  * patterns that must not fuse (per-channel scale on the wrong axis; a dequantized value read
-    twice) still give the nodes' results.
+  * a DequantizeLinear shared by the Conv and another reader: the optimizer's copy per reader
+    lets the Conv group fuse, with the outputs of dedicated copies;
+  * patterns that must not fuse (per-channel scale on the wrong axis) still give the nodes'
+    results.
 
 Usage: qdq_groups_e2e.py --nxrt PATH/nxrt
 """
@@ -177,6 +179,26 @@ def add_case():
     return m, [a, b]
 
 
+def shared_dq_case():
+    """conv_case (u8, Relu, Q) whose input DequantizeLinear also feeds Relu -> QuantizeLinear
+    (a second output); and the same model with a DequantizeLinear of its own for that reader."""
+    m, feeds, _ = conv_case(True, True, TensorProto.UINT8)
+    g = m.graph
+    g.node.extend([helper.make_node("Relu", ["xd"], ["xr"]),
+                   helper.make_node("QuantizeLinear", ["xr", "ys", "yz"], ["y2"])])
+    g.output.append(helper.make_tensor_value_info("y2", TensorProto.UINT8, [1, 8, 9, 9]))
+    dedicated = onnx.ModelProto()
+    dedicated.CopyFrom(m)
+    dg = dedicated.graph
+    dg.node.insert(1, helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xd2"]))
+    for n in dg.node:
+        if n.op_type == "Relu" and n.input[0] == "xd":
+            n.input[0] = "xd2"
+    onnx.checker.check_model(m)
+    onnx.checker.check_model(dedicated)
+    return (m, feeds), dedicated
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nxrt", required=True)
@@ -246,6 +268,22 @@ def main():
                 same = np.array_equal(got, outs[0])
                 check(f"conv relu maxpool q (pads {pads}, ceil {ceil})", fused and apart and same and got.size > 0,
                       f"fused {fused} {ks}, apart {apart} {ks2}, bit-identical: {same}, {len(np.unique(got))} distinct values")
+
+        # One DequantizeLinear read by the Conv and by a Relu -> QuantizeLinear (as quantizers
+        # write a tensor with two readers): the optimizer gives each reader its own copy, so
+        # the Conv group still fuses; both outputs equal the model with dedicated copies.
+        shared, dedicated = shared_dq_case()
+        feeds = shared[1]
+        outs_s, p1 = run(nxrt, shared[0], feeds, tmp, "shared_dq")
+        outs_d, p2 = run(nxrt, dedicated, feeds, tmp, "dedicated_dq")
+        if outs_s is None or outs_d is None:
+            check("shared DequantizeLinear", False, f"nxrt failed: {(p1.stderr + p2.stderr).strip()}")
+        else:
+            ks = kernels_ran(nxrt, os.path.join(tmp, "shared_dq", "model.onnx"), os.path.join(tmp, "shared_dq"))
+            fused = any("Conv" in k and "DequantizeLinear" in k for k in ks or [])
+            same = all(np.array_equal(a, b) for a, b in zip(outs_s, outs_d)) and len(outs_s) == 2
+            check("shared DequantizeLinear: split per reader, the Conv group fuses", fused and same,
+                  f"fused {fused} {ks}, both outputs equal to dedicated copies: {same}")
 
         # Per-channel weight scale along axis 1 of a Conv: not the output channel, no group.
         m, feeds, _ = conv_case(True, True, TensorProto.UINT8)
