@@ -8,6 +8,7 @@
 //       [-> Relu | Clip] [-> QuantizeLinear]                      QMatMul
 //   DequantizeLinear(a) + DequantizeLinear(b) -> Add [-> Relu | Clip] [-> QuantizeLinear]
 //                                                                 one elementwise pass
+//   DequantizeLinear(x) -> MaxPool -> QuantizeLinear              8-bit max_pool [+ a table]
 //
 // x / a / b are 8-bit with one scale and zero point (constants), W constant 8-bit per tensor
 // or per output channel (Conv axis 0, MatMul axis 1). Conv and MatMul accumulate the exact
@@ -18,12 +19,18 @@
 // as the QuantizeLinear node does (QOutput::q_scale) and the pool runs on the 8-bit values:
 // quantization is monotonic, so max then quantize = quantize then max, and the result is
 // bit-identical to the group's float output, MaxPool and QuantizeLinear run one by one. The Add pass does the
-// nodes' own float operations in their order and is bit-identical to them.
+// nodes' own float operations in their order and is bit-identical to them. A MaxPool between
+// DequantizeLinear and QuantizeLinear (how ONNX Runtime's quantizer writes one) pools the 8-bit
+// values (dequantization is non-decreasing: max then dequantize = dequantize then max), then
+// maps each through a 256-entry table that the nodes' own DequantizeLinear and QuantizeLinear
+// made (none when it is the identity, as with equal scales and zero points): bit-identical.
 //
 // Claimed only under the rules of ops_fusion.cpp (closed view, each intermediate read by the
 // next node only, every node one the registry claims on its own).
+#include <array>
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "fusion_view.hpp"
 #include "ops.hpp"
@@ -174,7 +181,7 @@ bool bias_dq(const Node& d, int64_t channels, BiasDq& out) {
 
 // Everything a QDQ group's kernel needs, read from its nodes at claim and at kernel creation.
 struct QdqMatch {
-  enum class Kind { None, Conv, MatMul, Add } kind = Kind::None;
+  enum class Kind { None, Conv, MatMul, Add, Pool } kind = Kind::None;
   std::vector<size_t> nodes;  // view positions
   size_t anchor = 0;
   QParams x, x2, y;           // x2: the Add's second input
@@ -356,9 +363,31 @@ QdqMatch match_add(const sdk::Graph& g, const ViewIndex& ix, const std::map<Valu
   return m;
 }
 
+// DequantizeLinear -> MaxPool (2 spatial dims, no Indices) -> QuantizeLinear.
+QdqMatch match_maxpool(const sdk::Graph& g, const ViewIndex& ix, const std::map<ValueKey, size_t>& prod, size_t i,
+                       const OkFn& ok) {
+  QdqMatch m;
+  Node p = g.node(i);
+  if (p.input_count() != 1 || p.output_count() < 1 || !p.has_output(0) || (p.output_count() > 1 && p.has_output(1)) ||
+      p.attr_ints("kernel_shape").size() != 2 || p.output(0).dtype() != NXRT_DTYPE_FLOAT32)
+    return {};
+  auto pd = sole_producer(g, ix, prod, i, 0, ok);
+  if (!pd || !per_tensor_dq(g.node(*pd), m.x) || g.node(*pd).input(0).is_constant()) return {};
+  m.x_value = g.node(*pd).input(0);
+  if (m.x_value.rank() != 4) return {};
+  auto qu = sole_use(ix, p.output(0).raw());
+  if (!qu || !ok(qu->first) || qu->second != 0 || !per_tensor_q(g.node(qu->first), m.y)) return {};
+  m.nodes = {*pd, i, qu->first};
+  m.kind = QdqMatch::Kind::Pool;
+  m.anchor = i;
+  m.has_q = true;
+  return m;
+}
+
 QdqMatch match_at(const sdk::Graph& g, const ViewIndex& ix, const std::map<ValueKey, size_t>& prod, size_t i,
                   const OkFn& ok) {
   Node n = g.node(i);
+  if (is_op(n, "MaxPool")) return match_maxpool(g, ix, prod, i, ok);
   if (is_op(n, "Conv")) return match_conv(g, ix, prod, i, ok);
   if (is_op(n, "MatMul")) return match_matmul(g, ix, prod, i, ok);
   if (is_op(n, "Add")) return match_add(g, ix, prod, i, ok);
@@ -531,6 +560,59 @@ std::unique_ptr<Kernel> add_kernel(const sdk::Graph& sg, const QdqMatch& m, CpuS
   });
 }
 
+// q(dq(v)) for every 8-bit v of x's type, by the nodes' own functions (so exact), as y's type.
+template <typename X, typename Y>
+std::vector<uint8_t> requant_table(const QdqMatch& m) {
+  std::array<X, 256> v;
+  for (int i = 0; i < 256; ++i) v[size_t(i)] = X(std::numeric_limits<X>::lowest() + i);
+  std::array<float, 256> f;
+  const X xz = X(m.x.zp);
+  const Y yz = Y(m.y.zp);
+  dequantize_linear(v.data(), 256, &m.x.scale, &xz, QuantAxis{}, f.data());
+  std::array<Y, 256> q;
+  quantize_linear(f.data(), 256, &m.y.scale, &yz, QuantAxis{}, q.data());
+  std::vector<uint8_t> t(256);
+  for (int i = 0; i < 256; ++i) t[size_t(uint8_t(v[size_t(i)]))] = uint8_t(q[size_t(i)]);
+  return t;
+}
+
+std::unique_ptr<Kernel> maxpool_kernel(const sdk::Graph& sg, const QdqMatch& m, CpuSession& session) {
+  const PoolAttrs pa = read_pool_attrs(sg.node(m.anchor));
+  const int x_index = group_input_index(sg, m.x_value);
+  const bool xu = m.x.type == NXRT_DTYPE_UINT8, yu = m.y.type == NXRT_DTYPE_UINT8;
+  std::vector<uint8_t> table = xu ? (yu ? requant_table<uint8_t, uint8_t>(m) : requant_table<uint8_t, int8_t>(m))
+                                  : (yu ? requant_table<int8_t, uint8_t>(m) : requant_table<int8_t, int8_t>(m));
+  bool identity = xu == yu;  // same type and every byte maps to itself
+  for (int i = 0; i < 256 && identity; ++i) identity = table[size_t(i)] == uint8_t(i);
+  if (identity) table.clear();
+  ThreadPool* pool = session.pool();
+  const nxrt_dtype x_type = m.x.type, y_type = m.y.type;
+  return make_kernel([pa, x_index, table, x_type, y_type, pool](Context& ctx) {
+    ConstTensorView x = ctx.input(size_t(x_index));
+    if (x.dtype() != x_type)
+      sdk::fail(NXRT_INVALID_ARGUMENT, "MaxPool (QDQ group): x is {}, expected {}", sdk::dtype_name(x.dtype()), sdk::dtype_name(x_type));
+    std::vector<int64_t> xd(x.dims().begin(), x.dims().end()), od;
+    const PoolShape ps = pool_shape(pa, xd, "MaxPool (QDQ group)", od);
+    TensorView y = ctx.output(0, y_type, od);
+    const int64_t n = y.numel();
+    if (n == 0) return;
+    // Pooled bytes of x's type: straight into y when the types match, else a buffer.
+    thread_local std::vector<uint8_t> buf;  // kept across runs
+    uint8_t* pooled = static_cast<uint8_t*>(y.raw());
+    if (x_type != y_type) {
+      buf.resize(size_t(n));
+      pooled = buf.data();
+    }
+    if (x_type == NXRT_DTYPE_UINT8) max_pool(ps, x.data<uint8_t>(), pooled, pool);
+    else max_pool(ps, x.data<int8_t>(), reinterpret_cast<int8_t*>(pooled), pool);
+    if (table.empty()) return;
+    uint8_t* out = static_cast<uint8_t*>(y.raw());
+    parallel_ranges(pool, n, threads_for(pool, double(n), 1 << 18), [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) out[i] = table[pooled[i]];
+    });
+  }, table.empty() ? "8-bit max pool" : "8-bit max pool + requantization table");
+}
+
 }  // namespace
 
 std::vector<std::vector<size_t>> claim_qdq_groups(const sdk::Graph& g, const ViewIndex& ix,
@@ -569,6 +651,7 @@ std::unique_ptr<Kernel> create_qdq_kernel(const sdk::Graph& sg, CpuSession& sess
       case QdqMatch::Kind::Conv: return conv_kernel(sg, m, session);
       case QdqMatch::Kind::MatMul: return matmul_kernel(sg, m, session);
       case QdqMatch::Kind::Add: return add_kernel(sg, m, session);
+      case QdqMatch::Kind::Pool: return maxpool_kernel(sg, m, session);
       case QdqMatch::Kind::None: break;
     }
   }

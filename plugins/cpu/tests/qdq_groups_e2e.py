@@ -11,6 +11,8 @@
   * DequantizeLinear(x, W, B) -> Conv -> Relu -> MaxPool -> QuantizeLinear (ResNet's stem) as
     one kernel (the pool on 8-bit values): bit-identical to the Conv group's float output,
     MaxPool and QuantizeLinear run apart (MaxPool's output also a graph output);
+  * DequantizeLinear -> MaxPool -> QuantizeLinear (same or other scale, zero point, type) as an
+    8-bit pool [+ a requantization table]: bit-identical to node by node;
   * a DequantizeLinear shared by the Conv and another reader: the optimizer's copy per reader
     lets the Conv group fuse, with the outputs of dedicated copies;
   * patterns that must not fuse (per-channel scale on the wrong axis) still give the nodes'
@@ -179,6 +181,23 @@ def add_case():
     return m, [a, b]
 
 
+def maxpool_case(x_type, y_type, same_params):
+    """x 8-bit [1,5,11,10] -> DequantizeLinear -> MaxPool 3x3 stride 2 pad 1 -> QuantizeLinear."""
+    xdt = np.uint8 if x_type == TensorProto.UINT8 else np.int8
+    ydt = np.uint8 if y_type == TensorProto.UINT8 else np.int8
+    info = np.iinfo(xdt)
+    x = RNG.integers(info.min, info.max + 1, (1, 5, 11, 10)).astype(xdt)
+    xs, xz = np.float32(0.043), xdt(7)
+    ys, yz = (xs, ydt(7)) if same_params else (np.float32(0.071), ydt(-3 if ydt == np.int8 else 12))
+    inits = {"xs": xs, "xz": np.array(xz), "ys": np.float32(ys), "yz": np.array(yz)}
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xd"]),
+             helper.make_node("MaxPool", ["xd"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["p", "ys", "yz"], ["y"])]
+    m = make(nodes, [helper.make_tensor_value_info("x", x_type, [1, 5, 11, 10])],
+             [helper.make_tensor_value_info("y", y_type, [1, 5, 6, 5])], inits)
+    return m, [x]
+
+
 def shared_dq_case():
     """conv_case (u8, Relu, Q) whose input DequantizeLinear also feeds Relu -> QuantizeLinear
     (a second output); and the same model with a DequantizeLinear of its own for that reader."""
@@ -268,6 +287,19 @@ def main():
                 same = np.array_equal(got, outs[0])
                 check(f"conv relu maxpool q (pads {pads}, ceil {ceil})", fused and apart and same and got.size > 0,
                       f"fused {fused} {ks}, apart {apart} {ks2}, bit-identical: {same}, {len(np.unique(got))} distinct values")
+
+        for xt, yt, same, name in [(TensorProto.UINT8, TensorProto.UINT8, True, "u8 same params"),
+                                   (TensorProto.UINT8, TensorProto.INT8, False, "u8 -> s8 requantized"),
+                                   (TensorProto.INT8, TensorProto.INT8, False, "s8 requantized")]:
+            m, feeds = maxpool_case(xt, yt, same)
+            tag = "maxpool_" + name.replace(" ", "_").replace(">", "")
+            got, ks = go(tag, m, feeds)
+            plain, ks2 = go(tag + "_plain", unfused(m), feeds)
+            if got is not None and plain is not None:
+                fused = ks == ["DequantizeLinear+MaxPool+QuantizeLinear"]
+                same_out = np.array_equal(got, plain)
+                check(f"dq maxpool q ({name})", fused and same_out and len(np.unique(got)) > 20,
+                      f"kernels {ks} / {ks2}, bit-identical to node by node: {same_out}")
 
         # One DequantizeLinear read by the Conv and by a Relu -> QuantizeLinear (as quantizers
         # write a tensor with two readers): the optimizer gives each reader its own copy, so
