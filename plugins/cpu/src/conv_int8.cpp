@@ -89,11 +89,12 @@ void conv_rows(const ConvShape& s, int64_t K, int64_t KP, BSlice&& b_slice, cons
   // panels once for all its rows. So split the pixels while the weights are the smaller
   // operand (every piece re-reads them), else the rows in whole kernel groups of
   // kQTileGroup tiles (every piece re-packs the panels): ResNet's 14x14 and 7x7 layers hold
-  // 0.6-2.4 MB of weights against 0.1-0.5 MB of pixels.
+  // 0.6-2.4 MB of weights against 0.1-0.5 MB of pixels. One row piece per thread: each
+  // piece packs every panel, so more pieces (for balance) cost more packing than they gain.
   const int64_t groups = (tiles + kQTileGroup - 1) / kQTileGroup;
   const bool by_rows = t > 1 && ocg > plane && groups >= t;
   const int64_t tn = t <= 1 || by_rows ? 1 : std::min(panels, int64_t(t) * 4);
-  const int64_t tm = by_rows ? std::min(groups, int64_t(t) * 2) : tn >= t ? 1 : std::min(tiles, (int64_t(t) + tn - 1) / tn);
+  const int64_t tm = by_rows ? std::min(groups, int64_t(t)) : tn >= t ? 1 : std::min(tiles, (int64_t(t) + tn - 1) / tn);
   auto piece = [&](int64_t i) {
     int64_t p0, p1, ta, tb;
     split_range(panels, tn, i % tn, p0, p1);
