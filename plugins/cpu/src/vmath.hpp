@@ -38,6 +38,23 @@ NXRT_INLINE float exp(float x) {
   return y;
 }
 
+// erfc(z) for z >= 0: the Numerical Recipes erfcc fit, relative error < 1.2e-7 for every z
+// (erfc itself, not 1 - erf: no cancellation where erfc is tiny).
+NXRT_INLINE float erfc_nonneg(float z) {
+  const float t = 1.f / (1.f + 0.5f * z);
+  float q = 0.17087277f;
+  q = q * t - 0.82215223f;
+  q = q * t + 1.48851587f;
+  q = q * t - 1.13520398f;
+  q = q * t + 0.27886807f;
+  q = q * t - 0.18628806f;
+  q = q * t + 0.09678418f;
+  q = q * t + 0.37409196f;
+  q = q * t + 1.00002368f;
+  q = q * t - 1.26551223f;
+  return t * exp(-(z * z) + q);
+}
+
 // erf(x): |x| < 1: Maclaurin series to x^21 (error < 2e-9); otherwise
 // 1 - erfc with the Numerical Recipes erfcc fit (relative error < 1.2e-7 on
 // erfc, i.e. < 2e-8 absolute on erf).
@@ -56,40 +73,12 @@ NXRT_INLINE float erf(float x) {
   s = s * z2 - 1.f / 3.f;
   s = s * z2 + 1.f;
   const float small = 1.12837916709551257f * z * s;
-  const float t = 1.f / (1.f + 0.5f * z);
-  float q = 0.17087277f;
-  q = q * t - 0.82215223f;
-  q = q * t + 1.48851587f;
-  q = q * t - 1.13520398f;
-  q = q * t + 0.27886807f;
-  q = q * t - 0.18628806f;
-  q = q * t + 0.09678418f;
-  q = q * t + 0.37409196f;
-  q = q * t + 1.00002368f;
-  q = q * t - 1.26551223f;
-  const float large = 1.f - t * exp(-z2 + q);
+  const float large = 1.f - erfc_nonneg(z);
   float r = z < 1.f ? small : large;
   r = z > 10.f ? 1.f : r;
   r = x < 0.f ? -r : r;
   r = x != x ? x : r;
   return r;
-}
-
-// erfc(z) for z >= 0: the same Numerical Recipes fit as erf's large branch, relative error
-// < 1.2e-7 for every z (erfc itself, not 1 - erf: no cancellation where erfc is tiny).
-NXRT_INLINE float erfc_nonneg(float z) {
-  const float t = 1.f / (1.f + 0.5f * z);
-  float q = 0.17087277f;
-  q = q * t - 0.82215223f;
-  q = q * t + 1.48851587f;
-  q = q * t - 1.13520398f;
-  q = q * t + 0.27886807f;
-  q = q * t - 0.18628806f;
-  q = q * t + 0.09678418f;
-  q = q * t + 0.37409196f;
-  q = q * t + 1.00002368f;
-  q = q * t - 1.26551223f;
-  return t * exp(q - z * z);
 }
 
 // tanh(x): |x| < 0.3: the odd Taylor series to x^11 (next term < 6e-10
