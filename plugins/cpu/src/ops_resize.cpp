@@ -177,19 +177,19 @@ bool plane_taps_ok(const std::vector<Taps>& taps) {
   return true;
 }
 
+// One input row resized along x: h[j] = wx0[j] * r[ix0[j]] + wx1[j] * r[ix1[j]].
 NXRT_CLONES
-void resize_plane_rows(const float* __restrict x, int64_t W, float* __restrict y, int64_t OW, const Taps& ty,
-                       const int64_t* __restrict ix0, const int64_t* __restrict ix1, const float* __restrict wx0,
-                       const float* __restrict wx1) {
-  const float* r0 = x + ty.idx[0] * W;
-  if (ty.count == 1 && ty.w[0] == 1.0) {
-    for (int64_t j = 0; j < OW; ++j) y[j] = wx0[j] * r0[ix0[j]] + wx1[j] * r0[ix1[j]];
-    return;
-  }
-  const float* r1 = x + ty.idx[ty.count == 2 ? 1 : 0] * W;
-  const float w0 = float(ty.w[0]), w1 = ty.count == 2 ? float(ty.w[1]) : 0.f;
-  for (int64_t j = 0; j < OW; ++j)
-    y[j] = w0 * (wx0[j] * r0[ix0[j]] + wx1[j] * r0[ix1[j]]) + w1 * (wx0[j] * r1[ix0[j]] + wx1[j] * r1[ix1[j]]);
+void resize_row_x(const float* __restrict r, float* __restrict h, int64_t OW, const int64_t* __restrict ix0,
+                  const int64_t* __restrict ix1, const float* __restrict wx0, const float* __restrict wx1) {
+  for (int64_t j = 0; j < OW; ++j) h[j] = wx0[j] * r[ix0[j]] + wx1[j] * r[ix1[j]];
+}
+
+// An output row from two x-resized input rows: y = w0 * h0 + w1 * h1 (the order of the
+// one-pass formula, so the same rounding).
+NXRT_CLONES
+void resize_rows_y(const float* __restrict h0, const float* __restrict h1, float w0, float w1, float* __restrict y,
+                   int64_t OW) {
+  for (int64_t j = 0; j < OW; ++j) y[j] = w0 * h0[j] + w1 * h1[j];
 }
 
 bool resize_planes_fast(const ConstTensorView& x, TensorView& y, const std::vector<std::vector<Taps>>& taps,
@@ -222,6 +222,24 @@ bool resize_planes_fast(const ConstTensorView& x, TensorView& y, const std::vect
   parallel_for(parts <= 1 ? nullptr : pool, parts, [&](int64_t c) {
     int64_t b = 0, e = 0;
     split_range(rows, parts, c, b, e);
+    thread_local std::vector<float> hbuf;  // two x-resized input rows, kept across runs
+    hbuf.resize(2 * size_t(OW));
+    int64_t key[2] = {-1, -1}, stamp[2] = {0, 0}, clock = 0;
+    auto hrow = [&](int64_t pl, int64_t idx) -> const float* {
+      const int64_t k = pl * H + idx;
+      ++clock;
+      for (int sl = 0; sl < 2; ++sl)
+        if (key[sl] == k) {
+          stamp[sl] = clock;
+          return hbuf.data() + sl * OW;
+        }
+      const int sl = stamp[0] <= stamp[1] ? 0 : 1;
+      key[sl] = k;
+      stamp[sl] = clock;
+      float* h = hbuf.data() + sl * OW;
+      resize_row_x(xp + pl * H * W + idx * W, h, OW, ix0.data(), ix1.data(), wx0.data(), wx1.data());
+      return h;
+    };
     for (int64_t row = b; row < e; ++row) {
       const int64_t pl = row / OH, oy = row % OH;
       const Taps& ty = tyv[size_t(oy)];
@@ -238,7 +256,15 @@ bool resize_planes_fast(const ConstTensorView& x, TensorView& y, const std::vect
         for (int64_t j = 0; j < OW; ++j) yr[j] = src[ix0[size_t(j)]];
         continue;
       }
-      resize_plane_rows(xpl, W, yr, OW, ty, ix0.data(), ix1.data(), wx0.data(), wx1.data());
+      // Each input row is resized along x once per run of output rows that read it (an
+      // upsampling reads each one for many output rows): two rows kept, the older replaced.
+      const float* h0 = hrow(pl, ty.idx[0]);
+      if (ty.count == 1 && ty.w[0] == 1.0) {
+        std::copy(h0, h0 + OW, yr);
+        continue;
+      }
+      const float* h1 = ty.count == 2 ? hrow(pl, ty.idx[1]) : h0;  // evicts the older row, never h0
+      resize_rows_y(h0, h1, float(ty.w[0]), ty.count == 2 ? float(ty.w[1]) : 0.f, yr, OW);
     }
   });
   return true;
