@@ -155,6 +155,10 @@ TEST_CASE("dilated convs run as one Winograd conv per phase of the dilation grid
     check(dilated(17, 13, 19, 20, 2, 3, 2, 3), p);            // different dilations, odd sizes
     check(dilated(16, 16, 16, 16, 6, 6, 6, 6), p, relu, true);  // ASPP rate 6, fused Add + Relu
     check(dilated(8, 11, 9, 8, 2, 2, 0, 1), p);               // no pad in rows
+    // Phase rows of 9-10 tiles: the AVX-512 input transform on gathered rows (dilated
+    // columns), the last 16-tile step part full, padding on both sides.
+    check(dilated(8, 70, 75, 8, 2, 2, 2, 2), p, relu);
+    check(dilated(4, 40, 101, 6, 3, 3, 1, 3), p);
   }
   CHECK(conv_uses_winograd(dilated(256, 16, 16, 256, 2, 2, 2, 2)));
   CHECK(!conv_uses_winograd(dilated(256, 16, 16, 128, 12, 12, 12, 12)));  // 1-2 outputs per phase
