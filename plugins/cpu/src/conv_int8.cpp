@@ -5,7 +5,6 @@
 // group's channels widened to int16, minus x's zero point, with the padding around them
 // (zeros: a padding tap stands for x_zp), so no tap needs a bounds check.
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <type_traits>

@@ -89,6 +89,16 @@ inline __attribute__((always_inline)) void wino_at(float m0, float m1, float m2,
   o[3] = q + 8.f * t + m5;
 }
 
+// row[j] = src[x0 + dw * j] for j in [0, wp), 0 where that column is outside [0, W): one
+// input row of a dilation phase, zero padded (the scalar body and the AVX-512 transform).
+inline void gather_dilated_row(const float* __restrict src, int64_t W, int64_t x0, int64_t dw, int64_t wp,
+                               float* __restrict row) {
+  for (int64_t j = 0; j < wp; ++j) {
+    const int64_t ix = x0 + dw * j;
+    row[j] = ix >= 0 && ix < W ? src[ix] : 0.f;
+  }
+}
+
 // One input channel, tiles [lo, hi) of one phase (row-major in the phase): every
 // tile's V = B^T d B, written as row `ic` of the 36 packed-B operands (operand xi
 // at v + xi * v_floats), tile t at column ph.base + t - lo (the block's columns).
@@ -124,10 +134,7 @@ inline __attribute__((always_inline)) void input_transform_body(const ConvShape&
         std::copy(src + (x0 + x_off), src + (x1 + x_off), row + x0);
         std::fill(row + x1, row + wp, 0.f);
       } else {
-        for (int64_t j = 0; j < wp; ++j) {
-          const int64_t ix = x_off + dw * j;
-          row[j] = ix >= 0 && ix < W ? src[ix] : 0.f;
-        }
+        gather_dilated_row(src, W, x_off, dw, wp, row);
       }
     }
     for (int64_t i = 0; i < kA; ++i) {
@@ -218,8 +225,7 @@ __attribute__((target("avx512f"))) void input_transform_avx512(const ConvShape& 
                                                               const float* __restrict plane, int64_t ic,
                                                               float* __restrict v, size_t v_floats,
                                                               float* __restrict tmp) {
-  const int64_t H = s.in_h, n = ph.tx, dw = s.dil_w;
-  const int64_t dh = s.dil_h;
+  const int64_t H = s.in_h, n = ph.tx, dh = s.dil_h, dw = s.dil_w;
   // Where the loads read: the plane itself (dw 1), or the gathered rows.
   const bool gathered = dw != 1;
   const int64_t wp = n * kT + 2;
@@ -241,13 +247,7 @@ __attribute__((target("avx512f"))) void input_transform_avx512(const ConvShape& 
       for (int64_t i = 0; i < kA; ++i) {
         const int64_t iy = ph.py - s.pad_top + dh * (ty * kT + i);
         if (iy < 0 || iy >= H) continue;  // a row of padding: not read below
-        const float* src = plane + iy * s.in_w;
-        const int64_t x0 = ph.px - s.pad_left;
-        float* row = tmp + i * wp;
-        for (int64_t j = 0; j < wp; ++j) {
-          const int64_t ix = x0 + dw * j;
-          row[j] = ix >= 0 && ix < s.in_w ? src[ix] : 0.f;
-        }
+        gather_dilated_row(plane + iy * s.in_w, s.in_w, ph.px - s.pad_left, dw, wp, tmp + i * wp);
       }
     for (int64_t tx0 = txa; tx0 < txb; tx0 += 16) {
       const int64_t cnt = std::min<int64_t>(16, txb - tx0);
