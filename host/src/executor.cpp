@@ -74,8 +74,7 @@ void bind_slot(const Session& s, RunState& rs, int id, const std::vector<int64_t
     st.offset = slot.offset;
   } else if (slot.graph_output >= 0) {
     HostTensor& out = rs.outputs[size_t(slot.graph_output)];
-    if (out.data.empty()) out.data = s.output_buffers()->take(bytes);
-    out.data.resize(bytes);
+    s.output_buffers()->size_output(out.data, bytes);
     st.handle = out.data.data();
     st.offset = 0;
   } else if (slot.location == 0) {
@@ -966,9 +965,7 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
       HostTensor& out = rs->outputs[k];
       out.dims = *dims;
       out.dtype = dtype;
-      const size_t out_bytes = size_t(element_count(out.dims)) * dtype_size(out.dtype);
-      if (out.data.empty()) out.data = output_buffers_->take(out_bytes);
-      out.data.resize(out_bytes);
+      output_buffers_->size_output(out.data, size_t(element_count(out.dims)) * dtype_size(out.dtype));
       if (!out.data.empty()) std::memcpy(out.data.data(), static_cast<char*>(h) + off, out.data.size());
     }
     // Bound outputs that were made elsewhere: one upload from their host copy.

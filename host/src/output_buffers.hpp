@@ -22,6 +22,11 @@ class OutputBuffers {
   // A buffer of exactly `bytes` (contents unspecified) when a kept one fits (at most 1/4
   // larger, so a small output does not pin a large buffer); else an empty one.
   Bytes take(size_t bytes);
+  // Sizes an output's buffer to `bytes`: a kept one (take) when it has none yet.
+  void size_output(Bytes& data, size_t bytes) {
+    if (data.empty()) data = take(bytes);
+    data.resize(bytes);
+  }
   // Keeps `b` for a later take when it is owned and at least kMinBytes; else frees it.
   void give(Bytes&& b);
 
