@@ -1,4 +1,4 @@
-// Depthwise convolution kernels picked by ISA (internal to conv.cpp): the
+// Depthwise convolution kernels picked by ISA (conv.cpp, conv_inverted_residual.cpp): the
 // direct 3x3 plane kernels and the tap accumulation of the phase-plane path.
 #pragma once
 #include <cstdint>
@@ -9,6 +9,27 @@ namespace nxrt::cpu {
 
 // The direct 3x3 kernels keep per-chunk load masks for one output row on the stack.
 constexpr int64_t kDw3x3MaxWidth = 1024;
+
+// Whether dw3x3_planes runs `s` on this CPU: 3x3, dilation 1, stride_w 1 or 2, out_w <=
+// kDw3x3MaxWidth, AVX2 or better (false elsewhere).
+bool dw3x3_direct_ok(const ConvShape& s);
+// `count` planes of such a depthwise conv, plane c reading in + c * in_stride with weights
+// w + 9c and bias[c] (bias may be null), writing out + c * out_stride, adding res + c *
+// res_stride (res may be null): out = clamp(conv + bias + res). Rows outside [0, s.in_h)
+// are padding, so a band of rows runs as planes of s.in_h rows with pad_top moved
+// (conv_inverted_residual). The best kernel of this CPU (AVX-512 or AVX2).
+struct DwPlanes {
+  int64_t count = 0;
+  const float* in = nullptr;
+  int64_t in_stride = 0;
+  const float* w = nullptr;
+  const float* bias = nullptr;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  const float* res = nullptr;
+  int64_t res_stride = 0;
+};
+void dw3x3_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post);
 
 #if defined(__x86_64__)
 // One output plane of a 3x3 depthwise conv (dilation 1, stride_w 1 or 2, out_w <=

@@ -1,6 +1,6 @@
-// What the CPU plugin's fused-group matchers share (ops_fusion.cpp, ops_fusion_qdq.cpp): an
+// What the CPU plugin's fused-group matchers share (ops_fusion*.cpp): an
 // index of the view (who reads each value, which values are graph outputs, whether the view
-// is closed) and small tests on nodes and values.
+// is closed), small tests on nodes and values, and the Conv [Add] [Relu | Clip] chain.
 #pragma once
 #include <algorithm>
 #include <limits>
@@ -114,6 +114,63 @@ inline int group_input_index(const sdk::Graph& sg, const sdk::Value& v) {
 }
 
 
+// When `add` is an Add that takes v (through input `v_slot`) and a float32 value of v's
+// static shape, with an output of that shape (no broadcasting either way): the slot of that
+// other input, the residual a GEMM store can add.
+inline std::optional<size_t> residual_add_slot(const Node& add, size_t v_slot, const sdk::Value& v) {
+  if (!is_op(add, "Add") || add.input_count() != 2 || add.output_count() != 1 || !add.has_output(0)) return std::nullopt;
+  const size_t other = 1 - v_slot;
+  sdk::Value o = add.input(other);
+  if (!o.present() || o.raw() == v.raw() || o.dtype() != NXRT_DTYPE_FLOAT32 || !same_static_shape(o, v) ||
+      !same_static_shape(add.output(0), v))
+    return std::nullopt;
+  return other;
+}
+
+// One fused chain in the order it computes: the Conv, then optionally an Add,
+// then optionally a Relu/Clip.
+struct Chain {
+  std::vector<size_t> nodes;  // view positions
+  int add_other_slot = -1;    // which Add input is the residual
+  bool clamp = false;
+  float lo = 0.f, hi = 0.f;
+};
+
+// Follows a Conv's output through [Add] [Relu | Clip]; `ok` tells whether a
+// node may join (claimed on its own, not in another chain).
+template <typename Ok>
+Chain follow_chain(const sdk::Graph& g, const ViewIndex& ix, size_t conv, Ok ok) {
+  Chain c;
+  c.nodes.push_back(conv);
+  Node cn = g.node(conv);
+  if (cn.output_count() != 1 || !cn.has_output(0)) return c;
+  sdk::Value v = cn.output(0);
+  bool added = false;
+  for (;;) {
+    auto use = sole_use(ix, v.raw());
+    if (!use || !ok(use->first)) break;
+    Node nx = g.node(use->first);
+    if (!added && is_op(nx, "Add")) {
+      const auto other = residual_add_slot(nx, use->second, v);
+      if (!other) break;
+      c.nodes.push_back(use->first);
+      c.add_other_slot = int(*other);
+      added = true;
+      v = nx.output(0);
+      continue;
+    }
+    if (nx.input_count() < 1 || nx.output_count() != 1 || !nx.has_output(0) || use->second != 0) break;
+    auto bounds = activation_bounds(nx, g.opset(""));
+    if (!bounds) break;
+    c.nodes.push_back(use->first);
+    c.clamp = true;
+    c.lo = bounds->first;
+    c.hi = bounds->second;
+    break;
+  }
+  return c;
+}
+
 }  // namespace nxrt::cpu::fusion
 
 namespace nxrt::cpu {
@@ -124,4 +181,16 @@ std::vector<std::vector<size_t>> claim_qdq_groups(const sdk::Graph& g, const fus
 // The kernel of a claimed QDQ group; nullptr when `subgraph` has no DequantizeLinear (not a
 // QDQ group), a failure naming why when it has one but is no pattern this plugin fuses.
 std::unique_ptr<Kernel> create_qdq_kernel(const sdk::Graph& subgraph, CpuSession& session);
+}  // namespace nxrt::cpu
+
+namespace nxrt::cpu {
+// Inverted-residual blocks (ops_fusion_conv_block.cpp): the view positions of the
+// [1x1 Conv [Relu | Clip]] -> depthwise 3x3 Conv [Relu | Clip] -> [1x1 Conv [Add] [Relu |
+// Clip]] block (at least two Convs) that starts at Conv `head`, when it is worth running
+// in row bands; empty otherwise.
+std::vector<size_t> follow_conv_block(const sdk::Graph& g, const fusion::ViewIndex& ix, size_t head,
+                                      const std::function<bool(size_t)>& ok);
+// The kernel of a claimed block; nullptr when `subgraph` holds fewer than two Convs.
+std::unique_ptr<Kernel> create_conv_block_kernel(const sdk::Graph& subgraph, CpuSession& session,
+                                                 sdk::Prepacked& pp);
 }  // namespace nxrt::cpu

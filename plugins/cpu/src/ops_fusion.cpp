@@ -1,5 +1,6 @@
 // Fused groups: Conv -> [Add] -> [Relu | Clip] and MatMul -> Add(bias) -> [Add]
-// (the QDQ groups of quantized models are in ops_fusion_qdq.cpp)
+// (the QDQ groups of quantized models are in ops_fusion_qdq.cpp, MobileNet's
+// inverted-residual blocks of several Convs in ops_fusion_conv_block.cpp)
 // claimed as one kernel, so the bias, the residual add and the activation happen
 // in the GEMM's store and the result is written once; and the exact-Gelu chain
 // Div -> Erf -> Add -> Mul -> Mul as one elementwise pass.
@@ -30,63 +31,6 @@ namespace nxrt::cpu {
 using namespace fusion;
 
 namespace {
-
-// When `add` is an Add that takes v (through input `v_slot`) and a float32 value of v's
-// static shape, with an output of that shape (no broadcasting either way): the slot of that
-// other input, the residual a GEMM store can add.
-std::optional<size_t> residual_add_slot(const Node& add, size_t v_slot, const sdk::Value& v) {
-  if (!is_op(add, "Add") || add.input_count() != 2 || add.output_count() != 1 || !add.has_output(0)) return std::nullopt;
-  const size_t other = 1 - v_slot;
-  sdk::Value o = add.input(other);
-  if (!o.present() || o.raw() == v.raw() || o.dtype() != NXRT_DTYPE_FLOAT32 || !same_static_shape(o, v) ||
-      !same_static_shape(add.output(0), v))
-    return std::nullopt;
-  return other;
-}
-
-// One fused chain in the order it computes: the Conv, then optionally an Add,
-// then optionally a Relu/Clip.
-struct Chain {
-  std::vector<size_t> nodes;  // view positions
-  int add_other_slot = -1;    // which Add input is the residual
-  bool clamp = false;
-  float lo = 0.f, hi = 0.f;
-};
-
-// Follows a Conv's output through [Add] [Relu | Clip]; `ok` tells whether a
-// node may join (claimed on its own, not in another chain).
-template <typename Ok>
-Chain follow_chain(const sdk::Graph& g, const ViewIndex& ix, size_t conv, Ok ok) {
-  Chain c;
-  c.nodes.push_back(conv);
-  Node cn = g.node(conv);
-  if (cn.output_count() != 1 || !cn.has_output(0)) return c;
-  sdk::Value v = cn.output(0);
-  bool added = false;
-  for (;;) {
-    auto use = sole_use(ix, v.raw());
-    if (!use || !ok(use->first)) break;
-    Node nx = g.node(use->first);
-    if (!added && is_op(nx, "Add")) {
-      const auto other = residual_add_slot(nx, use->second, v);
-      if (!other) break;
-      c.nodes.push_back(use->first);
-      c.add_other_slot = int(*other);
-      added = true;
-      v = nx.output(0);
-      continue;
-    }
-    if (nx.input_count() < 1 || nx.output_count() != 1 || !nx.has_output(0) || use->second != 0) break;
-    auto bounds = activation_bounds(nx, g.opset(""));
-    if (!bounds) break;
-    c.nodes.push_back(use->first);
-    c.clamp = true;
-    c.lo = bounds->first;
-    c.hi = bounds->second;
-    break;
-  }
-  return c;
-}
 
 // MatMul -> Add(bias) [-> Add(residual)]: the bias a constant float32 over the
 // last axis ([N] or [1, .., 1, N]), the residual of the output's static shape.
@@ -215,7 +159,10 @@ void claim_nodes_fused(const sdk::Graph& g, nxrt_claim_sink* sink) {
       if (verdict[i] || taken[i]) continue;
       const auto ok = [&](size_t j) { return !verdict[j] && !taken[j]; };
       std::vector<size_t> chain;
-      if (is_op(g.node(i), "Conv")) chain = follow_chain(g, ix, i, ok).nodes;
+      if (is_op(g.node(i), "Conv")) {
+        chain = follow_conv_block(g, ix, i, ok);
+        if (chain.empty()) chain = follow_chain(g, ix, i, ok).nodes;
+      }
       else if (is_op(g.node(i), "MatMul")) chain = follow_matmul_chain(g, ix, i, ok).nodes;
       else if (is_op(g.node(i), "Div")) chain = follow_gelu_chain(g, ix, i, ok).nodes;
       if (chain.size() < 2) continue;
@@ -288,6 +235,7 @@ std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& se
       gelu_erf_chain(x.data<float>(), y.data<float>(), x.numel(), c.c, c.a, c.h, pool);
     }, "exact gelu (erf) in one pass");
   }
+  if (auto k = create_conv_block_kernel(sg, session, pp)) return k;
   std::optional<size_t> conv;
   for (size_t i = 0; i < count; ++i)
     if (is_op(sg.node(i), "Conv")) {

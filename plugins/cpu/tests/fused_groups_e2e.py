@@ -5,7 +5,12 @@
     not over the last axis, a broadcast residual, an intermediate used twice;
   * the exact-Gelu chain Div -> Erf -> Add -> Mul -> Mul in one pass (an extra output of the
     Erf keeps it unfused, for comparison): within 1e-5 of numpy's float64 Gelu, relatively too,
-    down to the far negative tail.
+    down to the far negative tail;
+  * MobileNetV2's inverted-residual block (1x1 Conv, Clip, depthwise 3x3 Conv, Clip, 1x1 Conv,
+    Add) as one group run in row bands, stride 1 and 2, with and without expand / project /
+    residual, on 1 and 2 threads, against numpy (float64); blocks that must stay node by node:
+    an intermediate also a graph output, 7x7 maps (the 1x1 convs run transposed), and a CPU
+    without the direct depthwise kernel (NXRT_CPU_ISA=generic).
 
 Usage: fused_groups_e2e.py --nxrt PATH/nxrt
 """
@@ -74,7 +79,9 @@ def main():
             print(f"{'ok  ' if ok else 'FAIL'} {what}: max |err| {err:.2g}, kernels {groups} (want {sorted(want_groups)})")
             failures += 0 if ok else 1
         failures += gelu_cases(nxrt, tmp)
-    total = len(cases) + 2
+        block_failures, block_total = block_cases(nxrt, tmp)
+        failures += block_failures
+    total = len(cases) + 2 + block_total
     print(f"{total - failures} passed, {failures} failed")
     return 1 if failures else 0
 
@@ -123,6 +130,146 @@ def gelu_cases(nxrt, tmp):
           f"{rel:.2g} (node by node {rel_plain:.2g}), NaN kept: {bool(np.isnan(fused[0][0, 0]))}")
     failures += 0 if ok else 1
     return failures
+
+
+def np_conv1x1(x, w, b):
+    return np.einsum("oc,nchw->nohw", w[:, :, 0, 0], x) + b[None, :, None, None]
+
+
+def np_dw3x3(x, w, b, stride, pads):
+    """pads: top, left, bottom, right."""
+    n, c, h, wd = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    oh = (h + pads[0] + pads[2] - 3) // stride + 1
+    ow = (wd + pads[1] + pads[3] - 3) // stride + 1
+    out = np.zeros((n, c, oh, ow)) + b[None, :, None, None]
+    for ky in range(3):
+        for kx in range(3):
+            out += w[None, :, 0, ky, kx, None, None] * xp[:, :, ky:ky + stride * (oh - 1) + 1:stride,
+                                                             kx:kx + stride * (ow - 1) + 1:stride]
+    return out
+
+
+def block_model(shape, hidden, out_c, stride, expand=True, project=True, residual=False, act="Clip",
+                expose_hidden=False, pads=(1, 1, 1, 1)):
+    """x -> [1x1 expand -> act] -> dw 3x3 -> act -> [1x1 project] [-> + x]; returns the model
+    and a float64 numpy function of x."""
+    rng = np.random.default_rng(5)
+    n, c, h, w = shape
+    if not expand:
+        hidden = c
+    init, nodes = [], []
+
+    def const(name, arr):
+        init.append(numpy_helper.from_array(arr.astype(np.float32), name))
+        return arr.astype(np.float32).astype(np.float64)
+
+    def activation(src, dst):
+        if act == "Clip":
+            nodes.append(helper.make_node("Clip", [src, "lo", "hi"], [dst]))
+        else:
+            nodes.append(helper.make_node("Relu", [src], [dst]))
+
+    const("lo", np.array(0.0)), const("hi", np.array(6.0))
+    we = const("we", rng.standard_normal((hidden, c, 1, 1)) * 0.5)
+    be = const("be", rng.standard_normal(hidden) * 0.1)
+    wd = const("wd", rng.standard_normal((hidden, 1, 3, 3)) * 0.5)
+    bd = const("bd", rng.standard_normal(hidden) * 0.1)
+    wp = const("wp", rng.standard_normal((out_c, hidden, 1, 1)) * 0.3)
+    bp = const("bp", rng.standard_normal(out_c) * 0.1)
+    src = "x"
+    if expand:
+        nodes.append(helper.make_node("Conv", ["x", "we", "be"], ["e"], kernel_shape=[1, 1]))
+        activation("e", "e_act")
+        src = "e_act"
+    nodes.append(helper.make_node("Conv", [src, "wd", "bd"], ["d"], kernel_shape=[3, 3], group=hidden,
+                                  strides=[stride, stride], pads=list(pads)))
+    activation("d", "d_act")
+    last = "d_act"
+    if project:
+        nodes.append(helper.make_node("Conv", ["d_act", "wp", "bp"], ["p"], kernel_shape=[1, 1]))
+        last = "p"
+    if residual:
+        nodes.append(helper.make_node("Add", [last, "x"], ["y"]))
+    else:
+        nodes[-1].output[0] = "y"
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if expose_hidden:
+        outputs.append(helper.make_tensor_value_info("e_act", TensorProto.FLOAT, None))
+    g = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          outputs, init)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m = onnx.shape_inference.infer_shapes(m)
+    onnx.checker.check_model(m)
+    lo_hi = (0.0, 6.0) if act == "Clip" else (0.0, np.inf)
+
+    def reference(x):
+        v = x.astype(np.float64)
+        if expand:
+            v = np.clip(np_conv1x1(v, we, be), *lo_hi)
+        v = np.clip(np_dw3x3(v, wd, bd, stride, pads), *lo_hi)
+        if project:
+            v = np_conv1x1(v, wp, bp)
+        if residual:
+            v = v + x
+        return v
+
+    return m, reference
+
+
+def block_cases(nxrt, tmp):
+    """Returns (failures, checks)."""
+    rng = np.random.default_rng(13)
+    block = "Conv+Clip+Conv+Clip+Conv+Add"
+    cases = [  # what, model arguments, threads, the kernels expected, environment
+        ("block stride 1 with residual", dict(shape=(1, 8, 20, 23), hidden=48, out_c=8, stride=1, residual=True),
+         1, [block], {}),
+        ("block stride 1 with residual, 2 threads",
+         dict(shape=(1, 8, 20, 23), hidden=48, out_c=8, stride=1, residual=True), 2, [block], {}),
+        ("block stride 2, Relu, no residual", dict(shape=(2, 6, 21, 34), hidden=36, out_c=10, stride=2, act="Relu"),
+         2, ["Conv+Relu+Conv+Relu+Conv"], {}),
+        ("block stride 2, TF pads 0/1", dict(shape=(1, 6, 30, 30), hidden=24, out_c=12, stride=2, pads=(0, 0, 1, 1)),
+         1, ["Conv+Clip+Conv+Clip+Conv"], {}),
+        ("expand + depthwise only", dict(shape=(1, 4, 25, 40), hidden=24, out_c=0, stride=1, project=False), 2,
+         ["Conv+Clip+Conv+Clip"], {}),
+        ("depthwise + project only", dict(shape=(1, 16, 40, 40), hidden=16, out_c=8, stride=1, expand=False), 1,
+         ["Conv+Clip+Conv"], {}),
+        ("expanded value also a graph output: the expand stays apart",
+         dict(shape=(1, 8, 20, 23), hidden=48, out_c=8, stride=1, residual=True, expose_hidden=True), 1,
+         ["Conv+Clip", "Conv+Clip+Conv+Add"], {}),
+        ("7x7 map (1x1 convs run transposed): not one block",
+         dict(shape=(1, 64, 7, 7), hidden=384, out_c=64, stride=1, residual=True), 1, ["Conv+Add", "Conv+Clip"], {}),
+        ("no direct depthwise kernel (generic ISA): not one block",
+         dict(shape=(1, 8, 20, 23), hidden=48, out_c=8, stride=1, residual=True), 1, ["Conv+Add", "Conv+Clip"],
+         {"NXRT_CPU_ISA": "generic"}),
+    ]
+    failures = 0
+    for k, (what, args, threads, want, env) in enumerate(cases):
+        m, reference = block_model(**args)
+        x = rng.standard_normal(args["shape"]).astype(np.float32)
+        saved = {key: os.environ.get(key) for key in env}
+        os.environ.update(env)
+        try:
+            tag = f"block{k}"
+            outs, p = run(nxrt, m, [x], tmp, tag, threads)
+            groups = kernels_ran(nxrt, os.path.join(tmp, tag, "model.onnx"), os.path.join(tmp, tag)) if outs else None
+        finally:
+            for key, v in saved.items():
+                if v is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = v
+        if outs is None:
+            print(f"FAIL {what}: nxrt failed: {p.stderr.strip()}")
+            failures += 1
+            continue
+        want_y = reference(x)
+        err = float(np.abs(outs[0] - want_y).max() / max(1.0, float(np.abs(want_y).max())))
+        ok = err <= 1e-5 and groups == sorted(want)
+        print(f"{'ok  ' if ok else 'FAIL'} {what}: max relative |err| {err:.2g}, kernels {groups} "
+              f"(want {sorted(want)})")
+        failures += 0 if ok else 1
+    return failures, len(cases)
 
 
 if __name__ == "__main__":

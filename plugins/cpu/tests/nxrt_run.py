@@ -8,9 +8,10 @@ import onnx
 from onnx import numpy_helper
 
 
-def run(nxrt, m, feeds, tmp, tag):
-    """Saves model `m` and the numpy `feeds` under tmp/tag, runs it, and returns (outputs as numpy
-    arrays, the CompletedProcess), or (None, the CompletedProcess) when nxrt failed."""
+def run(nxrt, m, feeds, tmp, tag, threads=None):
+    """Saves model `m` and the numpy `feeds` under tmp/tag, runs it (on `threads` intra-op threads
+    when given), and returns (outputs as numpy arrays, the CompletedProcess), or (None, the
+    CompletedProcess) when nxrt failed."""
     d = os.path.join(tmp, tag)
     os.makedirs(os.path.join(d, "in"), exist_ok=True)
     path = os.path.join(d, "model.onnx")
@@ -18,8 +19,10 @@ def run(nxrt, m, feeds, tmp, tag):
     for k, arr in enumerate(feeds):
         onnx.save_tensor(numpy_helper.from_array(arr), os.path.join(d, "in", f"input_{k}.pb"))
     out = os.path.join(d, "out")
-    p = subprocess.run([nxrt, "run", path, "--ep", "cpu", "--input-dir", os.path.join(d, "in"), "--output-dir", out],
-                       capture_output=True, text=True, timeout=120)
+    cmd = [nxrt, "run", path, "--ep", "cpu", "--input-dir", os.path.join(d, "in"), "--output-dir", out]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if p.returncode != 0:
         return None, p
     res = [numpy_helper.to_array(onnx.load_tensor(os.path.join(out, f"output_{k}.pb")))

@@ -1,0 +1,117 @@
+#include "conv_inverted_residual.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "conv_depthwise.hpp"
+#include "gemm.hpp"
+#include "scratch.hpp"
+
+namespace nxrt::cpu {
+
+namespace {
+constexpr int64_t kBandBytes = 256 << 10;
+constexpr int64_t kWholeBytes = 512 << 10;
+}
+
+int64_t inverted_residual_band_rows(const InvertedResidual& b, int threads) {
+  const ConvShape& d = b.dw;
+  const int64_t S = d.stride_h, halo = d.k_h - S;
+  const int64_t per_thread = (d.out_h + threads - 1) / std::max(1, threads);
+  // A block whose intermediate tensor fits in L2 as a whole: one band per thread (smaller
+  // bands only shorten the GEMMs' rows and repeat the per-plane setup).
+  const int64_t whole = (b.has_expand ? d.in_c * d.in_h * d.in_w : d.out_c * d.out_h * d.out_w) * 4;
+  if (whole <= kWholeBytes) return std::max<int64_t>(1, per_thread);
+  if (b.has_expand) {
+    const int64_t rows = std::max<int64_t>(d.k_h, kBandBytes / std::max<int64_t>(1, d.in_c * d.in_w * 4));
+    return std::max<int64_t>(1, (rows - halo) / S);
+  }
+  return std::max<int64_t>(1, kBandBytes / std::max<int64_t>(1, d.out_c * d.out_w * 4));
+}
+
+void inverted_residual(const InvertedResidual& b, const float* x, const float* residual, float* out, ThreadPool* pool,
+                       int64_t band_rows) {
+  const ConvShape& d = b.dw;
+  const int64_t C = d.in_c, H = d.in_h, W = d.in_w, OH = d.out_h, OW = d.out_w, S = d.stride_h, KH = d.k_h;
+  const int64_t CI = b.in_c(), CO = b.out_c();
+  if (OH <= 0 || OW <= 0 || C <= 0) return;
+  double work = double(C) * double(OH * OW) * double(d.k_h * d.k_w);
+  if (b.has_expand) work += double(C) * double(CI) * double(H * W);
+  if (b.has_project) work += double(CO) * double(C) * double(OH * OW);
+  const int t = int(std::min<int64_t>(threads_for(pool, work), OH));
+  const int64_t B = band_rows > 0 ? band_rows : inverted_residual_band_rows(b, t);
+  const int64_t cap = B * S + KH - S;  // expanded rows a band can hold
+  for (int64_t n = 0; n < d.batch; ++n) {
+    const float* xn = x + n * CI * H * W;
+    float* on = out + n * CO * OH * OW;
+    const float* rn = residual ? residual + n * CO * OH * OW : nullptr;
+    parallel_for(t <= 1 ? nullptr : pool, t, [&](int64_t i) {
+      int64_t o0, o1;
+      split_range(OH, t, i, o0, o1);
+      float* e = b.has_expand ? scratch_floats(kScratchA, size_t(C * cap * W)) : nullptr;
+      float* db = b.has_project ? scratch_floats(kScratchB, size_t(C * B * OW)) : nullptr;
+      int64_t have0 = 0, have1 = 0;  // expanded rows [have0, have1) held in e
+      for (int64_t ob = o0; ob < o1; ob += B) {
+        const int64_t oe = std::min(o1, ob + B);
+        // Input rows the band's outputs read (the rest is padding).
+        const int64_t need0 = std::clamp<int64_t>(ob * S - d.pad_top, 0, H);
+        const int64_t need1 = std::clamp<int64_t>((oe - 1) * S - d.pad_top + KH, need0, H);
+        const float* src = xn + need0 * W;
+        int64_t src_stride = H * W;
+        if (b.has_expand) {
+          // Bands only move down, so have0 <= need0: keep the overlap, move it to the front.
+          const int64_t keep = std::max<int64_t>(0, have1 - need0);
+          if (keep > 0 && need0 != have0)
+            for (int64_t c = 0; c < C; ++c)
+              std::memmove(e + c * cap * W, e + c * cap * W + (need0 - have0) * W, size_t(keep * W) * sizeof(float));
+          const int64_t from = need0 + keep;
+          if (need1 > from) {
+            GemmEpilogue ep;
+            ep.row_bias = b.expand_b;
+            ep.clamp = b.expand_post.clamp;
+            ep.lo = b.expand_post.lo;
+            ep.hi = b.expand_post.hi;
+            gemm_packed_a(C, (need1 - from) * W, CI, b.expand_w, xn + from * W, H * W, e + (from - need0) * W, cap * W,
+                          ep, nullptr);
+          }
+          have0 = need0;
+          have1 = need1;
+          src = e;
+          src_stride = cap * W;
+        }
+        // The band as a plane of its own: rows [need0, need1), pad_top moved to match.
+        ConvShape sd = d;
+        sd.batch = 1;
+        sd.in_h = need1 - need0;
+        sd.out_h = oe - ob;
+        sd.pad_top = d.pad_top + need0 - ob * S;
+        float* dst = b.has_project ? db : on + ob * OW;
+        const int64_t dst_stride = b.has_project ? B * OW : OH * OW;
+        const float* dres = !b.has_project && rn ? rn + ob * OW : nullptr;
+        DwPlanes p;
+        p.count = C;
+        p.in = src;
+        p.in_stride = src_stride;
+        p.w = b.dw_w;
+        p.bias = b.dw_b;
+        p.out = dst;
+        p.out_stride = dst_stride;
+        p.res = dres;
+        p.res_stride = OH * OW;
+        dw3x3_planes(sd, p, b.dw_post);
+        if (b.has_project) {
+          GemmEpilogue ep;
+          ep.row_bias = b.project_b;
+          ep.residual = rn ? rn + ob * OW : nullptr;
+          ep.ldr = OH * OW;
+          ep.clamp = b.project_post.clamp;
+          ep.lo = b.project_post.lo;
+          ep.hi = b.project_post.hi;
+          gemm_packed_a(CO, (oe - ob) * OW, C, b.project_w, db, B * OW, on + ob * OW, OH * OW, ep, nullptr);
+        }
+      }
+    });
+  }
+}
+
+}  // namespace nxrt::cpu

@@ -1,0 +1,56 @@
+// MobileNetV2's inverted-residual block run as one pass over bands of output rows:
+//
+//   [expand: 1x1 conv + bias + clamp] -> depthwise 3x3 + bias + clamp -> [project: 1x1 conv
+//   + bias + residual + clamp]
+//
+// Node by node, the expanded tensor (6x the block's channels: 4.8 MB at 112x112x96) is
+// written to memory by the expand conv and read back by the depthwise one, and the
+// depthwise output once more by the project conv. Here each thread takes a range of output
+// rows and walks it in bands: the expanded rows a band needs are made into an L2-sized
+// buffer (rows shared with the previous band are kept, not recomputed), the depthwise rows
+// go into a second one, and the project GEMM reads them from there. Only the block's input
+// and output touch memory.
+#pragma once
+#include <cstdint>
+
+#include "conv.hpp"
+#include "thread_pool.hpp"
+
+namespace nxrt::cpu {
+
+struct InvertedResidual {
+  // The depthwise conv (always present): C channels, H x W -> OH x OW; dw3x3_direct_ok.
+  ConvShape dw;
+  const float* dw_w = nullptr;  // [C][3][3]
+  const float* dw_b = nullptr;  // [C] or null
+  ConvPostOps dw_post;          // clamp only (the block's residual is passed to the run)
+  // Expand (optional): 1x1, stride 1, no pad, group 1, in_c -> C, weights packed as GEMM A
+  // (pack_conv_weights_into).
+  bool has_expand = false;
+  int64_t expand_in_c = 0;
+  const float* expand_w = nullptr;
+  const float* expand_b = nullptr;
+  ConvPostOps expand_post;
+  // Project (optional): 1x1, stride 1, no pad, group 1, C -> project_out_c, packed as GEMM A.
+  bool has_project = false;
+  int64_t project_out_c = 0;
+  const float* project_w = nullptr;
+  const float* project_b = nullptr;
+  ConvPostOps project_post;
+
+  int64_t in_c() const { return has_expand ? expand_in_c : dw.in_c; }
+  int64_t out_c() const { return has_project ? project_out_c : dw.out_c; }
+};
+
+// Output rows per band when none is forced, with `threads` taking a range of rows each:
+// the expanded band (or, without expand, the depthwise band) about 256 KB, or one band per
+// thread when the whole intermediate tensor is at most 512 KB.
+int64_t inverted_residual_band_rows(const InvertedResidual& b, int threads);
+
+// out[N][out_c][OH][OW] = the block applied to x[N][in_c][H][W] (batch from b.dw), plus
+// `residual` (same shape as out, or null) before the last clamp. band_rows > 0 forces the
+// band height (tests). out must not overlap x or the residual.
+void inverted_residual(const InvertedResidual& b, const float* x, const float* residual, float* out, ThreadPool* pool,
+                       int64_t band_rows = 0);
+
+}  // namespace nxrt::cpu

@@ -1,0 +1,227 @@
+// MobileNet's inverted-residual block claimed as one group and run in row bands
+// (conv_inverted_residual.hpp): [expand 1x1 Conv -> Relu | Clip] -> depthwise 3x3 Conv
+// -> [Relu | Clip] -> [project 1x1 Conv -> [Add] -> [Relu | Clip]], at least two Convs.
+//
+// Claimed only when the result cannot differ from the nodes' and the bands pay:
+//   * every Conv has a static input shape, constant float32 weights and bias (or none),
+//     and each reads the previous one's chain output through input 0, its sole reader;
+//   * the expand and project Convs are plain 1x1 (stride 1, no pad, group 1, 2-D), the
+//     depthwise one a 3x3 with one channel per group, equal strides and a direct kernel on
+//     this CPU (dw3x3_direct_ok);
+//   * neither 1x1 Conv has so few pixels that alone it would run as the transposed
+//     product (conv_uses_transposed: MobileNetV2's 7x7 blocks), which bands cannot do.
+#include <cstring>
+
+#include "conv_depthwise.hpp"
+#include "conv_inverted_residual.hpp"
+#include "fusion_view.hpp"
+#include "gemm.hpp"
+#include "ops.hpp"
+
+namespace nxrt::cpu {
+using namespace fusion;
+
+namespace {
+
+// The shape of a 2-D float Conv with a static X and constant weights and bias; nullopt otherwise.
+std::optional<ConvShape> static_conv_shape(const Node& n) {
+  if (!is_op(n, "Conv") || n.input_count() < 2 || n.output_count() != 1 || !n.has_output(0)) return std::nullopt;
+  auto x = n.input(0), w = n.input(1);
+  if (!x.present() || !x.static_shape() || x.rank() != 4 || x.dtype() != NXRT_DTYPE_FLOAT32) return std::nullopt;
+  if (!w.present() || !w.is_constant() || w.dtype() != NXRT_DTYPE_FLOAT32) return std::nullopt;
+  if (n.input_count() > 2 && n.input(2).present()) {
+    auto b = n.input(2);
+    if (!b.is_constant() || b.dtype() != NXRT_DTYPE_FLOAT32) return std::nullopt;
+  }
+  try {
+    ConstTensorView wt = w.constant();
+    ConvShape s = conv_shape(read_conv_attrs(n, 1), x.dims(), wt.dims(), "Conv");
+    if (n.input_count() > 2 && n.input(2).present() && n.input(2).constant().numel() != s.out_c) return std::nullopt;
+    return s;
+  } catch (const sdk::Error&) {
+    return std::nullopt;
+  }
+}
+
+bool is_plain_pointwise(const ConvShape& s) {
+  return s.group == 1 && s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
+         s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
+}
+
+bool is_banded_depthwise(const ConvShape& s) {
+  return s.group == s.in_c && s.out_c == s.in_c && s.stride_h == s.stride_w && dw3x3_direct_ok(s);
+}
+
+struct Block {
+  std::optional<Chain> expand, project;
+  Chain dw;
+  ConvShape expand_shape, dw_shape, project_shape;
+  std::vector<size_t> nodes() const {
+    std::vector<size_t> v;
+    for (const Chain* c : {expand ? &*expand : nullptr, &dw, project ? &*project : nullptr})
+      if (c) v.insert(v.end(), c->nodes.begin(), c->nodes.end());
+    return v;
+  }
+};
+
+// The Conv reading the chain's output through input 0 as its sole reader, when `ok` allows it.
+template <typename Ok>
+std::optional<size_t> next_conv(const sdk::Graph& g, const ViewIndex& ix, const Chain& c, Ok ok) {
+  Node last = g.node(c.nodes.back());
+  if (last.output_count() != 1 || !last.has_output(0)) return std::nullopt;
+  auto use = sole_use(ix, last.output(0).raw());
+  if (!use || use->second != 0 || !ok(use->first) || !is_op(g.node(use->first), "Conv")) return std::nullopt;
+  return use->first;
+}
+
+template <typename Ok>
+std::optional<Block> match_block(const sdk::Graph& g, const ViewIndex& ix, size_t head, Ok ok) {
+  Block b;
+  auto hs = static_conv_shape(g.node(head));
+  if (!hs) return std::nullopt;
+  size_t dw = head;
+  if (is_plain_pointwise(*hs)) {
+    b.expand = follow_chain(g, ix, head, ok);
+    b.expand_shape = *hs;
+    if (b.expand->add_other_slot >= 0) return std::nullopt;
+    auto d = next_conv(g, ix, *b.expand, ok);
+    if (!d) return std::nullopt;
+    dw = *d;
+  }
+  auto ds = static_conv_shape(g.node(dw));
+  if (!ds || !is_banded_depthwise(*ds)) return std::nullopt;
+  if (b.expand && (ds->in_c != hs->out_c || ds->in_h != hs->out_h || ds->in_w != hs->out_w || ds->batch != hs->batch))
+    return std::nullopt;
+  b.dw = follow_chain(g, ix, dw, ok);
+  b.dw_shape = *ds;
+  if (b.dw.add_other_slot < 0)
+    if (auto p = next_conv(g, ix, b.dw, ok)) {
+      auto ps = static_conv_shape(g.node(*p));
+      if (ps && is_plain_pointwise(*ps) && ps->in_c == ds->out_c && ps->in_h == ds->out_h && ps->in_w == ds->out_w &&
+          ps->batch == ds->batch) {
+        b.project = follow_chain(g, ix, *p, ok);
+        b.project_shape = *ps;
+      }
+    }
+  if (!b.expand && !b.project) return std::nullopt;
+  // Few pixels: alone, those 1x1 convs run as the transposed product (channels along the
+  // GEMM's 48-wide panels), which bands of rows cannot do.
+  if ((b.expand && conv_uses_transposed(b.expand_shape)) || (b.project && conv_uses_transposed(b.project_shape)))
+    return std::nullopt;
+  return b;
+}
+
+}  // namespace
+
+std::vector<size_t> follow_conv_block(const sdk::Graph& g, const ViewIndex& ix, size_t head,
+                                      const std::function<bool(size_t)>& ok) {
+  auto b = match_block(g, ix, head, ok);
+  return b ? b->nodes() : std::vector<size_t>{};
+}
+
+std::unique_ptr<Kernel> create_conv_block_kernel(const sdk::Graph& sg, CpuSession& session, sdk::Prepacked& pp) {
+  const size_t count = sg.node_count();
+  size_t convs = 0;
+  std::optional<size_t> head;
+  for (size_t i = 0; i < count; ++i)
+    if (is_op(sg.node(i), "Conv")) {
+      ++convs;
+      if (!head) head = i;  // nodes arrive in model order: the block's first Conv first
+    }
+  if (convs < 2) return nullptr;
+  const ViewIndex ix = index_view(sg);
+  auto b = match_block(sg, ix, *head, [](size_t) { return true; });
+  if (!b || b->nodes().size() != count)
+    sdk::fail(NXRT_UNSUPPORTED, "group of {} nodes with {} Convs is not an inverted-residual block this plugin fuses",
+              count, convs);
+  const Chain& last_chain = b->project ? *b->project : b->dw;
+  Node last = sg.node(last_chain.nodes.back());
+  if (sg.output_count() != 1 || sg.output(0).raw() != last.output(0).raw())
+    sdk::fail(NXRT_UNSUPPORTED, "fused Conv block must have exactly one output, its last value ({} outputs)",
+              sg.output_count());
+
+  struct State {
+    InvertedResidual block;
+    int x = 0, residual = -1;
+    std::vector<int64_t> x_dims, out_dims;
+  } st;
+  Node first = sg.node(*head);
+  st.x = group_input_index(sg, first.input(0));
+  if (last_chain.add_other_slot >= 0)
+    st.residual = group_input_index(sg, sg.node(last_chain.nodes[1]).input(size_t(last_chain.add_other_slot)));
+  st.x_dims.assign(first.input(0).dims().begin(), first.input(0).dims().end());
+  auto od = last.output(0).dims();
+  st.out_dims.assign(od.begin(), od.end());
+
+  // Weights and biases are read from the prepacked copies only, unless the same value is
+  // also a run-time input of the group (then the host must keep it).
+  const nxrt_value* runtime_x = first.input(0).raw();
+  const nxrt_value* runtime_res =
+      st.residual >= 0 ? sg.node(last_chain.nodes[1]).input(size_t(last_chain.add_other_slot)).raw() : nullptr;
+  auto runtime = [&](const sdk::Value& v) { return v.raw() == runtime_x || v.raw() == runtime_res; };
+  InvertedResidual& blk = st.block;
+  pp.param("gemm_mr", kGemmMR);
+  // Packs one Conv's weights (1x1 as GEMM A, depthwise as given) and copies its bias; the
+  // host may then free them.
+  auto take = [&](const Chain& c, const ConvShape& s, const char* name, const float*& w, const float*& bias,
+                  ConvPostOps& post) {
+    Node n = sg.node(c.nodes.front());
+    auto wv = n.input(1);
+    ConstTensorView wt = wv.constant();
+    pp.param(fmt::format("{}_out_c", name), s.out_c);
+    pp.param(fmt::format("{}_in_c_per_group", name), s.icg());
+    pp.param(fmt::format("{}_k", name), s.k_h * 16 + s.k_w);
+    w = pp.buffer<float>(fmt::format("{}_w", name), packed_conv_floats(s), [&](std::span<float> dst) {
+          pack_conv_weights_into(s, static_cast<const float*>(wt.raw()), dst.data());
+        }).data();
+    if (!runtime(wv)) pp.capture(wv);
+    bias = nullptr;
+    if (n.input_count() > 2 && n.input(2).present()) {
+      auto bv = n.input(2);
+      ConstTensorView bt = bv.constant();
+      bias = pp.buffer<float>(fmt::format("{}_b", name), size_t(bt.numel()), [&](std::span<float> dst) {
+               if (!dst.empty()) std::memcpy(dst.data(), bt.raw(), dst.size() * sizeof(float));
+             }).data();
+      if (!runtime(bv)) pp.capture(bv);
+    }
+    post.clamp = c.clamp;
+    post.lo = c.lo;
+    post.hi = c.hi;
+  };
+  blk.dw = b->dw_shape;
+  take(b->dw, b->dw_shape, "dw", blk.dw_w, blk.dw_b, blk.dw_post);
+  if (b->expand) {
+    blk.has_expand = true;
+    blk.expand_in_c = b->expand_shape.in_c;
+    take(*b->expand, b->expand_shape, "expand", blk.expand_w, blk.expand_b, blk.expand_post);
+  }
+  if (b->project) {
+    blk.has_project = true;
+    blk.project_out_c = b->project_shape.out_c;
+    take(*b->project, b->project_shape, "project", blk.project_w, blk.project_b, blk.project_post);
+  }
+  ThreadPool* pool = session.pool();
+  std::string description =
+      fmt::format("inverted-residual block in bands of {} rows: {}depthwise 3x3{}{}", inverted_residual_band_rows(blk, pool ? pool->threads() : 1),
+                  blk.has_expand ? "1x1 expand + " : "", blk.dw.stride_h > 1 ? " stride 2" : "",
+                  blk.has_project ? " + 1x1 project" : "");
+  return make_kernel([st = std::move(st), pool](Context& ctx) {
+    ConstTensorView x = ctx.input(size_t(st.x));
+    if (!std::equal(x.dims().begin(), x.dims().end(), st.x_dims.begin(), st.x_dims.end()))
+      sdk::fail(NXRT_INVALID_ARGUMENT, "Conv block: input {} is not the shape the kernel was created for {}",
+                dims_str(x.dims()), dims_str(st.x_dims));
+    const float* res = nullptr;
+    if (st.residual >= 0) {
+      ConstTensorView r = ctx.input(size_t(st.residual));
+      if (!std::equal(r.dims().begin(), r.dims().end(), st.out_dims.begin(), st.out_dims.end()))
+        sdk::fail(NXRT_INVALID_ARGUMENT, "Conv block: the added input {} does not have the block's output shape {}",
+                  dims_str(r.dims()), dims_str(st.out_dims));
+      res = r.data<float>();
+    }
+    TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, st.out_dims);
+    if (y.numel() == 0) return;
+    inverted_residual(st.block, x.data<float>(), res, y.data<float>(), pool);
+  }, std::move(description));
+}
+
+}  // namespace nxrt::cpu

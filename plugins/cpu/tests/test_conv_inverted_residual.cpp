@@ -1,0 +1,118 @@
+#include <doctest/doctest.h>
+
+#include "conv.hpp"
+#include "conv_depthwise.hpp"
+#include "conv_inverted_residual.hpp"
+#include "util.hpp"
+
+using namespace nxrt::cpu;
+using namespace nxrt::cpu::test;
+
+namespace {
+
+ConvShape pointwise(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc) {
+  ConvShape s;
+  s.batch = n; s.in_c = c; s.in_h = h; s.in_w = w; s.out_c = oc; s.out_h = h; s.out_w = w;
+  return s;
+}
+
+ConvShape depthwise(int64_t n, int64_t c, int64_t h, int64_t w, int64_t stride, int64_t pad_top, int64_t pad_bottom) {
+  ConvShape s;
+  s.batch = n; s.in_c = c; s.in_h = h; s.in_w = w; s.out_c = c; s.group = c;
+  s.k_h = s.k_w = 3;
+  s.stride_h = s.stride_w = stride;
+  s.pad_top = s.pad_left = pad_top;
+  s.out_h = (h + pad_top + pad_bottom - 3) / stride + 1;
+  s.out_w = (w + 2 * pad_top - 3) / stride + 1;
+  return s;
+}
+
+ConvPostOps relu6() {
+  ConvPostOps p;
+  p.clamp = true;
+  p.lo = 0.f;
+  p.hi = 6.f;
+  return p;
+}
+
+// The block node by node with conv2d_reference against inverted_residual with `band` rows.
+void check_block(int64_t n, int64_t ci, int64_t c, int64_t co, int64_t h, int64_t w, int64_t stride, int64_t pad_top,
+                 int64_t pad_bottom, bool expand, bool project, bool residual, ThreadPool* pool, int64_t band) {
+  if (!expand) ci = c;
+  const ConvShape d = depthwise(n, c, h, w, stride, pad_top, pad_bottom);
+  if (!dw3x3_direct_ok(d)) {
+    MESSAGE("no direct 3x3 depthwise kernel on this CPU / ISA: the block is not fused here");
+    return;
+  }
+  const ConvShape pe = pointwise(n, ci, h, w, c), pp = pointwise(n, c, d.out_h, d.out_w, co);
+  if (!project) co = c;
+  auto x = random_floats(size_t(n * ci * h * w), 21);
+  auto we = random_floats(size_t(c * ci), 22), be = random_floats(size_t(c), 23);
+  auto wd = random_floats(size_t(c * 9), 24), bd = random_floats(size_t(c), 25);
+  auto wp = random_floats(size_t(co * c), 26), bp = random_floats(size_t(co), 27);
+  auto res = random_floats(size_t(n * co * d.out_h * d.out_w), 28);
+  // Reference, node by node.
+  std::vector<float> e(size_t(n * c * h * w)), dv(size_t(n * c * d.out_h * d.out_w)),
+      want(size_t(n * co * d.out_h * d.out_w));
+  const float* din = x.data();
+  if (expand) {
+    conv2d_reference(pe, x.data(), we.data(), be.data(), e.data(), relu6());
+    din = e.data();
+  }
+  ConvPostOps dpost = relu6();
+  if (!project && residual) dpost.residual = res.data();
+  conv2d_reference(d, din, wd.data(), bd.data(), project ? dv.data() : want.data(), dpost);
+  if (project) {
+    ConvPostOps ppost;
+    if (residual) ppost.residual = res.data();
+    conv2d_reference(pp, dv.data(), wp.data(), bp.data(), want.data(), ppost);
+  }
+  // Fused.
+  InvertedResidual b;
+  b.dw = d;
+  b.dw_w = wd.data();
+  b.dw_b = bd.data();
+  b.dw_post = relu6();
+  std::vector<float> pe_packed(packed_conv_floats(pe)), pp_packed(packed_conv_floats(pp));
+  if (expand) {
+    pack_conv_weights_into(pe, we.data(), pe_packed.data());
+    b.has_expand = true;
+    b.expand_in_c = ci;
+    b.expand_w = pe_packed.data();
+    b.expand_b = be.data();
+    b.expand_post = relu6();
+  }
+  if (project) {
+    pack_conv_weights_into(pp, wp.data(), pp_packed.data());
+    b.has_project = true;
+    b.project_out_c = co;
+    b.project_w = pp_packed.data();
+    b.project_b = bp.data();
+  }
+  std::vector<float> got(want.size(), 123.f);
+  inverted_residual(b, x.data(), residual ? res.data() : nullptr, got.data(), pool, band);
+  INFO("n=" << n << " ci=" << ci << " c=" << c << " co=" << co << " " << h << "x" << w << " stride=" << stride
+            << " pads=" << pad_top << "/" << pad_bottom << " expand=" << expand << " project=" << project
+            << " residual=" << residual << " band=" << band << " threads=" << (pool ? pool->threads() : 1));
+  CHECK(worst(got, want) <= 1.0);
+}
+
+}  // namespace
+
+TEST_CASE("inverted residual block matches the convs node by node") {
+  ThreadPool pool(2);
+  for (int64_t band : {1, 2, 3, 0})
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      // Expand + depthwise (stride 1 and 2) + project with residual, odd sizes.
+      check_block(1, 5, 12, 5, 13, 17, 1, 1, 1, true, true, true, p, band);
+      check_block(1, 6, 16, 8, 14, 19, 2, 1, 1, true, true, false, p, band);
+      check_block(1, 6, 16, 8, 15, 19, 2, 1, 1, true, true, false, p, band);  // odd rows, stride 2
+      check_block(2, 4, 9, 4, 11, 12, 1, 1, 1, true, true, true, p, band);    // batch 2
+      // Expand + depthwise only (the depthwise output is the block's), residual on it.
+      check_block(1, 3, 8, 0, 10, 33, 1, 1, 1, true, false, true, p, band);
+      check_block(1, 3, 8, 0, 16, 40, 2, 0, 1, true, false, false, p, band);  // TF-style pads 0/1
+      // Depthwise + project only (MobileNetV2's first block).
+      check_block(1, 0, 8, 6, 18, 21, 1, 1, 1, false, true, false, p, band);
+      check_block(1, 0, 8, 6, 18, 21, 2, 1, 1, false, true, true, p, band);
+    }
+}
