@@ -468,7 +468,8 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 dw_shifte
 // Output rows [oy, oy + R) of one plane. rows[i] is input row oy*SH - pad_top + i (or any
 // row, with rm[i] = 0, when that one is padding). Stride 1 works on column vectors at
 // 16c (aligned when the rows are), the taps' shifts made from neighbours (PL: pad_left);
-// stride 2 on the windows at 32c - pad_left and their even / odd lanes.
+// stride 2 on the even / odd lanes of the column vectors at 32c and 32c + 16 (pad 1), or of
+// the windows at 32c - pad_left (other pads).
 template <int SH, int SW, int R, int PL>
 __attribute__((target("avx512f"))) static void dw3x3_pass_avx512(const float* const* rows, const __mmask16* rm,
                                                                  const DwMasks& mk, int64_t chunks, int64_t pl,
@@ -485,7 +486,8 @@ __attribute__((target("avx512f"))) static void dw3x3_pass_avx512(const float* co
 #pragma GCC unroll 16
   for (int i = 0; i < NI; ++i) {
     prev[i] = _mm512_setzero_ps();
-    cur[i] = _mm512_maskz_loadu_ps(__mmask16(mk.first & rm[i]), SW == 1 ? rows[i] : dw_at(rows[i], -pl));
+    if constexpr (SW == 1 || PL != 1)
+      cur[i] = _mm512_maskz_loadu_ps(__mmask16(mk.first & rm[i]), SW == 1 ? rows[i] : dw_at(rows[i], -pl));
   }
   for (int64_t c = 0; c < chunks; ++c) {
     __m512 acc[R];
@@ -501,6 +503,15 @@ __attribute__((target("avx512f"))) static void dw3x3_pass_avx512(const float* co
         x2 = dw_shifted<2 - PL>(prev[i], cur[i], nx);
         prev[i] = cur[i];
         cur[i] = nx;
+      } else if constexpr (PL == 1) {
+        // Aligned column vectors at 32c and 32c + 16; their odd lanes of the chunk before
+        // give column 32c - 1 (prev holds them).
+        const __m512 a = _mm512_maskz_loadu_ps(__mmask16(mk.next[c] & rm[i]), rows[i] + c * 32);
+        const __m512 b1 = _mm512_maskz_loadu_ps(__mmask16(mk.next2[c] & rm[i]), rows[i] + c * 32 + 16);
+        x1 = _mm512_permutex2var_ps(a, even, b1);
+        x2 = _mm512_permutex2var_ps(a, odd, b1);
+        x0 = dw_align<15>(x2, prev[i]);
+        prev[i] = x2;
       } else {
         const int64_t base = c * 32 - pl;
         const __m512 b1 = _mm512_maskz_loadu_ps(__mmask16(mk.next[c] & rm[i]), dw_at(rows[i], base + 16));
@@ -566,8 +577,13 @@ __attribute__((target("avx512f"))) static void dw3x3_planes_avx512(const ConvSha
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t j0 = c * 16, n = std::min<int64_t>(16, OW - j0);
     mk.out[c] = __mmask16(n >= 16 ? 0xFFFF : (1u << n) - 1u);
-    mk.next[c] = SW == 1 ? dw_in_mask(j0 + 16, W) : dw_in_mask(j0 * 2 - pl + 16, W);
-    mk.next2[c] = SW == 2 ? dw_in_mask(j0 * 2 - pl + 32, W) : __mmask16(0);
+    if (SW == 2 && PL == 1) {
+      mk.next[c] = dw_in_mask(j0 * 2, W);
+      mk.next2[c] = dw_in_mask(j0 * 2 + 16, W);
+    } else {
+      mk.next[c] = SW == 1 ? dw_in_mask(j0 + 16, W) : dw_in_mask(j0 * 2 - pl + 16, W);
+      mk.next2[c] = SW == 2 ? dw_in_mask(j0 * 2 - pl + 32, W) : __mmask16(0);
+    }
   }
   const __m512 lo = _mm512_set1_ps(post.lo), hi = _mm512_set1_ps(post.hi);
   // Four output rows per pass: 6 input rows in registers at stride 1, 9 at stride 2
@@ -592,6 +608,9 @@ static void dw3x3_planes_avx512_any(const ConvShape& s, const DwPlanes& p, const
   if (s.stride_w == 1) {
     if (s.stride_h == 1) sw1(std::integral_constant<int, 1>{});
     else sw1(std::integral_constant<int, 2>{});
+  } else if (s.pad_left == 1) {
+    if (s.stride_h == 1) dw3x3_planes_avx512<1, 2, 1>(s, p, post);
+    else dw3x3_planes_avx512<2, 2, 1>(s, p, post);
   } else {
     if (s.stride_h == 1) dw3x3_planes_avx512<1, 2, 0>(s, p, post);
     else dw3x3_planes_avx512<2, 2, 0>(s, p, post);

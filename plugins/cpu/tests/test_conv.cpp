@@ -56,6 +56,20 @@ TEST_CASE("depthwise conv matches the reference") {
   check_conv(shape(2, 4, 9, 9, 8, 3, 1, 2, 2, 4), false, nullptr);   // channel multiplier 2, dilation
   check_conv(shape(1, 32, 28, 28, 32, 3, 1, 1, 1, 32), true, &pool);
   check_conv(shape(1, 6, 11, 11, 6, 5, 3, 2, 1, 6), true, nullptr);  // stride 3
+  // The direct 3x3 kernels' column vectors: several 16-column chunks, widths that are and are
+  // not multiples of 16, pads 0, 1 and 2, passes of 4, 2 and 1 rows.
+  for (int64_t stride : {1, 2})
+    for (int64_t pad : {0, 1, 2})
+      for (int64_t w : {16, 67, 96}) check_conv(shape(1, 3, 11, w, 3, 3, stride, pad, 1, 3), true, nullptr);
+  // Different strides along H and W.
+  for (auto [sh, sw] : {std::pair<int64_t, int64_t>{1, 2}, {2, 1}}) {
+    ConvShape s = shape(1, 4, 13, 37, 4, 3, 1, 1, 1, 4);
+    s.stride_h = sh;
+    s.stride_w = sw;
+    s.out_h = (13 + 2 - 3) / sh + 1;
+    s.out_w = (37 + 2 - 3) / sw + 1;
+    check_conv(s, true, nullptr);
+  }
 }
 
 TEST_CASE("direct 3x3 depthwise kernel: odd widths, strides 1 and 2, pads 0..2, threads 1 and 2") {
