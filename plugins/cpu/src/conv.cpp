@@ -751,9 +751,10 @@ static void pack_weights_transposed(const PackedConvWeights& p, int64_t M, int64
   }
 }
 
-// out[M][N] = clamp(ct[N][M]^T + residual), rows [m0, m1).
+// out[M][N] = clamp(ct[N][M]^T + residual), rows [m0, m1); ct's rows are ldct apart and hold
+// out rows from c0 on (ct[n][m - c0]).
 NXRT_CLONES
-static void transpose_store(const float* __restrict ct, int64_t M, int64_t N, float* __restrict out,
+static void transpose_store(const float* __restrict ct, int64_t ldct, int64_t c0, int64_t N, float* __restrict out,
                             const float* __restrict res, bool clamp, float lo, float hi, int64_t m0, int64_t m1) {
   constexpr int64_t B = 16;
   for (int64_t mb = m0; mb < m1; mb += B)
@@ -761,7 +762,7 @@ static void transpose_store(const float* __restrict ct, int64_t M, int64_t N, fl
       const int64_t me = std::min(m1, mb + B), ne = std::min(N, nb + B);
       for (int64_t m = mb; m < me; ++m)
         for (int64_t n = nb; n < ne; ++n) {
-          float v = ct[n * M + m];
+          float v = ct[n * ldct + m - c0];
           if (res) v += res[m * N + n];
           if (clamp) {
             v = v < lo ? lo : v;
@@ -790,9 +791,15 @@ static void pack_a_from_phases(const float* __restrict phases, size_t phase_floa
 
 // out = conv as the transposed product: ct[N][M] = A * W^T with A = x^T
 // (packed by pack(pa)), then out = clamp(ct^T + residual).
+// private_a (a cheap pack: pointwise convs): each thread packs all of A itself, multiplies its
+// own panels of W^T (a range of output channels) and stores their transpose, one parallel
+// region with nothing handed between cores. Packing A once and sharing it made the other core
+// re-read the 190 KB it had just seen rewritten, and the shared store read back what the other
+// core multiplied: MobileNetV2's 7x7 1x1 convs ran no faster on 2 threads than on 1.
 template <typename PackA>
 static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWeights& w, const float* bias,
-                            float* out, const ConvPostOps& post, const float* res, ThreadPool* pool, PackA&& pack) {
+                            float* out, const ConvPostOps& post, const float* res, ThreadPool* pool, bool private_a,
+                            PackA&& pack) {
   PackedConvWeights::Transposed& tw = *w.transposed;
   const float* wt = tw.prepacked;
   if (!wt) {
@@ -802,17 +809,34 @@ static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWei
     });
     wt = tw.data.data();
   }
+  const int64_t panels = gemm_panels(M);
+  const int t = std::min<int64_t>(threads_for(pool, double(M) * double(N) * double(K)), panels);
+  if (private_a && t > 1) {
+    parallel_for(pool, t, [&](int64_t i) {
+      int64_t p0, p1;
+      split_range(panels, t, i, p0, p1);
+      const int64_t c0 = p0 * kGemmNR, c1 = std::min(M, p1 * kGemmNR);
+      float* pa = scratch_floats(kScratchB, packed_a_floats(N, K));
+      float* ct = scratch_floats(kScratchC, size_t(N * (c1 - c0)));
+      pack(pa);
+      GemmEpilogue ep;
+      ep.col_bias = bias ? bias + c0 : nullptr;
+      gemm_packed_serial(N, c1 - c0, K, pa, wt + p0 * kGemmNR * K, ct, c1 - c0, ep);
+      transpose_store(ct, c1 - c0, c0, N, out, res, post.clamp, post.lo, post.hi, c0, c1);
+    });
+    return;
+  }
   float* pa = scratch_floats(kScratchB, packed_a_floats(N, K));
   float* ct = scratch_floats(kScratchC, size_t(N * M));
   pack(pa);
   GemmEpilogue ep;
   ep.col_bias = bias;
   gemm_packed(N, M, K, pa, wt, ct, M, ep, pool);
-  const int t = threads_for(pool, double(M) * double(N), 1 << 15);
-  parallel_for(t <= 1 ? nullptr : pool, t, [&](int64_t i) {
+  const int ts = threads_for(pool, double(M) * double(N), 1 << 15);
+  parallel_for(ts <= 1 ? nullptr : pool, ts, [&](int64_t i) {
     int64_t m0, m1;
-    split_range(M, t, i, m0, m1);
-    transpose_store(ct, M, N, out, res, post.clamp, post.lo, post.hi, m0, m1);
+    split_range(M, ts, i, m0, m1);
+    transpose_store(ct, M, 0, N, out, res, post.clamp, post.lo, post.hi, m0, m1);
   });
 }
 
@@ -917,7 +941,7 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
       ep.lo = post.lo;
       ep.hi = post.hi;
       if (path == ConvPath::pointwise_transposed) {
-        conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool,
+        conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, true,
                         [&](float* pa) { pack_a(xg, N, true, N, K, 1.f, pa); });
         continue;
       }
@@ -951,7 +975,7 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
         for (int64_t ky = 0; ky < s.k_h; ++ky)
           for (int64_t kx = 0; kx < s.k_w; ++kx) toff[size_t(ky * s.k_w + kx)] = tap_offset(s, geo, ky, kx);
         for (int64_t p = 0; p < N; ++p) poff[size_t(p)] = (p / s.out_w) * geo.wq + p % s.out_w;
-        conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, [&](float* pa) {
+        conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, false, [&](float* pa) {
           const int tp = threads_for(pool, double(K) * double(N), 1 << 15);
           parallel_for(tp <= 1 ? nullptr : pool, tp, [&](int64_t i) {
             int64_t t0, t1;
