@@ -444,20 +444,22 @@ static inline const float* dw_at(const float* row, int64_t off) {
   return reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(row) + uintptr_t(off * int64_t(sizeof(float))));
 }
 
-// Per-plane load masks, per 16-column chunk c: stride 1, the aligned column vector
-// 16c + 16 that rolls in; stride 2, the windows at 32c - pad + 16 and + 32; and the
-// output columns stored.
+// Per-plane load masks, per 16-column chunk c (made once per call): stride 1, the column
+// vector 16c + 16 that rolls in; stride 2, the two vectors of the window that rolls in
+// (pad 1 at 3x3: columns 32c and 32c + 16; else 32(c + 1) - pad and + 16); the output columns.
 struct DwMasks {
-  __mmask16 first = 0;  // stride 1: column vector 0; stride 2: the window at -pad
+  __mmask16 first = 0, first2 = 0;  // the vectors loaded before chunk 0
   __mmask16 next[kDwMaxChunks], next2[kDwMaxChunks], out[kDwMaxChunks];
 };
 
 template <int N>
 __attribute__((target("avx512f"), always_inline)) static inline __m512 dw_align(__m512 hi, __m512 lo) {
-  return _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(0xFFFF, _mm512_castps_si512(hi), _mm512_castps_si512(lo), N));
+  if constexpr (N == 0) return lo;
+  else
+    return _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(0xFFFF, _mm512_castps_si512(hi), _mm512_castps_si512(lo), N));
 }
 
-// Input columns 16c + j + D (D in [-2, 2]) from the column vectors c - 1, c, c + 1.
+// Input columns 16c + j + D (|D| < 16) from the column vectors c - 1, c, c + 1.
 template <int D>
 __attribute__((target("avx512f"), always_inline)) static inline __m512 dw_shifted(__m512 prev, __m512 cur, __m512 next) {
   if constexpr (D < 0) return dw_align<16 + D>(cur, prev);
@@ -465,29 +467,63 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 dw_shifte
   else return dw_align<D>(next, cur);
 }
 
-// Output rows [oy, oy + R) of one plane. rows[i] is input row oy*SH - pad_top + i (or any
-// row, with rm[i] = 0, when that one is padding). Stride 1 works on column vectors at
-// 16c (aligned when the rows are), the taps' shifts made from neighbours (PL: pad_left);
-// stride 2 on the even / odd lanes of the column vectors at 32c and 32c + 16 (pad 1), or of
-// the windows at 32c - pad_left (other pads).
-template <int SH, int SW, int R, int PL>
-__attribute__((target("avx512f"))) static void dw3x3_pass_avx512(const float* const* rows, const __mmask16* rm,
-                                                                 const DwMasks& mk, int64_t chunks, int64_t pl,
-                                                                 const float* wk, __m512 b, float* o,
-                                                                 const float* res, int64_t OW, bool clamp, __m512 lo,
-                                                                 __m512 hi) {
-  constexpr int NI = (R - 1) * SH + 3;
+// The K taps of one input row, stride 1: input columns 16c + j + kx - PL.
+template <int PL, int... KX>
+__attribute__((target("avx512f"), always_inline)) static inline void dw_taps_s1(__m512* x, __m512 prev, __m512 cur,
+                                                                                __m512 next,
+                                                                                std::integer_sequence<int, KX...>) {
+  ((x[KX] = dw_shifted<KX - PL>(prev, cur, next)), ...);
+}
+
+// The K taps of one input row, stride 2, from the even / odd lanes e, o of this window and
+// en, on of the next: tap 2m is e shifted by m lanes, tap 2m + 1 is o shifted by m.
+template <int... KX>
+__attribute__((target("avx512f"), always_inline)) static inline void dw_taps_s2(__m512* x, __m512 e, __m512 o,
+                                                                                __m512 en, __m512 on,
+                                                                                std::integer_sequence<int, KX...>) {
+  ((x[KX] = KX % 2 == 0 ? dw_align<KX / 2>(en, e) : dw_align<KX / 2>(on, o)), ...);
+}
+
+// What a pass of R output rows keeps in registers: stride 1 four rows (K + 3 input rows, two
+// vectors each); stride 2 four rows at 3x3 (9 input rows), two at 5x5 and 7x7.
+template <int K, int SW>
+constexpr int dw_rows_per_pass() {
+  return SW == 1 || K == 3 ? 4 : 2;
+}
+
+// Output rows [oy, oy + R) of one plane of a KxK depthwise conv (dilation 1). rows[i] is
+// input row oy*SH - pad_top + i (or any row, with rm[i] = 0, when that one is padding).
+//   Stride 1: column vectors at 16c (aligned when the rows are), each loaded once; the taps'
+//   shifts made from the neighbours (PL: pad_left).
+//   Stride 2, 3x3, pad 1 (PL == 1): the even / odd lanes of the column vectors at 32c and
+//   32c + 16; column 32c - 1 from the previous chunk's odd lanes.
+//   Stride 2 otherwise: the even / odd lanes E, O of the window at 32c - pad, the next
+//   window's rolling in; tap 2m is E shifted by m lanes, tap 2m + 1 is O shifted by m.
+template <int K, int SH, int SW, int R, int PL>
+__attribute__((target("avx512f"))) static void dw_pass_avx512(const float* const* rows, const __mmask16* rm,
+                                                              const DwMasks& mk, int64_t chunks, int64_t pl,
+                                                              const float* wk, __m512 b, float* o, const float* res,
+                                                              int64_t OW, bool clamp, __m512 lo, __m512 hi) {
+  constexpr int NI = (R - 1) * SH + K;
+  constexpr bool aligned_s2 = SW == 2 && K == 3 && PL == 1;
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-  __m512 k[9];
-#pragma GCC unroll 9
-  for (int i = 0; i < 9; ++i) k[i] = _mm512_set1_ps(wk[i]);
+  // 3x3: the nine weights in registers; larger kernels broadcast theirs from memory at use.
+  __m512 k3[K == 3 ? 9 : 1];
+  if constexpr (K == 3)
+    for (int i = 0; i < 9; ++i) k3[i] = _mm512_set1_ps(wk[i]);
   __m512 prev[NI], cur[NI];
 #pragma GCC unroll 16
   for (int i = 0; i < NI; ++i) {
     prev[i] = _mm512_setzero_ps();
-    if constexpr (SW == 1 || PL != 1)
-      cur[i] = _mm512_maskz_loadu_ps(__mmask16(mk.first & rm[i]), SW == 1 ? rows[i] : dw_at(rows[i], -pl));
+    if constexpr (SW == 1) {
+      cur[i] = _mm512_maskz_loadu_ps(__mmask16(mk.first & rm[i]), rows[i]);
+    } else if constexpr (!aligned_s2) {
+      const __m512 w0 = _mm512_maskz_loadu_ps(__mmask16(mk.first & rm[i]), dw_at(rows[i], -pl));
+      const __m512 w1 = _mm512_maskz_loadu_ps(__mmask16(mk.first2 & rm[i]), dw_at(rows[i], 16 - pl));
+      cur[i] = _mm512_permutex2var_ps(w0, even, w1);   // E
+      prev[i] = _mm512_permutex2var_ps(w0, odd, w1);   // O
+    }
   }
   for (int64_t c = 0; c < chunks; ++c) {
     __m512 acc[R];
@@ -495,39 +531,39 @@ __attribute__((target("avx512f"))) static void dw3x3_pass_avx512(const float* co
     for (int q = 0; q < R; ++q) acc[q] = b;
 #pragma GCC unroll 16
     for (int i = 0; i < NI; ++i) {
-      __m512 x0, x1, x2;
+      __m512 x[K];
       if constexpr (SW == 1) {
         const __m512 nx = _mm512_maskz_loadu_ps(__mmask16(mk.next[c] & rm[i]), rows[i] + c * 16 + 16);
-        x0 = dw_shifted<0 - PL>(prev[i], cur[i], nx);
-        x1 = dw_shifted<1 - PL>(prev[i], cur[i], nx);
-        x2 = dw_shifted<2 - PL>(prev[i], cur[i], nx);
+        dw_taps_s1<PL>(x, prev[i], cur[i], nx, std::make_integer_sequence<int, K>{});
         prev[i] = cur[i];
         cur[i] = nx;
-      } else if constexpr (PL == 1) {
-        // Aligned column vectors at 32c and 32c + 16; their odd lanes of the chunk before
-        // give column 32c - 1 (prev holds them).
+      } else if constexpr (aligned_s2) {
         const __m512 a = _mm512_maskz_loadu_ps(__mmask16(mk.next[c] & rm[i]), rows[i] + c * 32);
         const __m512 b1 = _mm512_maskz_loadu_ps(__mmask16(mk.next2[c] & rm[i]), rows[i] + c * 32 + 16);
-        x1 = _mm512_permutex2var_ps(a, even, b1);
-        x2 = _mm512_permutex2var_ps(a, odd, b1);
-        x0 = dw_align<15>(x2, prev[i]);
-        prev[i] = x2;
+        x[1] = _mm512_permutex2var_ps(a, even, b1);
+        x[2] = _mm512_permutex2var_ps(a, odd, b1);
+        x[0] = dw_align<15>(x[2], prev[i]);
+        prev[i] = x[2];
       } else {
-        const int64_t base = c * 32 - pl;
-        const __m512 b1 = _mm512_maskz_loadu_ps(__mmask16(mk.next[c] & rm[i]), dw_at(rows[i], base + 16));
-        const __m512 e = _mm512_maskz_loadu_ps(__mmask16(mk.next2[c] & rm[i]), dw_at(rows[i], base + 32));
-        x0 = _mm512_permutex2var_ps(cur[i], even, b1);
-        x1 = _mm512_permutex2var_ps(cur[i], odd, b1);
-        x2 = dw_align<1>(e, x0);
-        cur[i] = e;
+        const int64_t base = (c + 1) * 32 - pl;
+        const __m512 w0 = _mm512_maskz_loadu_ps(__mmask16(mk.next[c] & rm[i]), dw_at(rows[i], base));
+        const __m512 w1 = _mm512_maskz_loadu_ps(__mmask16(mk.next2[c] & rm[i]), dw_at(rows[i], base + 16));
+        const __m512 en = _mm512_permutex2var_ps(w0, even, w1), on = _mm512_permutex2var_ps(w0, odd, w1);
+        dw_taps_s2(x, cur[i], prev[i], en, on, std::make_integer_sequence<int, K>{});
+        cur[i] = en;
+        prev[i] = on;
       }
 #pragma GCC unroll 16
       for (int q = 0; q < R; ++q) {
         const int ky = i - q * SH;
-        if (ky < 0 || ky > 2) continue;
-        acc[q] = _mm512_fmadd_ps(k[ky * 3 + 0], x0, acc[q]);
-        acc[q] = _mm512_fmadd_ps(k[ky * 3 + 1], x1, acc[q]);
-        acc[q] = _mm512_fmadd_ps(k[ky * 3 + 2], x2, acc[q]);
+        if (ky < 0 || ky >= K) continue;
+#pragma GCC unroll 8
+        for (int kx = 0; kx < K; ++kx) {
+          __m512 wv;
+          if constexpr (K == 3) wv = k3[ky * 3 + kx];
+          else wv = _mm512_set1_ps(wk[ky * K + kx]);
+          acc[q] = _mm512_fmadd_ps(wv, x[kx], acc[q]);
+        }
       }
     }
     const int64_t j0 = c * 16;
@@ -537,16 +573,16 @@ __attribute__((target("avx512f"))) static void dw3x3_pass_avx512(const float* co
   }
 }
 
-template <int SH, int SW, int R, int PL>
-__attribute__((target("avx512f"))) static void dw3x3_passes_avx512(const ConvShape& s, const float* in,
-                                                                   const DwMasks& mk, int64_t chunks,
-                                                                   const float* wk, __m512 b, float* o,
-                                                                   const float* res, const ConvPostOps& post,
-                                                                   __m512 lo, __m512 hi) {
+template <int K, int SH, int SW, int PL>
+__attribute__((target("avx512f"))) static void dw_passes_avx512(const ConvShape& s, const float* in,
+                                                                const DwMasks& mk, int64_t chunks, const float* wk,
+                                                                __m512 b, float* o, const float* res,
+                                                                const ConvPostOps& post, __m512 lo, __m512 hi) {
+  constexpr int R = dw_rows_per_pass<K, SW>();
   const int64_t H = s.in_h, W = s.in_w, OW = s.out_w;
   int64_t oy = 0;
   auto pass = [&]<int RR>(std::integral_constant<int, RR>) {
-    constexpr int NI = (RR - 1) * SH + 3;
+    constexpr int NI = (RR - 1) * SH + K;
     const float* rows[NI];
     __mmask16 rm[NI];
     for (int i = 0; i < NI; ++i) {
@@ -555,7 +591,7 @@ __attribute__((target("avx512f"))) static void dw3x3_passes_avx512(const ConvSha
       rows[i] = inside ? in + iy * W : in;
       rm[i] = inside ? __mmask16(0xFFFF) : __mmask16(0);
     }
-    dw3x3_pass_avx512<SH, SW, RR, PL>(rows, rm, mk, chunks, s.pad_left, wk, b, o + oy * OW,
+    dw_pass_avx512<K, SH, SW, RR, PL>(rows, rm, mk, chunks, s.pad_left, wk, b, o + oy * OW,
                                       res ? res + oy * OW : nullptr, OW, post.clamp, lo, hi);
     oy += RR;
   };
@@ -565,73 +601,89 @@ __attribute__((target("avx512f"))) static void dw3x3_passes_avx512(const ConvSha
   while (oy < s.out_h) pass(std::integral_constant<int, 1>{});
 }
 
-template <int SH, int SW, int PL>
-__attribute__((target("avx512f"))) static void dw3x3_planes_avx512(const ConvShape& s, const DwPlanes& p,
-                                                                   const ConvPostOps& post) {
+template <int K, int SH, int SW, int PL>
+__attribute__((target("avx512f"))) static void dw_planes_avx512(const ConvShape& s, const DwPlanes& p,
+                                                                const ConvPostOps& post) {
   const int64_t W = s.in_w, OW = s.out_w, pl = s.pad_left;
   const int64_t chunks = (OW + 15) / 16;
   // The masks depend on the row geometry only: made once for all planes (a band of a
   // block runs hundreds of short planes, conv_inverted_residual).
+  constexpr bool aligned_s2 = SW == 2 && K == 3 && PL == 1;
   DwMasks mk;
   mk.first = SW == 1 ? dw_in_mask(0, W) : dw_in_mask(-pl, W);
+  mk.first2 = SW == 1 ? __mmask16(0) : dw_in_mask(16 - pl, W);
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t j0 = c * 16, n = std::min<int64_t>(16, OW - j0);
     mk.out[c] = __mmask16(n >= 16 ? 0xFFFF : (1u << n) - 1u);
-    if (SW == 2 && PL == 1) {
+    if (SW == 1) {
+      mk.next[c] = dw_in_mask(j0 + 16, W);
+      mk.next2[c] = 0;
+    } else if (aligned_s2) {
       mk.next[c] = dw_in_mask(j0 * 2, W);
       mk.next2[c] = dw_in_mask(j0 * 2 + 16, W);
     } else {
-      mk.next[c] = SW == 1 ? dw_in_mask(j0 + 16, W) : dw_in_mask(j0 * 2 - pl + 16, W);
-      mk.next2[c] = SW == 2 ? dw_in_mask(j0 * 2 - pl + 32, W) : __mmask16(0);
+      mk.next[c] = dw_in_mask(j0 * 2 + 32 - pl, W);
+      mk.next2[c] = dw_in_mask(j0 * 2 + 48 - pl, W);
     }
   }
   const __m512 lo = _mm512_set1_ps(post.lo), hi = _mm512_set1_ps(post.hi);
-  // Four output rows per pass: 6 input rows in registers at stride 1, 9 at stride 2
-  // (two rows per pass measured the same at stride 2, 10-20% slower at stride 1).
-  constexpr int R = 4;
   for (int64_t c = 0; c < p.count; ++c) {
     const __m512 b = _mm512_set1_ps(p.bias ? p.bias[c] : 0.f);
-    dw3x3_passes_avx512<SH, SW, R, PL>(s, p.in + c * p.in_stride, mk, chunks, p.w + c * 9, b, p.out + c * p.out_stride,
-                                       p.res ? p.res + c * p.res_stride : nullptr, post, lo, hi);
+    dw_passes_avx512<K, SH, SW, PL>(s, p.in + c * p.in_stride, mk, chunks, p.w + c * K * K, b,
+                                    p.out + c * p.out_stride, p.res ? p.res + c * p.res_stride : nullptr, post, lo, hi);
   }
 }
 
-static void dw3x3_planes_avx512_any(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post) {
-  // Stride 1 needs pad_left as a constant (the taps' shifts); stride 2 takes it at run time.
-  auto sw1 = [&]<int SH>(std::integral_constant<int, SH>) {
-    switch (s.pad_left) {
-      case 0: return dw3x3_planes_avx512<SH, 1, 0>(s, p, post);
-      case 1: return dw3x3_planes_avx512<SH, 1, 1>(s, p, post);
-      default: return dw3x3_planes_avx512<SH, 1, 2>(s, p, post);
-    }
+// Stride 1 takes pad_left as a constant (the taps' shifts), 0 .. K / 2 (3x3: .. 2); stride 2
+// at run time (3x3 with pad 1 has its own aligned variant).
+template <int K>
+static void dw_planes_avx512_k(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post) {
+  auto by_sh = [&]<int SW, int PL>() {
+    if (s.stride_h == 1) dw_planes_avx512<K, 1, SW, PL>(s, p, post);
+    else dw_planes_avx512<K, 2, SW, PL>(s, p, post);
   };
-  if (s.stride_w == 1) {
-    if (s.stride_h == 1) sw1(std::integral_constant<int, 1>{});
-    else sw1(std::integral_constant<int, 2>{});
-  } else if (s.pad_left == 1) {
-    if (s.stride_h == 1) dw3x3_planes_avx512<1, 2, 1>(s, p, post);
-    else dw3x3_planes_avx512<2, 2, 1>(s, p, post);
-  } else {
-    if (s.stride_h == 1) dw3x3_planes_avx512<1, 2, 0>(s, p, post);
-    else dw3x3_planes_avx512<2, 2, 0>(s, p, post);
+  if (s.stride_w == 2) {
+    if (K == 3 && s.pad_left == 1) by_sh.template operator()<2, 1>();
+    else by_sh.template operator()<2, 0>();
+    return;
   }
+  [&]<int... PL>(std::integer_sequence<int, PL...>) {
+    ((s.pad_left == PL ? (by_sh.template operator()<1, PL>(), 0) : 0), ...);
+  }(std::make_integer_sequence<int, (K == 3 ? 3 : K / 2 + 1)>{});
+}
+
+static void dw_planes_avx512_any(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post) {
+  switch (s.k_h) {
+    case 3: return dw_planes_avx512_k<3>(s, p, post);
+    case 5: return dw_planes_avx512_k<5>(s, p, post);
+    default: return dw_planes_avx512_k<7>(s, p, post);
+  }
+}
+
+// 5x5 and 7x7 (MobileNetV3, EfficientNet) on AVX-512: the same kernel as 3x3.
+static bool dwkxk_avx512_ok(const ConvShape& s) {
+  return active_isa() == Isa::avx512 && s.k_h == s.k_w && (s.k_h == 3 || s.k_h == 5 || s.k_h == 7) &&
+         s.dil_h == 1 && s.dil_w == 1 && (s.stride_w == 1 || s.stride_w == 2) &&
+         (s.stride_h == 1 || s.stride_h == 2) && s.pad_left <= (s.k_w == 3 ? 2 : s.k_w / 2) &&
+         s.out_w <= 16 * kDwMaxChunks && s.in_w < (int64_t(1) << 30);
 }
 #else
 bool dw3x3_direct_ok(const ConvShape&) { return false; }
+static bool dwkxk_avx512_ok(const ConvShape&) { return false; }
 #endif
 
 // Which depthwise kernel runs a shape on this CPU.
-enum class DwPath { direct3x3_avx2, directkxk_avx2, direct3x3_avx512, phase_planes };
+enum class DwPath { direct3x3_avx2, directkxk_avx2, directkxk_avx512, phase_planes };
 static DwPath dw_path(const ConvShape& s) {
 #if defined(__x86_64__)
   const bool direct = dw3x3_direct_ok(s), avx512 = active_isa() == Isa::avx512;
   if (direct && !avx512) return DwPath::direct3x3_avx2;
-  // 5x5 and 7x7 (MobileNetV3, EfficientNet): a direct AVX2 kernel (AVX-512 CPUs keep the
-  // phase-plane path, whose 16-wide sweeps suit them).
+  // 5x5 and 7x7 (MobileNetV3, EfficientNet): direct kernels too, AVX2 or (with 3x3) AVX-512;
+  // other shapes (dilated, strides > 2, larger pads) the phase-plane path.
   if (active_isa() == Isa::avx2 && s.k_h == s.k_w && (s.k_h == 5 || s.k_h == 7) && s.dil_h == 1 && s.dil_w == 1 &&
       (s.stride_w == 1 || s.stride_w == 2) && s.out_w <= kDw3x3MaxWidth && s.in_w < (int64_t(1) << 30))
     return DwPath::directkxk_avx2;
-  if (direct) return DwPath::direct3x3_avx512;
+  if (dwkxk_avx512_ok(s)) return DwPath::directkxk_avx512;
 #else
   (void)s;
 #endif
@@ -641,7 +693,7 @@ static DwPath dw_path(const ConvShape& s) {
 void dw3x3_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post) {
 #if defined(__x86_64__)
   if (active_isa() == Isa::avx512) {
-    dw3x3_planes_avx512_any(s, p, post);
+    dw_planes_avx512_any(s, p, post);
     return;
   }
   for (int64_t c = 0; c < p.count; ++c)
@@ -683,7 +735,7 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
         dwkxk_plane_avx2(s, xin, w + oc * taps, bv, out + pl * out_plane, res, post);
         continue;
       }
-      if (path == DwPath::direct3x3_avx512) {
+      if (path == DwPath::directkxk_avx512) {
         // Planes pl.. of this range that lie in one image, one call (masks made once); one
         // at a time with a channel multiplier (planes then share input planes).
         const int64_t run = ocg == 1 ? std::min(e - pl, s.out_c - oc) : 1;
@@ -697,7 +749,7 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
         p.out_stride = out_plane;
         p.res = res;
         p.res_stride = out_plane;
-        dw3x3_planes_avx512_any(s, p, post);
+        dw_planes_avx512_any(s, p, post);
         pl += run - 1;
         continue;
       }
@@ -894,7 +946,7 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
       switch (dw_path(s)) {
         case DwPath::direct3x3_avx2: return "depthwise direct 3x3 avx2";
         case DwPath::directkxk_avx2: return fmt::format("depthwise direct {}x{} avx2", s.k_h, s.k_w);
-        case DwPath::direct3x3_avx512: return "depthwise direct 3x3 avx512";
+        case DwPath::directkxk_avx512: return fmt::format("depthwise direct {}x{} avx512", s.k_h, s.k_w);
         case DwPath::phase_planes: return fmt::format("depthwise {}x{} over phase planes", s.k_h, s.k_w);
       }
       break;

@@ -10,9 +10,9 @@
 //            48-wide panels, then a transposing store.
 //   3x3 stride 1 with enough tiles and channels: Winograd F(4x4, 3x3)
 //            (conv_winograd.hpp), when the kernel prepared its weights.
-//   depthwise (IC/g == 1): 3x3 (stride 1/2) direct AVX-512 / AVX2 kernel reading
-//            the input rows in place; other shapes a phase-plane sliding
-//            window; both vectorised along output columns, bias fused.
+//   depthwise (IC/g == 1): 3x3, 5x5 and 7x7 (strides 1/2) direct AVX-512 / AVX2
+//            kernels reading the input rows in place; other shapes a phase-plane
+//            sliding window; both vectorised along output columns, bias fused.
 // Post-ops (residual add, clamp) are applied in the store of every path.
 #pragma once
 #include <cstdint>
