@@ -171,11 +171,20 @@ static DwGeometry dw_geometry(const ConvShape& s) {
   return g;
 }
 
-// out[q] = clamp(src[q] + residual[q]) over one output row.
+// out[q] = act(src[q] + residual[q]) over one output row.
 NXRT_CLONES
 static void finish_row(float* __restrict out, const float* __restrict src, const float* __restrict res, int64_t n,
-                       bool clamp, float lo, float hi) {
-  if (res) {
+                       bool clamp, float lo, float hi, bool hardswish) {
+  if (hardswish) {
+    for (int64_t q = 0; q < n; ++q) {
+      float v = src[q] + (res ? res[q] : 0.f);
+      if (clamp) {
+        v = v < lo ? lo : v;
+        v = v > hi ? hi : v;
+      }
+      out[q] = hard_swish(v);
+    }
+  } else if (res) {
     for (int64_t q = 0; q < n; ++q) {
       float v = src[q] + res[q];
       if (clamp) {
@@ -402,7 +411,7 @@ static void depthwise_plane(const ConvShape& s, const DwGeometry& g, const int64
   dw_accumulate(outq, int64_t(g.out_floats), sp, wk, taps, bias);
   for (int64_t oy = 0; oy < s.out_h; ++oy)
     finish_row(o + oy * s.out_w, outq + oy * g.wq, res ? res + oy * s.out_w : nullptr, s.out_w, post.clamp, post.lo,
-               post.hi);
+               post.hi, post.hardswish);
 }
 
 #if defined(__x86_64__)
@@ -433,9 +442,13 @@ static inline __mmask16 dw_in_mask(int64_t start, int64_t width) {
 
 __attribute__((target("avx512f"), always_inline)) static inline void dw_finish(__m512 v, float* o, const float* res,
                                                                                __mmask16 om, bool clamp, __m512 lo,
-                                                                               __m512 hi) {
+                                                                               __m512 hi, bool hardswish) {
   if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(om, res));
   if (clamp) v = _mm512_maskz_min_ps(0xFFFF, hi, _mm512_maskz_max_ps(0xFFFF, lo, v));
+  if (hardswish) {
+    const __m512 g = _mm512_fmadd_ps(v, _mm512_set1_ps(1.f / 6.f), _mm512_set1_ps(0.5f));
+    v = _mm512_mul_ps(v, _mm512_maskz_min_ps(0xFFFF, _mm512_set1_ps(1.f), _mm512_maskz_max_ps(0xFFFF, g, _mm512_setzero_ps())));
+  }
   _mm512_mask_storeu_ps(o, om, v);
 }
 
@@ -503,7 +516,8 @@ template <int K, int SH, int SW, int R, int PL>
 __attribute__((target("avx512f"))) static void dw_pass_avx512(const float* const* rows, const __mmask16* rm,
                                                               const DwMasks& mk, int64_t chunks, int64_t pl,
                                                               const float* wk, __m512 b, float* o, const float* res,
-                                                              int64_t OW, bool clamp, __m512 lo, __m512 hi) {
+                                                              int64_t OW, bool clamp, __m512 lo, __m512 hi,
+                                                              bool hardswish) {
   constexpr int NI = (R - 1) * SH + K;
   constexpr bool aligned_s2 = SW == 2 && K == 3 && PL == 1;
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -569,7 +583,7 @@ __attribute__((target("avx512f"))) static void dw_pass_avx512(const float* const
     const int64_t j0 = c * 16;
 #pragma GCC unroll 16
     for (int q = 0; q < R; ++q)
-      dw_finish(acc[q], o + q * OW + j0, res ? res + q * OW + j0 : nullptr, mk.out[c], clamp, lo, hi);
+      dw_finish(acc[q], o + q * OW + j0, res ? res + q * OW + j0 : nullptr, mk.out[c], clamp, lo, hi, hardswish);
   }
 }
 
@@ -592,7 +606,7 @@ __attribute__((target("avx512f"))) static void dw_passes_avx512(const ConvShape&
       rm[i] = inside ? __mmask16(0xFFFF) : __mmask16(0);
     }
     dw_pass_avx512<K, SH, SW, RR, PL>(rows, rm, mk, chunks, s.pad_left, wk, b, o + oy * OW,
-                                      res ? res + oy * OW : nullptr, OW, post.clamp, lo, hi);
+                                      res ? res + oy * OW : nullptr, OW, post.clamp, lo, hi, post.hardswish);
     oy += RR;
   };
   while (oy + R <= s.out_h) pass(std::integral_constant<int, R>{});
@@ -803,11 +817,13 @@ static void pack_weights_transposed(const PackedConvWeights& p, int64_t M, int64
   }
 }
 
-// out[M][N] = clamp(ct[N][M]^T + residual), rows [m0, m1); ct's rows are ldct apart and hold
+// out[M][N] = act(ct[N][M]^T + residual), rows [m0, m1); ct's rows are ldct apart and hold
 // out rows from c0 on (ct[n][m - c0]).
 NXRT_CLONES
 static void transpose_store(const float* __restrict ct, int64_t ldct, int64_t c0, int64_t N, float* __restrict out,
-                            const float* __restrict res, bool clamp, float lo, float hi, int64_t m0, int64_t m1) {
+                            const float* __restrict res, const ConvPostOps& post, int64_t m0, int64_t m1) {
+  const bool clamp = post.clamp, hardswish = post.hardswish;
+  const float lo = post.lo, hi = post.hi;
   constexpr int64_t B = 16;
   for (int64_t mb = m0; mb < m1; mb += B)
     for (int64_t nb = 0; nb < N; nb += B) {
@@ -820,6 +836,7 @@ static void transpose_store(const float* __restrict ct, int64_t ldct, int64_t c0
             v = v < lo ? lo : v;
             v = v > hi ? hi : v;
           }
+          if (hardswish) v = hard_swish(v);
           out[m * N + n] = v;
         }
     }
@@ -874,7 +891,7 @@ static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWei
       GemmEpilogue ep;
       ep.col_bias = bias ? bias + c0 : nullptr;
       gemm_packed_serial(N, c1 - c0, K, pa, wt + p0 * kGemmNR * K, ct, c1 - c0, ep);
-      transpose_store(ct, c1 - c0, c0, N, out, res, post.clamp, post.lo, post.hi, c0, c1);
+      transpose_store(ct, c1 - c0, c0, N, out, res, post, c0, c1);
     });
     return;
   }
@@ -888,7 +905,7 @@ static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWei
   parallel_for(ts <= 1 ? nullptr : pool, ts, [&](int64_t i) {
     int64_t m0, m1;
     split_range(M, ts, i, m0, m1);
-    transpose_store(ct, M, 0, N, out, res, post.clamp, post.lo, post.hi, m0, m1);
+    transpose_store(ct, M, 0, N, out, res, post, m0, m1);
   });
 }
 
@@ -990,6 +1007,7 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
       ep.residual = post.residual ? post.residual + off : nullptr;
       ep.ldr = N;
       ep.clamp = post.clamp;
+      ep.hardswish = post.hardswish;
       ep.lo = post.lo;
       ep.hi = post.hi;
       if (path == ConvPath::pointwise_transposed) {
@@ -1089,6 +1107,7 @@ void conv2d_reference(const ConvShape& s, const float* x, const float* w, const 
           float v = float(acc);
           if (post.residual) v += post.residual[o];
           if (post.clamp) v = std::min(std::max(v, post.lo), post.hi);
+          if (post.hardswish) v = hard_swish(v);
           out[o] = v;
         }
     }

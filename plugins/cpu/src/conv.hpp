@@ -88,12 +88,22 @@ std::vector<float> conv_centre_tap_weights(const ConvShape& s, const float* w);
 PackedConvWeights pack_conv_weights(const ConvShape& s, const float* w);
 
 // What is applied to the convolution's result as it is stored (fused
-// residual Add and Relu / Clip): out = clamp(conv + bias + residual, lo, hi).
+// residual Add and Relu / Clip / HardSwish): out = act(conv + bias + residual), act =
+// clamp to [lo, hi] and / or HardSwish.
 struct ConvPostOps {
   const float* residual = nullptr;  // same shape as out, or null
   bool clamp = false;
   float lo = 0.f, hi = 0.f;
+  bool hardswish = false;  // then x * clamp(x / 6 + 1/2, 0, 1), as the HardSwish node
 };
+
+// HardSwish as the node computes it; NaN stays NaN (x * anything).
+inline float hard_swish(float x) {
+  float g = x * (1.f / 6.f) + 0.5f;
+  g = g < 0.f ? 0.f : g;
+  g = g > 1.f ? 1.f : g;
+  return x * g;
+}
 
 // out[N][OC][OH][OW] = conv(x, w) + bias (bias may be null), then post-ops.
 // out must not overlap x or the residual.

@@ -65,10 +65,15 @@ NXRT_AVX2 inline void load3(const float* r, const Chunk& k, __m256& x0, __m256& 
 
 // The store of 8 outputs under chunk k's output mask (any chunk type: reads out and full).
 template <typename C>
-NXRT_AVX2 inline void finish(__m256 v, float* o, const float* res, const C& k, bool clamp, __m256 lo, __m256 hi) {
+NXRT_AVX2 inline void finish(__m256 v, float* o, const float* res, const C& k, bool clamp, __m256 lo, __m256 hi,
+                             bool hardswish) {
   if (res) v = _mm256_add_ps(v, k.full ? _mm256_loadu_ps(res) : _mm256_maskload_ps(res, k.out));
   // max/min return their second operand when either is NaN: NaN propagates.
   if (clamp) v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+  if (hardswish) {
+    const __m256 g = _mm256_fmadd_ps(v, _mm256_set1_ps(1.f / 6.f), _mm256_set1_ps(0.5f));
+    v = _mm256_mul_ps(v, _mm256_min_ps(_mm256_set1_ps(1.f), _mm256_max_ps(g, _mm256_setzero_ps())));
+  }
   if (k.full)
     _mm256_storeu_ps(o, v);
   else
@@ -108,9 +113,9 @@ NXRT_AVX2 inline void rows2(const ConvShape& s, const float* in, const float* wk
       load3<SW, FULL>(r + 4 * W, k, x0, x1, x2);  // row 4: b ky 2
       tap3(wk + 6, x0, x1, x2, b0, b1);
     }
-    finish(_mm256_add_ps(a0, a1), o + oy * OW + j0, res ? res + oy * OW + j0 : nullptr, k, post.clamp, lo, hi);
+    finish(_mm256_add_ps(a0, a1), o + oy * OW + j0, res ? res + oy * OW + j0 : nullptr, k, post.clamp, lo, hi, post.hardswish);
     finish(_mm256_add_ps(b0, b1), o + (oy + 1) * OW + j0, res ? res + (oy + 1) * OW + j0 : nullptr, k, post.clamp,
-           lo, hi);
+           lo, hi, post.hardswish);
     return;
   }
   for (int64_t rr = 0; rr < nrows; ++rr) {
@@ -134,10 +139,10 @@ NXRT_AVX2 inline void rows2(const ConvShape& s, const float* in, const float* wk
       b0 = _mm256_fmadd_ps(_mm256_broadcast_ss(wk + ky * 3 + 2), x2, b0);
     }
   }
-  finish(_mm256_add_ps(a0, a1), o + oy * OW + j0, res ? res + oy * OW + j0 : nullptr, k, post.clamp, lo, hi);
+  finish(_mm256_add_ps(a0, a1), o + oy * OW + j0, res ? res + oy * OW + j0 : nullptr, k, post.clamp, lo, hi, post.hardswish);
   if (two)
     finish(_mm256_add_ps(b0, b1), o + (oy + 1) * OW + j0, res ? res + (oy + 1) * OW + j0 : nullptr, k, post.clamp,
-           lo, hi);
+           lo, hi, post.hardswish);
 }
 
 template <int SW>
@@ -225,7 +230,7 @@ NXRT_AVX2 inline void row_k(const ConvShape& s, const float* in, const float* wk
       acc = _mm256_fmadd_ps(_mm256_broadcast_ss(wk + ky * K + t), x[t], acc);
     }
   }
-  finish(_mm256_add_ps(acc0, acc1), o + oy * OW + j0, res ? res + oy * OW + j0 : nullptr, k, post.clamp, lo, hi);
+  finish(_mm256_add_ps(acc0, acc1), o + oy * OW + j0, res ? res + oy * OW + j0 : nullptr, k, post.clamp, lo, hi, post.hardswish);
 }
 
 template <int K, int SW>

@@ -71,6 +71,7 @@ void inverted_residual(const InvertedResidual& b, const float* x, const float* r
             ep.clamp = b.expand_post.clamp;
             ep.lo = b.expand_post.lo;
             ep.hi = b.expand_post.hi;
+            ep.hardswish = b.expand_post.hardswish;
             gemm_packed_a(C, (need1 - from) * W, CI, b.expand_w, xn + from * W, H * W, e + (from - need0) * W, cap * W,
                           ep, nullptr);
           }
@@ -107,6 +108,7 @@ void inverted_residual(const InvertedResidual& b, const float* x, const float* r
           ep.clamp = b.project_post.clamp;
           ep.lo = b.project_post.lo;
           ep.hi = b.project_post.hi;
+          ep.hardswish = b.project_post.hardswish;
           gemm_packed_a(CO, (oe - ob) * OW, C, b.project_w, db, B * OW, on + ob * OW, OH * OW, ep, nullptr);
         }
       }

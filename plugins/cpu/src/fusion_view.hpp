@@ -1,6 +1,6 @@
 // What the CPU plugin's fused-group matchers share (ops_fusion*.cpp): an
 // index of the view (who reads each value, which values are graph outputs, whether the view
-// is closed), small tests on nodes and values, and the Conv [Add] [Relu | Clip] chain.
+// is closed), small tests on nodes and values, and the Conv [Add] [Relu | Clip | HardSwish] chain.
 #pragma once
 #include <algorithm>
 #include <limits>
@@ -128,15 +128,16 @@ inline std::optional<size_t> residual_add_slot(const Node& add, size_t v_slot, c
 }
 
 // One fused chain in the order it computes: the Conv, then optionally an Add,
-// then optionally a Relu/Clip.
+// then optionally a Relu / Clip or a HardSwish.
 struct Chain {
   std::vector<size_t> nodes;  // view positions
   int add_other_slot = -1;    // which Add input is the residual
   bool clamp = false;
   float lo = 0.f, hi = 0.f;
+  bool hardswish = false;
 };
 
-// Follows a Conv's output through [Add] [Relu | Clip]; `ok` tells whether a
+// Follows a Conv's output through [Add] [Relu | Clip | HardSwish]; `ok` tells whether a
 // node may join (claimed on its own, not in another chain).
 template <typename Ok>
 Chain follow_chain(const sdk::Graph& g, const ViewIndex& ix, size_t conv, Ok ok) {
@@ -160,6 +161,11 @@ Chain follow_chain(const sdk::Graph& g, const ViewIndex& ix, size_t conv, Ok ok)
       continue;
     }
     if (nx.input_count() < 1 || nx.output_count() != 1 || !nx.has_output(0) || use->second != 0) break;
+    if (is_op(nx, "HardSwish") && nx.output(0).dtype() == NXRT_DTYPE_FLOAT32) {
+      c.nodes.push_back(use->first);
+      c.hardswish = true;
+      break;
+    }
     auto bounds = activation_bounds(nx, g.opset(""));
     if (!bounds) break;
     c.nodes.push_back(use->first);
@@ -185,8 +191,8 @@ std::unique_ptr<Kernel> create_qdq_kernel(const sdk::Graph& subgraph, CpuSession
 
 namespace nxrt::cpu {
 // Inverted-residual blocks (ops_fusion_conv_block.cpp): the view positions of the
-// [1x1 Conv [Relu | Clip]] -> depthwise 3x3 Conv [Relu | Clip] -> [1x1 Conv [Add] [Relu |
-// Clip]] block (at least two Convs) that starts at Conv `head`, when it is worth running
+// [1x1 Conv [act]] -> depthwise 3x3 Conv [act] -> [1x1 Conv [Add] [act]] block (act: Relu |
+// Clip | HardSwish; at least two Convs) that starts at Conv `head`, when it is worth running
 // in row bands; empty otherwise.
 std::vector<size_t> follow_conv_block(const sdk::Graph& g, const fusion::ViewIndex& ix, size_t head,
                                       const std::function<bool(size_t)>& ok);

@@ -121,6 +121,12 @@ static void tile_generic(int64_t kc, const float* a, const float* b, int64_t w, 
         v = v < st.lo ? st.lo : v;
         v = v > st.hi ? st.hi : v;
       }
+      if (st.hardswish) {
+        float g = v * (1.f / 6.f) + 0.5f;
+        g = g < 0.f ? 0.f : g;
+        g = g > 1.f ? 1.f : g;
+        v = v * g;
+      }
       cr[j] = v;
     }
   }
@@ -189,6 +195,7 @@ void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb
         st.col_bias = first && ep.col_bias ? ep.col_bias + n0 : nullptr;
         st.ldr = ep.ldr;
         st.clamp = final && ep.clamp;
+        st.hardswish = final && ep.hardswish;
         st.lo = ep.lo;
         st.hi = ep.hi;
         int64_t np = 0, nk = 0, lines = 0, share = 0;

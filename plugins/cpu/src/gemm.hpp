@@ -56,9 +56,11 @@ struct GemmEpilogue {
   int64_t ldr = 0;
   bool clamp = false;               // then clamp to [lo, hi] (fused Relu / Clip); NaN stays NaN
   float lo = 0.f, hi = 0.f;
+  bool hardswish = false;           // then x * clamp(x / 6 + 1/2, 0, 1) (fused HardSwish)
 };
 
-// C[M,N] (row stride ldc) = clamp((accumulate ? C : 0) + row_bias + col_bias + A*B + residual).
+// C[M,N] (row stride ldc) = act((accumulate ? C : 0) + row_bias + col_bias + A*B + residual),
+// act: the clamp and / or HardSwish of `ep`.
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* packed_b, float* c,
                  int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool);
 // Same, single-threaded, for callers that parallelise over something else.
@@ -84,6 +86,7 @@ struct GemmTileStore {
   bool accumulate = false;
   bool clamp = false;
   float lo = 0.f, hi = 0.f;
+  bool hardswish = false;
   // Cache lines [0, prefetch_lines) from `prefetch` to fetch into L2 while the
   // tile computes (the next B slice; see gemm_rect), one per k step from k = 0.
   const char* prefetch = nullptr;

@@ -91,7 +91,7 @@ void register_string_ops(Registry& r);              // StringNormalizer
 void register_random_ops(Registry& r);              // Random*, Bernoulli, Multinomial, Dropout 12+ (training)
 
 // Where a Conv kernel finds its tensors among the kernel inputs, and what it
-// applies to its result (a fused group: Conv [+ Add] [+ Relu | Clip]).
+// applies to its result (a fused group: Conv [+ Add] [+ Relu | Clip | HardSwish]).
 struct ConvIo {
   int x = 0, w = 1, b = 2;  // b < 0: no bias
   int residual = -1;        // input added to the result (fused Add), < 0: none
@@ -127,7 +127,7 @@ ConvAttrs read_conv_attrs(const Node& n, size_t w_input);
 ConvShape conv_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<const int64_t> wd, const char* op);
 
 // Claims with fusion: every node as the registry decides, plus Conv chains
-// (Conv -> [Add] -> [Relu | Clip]) as one group when that is exact.
+// (Conv -> [Add] -> [Relu | Clip | HardSwish]) as one group when that is exact.
 void claim_nodes_fused(const sdk::Graph& g, nxrt_claim_sink* sink);
 // The kernel of a multi-node group claimed by claim_nodes_fused; its prepacked kind (the
 // op types in chain order, "Conv+Add+Relu") names the blob it exports.

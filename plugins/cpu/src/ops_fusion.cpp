@@ -1,4 +1,4 @@
-// Fused groups: Conv -> [Add] -> [Relu | Clip] and MatMul -> Add(bias) -> [Add]
+// Fused groups: Conv -> [Add] -> [Relu | Clip | HardSwish] and MatMul -> Add(bias) -> [Add]
 // (the QDQ groups of quantized models are in ops_fusion_qdq.cpp, MobileNet's
 // inverted-residual blocks of several Convs in ops_fusion_conv_block.cpp)
 // claimed as one kernel, so the bias, the residual add and the activation happen
@@ -264,6 +264,7 @@ std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& se
   io.post.clamp = c.clamp;
   io.post.lo = c.lo;
   io.post.hi = c.hi;
+  io.post.hardswish = c.hardswish;
   return make_conv_kernel(cn, session, io, pp);
 }
 

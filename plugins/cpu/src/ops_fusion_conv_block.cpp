@@ -1,6 +1,6 @@
 // MobileNet's inverted-residual block claimed as one group and run in row bands
-// (conv_inverted_residual.hpp): [expand 1x1 Conv -> Relu | Clip] -> depthwise 3x3 Conv
-// -> [Relu | Clip] -> [project 1x1 Conv -> [Add] -> [Relu | Clip]], at least two Convs.
+// (conv_inverted_residual.hpp): [expand 1x1 Conv -> act] -> depthwise 3x3 Conv -> [act] ->
+// [project 1x1 Conv -> [Add] -> [act]], act: Relu | Clip | HardSwish, at least two Convs.
 //
 // Claimed only when the result cannot differ from the nodes' and the bands pay:
 //   * every Conv has a static input shape, constant float32 weights and bias (or none),
@@ -187,6 +187,7 @@ std::unique_ptr<Kernel> create_conv_block_kernel(const sdk::Graph& sg, CpuSessio
     post.clamp = c.clamp;
     post.lo = c.lo;
     post.hi = c.hi;
+    post.hardswish = c.hardswish;
   };
   blk.dw = b->dw_shape;
   take(b->dw, b->dw_shape, "dw", blk.dw_w, blk.dw_b, blk.dw_post);

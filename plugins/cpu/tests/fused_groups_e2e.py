@@ -8,7 +8,8 @@
     down to the far negative tail;
   * MobileNetV2's inverted-residual block (1x1 Conv, Clip, depthwise 3x3 Conv, Clip, 1x1 Conv,
     Add) as one group run in row bands, stride 1 and 2, with and without expand / project /
-    residual, on 1 and 2 threads, against numpy (float64); blocks that must stay node by node:
+    residual, with Relu, Clip or HardSwish (and Conv+HardSwish alone), on 1 and 2 threads,
+    against numpy (float64); blocks that must stay node by node:
     an intermediate also a graph output, 7x7 maps (the 1x1 convs run transposed), and a CPU
     without the direct depthwise kernel (NXRT_CPU_ISA=generic).
 
@@ -168,7 +169,7 @@ def block_model(shape, hidden, out_c, stride, expand=True, project=True, residua
         if act == "Clip":
             nodes.append(helper.make_node("Clip", [src, "lo", "hi"], [dst]))
         else:
-            nodes.append(helper.make_node("Relu", [src], [dst]))
+            nodes.append(helper.make_node(act, [src], [dst]))
 
     const("lo", np.array(0.0)), const("hi", np.array(6.0))
     we = const("we", rng.standard_normal((hidden, c, 1, 1)) * 0.5)
@@ -201,13 +202,16 @@ def block_model(shape, hidden, out_c, stride, expand=True, project=True, residua
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m = onnx.shape_inference.infer_shapes(m)
     onnx.checker.check_model(m)
-    lo_hi = (0.0, 6.0) if act == "Clip" else (0.0, np.inf)
+    def act_fn(v):
+        if act == "HardSwish":
+            return v * np.clip(v / 6 + 0.5, 0, 1)
+        return np.clip(v, *((0.0, 6.0) if act == "Clip" else (0.0, np.inf)))
 
     def reference(x):
         v = x.astype(np.float64)
         if expand:
-            v = np.clip(np_conv1x1(v, we, be), *lo_hi)
-        v = np.clip(np_dw3x3(v, wd, bd, stride, pads), *lo_hi)
+            v = act_fn(np_conv1x1(v, we, be))
+        v = act_fn(np_dw3x3(v, wd, bd, stride, pads))
         if project:
             v = np_conv1x1(v, wp, bp)
         if residual:
@@ -230,6 +234,15 @@ def block_cases(nxrt, tmp):
          2, ["Conv+Relu+Conv+Relu+Conv"], {}),
         ("block stride 2, TF pads 0/1", dict(shape=(1, 6, 30, 30), hidden=24, out_c=12, stride=2, pads=(0, 0, 1, 1)),
          1, ["Conv+Clip+Conv+Clip+Conv"], {}),
+        ("block with HardSwish (MobileNetV3), stride 2, 2 threads",
+         dict(shape=(1, 8, 22, 22), hidden=48, out_c=16, stride=2, act="HardSwish"), 2,
+         ["Conv+HardSwish+Conv+HardSwish+Conv"], {}),
+        ("block with HardSwish and residual", dict(shape=(1, 8, 20, 23), hidden=48, out_c=8, stride=1,
+                                                    act="HardSwish", residual=True), 1,
+         ["Conv+HardSwish+Conv+HardSwish+Conv+Add"], {}),
+        ("HardSwish on 7x7 maps: Conv+HardSwish groups, no block",
+         dict(shape=(1, 64, 7, 7), hidden=384, out_c=64, stride=1, act="HardSwish"), 2,
+         ["Conv", "Conv+HardSwish"], {}),
         ("expand + depthwise only", dict(shape=(1, 4, 25, 40), hidden=24, out_c=0, stride=1, project=False), 2,
          ["Conv+Clip+Conv+Clip"], {}),
         ("depthwise + project only", dict(shape=(1, 16, 40, 40), hidden=16, out_c=8, stride=1, expand=False), 1,

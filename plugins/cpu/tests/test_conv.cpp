@@ -113,23 +113,27 @@ static void check_conv_post(const ConvShape& s, ThreadPool* pool) {
   struct Case {
     bool residual, clamp;
     float lo, hi;
-  } cases[] = {{true, false, 0, 0},
-               {false, true, 0.f, std::numeric_limits<float>::infinity()},
-               {false, true, -0.3f, 0.6f},
-               {true, true, 0.f, std::numeric_limits<float>::infinity()},
-               {true, true, 0.f, 6.f}};
+    bool hardswish;
+  } cases[] = {{true, false, 0, 0, false},
+               {false, true, 0.f, std::numeric_limits<float>::infinity(), false},
+               {false, true, -0.3f, 0.6f, false},
+               {true, true, 0.f, std::numeric_limits<float>::infinity(), false},
+               {true, true, 0.f, 6.f, false},
+               {false, false, 0, 0, true},
+               {true, false, 0, 0, true}};
   for (const Case& c : cases) {
     ConvPostOps post;
     post.residual = c.residual ? res.data() : nullptr;
     post.clamp = c.clamp;
     post.lo = c.lo;
     post.hi = c.hi;
+    post.hardswish = c.hardswish;
     std::vector<float> want(n_out), got(n_out, 123.f);
     conv2d_reference(s, x.data(), w.data(), b.data(), want.data(), post);
     conv2d(s, x.data(), packed, b.data(), got.data(), pool, post);
     INFO("C=" << s.in_c << " H=" << s.in_h << " W=" << s.in_w << " OC=" << s.out_c << " k=" << s.k_h << "x" << s.k_w
               << " stride=" << s.stride_h << " group=" << s.group << " residual=" << c.residual << " clamp=" << c.clamp
-              << " [" << c.lo << ", " << c.hi << "]");
+              << " [" << c.lo << ", " << c.hi << "] hardswish=" << c.hardswish);
     CHECK(worst(got, want) <= 1.0);
     if (c.clamp)
       for (float v : got) CHECK((v >= c.lo && v <= c.hi));
