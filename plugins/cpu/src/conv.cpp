@@ -426,7 +426,7 @@ static void depthwise_plane(const ConvShape& s, const DwGeometry& g, const int64
 // residual and clamp in the store. No copies.
 constexpr int64_t kDwMaxChunks = kDw3x3MaxWidth / 16;
 
-bool dw3x3_direct_ok(const ConvShape& s) {
+static bool dw3x3_direct_ok(const ConvShape& s) {
   return active_isa() >= Isa::avx2 && s.k_h == 3 && s.k_w == 3 && s.dil_h == 1 && s.dil_w == 1 &&
          (s.stride_w == 1 || s.stride_w == 2) && (s.stride_h == 1 || s.stride_h == 2) &&
          s.pad_left <= 2 && s.out_w <= 16 * kDwMaxChunks && s.in_w < (int64_t(1) << 30);
@@ -682,7 +682,7 @@ static bool dwkxk_avx512_ok(const ConvShape& s) {
          s.out_w <= 16 * kDwMaxChunks && s.in_w < (int64_t(1) << 30);
 }
 #else
-bool dw3x3_direct_ok(const ConvShape&) { return false; }
+static bool dw3x3_direct_ok(const ConvShape&) { return false; }
 static bool dwkxk_avx512_ok(const ConvShape&) { return false; }
 #endif
 
@@ -704,15 +704,25 @@ static DwPath dw_path(const ConvShape& s) {
   return DwPath::phase_planes;
 }
 
-void dw3x3_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post) {
+bool dw_direct_ok(const ConvShape& s) {
+  return s.group == s.in_c && s.out_c == s.in_c && dw_path(s) != DwPath::phase_planes;
+}
+
+void dw_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post) {
 #if defined(__x86_64__)
-  if (active_isa() == Isa::avx512) {
+  const DwPath path = dw_path(s);
+  if (path == DwPath::directkxk_avx512) {
     dw_planes_avx512_any(s, p, post);
     return;
   }
-  for (int64_t c = 0; c < p.count; ++c)
-    dw3x3_plane_avx2(s, p.in + c * p.in_stride, p.w + c * 9, p.bias ? p.bias[c] : 0.f, p.out + c * p.out_stride,
-                     p.res ? p.res + c * p.res_stride : nullptr, post);
+  const int64_t taps = s.k_h * s.k_w;
+  for (int64_t c = 0; c < p.count; ++c) {
+    const float* in = p.in + c * p.in_stride;
+    const float* res = p.res ? p.res + c * p.res_stride : nullptr;
+    const float bias = p.bias ? p.bias[c] : 0.f;
+    if (path == DwPath::direct3x3_avx2) dw3x3_plane_avx2(s, in, p.w + c * taps, bias, p.out + c * p.out_stride, res, post);
+    else dwkxk_plane_avx2(s, in, p.w + c * taps, bias, p.out + c * p.out_stride, res, post);
+  }
 #else
   (void)s, (void)p, (void)post;
 #endif

@@ -10,11 +10,12 @@ namespace nxrt::cpu {
 // The direct 3x3 kernels keep per-chunk load masks for one output row on the stack.
 constexpr int64_t kDw3x3MaxWidth = 1024;
 
-// Whether dw3x3_planes runs `s` on this CPU: 3x3, dilation 1, stride_w 1 or 2, out_w <=
-// kDw3x3MaxWidth, AVX2 or better (false elsewhere).
-bool dw3x3_direct_ok(const ConvShape& s);
+// Whether dw_planes runs `s` on this CPU: a depthwise conv with one channel per group that
+// has a direct kernel here (3x3, 5x5, 7x7, dilation 1, strides 1 or 2, small pads, out_w <=
+// kDw3x3MaxWidth; AVX2 or better; false elsewhere).
+bool dw_direct_ok(const ConvShape& s);
 // `count` planes of such a depthwise conv, plane c reading in + c * in_stride with weights
-// w + 9c and bias[c] (bias may be null), writing out + c * out_stride, adding res + c *
+// w + c k_h k_w and bias[c] (bias may be null), writing out + c * out_stride, adding res + c *
 // res_stride (res may be null): out = clamp(conv + bias + res). Rows outside [0, s.in_h)
 // are padding, so a band of rows runs as planes of s.in_h rows with pad_top moved
 // (conv_inverted_residual). The best kernel of this CPU (AVX-512 or AVX2).
@@ -29,7 +30,7 @@ struct DwPlanes {
   const float* res = nullptr;
   int64_t res_stride = 0;
 };
-void dw3x3_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post);
+void dw_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post);
 
 #if defined(__x86_64__)
 // One output plane of a 3x3 depthwise conv (dilation 1, stride_w 1 or 2, out_w <=

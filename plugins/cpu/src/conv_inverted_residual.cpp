@@ -99,7 +99,7 @@ void inverted_residual(const InvertedResidual& b, const float* x, const float* r
         p.out_stride = dst_stride;
         p.res = dres;
         p.res_stride = OH * OW;
-        dw3x3_planes(sd, p, b.dw_post);
+        dw_planes(sd, p, b.dw_post);
         if (b.has_project) {
           GemmEpilogue ep;
           ep.row_bias = b.project_b;

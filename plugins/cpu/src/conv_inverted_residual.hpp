@@ -1,7 +1,7 @@
 // MobileNetV2's inverted-residual block run as one pass over bands of output rows:
 //
-//   [expand: 1x1 conv + bias + clamp] -> depthwise 3x3 + bias + clamp -> [project: 1x1 conv
-//   + bias + residual + clamp]
+//   [expand: 1x1 conv + bias + act] -> depthwise KxK (3, 5, 7) + bias + act -> [project:
+//   1x1 conv + bias + residual + act], act: clamp and / or HardSwish
 //
 // Node by node, the expanded tensor (6x the block's channels: 4.8 MB at 112x112x96) is
 // written to memory by the expand conv and read back by the depthwise one, and the
@@ -19,9 +19,9 @@
 namespace nxrt::cpu {
 
 struct InvertedResidual {
-  // The depthwise conv (always present): C channels, H x W -> OH x OW; dw3x3_direct_ok.
+  // The depthwise conv (always present): C channels, H x W -> OH x OW; dw_direct_ok.
   ConvShape dw;
-  const float* dw_w = nullptr;  // [C][3][3]
+  const float* dw_w = nullptr;  // [C][k_h][k_w]
   const float* dw_b = nullptr;  // [C] or null
   ConvPostOps dw_post;          // clamp only (the block's residual is passed to the run)
   // Expand (optional): 1x1, stride 1, no pad, group 1, in_c -> C, weights packed as GEMM A

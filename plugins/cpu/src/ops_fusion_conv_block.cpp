@@ -1,13 +1,13 @@
 // MobileNet's inverted-residual block claimed as one group and run in row bands
-// (conv_inverted_residual.hpp): [expand 1x1 Conv -> act] -> depthwise 3x3 Conv -> [act] ->
+// (conv_inverted_residual.hpp): [expand 1x1 Conv -> act] -> depthwise KxK Conv -> [act] ->
 // [project 1x1 Conv -> [Add] -> [act]], act: Relu | Clip | HardSwish, at least two Convs.
 //
 // Claimed only when the result cannot differ from the nodes' and the bands pay:
 //   * every Conv has a static input shape, constant float32 weights and bias (or none),
 //     and each reads the previous one's chain output through input 0, its sole reader;
 //   * the expand and project Convs are plain 1x1 (stride 1, no pad, group 1, 2-D), the
-//     depthwise one a 3x3 with one channel per group, equal strides and a direct kernel on
-//     this CPU (dw3x3_direct_ok);
+//     depthwise one has one channel per group, equal strides and a direct kernel on this CPU
+//     (dw_direct_ok: 3x3, 5x5 or 7x7);
 //   * neither 1x1 Conv has so few pixels that alone it would run as the transposed
 //     product (conv_uses_transposed: MobileNetV2's 7x7 blocks), which bands cannot do.
 #include <cstring>
@@ -49,7 +49,7 @@ bool is_plain_pointwise(const ConvShape& s) {
 }
 
 bool is_banded_depthwise(const ConvShape& s) {
-  return s.group == s.in_c && s.out_c == s.in_c && s.stride_h == s.stride_w && dw3x3_direct_ok(s);
+  return s.stride_h == s.stride_w && dw_direct_ok(s);
 }
 
 struct Block {
@@ -203,8 +203,9 @@ std::unique_ptr<Kernel> create_conv_block_kernel(const sdk::Graph& sg, CpuSessio
   }
   ThreadPool* pool = session.pool();
   std::string description =
-      fmt::format("inverted-residual block in bands of {} rows: {}depthwise 3x3{}{}", inverted_residual_band_rows(blk, pool ? pool->threads() : 1),
-                  blk.has_expand ? "1x1 expand + " : "", blk.dw.stride_h > 1 ? " stride 2" : "",
+      fmt::format("inverted-residual block in bands of {} rows: {}depthwise {}x{}{}{}",
+                  inverted_residual_band_rows(blk, pool ? pool->threads() : 1),
+                  blk.has_expand ? "1x1 expand + " : "", blk.dw.k_h, blk.dw.k_w, blk.dw.stride_h > 1 ? " stride 2" : "",
                   blk.has_project ? " + 1x1 project" : "");
   return make_kernel([st = std::move(st), pool](Context& ctx) {
     ConstTensorView x = ctx.input(size_t(st.x));

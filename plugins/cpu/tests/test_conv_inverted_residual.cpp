@@ -16,14 +16,15 @@ ConvShape pointwise(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc) {
   return s;
 }
 
-ConvShape depthwise(int64_t n, int64_t c, int64_t h, int64_t w, int64_t stride, int64_t pad_top, int64_t pad_bottom) {
+ConvShape depthwise(int64_t n, int64_t c, int64_t h, int64_t w, int64_t stride, int64_t pad_top, int64_t pad_bottom,
+                    int64_t k) {
   ConvShape s;
   s.batch = n; s.in_c = c; s.in_h = h; s.in_w = w; s.out_c = c; s.group = c;
-  s.k_h = s.k_w = 3;
+  s.k_h = s.k_w = k;
   s.stride_h = s.stride_w = stride;
   s.pad_top = s.pad_left = pad_top;
-  s.out_h = (h + pad_top + pad_bottom - 3) / stride + 1;
-  s.out_w = (w + 2 * pad_top - 3) / stride + 1;
+  s.out_h = (h + pad_top + pad_bottom - k) / stride + 1;
+  s.out_w = (w + 2 * pad_top - k) / stride + 1;
   return s;
 }
 
@@ -37,18 +38,19 @@ ConvPostOps relu6() {
 
 // The block node by node with conv2d_reference against inverted_residual with `band` rows.
 void check_block(int64_t n, int64_t ci, int64_t c, int64_t co, int64_t h, int64_t w, int64_t stride, int64_t pad_top,
-                 int64_t pad_bottom, bool expand, bool project, bool residual, ThreadPool* pool, int64_t band) {
+                 int64_t pad_bottom, bool expand, bool project, bool residual, ThreadPool* pool, int64_t band,
+                 int64_t k = 3) {
   if (!expand) ci = c;
-  const ConvShape d = depthwise(n, c, h, w, stride, pad_top, pad_bottom);
-  if (!dw3x3_direct_ok(d)) {
-    MESSAGE("no direct 3x3 depthwise kernel on this CPU / ISA: the block is not fused here");
+  const ConvShape d = depthwise(n, c, h, w, stride, pad_top, pad_bottom, k);
+  if (!dw_direct_ok(d)) {
+    MESSAGE("no direct depthwise kernel for this shape on this CPU / ISA: the block is not fused here");
     return;
   }
   const ConvShape pe = pointwise(n, ci, h, w, c), pp = pointwise(n, c, d.out_h, d.out_w, co);
   if (!project) co = c;
   auto x = random_floats(size_t(n * ci * h * w), 21);
   auto we = random_floats(size_t(c * ci), 22), be = random_floats(size_t(c), 23);
-  auto wd = random_floats(size_t(c * 9), 24), bd = random_floats(size_t(c), 25);
+  auto wd = random_floats(size_t(c * k * k), 24), bd = random_floats(size_t(c), 25);
   auto wp = random_floats(size_t(co * c), 26), bp = random_floats(size_t(co), 27);
   auto res = random_floats(size_t(n * co * d.out_h * d.out_w), 28);
   // Reference, node by node.
@@ -93,7 +95,7 @@ void check_block(int64_t n, int64_t ci, int64_t c, int64_t co, int64_t h, int64_
   inverted_residual(b, x.data(), residual ? res.data() : nullptr, got.data(), pool, band);
   INFO("n=" << n << " ci=" << ci << " c=" << c << " co=" << co << " " << h << "x" << w << " stride=" << stride
             << " pads=" << pad_top << "/" << pad_bottom << " expand=" << expand << " project=" << project
-            << " residual=" << residual << " band=" << band << " threads=" << (pool ? pool->threads() : 1));
+            << " residual=" << residual << " k=" << k << " band=" << band << " threads=" << (pool ? pool->threads() : 1));
   CHECK(worst(got, want) <= 1.0);
 }
 
@@ -114,5 +116,10 @@ TEST_CASE("inverted residual block matches the convs node by node") {
       // Depthwise + project only (MobileNetV2's first block).
       check_block(1, 0, 8, 6, 18, 21, 1, 1, 1, false, true, false, p, band);
       check_block(1, 0, 8, 6, 18, 21, 2, 1, 1, false, true, true, p, band);
+      // 5x5 and 7x7 depthwise (MobileNetV3, EfficientNet): halos of 3 and 5 rows.
+      check_block(1, 5, 12, 6, 17, 19, 1, 2, 2, true, true, true, p, band, 5);
+      check_block(1, 5, 12, 6, 17, 19, 2, 2, 2, true, false, false, p, band, 5);
+      check_block(1, 4, 8, 4, 15, 22, 1, 3, 3, true, true, false, p, band, 7);
+      check_block(1, 4, 8, 4, 16, 22, 2, 3, 3, true, true, false, p, band, 7);
     }
 }
