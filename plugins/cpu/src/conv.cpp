@@ -587,32 +587,42 @@ __attribute__((target("avx512f"))) static void dw_pass_avx512(const float* const
   }
 }
 
+// Output rows [oy, oy + RR): the pass's input rows (padding rows load under an empty mask).
+template <int K, int SH, int SW, int RR, int PL>
+__attribute__((target("avx512f"))) static void dw_rows_avx512(const ConvShape& s, const float* in, int64_t oy,
+                                                              const DwMasks& mk, int64_t chunks, const float* wk,
+                                                              __m512 b, float* o, const float* res,
+                                                              const ConvPostOps& post, __m512 lo, __m512 hi) {
+  constexpr int NI = (RR - 1) * SH + K;
+  const float* rows[NI];
+  __mmask16 rm[NI];
+  for (int i = 0; i < NI; ++i) {
+    const int64_t iy = oy * SH - s.pad_top + i;
+    const bool inside = iy >= 0 && iy < s.in_h;
+    rows[i] = inside ? in + iy * s.in_w : in;
+    rm[i] = inside ? __mmask16(0xFFFF) : __mmask16(0);
+  }
+  dw_pass_avx512<K, SH, SW, RR, PL>(rows, rm, mk, chunks, s.pad_left, wk, b, o + oy * s.out_w,
+                                    res ? res + oy * s.out_w : nullptr, s.out_w, post.clamp, lo, hi, post.hardswish);
+}
+
+// All output rows of one plane: passes of R rows, then of 2 and 1.
+// (No lambdas here: they would not inherit the target attribute, and clang refuses __m512
+// arguments passed from code without it.)
 template <int K, int SH, int SW, int PL>
 __attribute__((target("avx512f"))) static void dw_passes_avx512(const ConvShape& s, const float* in,
                                                                 const DwMasks& mk, int64_t chunks, const float* wk,
                                                                 __m512 b, float* o, const float* res,
                                                                 const ConvPostOps& post, __m512 lo, __m512 hi) {
   constexpr int R = dw_rows_per_pass<K, SW>();
-  const int64_t H = s.in_h, W = s.in_w, OW = s.out_w;
   int64_t oy = 0;
-  auto pass = [&]<int RR>(std::integral_constant<int, RR>) {
-    constexpr int NI = (RR - 1) * SH + K;
-    const float* rows[NI];
-    __mmask16 rm[NI];
-    for (int i = 0; i < NI; ++i) {
-      const int64_t iy = oy * SH - s.pad_top + i;
-      const bool inside = iy >= 0 && iy < H;
-      rows[i] = inside ? in + iy * W : in;
-      rm[i] = inside ? __mmask16(0xFFFF) : __mmask16(0);
-    }
-    dw_pass_avx512<K, SH, SW, RR, PL>(rows, rm, mk, chunks, s.pad_left, wk, b, o + oy * OW,
-                                      res ? res + oy * OW : nullptr, OW, post.clamp, lo, hi, post.hardswish);
-    oy += RR;
-  };
-  while (oy + R <= s.out_h) pass(std::integral_constant<int, R>{});
+  for (; oy + R <= s.out_h; oy += R) dw_rows_avx512<K, SH, SW, R, PL>(s, in, oy, mk, chunks, wk, b, o, res, post, lo, hi);
   if constexpr (R > 2)
-    if (oy + 2 <= s.out_h) pass(std::integral_constant<int, 2>{});
-  while (oy < s.out_h) pass(std::integral_constant<int, 1>{});
+    if (oy + 2 <= s.out_h) {
+      dw_rows_avx512<K, SH, SW, 2, PL>(s, in, oy, mk, chunks, wk, b, o, res, post, lo, hi);
+      oy += 2;
+    }
+  for (; oy < s.out_h; ++oy) dw_rows_avx512<K, SH, SW, 1, PL>(s, in, oy, mk, chunks, wk, b, o, res, post, lo, hi);
 }
 
 template <int K, int SH, int SW, int PL>
