@@ -445,10 +445,7 @@ __attribute__((target("avx512f"), always_inline)) static inline void dw_finish(_
                                                                                __m512 hi, bool hardswish) {
   if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(om, res));
   if (clamp) v = _mm512_maskz_min_ps(0xFFFF, hi, _mm512_maskz_max_ps(0xFFFF, lo, v));
-  if (hardswish) {
-    const __m512 g = _mm512_fmadd_ps(v, _mm512_set1_ps(1.f / 6.f), _mm512_set1_ps(0.5f));
-    v = _mm512_mul_ps(v, _mm512_maskz_min_ps(0xFFFF, _mm512_set1_ps(1.f), _mm512_maskz_max_ps(0xFFFF, g, _mm512_setzero_ps())));
-  }
+  if (hardswish) v = hard_swish_avx512(v);
   _mm512_mask_storeu_ps(o, om, v);
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "scratch.hpp"
+#include "hard_swish.hpp"
 #include "thread_pool.hpp"
 
 namespace nxrt::cpu {
@@ -97,13 +98,6 @@ struct ConvPostOps {
   bool hardswish = false;  // then x * clamp(x / 6 + 1/2, 0, 1), as the HardSwish node
 };
 
-// HardSwish as the node computes it; NaN stays NaN (x * anything).
-inline float hard_swish(float x) {
-  float g = x * (1.f / 6.f) + 0.5f;
-  g = g < 0.f ? 0.f : g;
-  g = g > 1.f ? 1.f : g;
-  return x * g;
-}
 
 // out[N][OC][OH][OW] = conv(x, w) + bias (bias may be null), then post-ops.
 // out must not overlap x or the residual.

@@ -3,6 +3,7 @@
 // phase-plane path. Compiled with target attributes, called only after CPUID
 // reports AVX2 and FMA.
 #include "conv_depthwise.hpp"
+#include "hard_swish.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -70,10 +71,7 @@ NXRT_AVX2 inline void finish(__m256 v, float* o, const float* res, const C& k, b
   if (res) v = _mm256_add_ps(v, k.full ? _mm256_loadu_ps(res) : _mm256_maskload_ps(res, k.out));
   // max/min return their second operand when either is NaN: NaN propagates.
   if (clamp) v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
-  if (hardswish) {
-    const __m256 g = _mm256_fmadd_ps(v, _mm256_set1_ps(1.f / 6.f), _mm256_set1_ps(0.5f));
-    v = _mm256_mul_ps(v, _mm256_min_ps(_mm256_set1_ps(1.f), _mm256_max_ps(g, _mm256_setzero_ps())));
-  }
+  if (hardswish) v = hard_swish_avx2(v);
   if (k.full)
     _mm256_storeu_ps(o, v);
   else

@@ -462,11 +462,7 @@ __attribute__((target("avx512f"))) void output_transform_avx512(const ConvShape&
           __m512 val = _mm512_add_ps(runs[k], bv);
           if (rrow) val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(om, rrow + j0));
           if (post.clamp) val = _mm512_maskz_min_ps(0xFFFF, _mm512_maskz_max_ps(0xFFFF, val, lov), hiv);
-          if (post.hardswish) {
-            const __m512 g = _mm512_fmadd_ps(val, _mm512_set1_ps(1.f / 6.f), _mm512_set1_ps(0.5f));
-            val = _mm512_mul_ps(
-                val, _mm512_maskz_min_ps(0xFFFF, _mm512_set1_ps(1.f), _mm512_maskz_max_ps(0xFFFF, g, _mm512_setzero_ps())));
-          }
+          if (post.hardswish) val = hard_swish_avx512(val);
           _mm512_mask_storeu_ps(orow + j0, om, val);
         }
       }

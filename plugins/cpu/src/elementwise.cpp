@@ -5,6 +5,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "hard_swish.hpp"
 #include "simd.hpp"
 #include "vmath.hpp"
 
@@ -273,14 +274,8 @@ NXRT_CLONES void u_gelu_erfc_chain(const float* x, float* y, int64_t n, float c,
     y[i] = (one_plus_erf * x[i]) * h;
   }
 }
-// x * clamp(x / 6 + 1/2, 0, 1); NaN stays NaN (x * anything).
 NXRT_CLONES void u_hardswish(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    float g = x[i] * (1.f / 6.f) + 0.5f;
-    g = g < 0.f ? 0.f : g;
-    g = g > 1.f ? 1.f : g;
-    y[i] = x[i] * g;
-  }
+  for (int64_t i = 0; i < n; ++i) y[i] = hard_swish(x[i]);
 }
 NXRT_CLONES void u_hard_sigmoid(const float* x, float* y, int64_t n, float alpha, float beta) {
   for (int64_t i = 0; i < n; ++i) {

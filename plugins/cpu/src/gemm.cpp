@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "cpu_info.hpp"
+#include "hard_swish.hpp"
 #include "scratch.hpp"
 
 namespace nxrt::cpu {
@@ -121,12 +122,7 @@ static void tile_generic(int64_t kc, const float* a, const float* b, int64_t w, 
         v = v < st.lo ? st.lo : v;
         v = v > st.hi ? st.hi : v;
       }
-      if (st.hardswish) {
-        float g = v * (1.f / 6.f) + 0.5f;
-        g = g < 0.f ? 0.f : g;
-        g = g > 1.f ? 1.f : g;
-        v = v * g;
-      }
+      if (st.hardswish) v = hard_swish(v);
       cr[j] = v;
     }
   }

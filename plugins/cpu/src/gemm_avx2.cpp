@@ -5,6 +5,7 @@
 // loads). Compiled with a target attribute (no -march flag), so it is only
 // called after CPUID reports AVX2 and FMA.
 #include "gemm.hpp"
+#include "hard_swish.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -78,10 +79,7 @@ NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, in
       if (rr) x = _mm256_add_ps(x, _mm256_maskload_ps(rr + v * 8, mk));
       // max/min return their second operand when either is NaN: NaN propagates.
       if (st.clamp) x = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
-      if (st.hardswish) {
-        const __m256 g = _mm256_fmadd_ps(x, _mm256_set1_ps(1.f / 6.f), _mm256_set1_ps(0.5f));
-        x = _mm256_mul_ps(x, _mm256_min_ps(_mm256_set1_ps(1.f), _mm256_max_ps(g, _mm256_setzero_ps())));
-      }
+      if (st.hardswish) x = hard_swish_avx2(x);
       if (partial)
         _mm256_maskstore_ps(cr + v * 8, mk, x);
       else

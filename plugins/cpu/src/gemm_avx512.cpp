@@ -3,6 +3,7 @@
 // packed [k][w] panel. Compiled with a target attribute (no -march flag), so
 // it is only called after CPUID reports AVX-512 F.
 #include "gemm.hpp"
+#include "hard_swish.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -79,11 +80,7 @@ NXRT_AVX512 void tile(int64_t kc, const float* a, const float* b, int64_t ldb, _
       // max/min return their second operand when either is NaN: NaN propagates.
       // (Zero-masked forms with a full mask: GCC 12's plain ones warn about _mm512_undefined_ps.)
       if (st.clamp) x = _mm512_maskz_min_ps(0xFFFF, hi, _mm512_maskz_max_ps(0xFFFF, lo, x));
-      if (st.hardswish) {
-        const __m512 g = _mm512_fmadd_ps(x, _mm512_set1_ps(1.f / 6.f), _mm512_set1_ps(0.5f));
-        x = _mm512_mul_ps(x, _mm512_maskz_min_ps(0xFFFF, _mm512_set1_ps(1.f),
-                                                 _mm512_maskz_max_ps(0xFFFF, g, _mm512_setzero_ps())));
-      }
+      if (st.hardswish) x = hard_swish_avx512(x);
       _mm512_mask_storeu_ps(cr + v * 16, mk, x);
     }
   }
