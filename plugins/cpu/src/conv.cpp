@@ -1019,14 +1019,8 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
     for (int64_t g = 0; g < s.group; ++g) {
       const float* xg = x + (n * s.in_c + g * s.icg()) * s.in_h * s.in_w;
       const int64_t off = (n * s.out_c + g * M) * N;
-      GemmEpilogue ep;
-      ep.row_bias = bias ? bias + g * M : nullptr;
-      ep.residual = post.residual ? post.residual + off : nullptr;
-      ep.ldr = N;
-      ep.clamp = post.clamp;
-      ep.hardswish = post.hardswish;
-      ep.lo = post.lo;
-      ep.hi = post.hi;
+      const GemmEpilogue ep =
+          conv_epilogue(bias ? bias + g * M : nullptr, post, post.residual ? post.residual + off : nullptr, N);
       if (path == ConvPath::pointwise_transposed) {
         conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, true,
                         [&](float* pa) { pack_a(xg, N, true, N, K, 1.f, pa); });

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "scratch.hpp"
+#include "gemm.hpp"
 #include "hard_swish.hpp"
 #include "thread_pool.hpp"
 
@@ -98,6 +99,21 @@ struct ConvPostOps {
   bool hardswish = false;  // then x * clamp(x / 6 + 1/2, 0, 1), as the HardSwish node
 };
 
+
+// The GEMM store of a conv: bias per output channel (row), then `post`'s activation; the
+// residual (rows ldr apart, null: none) is the caller's offset into post's, or another buffer.
+inline GemmEpilogue conv_epilogue(const float* row_bias, const ConvPostOps& post, const float* residual = nullptr,
+                                  int64_t ldr = 0) {
+  GemmEpilogue ep;
+  ep.row_bias = row_bias;
+  ep.residual = residual;
+  ep.ldr = ldr;
+  ep.clamp = post.clamp;
+  ep.lo = post.lo;
+  ep.hi = post.hi;
+  ep.hardswish = post.hardswish;
+  return ep;
+}
 
 // out[N][OC][OH][OW] = conv(x, w) + bias (bias may be null), then post-ops.
 // out must not overlap x or the residual.

@@ -74,14 +74,8 @@ void inverted_residual(const InvertedResidual& b, const float* x, const float* r
               std::memmove(e + c * cap * W, e + c * cap * W + (need0 - have0) * W, size_t(keep * W) * sizeof(float));
           const int64_t from = need0 + keep;
           if (need1 > from) {
-            GemmEpilogue ep;
-            ep.row_bias = b.expand_b;
-            ep.clamp = b.expand_post.clamp;
-            ep.lo = b.expand_post.lo;
-            ep.hi = b.expand_post.hi;
-            ep.hardswish = b.expand_post.hardswish;
             gemm_packed_a(C, (need1 - from) * W, CI, b.expand_w, xn + from * W, H * W, e + (from - need0) * W, cap * W,
-                          ep, nullptr);
+                          conv_epilogue(b.expand_b, b.expand_post), nullptr);
           }
           have0 = need0;
           have1 = need1;
@@ -109,14 +103,8 @@ void inverted_residual(const InvertedResidual& b, const float* x, const float* r
         p.res_stride = OH * OW;
         dw_planes(sd, p, b.dw_post);
         if (b.has_project) {
-          GemmEpilogue ep;
-          ep.row_bias = b.project_b;
-          ep.residual = rn ? rn + ob * OW : nullptr;
-          ep.ldr = OH * OW;
-          ep.clamp = b.project_post.clamp;
-          ep.lo = b.project_post.lo;
-          ep.hi = b.project_post.hi;
-          ep.hardswish = b.project_post.hardswish;
+          const GemmEpilogue ep =
+              conv_epilogue(b.project_b, b.project_post, rn ? rn + ob * OW : nullptr, OH * OW);
           gemm_packed_a(CO, (oe - ob) * OW, C, b.project_w, db, B * OW, on + ob * OW, OH * OW, ep, nullptr);
         }
       }
