@@ -5,12 +5,15 @@
 //                    [--report-json F] [--report-md F] [--report-html F]
 //                    [--jobs N] [--timeout S] [--stress-seconds S] [--ops-filter REGEX]
 //                    [--diff-seed N] [--diff-cases N] [--diff-case OP[:ID]]
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -134,6 +137,9 @@ std::string no_device(const Config& cfg) {
 }
 
 // Runs a generator script into `dir` when it holds no data yet. "" or an error.
+// Several conformance processes (ctest -j) may want the same data at once: the first takes a lock
+// beside `dir`, generates into a private folder and renames it into place, so the others wait and
+// no process ever lists a half-written `dir` (or one a second generator is rewriting).
 std::string generate(const std::string& script, const std::string& dir, const std::string& probe) {
   if (fs::exists(fs::path(dir) / probe)) return "";
   std::error_code ec0;
@@ -141,12 +147,36 @@ std::string generate(const std::string& script, const std::string& dir, const st
   std::string src = source_dir();
   std::string tool = src + "/tools/" + script;
   if (src.empty() || !fs::exists(tool)) return "no data in " + dir + " and tools/" + script + " not found (set NXRT_SOURCE_DIR)";
+  fs::path target = fs::path(dir).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  std::fprintf(stderr, "generating %s with %s (once)...\n", dir.c_str(), script.c_str());
-  std::string cmd = "/usr/bin/python3 '" + tool + "' '" + dir + "' >&2";
+  fs::create_directories(target.parent_path(), ec);
+  std::string lock_path = target.string() + ".lock";
+  int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0) return "cannot create " + lock_path + ": " + std::strerror(errno);
+  struct Unlock {
+    int fd;
+    ~Unlock() { close(fd); }  // closing drops the flock
+  } unlock{lock_fd};
+  while (flock(lock_fd, LOCK_EX) != 0)
+    if (errno != EINTR) return "cannot lock " + lock_path + ": " + std::strerror(errno);
+  if (fs::exists(target / probe)) return "";  // another process generated it while we waited
+  fs::path partial = target.string() + ".partial-" + std::to_string(getpid());
+  fs::remove_all(partial, ec);
+  fs::create_directories(partial, ec);
+  std::fprintf(stderr, "generating %s with %s (once)...\n", target.c_str(), script.c_str());
+  std::string cmd = "/usr/bin/python3 '" + tool + "' '" + partial.string() + "' >&2";
   int rc = std::system(cmd.c_str());
-  if (rc != 0 || !fs::exists(fs::path(dir) / probe)) return tool + " failed (exit " + std::to_string(rc) + ")";
+  if (rc != 0 || !fs::exists(partial / probe)) {
+    fs::remove_all(partial, ec);
+    return tool + " failed (exit " + std::to_string(rc) + ")";
+  }
+  fs::remove(target, ec);  // an empty folder left by an earlier, interrupted run
+  fs::rename(partial, target, ec);
+  if (ec) {
+    fs::remove_all(partial, ec);
+    return "cannot move the generated data into " + target.string() + ": " + ec.message();
+  }
   return "";
 }
 

@@ -20,6 +20,13 @@
 #include <thread>
 
 namespace nxrt {
+
+ValueTooLarge::ValueTooLarge(const nxrt_value* v, uint64_t bytes, uint64_t cap)
+    : HostError(NXRT_ERR_RESOURCE_EXHAUSTED,
+                fmt::format("'{}' would hold {} bytes, above this session's cap of {} bytes for a value sized at run time",
+                            v->name, bytes, cap)),
+      value(v) {}
+
 namespace {
 
 void* host_alloc(uint64_t bytes) {
@@ -72,6 +79,8 @@ void bind_slot(const Session& s, RunState& rs, int id, const std::vector<int64_t
   } else if (slot.planned && dims == slot.dims) {
     st.handle = rs.arenas[size_t(slot.location)];
     st.offset = slot.offset;
+  } else if (s.dynamic_value_cap() && bytes > s.dynamic_value_cap()) {
+    throw ValueTooLarge(slot.value, bytes, s.dynamic_value_cap());
   } else if (slot.graph_output >= 0) {
     HostTensor& out = rs.outputs[size_t(slot.graph_output)];
     s.output_buffers()->size_output(out.data, bytes);
@@ -316,7 +325,12 @@ nxrt_status* ctx_output(nxrt_kernel_context* ctx, size_t i, nxrt_dtype dtype, ui
   if (dtype == NXRT_DTYPE_STRING && slot.location != 0)
     return new_status(NXRT_INVALID_ARGUMENT, fmt::format("output {} of {}: string tensors live in host memory", i, step.label));
   return to_status([&] {
-    bind_slot(*ctx->session, *ctx->rs, id, d, dtype);
+    try {
+      bind_slot(*ctx->session, *ctx->rs, id, d, dtype);
+    } catch (const ValueTooLarge&) {
+      ctx->host_refusal = std::current_exception();
+      throw;
+    }
     if (i < 64) ctx->bound |= 1ull << i;
     else {
       if (ctx->more.size() <= i - 64) ctx->more.resize(i - 63);
@@ -921,6 +935,10 @@ void Session::run_bound(const std::vector<BoundInput>& inputs, std::vector<Bound
         st = api.kernel_compute(step.kernel, &ctx);
       } catch (...) {
         throw_abi_exception(ep.lib->name(), "kernel_compute for " + step.label);
+      }
+      if (ctx.host_refusal) {
+        release_status(st);
+        std::rethrow_exception(ctx.host_refusal);
       }
       if (!ctx.host_error.empty()) {
         release_status(st);

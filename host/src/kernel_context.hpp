@@ -3,6 +3,7 @@
 #include <nxrt_ep.h>
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -23,4 +24,7 @@ struct nxrt_kernel_context {
   // disagrees with shape inference): the run fails with it as a plugin failure, whatever
   // the plugin returns.
   std::string host_error;
+  // The host's own refusal during the call (ValueTooLarge: an output above the session's cap):
+  // the kernel sees a failed status; the run rethrows this, whatever the plugin returns.
+  std::exception_ptr host_refusal;
 };

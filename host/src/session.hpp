@@ -1,6 +1,7 @@
 // A prepared model: EP instances, kernels bound to claims, value slots with a
 // memory plan, and the step list the executor walks on every Run.
 #pragma once
+#include "error.hpp"
 #include "ir.hpp"
 #include "plugin_library.hpp"
 #include "host_value.hpp"
@@ -205,6 +206,11 @@ class Session {
   // shared, so outputs may outlive the session.
   const std::shared_ptr<OutputBuffers>& output_buffers() const { return output_buffers_; }
   const std::shared_ptr<MemoryPolicy>& memory_policy() const { return policy_; }
+  // A value whose size is known only at run time may hold at most `bytes` (0: no cap); a larger
+  // one stops the run with ValueTooLarge. Constant folding sets it: a few constant bytes must not
+  // make session creation allocate gigabytes.
+  void cap_dynamic_values(uint64_t bytes) { dynamic_value_cap_ = bytes; }
+  uint64_t dynamic_value_cap() const { return dynamic_value_cap_; }
   const std::vector<Assignment>& assignments() const { return assign_; }  // by node index
   size_t copy_count() const { return copies_; }
   // For a node the host runs with bodies (If, Loop, Scan, SequenceMap): where each body's
@@ -288,7 +294,14 @@ class Session {
   std::shared_ptr<OutputBuffers> output_buffers_;  // released outputs' buffers, for the next runs
   std::shared_ptr<KernelCache> cache_;
   bool compile_only_ = false;
+  uint64_t dynamic_value_cap_ = 0;
   std::vector<std::pair<std::string, double>> load_stages_;
+};
+
+// A run stopped at cap_dynamic_values' cap: `value` (a model value) would have held `bytes`.
+struct ValueTooLarge : HostError {
+  ValueTooLarge(const nxrt_value* v, uint64_t bytes, uint64_t cap);
+  const nxrt_value* value;
 };
 
 }  // namespace nxrt

@@ -159,35 +159,48 @@ size_t fold_constants(nxrt_model_ir& m, const std::shared_ptr<PluginLibrary>& cp
       if (output_too_large(*n)) ++too_large;
       else candidate[n->index] = 1;
     }
-  const std::string large_note =
-      too_large ? fmt::format("; {} node(s) left: an output above {} MiB", too_large, kMaxFoldBytes >> 20) : "";
+  auto large_note = [&] {
+    return too_large ? fmt::format("; {} node(s) left: an output above {} MiB", too_large, kMaxFoldBytes >> 20) : "";
+  };
   try {
     std::unique_ptr<EpInstance> ep;
     FoldModel f;
-    // Nodes the plugin refuses stay, and so do the candidates that read them.
-    for (;;) {
-      std::vector<size_t> nodes;
-      for (auto& n : m.nodes)
-        if (candidate[n->index]) {
-          if (inputs_known(*n)) nodes.push_back(n->index);
-          else candidate[n->index] = 0;
-        }
-      if (nodes.empty()) {
-        if (note && too_large) *note = fmt::format("on the {} plugin{}", cpu->name(), large_note);
-        return 0;
-      }
-      f = build(m, nodes);
-      if (!ep) ep = EpInstance::create(cpu, 0, 1);
-      const auto ok = claimed(f, *ep);
-      if (ok.size() == nodes.size()) break;
-      for (size_t i = 0; i < nodes.size(); ++i)
-        if (!ok.count(i)) candidate[nodes[i]] = 0;
-    }
-    std::vector<std::unique_ptr<EpInstance>> eps;
-    eps.push_back(std::move(ep));
-    Session session(f.ir, std::move(eps), false, {}, 1, 0);
     std::vector<HostTensor> results;
-    session.run(nullptr, 0, results);
+    for (;;) {
+      // Nodes the plugin refuses stay, and so do the candidates that read them.
+      for (;;) {
+        std::vector<size_t> nodes;
+        for (auto& n : m.nodes)
+          if (candidate[n->index]) {
+            if (inputs_known(*n)) nodes.push_back(n->index);
+            else candidate[n->index] = 0;
+          }
+        if (nodes.empty()) {
+          if (note && too_large) *note = fmt::format("on the {} plugin{}", cpu->name(), large_note());
+          return 0;
+        }
+        f = build(m, nodes);
+        if (!ep) ep = EpInstance::create(cpu, 0, 1);
+        const auto ok = claimed(f, *ep);
+        if (ok.size() == nodes.size()) break;
+        for (size_t i = 0; i < nodes.size(); ++i)
+          if (!ok.count(i)) candidate[nodes[i]] = 0;
+      }
+      std::vector<std::unique_ptr<EpInstance>> eps;
+      eps.push_back(std::move(ep));
+      Session session(f.ir, std::move(eps), false, {}, 1, 0);
+      // An output sized only at run time (a shape computed by another folded node) gets the
+      // same cap as a known one: its node stays and the fold runs again without it.
+      session.cap_dynamic_values(kMaxFoldBytes);
+      try {
+        session.run(nullptr, 0, results);
+        break;
+      } catch (const ValueTooLarge& e) {
+        if (!e.value || e.value->producer < 0 || size_t(e.value->producer) >= f.origin.size()) throw;
+        candidate[f.origin[size_t(e.value->producer)]] = 0;
+        ++too_large;
+      }
+    }
     if (results.size() != f.produced.size())
       raise(NXRT_ERR_RUNTIME, "the fold run returned {} outputs for {} values", results.size(), f.produced.size());
     for (size_t k = 0; k < results.size(); ++k) {
@@ -200,7 +213,7 @@ size_t fold_constants(nxrt_model_ir& m, const std::shared_ptr<PluginLibrary>& cp
       v->constant = std::move(t);
     }
     for (size_t idx : f.origin) edit::remove_node(*m.nodes[idx], body_names);
-    if (note) *note = fmt::format("on the {} plugin{}", cpu->name(), large_note);
+    if (note) *note = fmt::format("on the {} plugin{}", cpu->name(), large_note());
     return f.origin.size();
   } catch (const HostError& e) {
     // The nodes stay: the model's own run reports the problem where it belongs.
