@@ -238,7 +238,7 @@ void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) co
                                 std::to_string(s.gemm_k()) + " weights, the weights " + std::to_string(oc_) + " of " +
                                 std::to_string(k_));
   if (s.pad_top < 0 || s.pad_left < 0) throw std::invalid_argument("QConv: negative pads");
-  const uint32_t* pw = reinterpret_cast<const uint32_t*>(packed_w_.data());
+  const uint32_t* pw = packed_w_.data();
   if (quads_) {
     const QZpTerm zp_term{wq_zp_.empty() ? nullptr : wq_zp_.data(), nullptr, nullptr};
     if (x_type_ == QType::U8) conv_run_quads(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, zp_term, y, pool);

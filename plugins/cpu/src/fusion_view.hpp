@@ -186,7 +186,7 @@ std::vector<std::vector<size_t>> claim_qdq_groups(const sdk::Graph& g, const fus
                                                   const std::function<bool(size_t)>& ok);
 // The kernel of a claimed QDQ group; nullptr when `subgraph` has no DequantizeLinear (not a
 // QDQ group), a failure naming why when it has one but is no pattern this plugin fuses.
-std::unique_ptr<Kernel> create_qdq_kernel(const sdk::Graph& subgraph, CpuSession& session);
+std::unique_ptr<Kernel> create_qdq_kernel(const sdk::Graph& subgraph, CpuSession& session, sdk::Prepacked& pp);
 }  // namespace nxrt::cpu
 
 namespace nxrt::cpu {

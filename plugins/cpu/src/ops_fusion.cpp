@@ -219,7 +219,7 @@ std::unique_ptr<Kernel> create_fused_matmul(const sdk::Graph& sg, size_t mm, Cpu
 std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& session, sdk::Prepacked& pp) {
   // The group's nodes arrive in model order; rebuild the chain from its Conv (or MatMul).
   const size_t count = sg.node_count();
-  if (auto k = create_qdq_kernel(sg, session)) return k;
+  if (auto k = create_qdq_kernel(sg, session, pp)) return k;
   for (size_t i = 0; i < count; ++i)
     if (is_op(sg.node(i), "MatMul")) return create_fused_matmul(sg, i, session, pp);
   if (count == 5 && is_op(sg.node(0), "Div")) {

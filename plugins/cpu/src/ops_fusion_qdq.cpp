@@ -36,6 +36,7 @@
 #include "ops.hpp"
 #include "ops_pool.hpp"
 #include "qlinear.hpp"
+#include "qlinear_prepacked.hpp"
 #include "quantize.hpp"
 
 namespace nxrt::cpu {
@@ -108,6 +109,7 @@ bool per_tensor_q(const Node& q, QParams& p) {
 
 // DequantizeLinear of constant 8-bit weights, per tensor or per channel along `axis`.
 struct WeightDq {
+  sdk::Value value{nullptr, nullptr};  // the constant w (the DequantizeLinear's input)
   ConstTensorView w;
   std::vector<float> scale;   // one per channel
   std::vector<int32_t> zp;    // one per channel
@@ -134,6 +136,7 @@ bool weight_dq(const Node& d, int64_t axis, WeightDq& out) {
     z = const_input(d, 2, w.dtype(), channels);
     if (!z || z->numel() != s->numel()) return false;
   }
+  out.value = wv;
   out.w = w;
   out.scale.resize(size_t(channels));
   out.zp.assign(size_t(channels), 0);
@@ -471,13 +474,21 @@ std::unique_ptr<Kernel> conv_pool_kernel(const ConvAttrs& attrs, const PoolAttrs
   });
 }
 
-std::unique_ptr<Kernel> conv_kernel(const sdk::Graph& sg, const QdqMatch& m, CpuSession& session) {
+// The weights' packed tiles are prepacked buffers (kernel cache); the quantized weights
+// themselves are not read after creation: the host may free them.
+void capture_weights(const QdqMatch& m, sdk::Prepacked& pp) {
+  if (m.w.value.raw() != m.x_value.raw()) pp.capture(m.w.value);
+}
+
+std::unique_ptr<Kernel> conv_kernel(const sdk::Graph& sg, const QdqMatch& m, CpuSession& session, sdk::Prepacked& pp) {
   Node cn = sg.node(m.anchor);
   const ConvAttrs attrs = read_conv_attrs(cn, 1);
   const int x_index = group_input_index(sg, m.x_value);
   std::vector<int64_t> wd(m.w.w.dims().begin(), m.w.w.dims().end());
+  PrepackedQStore store(pp);
   auto conv = std::make_shared<const QConv>(qtype(m.x.type), m.x.zp, qtype(m.w.w.dtype()), m.w.w.raw(), m.w.w.numel(),
-                                            m.w.zp, output_of(m));
+                                            m.w.zp, output_of(m), &store);
+  capture_weights(m, pp);
   const nxrt_dtype x_type = m.x.type, y_type = out_dtype(m);
   ThreadPool* pool = session.pool();
   if (m.pool) return conv_pool_kernel(attrs, read_pool_attrs(sg.node(*m.pool)), x_index, wd, conv, x_type, y_type, pool);
@@ -494,11 +505,13 @@ std::unique_ptr<Kernel> conv_kernel(const sdk::Graph& sg, const QdqMatch& m, Cpu
   });
 }
 
-std::unique_ptr<Kernel> matmul_kernel(const sdk::Graph& sg, const QdqMatch& m, CpuSession& session) {
+std::unique_ptr<Kernel> matmul_kernel(const sdk::Graph& sg, const QdqMatch& m, CpuSession& session, sdk::Prepacked& pp) {
   const int a_index = group_input_index(sg, m.x_value);
   const int64_t K = m.w.w.dims()[0], N = m.w.w.dims()[1];
+  PrepackedQStore store(pp);
   auto mm = std::make_shared<const QMatMul>(qtype(m.x.type), m.x.zp, qtype(m.w.w.dtype()), m.w.w.raw(), K, N, m.w.zp,
-                                            output_of(m));
+                                            output_of(m), &store);
+  capture_weights(m, pp);
   const nxrt_dtype a_type = m.x.type, y_type = out_dtype(m);
   ThreadPool* pool = session.pool();
   return make_kernel([a_index, mm, K, N, a_type, y_type, pool](Context& ctx) {
@@ -631,7 +644,7 @@ std::vector<std::vector<size_t>> claim_qdq_groups(const sdk::Graph& g, const Vie
   return groups;
 }
 
-std::unique_ptr<Kernel> create_qdq_kernel(const sdk::Graph& sg, CpuSession& session) {
+std::unique_ptr<Kernel> create_qdq_kernel(const sdk::Graph& sg, CpuSession& session, sdk::Prepacked& pp) {
   bool any_dq = false;
   for (size_t i = 0; i < sg.node_count(); ++i) any_dq |= is_op(sg.node(i), "DequantizeLinear");
   if (!any_dq) return nullptr;
@@ -648,8 +661,8 @@ std::unique_ptr<Kernel> create_qdq_kernel(const sdk::Graph& sg, CpuSession& sess
     if (sg.output_count() != 1 || sg.output(0).raw() != last.output(0).raw())
       sdk::fail(NXRT_UNSUPPORTED, "QDQ group must have exactly one output, its last value ({} outputs)", sg.output_count());
     switch (m.kind) {
-      case QdqMatch::Kind::Conv: return conv_kernel(sg, m, session);
-      case QdqMatch::Kind::MatMul: return matmul_kernel(sg, m, session);
+      case QdqMatch::Kind::Conv: return conv_kernel(sg, m, session, pp);
+      case QdqMatch::Kind::MatMul: return matmul_kernel(sg, m, session, pp);
       case QdqMatch::Kind::Add: return add_kernel(sg, m, session);
       case QdqMatch::Kind::Pool: return maxpool_kernel(sg, m, session);
       case QdqMatch::Kind::None: break;

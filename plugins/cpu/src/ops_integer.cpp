@@ -14,6 +14,7 @@
 #include "integer_linalg.hpp"
 #include "ops.hpp"
 #include "qlinear.hpp"
+#include "qlinear_prepacked.hpp"
 
 namespace nxrt::cpu {
 namespace {
@@ -99,7 +100,7 @@ std::optional<std::vector<double>> const_scales(const std::optional<ConstTensorV
 // a_zero_point per tensor: the prepared QMatMul, else null. bias_scales: QLinearMatMul's
 // (a_scale, b_scale, y_scale, y_zero_point inputs), else an int32 output.
 std::shared_ptr<const QMatMul> prepare_matmul(const Node& n, size_t a_in, size_t azp_in, size_t b_in, size_t bzp_in,
-                                              bool qlinear) {
+                                              bool qlinear, sdk::Prepacked& pp) {
   std::optional<ConstTensorView> b, azp, bzp;
   if (!constant_or_absent(n, b_in, b) || !b || b->dims().size() != 2) return nullptr;
   if (!constant_or_absent(n, azp_in, azp) || (azp && azp->numel() != 1)) return nullptr;
@@ -121,8 +122,11 @@ std::shared_ptr<const QMatMul> prepare_matmul(const Node& n, size_t a_in, size_t
     out.zero_point = (*y_zp)[0];
     for (int64_t c = 0; c < N; ++c) out.scale.push_back((*a_scale)[0] * (*b_scale)[size_t(c)] / (*y_scale)[0]);
   }
-  return std::make_shared<const QMatMul>(qtype_of(n.input(a_in).dtype()), (*a_zp)[0], qtype_of(b->dtype()), b->raw(), K, N,
-                                         *b_zp, std::move(out));
+  PrepackedQStore store(pp);
+  auto q = std::make_shared<const QMatMul>(qtype_of(n.input(a_in).dtype()), (*a_zp)[0], qtype_of(b->dtype()), b->raw(), K, N,
+                                           *b_zp, std::move(out), &store);
+  if (n.input(b_in).raw() != n.input(a_in).raw()) pp.capture(n.input(b_in));  // only the packed copy is read from now on
+  return q;
 }
 
 // Runs a prepared matmul: A [..., M, K] (or [K]) times the constant B [K, N].
@@ -204,9 +208,9 @@ Check matmul_integer_check(const Node& n) {
                        [&] { return attrs_in(n, {}); });
 }
 
-std::unique_ptr<Kernel> matmul_integer_create(const Node& n, CpuSession& session) {
+std::unique_ptr<Kernel> matmul_integer_create(const Node& n, CpuSession& session, sdk::Prepacked& pp) {
   ThreadPool* pool = session.pool();
-  if (auto q = prepare_matmul(n, 0, 2, 1, 3, false))
+  if (auto q = prepare_matmul(n, 0, 2, 1, 3, false, pp))
     return make_kernel([pool, q](Context& ctx) { run_prepared_matmul(ctx, *q, ctx.input(0), NXRT_DTYPE_INT32, "MatMulInteger", pool); });
   return make_kernel([pool](Context& ctx) {
     ConstTensorView a = ctx.input(0), b = ctx.input(1);
@@ -231,9 +235,9 @@ Check qlinear_matmul_check(const Node& n) {
 
 // y = saturate(round((a - a_zp)(b - b_zp) * a_scale * b_scale / y_scale) + y_zp);
 // a_scale/a_zp per tensor or per row, b_scale/b_zp per tensor or per column.
-std::unique_ptr<Kernel> qlinear_matmul_create(const Node& n, CpuSession& session) {
+std::unique_ptr<Kernel> qlinear_matmul_create(const Node& n, CpuSession& session, sdk::Prepacked& pp) {
   ThreadPool* pool = session.pool();
-  if (auto q = prepare_matmul(n, 0, 2, 3, 5, true)) {
+  if (auto q = prepare_matmul(n, 0, 2, 3, 5, true, pp)) {
     const nxrt_dtype yt = n.input(7).dtype();
     return make_kernel([pool, q, yt](Context& ctx) { run_prepared_matmul(ctx, *q, ctx.input(0), yt, "QLinearMatMul", pool); });
   }
@@ -287,7 +291,7 @@ ConvShape conv_integer_run(const ConvAttrs& attrs, const ConstTensorView& x, con
 
 // Constant W, x_zero_point per tensor, constant w_zero_point (and for QLinearConv constant
 // scales, y_zero_point and B): the prepared QConv, else null.
-std::shared_ptr<const QConv> prepare_conv(const Node& n, bool qlinear, std::vector<int64_t>& w_dims) {
+std::shared_ptr<const QConv> prepare_conv(const Node& n, bool qlinear, std::vector<int64_t>& w_dims, sdk::Prepacked& pp) {
   const size_t w_in = qlinear ? 3 : 1, xzp_in = 2, wzp_in = qlinear ? 5 : 3;
   std::optional<ConstTensorView> w, xz, wz;
   if (!constant_or_absent(n, w_in, w) || !w || w->dims().size() < 3) return nullptr;
@@ -312,8 +316,11 @@ std::shared_ptr<const QConv> prepare_conv(const Node& n, bool qlinear, std::vect
     if (b) out.bias.assign(b->data<int32_t>(), b->data<int32_t>() + oc);
   }
   w_dims = w->dims();
-  return std::make_shared<const QConv>(qtype_of(n.input(0).dtype()), (*x_zp)[0], qtype_of(w->dtype()), w->raw(),
-                                       w->numel(), *w_zp, std::move(out));
+  PrepackedQStore store(pp);
+  auto q = std::make_shared<const QConv>(qtype_of(n.input(0).dtype()), (*x_zp)[0], qtype_of(w->dtype()), w->raw(),
+                                         w->numel(), *w_zp, std::move(out), &store);
+  if (n.input(w_in).raw() != n.input(0).raw()) pp.capture(n.input(w_in));  // only the packed copy is read from now on
+  return q;
 }
 
 void run_prepared_conv(Context& ctx, const QConv& q, const ConvAttrs& attrs, const std::vector<int64_t>& w_dims,
@@ -335,11 +342,11 @@ Check conv_integer_check(const Node& n) {
                        [&] { return conv_geometry_check(n, 1); });
 }
 
-std::unique_ptr<Kernel> conv_integer_create(const Node& n, CpuSession& session) {
+std::unique_ptr<Kernel> conv_integer_create(const Node& n, CpuSession& session, sdk::Prepacked& pp) {
   const ConvAttrs attrs = read_conv_attrs(n, 1);
   ThreadPool* pool = session.pool();
   std::vector<int64_t> w_dims;
-  if (auto q = prepare_conv(n, false, w_dims))
+  if (auto q = prepare_conv(n, false, w_dims, pp))
     return make_kernel([attrs, pool, q, w_dims](Context& ctx) {
       run_prepared_conv(ctx, *q, attrs, w_dims, NXRT_DTYPE_INT32, "ConvInteger", pool);
     });
@@ -363,11 +370,11 @@ Check qlinear_conv_check(const Node& n) {
 }
 
 // y = saturate(round((conv(x - x_zp, w - w_zp) + B) * x_scale * w_scale[oc] / y_scale) + y_zp).
-std::unique_ptr<Kernel> qlinear_conv_create(const Node& n, CpuSession& session) {
+std::unique_ptr<Kernel> qlinear_conv_create(const Node& n, CpuSession& session, sdk::Prepacked& pp) {
   const ConvAttrs attrs = read_conv_attrs(n, 3);
   ThreadPool* pool = session.pool();
   std::vector<int64_t> w_dims;
-  if (auto q = prepare_conv(n, true, w_dims)) {
+  if (auto q = prepare_conv(n, true, w_dims, pp)) {
     const nxrt_dtype yt = n.input(7).dtype();
     return make_kernel([attrs, pool, q, w_dims, yt](Context& ctx) {
       run_prepared_conv(ctx, *q, attrs, w_dims, yt, "QLinearConv", pool);
@@ -406,10 +413,10 @@ std::unique_ptr<Kernel> qlinear_conv_create(const Node& n, CpuSession& session) 
 }  // namespace
 
 void register_integer_ops(Registry& r) {
-  r.add(Def{"MatMulInteger", "", 10, INT_MAX, matmul_integer_check, matmul_integer_create});
-  r.add(Def{"QLinearMatMul", "", 10, INT_MAX, qlinear_matmul_check, qlinear_matmul_create});
-  r.add(Def{"ConvInteger", "", 10, INT_MAX, conv_integer_check, conv_integer_create});
-  r.add(Def{"QLinearConv", "", 10, INT_MAX, qlinear_conv_check, qlinear_conv_create});
+  r.add(Def{"MatMulInteger", "", 10, INT_MAX, matmul_integer_check, nullptr}, matmul_integer_create);
+  r.add(Def{"QLinearMatMul", "", 10, INT_MAX, qlinear_matmul_check, nullptr}, qlinear_matmul_create);
+  r.add(Def{"ConvInteger", "", 10, INT_MAX, conv_integer_check, nullptr}, conv_integer_create);
+  r.add(Def{"QLinearConv", "", 10, INT_MAX, qlinear_conv_check, nullptr}, qlinear_conv_create);
 }
 
 }  // namespace nxrt::cpu

@@ -61,10 +61,48 @@ void check_zero_point(int32_t zp, const char* what) {
   if (!q_zero_point_ok(zp)) throw std::invalid_argument(std::string(what) + " " + std::to_string(zp) + " is out of range");
 }
 
+// `count` words made by `fill`: in the store when there is one, else in `own`.
+std::span<const uint32_t> packed_words(QPackedStore* store, const char* name, size_t count, AlignedFloats& own,
+                                       const std::function<void(std::span<uint32_t>)>& fill) {
+  if (store) return store->words(name, count, fill);
+  own.resize(count);
+  std::span<uint32_t> dst(reinterpret_cast<uint32_t*>(own.data()), count);
+  fill(dst);
+  return dst;
+}
+
+// The per-channel correction of the u8 x s8 path (q_fold_quad_correction) folded into ep.bias,
+// through the store when there is one (then `wq` is not read on import).
+template <typename WQ>
+void corrected_bias(QPackedStore* store, QEpilogue& ep, int32_t x_zp, const std::vector<int32_t>& w_zp, int64_t channels,
+                    WQ&& wq, int64_t K) {
+  if (!store) {
+    q_fold_quad_correction(ep, x_zp, w_zp, channels, wq, K);
+    return;
+  }
+  auto bias = store->ints("channel_bias", size_t(channels), [&](std::span<int32_t> dst) {
+    QEpilogue e = ep;
+    q_fold_quad_correction(e, x_zp, w_zp, channels, wq, K);
+    std::copy(e.bias.begin(), e.bias.end(), dst.begin());
+  });
+  ep.bias.assign(bias.begin(), bias.end());
+}
+
+// What the packed buffers were made for (a store holding others refuses them).
+void declare(QPackedStore* store, bool quads, int64_t channels, int64_t K, int32_t x_zp, QType x_type, QType w_type) {
+  if (!store) return;
+  store->param("q_quads", quads);
+  store->param("q_channels", channels);
+  store->param("q_k", K);
+  store->param("q_x_zero_point", x_zp);
+  store->param("q_x_type", int64_t(x_type));
+  store->param("q_w_type", int64_t(w_type));
+}
+
 }  // namespace
 
 QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_count, std::vector<int32_t> w_zp,
-             QOutput out)
+             QOutput out, QPackedStore* store)
     : x_type_(x_type), w_type_(w_type), x_zp_(x_zp), oc_(int64_t(w_zp.size())), out_(std::move(out)) {
   check_zero_point(x_zp, "QConv: x zero point");
   for (int32_t z : w_zp) check_zero_point(z, "QConv: w zero point");
@@ -76,28 +114,29 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
   xq_zp_ = x_zp + (x_type == QType::S8 ? 128 : 0);
   quads_ = q_tile_group_dpbusd(1, true) && xq_zp_ >= 0 && xq_zp_ <= 255 &&
            std::all_of(w_zp.begin(), w_zp.end(), [&](int32_t z) { return z + w_add >= -128 && z + w_add <= 127; });
+  declare(store, quads_, oc_, k_, x_zp, x_type, w_type);
   if (quads_) {
     if (std::any_of(w_zp.begin(), w_zp.end(), [&](int32_t z) { return z + w_add != 0; }))
       for (int32_t z : w_zp) wq_zp_.push_back(z + w_add);
-    packed_w_.resize(size_t(q_tiles(oc_) * kQMR * q_quads(k_)));
-    uint32_t* dst = reinterpret_cast<uint32_t*>(packed_w_.data());
-    if (w_type == QType::U8) q_pack_a_quads(static_cast<const uint8_t*>(w), k_, w_add, oc_, k_, dst);
-    else q_pack_a_quads(static_cast<const int8_t*>(w), k_, w_add, oc_, k_, dst);
-    q_fold_quad_correction(*ep_, xq_zp_, wq_zp_, oc_, [&](int64_t c, int64_t k) {
+    packed_w_ = packed_words(store, "packed_w", size_t(q_tiles(oc_) * kQMR * q_quads(k_)), own_, [&](std::span<uint32_t> dst) {
+      if (w_type == QType::U8) q_pack_a_quads(static_cast<const uint8_t*>(w), k_, w_add, oc_, k_, dst.data());
+      else q_pack_a_quads(static_cast<const int8_t*>(w), k_, w_add, oc_, k_, dst.data());
+    });
+    corrected_bias(store, *ep_, xq_zp_, wq_zp_, oc_, [&](int64_t c, int64_t k) {
       return w_type == QType::U8 ? int32_t(static_cast<const uint8_t*>(w)[c * k_ + k]) + w_add
                                  : int32_t(static_cast<const int8_t*>(w)[c * k_ + k]);
     }, k_);
     return;
   }
-  packed_w_.resize(size_t(q_tiles(oc_) * kQMR * q_pairs(k_)));
-  uint32_t* dst = reinterpret_cast<uint32_t*>(packed_w_.data());
-  if (w_type == QType::U8) q_pack_a(static_cast<const uint8_t*>(w), k_, w_zp.data(), true, oc_, k_, dst);
-  else q_pack_a(static_cast<const int8_t*>(w), k_, w_zp.data(), true, oc_, k_, dst);
+  packed_w_ = packed_words(store, "packed_w", size_t(q_tiles(oc_) * kQMR * q_pairs(k_)), own_, [&](std::span<uint32_t> dst) {
+    if (w_type == QType::U8) q_pack_a(static_cast<const uint8_t*>(w), k_, w_zp.data(), true, oc_, k_, dst.data());
+    else q_pack_a(static_cast<const int8_t*>(w), k_, w_zp.data(), true, oc_, k_, dst.data());
+  });
 }
 QConv::~QConv() = default;
 
 QMatMul::QMatMul(QType a_type, int32_t a_zp, QType b_type, const void* b, int64_t K, int64_t N, std::vector<int32_t> b_zp,
-                 QOutput out)
+                 QOutput out, QPackedStore* store)
     : a_type_(a_type), b_type_(b_type), a_zp_(a_zp), K_(K), N_(N), out_(std::move(out)) {
   check_zero_point(a_zp, "QMatMul: a zero point");
   if (int64_t(b_zp.size()) != N) throw std::invalid_argument("QMatMul: b_zp needs one value per column");
@@ -107,23 +146,24 @@ QMatMul::QMatMul(QType a_type, int32_t a_zp, QType b_type, const void* b, int64_
   aq_zp_ = a_zp + (a_type == QType::S8 ? 128 : 0);
   quads_ = q_tile_group_dpbusd(1, false) && aq_zp_ >= 0 && aq_zp_ <= 255 &&
            std::all_of(b_zp.begin(), b_zp.end(), [&](int32_t z) { return z + b_add >= -128 && z + b_add <= 127; });
+  declare(store, quads_, N, K, a_zp, a_type, b_type);
   if (quads_) {
     if (std::any_of(b_zp.begin(), b_zp.end(), [&](int32_t z) { return z + b_add != 0; }))
       for (int32_t z : b_zp) bq_zp_.push_back(z + b_add);
-    packed_b_.resize(size_t(q_panels(N) * kQNR * q_quads(K)));
-    uint32_t* dst = reinterpret_cast<uint32_t*>(packed_b_.data());
-    if (b_type == QType::U8) q_pack_b_quads(static_cast<const uint8_t*>(b), N, b_add, K, N, dst);
-    else q_pack_b_quads(static_cast<const int8_t*>(b), N, b_add, K, N, dst);
-    q_fold_quad_correction(*ep_, aq_zp_, bq_zp_, N, [&](int64_t n, int64_t k) {
+    packed_b_ = packed_words(store, "packed_b", size_t(q_panels(N) * kQNR * q_quads(K)), own_, [&](std::span<uint32_t> dst) {
+      if (b_type == QType::U8) q_pack_b_quads(static_cast<const uint8_t*>(b), N, b_add, K, N, dst.data());
+      else q_pack_b_quads(static_cast<const int8_t*>(b), N, b_add, K, N, dst.data());
+    });
+    corrected_bias(store, *ep_, aq_zp_, bq_zp_, N, [&](int64_t n, int64_t k) {
       return b_type == QType::U8 ? int32_t(static_cast<const uint8_t*>(b)[k * N + n]) + b_add
                                  : int32_t(static_cast<const int8_t*>(b)[k * N + n]);
     }, K);
     return;
   }
-  packed_b_.resize(size_t(q_panels(N) * kQNR * q_pairs(K)));
-  uint32_t* dst = reinterpret_cast<uint32_t*>(packed_b_.data());
-  if (b_type == QType::U8) q_pack_b(static_cast<const uint8_t*>(b), N, b_zp.data(), K, N, dst);
-  else q_pack_b(static_cast<const int8_t*>(b), N, b_zp.data(), K, N, dst);
+  packed_b_ = packed_words(store, "packed_b", size_t(q_panels(N) * kQNR * q_pairs(K)), own_, [&](std::span<uint32_t> dst) {
+    if (b_type == QType::U8) q_pack_b(static_cast<const uint8_t*>(b), N, b_zp.data(), K, N, dst.data());
+    else q_pack_b(static_cast<const int8_t*>(b), N, b_zp.data(), K, N, dst.data());
+  });
 }
 QMatMul::~QMatMul() = default;
 
@@ -157,7 +197,7 @@ void QMatMul::run(int64_t M, const void* a, void* y, ThreadPool* pool) const {
       q_pack_a(static_cast<const int8_t*>(a) + m0 * K_, K_, &zp, false, m1 - m0, K_, d);
     }
   });
-  const uint32_t* pb = reinterpret_cast<const uint32_t*>(packed_b_.data());
+  const uint32_t* pb = packed_b_.data();
   auto b_slice = [&](int64_t p, int64_t k0, int64_t, uint32_t*) { return pb + (p * KP + k0) * kQNR; };
   const int64_t N = N_;
   auto y_at = [N](int64_t row, int64_t n0) { return row * N + n0; };

@@ -16,8 +16,10 @@
 //            float output and a QuantizeLinear node after it, bit for bit, in one store
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "conv.hpp"
@@ -42,6 +44,19 @@ struct QOutput {
   float q_scale = 0.f;           // 8-bit: > 0 quantizes FLOAT32's value (float_bias, flo, fhi as FLOAT32)
 };
 
+// Where QConv and QMatMul keep what they derive from the constant weights (the packed tiles, the
+// per-channel zero-point correction): their own memory when no store is given. The plugin's
+// kernel cache passes one (ops glue over sdk::Prepacked) that hands back buffers an earlier
+// session stored; then the fills are not called and the weights are not read. param() names a
+// value the buffers depend on: a store holding buffers made for another value refuses them.
+class QPackedStore {
+ public:
+  virtual ~QPackedStore() = default;
+  virtual void param(const char* name, int64_t value) = 0;
+  virtual std::span<const uint32_t> words(const char* name, size_t count, const std::function<void(std::span<uint32_t>)>& fill) = 0;
+  virtual std::span<const int32_t> ints(const char* name, size_t count, const std::function<void(std::span<int32_t>)>& fill) = 0;
+};
+
 // y = conv(x - x_zp, w - w_zp[oc]) through `out`; x [N][C][H][W] (1-D: H = 1) of x_type
 // (U8 or S8), w [OC][IC/g][KH][KW] of w_type (U8 or S8), w_zp OC values.
 // The weights are packed at construction as the 8-bit GEMM's A tiles (gemm_int8.hpp); run()
@@ -50,7 +65,8 @@ struct QOutput {
 // QOutput vectors hold 0, 1 (scale) or OC values; else std::invalid_argument.
 class QConv {
  public:
-  QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_count, std::vector<int32_t> w_zp, QOutput out);
+  QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_count, std::vector<int32_t> w_zp, QOutput out,
+        QPackedStore* store = nullptr);
   ~QConv();
   // y's element type is out.type; y holds s.batch * s.out_c * s.out_h * s.out_w values.
   void run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) const;
@@ -66,7 +82,8 @@ class QConv {
   bool quads_ = false;
   int32_t xq_zp_ = 0;           // x_zp' = x's zero point as uint8 (+ 128 for int8 x)
   std::vector<int32_t> wq_zp_;  // w_zp' per channel; empty when all 0 (no per-pixel term)
-  AlignedFloats packed_w_;  // uint32 pairs: q_pack_a of [OC][k_] (or quads)
+  std::span<const uint32_t> packed_w_;  // uint32 pairs: q_pack_a of [OC][k_] (or quads); in own_ or the store
+  AlignedFloats own_;
   QOutput out_;
   std::unique_ptr<QEpilogue> ep_;
 };
@@ -77,7 +94,7 @@ class QConv {
 class QMatMul {
  public:
   QMatMul(QType a_type, int32_t a_zp, QType b_type, const void* b, int64_t K, int64_t N, std::vector<int32_t> b_zp,
-          QOutput out);
+          QOutput out, QPackedStore* store = nullptr);
   ~QMatMul();
   int64_t K() const { return K_; }
   int64_t N() const { return N_; }
@@ -92,7 +109,8 @@ class QMatMul {
   bool quads_ = false;      // as QConv's: packed_b_ then holds q_pack_b_quads of b'
   int32_t aq_zp_ = 0;
   std::vector<int32_t> bq_zp_;  // b_zp' per column; empty when all 0 (no per-row term)
-  AlignedFloats packed_b_;  // uint32 pairs: q_pack_b of b (or quads)
+  std::span<const uint32_t> packed_b_;  // uint32 pairs: q_pack_b of b (or quads); in own_ or the store
+  AlignedFloats own_;
   QOutput out_;
   std::unique_ptr<QEpilogue> ep_;
 };

@@ -78,7 +78,27 @@ struct Model {
     feeds[v] = HostTensor{NXRT_DTYPE_FLOAT32, dims, data};
     return v;
   }
-  const nxrt_value* value(const std::string& name, std::vector<int64_t> dims) { return gb.value(name, NXRT_DTYPE_FLOAT32, dims); }
+  const nxrt_value* value(const std::string& name, std::vector<int64_t> dims, nxrt_dtype t = NXRT_DTYPE_FLOAT32) {
+    return gb.value(name, t, dims);
+  }
+  // 8-bit (or other) tensors from explicit bytes: a runtime input, or a constant.
+  const nxrt_value* typed_input(const std::string& name, nxrt_dtype t, std::vector<int64_t> dims, std::vector<uint8_t> bytes) {
+    auto* v = gb.value(name, t, dims);
+    feeds[v] = HostTensor{t, dims, bytes};
+    gb.graph().inputs.push_back(v);
+    return v;
+  }
+  const nxrt_value* typed_constant(const std::string& name, nxrt_dtype t, std::vector<int64_t> dims, std::vector<uint8_t> bytes) {
+    auto* v = gb.constant(name, t, dims, bytes);
+    feeds[v] = HostTensor{t, dims, bytes};
+    return v;
+  }
+  template <typename T>
+  const nxrt_value* scalar(const std::string& name, nxrt_dtype t, T value) {
+    std::vector<uint8_t> b(sizeof(T));
+    std::memcpy(b.data(), &value, sizeof(T));
+    return typed_constant(name, t, {}, b);
+  }
   void output(const nxrt_value* v) { gb.graph().outputs.push_back(v); }
 };
 
@@ -378,6 +398,77 @@ TEST_CASE("fused Conv groups round-trip: Conv+Relu and Conv+Add+Clip") {
     m.gb.node("Clip", "", {u, scalar("lo", -0.25f), scalar("hi", 0.5f)}, {y});
     m.output(y);
     round_trip(m, 1, w);
+  }
+}
+
+// Random bytes (8-bit tensors: any byte is a valid uint8 or int8).
+std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> b(n);
+  for (auto& x : b) x = uint8_t(rng());
+  return b;
+}
+
+TEST_CASE("8-bit kernels round-trip their packed weights: QDQ Conv and MatMul groups, QLinearConv, MatMulInteger") {
+  SUBCASE("DequantizeLinear -> Conv -> Relu -> QuantizeLinear, per-channel int8 weights") {
+    Model m;
+    auto* xq = m.typed_input("Xq", NXRT_DTYPE_UINT8, {1, 16, 6, 6}, random_bytes(16 * 36, 20));
+    auto* wq = m.typed_constant("Wq", NXRT_DTYPE_INT8, {24, 16, 3, 3}, random_bytes(24 * 16 * 9, 21));
+    std::vector<float> ws(24);
+    for (size_t c = 0; c < ws.size(); ++c) ws[c] = 0.002f + 0.0001f * float(c);
+    std::vector<uint8_t> wsb(ws.size() * 4);
+    std::memcpy(wsb.data(), ws.data(), wsb.size());
+    auto* w_scale = m.typed_constant("w_scale", NXRT_DTYPE_FLOAT32, {24}, wsb);
+    auto* w_zp = m.typed_constant("w_zp", NXRT_DTYPE_INT8, {24}, std::vector<uint8_t>(24, 0));
+    auto* x = m.value("X", {1, 16, 6, 6});
+    auto* w = m.value("W", {24, 16, 3, 3});
+    auto* c = m.value("C", {1, 24, 6, 6});
+    auto* r = m.value("R", {1, 24, 6, 6});
+    auto* y = m.value("Y", {1, 24, 6, 6}, NXRT_DTYPE_UINT8);
+    m.gb.node("DequantizeLinear", "", {xq, m.scalar("x_scale", NXRT_DTYPE_FLOAT32, 0.02f), m.scalar("x_zp", NXRT_DTYPE_UINT8, uint8_t(120))}, {x});
+    m.gb.node("DequantizeLinear", "", {wq, w_scale, w_zp}, {w}, {attr_int("axis", 0)});
+    m.gb.node("Conv", "", {x, w}, {c}, {attr_ints("pads", {1, 1, 1, 1})});
+    m.gb.node("Relu", "", {c}, {r});
+    m.gb.node("QuantizeLinear", "", {r, m.scalar("y_scale", NXRT_DTYPE_FLOAT32, 0.05f), m.scalar("y_zp", NXRT_DTYPE_UINT8, uint8_t(0))}, {y});
+    m.output(y);
+    round_trip(m, 1, wq);
+  }
+  SUBCASE("DequantizeLinear -> MatMul -> QuantizeLinear") {
+    Model m;
+    auto* aq = m.typed_input("Aq", NXRT_DTYPE_UINT8, {5, 40}, random_bytes(200, 22));
+    auto* bq = m.typed_constant("Bq", NXRT_DTYPE_INT8, {40, 36}, random_bytes(40 * 36, 23));
+    auto* a = m.value("A", {5, 40});
+    auto* b = m.value("B", {40, 36});
+    auto* p = m.value("P", {5, 36});
+    auto* y = m.value("Y", {5, 36}, NXRT_DTYPE_UINT8);
+    m.gb.node("DequantizeLinear", "", {aq, m.scalar("a_scale", NXRT_DTYPE_FLOAT32, 0.03f), m.scalar("a_zp", NXRT_DTYPE_UINT8, uint8_t(128))}, {a});
+    m.gb.node("DequantizeLinear", "", {bq, m.scalar("b_scale", NXRT_DTYPE_FLOAT32, 0.01f), m.scalar("b_zp", NXRT_DTYPE_INT8, int8_t(0))}, {b});
+    m.gb.node("MatMul", "", {a, b}, {p});
+    m.gb.node("QuantizeLinear", "", {p, m.scalar("y_scale", NXRT_DTYPE_FLOAT32, 0.1f), m.scalar("y_zp", NXRT_DTYPE_UINT8, uint8_t(128))}, {y});
+    m.output(y);
+    round_trip(m, 1, bq);
+  }
+  SUBCASE("QLinearConv with uint8 weights and a nonzero weight zero point") {
+    Model m;
+    auto* x = m.typed_input("X", NXRT_DTYPE_UINT8, {1, 8, 5, 5}, random_bytes(200, 24));
+    auto* w = m.typed_constant("W", NXRT_DTYPE_UINT8, {12, 8, 3, 3}, random_bytes(12 * 72, 25));
+    auto* y = m.value("Y", {1, 12, 5, 5}, NXRT_DTYPE_UINT8);
+    m.gb.node("QLinearConv", "",
+              {x, m.scalar("xs", NXRT_DTYPE_FLOAT32, 0.02f), m.scalar("xz", NXRT_DTYPE_UINT8, uint8_t(100)), w,
+               m.scalar("ws", NXRT_DTYPE_FLOAT32, 0.01f), m.scalar("wz", NXRT_DTYPE_UINT8, uint8_t(131)),
+               m.scalar("ys", NXRT_DTYPE_FLOAT32, 0.2f), m.scalar("yz", NXRT_DTYPE_UINT8, uint8_t(128))},
+              {y}, {attr_ints("pads", {1, 1, 1, 1})});
+    m.output(y);
+    round_trip(m, 1, w);
+  }
+  SUBCASE("MatMulInteger") {
+    Model m;
+    auto* a = m.typed_input("A", NXRT_DTYPE_INT8, {7, 24}, random_bytes(7 * 24, 26));
+    auto* b = m.typed_constant("B", NXRT_DTYPE_INT8, {24, 20}, random_bytes(24 * 20, 27));
+    auto* y = m.value("Y", {7, 20}, NXRT_DTYPE_INT32);
+    m.gb.node("MatMulInteger", "", {a, b, m.scalar("az", NXRT_DTYPE_INT8, int8_t(3))}, {y});
+    m.output(y);
+    round_trip(m, 1, b);
   }
 }
 
