@@ -39,8 +39,20 @@ NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, in
 
   const float* ak = a;
   const float* bk = b;
+  // The next B slice (gemm_rect), one line every pf_every k steps, as the AVX-512 kernel.
+  const char* pf = st.prefetch;
+  const char* pf_end = pf + 64 * std::min(st.prefetch_lines, kc);
+  const int64_t pf_every = st.prefetch_lines > 0 ? std::max<int64_t>(1, kc / st.prefetch_lines) : kc + 1;
+  int64_t pf_count = pf_every;
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
+    if (--pf_count == 0) {
+      pf_count = pf_every;
+      if (pf < pf_end) {
+        _mm_prefetch(pf, _MM_HINT_T1);
+        pf += 64;
+      }
+    }
     // Weights stream from memory on a panel's first pass: fetch 16 rows ahead (8..32 measured alike).
     _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetchRows * ldb), _MM_HINT_T0);
     if (NV > 1) _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetchRows * ldb + 16), _MM_HINT_T0);
@@ -108,6 +120,7 @@ void tile_dispatch(int64_t kc, const float* a, const float* b, int64_t /*w*/, in
     for (int64_t c0 = 0; c0 < ncols; c0 += 24) {
     const int64_t cols = std::min<int64_t>(24, ncols - c0), nv = (cols + 7) / 8, tail = cols - (nv - 1) * 8;
       GemmTileStore s = st;
+      if (r0 + c0 != 0) s.prefetch_lines = 0;  // the first block fetches the tile's share of the next slice
       if (s.row_bias) s.row_bias += r0;
       if (s.col_bias) s.col_bias += c0;
       if (s.residual) s.residual += r0 * s.ldr + c0;
