@@ -143,6 +143,63 @@ NXRT_AVX2 inline void rows2(const ConvShape& s, const float* in, const float* wk
            lo, hi, post.hardswish);
 }
 
+// Output rows oy and oy + 1 of one chunk, for interior rows (the 4 or 5 input rows all inside
+// the plane): the 9 weights in registers, masked loads only where the chunk reads padding
+// (FULL false: a row's first or last chunk). r: input row iy0, from the row's first window.
+template <int SW, int SH, bool FULL>
+__attribute__((always_inline, target("avx2,fma"))) inline void interior_chunk(
+    const float* r, int64_t W, const __m256 (&w)[9], __m256 b, int64_t c, const Chunk& k, float* o0, float* o1,
+    const float* res0, const float* res1, const ConvPostOps& post, __m256 lo, __m256 hi) {
+  // Pointer arithmetic through uintptr_t: the first chunk's window may start before the row.
+  const float* rc = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(r) + uintptr_t(c * 8 * SW * int64_t(sizeof(float))));
+  __m256 x0, x1, x2;
+  load3<SW, FULL>(rc, k, x0, x1, x2);  // row 0: a ky 0
+  __m256 a = _mm256_fmadd_ps(w[0], x0, b);
+  a = _mm256_fmadd_ps(w[1], x1, a);
+  a = _mm256_fmadd_ps(w[2], x2, a);
+  load3<SW, FULL>(rc + W, k, x0, x1, x2);  // row 1: a ky 1, b ky 0 (stride 1)
+  a = _mm256_fmadd_ps(w[3], x0, a);
+  a = _mm256_fmadd_ps(w[4], x1, a);
+  a = _mm256_fmadd_ps(w[5], x2, a);
+  __m256 bb = b;
+  if constexpr (SH == 1) {
+    bb = _mm256_fmadd_ps(w[0], x0, bb);
+    bb = _mm256_fmadd_ps(w[1], x1, bb);
+    bb = _mm256_fmadd_ps(w[2], x2, bb);
+  }
+  load3<SW, FULL>(rc + 2 * W, k, x0, x1, x2);  // row 2: a ky 2, b ky 1 (stride 1) or 0 (stride 2)
+  a = _mm256_fmadd_ps(w[6], x0, a);
+  a = _mm256_fmadd_ps(w[7], x1, a);
+  a = _mm256_fmadd_ps(w[8], x2, a);
+  constexpr int k2 = SH == 1 ? 3 : 0;
+  bb = _mm256_fmadd_ps(w[k2], x0, bb);
+  bb = _mm256_fmadd_ps(w[k2 + 1], x1, bb);
+  bb = _mm256_fmadd_ps(w[k2 + 2], x2, bb);
+  load3<SW, FULL>(rc + 3 * W, k, x0, x1, x2);  // row 3: b ky 2 (stride 1) or 1 (stride 2)
+  constexpr int k3 = SH == 1 ? 6 : 3;
+  bb = _mm256_fmadd_ps(w[k3], x0, bb);
+  bb = _mm256_fmadd_ps(w[k3 + 1], x1, bb);
+  bb = _mm256_fmadd_ps(w[k3 + 2], x2, bb);
+  if constexpr (SH == 2) {
+    load3<SW, FULL>(rc + 4 * W, k, x0, x1, x2);  // row 4: b ky 2
+    bb = _mm256_fmadd_ps(w[6], x0, bb);
+    bb = _mm256_fmadd_ps(w[7], x1, bb);
+    bb = _mm256_fmadd_ps(w[8], x2, bb);
+  }
+  finish(a, o0 + c * 8, res0 ? res0 + c * 8 : nullptr, k, post.clamp, lo, hi, post.hardswish);
+  finish(bb, o1 + c * 8, res1 ? res1 + c * 8 : nullptr, k, post.clamp, lo, hi, post.hardswish);
+}
+
+template <int SW, int SH>
+__attribute__((always_inline, target("avx2,fma"))) inline void interior_rows2(
+    const float* r, int64_t W, const __m256 (&w)[9], __m256 b, int64_t chunks, const Chunk* mk, float* o0, float* o1,
+    const float* res0, const float* res1, const ConvPostOps& post, __m256 lo, __m256 hi) {
+  for (int64_t c = 0; c < chunks; ++c) {
+    if (mk[c].full) interior_chunk<SW, SH, true>(r, W, w, b, c, mk[c], o0, o1, res0, res1, post, lo, hi);
+    else interior_chunk<SW, SH, false>(r, W, w, b, c, mk[c], o0, o1, res0, res1, post, lo, hi);
+  }
+}
+
 template <int SW>
 NXRT_AVX2 void plane(const ConvShape& s, const float* in, const float* wk, float bias, float* o, const float* res,
                      const ConvPostOps& post) {
@@ -162,9 +219,24 @@ NXRT_AVX2 void plane(const ConvShape& s, const float* in, const float* wk, float
     }
     k.full = full;
   }
+  __m256 w[9];
+  for (int i = 0; i < 9; ++i) w[i] = _mm256_broadcast_ss(wk + i);
+  const int64_t sh = s.stride_h, H = s.in_h;
   // Two output rows per pass: the input rows they share are loaded once.
   for (int64_t oy = 0; oy < s.out_h; oy += 2) {
     const bool two = oy + 1 < s.out_h;
+    const int64_t iy0 = oy * sh - s.pad_top;
+    if (two && (sh == 1 || sh == 2) && iy0 >= 0 && iy0 + sh + 3 <= H) {
+      // Pointer arithmetic through uintptr_t: the row's first window may start before it.
+      const float* r = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(in + iy0 * W) -
+                                                      uintptr_t(s.pad_left * int64_t(sizeof(float))));
+      float* o0 = o + oy * s.out_w;
+      const float* r0 = res ? res + oy * s.out_w : nullptr;
+      const float* r1 = res ? res + (oy + 1) * s.out_w : nullptr;
+      if (sh == 1) interior_rows2<SW, 1>(r, W, w, b, chunks, mk, o0, o0 + s.out_w, r0, r1, post, lo, hi);
+      else interior_rows2<SW, 2>(r, W, w, b, chunks, mk, o0, o0 + s.out_w, r0, r1, post, lo, hi);
+      continue;
+    }
     for (int64_t c = 0; c < chunks; ++c) {
       if (mk[c].full)
         rows2<SW, true>(s, in, wk, b, mk[c], oy, two, c * 8, o, res, post, lo, hi);
