@@ -33,7 +33,7 @@ NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, in
   __m256 r[MR][NV];
 #pragma GCC unroll 4
   for (int m = 0; m < MR; ++m)
-#pragma GCC unroll 3
+#pragma GCC unroll 6
     for (int v = 0; v < NV; ++v) r[m][v] = _mm256_setzero_ps();
   const __m256i tmask = lane_mask(tail);
 
@@ -57,13 +57,13 @@ NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, in
     _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetchRows * ldb), _MM_HINT_T0);
     if (NV > 1) _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetchRows * ldb + 16), _MM_HINT_T0);
     __m256 bv[NV];
-#pragma GCC unroll 3
+#pragma GCC unroll 6
     for (int v = 0; v < NV; ++v)
       bv[v] = MASKED_B && v == NV - 1 ? _mm256_maskload_ps(bk + v * 8, tmask) : _mm256_loadu_ps(bk + v * 8);
 #pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) {
       const __m256 av = _mm256_broadcast_ss(ak + m);
-#pragma GCC unroll 3
+#pragma GCC unroll 6
       for (int v = 0; v < NV; ++v) r[m][v] = _mm256_fmadd_ps(av, bv[v], r[m][v]);
     }
     ak += kGemmMR;
@@ -72,7 +72,7 @@ NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, in
 
   const __m256i full = _mm256_set1_epi32(-1);
   __m256 cbv[NV];
-#pragma GCC unroll 3
+#pragma GCC unroll 6
   for (int v = 0; v < NV; ++v)
     cbv[v] = st.col_bias ? _mm256_maskload_ps(st.col_bias + v * 8, v == NV - 1 ? tmask : full) : _mm256_setzero_ps();
   const __m256 lo = _mm256_set1_ps(st.lo), hi = _mm256_set1_ps(st.hi);
@@ -81,7 +81,7 @@ NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, in
     float* cr = c + m * ldc;
     const float* rr = st.residual ? st.residual + m * st.ldr : nullptr;
     const __m256 rb = _mm256_set1_ps(st.row_bias ? st.row_bias[m] : 0.f);
-#pragma GCC unroll 3
+#pragma GCC unroll 6
     for (int v = 0; v < NV; ++v) {
       const bool partial = v == NV - 1 && tail < 8;
       const __m256i mk = v == NV - 1 ? tmask : full;
@@ -111,10 +111,23 @@ BlockFn pick(int64_t rows, int64_t nv) {
   return nv == 3 ? row_table<3, MB>[rows - 1] : nv == 2 ? row_table<2, MB>[rows - 1] : row_table<1, MB>[rows - 1];
 }
 
+// One row (a matrix-vector product: a batch-1 classifier's Gemm): the whole 48-column panel in
+// one pass, 6 accumulators, so B (from memory, read once) is one sequential stream instead of
+// two strided passes of 24 columns.
+template <bool MB>
+constexpr BlockFn one_row_table[6] = {&block<1, 1, MB>, &block<1, 2, MB>, &block<1, 3, MB>,
+                                      &block<1, 4, MB>, &block<1, 5, MB>, &block<1, 6, MB>};
+
 void tile_dispatch(int64_t kc, const float* a, const float* b, int64_t /*w*/, int64_t ldb, bool b_unpacked, float* c,
                    int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st) {
-  // Column blocks outside, row halves inside: the kc x 24 slice of B is read
-  // from L1 by the second row half.
+  if (mr == 1) {
+    const int64_t nv = (ncols + 7) / 8, tail = ncols - (nv - 1) * 8;
+    BlockFn fn = b_unpacked && tail < 8 ? one_row_table<true>[nv - 1] : one_row_table<false>[nv - 1];
+    fn(kc, a, b, ldb, tail, c, ldc, st);
+    return;
+  }
+  // Row halves outside, 24-column blocks inside: the kc x 48 slice of B (kc = 128: 24 KB)
+  // is read from L1 by the second row half.
   for (int64_t r0 = 0; r0 < mr; r0 += 4) {
     const int64_t rows = std::min<int64_t>(4, mr - r0);
     for (int64_t c0 = 0; c0 < ncols; c0 += 24) {
