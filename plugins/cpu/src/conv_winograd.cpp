@@ -296,10 +296,108 @@ __attribute__((target("avx512f"))) void input_transform_avx512(const ConvShape& 
     }
   }
 }
+
+// B^T d over 8 tiles at once (wino_bt lane by lane), AVX2.
+__attribute__((target("avx2,fma"), always_inline)) inline void wino_bt8(__m256 d0, __m256 d1, __m256 d2, __m256 d3,
+                                                                      __m256 d4, __m256 d5, __m256* o) {
+  const __m256 four = _mm256_set1_ps(4.f), five = _mm256_set1_ps(5.f), two = _mm256_set1_ps(2.f);
+  const __m256 t0 = _mm256_fnmadd_ps(four, d2, d4), t1 = _mm256_fnmadd_ps(four, d1, d3);
+  const __m256 t2 = _mm256_sub_ps(d4, d2), t3 = _mm256_mul_ps(two, _mm256_sub_ps(d3, d1));
+  o[0] = _mm256_fmadd_ps(four, d0, _mm256_fnmadd_ps(five, d2, d4));
+  o[1] = _mm256_add_ps(t0, t1);
+  o[2] = _mm256_sub_ps(t0, t1);
+  o[3] = _mm256_add_ps(t2, t3);
+  o[4] = _mm256_sub_ps(t2, t3);
+  o[5] = _mm256_fmadd_ps(four, d1, _mm256_fnmadd_ps(five, d3, d5));
+}
+
+// Groups g and g + 4 of 4 floats (tile g's and tile g + 4's first 4 values) as one register.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 groups(const float* row, int64_t g) {
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(row + 4 * g)), _mm_loadu_ps(row + 4 * (g + 4)), 1);
+}
+
+// input_transform_body on AVX2: the tile row's 6 input rows are copied zero padded into tmp as
+// the scalar body does, then 8 tiles at a time: their values d0..d3 by a 4x4 transpose of
+// groups (tiles 0-3 in the low lanes, 4-7 in the high), d4, d5 the next groups' d0, d1, B^T d B
+// in registers and each of the 36 results stored as one run of 8 columns of its packed-B
+// operand (two where the tiles cross a panel edge). Loads past a row's last tile read the next
+// row (or tmp's later scratch): those lanes are tiles past the row's end and are not stored.
+__attribute__((target("avx2,fma"))) void input_transform_avx2(const ConvShape& s, const Phase& ph, int64_t lo,
+                                                             int64_t hi, const PackedColumns& pc,
+                                                             const float* __restrict plane, int64_t ic,
+                                                             float* __restrict v, size_t v_floats,
+                                                             float* __restrict tmp) {
+  const int64_t n = ph.tx, wp = n * kT + 2, H = s.in_h, W = s.in_w, dh = s.dil_h, dw = s.dil_w;
+  const int64_t x_off = ph.px - s.pad_left;
+  alignas(32) float r[kA][kA][8];  // [input row i][c]: B^T along x, 8 tiles
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const int64_t ty_begin = lo / n, ty_end = (hi + n - 1) / n;
+  for (int64_t ty = ty_begin; ty < ty_end; ++ty) {
+    const int64_t txa = std::max<int64_t>(lo - ty * n, 0), txb = std::min(hi - ty * n, n);
+    const int64_t t_row = ph.base + ty * n - lo;  // column of tile tx = 0 of this row
+    for (int64_t i = 0; i < kA; ++i) {
+      float* row = tmp + i * wp;
+      const int64_t iy = ph.py - s.pad_top + dh * (ty * kT + i);
+      if (iy < 0 || iy >= H) {
+        std::fill(row, row + wp, 0.f);
+        continue;
+      }
+      const float* src = plane + iy * W;
+      if (dw == 1) {
+        const int64_t x0 = std::clamp<int64_t>(-x_off, 0, wp), x1 = std::clamp<int64_t>(W - x_off, x0, wp);
+        std::fill(row, row + x0, 0.f);
+        std::copy(src + (x0 + x_off), src + (x1 + x_off), row + x0);
+        std::fill(row + x1, row + wp, 0.f);
+      } else {
+        gather_dilated_row(src, W, x_off, dw, wp, row);
+      }
+    }
+    for (int64_t tx0 = txa; tx0 < txb; tx0 += 8) {
+      const int64_t cnt = std::min<int64_t>(8, txb - tx0);
+      for (int64_t i = 0; i < kA; ++i) {
+        const float* row = tmp + i * wp + kT * tx0;
+        __m256 g0 = groups(row, 0), g1 = groups(row, 1), g2 = groups(row, 2), g3 = groups(row, 3);
+        const __m256 g4 = groups(row, 4);
+        // 4x4 transposes within each 128-bit lane: (g0..g3) -> d0..d3, (g1..g4) -> d4, d5.
+        const __m256 a0 = _mm256_unpacklo_ps(g0, g1), a1 = _mm256_unpackhi_ps(g0, g1);
+        const __m256 a2 = _mm256_unpacklo_ps(g2, g3), a3 = _mm256_unpackhi_ps(g2, g3);
+        const __m256 d0 = _mm256_shuffle_ps(a0, a2, 0x44), d1 = _mm256_shuffle_ps(a0, a2, 0xEE);
+        const __m256 d2 = _mm256_shuffle_ps(a1, a3, 0x44), d3 = _mm256_shuffle_ps(a1, a3, 0xEE);
+        const __m256 b0 = _mm256_unpacklo_ps(g1, g2), b2 = _mm256_unpacklo_ps(g3, g4);
+        const __m256 d4 = _mm256_shuffle_ps(b0, b2, 0x44), d5 = _mm256_shuffle_ps(b0, b2, 0xEE);
+        __m256 o[kA];
+        wino_bt8(d0, d1, d2, d3, d4, d5, o);
+        for (int64_t c = 0; c < kA; ++c) _mm256_store_ps(r[i][c], o[c]);
+      }
+      // B^T along y, then the 36 results to their operands.
+      const int64_t t = t_row + tx0, k1 = std::min<int64_t>(cnt, kGemmNR - t % kGemmNR);
+      const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(k1)), iota);
+      const __m256i m2 = _mm256_andnot_si256(m1, _mm256_cmpgt_epi32(_mm256_set1_epi32(int(cnt)), iota));
+      const bool split = cnt > k1, full = k1 == 8;
+      const size_t at1 = size_t(pc.base[size_t(t)] + ic * pc.width[size_t(t)]);
+      const size_t at2 = split ? size_t(pc.base[size_t(t + k1)] + ic * pc.width[size_t(t + k1)]) : 0;
+      for (int64_t c = 0; c < kA; ++c) {
+        __m256 o[kA];
+        wino_bt8(_mm256_load_ps(r[0][c]), _mm256_load_ps(r[1][c]), _mm256_load_ps(r[2][c]), _mm256_load_ps(r[3][c]),
+                 _mm256_load_ps(r[4][c]), _mm256_load_ps(r[5][c]), o);
+        for (int64_t a = 0; a < kA; ++a) {
+          float* op = v + size_t(a * kA + c) * v_floats;
+          if (full) _mm256_storeu_ps(op + at1, o[a]);
+          else _mm256_maskstore_ps(op + at1, m1, o[a]);
+          // Lane k1 on goes to the next panel's first column.
+          if (split)
+            _mm256_maskstore_ps(reinterpret_cast<float*>(reinterpret_cast<uintptr_t>(op + at2) -
+                                                         uintptr_t(k1 * int64_t(sizeof(float)))),
+                                m2, o[a]);
+        }
+      }
+    }
+  }
+}
 #endif
 
 // Tiles [lo, hi) of one phase for input channel ic (input_transform_body),
-// on AVX-512 where the CPU has it (dilated columns: rows of 8 tiles or more).
+// on AVX-512 where the CPU has it (dilated columns: rows of 8 tiles or more), else AVX2.
 void input_transform_tiles(const ConvShape& s, const Phase& ph, int64_t lo, int64_t hi, bool whole,
                            const PackedColumns& pc, const float* plane, int64_t ic, float* v, size_t v_floats,
                            float* tmp) {
@@ -309,6 +407,11 @@ void input_transform_tiles(const ConvShape& s, const Phase& ph, int64_t lo, int6
   // 16x16 maps at dilation 2 have 2 tiles per phase row and ran 7% slower that way).
   if (avx512 && (s.dil_w == 1 || ph.tx >= 8)) {
     input_transform_avx512(s, ph, lo, hi, pc, plane, ic, v, v_floats, tmp);
+    return;
+  }
+  static const bool avx2 = active_isa() == Isa::avx2;
+  if (avx2) {
+    input_transform_avx2(s, ph, lo, hi, pc, plane, ic, v, v_floats, tmp);
     return;
   }
 #endif
