@@ -572,10 +572,83 @@ __attribute__((target("avx512f"))) void output_transform_avx512(const ConvShape&
     }
   }
 }
+
+// A^T m over 8 tiles at once (wino_at lane by lane), AVX2.
+__attribute__((target("avx2,fma"), always_inline)) inline void wino_at8(__m256 m0, __m256 m1, __m256 m2, __m256 m3,
+                                                                      __m256 m4, __m256 m5, __m256* o) {
+  const __m256 p = _mm256_add_ps(m1, m2), q = _mm256_sub_ps(m1, m2);
+  const __m256 r = _mm256_add_ps(m3, m4), t = _mm256_sub_ps(m3, m4);
+  o[0] = _mm256_add_ps(_mm256_add_ps(m0, p), r);
+  o[1] = _mm256_fmadd_ps(_mm256_set1_ps(2.f), t, q);
+  o[2] = _mm256_fmadd_ps(_mm256_set1_ps(4.f), r, p);
+  o[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.f), t, q), m5);
+}
+
+// output_transform_body for undilated columns (dil_w 1) on AVX2: 8 tiles of a tile row at
+// once, A^T M A in registers, the 4 columns of each tile interleaved (4x4 transposes in each
+// 128-bit lane) into runs of 8 output columns, then bias, residual and clamp in the store.
+__attribute__((target("avx2,fma"))) void output_transform_avx2(const ConvShape& s, const Phase& ph, int64_t lo,
+                                                              int64_t hi, const float* __restrict m, size_t m_floats,
+                                                              float bias, float* __restrict out,
+                                                              const float* __restrict res, const ConvPostOps& post) {
+  const int64_t OW = s.out_w, dh = s.dil_h, n = ph.tx;
+  const __m256 bv = _mm256_set1_ps(bias), lov = _mm256_set1_ps(post.lo), hiv = _mm256_set1_ps(post.hi);
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const int64_t ty_begin = lo / n, ty_end = (hi + n - 1) / n;
+  for (int64_t ty = ty_begin; ty < ty_end; ++ty) {
+    const int64_t txa = std::max<int64_t>(lo - ty * n, 0), txb = std::min(hi - ty * n, n);
+    for (int64_t tx0 = txa; tx0 < txb; tx0 += 8) {
+      const int64_t cnt = std::min<int64_t>(8, txb - tx0);
+      const __m256i tm = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(cnt)), iota);
+      const float* mt = m + (ph.base + ty * n - lo + tx0);
+      __m256 sr[kT][kA];  // A^T along the rows: [r][c]
+      for (int64_t c = 0; c < kA; ++c) {
+        __m256 mv[kA];
+        for (int64_t a = 0; a < kA; ++a) {
+          const float* p = mt + size_t(a * kA + c) * m_floats;
+          mv[a] = cnt == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tm);
+        }
+        __m256 o[kT];
+        wino_at8(mv[0], mv[1], mv[2], mv[3], mv[4], mv[5], o);
+        for (int64_t r = 0; r < kT; ++r) sr[r][c] = o[r];
+      }
+      const int64_t j_begin = kT * tx0, j_end = std::min(ph.ow, kT * (tx0 + cnt));
+      for (int64_t rr = 0; rr < kT; ++rr) {
+        const int64_t i = ty * kT + rr;
+        if (i >= ph.oh) break;
+        __m256 y[kT];  // y[j]: column j of each of the 8 tiles
+        wino_at8(sr[rr][0], sr[rr][1], sr[rr][2], sr[rr][3], sr[rr][4], sr[rr][5], y);
+        // u_k: tile k's 4 columns (low lane), tile k + 4's (high lane).
+        const __m256 t0 = _mm256_unpacklo_ps(y[0], y[1]), t1 = _mm256_unpackhi_ps(y[0], y[1]);
+        const __m256 t2 = _mm256_unpacklo_ps(y[2], y[3]), t3 = _mm256_unpackhi_ps(y[2], y[3]);
+        const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+        const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+        const __m256 runs[4] = {_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u2, u3, 0x20),
+                                _mm256_permute2f128_ps(u0, u1, 0x31), _mm256_permute2f128_ps(u2, u3, 0x31)};
+        const int64_t oy = ph.py + dh * i;
+        float* orow = out + oy * OW + ph.px;
+        const float* rrow = res ? res + oy * OW + ph.px : nullptr;
+        for (int64_t k = 0; k < 4; ++k) {
+          const int64_t j0 = j_begin + 8 * k;
+          if (j0 >= j_end) break;
+          const int64_t len = std::min<int64_t>(8, j_end - j0);
+          const __m256i om = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(len)), iota);
+          __m256 val = _mm256_add_ps(runs[k], bv);
+          if (rrow) val = _mm256_add_ps(val, len == 8 ? _mm256_loadu_ps(rrow + j0) : _mm256_maskload_ps(rrow + j0, om));
+          // max/min return their second operand when either is NaN: NaN propagates.
+          if (post.clamp) val = _mm256_min_ps(hiv, _mm256_max_ps(lov, val));
+          if (post.hardswish) val = hard_swish_avx2(val);
+          if (len == 8) _mm256_storeu_ps(orow + j0, val);
+          else _mm256_maskstore_ps(orow + j0, om, val);
+        }
+      }
+    }
+  }
+}
 #endif
 
 // Tiles [lo, hi) of one phase for one output channel (output_transform_body),
-// on AVX-512 when the columns are undilated.
+// on AVX-512 or AVX2 when the columns are undilated.
 void output_transform_tiles(const ConvShape& s, const Phase& ph, int64_t lo, int64_t hi, bool whole,
                             const float* m, size_t m_floats, float bias, float* out, const float* res,
                             const ConvPostOps& post, float* tmp) {
@@ -583,6 +656,11 @@ void output_transform_tiles(const ConvShape& s, const Phase& ph, int64_t lo, int
   static const bool avx512 = active_isa() == Isa::avx512;
   if (avx512 && s.dil_w == 1) {
     output_transform_avx512(s, ph, lo, hi, m, m_floats, bias, out, res, post);
+    return;
+  }
+  static const bool avx2 = active_isa() == Isa::avx2;
+  if (avx2 && s.dil_w == 1) {
+    output_transform_avx2(s, ph, lo, hi, m, m_floats, bias, out, res, post);
     return;
   }
 #endif
