@@ -99,6 +99,31 @@ inline void gather_dilated_row(const float* __restrict src, int64_t W, int64_t x
   }
 }
 
+// The 6 input rows of tile row ty of one phase into rows[6][wp] (wp = tx * 4 + 2), zero where
+// they read padding (dilated columns gathered at the dilation stride).
+inline __attribute__((always_inline)) void tile_row_inputs(const ConvShape& s, const Phase& ph, int64_t ty,
+                                                            const float* __restrict plane, float* __restrict rows) {
+  const int64_t wp = ph.tx * kT + 2, H = s.in_h, W = s.in_w, dh = s.dil_h, dw = s.dil_w;
+  const int64_t x_off = ph.px - s.pad_left;  // input column of row position 0 (then every dw)
+  for (int64_t i = 0; i < kA; ++i) {
+    float* row = rows + i * wp;
+    const int64_t iy = ph.py - s.pad_top + dh * (ty * kT + i);
+    if (iy < 0 || iy >= H) {
+      std::fill(row, row + wp, 0.f);
+      continue;
+    }
+    const float* src = plane + iy * W;
+    if (dw == 1) {
+      const int64_t x0 = std::clamp<int64_t>(-x_off, 0, wp), x1 = std::clamp<int64_t>(W - x_off, x0, wp);
+      std::fill(row, row + x0, 0.f);
+      std::copy(src + (x0 + x_off), src + (x1 + x_off), row + x0);
+      std::fill(row + x1, row + wp, 0.f);
+    } else {
+      gather_dilated_row(src, W, x_off, dw, wp, row);
+    }
+  }
+}
+
 // One input channel, tiles [lo, hi) of one phase (row-major in the phase): every
 // tile's V = B^T d B, written as row `ic` of the 36 packed-B operands (operand xi
 // at v + xi * v_floats), tile t at column ph.base + t - lo (the block's columns).
@@ -110,8 +135,7 @@ inline __attribute__((always_inline)) void input_transform_body(const ConvShape&
                                                                  const float* __restrict plane, int64_t ic,
                                                                  float* __restrict v, size_t v_floats,
                                                                  float* __restrict tmp) {
-  const int64_t wp = ph.tx * kT + 2, H = s.in_h, W = s.in_w, dh = s.dil_h, dw = s.dil_w;
-  const int64_t x_off = ph.px - s.pad_left;  // input column of row position 0 (then every dw)
+  const int64_t wp = ph.tx * kT + 2;
   float* rows = tmp;                   // [6][wp]: the tile row's input rows, zero padded
   float* r = tmp + kA * wp;            // [6 rows i][6 c][tx]: B^T along x
   float* vt = r + kXi * ph.tx;         // [36 xi][tx]: B^T d B of the tile row
@@ -120,23 +144,7 @@ inline __attribute__((always_inline)) void input_transform_body(const ConvShape&
   for (int64_t ty = ty_begin; ty < ty_end; ++ty) {
     // This row's tiles [txa, txb).
     const int64_t txa = kWhole ? 0 : std::max<int64_t>(lo - ty * n, 0), txb = kWhole ? n : std::min(hi - ty * n, n);
-    for (int64_t i = 0; i < kA; ++i) {
-      float* row = rows + i * wp;
-      const int64_t iy = ph.py - s.pad_top + dh * (ty * kT + i);
-      if (iy < 0 || iy >= H) {
-        std::fill(row, row + wp, 0.f);
-        continue;
-      }
-      const float* src = plane + iy * W;
-      if (dw == 1) {
-        const int64_t x0 = std::clamp<int64_t>(-x_off, 0, wp), x1 = std::clamp<int64_t>(W - x_off, x0, wp);
-        std::fill(row, row + x0, 0.f);
-        std::copy(src + (x0 + x_off), src + (x1 + x_off), row + x0);
-        std::fill(row + x1, row + wp, 0.f);
-      } else {
-        gather_dilated_row(src, W, x_off, dw, wp, row);
-      }
-    }
+    tile_row_inputs(s, ph, ty, plane, rows);
     for (int64_t i = 0; i < kA; ++i) {
       const float* row = rows + i * wp;
       float* ri = r + i * kA * ph.tx;
@@ -327,31 +335,14 @@ __attribute__((target("avx2,fma"))) void input_transform_avx2(const ConvShape& s
                                                              const float* __restrict plane, int64_t ic,
                                                              float* __restrict v, size_t v_floats,
                                                              float* __restrict tmp) {
-  const int64_t n = ph.tx, wp = n * kT + 2, H = s.in_h, W = s.in_w, dh = s.dil_h, dw = s.dil_w;
-  const int64_t x_off = ph.px - s.pad_left;
+  const int64_t n = ph.tx, wp = n * kT + 2;
   alignas(32) float r[kA][kA][8];  // [input row i][c]: B^T along x, 8 tiles
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const int64_t ty_begin = lo / n, ty_end = (hi + n - 1) / n;
   for (int64_t ty = ty_begin; ty < ty_end; ++ty) {
     const int64_t txa = std::max<int64_t>(lo - ty * n, 0), txb = std::min(hi - ty * n, n);
     const int64_t t_row = ph.base + ty * n - lo;  // column of tile tx = 0 of this row
-    for (int64_t i = 0; i < kA; ++i) {
-      float* row = tmp + i * wp;
-      const int64_t iy = ph.py - s.pad_top + dh * (ty * kT + i);
-      if (iy < 0 || iy >= H) {
-        std::fill(row, row + wp, 0.f);
-        continue;
-      }
-      const float* src = plane + iy * W;
-      if (dw == 1) {
-        const int64_t x0 = std::clamp<int64_t>(-x_off, 0, wp), x1 = std::clamp<int64_t>(W - x_off, x0, wp);
-        std::fill(row, row + x0, 0.f);
-        std::copy(src + (x0 + x_off), src + (x1 + x_off), row + x0);
-        std::fill(row + x1, row + wp, 0.f);
-      } else {
-        gather_dilated_row(src, W, x_off, dw, wp, row);
-      }
-    }
+    tile_row_inputs(s, ph, ty, plane, tmp);
     for (int64_t tx0 = txa; tx0 < txb; tx0 += 8) {
       const int64_t cnt = std::min<int64_t>(8, txb - tx0);
       for (int64_t i = 0; i < kA; ++i) {
