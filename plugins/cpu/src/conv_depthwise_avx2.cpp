@@ -78,7 +78,8 @@ NXRT_AVX2 inline void finish(__m256 v, float* o, const float* res, const C& k, b
     _mm256_maskstore_ps(o, k.out, v);
 }
 
-// Two output rows (oy, oy + 1 when `two`) of one 8-column chunk.
+// Two output rows (oy, oy + 1 when `two`) of one 8-column chunk, testing each input row: the
+// plane's top and bottom rows (plane() runs the interior row pairs through interior_rows2).
 template <int SW, bool FULL>
 NXRT_AVX2 inline void rows2(const ConvShape& s, const float* in, const float* wk, __m256 b, const Chunk& k,
                             int64_t oy, bool two, int64_t j0, float* o, const float* res, const ConvPostOps& post,
@@ -86,36 +87,6 @@ NXRT_AVX2 inline void rows2(const ConvShape& s, const float* in, const float* wk
   const int64_t H = s.in_h, W = s.in_w, OW = s.out_w, sh = s.stride_h;
   const int64_t iy0 = oy * sh - s.pad_top, nrows = two ? sh + 3 : 3, base = j0 * SW - s.pad_left;
   __m256 a0 = b, a1 = _mm256_setzero_ps(), b0 = b, b1 = _mm256_setzero_ps();
-  if (two && (sh == 1 || sh == 2) && iy0 >= 0 && iy0 + nrows <= H) {
-    // Every input row inside the plane (all but the edge rows): no per-row tests.
-    const float* r = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(in + iy0 * W) +
-                                                    uintptr_t(base * int64_t(sizeof(float))));
-    __m256 x0, x1, x2;
-    auto tap3 = [](const float* w3, __m256 y0, __m256 y1, __m256 y2, __m256& acc0, __m256& acc1)
-                    __attribute__((always_inline, target("avx2,fma"))) {
-                      acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(w3 + 0), y0, acc0);
-                      acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(w3 + 1), y1, acc1);
-                      acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(w3 + 2), y2, acc0);
-                    };
-    load3<SW, FULL>(r, k, x0, x1, x2);  // row 0: a ky 0
-    tap3(wk, x0, x1, x2, a0, a1);
-    load3<SW, FULL>(r + W, k, x0, x1, x2);  // row 1: a ky 1, b ky 0 (stride 1)
-    tap3(wk + 3, x0, x1, x2, a0, a1);
-    if (sh == 1) tap3(wk, x0, x1, x2, b0, b1);
-    load3<SW, FULL>(r + 2 * W, k, x0, x1, x2);  // row 2: a ky 2, b ky 1 (stride 1) or 0 (stride 2)
-    tap3(wk + 6, x0, x1, x2, a0, a1);
-    tap3(sh == 1 ? wk + 3 : wk, x0, x1, x2, b0, b1);
-    load3<SW, FULL>(r + 3 * W, k, x0, x1, x2);  // row 3: b ky 2 (stride 1) or 1 (stride 2)
-    tap3(sh == 1 ? wk + 6 : wk + 3, x0, x1, x2, b0, b1);
-    if (sh == 2) {
-      load3<SW, FULL>(r + 4 * W, k, x0, x1, x2);  // row 4: b ky 2
-      tap3(wk + 6, x0, x1, x2, b0, b1);
-    }
-    finish(_mm256_add_ps(a0, a1), o + oy * OW + j0, res ? res + oy * OW + j0 : nullptr, k, post.clamp, lo, hi, post.hardswish);
-    finish(_mm256_add_ps(b0, b1), o + (oy + 1) * OW + j0, res ? res + (oy + 1) * OW + j0 : nullptr, k, post.clamp,
-           lo, hi, post.hardswish);
-    return;
-  }
   for (int64_t rr = 0; rr < nrows; ++rr) {
     const int64_t iy = iy0 + rr;
     const bool for_a = rr < 3, for_b = two && rr >= sh && rr - sh < 3;
