@@ -99,7 +99,6 @@ struct ConvPostOps {
   bool hardswish = false;  // then x * clamp(x / 6 + 1/2, 0, 1), as the HardSwish node
 };
 
-
 // The GEMM store of a conv: bias per output channel (row), then `post`'s activation; the
 // residual (rows ldr apart, null: none) is the caller's offset into post's, or another buffer.
 inline GemmEpilogue conv_epilogue(const float* row_bias, const ConvPostOps& post, const float* residual = nullptr,
