@@ -202,8 +202,10 @@ void conv_run(const ConvShape& s, const TX* x, int32_t x_zp, const uint32_t* pw,
     const int64_t ic = k / khw, r = k % khw;
     koff[size_t(k)] = ic * Hp * Wp + (r / s.k_w) * s.dil_h * Wp + (r % s.k_w) * s.dil_w;
   }
+  // kQRunSlack readable elements on both sides of the copy for pack_runs' loads.
   int16_t* padded = in_place ? nullptr
-                             : reinterpret_cast<int16_t*>(scratch_floats(kScratchA, size_t((icg * Hp * Wp + 1) / 2)));
+                             : reinterpret_cast<int16_t*>(scratch_floats(
+                                   kScratchA, size_t((icg * Hp * Wp + 2 * kQRunSlack + 1) / 2))) + kQRunSlack;
   for (int64_t n = 0; n < s.batch; ++n)
     for (int64_t g = 0; g < s.group; ++g) {
       const TX* xg = x + (n * s.in_c + g * icg) * in_plane;

@@ -187,7 +187,8 @@ QPackRuns8Fn q_pack_runs8_generic() { return &pack_runs8_generic; }
 
 QPackRunsFn q_pack_runs_active() {
   static const QPackRunsFn fn = [] {
-    const QPackRunsFn f = active_isa() >= Isa::avx512 ? q_pack_runs_avx512() : nullptr;
+    QPackRunsFn f = active_isa() >= Isa::avx512 ? q_pack_runs_avx512() : nullptr;
+    if (!f && active_isa() >= Isa::avx2) f = q_pack_runs_avx2();
     return f ? f : q_pack_runs_generic();
   }();
   return fn;

@@ -87,6 +87,9 @@ QStoreFn q_store_avx512();  // null unless this CPU has AVX-512 BW, DQ and VL
 // from col[n] on are zero. pack_runs writes pairs [k0, k0 + kc) of such a panel (tap k at
 // base + koff[k], K taps) to dst ([kc][kQNR] words): from an int16 source whose zero point is
 // already subtracted (stride 1 or 2), or (pack_runs8) from 8-bit x in place minus zp.
+// pack_runs may read (not use) up to kQRunSlack int16 before and after the taps it packs, so
+// its source needs that much readable memory around it (AVX2 has no masked 16-bit loads);
+// pack_runs8 reads only the taps.
 struct QPanelRuns {
   int n = 0;
   int stride = 1;
@@ -97,7 +100,9 @@ using QPackRunsFn = void (*)(const int16_t* base, const int64_t* koff, int64_t K
                              int64_t kc, uint32_t* dst);
 using QPackRuns8Fn = void (*)(const void* base, bool is_signed, int32_t zp, const int64_t* koff, int64_t K,
                               const QPanelRuns& runs, int64_t k0, int64_t kc, uint32_t* dst);
+constexpr int64_t kQRunSlack = 32;
 QPackRunsFn q_pack_runs_generic();
+QPackRunsFn q_pack_runs_avx2();    // null when not compiled for x86
 QPackRunsFn q_pack_runs_avx512();  // null unless this CPU has AVX-512 BW
 QPackRunsFn q_pack_runs_active();
 QPackRuns8Fn q_pack_runs8_generic();

@@ -43,6 +43,67 @@ NXRT_AVX2 void tile_avx2(int64_t kcp, const uint32_t* a, const uint32_t* b, int3
     for (int v = 0; v < 2; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + m * kQNR + v * 8), c[m][v]);
 }
 
+// Pairs of k rows v0 (even k) and v1 (odd k), 16 int16 columns each, to 16 words at dst.
+NXRT_AVX2 inline void store_pairs(__m256i v0, __m256i v1, uint32_t* dst) {
+  // unpacklo/hi pair columns 0-3 | 8-11 and 4-7 | 12-15; the lane permutes put them in order.
+  const __m256i lo = _mm256_unpacklo_epi16(v0, v1), hi = _mm256_unpackhi_epi16(v0, v1);
+  __m256i* d = reinterpret_cast<__m256i*>(dst);
+  _mm256_store_si256(d, _mm256_permute2x128_si256(lo, hi, 0x20));
+  _mm256_store_si256(d + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// 16 int16 from p at stride 1, or (s2) the even ones of 32.
+template <bool S2>
+NXRT_AVX2 inline __m256i load16(const int16_t* p) {
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  if (!S2) return a;
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
+  // The even int16 of each 32-bit lane sign-extended, packed back (exact), lanes put in order.
+  const __m256i ae = _mm256_srai_epi32(_mm256_slli_epi32(a, 16), 16), be = _mm256_srai_epi32(_mm256_slli_epi32(b, 16), 16);
+  return _mm256_permute4x64_epi64(_mm256_packs_epi32(ae, be), 0xD8);
+}
+
+// Each run's 16 (stride 1) or 32 (stride 2) int16 loaded from the run's first column back to
+// the panel's column 0, its columns blended in. The loads span up to 30 elements before and 31
+// after the taps the runs cover: the source's slack (QPackRunsFn). No AVX2 masked 16-bit loads.
+template <bool S2>
+NXRT_AVX2 void pack_runs_body(const int16_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t k0,
+                              int64_t kc, uint32_t* dst) {
+  __m256i mask[kQNR];
+  int64_t at[kQNR];
+  const __m256i iota = _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int r = 0; r < runs.n; ++r) {
+    const int c0 = runs.col[r], c1 = runs.col[r + 1];
+    mask[r] = _mm256_andnot_si256(_mm256_cmpgt_epi16(_mm256_set1_epi16(int16_t(c0)), iota),
+                                  _mm256_cmpgt_epi16(_mm256_set1_epi16(int16_t(c1)), iota));
+    at[r] = runs.off[r] - int64_t(c0) * (S2 ? 2 : 1);
+  }
+  const bool whole = runs.n == 1 && runs.col[1] == kQNR;  // one run over the panel: no blend
+  for (int64_t i = 0; i < kc; ++i) {
+    const int64_t ka = 2 * (k0 + i);
+    const int16_t* r0 = base + koff[ka];
+    const int16_t* r1 = ka + 1 < K ? base + koff[ka + 1] : nullptr;
+    __m256i v0, v1 = _mm256_setzero_si256();
+    if (whole) {
+      v0 = load16<S2>(r0 + at[0]);
+      if (r1) v1 = load16<S2>(r1 + at[0]);
+    } else {
+      v0 = _mm256_setzero_si256();
+      for (int r = 0; r < runs.n; ++r) {
+        v0 = _mm256_blendv_epi8(v0, load16<S2>(r0 + at[r]), mask[r]);
+        if (r1) v1 = _mm256_blendv_epi8(v1, load16<S2>(r1 + at[r]), mask[r]);
+      }
+    }
+    store_pairs(v0, v1, dst + i * kQNR);
+  }
+}
+
+NXRT_AVX2 void pack_runs_avx2(const int16_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t k0,
+                              int64_t kc, uint32_t* dst) {
+  if (runs.stride == 2) pack_runs_body<true>(base, koff, K, runs, k0, kc, dst);
+  else pack_runs_body<false>(base, koff, K, runs, k0, kc, dst);
+}
+
 NXRT_AVX2 inline __m256i lane_mask(int64_t n) {  // lanes [0, n) set, n in 0..8
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
@@ -160,6 +221,7 @@ NXRT_AVX2 void store_avx2(const QEpilogue& e, const int32_t* acc, int64_t r0, in
 }  // namespace
 
 QTileFn q_tile_avx2() { return &tile_avx2; }
+QPackRunsFn q_pack_runs_avx2() { return &pack_runs_avx2; }
 QStoreFn q_store_avx2() { return &store_avx2; }
 
 }  // namespace nxrt::cpu
@@ -167,6 +229,7 @@ QStoreFn q_store_avx2() { return &store_avx2; }
 #else
 namespace nxrt::cpu {
 QTileFn q_tile_avx2() { return nullptr; }
+QPackRunsFn q_pack_runs_avx2() { return nullptr; }
 QStoreFn q_store_avx2() { return nullptr; }
 }  // namespace nxrt::cpu
 #endif

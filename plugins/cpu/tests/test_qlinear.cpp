@@ -439,3 +439,45 @@ TEST_CASE("QConv / QMatMul: x's zero point outside uint8 after the shift keeps t
   const QMatMul qm(QType::S8, 200, QType::S8, w.data(), 5, 7, std::vector<int32_t>(7, 0), oi);
   CHECK_FALSE(qm.uses_quads());  // 200 + 128 > 255
 }
+
+// The vector packers (AVX2: whole-vector loads into the source's slack, blended per run;
+// AVX-512: masked loads) against the generic one: random runs at stride 1 and 2, panels
+// short of 16 columns, odd K (the last pair's odd k is 0), taps at both ends of the source.
+TEST_CASE("pack_runs: AVX2 and AVX-512 equal the generic packer word for word") {
+  std::vector<std::pair<const char*, QPackRunsFn>> fns;
+  if (active_isa() >= Isa::avx2 && q_pack_runs_avx2()) fns.emplace_back("avx2", q_pack_runs_avx2());
+  if (active_isa() >= Isa::avx512 && q_pack_runs_avx512()) fns.emplace_back("avx512", q_pack_runs_avx512());
+  if (fns.empty()) return;  // nothing but the generic packer on this CPU
+  std::mt19937 g(41);
+  const int64_t len = 400;
+  std::vector<int16_t> buf(size_t(len + 2 * kQRunSlack));
+  for (auto& v : buf) v = int16_t(int(g() % 65536) - 32768);
+  const int16_t* base = buf.data() + kQRunSlack;
+  for (int trial = 0; trial < 300; ++trial) {
+    QPanelRuns runs;
+    runs.stride = 1 + int(g() % 2);
+    const int cols = trial % 3 == 0 ? 1 + int(g() % kQNR) : int(kQNR);
+    for (int j = 0; j < cols;) {
+      const int n = 1 + int(g() % (cols - j));
+      runs.col[runs.n] = j;
+      runs.off[runs.n++] = int64_t(g() % uint32_t(len / 2 - n * runs.stride));
+      j += n;
+    }
+    runs.col[runs.n] = cols;
+    const int64_t K = 1 + int64_t(g() % 9);
+    std::vector<int64_t> koff(static_cast<size_t>(K));
+    for (auto& o : koff) o = int64_t(g() % uint32_t(len / 2 + 1));
+    koff[0] = 0;  // the source's first element
+    if (K > 1) koff[size_t(K - 1)] = len / 2 - 1;  // and (with the largest run offsets) near its end
+    const int64_t kp = q_pairs(K);
+    std::vector<uint32_t> want(size_t(kp * kQNR), 7u);
+    q_pack_runs_generic()(base, koff.data(), K, runs, 0, kp, want.data());
+    for (const auto& [name, fn] : fns) {
+      alignas(64) uint32_t got[5 * kQNR];
+      std::fill(got, got + 5 * kQNR, 9u);
+      fn(base, koff.data(), K, runs, 0, kp, got);
+      INFO(name, " trial ", trial, ": stride ", runs.stride, ", ", runs.n, " runs, ", cols, " columns, K ", K);
+      CHECK(std::memcmp(got, want.data(), want.size() * sizeof(uint32_t)) == 0);
+    }
+  }
+}
