@@ -160,5 +160,25 @@ int main(int argc, char** argv) {
                local_peak > 0 ? 100.0 * gf * 1e9 / (local_peak * threads) : 0.0);
   }
   if (threads > 1) fmt::print("(% of {} x the 1-core peak)\n", threads);
+  // The micro-kernel alone on one 8 x 48 tile whose operands stay in L1 (the kc the driver
+  // uses for this ISA): what it can do when memory does not limit it. The gap between this
+  // line and the shapes above is the driver's and the caches' share.
+  {
+    const GemmTileFn tile = gemm_tile_active();
+    const int64_t kc = tile == gemm_tile_avx2() ? kGemmKcAvx2 : kGemmKC, calls = 20000;
+    AlignedFloats ta(size_t(kc * kGemmMR)), tb(size_t(kc * kGemmNR)), tc(size_t(kGemmMR * kGemmNR));
+    for (size_t i = 0; i < ta.size(); ++i) ta.data()[i] = float(i % 5) * 0.01f;
+    for (size_t i = 0; i < tb.size(); ++i) tb.data()[i] = float(i % 3) * 0.01f;
+    GemmTileStore st;
+    st.accumulate = true;
+    const double sec = best_seconds(reps, [&] {
+      for (int64_t i = 0; i < calls; ++i)
+        tile(kc, ta.data(), tb.data(), kGemmNR, kGemmNR, false, tc.data(), kGemmNR, kGemmMR, kGemmNR, st);
+    });
+    const double gf = 2.0 * double(kGemmMR * kGemmNR * kc) * double(calls) / sec / 1e9;
+    const double local_peak = std::max(peak, fma_peak(reps));
+    fmt::print("{:<22} {:>5} {:>5} {:>5} {:>9.1f} {:>7.0f}%  (1 thread, operands in L1)\n", "micro-kernel alone",
+               kGemmMR, kGemmNR, kc, gf, local_peak > 0 ? 100.0 * gf * 1e9 / local_peak : 0.0);
+  }
   return 0;
 }
