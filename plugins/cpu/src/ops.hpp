@@ -112,6 +112,16 @@ struct MatMulIo {
 std::unique_ptr<Kernel> make_matmul_kernel(const Node& matmul, CpuSession& session, const MatMulIo& io,
                                            sdk::Prepacked& pp);
 
+// Where a Gemm kernel finds its tensors among the kernel inputs (a fused group: Gemm ->
+// Relu | Clip, the activation applied in the GEMM's store).
+struct GemmIo {
+  int a = 0, b = 1, c = 2;  // c < 0: no C
+  bool clamp = false;
+  float lo = 0.f, hi = 0.f;
+};
+// A constant B is declared in `pp` (made on create, the blob's on import).
+std::unique_ptr<Kernel> make_gemm_kernel(const Node& gemm, CpuSession& session, const GemmIo& io, sdk::Prepacked& pp);
+
 // Conv geometry shared by Conv, ConvInteger and QLinearConv (ops_conv.cpp);
 // w_input is W's input index. 1-D and 2-D.
 struct ConvAttrs {

@@ -1,4 +1,5 @@
-// Fused groups: Conv -> [Add] -> [Relu | Clip | HardSwish] and MatMul -> Add(bias) -> [Add]
+// Fused groups: Conv -> [Add] -> [Relu | Clip | HardSwish], MatMul -> Add(bias) -> [Add] and
+// Gemm -> Relu | Clip
 // (the QDQ groups of quantized models are in ops_fusion_qdq.cpp, MobileNet's
 // inverted-residual blocks of several Convs in ops_fusion_conv_block.cpp)
 // claimed as one kernel, so the bias, the residual add and the activation happen
@@ -76,6 +77,23 @@ MatMulChain follow_matmul_chain(const sdk::Graph& g, const ViewIndex& ix, size_t
   c.nodes.push_back(use->first);
   c.residual_slot = int(*other);
   return c;
+}
+
+// Gemm -> Relu | Clip: the activation in the GEMM's store. Positions of the Gemm and, when it
+// fuses, the activation (whose bounds go to `bounds`).
+template <typename Ok>
+std::vector<size_t> follow_gemm_chain(const sdk::Graph& g, const ViewIndex& ix, size_t gm, Ok ok,
+                                      std::pair<float, float>* bounds = nullptr) {
+  Node gn = g.node(gm);
+  if (gn.output_count() != 1 || !gn.has_output(0) || gn.output(0).dtype() != NXRT_DTYPE_FLOAT32) return {gm};
+  auto use = sole_use(ix, gn.output(0).raw());
+  if (!use || !ok(use->first) || use->second != 0) return {gm};
+  Node act = g.node(use->first);
+  if (act.input_count() < 1 || act.output_count() != 1 || !act.has_output(0)) return {gm};
+  auto b = activation_bounds(act, g.opset(""));
+  if (!b) return {gm};
+  if (bounds) *bounds = *b;
+  return {gm, use->first};
 }
 
 // Div(x, c) -> Erf -> Add(a) -> Mul(x) -> Mul(h), c, a, h constant float32 scalars: exact
@@ -164,6 +182,7 @@ void claim_nodes_fused(const sdk::Graph& g, nxrt_claim_sink* sink) {
         if (chain.empty()) chain = follow_chain(g, ix, i, ok).nodes;
       }
       else if (is_op(g.node(i), "MatMul")) chain = follow_matmul_chain(g, ix, i, ok).nodes;
+      else if (is_op(g.node(i), "Gemm")) chain = follow_gemm_chain(g, ix, i, ok);
       else if (is_op(g.node(i), "Div")) chain = follow_gelu_chain(g, ix, i, ok).nodes;
       if (chain.size() < 2) continue;
       std::vector<size_t> ids;
@@ -214,14 +233,37 @@ std::unique_ptr<Kernel> create_fused_matmul(const sdk::Graph& sg, size_t mm, Cpu
   return make_matmul_kernel(mn, session, io, pp);
 }
 
+// A Gemm group: the Gemm and its activation.
+std::unique_ptr<Kernel> create_fused_gemm(const sdk::Graph& sg, size_t gm, CpuSession& session, sdk::Prepacked& pp) {
+  const ViewIndex ix = index_view(sg);
+  std::pair<float, float> bounds{};
+  const std::vector<size_t> chain = follow_gemm_chain(sg, ix, gm, [](size_t) { return true; }, &bounds);
+  if (chain.size() != 2 || sg.node_count() != 2)
+    sdk::fail(NXRT_UNSUPPORTED, "group of {} nodes is not a Gemm -> Relu | Clip chain this plugin fuses", sg.node_count());
+  if (sg.output_count() != 1 || sg.output(0).raw() != sg.node(chain[1]).output(0).raw())
+    sdk::fail(NXRT_UNSUPPORTED, "fused Gemm group must have exactly one output, its last value ({} outputs)",
+              sg.output_count());
+  Node gn = sg.node(gm);
+  GemmIo io;
+  io.a = group_input_index(sg, gn.input(0));
+  io.b = group_input_index(sg, gn.input(1));
+  io.c = gn.input_count() > 2 ? group_input_index(sg, gn.input(2)) : -1;
+  io.clamp = true;
+  io.lo = bounds.first;
+  io.hi = bounds.second;
+  return make_gemm_kernel(gn, session, io, pp);
+}
+
 }  // namespace
 
 std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& session, sdk::Prepacked& pp) {
   // The group's nodes arrive in model order; rebuild the chain from its Conv (or MatMul).
   const size_t count = sg.node_count();
   if (auto k = create_qdq_kernel(sg, session, pp)) return k;
-  for (size_t i = 0; i < count; ++i)
+  for (size_t i = 0; i < count; ++i) {
     if (is_op(sg.node(i), "MatMul")) return create_fused_matmul(sg, i, session, pp);
+    if (is_op(sg.node(i), "Gemm")) return create_fused_gemm(sg, i, session, pp);
+  }
   if (count == 5 && is_op(sg.node(0), "Div")) {
     const ViewIndex ix = index_view(sg);
     GeluChain c = follow_gelu_chain(sg, ix, 0, [](size_t) { return true; });

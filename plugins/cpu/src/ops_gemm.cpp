@@ -47,7 +47,9 @@ Check gemm_check(const Node& n) {
                        });
 }
 
-std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s, sdk::Prepacked& pp) {
+}  // namespace
+
+std::unique_ptr<Kernel> make_gemm_kernel(const Node& n, CpuSession& s, const GemmIo& io, sdk::Prepacked& pp) {
   GemmState st;
   st.alpha = n.attr_float("alpha", 1.f);
   st.beta = n.attr_float("beta", 1.f);
@@ -69,9 +71,9 @@ std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s, sdk::Prepacked
   }
   ThreadPool* pool = s.pool();
   const std::string description = fmt::format("gemm {}, B {}", gemm_kernel_name(), st.b_packed ? "prepacked" : "packed every run");
-  return make_kernel([st, pool](Context& ctx) {
-    ConstTensorView a = ctx.input(0), b = ctx.input(1);
-    auto c = ctx.optional_input(2);
+  return make_kernel([st, io, pool](Context& ctx) {
+    ConstTensorView a = ctx.input(size_t(io.a)), b = ctx.input(size_t(io.b));
+    auto c = io.c >= 0 ? ctx.optional_input(size_t(io.c)) : std::nullopt;
     if (a.rank() != 2 || b.rank() != 2)
       sdk::fail(NXRT_INVALID_ARGUMENT, "Gemm: A {} and B {} must be 2-D", dims_str(a.dims()), dims_str(b.dims()));
     const int64_t M = st.trans_a ? a.dim(1) : a.dim(0), K = st.trans_a ? a.dim(0) : a.dim(1);
@@ -83,6 +85,9 @@ std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s, sdk::Prepacked
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, {M, N});
     float* yp = y.data<float>();
     GemmEpilogue ep;
+    ep.clamp = io.clamp;
+    ep.lo = io.lo;
+    ep.hi = io.hi;
     if (c && st.beta != 0.f) {
       const auto& cd = c->dims();
       const int64_t cm = cd.size() == 2 ? cd[0] : 1, cn = cd.empty() ? 1 : cd.back();
@@ -110,6 +115,12 @@ std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s, sdk::Prepacked
     }
     gemm_packed(M, N, K, pa, pb, yp, N, ep, pool);
   }, description);
+}
+
+namespace {
+
+std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s, sdk::Prepacked& pp) {
+  return make_gemm_kernel(n, s, GemmIo{}, pp);
 }
 
 // ---------------------------------------------------------------- MatMul

@@ -3,6 +3,10 @@
 --profile`), including chains that must not fuse:
   * MatMul -> Add(bias) [-> Add(residual)] in one GEMM store, against numpy (float64): bias
     not over the last axis, a broadcast residual, an intermediate used twice;
+  * Gemm -> Relu | Clip with the activation in the GEMM's store, against numpy (float64): C
+    over the columns, the rows or the whole output (beta != 1), transA / transB, Clip bounds as
+    inputs, NaN through the store; left unfused: the Gemm's output also a graph output, a Clip
+    whose bound is a graph input;
   * the exact-Gelu chain Div -> Erf -> Add -> Mul -> Mul in one pass (an extra output of the
     Erf keeps it unfused, for comparison): within 1e-5 of numpy's float64 Gelu, relatively too,
     down to the far negative tail;
@@ -80,11 +84,92 @@ def main():
             print(f"{'ok  ' if ok else 'FAIL'} {what}: max |err| {err:.2g}, kernels {groups} (want {sorted(want_groups)})")
             failures += 0 if ok else 1
         failures += gelu_cases(nxrt, tmp)
+        gemm_failures, gemm_total = gemm_cases(nxrt, tmp)
+        failures += gemm_failures
         block_failures, block_total = block_cases(nxrt, tmp)
         failures += block_failures
-    total = len(cases) + 2 + block_total
+    total = len(cases) + 2 + gemm_total + block_total
     print(f"{total - failures} passed, {failures} failed")
     return 1 if failures else 0
+
+
+def gemm_model(c_shape, trans_a, trans_b, alpha, beta, act, second_use=False, bound_input=False):
+    """y = act(alpha * op(A) op(B) + beta * C), A [6, 9] (op: [6, 9]), B constant [9, 50] (op)."""
+    rng = np.random.default_rng(5)
+    B = rng.standard_normal((50, 9) if trans_b else (9, 50)).astype(np.float32)
+    inits = [numpy_helper.from_array(B, "B")]
+    ins = ["a", "B"]
+    C = None
+    if c_shape is not None:
+        C = rng.standard_normal(c_shape).astype(np.float32)
+        inits.append(numpy_helper.from_array(C, "C"))
+        ins.append("C")
+    nodes = [helper.make_node("Gemm", ins, ["g"], name="gemm", alpha=alpha, beta=beta, transA=int(trans_a),
+                              transB=int(trans_b))]
+    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, [9, 6] if trans_a else [6, 9])]
+    if act == "Relu":
+        nodes.append(helper.make_node("Relu", ["g"], ["y"], name="act"))
+    else:
+        inits.append(numpy_helper.from_array(np.array(-0.5, np.float32), "lo"))
+        if bound_input:
+            inputs.append(helper.make_tensor_value_info("hi", TensorProto.FLOAT, []))
+        else:
+            inits.append(numpy_helper.from_array(np.array(1.5, np.float32), "hi"))
+        nodes.append(helper.make_node("Clip", ["g", "lo", "hi"], ["y"], name="act"))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 50])]
+    if second_use:
+        outputs.append(helper.make_tensor_value_info("g", TensorProto.FLOAT, [6, 50]))
+    g = helper.make_graph(nodes, "gemmfuse", inputs, outputs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m)
+
+    def reference(a):
+        ad = a.astype(np.float64)
+        y = alpha * ((ad.T if trans_a else ad) @ (B.T if trans_b else B).astype(np.float64))
+        if C is not None:
+            y = y + beta * C
+        return np.maximum(y, 0) if act == "Relu" else np.clip(y, -0.5, 1.5)
+    return m, reference
+
+
+def gemm_cases(nxrt, tmp):
+    """Returns (failures, cases)."""
+    rng = np.random.default_rng(17)
+    cases = [  # what, model args, the kernels expected
+        ("Gemm+Relu, C [50]", dict(c_shape=(50,), trans_a=False, trans_b=False, alpha=1.0, beta=1.0, act="Relu"),
+         ["Gemm+Relu"]),
+        ("Gemm+Clip, C [6,1], transB", dict(c_shape=(6, 1), trans_a=False, trans_b=True, alpha=1.0, beta=1.0,
+                                            act="Clip"), ["Gemm+Clip"]),
+        ("Gemm+Relu, C [6,50] beta 0.5, alpha 2, transA", dict(c_shape=(6, 50), trans_a=True, trans_b=False,
+                                                              alpha=2.0, beta=0.5, act="Relu"), ["Gemm+Relu"]),
+        ("Gemm+Clip, no C", dict(c_shape=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0, act="Clip"),
+         ["Gemm+Clip"]),
+        ("Gemm output also a graph output", dict(c_shape=(50,), trans_a=False, trans_b=False, alpha=1.0, beta=1.0,
+                                                 act="Relu", second_use=True), ["Gemm", "Relu"]),
+        ("Clip bound a graph input", dict(c_shape=(50,), trans_a=False, trans_b=False, alpha=1.0, beta=1.0,
+                                          act="Clip", bound_input=True), ["Clip", "Gemm"]),
+    ]
+    failures = 0
+    for k, (what, args, want) in enumerate(cases):
+        m, reference = gemm_model(**args)
+        a = rng.standard_normal((9, 6) if args["trans_a"] else (6, 9)).astype(np.float32)
+        a.flat[3] = np.nan  # one row (or column) of NaN through the store
+        feeds = [a] + ([np.array(1.5, np.float32)] if args.get("bound_input") else [])
+        tag = f"gemm{k}"
+        outs, p = run(nxrt, m, feeds, tmp, tag)
+        if outs is None:
+            print(f"FAIL {what}: nxrt failed: {p.stderr.strip()}")
+            failures += 1
+            continue
+        groups = kernels_ran(nxrt, os.path.join(tmp, tag, "model.onnx"), os.path.join(tmp, tag))
+        want_y = reference(a)
+        nan_same = bool(np.array_equal(np.isnan(outs[0]), np.isnan(want_y)))
+        err = float(np.nanmax(np.abs(outs[0] - want_y)))
+        ok = err <= 1e-5 and nan_same and groups == sorted(want)
+        print(f"{'ok  ' if ok else 'FAIL'} {what}: max |err| {err:.2g}, NaN where expected: {nan_same}, "
+              f"kernels {groups} (want {sorted(want)})")
+        failures += 0 if ok else 1
+    return failures, len(cases)
 
 
 def gelu_model(keep_erf):
