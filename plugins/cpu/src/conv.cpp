@@ -272,10 +272,6 @@ __attribute__((target("avx512f"))) static void copy_runs_avx512(float* d, const 
     _mm512_mask_storeu_ps(d + j, __mmask16(n >= 16 ? 0xFFFF : (1u << n) - 1u), _mm512_setzero_ps());
   }
 }
-__attribute__((target("avx2"))) static inline __m256i first_lanes(int64_t n) {  // lanes [0, min(n, 8))
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::min<int64_t>(n, 8))), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 // The same with 8-lane AVX2 masked loads and stores (masked-off lanes are not touched).
 __attribute__((target("avx2"))) static void copy_runs_avx2(float* d, const float* plane, const PanelRun* runs,
                                                            int64_t nruns, int64_t cols, int64_t w) {
@@ -284,11 +280,11 @@ __attribute__((target("avx2"))) static void copy_runs_avx2(float* d, const float
     int64_t q = 0;
     for (; q + 8 <= u.len; q += 8) _mm256_storeu_ps(d + u.j + q, _mm256_loadu_ps(plane + u.src + q));
     if (q < u.len) {
-      const __m256i m = first_lanes(u.len - q);
+      const __m256i m = avx2_lane_mask(u.len - q);
       _mm256_maskstore_ps(d + u.j + q, m, _mm256_maskload_ps(plane + u.src + q, m));
     }
   }
-  for (int64_t j = cols; j < w; j += 8) _mm256_maskstore_ps(d + j, first_lanes(w - j), _mm256_setzero_ps());
+  for (int64_t j = cols; j < w; j += 8) _mm256_maskstore_ps(d + j, avx2_lane_mask(w - j), _mm256_setzero_ps());
 }
 #endif
 

@@ -337,7 +337,6 @@ __attribute__((target("avx2,fma"))) void input_transform_avx2(const ConvShape& s
                                                              float* __restrict tmp) {
   const int64_t n = ph.tx, wp = n * kT + 2;
   alignas(32) float r[kA][kA][8];  // [input row i][c]: B^T along x, 8 tiles
-  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const int64_t ty_begin = lo / n, ty_end = (hi + n - 1) / n;
   for (int64_t ty = ty_begin; ty < ty_end; ++ty) {
     const int64_t txa = std::max<int64_t>(lo - ty * n, 0), txb = std::min(hi - ty * n, n);
@@ -362,8 +361,8 @@ __attribute__((target("avx2,fma"))) void input_transform_avx2(const ConvShape& s
       }
       // B^T along y, then the 36 results to their operands.
       const int64_t t = t_row + tx0, k1 = std::min<int64_t>(cnt, kGemmNR - t % kGemmNR);
-      const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(k1)), iota);
-      const __m256i m2 = _mm256_andnot_si256(m1, _mm256_cmpgt_epi32(_mm256_set1_epi32(int(cnt)), iota));
+      const __m256i m1 = avx2_lane_mask(k1);
+      const __m256i m2 = _mm256_andnot_si256(m1, avx2_lane_mask(cnt));
       const bool split = cnt > k1, full = k1 == 8;
       const size_t at1 = size_t(pc.base[size_t(t)] + ic * pc.width[size_t(t)]);
       const size_t at2 = split ? size_t(pc.base[size_t(t + k1)] + ic * pc.width[size_t(t + k1)]) : 0;
@@ -584,13 +583,12 @@ __attribute__((target("avx2,fma"))) void output_transform_avx2(const ConvShape& 
                                                               const float* __restrict res, const ConvPostOps& post) {
   const int64_t OW = s.out_w, dh = s.dil_h, n = ph.tx;
   const __m256 bv = _mm256_set1_ps(bias), lov = _mm256_set1_ps(post.lo), hiv = _mm256_set1_ps(post.hi);
-  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const int64_t ty_begin = lo / n, ty_end = (hi + n - 1) / n;
   for (int64_t ty = ty_begin; ty < ty_end; ++ty) {
     const int64_t txa = std::max<int64_t>(lo - ty * n, 0), txb = std::min(hi - ty * n, n);
     for (int64_t tx0 = txa; tx0 < txb; tx0 += 8) {
       const int64_t cnt = std::min<int64_t>(8, txb - tx0);
-      const __m256i tm = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(cnt)), iota);
+      const __m256i tm = avx2_lane_mask(cnt);
       const float* mt = m + (ph.base + ty * n - lo + tx0);
       __m256 sr[kT][kA];  // A^T along the rows: [r][c]
       for (int64_t c = 0; c < kA; ++c) {
@@ -623,7 +621,7 @@ __attribute__((target("avx2,fma"))) void output_transform_avx2(const ConvShape& 
           const int64_t j0 = j_begin + 8 * k;
           if (j0 >= j_end) break;
           const int64_t len = std::min<int64_t>(8, j_end - j0);
-          const __m256i om = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(len)), iota);
+          const __m256i om = avx2_lane_mask(len);
           __m256 val = _mm256_add_ps(runs[k], bv);
           if (rrow) val = _mm256_add_ps(val, len == 8 ? _mm256_loadu_ps(rrow + j0) : _mm256_maskload_ps(rrow + j0, om));
           // max/min return their second operand when either is NaN: NaN propagates.

@@ -6,6 +6,7 @@
 // called after CPUID reports AVX2 and FMA.
 #include "gemm.hpp"
 #include "hard_swish.hpp"
+#include "simd.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -19,11 +20,6 @@ namespace {
 
 constexpr int64_t kPrefetchRows = 16;
 
-NXRT_AVX2 inline __m256i lane_mask(int64_t n) {  // lanes [0, n) set, n in 0..8
-  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), iota);
-}
-
 // Rows [0, MR) x NV vectors of 8 columns; the last vector holds `tail` (1..8)
 // valid columns. MASKED_B: B is a plain matrix whose rows may end at the last
 // valid column, so its last vector is loaded under the mask.
@@ -35,7 +31,7 @@ NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, in
   for (int m = 0; m < MR; ++m)
 #pragma GCC unroll 6
     for (int v = 0; v < NV; ++v) r[m][v] = _mm256_setzero_ps();
-  const __m256i tmask = lane_mask(tail);
+  const __m256i tmask = avx2_lane_mask(tail);
 
   const float* ak = a;
   const float* bk = b;

@@ -5,6 +5,7 @@
 // bias added in float), so the results are bit-identical. Compiled with a target attribute
 // and only called after CPUID reports AVX2.
 #include "gemm_int8.hpp"
+#include "simd.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -41,15 +42,6 @@ NXRT_AVX2 void tile_avx2(int64_t kcp, const uint32_t* a, const uint32_t* b, int3
 #pragma GCC unroll 6
   for (int m = 0; m < kQMR; ++m)
     for (int v = 0; v < 2; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + m * kQNR + v * 8), c[m][v]);
-}
-
-// Pairs of k rows v0 (even k) and v1 (odd k), 16 int16 columns each, to 16 words at dst.
-NXRT_AVX2 inline void store_pairs(__m256i v0, __m256i v1, uint32_t* dst) {
-  // unpacklo/hi pair columns 0-3 | 8-11 and 4-7 | 12-15; the lane permutes put them in order.
-  const __m256i lo = _mm256_unpacklo_epi16(v0, v1), hi = _mm256_unpackhi_epi16(v0, v1);
-  __m256i* d = reinterpret_cast<__m256i*>(dst);
-  _mm256_store_si256(d, _mm256_permute2x128_si256(lo, hi, 0x20));
-  _mm256_store_si256(d + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
 }
 
 // 16 int16 from p at stride 1, or (s2) the even ones of 32.
@@ -94,7 +86,7 @@ NXRT_AVX2 void pack_runs_body(const int16_t* base, const int64_t* koff, int64_t 
         if (r1) v1 = _mm256_blendv_epi8(v1, load16<S2>(r1 + at[r]), mask[r]);
       }
     }
-    store_pairs(v0, v1, dst + i * kQNR);
+    avx2_store_int16_pairs(v0, v1, dst + i * kQNR);  // pairs of k rows (even k low)
   }
 }
 
@@ -102,10 +94,6 @@ NXRT_AVX2 void pack_runs_avx2(const int16_t* base, const int64_t* koff, int64_t 
                               int64_t kc, uint32_t* dst) {
   if (runs.stride == 2) pack_runs_body<true>(base, koff, K, runs, k0, kc, dst);
   else pack_runs_body<false>(base, koff, K, runs, k0, kc, dst);
-}
-
-NXRT_AVX2 inline __m256i lane_mask(int64_t n) {  // lanes [0, n) set, n in 0..8
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // Per-channel values of up to 8 lanes: broadcast (by row) or loaded (by column).
@@ -125,7 +113,7 @@ NXRT_AVX2 inline __m256d requant(__m256d d, __m256d zp, __m256d qlo, __m256d qhi
 // 8 accumulators (n valid) through the epilogue to y + at (elements).
 NXRT_AVX2 inline void store8(const QEpilogue& e, __m256i v, const Chan& ch, int64_t n, void* y, int64_t at) {
   v = _mm256_add_epi32(v, ch.bias);  // wraps like the scalar uint32 add
-  const __m256i mask = lane_mask(n);
+  const __m256i mask = avx2_lane_mask(n);
   if (e.type == QType::I32) {
     int32_t* yp = static_cast<int32_t*>(y) + at;
     if (n == 8) _mm256_storeu_si256(reinterpret_cast<__m256i*>(yp), v);

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "gemm_int8.hpp"
+#include "simd.hpp"
 
 #if defined(__x86_64__)
 // GCC 12's AVX-512 headers pass an "undefined" vector to the masked builtins behind the
@@ -54,15 +55,6 @@ void tile_vnni(int64_t kcp, const uint32_t* a, const uint32_t* b, int32_t* acc, 
 
 #define NXRT_BW __attribute__((target("avx512f,avx512bw,avx512vl")))
 
-// Pairs of k rows v0 (even k) and v1 (odd k), 16 columns each, to 16 words at dst.
-NXRT_BW inline void store_pairs(__m256i v0, __m256i v1, uint32_t* dst) {
-  // unpacklo/hi pair columns 0-3 | 8-11 and 4-7 | 12-15; the lane permutes put them in order.
-  const __m256i lo = _mm256_unpacklo_epi16(v0, v1), hi = _mm256_unpackhi_epi16(v0, v1);
-  __m256i* d = reinterpret_cast<__m256i*>(dst);
-  _mm256_store_si256(d, _mm256_permute2x128_si256(lo, hi, 0x20));
-  _mm256_store_si256(d + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
-}
-
 // Each run's columns by a masked load (masked-off lanes are not read): 16 lanes at stride 1;
 // at stride 2 the even lanes of 32, compressed by a word permute.
 NXRT_BW void pack_runs_avx512(const int16_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t k0,
@@ -98,7 +90,7 @@ NXRT_BW void pack_runs_avx512(const int16_t* base, const int64_t* koff, int64_t 
       v0 = _mm512_castsi512_si256(_mm512_permutexvar_epi16(evens, w0));
       v1 = _mm512_castsi512_si256(_mm512_permutexvar_epi16(evens, w1));
     }
-    store_pairs(v0, v1, dst + i * kQNR);
+    avx2_store_int16_pairs(v0, v1, dst + i * kQNR);
   }
 }
 
@@ -130,7 +122,7 @@ NXRT_BW void pack_runs8_avx512(const void* base_v, int32_t zp, const int64_t* ko
       b0 = _mm_or_si128(b0, _mm_maskz_loadu_epi8(mask[r], r0 + at[r]));
       if (r1) b1 = _mm_or_si128(b1, _mm_maskz_loadu_epi8(mask[r], r1 + at[r]));
     }
-    store_pairs(widen_minus<SIGNED>(b0, valid, z), r1 ? widen_minus<SIGNED>(b1, valid, z) : _mm256_setzero_si256(),
+    avx2_store_int16_pairs(widen_minus<SIGNED>(b0, valid, z), r1 ? widen_minus<SIGNED>(b1, valid, z) : _mm256_setzero_si256(),
                 dst + i * kQNR);
   }
 }

@@ -1,11 +1,37 @@
 // Hot loops written as plain C++ are compiled several times with
 // target_clones and the best clone is picked at load time from CPUID (ifunc),
 // so they vectorise with AVX-512 on machines that have it while the library
-// still runs on baseline x86-64.
+// still runs on baseline x86-64. Below: small AVX2 helpers the kernel files
+// share; their target attribute lets AVX2 and AVX-512 functions inline them.
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define NXRT_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
 #else
 #define NXRT_CLONES
+#endif
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace nxrt::cpu {
+
+// Lanes [0, n) of 8 set (all of them for n >= 8), as an AVX2 maskload / maskstore mask.
+__attribute__((target("avx2"))) inline __m256i avx2_lane_mask(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// Two rows of 16 int16, v0 and v1, interleaved into 16 32-bit words (v0[j] low, v1[j] high) at
+// dst (32-byte aligned): unpacklo/hi pair columns 0-3 | 8-11 and 4-7 | 12-15, the lane permutes
+// put them in order.
+__attribute__((target("avx2"))) inline void avx2_store_int16_pairs(__m256i v0, __m256i v1, uint32_t* dst) {
+  const __m256i lo = _mm256_unpacklo_epi16(v0, v1), hi = _mm256_unpackhi_epi16(v0, v1);
+  __m256i* d = reinterpret_cast<__m256i*>(dst);
+  _mm256_store_si256(d, _mm256_permute2x128_si256(lo, hi, 0x20));
+  _mm256_store_si256(d + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+}  // namespace nxrt::cpu
 #endif
