@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
   // line and the shapes above is the driver's and the caches' share.
   {
     const GemmTileFn tile = gemm_tile_active();
-    const int64_t kc = tile == gemm_tile_avx2() ? kGemmKcAvx2 : kGemmKC, calls = 20000;
+    const int64_t kc = gemm_kc_for(tile), calls = 20000;
     AlignedFloats ta(size_t(kc * kGemmMR)), tb(size_t(kc * kGemmNR)), tc(size_t(kGemmMR * kGemmNR));
     for (size_t i = 0; i < ta.size(); ++i) ta.data()[i] = float(i % 5) * 0.01f;
     for (size_t i = 0; i < tb.size(); ++i) tb.data()[i] = float(i % 3) * 0.01f;

@@ -161,7 +161,7 @@ struct Rect {
 void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, int64_t ldb, float* c,
                int64_t ldc, const GemmEpilogue& ep, const Rect& r, GemmTileFn fn) {
   const bool unpacked = ldb > 0;
-  const int64_t KC = fn == gemm_tile_avx2() ? kGemmKcAvx2 : kGemmKC;
+  const int64_t KC = gemm_kc_for(fn);
   // Packed B slices (KC x 48) are read from memory once, by the first row tile
   // that uses them. The first half of the row tiles of one slice fetch the next
   // slice into L2 in even shares, so that read finds it there and the fetch

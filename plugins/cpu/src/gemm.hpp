@@ -103,6 +103,8 @@ GemmTileFn gemm_tile_generic();
 GemmTileFn gemm_tile_avx512();  // null when not compiled for x86
 GemmTileFn gemm_tile_avx2();    // null when not compiled for x86
 GemmTileFn gemm_tile_active();
+// The K block the driver runs micro-kernel fn with: kGemmKcAvx2 for AVX2's, else kGemmKC.
+inline int64_t gemm_kc_for(GemmTileFn fn) { return fn == gemm_tile_avx2() ? kGemmKcAvx2 : kGemmKC; }
 // The micro-kernel a CPU of `isa` runs: gemm_tile_active() is gemm_tile_for(active_isa()).
 GemmTileFn gemm_tile_for(int isa);
 const char* gemm_kernel_name_for(int isa);  // "avx512f-8x48", "avx2-4x24", "generic"
