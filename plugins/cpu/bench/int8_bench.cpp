@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -61,6 +62,51 @@ double fp32_gemm_seconds(int64_t M, int64_t N, int64_t K, int reps, ThreadPool* 
   });
 }
 
+// Weights as trained convs have them, per-channel quantized: most near 0, a few at +-127
+// (a sum of three uniforms, clamped).
+void bell_weights(std::vector<int8_t>& w) {
+  uint32_t r = 12345;
+  auto uniform = [&] {
+    r = r * 1664525u + 1013904223u;
+    return double(r >> 8) / double(1u << 24) - 0.5;
+  };
+  for (auto& v : w) v = int8_t(std::clamp(int(std::lround((uniform() + uniform() + uniform()) * 75.0)), -127, 127));
+}
+
+// The micro-kernels alone, on one tile whose operands stay in L1 (kc = 128): the int16 pairs
+// (q_tile_active) and, where they run, the AVX2 u8 x s8 quads with a rest in 0%, 5% and 50%
+// of the quads. GOP/s of the product itself (the rest's work not counted).
+void micro_kernels(int reps) {
+  constexpr int64_t kc = 128, calls = 20000;
+  AlignedFloats a(size_t(2 * kc * kQMR)), b(size_t(2 * kc * kQNR));  // room for 2 kc pairs
+  for (size_t i = 0; i < a.size(); ++i) reinterpret_cast<uint32_t*>(a.data())[i] = uint32_t(i * 0x01030507u) & 0x3f3f3f3fu;
+  for (size_t i = 0; i < b.size(); ++i) reinterpret_cast<uint32_t*>(b.data())[i] = uint32_t(i * 0x09070503u);
+  const auto* pa = reinterpret_cast<const uint32_t*>(a.data());
+  const auto* pb = reinterpret_cast<const uint32_t*>(b.data());
+  alignas(64) int32_t acc[kQMR * kQNR] = {};
+  const QTileFn pairs = q_tile_active();
+  const double t_pairs = best_seconds(reps, [&] {
+    for (int64_t i = 0; i < calls; ++i) pairs(2 * kc, pa, pb, acc, true);  // 2 kc pairs: the same k
+  });
+  fmt::print("micro-kernel alone (operands in L1, {} k): int16 pairs {:.1f} GOP/s", 4 * kc,
+             2.0 * double(calls * 4 * kc * kQMR * kQNR) / t_pairs / 1e9);
+  const QTileRestFn quads = q_tile_quads_avx2();
+  if (quads) {
+    for (int every : {0, 20, 2}) {  // rest steps for every 20th / 2nd quad
+      std::vector<uint32_t> rest;
+      for (int64_t q = 0; every && q < kc; q += every)
+        for (int64_t m = 0; m < kQMR; ++m) rest.insert(rest.end(), {uint32_t(q), 0x01ff01ffu});
+      const int64_t steps = int64_t(rest.size()) / kQRestStep;
+      const double t = best_seconds(reps, [&] {
+        for (int64_t i = 0; i < calls; ++i) quads(kc, pa, pb, acc, true, rest.data(), steps, 0);
+      });
+      fmt::print(", u8 x s8 quads (rest {}%) {:.1f}", every ? 100 / every : 0,
+                 2.0 * double(calls * 4 * kc * kQMR * kQNR) / t / 1e9);
+    }
+  }
+  fmt::print("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,6 +150,7 @@ int main(int argc, char** argv) {
     const char* what;
     int64_t c, hw, stride;
   };
+  double rest_quads = 0, all_quads = 0;
   const CV cvs[] = {{"resnet18 3x3 64 @56", 64, 56, 1},
                     {"resnet18 3x3 128 @28", 128, 28, 1},
                     {"resnet18 3x3 256 @14", 256, 14, 1},
@@ -122,9 +169,11 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> x(size_t(s.in_c * s.in_h * s.in_w)), y(size_t(s.out_c * P));
     std::vector<int8_t> w(size_t(s.out_c * K));
     for (size_t i = 0; i < x.size(); ++i) x[i] = uint8_t(i * 7 % 251);
-    for (size_t i = 0; i < w.size(); ++i) w[i] = int8_t(int(i * 5 % 255) - 127);
+    bell_weights(w);
     const QConv q(QType::U8, 120, QType::S8, w.data(), int64_t(w.size()), std::vector<int32_t>(size_t(s.out_c), 0),
                   u8_output(s.out_c));
+    rest_quads += double(q.rest_steps());
+    all_quads += double(q_tiles(s.out_c) * q_quads(K));
     const double ops = 2.0 * double(s.out_c) * double(P) * double(K);
     const double ti = best_seconds(reps, [&] { q.run(s, x.data(), y.data(), pool); });
     const double tg = fp32_gemm_seconds(s.out_c, P, K, reps, pool);
@@ -136,6 +185,9 @@ int main(int argc, char** argv) {
     fmt::print("{:<26} {:>5} {:>5} {:>5} {:>10.1f} {:>10.1f} {:>10.1f} {:>6.2f}x\n", c.what, s.out_c, P, K,
                ops / ti / 1e9, ops / tg / 1e9, ops / tc / 1e9, tg / ti);
   }
-  fmt::print("(int8/fp32: against the fp32 GEMM on the same shape)\n");
+  const double rest_share = all_quads > 0 ? rest_quads / all_quads : 0.0;
+  fmt::print("(int8/fp32: against the fp32 GEMM on the same shape; conv weights bell-shaped over [-127, 127], "
+             "the AVX2 rest {:.1f}% of the quad steps)\n", 100.0 * rest_share);
+  micro_kernels(reps);
   return 0;
 }

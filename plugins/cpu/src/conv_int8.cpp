@@ -78,7 +78,8 @@ const uint32_t* pack_panel(const PanelSource<T>& s, int64_t p, int64_t k0, int64
 // quads != 0) of packed weights pw and B slices from b_slice.
 template <typename BSlice>
 void conv_rows(const ConvShape& s, int64_t K, int64_t KP, BSlice&& b_slice, const uint32_t* pw, const QEpilogue& ep,
-               int64_t n, int64_t g, void* y, ThreadPool* pool, int quads, const QZpTerm& zp_term = {}) {
+               int64_t n, int64_t g, void* y, ThreadPool* pool, int quads, const QZpTerm& zp_term = {},
+               const QQuadRest* rest = nullptr) {
   const int64_t plane = s.out_h * s.out_w, ocg = s.ocg(), panels = q_panels(plane);
   const int64_t row0 = g * ocg, row1 = row0 + ocg, tiles = (row1 + kQMR - 1) / kQMR - row0 / kQMR;
   const int64_t out_c = s.out_c;
@@ -106,7 +107,7 @@ void conv_rows(const ConvShape& s, int64_t K, int64_t KP, BSlice&& b_slice, cons
     }
     const int64_t t0 = row0 / kQMR;
     const int64_t r0 = std::max(row0, (t0 + ta) * kQMR), r1 = std::min(row1, (t0 + tb) * kQMR);
-    q_gemm_rect(r0, r1, plane, KP, pw, p0, p1, b_slice, ep, true, y_at, plane, y, quads, zp_term);
+    q_gemm_rect(r0, r1, plane, KP, pw, p0, p1, b_slice, ep, true, y_at, plane, y, quads, zp_term, rest);
   };
   parallel_for(pool, tn * tm, piece);
 }
@@ -120,8 +121,8 @@ void conv_group(const ConvShape& s, const PanelSource<T>& src, const uint32_t* p
 
 // The quad panels of x' (uint8): runs along output rows at the conv's stride.
 void conv_group_quads(const ConvShape& s, const uint8_t* base, const int64_t* koff, int64_t K, int64_t row_pitch,
-                      const uint32_t* pw, const QEpilogue& ep, const QZpTerm& zp_term, int64_t n, int64_t g, void* y,
-                      ThreadPool* pool) {
+                      const uint32_t* pw, const QEpilogue& ep, const QZpTerm& zp_term, const QQuadRest* rest, int64_t n,
+                      int64_t g, void* y, ThreadPool* pool) {
   static const QPackQuadsFn pack = q_pack_quads_active();
   const int64_t pixels = s.out_h * s.out_w, out_w = s.out_w;
   auto b_slice = [&](int64_t p, int64_t q0, int64_t qc, uint32_t* dst) {
@@ -138,7 +139,7 @@ void conv_group_quads(const ConvShape& s, const uint8_t* base, const int64_t* ko
     pack(base, koff, K, runs, q0, qc, dst);
     return static_cast<const uint32_t*>(dst);
   };
-  conv_rows(s, K, q_quads(K), b_slice, pw, ep, n, g, y, pool, 1, zp_term);
+  conv_rows(s, K, q_quads(K), b_slice, pw, ep, n, g, y, pool, 1, zp_term, rest);
 }
 
 bool unit_conv(const ConvShape& s) {
@@ -147,13 +148,15 @@ bool unit_conv(const ConvShape& s) {
 }
 
 // The u8 x s8 path: x' = x + add as uint8 (add 128 for int8 x), read in place (uint8 x of a
-// 1x1 stride-1 conv) or from a padded uint8 copy whose padding holds x_zp' (0 after the
-// correction folded into ep's bias).
+// 1x1 stride-1 conv, when the packer reads only the taps) or from a padded uint8 copy whose
+// padding holds x_zp' (0 after the correction folded into ep's bias), with kQRunSlack bytes
+// around it for the packer's whole-vector loads.
 template <typename TX>
 void conv_run_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32_t* pw, const QEpilogue& ep,
-                    const QZpTerm& zp_term, void* y, ThreadPool* pool) {
+                    const QZpTerm& zp_term, const QQuadRest* rest, void* y, ThreadPool* pool) {
   const int64_t icg = s.icg(), K = s.gemm_k(), in_plane = s.in_h * s.in_w;
-  const bool in_place = std::is_same_v<TX, uint8_t> && unit_conv(s);
+  static const bool slack = q_pack_quads_reads_slack();
+  const bool in_place = std::is_same_v<TX, uint8_t> && unit_conv(s) && !slack;
   const int64_t Hp = in_place ? s.in_h : std::max(s.in_h + s.pad_top, (s.out_h - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1);
   const int64_t Wp = in_place ? s.in_w : std::max(s.in_w + s.pad_left, (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1);
   std::vector<int64_t> koff(static_cast<size_t>(K));
@@ -161,15 +164,18 @@ void conv_run_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32
     const int64_t ic = k / khw, r = k % khw;
     koff[size_t(k)] = ic * Hp * Wp + (r / s.k_w) * s.dil_h * Wp + (r % s.k_w) * s.dil_w;
   }
-  // Masked stride-2 loads may span 32 bytes from a run's first tap: slack after the copy.
+  // Masked stride-2 loads may span 32 bytes from a run's first tap: slack after the copy
+  // (and before it for the AVX2 packer).
   uint8_t* padded = in_place ? nullptr
-                             : reinterpret_cast<uint8_t*>(scratch_floats(kScratchA, size_t((icg * Hp * Wp + 64) / 4 + 1)));
+                             : reinterpret_cast<uint8_t*>(scratch_floats(
+                                   kScratchA, size_t((icg * Hp * Wp + 2 * kQRunSlack + 64) / 4 + 1))) + kQRunSlack;
   const uint8_t add = std::is_same_v<TX, int8_t> ? 128 : 0;
   for (int64_t n = 0; n < s.batch; ++n)
     for (int64_t g = 0; g < s.group; ++g) {
       const TX* xg = x + (n * s.in_c + g * icg) * in_plane;
       if (in_place) {
-        conv_group_quads(s, reinterpret_cast<const uint8_t*>(xg), koff.data(), K, s.in_w, pw, ep, zp_term, n, g, y, pool);
+        conv_group_quads(s, reinterpret_cast<const uint8_t*>(xg), koff.data(), K, s.in_w, pw, ep, zp_term, rest, n, g, y,
+                         pool);
         continue;
       }
       const int parts = threads_for(pool, double(icg * Hp * Wp), 1 << 18);
@@ -185,7 +191,7 @@ void conv_run_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32
           }
         }
       });
-      conv_group_quads(s, padded, koff.data(), K, Wp, pw, ep, zp_term, n, g, y, pool);
+      conv_group_quads(s, padded, koff.data(), K, Wp, pw, ep, zp_term, rest, n, g, y, pool);
     }
 }
 
@@ -243,8 +249,10 @@ void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) co
   const uint32_t* pw = packed_w_.data();
   if (quads_) {
     const QZpTerm zp_term{wq_zp_.empty() ? nullptr : wq_zp_.data(), nullptr, nullptr};
-    if (x_type_ == QType::U8) conv_run_quads(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, zp_term, y, pool);
-    else conv_run_quads(s, static_cast<const int8_t*>(x), xq_zp_, pw, *ep_, zp_term, y, pool);
+    const QQuadRest rest{rest_steps_.data(), rest_entries_.data()};
+    const QQuadRest* r = rest_steps_.empty() ? nullptr : &rest;
+    if (x_type_ == QType::U8) conv_run_quads(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, zp_term, r, y, pool);
+    else conv_run_quads(s, static_cast<const int8_t*>(x), xq_zp_, pw, *ep_, zp_term, r, y, pool);
     return;
   }
   if (x_type_ == QType::U8) conv_run(s, static_cast<const uint8_t*>(x), x_zp_, pw, *ep_, y, pool);

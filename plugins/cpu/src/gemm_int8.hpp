@@ -18,6 +18,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "qlinear.hpp"
@@ -157,11 +158,71 @@ QQuadColSumsFn q_quad_col_sums();
 using QPackQuadsFn = void (*)(const uint8_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t q0,
                               int64_t qc, uint32_t* dst);
 QPackQuadsFn q_pack_quads_generic();
-QPackQuadsFn q_pack_quads_active();  // AVX-512 BW when the dpbusd kernels run
+// AVX-512 BW (masked loads) when the dpbusd kernels run, AVX2 when the vpmaddubsw ones do:
+// that one may read (not use) up to kQRunSlack bytes before and after the taps it packs.
+QPackQuadsFn q_pack_quads_active();
+bool q_pack_quads_reads_slack();
+
+// ---- u8 x s8 quads on AVX2 (gemm_int8_u8s8_avx2.cpp), for QConv where VNNI is absent.
+// vpmaddubsw multiplies 32 u8 x s8 byte pairs and adds each pair into int16 with saturation;
+// vpmaddwd by ones widens the int16 to int32: 32 multiply-adds per instruction pair on two
+// pipes, twice the int16 pairs' vpmaddwd. A pair sum is exact while |w0| + |w1| <= 128
+// (255 * 128 < 32767), so the weights are split exactly, w = dense + rest: the packed A holds
+// the dense part, whose pairs all keep the bound, and every quad whose weights break it adds a
+// rest quad (the difference, within the bound too) from a sparse list per row. Convolution
+// weights quantized to the full int8 range put 2-6% of their quads (3x3 layers; 1x1: 13-25%)
+// in the rest, 7-bit (reduce_range) weights none.
+// dense + rest = w for one quad word of 4 s8 weights: a pair over the bound halves into both.
+inline void q_split_quad(uint32_t w, uint32_t& dense, uint32_t& rest) {
+  dense = rest = 0;
+  for (int p = 0; p < 2; ++p) {
+    const int32_t w0 = int8_t(w >> (16 * p)), w1 = int8_t(w >> (16 * p + 8));
+    const bool over = (w0 < 0 ? -w0 : w0) + (w1 < 0 ? -w1 : w1) > 128;
+    const int32_t d0 = over ? w0 / 2 : w0, d1 = over ? w1 / 2 : w1;  // |w / 2| <= 64, |w - w / 2| <= 64
+    dense |= (uint32_t(uint8_t(d0)) | uint32_t(uint8_t(d1)) << 8) << (16 * p);
+    rest |= (uint32_t(uint8_t(w0 - d0)) | uint32_t(uint8_t(w1 - d1)) << 8) << (16 * p);
+  }
+}
+// K blocks of q_gemm_rect: KP words in blocks of q_k_block(KP) (the last one shorter), at
+// most kQKC each, as equal as they divide.
+inline int64_t q_k_block(int64_t KP) {
+  const int64_t blocks = std::max<int64_t>(1, (KP + kQKC - 1) / kQKC);
+  return std::max<int64_t>(1, (KP + blocks - 1) / blocks);
+}
+inline int64_t q_k_blocks(int64_t KP) { return std::max<int64_t>(1, (KP + q_k_block(KP) - 1) / q_k_block(KP)); }
+// The rest of a packed A, by tile and K block: steps[t * q_k_blocks(KP) + b] is the first step
+// of tile t's block b (steps[tiles * blocks]: the total). A step holds kQMR word pairs (quad
+// index, rest word), one per row of the tile; a row with fewer rest quads in the block than
+// the tile's busiest row fills its pairs with (the block's first quad, 0), which add nothing.
+struct QQuadRest {
+  const int32_t* steps = nullptr;
+  const uint32_t* entries = nullptr;
+};
+inline constexpr int64_t kQRestStep = 2 * kQMR;  // words per step
+// Splits the packed A (q_pack_a_quads' tiles, K taps) in place (q_split_quad) and returns the
+// rest as QQuadRest's steps and entries.
+void q_split_packed_quads(uint32_t* pa, int64_t M, int64_t K, std::vector<int32_t>& steps,
+                          std::vector<uint32_t>& entries);
+// Whether the split quads beat the int16 pairs with `rest_steps` steps of rest on top of
+// `dense_steps` (per tile, summed). nxrt_cpu_int8_bench's micro-kernel line on Zen 3: a
+// dense quad step costs 0.82 of two pair steps and a rest step 1.2 dense ones, so they break
+// even near 19% rest; 15% keeps a margin for the packing.
+inline bool q_split_pays(int64_t rest_steps, int64_t dense_steps) { return 100 * rest_steps <= 15 * dense_steps; }
+// acc = (load ? acc : 0) + kcq quads of A tile x B slice (u8 B, s8 A, stride kQMR / kQNR)
+// + `steps` steps of rest at `rest` (quad index q reads slice row q - k0).
+using QTileRestFn = void (*)(int64_t kcq, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load,
+                             const uint32_t* rest, int64_t steps, int64_t k0);
+QTileRestFn q_tile_quads_avx2();  // null unless AVX2 runs and the VNNI kernels do not
+QPackQuadsFn q_pack_quads_avx2();  // the same condition
+QQuadColSumsFn q_quad_col_sums_avx2();
+// QConv's path: the dpbusd quads, or these.
+inline bool q_conv_quads_available() { return q_tile_group_dpbusd(1, true) || q_tile_quads_avx2(); }
 
 QTileFn q_tile_active();  // from active_isa()
 QStoreFn q_store_active();
 // "avx512vnni-u8s8-18x16" (vpdpbusd quads), "avx512vnni-18x16", "avx2-6x16" or "generic"
+// QConv's with q_conv_quads_available() (else q_kernel_name()'s).
+const char* q_conv_kernel_name();
 const char* q_kernel_name();
 
 // One rectangle of C = A B: rows [row0, row1) of A (any rows: tiles are clipped to it) x
@@ -172,10 +233,13 @@ const char* q_kernel_name();
 template <typename BSlice, typename YAt>
 void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32_t* pa, int64_t p0, int64_t p1,
                  BSlice&& b_slice, const QEpilogue& ep, bool by_row, YAt&& y_at, int64_t ldy, void* y,
-                 int quads = 0, const QZpTerm& zp_term = {}) {
+                 int quads = 0, const QZpTerm& zp_term = {}, const QQuadRest* rest = nullptr) {
   // quads: 0 the int16 pairs; 1 u8 x s8 quads with A signed; 2 with B signed (KP counts quads).
+  // With A signed and no VNNI: the AVX2 vpmaddubsw tiles, A split with `rest` (q_split_packed_quads).
   const QTileFn tile = q_tile_active();
   const QTileGroupFn group = quads ? q_tile_group_dpbusd(kQTileGroup, quads == 1) : q_tile_group_active(kQTileGroup);
+  const QTileRestFn tile_rest = quads == 1 && !group ? q_tile_quads_avx2() : nullptr;
+  if (quads && !group && !(tile_rest && rest)) throw std::logic_error("q_gemm_rect: no kernel for these quads");
   const QStoreFn store = q_store_active();
   const int64_t t0 = row0 / kQMR, t1 = (row1 + kQMR - 1) / kQMR;
   if (t0 >= t1 || p0 >= p1) return;
@@ -188,7 +252,7 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
   for (int64_t g0 = p0; g0 < p1; g0 += kQNcPanels) {
     const int64_t g1 = std::min(p1, g0 + kQNcPanels);
     // K blocks of equal size (at most kQKC pairs): no short last block reloading the accumulators.
-    const int64_t kblocks = std::max<int64_t>(1, (KP + kQKC - 1) / kQKC), kcb = (KP + kblocks - 1) / kblocks;
+    const int64_t kcb = q_k_block(KP), kblocks = q_k_blocks(KP);
     for (int64_t k0 = 0; k0 < KP || k0 == 0; k0 += kcb) {
       const int64_t kc = std::min(kcb, KP - k0);
       const bool first = k0 == 0, final = k0 + kcb >= KP;
@@ -229,7 +293,13 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
           }
         for (; t < t1; ++t) {
           int32_t* acc = acc_of(t);
-          tile(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first);
+          if (tile_rest) {
+            const int32_t* st = rest->steps + t * kblocks + k0 / kcb;
+            tile_rest(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first, rest->entries + int64_t(st[0]) * kQRestStep,
+                      st[1] - st[0], k0);
+          } else {
+            tile(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first);
+          }
           if (final) store_tile(t, acc);
         }
       }

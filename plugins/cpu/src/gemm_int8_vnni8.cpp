@@ -231,8 +231,17 @@ QTileGroupFn q_tile_group_dpbusd(int nt, bool a_signed) {
   return has_vnni() ? by_count[a_signed][nt] : nullptr;
 }
 
-QPackQuadsFn q_pack_quads_active() { return has_vnni() ? &pack_quads_avx512 : &pack_quads_generic; }
-QQuadColSumsFn q_quad_col_sums() { return has_vnni() ? &quad_col_sums_vnni : &quad_col_sums_generic; }
+QPackQuadsFn q_pack_quads_active() {
+  if (has_vnni()) return &pack_quads_avx512;
+  const QPackQuadsFn f = q_pack_quads_avx2();
+  return f ? f : &pack_quads_generic;
+}
+bool q_pack_quads_reads_slack() { return !has_vnni() && q_pack_quads_avx2(); }
+QQuadColSumsFn q_quad_col_sums() {
+  if (has_vnni()) return &quad_col_sums_vnni;
+  const QQuadColSumsFn f = q_quad_col_sums_avx2();
+  return f ? f : &quad_col_sums_generic;
+}
 
 }  // namespace nxrt::cpu
 
@@ -240,6 +249,7 @@ QQuadColSumsFn q_quad_col_sums() { return has_vnni() ? &quad_col_sums_vnni : &qu
 namespace nxrt::cpu {
 QTileGroupFn q_tile_group_dpbusd(int, bool) { return nullptr; }
 QPackQuadsFn q_pack_quads_active() { return q_pack_quads_generic(); }
+bool q_pack_quads_reads_slack() { return false; }
 QQuadColSumsFn q_quad_col_sums() { return &quad_col_sums_generic; }
 }  // namespace nxrt::cpu
 #endif

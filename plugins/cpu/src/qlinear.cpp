@@ -71,6 +71,13 @@ std::span<const uint32_t> packed_words(QPackedStore* store, const char* name, si
   return dst;
 }
 
+// One int made by `make`: in the store when there is one (an import reads it from there).
+template <typename Make>
+int32_t packed_int(QPackedStore* store, const char* name, Make&& make) {
+  if (!store) return make();
+  return store->ints(name, 1, [&](std::span<int32_t> d) { d[0] = make(); })[0];
+}
+
 // The per-channel correction of the u8 x s8 path (q_fold_quad_correction) folded into ep.bias,
 // through the store when there is one (then `wq` is not read on import).
 template <typename WQ>
@@ -89,7 +96,7 @@ void corrected_bias(QPackedStore* store, QEpilogue& ep, int32_t x_zp, const std:
 }
 
 // What the packed buffers were made for (a store holding others refuses them).
-void declare(QPackedStore* store, bool quads, int64_t channels, int64_t K, int32_t x_zp, QType x_type, QType w_type) {
+void declare(QPackedStore* store, int quads, int64_t channels, int64_t K, int32_t x_zp, QType x_type, QType w_type) {
   if (!store) return;
   store->param("q_quads", quads);
   store->param("q_channels", channels);
@@ -112,16 +119,35 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
   ep_ = std::make_unique<QEpilogue>(q_epilogue(out_, oc_));
   const int32_t w_add = w_type == QType::U8 ? -128 : 0;
   xq_zp_ = x_zp + (x_type == QType::S8 ? 128 : 0);
-  quads_ = q_tile_group_dpbusd(1, true) && xq_zp_ >= 0 && xq_zp_ <= 255 &&
-           std::all_of(w_zp.begin(), w_zp.end(), [&](int32_t z) { return z + w_add >= -128 && z + w_add <= 127; });
-  declare(store, quads_, oc_, k_, x_zp, x_type, w_type);
+  const bool zp_ok = xq_zp_ >= 0 && xq_zp_ <= 255 &&
+                     std::all_of(w_zp.begin(), w_zp.end(), [&](int32_t z) { return z + w_add >= -128 && z + w_add <= 127; });
+  const bool vnni = zp_ok && q_tile_group_dpbusd(1, true);
+  const bool avx2 = zp_ok && !vnni && q_tile_quads_avx2();  // the split quads, where they pay
+  declare(store, vnni ? 1 : avx2 ? 2 : 0, oc_, k_, x_zp, x_type, w_type);
+  auto pack_quads = [&](uint32_t* dst) {
+    if (w_type == QType::U8) q_pack_a_quads(static_cast<const uint8_t*>(w), k_, w_add, oc_, k_, dst);
+    else q_pack_a_quads(static_cast<const int8_t*>(w), k_, w_add, oc_, k_, dst);
+  };
+  const size_t quad_words = size_t(q_tiles(oc_) * kQMR * q_quads(k_));
+  std::vector<uint32_t> dense, entries;
+  std::vector<int32_t> steps;
+  quads_ = vnni;
+  if (avx2) {  // the choice is derived from the weights, so it is stored: an import does not read them
+    quads_ = packed_int(store, "q_split_quads", [&] {
+      dense.resize(quad_words);
+      pack_quads(dense.data());
+      q_split_packed_quads(dense.data(), oc_, k_, steps, entries);
+      return q_split_pays(steps.back(), q_tiles(oc_) * q_quads(k_)) ? 1 : 0;
+    }) != 0;
+  }
   if (quads_) {
     if (std::any_of(w_zp.begin(), w_zp.end(), [&](int32_t z) { return z + w_add != 0; }))
       for (int32_t z : w_zp) wq_zp_.push_back(z + w_add);
-    packed_w_ = packed_words(store, "packed_w", size_t(q_tiles(oc_) * kQMR * q_quads(k_)), own_, [&](std::span<uint32_t> dst) {
-      if (w_type == QType::U8) q_pack_a_quads(static_cast<const uint8_t*>(w), k_, w_add, oc_, k_, dst.data());
-      else q_pack_a_quads(static_cast<const int8_t*>(w), k_, w_add, oc_, k_, dst.data());
+    packed_w_ = packed_words(store, "packed_w", quad_words, own_, [&](std::span<uint32_t> dst) {
+      if (avx2) std::copy(dense.begin(), dense.end(), dst.begin());
+      else pack_quads(dst.data());
     });
+    if (avx2) keep_rest(store, std::move(steps), std::move(entries));
     corrected_bias(store, *ep_, xq_zp_, wq_zp_, oc_, [&](int64_t c, int64_t k) {
       return w_type == QType::U8 ? int32_t(static_cast<const uint8_t*>(w)[c * k_ + k]) + w_add
                                  : int32_t(static_cast<const int8_t*>(w)[c * k_ + k]);
@@ -135,6 +161,30 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
 }
 QConv::~QConv() = default;
 
+void QConv::keep_rest(QPackedStore* store, std::vector<int32_t> steps, std::vector<uint32_t> entries) {
+  const int64_t KQ = q_quads(k_), kcb = q_k_block(KQ), blocks = q_k_blocks(KQ), cells = q_tiles(oc_) * blocks;
+  if (!store) {
+    rest_steps_own_ = std::move(steps);
+    rest_entries_own_ = std::move(entries);
+    rest_steps_ = rest_steps_own_;
+    rest_entries_ = rest_entries_own_;
+    return;
+  }
+  // On import the fills do not run: the entry count is the imported steps' last value, and
+  // what the kernel will index is checked, so a damaged blob is an error, not a wild read.
+  rest_steps_ = store->ints("rest_steps", size_t(cells + 1), [&](std::span<int32_t> d) { std::copy(steps.begin(), steps.end(), d.begin()); });
+  const int64_t n = rest_steps_[size_t(cells)];
+  rest_entries_ = store->words("rest_entries", size_t(std::max<int64_t>(0, n)) * size_t(kQRestStep),
+                               [&](std::span<uint32_t> d) { std::copy(entries.begin(), entries.end(), d.begin()); });
+  for (int64_t c = 0; c < cells; ++c) {
+    const int64_t s0 = rest_steps_[size_t(c)], s1 = rest_steps_[size_t(c + 1)], q0 = (c % blocks) * kcb;
+    if (s0 < 0 || s0 > s1 || s1 > n) throw std::invalid_argument("QConv: the stored rest of the split weights is not ordered");
+    for (int64_t e = s0 * kQRestStep; e < s1 * kQRestStep; e += 2)
+      if (int64_t(rest_entries_[size_t(e)]) < q0 || int64_t(rest_entries_[size_t(e)]) >= std::min(KQ, q0 + kcb))
+        throw std::invalid_argument("QConv: the stored rest of the split weights reads outside its K block");
+  }
+}
+
 QMatMul::QMatMul(QType a_type, int32_t a_zp, QType b_type, const void* b, int64_t K, int64_t N, std::vector<int32_t> b_zp,
                  QOutput out, QPackedStore* store)
     : a_type_(a_type), b_type_(b_type), a_zp_(a_zp), K_(K), N_(N), out_(std::move(out)) {
@@ -146,7 +196,7 @@ QMatMul::QMatMul(QType a_type, int32_t a_zp, QType b_type, const void* b, int64_
   aq_zp_ = a_zp + (a_type == QType::S8 ? 128 : 0);
   quads_ = q_tile_group_dpbusd(1, false) && aq_zp_ >= 0 && aq_zp_ <= 255 &&
            std::all_of(b_zp.begin(), b_zp.end(), [&](int32_t z) { return z + b_add >= -128 && z + b_add <= 127; });
-  declare(store, quads_, N, K, a_zp, a_type, b_type);
+  declare(store, quads_ ? 1 : 0, N, K, a_zp, a_type, b_type);
   if (quads_) {
     if (std::any_of(b_zp.begin(), b_zp.end(), [&](int32_t z) { return z + b_add != 0; }))
       for (int32_t z : b_zp) bq_zp_.push_back(z + b_add);

@@ -433,6 +433,27 @@ TEST_CASE("8-bit kernels round-trip their packed weights: QDQ Conv and MatMul gr
     m.output(y);
     round_trip(m, 1, wq);
   }
+  SUBCASE("DequantizeLinear -> Conv -> QuantizeLinear, weights as trained convs have them") {
+    // Bell-shaped over the int8 range: on AVX2 without VNNI the split quads take them, so their
+    // choice and rest (q_split_quads, rest_steps, rest_entries) go through the blob too.
+    std::mt19937 rng(28);
+    std::normal_distribution<double> bell(0.0, 30.0);
+    std::vector<uint8_t> wb(32 * 64 * 9);
+    for (auto& v : wb) v = uint8_t(int8_t(std::clamp(int(std::lround(bell(rng))), -128, 127)));
+    Model m;
+    auto* xq = m.typed_input("Xq", NXRT_DTYPE_UINT8, {1, 64, 7, 7}, random_bytes(64 * 49, 29));
+    auto* wq = m.typed_constant("Wq", NXRT_DTYPE_INT8, {32, 64, 3, 3}, wb);
+    auto* x = m.value("X", {1, 64, 7, 7});
+    auto* w = m.value("W", {32, 64, 3, 3});
+    auto* c = m.value("C", {1, 32, 7, 7});
+    auto* y = m.value("Y", {1, 32, 7, 7}, NXRT_DTYPE_UINT8);
+    m.gb.node("DequantizeLinear", "", {xq, m.scalar("x_scale", NXRT_DTYPE_FLOAT32, 0.02f), m.scalar("x_zp", NXRT_DTYPE_UINT8, uint8_t(7))}, {x});
+    m.gb.node("DequantizeLinear", "", {wq, m.scalar("w_scale", NXRT_DTYPE_FLOAT32, 0.003f), m.scalar("w_zp", NXRT_DTYPE_INT8, int8_t(0))}, {w});
+    m.gb.node("Conv", "", {x, w}, {c}, {attr_ints("pads", {1, 1, 1, 1})});
+    m.gb.node("QuantizeLinear", "", {c, m.scalar("y_scale", NXRT_DTYPE_FLOAT32, 0.5f), m.scalar("y_zp", NXRT_DTYPE_UINT8, uint8_t(128))}, {y});
+    m.output(y);
+    round_trip(m, 1, wq);
+  }
   SUBCASE("DequantizeLinear -> MatMul -> QuantizeLinear") {
     Model m;
     auto* aq = m.typed_input("Aq", NXRT_DTYPE_UINT8, {5, 40}, random_bytes(200, 22));

@@ -4,6 +4,8 @@
 // clamps and extreme values, with and without threads.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -29,6 +31,22 @@ std::vector<uint8_t> data8(QType t, size_t n, std::mt19937& g) {
   for (auto& e : v) {
     const int p = pick(g);
     e = p == 0 ? uint8_t(t == QType::U8 ? 0 : 0x80) : p == 1 ? uint8_t(t == QType::U8 ? 255 : 0x7f) : uint8_t(d(g));
+  }
+  return v;
+}
+
+// 8-bit weights as trained convs have them, per-channel quantized to the full range: a bell
+// around the middle of the type (std 37 of 127), 1% at its extremes. On AVX2 the split quads
+// run on these (a rest in some quads), while data8's third at the extremes keeps the pairs.
+std::vector<uint8_t> bell8(QType t, size_t n, std::mt19937& g) {
+  std::vector<uint8_t> v(n);
+  std::normal_distribution<double> d(0.0, 37.0);
+  std::uniform_int_distribution<int> pick(0, 199);
+  const int mid = t == QType::U8 ? 128 : 0;
+  for (auto& e : v) {
+    const int p = pick(g);
+    const int s = p == 0 ? -128 : p == 1 ? 127 : std::clamp(int(std::lround(d(g))), -128, 127);
+    e = uint8_t(s + mid);
   }
   return v;
 }
@@ -328,22 +346,31 @@ TEST_CASE("QConv / QMatMul with q_scale equal the FLOAT32 output + quantize_line
     }
 }
 
-// The u8 x s8 path (vpdpbusd on quads of k; x_zp' * sum w' folded into the bias, the weights'
-// zero points times the sums of x applied per tile): taken whenever VNNI runs and x's zero
-// point fits uint8 after the shift (x_zp + 128 for int8 x); else the int16 pairs. Both give the
-// reference's bytes. Symmetric weights (w_zp 0 for int8, 128 for uint8) skip the per-tile term.
+// The u8 x s8 path (quads of k; x_zp' * sum w' folded into the bias, the weights' zero points
+// times the sums of x applied per tile): taken whenever VNNI runs (vpdpbusd) and x's zero
+// point fits uint8 after the shift (x_zp + 128 for int8 x), and for QConv on AVX2 (vpmaddubsw
+// on the split weights) where the rest pays; else the int16 pairs. All give the reference's
+// bytes. Symmetric weights (w_zp 0 for int8, 128 for uint8) skip the per-tile term.
 TEST_CASE("QConv / QMatMul u8 x s8 quads: every x / w type and zero point, K % 4 != 0") {
   std::mt19937 g(23);
   ThreadPool pool(2);
-  const bool vnni = q_tile_group_dpbusd(1, true) != nullptr;
-  int n = 0;
+  const bool vnni = q_tile_group_dpbusd(1, true) != nullptr, conv_quads = q_conv_quads_available();
+  // VNNI takes the quads whenever the zero points allow; the AVX2 split only where its rest
+  // pays (q_split_pays: not on the smallest K), so count how often it ran, with a rest.
+  int n = 0, convs = 0, quad_convs = 0, rest_convs = 0;
+  auto took = [&](const QConv& q) {
+    ++convs;
+    quad_convs += q.uses_quads();
+    rest_convs += q.uses_quads() && q.rest_steps() > 0;
+    if (vnni || !conv_quads) CHECK(q.uses_quads() == vnni);
+  };
   for (const ConvCase& c : kConvCases) {
     const ConvShape s = shape_of(c);
     for (QType xt : {QType::U8, QType::S8})
       for (QType wt : {QType::U8, QType::S8})
         for (QType ot : {QType::I32, QType::U8}) {
           const auto x = data8(xt, size_t(s.batch * s.in_c * s.in_h * s.in_w), g);
-          const auto w = data8(wt, size_t(s.out_c * s.gemm_k()), g);
+          const auto w = bell8(wt, size_t(s.out_c * s.gemm_k()), g);
           const int32_t x_zp = zp_of(xt, g), w_sym = wt == QType::U8 ? 128 : 0;
           for (bool skew : {false, true}) {  // skew: one channel's zero point off by one, or random ones
             std::vector<int32_t> w_zp(size_t(s.out_c), w_sym);
@@ -353,7 +380,7 @@ TEST_CASE("QConv / QMatMul u8 x s8 quads: every x / w type and zero point, K % 4
             const QOutput o = make_output(ot, s.out_c, g);
             const auto want = conv_reference(s, xt, x, x_zp, wt, w, w_zp, o);
             const QConv q(xt, x_zp, wt, w.data(), int64_t(w.size()), w_zp, o);
-            CHECK(q.uses_quads() == vnni);
+            took(q);
             for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
               std::vector<uint8_t> got(want.size(), 0xcd);
               q.run(s, x.data(), got.data(), p);
@@ -370,17 +397,22 @@ TEST_CASE("QConv / QMatMul u8 x s8 quads: every x / w type and zero point, K % 4
   for (QType xt : {QType::U8, QType::S8})
     for (int32_t x_zp : {xt == QType::U8 ? 0 : -128, xt == QType::U8 ? 255 : 127}) {
       const auto x = data8(xt, size_t(stem.in_c * stem.in_h * stem.in_w), g);
-      const auto w = data8(QType::S8, size_t(stem.out_c * stem.gemm_k()), g);
+      const auto w = bell8(QType::S8, size_t(stem.out_c * stem.gemm_k()), g);
       const std::vector<int32_t> w_zp(size_t(stem.out_c), 0);
       const QOutput o = make_output(QType::U8, stem.out_c, g);
       const auto want = conv_reference(stem, xt, x, x_zp, QType::S8, w, w_zp, o);
       const QConv q(xt, x_zp, QType::S8, w.data(), int64_t(w.size()), w_zp, o);
-      CHECK(q.uses_quads() == vnni);
+      took(q);
       std::vector<uint8_t> got(want.size(), 0xcd);
       q.run(stem, x.data(), got.data(), &pool);
       INFO(tname(xt), " x_zp ", x_zp);
       CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
     }
+  if (conv_quads && !vnni) {  // the AVX2 split ran on most shapes, mostly with a rest to add
+    INFO(quad_convs, " of ", convs, " convs on the split quads, ", rest_convs, " with a rest");
+    CHECK(quad_convs * 2 >= convs);
+    CHECK(rest_convs * 2 >= quad_convs);
+  }
   // QMatMul, K = 1 .. 9 and around the K blocks (1024 k per block of quads).
   const int64_t shapes[][3] = {{1, 1, 1}, {5, 7, 2},   {6, 16, 3},    {7, 17, 5},    {13, 48, 6},
                                {2, 3, 7}, {19, 33, 9}, {64, 40, 1023}, {30, 100, 1025}, {128, 50, 2050}};
@@ -480,4 +512,58 @@ TEST_CASE("pack_runs: AVX2 and AVX-512 equal the generic packer word for word") 
       CHECK(std::memcmp(got, want.data(), want.size() * sizeof(uint32_t)) == 0);
     }
   }
+}
+
+// The AVX2 quad packer (whole-vector loads into kQRunSlack bytes around the source, blended per
+// run) against the generic one: runs at stride 1 and 2, short panels, K % 4 != 0, taps at both
+// ends of the source.
+TEST_CASE("pack_quads: AVX2 equals the generic packer word for word") {
+  const QPackQuadsFn avx2 = q_pack_quads_avx2();
+  if (!avx2) return;  // VNNI's masked packer runs instead, or no AVX2
+  std::mt19937 g(43);
+  const int64_t len = 300;
+  std::vector<uint8_t> buf(size_t(len + 2 * kQRunSlack));
+  for (auto& v : buf) v = uint8_t(g());
+  const uint8_t* base = buf.data() + kQRunSlack;
+  for (int trial = 0; trial < 300; ++trial) {
+    QPanelRuns runs;
+    runs.stride = 1 + int(g() % 2);
+    const int cols = trial % 3 == 0 ? 1 + int(g() % kQNR) : int(kQNR);
+    for (int j = 0; j < cols;) {
+      const int n = 1 + int(g() % (cols - j));
+      runs.col[runs.n] = j;
+      runs.off[runs.n++] = int64_t(g() % uint32_t(len / 2 - n * runs.stride));
+      j += n;
+    }
+    runs.col[runs.n] = cols;
+    const int64_t K = 1 + int64_t(g() % 11);
+    std::vector<int64_t> koff(static_cast<size_t>(K));
+    for (auto& o : koff) o = int64_t(g() % uint32_t(len / 2 + 1));
+    koff[0] = 0;
+    if (K > 1) koff[size_t(K - 1)] = len / 2 - 1;
+    const int64_t kq = q_quads(K);
+    std::vector<uint32_t> want(size_t(kq * kQNR), 7u);
+    q_pack_quads_generic()(base, koff.data(), K, runs, 0, kq, want.data());
+    alignas(64) uint32_t got[3 * kQNR];
+    std::fill(got, got + 3 * kQNR, 9u);
+    avx2(base, koff.data(), K, runs, 0, kq, got);
+    INFO("trial ", trial, ": stride ", runs.stride, ", ", runs.n, " runs, ", cols, " columns, K ", K);
+    CHECK(std::memcmp(got, want.data(), want.size() * sizeof(uint32_t)) == 0);
+  }
+}
+
+// The split itself: dense + rest = w byte for byte, both parts within the exact bound.
+TEST_CASE("q_split_quad: dense + rest = w, |w0| + |w1| <= 128 in both") {
+  for (int a = -128; a < 128; ++a)
+    for (int b = -128; b < 128; ++b) {
+      const uint32_t w = uint32_t(uint8_t(a)) | uint32_t(uint8_t(b)) << 8 | uint32_t(uint8_t(b)) << 16 | uint32_t(uint8_t(a)) << 24;
+      uint32_t dense, rest;
+      q_split_quad(w, dense, rest);
+      for (int byte = 0; byte < 4; ++byte)
+        REQUIRE(int8_t(dense >> (8 * byte)) + int8_t(rest >> (8 * byte)) == int8_t(w >> (8 * byte)));
+      for (uint32_t part : {dense, rest})
+        for (int p = 0; p < 2; ++p)
+          REQUIRE(std::abs(int(int8_t(part >> (16 * p)))) + std::abs(int(int8_t(part >> (16 * p + 8)))) <= 128);
+      REQUIRE((rest == 0) == (std::abs(a) + std::abs(b) <= 128));
+    }
 }
