@@ -178,10 +178,10 @@ void QConv::keep_rest(QPackedStore* store, std::vector<int32_t> steps, std::vect
                                [&](std::span<uint32_t> d) { std::copy(entries.begin(), entries.end(), d.begin()); });
   for (int64_t c = 0; c < cells; ++c) {
     const int64_t s0 = rest_steps_[size_t(c)], s1 = rest_steps_[size_t(c + 1)], q0 = (c % blocks) * kcb;
-    if (s0 < 0 || s0 > s1 || s1 > n) throw std::invalid_argument("QConv: the stored rest of the split weights is not ordered");
+    if (s0 < 0 || s0 > s1 || s1 > n) store->corrupt("QConv: the stored rest of the split weights is not ordered");
     for (int64_t e = s0 * kQRestStep; e < s1 * kQRestStep; e += 2)
       if (int64_t(rest_entries_[size_t(e)]) < q0 || int64_t(rest_entries_[size_t(e)]) >= std::min(KQ, q0 + kcb))
-        throw std::invalid_argument("QConv: the stored rest of the split weights reads outside its K block");
+        store->corrupt("QConv: the stored rest of the split weights reads outside its K block");
   }
 }
 

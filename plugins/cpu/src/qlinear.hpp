@@ -20,6 +20,7 @@
 #include <limits>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "conv.hpp"
@@ -55,6 +56,9 @@ class QPackedStore {
   virtual void param(const char* name, int64_t value) = 0;
   virtual std::span<const uint32_t> words(const char* name, size_t count, const std::function<void(std::span<uint32_t>)>& fill) = 0;
   virtual std::span<const int32_t> ints(const char* name, size_t count, const std::function<void(std::span<int32_t>)>& fill) = 0;
+  // Buffers handed back that the kernel cannot use (values it would index by out of range):
+  // throws; the plugin's store makes it the blob's rejection, so the kernel is made again.
+  [[noreturn]] virtual void corrupt(const std::string& reason) = 0;
 };
 
 // y = conv(x - x_zp, w - w_zp[oc]) through `out`; x [N][C][H][W] (1-D: H = 1) of x_type

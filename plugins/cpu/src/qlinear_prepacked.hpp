@@ -20,6 +20,9 @@ class PrepackedQStore final : public QPackedStore {
                                 const std::function<void(std::span<int32_t>)>& fill) override {
     return pp_.buffer<int32_t>(name, count, fill);
   }
+  [[noreturn]] void corrupt(const std::string& reason) override {
+    throw sdk::BlobRejected{NXRT_CACHE_UNSUPPORTED, "corrupt blob: " + reason};
+  }
 
  private:
   sdk::Prepacked& pp_;

@@ -409,6 +409,28 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
   return b;
 }
 
+// DequantizeLinear -> Conv -> QuantizeLinear with int8 weights bell-shaped over their range, as
+// trained convs have them: on AVX2 without VNNI the split quads take them, so their choice and
+// rest (q_split_quads, rest_steps, rest_entries) go through the blob too. Returns the weights.
+const nxrt_value* build_trained_conv(Model& m) {
+  std::mt19937 rng(28);
+  std::normal_distribution<double> bell(0.0, 30.0);
+  std::vector<uint8_t> wb(32 * 64 * 9);
+  for (auto& v : wb) v = uint8_t(int8_t(std::clamp(int(std::lround(bell(rng))), -128, 127)));
+  auto* xq = m.typed_input("Xq", NXRT_DTYPE_UINT8, {1, 64, 7, 7}, random_bytes(64 * 49, 29));
+  auto* wq = m.typed_constant("Wq", NXRT_DTYPE_INT8, {32, 64, 3, 3}, wb);
+  auto* x = m.value("X", {1, 64, 7, 7});
+  auto* w = m.value("W", {32, 64, 3, 3});
+  auto* c = m.value("C", {1, 32, 7, 7});
+  auto* y = m.value("Y", {1, 32, 7, 7}, NXRT_DTYPE_UINT8);
+  m.gb.node("DequantizeLinear", "", {xq, m.scalar("x_scale", NXRT_DTYPE_FLOAT32, 0.02f), m.scalar("x_zp", NXRT_DTYPE_UINT8, uint8_t(7))}, {x});
+  m.gb.node("DequantizeLinear", "", {wq, m.scalar("w_scale", NXRT_DTYPE_FLOAT32, 0.003f), m.scalar("w_zp", NXRT_DTYPE_INT8, int8_t(0))}, {w});
+  m.gb.node("Conv", "", {x, w}, {c}, {attr_ints("pads", {1, 1, 1, 1})});
+  m.gb.node("QuantizeLinear", "", {c, m.scalar("y_scale", NXRT_DTYPE_FLOAT32, 0.5f), m.scalar("y_zp", NXRT_DTYPE_UINT8, uint8_t(128))}, {y});
+  m.output(y);
+  return wq;
+}
+
 TEST_CASE("8-bit kernels round-trip their packed weights: QDQ Conv and MatMul groups, QLinearConv, MatMulInteger") {
   SUBCASE("DequantizeLinear -> Conv -> Relu -> QuantizeLinear, per-channel int8 weights") {
     Model m;
@@ -434,25 +456,8 @@ TEST_CASE("8-bit kernels round-trip their packed weights: QDQ Conv and MatMul gr
     round_trip(m, 1, wq);
   }
   SUBCASE("DequantizeLinear -> Conv -> QuantizeLinear, weights as trained convs have them") {
-    // Bell-shaped over the int8 range: on AVX2 without VNNI the split quads take them, so their
-    // choice and rest (q_split_quads, rest_steps, rest_entries) go through the blob too.
-    std::mt19937 rng(28);
-    std::normal_distribution<double> bell(0.0, 30.0);
-    std::vector<uint8_t> wb(32 * 64 * 9);
-    for (auto& v : wb) v = uint8_t(int8_t(std::clamp(int(std::lround(bell(rng))), -128, 127)));
     Model m;
-    auto* xq = m.typed_input("Xq", NXRT_DTYPE_UINT8, {1, 64, 7, 7}, random_bytes(64 * 49, 29));
-    auto* wq = m.typed_constant("Wq", NXRT_DTYPE_INT8, {32, 64, 3, 3}, wb);
-    auto* x = m.value("X", {1, 64, 7, 7});
-    auto* w = m.value("W", {32, 64, 3, 3});
-    auto* c = m.value("C", {1, 32, 7, 7});
-    auto* y = m.value("Y", {1, 32, 7, 7}, NXRT_DTYPE_UINT8);
-    m.gb.node("DequantizeLinear", "", {xq, m.scalar("x_scale", NXRT_DTYPE_FLOAT32, 0.02f), m.scalar("x_zp", NXRT_DTYPE_UINT8, uint8_t(7))}, {x});
-    m.gb.node("DequantizeLinear", "", {wq, m.scalar("w_scale", NXRT_DTYPE_FLOAT32, 0.003f), m.scalar("w_zp", NXRT_DTYPE_INT8, int8_t(0))}, {w});
-    m.gb.node("Conv", "", {x, w}, {c}, {attr_ints("pads", {1, 1, 1, 1})});
-    m.gb.node("QuantizeLinear", "", {c, m.scalar("y_scale", NXRT_DTYPE_FLOAT32, 0.5f), m.scalar("y_zp", NXRT_DTYPE_UINT8, uint8_t(128))}, {y});
-    m.output(y);
-    round_trip(m, 1, wq);
+    round_trip(m, 1, build_trained_conv(m));
   }
   SUBCASE("DequantizeLinear -> MatMul -> QuantizeLinear") {
     Model m;
@@ -725,4 +730,36 @@ TEST_CASE("importing a large Gemm does no packing (times printed, not asserted: 
     REQUIRE(imp.kernel);
   }
   MESSAGE("Gemm 1024x2048: kernel_create " << create_s * 1e3 << " ms, kernel_import " << import_s * 1e3 << " ms");
+}
+
+// A blob whose rest entries were changed after export (the buffers are the host's to checksum,
+// the plugin does not read them at import otherwise) would make the split kernel read outside
+// its B slice: the import checks what the kernel will index and refuses the blob (UNSUPPORTED,
+// so the host makes the kernel again) with the reason.
+TEST_CASE("a split conv's blob with a rest entry outside its K block is refused, not run") {
+  Model m;
+  build_trained_conv(m);
+  auto in = open_instance();
+  auto claims = claims_of(*in, m);
+  REQUIRE(claims.size() == 1);
+  auto made = create(*in, m, claims[0]);
+  const auto good = export_blob(*in, made->k);
+  const std::string name = "rest_entries";
+  const auto at = std::search(good.begin(), good.end(), name.begin(), name.end());
+  if (at == good.end()) return;  // VNNI or the pairs on this CPU: no rest in the blob
+  // After the name: u32 element size, u32 0, u64 count, u64 offset.
+  uint64_t count = 0, offset = 0;
+  const size_t field = size_t(at - good.begin()) + name.size();
+  std::memcpy(&count, good.data() + field + 8, 8);
+  std::memcpy(&offset, good.data() + field + 16, 8);
+  REQUIRE(count > 0);
+  REQUIRE(offset + 4 <= good.size());
+  auto bad = good;
+  const uint32_t far = 1u << 30;  // the first entry's quad index
+  std::memcpy(bad.data() + offset, &far, 4);
+  Blob blob(bad);
+  auto imp = import_blob(*in, m, claims[0], blob.p, blob.n);
+  CHECK(imp.j.verdict == NXRT_CACHE_UNSUPPORTED);
+  INFO(imp.j.reason);
+  CHECK(std::string(imp.j.reason).find("outside its K block") != std::string::npos);
 }
