@@ -213,6 +213,13 @@ inline bool q_split_pays(int64_t rest_steps, int64_t dense_steps) { return 100 *
 using QTileRestFn = void (*)(int64_t kcq, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load,
                              const uint32_t* rest, int64_t steps, int64_t k0);
 QTileRestFn q_tile_quads_avx2();  // null unless AVX2 runs and the VNNI kernels do not
+// The same for a panel of at most kQNarrow columns (a conv's last, 7x7 planes: 1 of 16): the
+// tile's rows in the vector, one broadcast column per product pair, so the 16-column kernel's
+// empty columns cost nothing; acc columns [0, cols) only.
+constexpr int64_t kQNarrow = 4;
+using QTileRestNarrowFn = void (*)(int64_t kcq, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load,
+                                   const uint32_t* rest, int64_t steps, int64_t k0, int64_t cols);
+QTileRestNarrowFn q_tile_quads_narrow_avx2();  // the same condition
 QPackQuadsFn q_pack_quads_avx2();  // the same condition
 QQuadColSumsFn q_quad_col_sums_avx2();
 // QConv's path: the dpbusd quads, or these.
@@ -239,6 +246,7 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
   const QTileFn tile = q_tile_active();
   const QTileGroupFn group = quads ? q_tile_group_dpbusd(kQTileGroup, quads == 1) : q_tile_group_active(kQTileGroup);
   const QTileRestFn tile_rest = quads == 1 && !group ? q_tile_quads_avx2() : nullptr;
+  const QTileRestNarrowFn tile_narrow = tile_rest ? q_tile_quads_narrow_avx2() : nullptr;
   if (quads && !group && !(tile_rest && rest)) throw std::logic_error("q_gemm_rect: no kernel for these quads");
   const QStoreFn store = q_store_active();
   const int64_t t0 = row0 / kQMR, t1 = (row1 + kQMR - 1) / kQMR;
@@ -295,8 +303,9 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
           int32_t* acc = acc_of(t);
           if (tile_rest) {
             const int32_t* st = rest->steps + t * kblocks + k0 / kcb;
-            tile_rest(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first, rest->entries + int64_t(st[0]) * kQRestStep,
-                      st[1] - st[0], k0);
+            const uint32_t* re = rest->entries + int64_t(st[0]) * kQRestStep;
+            if (cols <= kQNarrow) tile_narrow(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first, re, st[1] - st[0], k0, cols);
+            else tile_rest(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first, re, st[1] - st[0], k0);
           } else {
             tile(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first);
           }

@@ -6,6 +6,7 @@
 
 #include "cpu_info.hpp"
 #include "gemm_int8.hpp"
+#include "simd.hpp"
 
 namespace nxrt::cpu {
 
@@ -102,6 +103,59 @@ NXRT_AVX2 void tile_quads_avx2(int64_t kcq, const uint32_t* a, const uint32_t* b
   rows_quads<2>(kcq, a + 4, b, acc + 4 * kQNR, load, rest + 8, steps, k0);
 }
 
+// NC columns of the slice against the tile: a vector holds the 6 rows' quads of one k quad
+// (lanes 6, 7 masked off), each column's quad of x broadcast. The rest: per step, the rows'
+// words and each row's x quad gathered by its own quad index.
+template <int NC>
+NXRT_AVX2 void narrow_quads(int64_t kcq, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load,
+                            const uint32_t* rest, int64_t steps, int64_t k0) {
+  static_assert(kQMR == 6);
+  const __m256i ones = _mm256_set1_epi16(1), rows = avx2_lane_mask(kQMR);
+  __m256i c[NC];
+  for (int j = 0; j < NC; ++j)
+    c[j] = load ? _mm256_setr_epi32(acc[j], acc[kQNR + j], acc[2 * kQNR + j], acc[3 * kQNR + j], acc[4 * kQNR + j],
+                                    acc[5 * kQNR + j], 0, 0)
+                : _mm256_setzero_si256();
+  const uint32_t* bk = b;
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kcq; ++k) {
+    const __m256i av = _mm256_maskload_epi32(reinterpret_cast<const int*>(a), rows);
+#pragma GCC unroll 4
+    for (int j = 0; j < NC; ++j)
+      c[j] = _mm256_add_epi32(c[j], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(int(bk[j])), av), ones));
+    a += kQMR;
+    bk += kQNR;
+  }
+  for (int64_t s = 0; s < steps; ++s, rest += kQRestStep) {
+    const __m256i av = _mm256_setr_epi32(int(rest[1]), int(rest[3]), int(rest[5]), int(rest[7]), int(rest[9]),
+                                         int(rest[11]), 0, 0);
+    const uint32_t* x[kQMR];
+    for (int m = 0; m < kQMR; ++m) x[m] = b + (int64_t(rest[2 * m]) - k0) * kQNR;
+#pragma GCC unroll 4
+    for (int j = 0; j < NC; ++j) {
+      const __m256i xv = _mm256_setr_epi32(int(x[0][j]), int(x[1][j]), int(x[2][j]), int(x[3][j]), int(x[4][j]),
+                                           int(x[5][j]), 0, 0);
+      c[j] = _mm256_add_epi32(c[j], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, av), ones));
+    }
+  }
+  alignas(32) int32_t out[8];
+  for (int j = 0; j < NC; ++j) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out), c[j]);
+    for (int m = 0; m < kQMR; ++m) acc[m * kQNR + j] = out[m];
+  }
+}
+
+NXRT_AVX2 void tile_quads_narrow_avx2(int64_t kcq, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load,
+                                      const uint32_t* rest, int64_t steps, int64_t k0, int64_t cols) {
+  static_assert(kQNarrow == 4);
+  switch (cols) {
+    case 1: narrow_quads<1>(kcq, a, b, acc, load, rest, steps, k0); break;
+    case 2: narrow_quads<2>(kcq, a, b, acc, load, rest, steps, k0); break;
+    case 3: narrow_quads<3>(kcq, a, b, acc, load, rest, steps, k0); break;
+    default: narrow_quads<4>(kcq, a, b, acc, load, rest, steps, k0); break;
+  }
+}
+
 // One tap row's 16 columns: 16 bytes at stride 1, or the even bytes of 32 at stride 2.
 template <bool S2>
 NXRT_AVX2 inline __m128i load16(const uint8_t* p) {
@@ -177,6 +231,7 @@ bool runs_avx2_quads() {
 }  // namespace
 
 QTileRestFn q_tile_quads_avx2() { return runs_avx2_quads() ? &tile_quads_avx2 : nullptr; }
+QTileRestNarrowFn q_tile_quads_narrow_avx2() { return runs_avx2_quads() ? &tile_quads_narrow_avx2 : nullptr; }
 QPackQuadsFn q_pack_quads_avx2() { return runs_avx2_quads() ? &pack_quads_avx2 : nullptr; }
 QQuadColSumsFn q_quad_col_sums_avx2() { return runs_avx2_quads() ? &quad_col_sums_avx2 : nullptr; }
 
@@ -185,6 +240,7 @@ QQuadColSumsFn q_quad_col_sums_avx2() { return runs_avx2_quads() ? &quad_col_sum
 #else
 namespace nxrt::cpu {
 QTileRestFn q_tile_quads_avx2() { return nullptr; }
+QTileRestNarrowFn q_tile_quads_narrow_avx2() { return nullptr; }
 QPackQuadsFn q_pack_quads_avx2() { return nullptr; }
 QQuadColSumsFn q_quad_col_sums_avx2() { return nullptr; }
 }  // namespace nxrt::cpu
