@@ -110,77 +110,106 @@ NXRT_AVX2 inline __m256d requant(__m256d d, __m256d zp, __m256d qlo, __m256d qhi
   return _mm256_min_pd(_mm256_max_pd(d, lo), hi);
 }
 
-// 8 accumulators (n valid) through the epilogue to y + at (elements).
-NXRT_AVX2 inline void store8(const QEpilogue& e, __m256i v, const Chan& ch, int64_t n, void* y, int64_t at) {
+// What the store does with an accumulator: the int32 (I32), the float output (F32), that
+// then quantized as QuantizeLinear (QF), or the integer requantization (Q8); a template
+// argument, so the store's loops test nothing per vector (y's char stores may alias the
+// epilogue, so its fields would be loaded and tested again after every store).
+enum class QMode { I32, F32, QF, Q8 };
+
+// The epilogue's per-tensor values, broadcast once per store.
+struct StoreConsts {
+  __m256 flo, fhi, q_scale, q_zp, q_lo, q_hi;
+  __m256d zp, qlo, qhi, lo, hi;
+  bool float_bias;
+};
+
+NXRT_AVX2 inline StoreConsts store_consts(const QEpilogue& e) {
+  const bool u8 = e.type == QType::U8;
+  StoreConsts k;
+  k.flo = _mm256_set1_ps(e.flo);
+  k.fhi = _mm256_set1_ps(e.fhi);
+  k.q_scale = _mm256_set1_ps(e.q_scale);
+  k.q_zp = _mm256_set1_ps(float(e.zero_point));
+  k.q_lo = _mm256_set1_ps(u8 ? 0.f : -128.f);
+  k.q_hi = _mm256_set1_ps(u8 ? 255.f : 127.f);
+  k.zp = _mm256_set1_pd(double(e.zero_point));
+  k.qlo = _mm256_set1_pd(u8 ? 0.0 : -128.0);
+  k.qhi = _mm256_set1_pd(u8 ? 255.0 : 127.0);
+  k.lo = _mm256_set1_pd(double(e.lo));
+  k.hi = _mm256_set1_pd(double(e.hi));
+  k.float_bias = !e.float_bias.empty();
+  return k;
+}
+
+// n (1..8) bytes of b's low 8 to yp.
+NXRT_AVX2 inline void store_bytes(__m128i b, int64_t n, char* yp) {
+  if (n == 8) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(yp), b);
+    return;
+  }
+  alignas(16) char tmp[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(tmp), b);
+  std::memcpy(yp, tmp, size_t(n));
+}
+
+// 8 accumulators (n valid) through the epilogue to y + at (elements); U8: y is uint8 (else int8).
+template <QMode M, bool U8>
+NXRT_AVX2 inline void store8(const StoreConsts& k, __m256i v, const Chan& ch, int64_t n, void* y, int64_t at) {
   v = _mm256_add_epi32(v, ch.bias);  // wraps like the scalar uint32 add
-  const __m256i mask = avx2_lane_mask(n);
-  if (e.type == QType::I32) {
+  if constexpr (M == QMode::I32) {
     int32_t* yp = static_cast<int32_t*>(y) + at;
     if (n == 8) _mm256_storeu_si256(reinterpret_cast<__m256i*>(yp), v);
-    else _mm256_maskstore_epi32(yp, mask, v);
+    else _mm256_maskstore_epi32(yp, avx2_lane_mask(n), v);
     return;
   }
   const __m256d dlo = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(v)), ch.scale_lo);
   const __m256d dhi = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(v, 1)), ch.scale_hi);
-  const bool u8 = e.type == QType::U8;
-  if (e.type == QType::F32 || e.q_scale > 0.f) {
+  if constexpr (M == QMode::F32 || M == QMode::QF) {
     __m256 f = _mm256_set_m128(_mm256_cvtpd_ps(dhi), _mm256_cvtpd_ps(dlo));
-    if (!e.float_bias.empty()) f = _mm256_add_ps(f, ch.fbias);
+    if (k.float_bias) f = _mm256_add_ps(f, ch.fbias);
     // std::min(std::max(f, lo), hi): max/min return the second operand on NaN, so NaN stays.
-    f = _mm256_min_ps(_mm256_set1_ps(e.fhi), _mm256_max_ps(_mm256_set1_ps(e.flo), f));
-    if (e.type == QType::F32) {
+    f = _mm256_min_ps(k.fhi, _mm256_max_ps(k.flo, f));
+    if constexpr (M == QMode::F32) {
       float* yp = static_cast<float*>(y) + at;
       if (n == 8) _mm256_storeu_ps(yp, f);
-      else _mm256_maskstore_ps(yp, mask, f);
+      else _mm256_maskstore_ps(yp, avx2_lane_mask(n), f);
+      return;
+    } else {
+      // QuantizeLinear as quantize_avx2.cpp: true division, nearest even, + zp, saturation (NaN: lowest).
+      __m256 r = _mm256_round_ps(_mm256_div_ps(f, k.q_scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      r = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(r, k.q_zp), k.q_lo), k.q_hi);
+      const __m256i q = _mm256_cvtps_epi32(r);
+      const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+      store_bytes(U8 ? _mm_packus_epi16(w, w) : _mm_packs_epi16(w, w), n, static_cast<char*>(y) + at);
       return;
     }
-    // QuantizeLinear as quantize_avx2.cpp: true division, nearest even, + zp, saturation (NaN: lowest).
-    __m256 r = _mm256_round_ps(_mm256_div_ps(f, _mm256_set1_ps(e.q_scale)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm256_add_ps(r, _mm256_set1_ps(float(e.zero_point)));
-    r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(u8 ? 0.f : -128.f)), _mm256_set1_ps(u8 ? 255.f : 127.f));
-    const __m256i q = _mm256_cvtps_epi32(r);
-    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-    const __m128i b = u8 ? _mm_packus_epi16(w, w) : _mm_packs_epi16(w, w);
-    char* yp = static_cast<char*>(y) + at;
-    if (n == 8) _mm_storel_epi64(reinterpret_cast<__m128i*>(yp), b);
-    else {
-      alignas(16) char tmp[16];
-      _mm_store_si128(reinterpret_cast<__m128i*>(tmp), b);
-      std::memcpy(yp, tmp, size_t(n));
-    }
-    return;
-  }
-  const __m256d zp = _mm256_set1_pd(double(e.zero_point));
-  const __m256d qlo = _mm256_set1_pd(u8 ? 0.0 : -128.0), qhi = _mm256_set1_pd(u8 ? 255.0 : 127.0);
-  const __m256d lo = _mm256_set1_pd(double(e.lo)), hi = _mm256_set1_pd(double(e.hi));
-  const __m128i qa = _mm256_cvtpd_epi32(requant(dlo, zp, qlo, qhi, lo, hi));
-  const __m128i qb = _mm256_cvtpd_epi32(requant(dhi, zp, qlo, qhi, lo, hi));
-  // The low byte of each int32 (what the scalar cast to Q keeps), without saturating packs.
-  const __m128i ff = _mm_set1_epi32(0xff);
-  const __m128i w16 = _mm_packus_epi32(_mm_and_si128(qa, ff), _mm_and_si128(qb, ff));
-  const __m128i b8 = _mm_packus_epi16(w16, w16);
-  char* yp = static_cast<char*>(y) + at;
-  if (n == 8) _mm_storel_epi64(reinterpret_cast<__m128i*>(yp), b8);
-  else {
-    alignas(16) char tmp[16];
-    _mm_store_si128(reinterpret_cast<__m128i*>(tmp), b8);
-    std::memcpy(yp, tmp, size_t(n));
+  } else {
+    const __m128i qa = _mm256_cvtpd_epi32(requant(dlo, k.zp, k.qlo, k.qhi, k.lo, k.hi));
+    const __m128i qb = _mm256_cvtpd_epi32(requant(dhi, k.zp, k.qlo, k.qhi, k.lo, k.hi));
+    // The low byte of each int32 (what the scalar cast to Q keeps), without saturating packs.
+    const __m128i ff = _mm_set1_epi32(0xff);
+    const __m128i w16 = _mm_packus_epi32(_mm_and_si128(qa, ff), _mm_and_si128(qb, ff));
+    store_bytes(_mm_packus_epi16(w16, w16), n, static_cast<char*>(y) + at);
   }
 }
 
-NXRT_AVX2 void store_avx2(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t cols, bool by_row,
+template <QMode M, bool U8>
+NXRT_AVX2 void store_mode(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t cols, bool by_row,
                           int64_t ch0, void* y, int64_t ldy) {
-  const bool fb = !e.float_bias.empty(), sc = e.type != QType::I32;
+  const StoreConsts k = store_consts(e);
+  const int32_t* bias_v = e.bias.empty() ? nullptr : e.bias.data();
+  const double* scale_v = M == QMode::I32 ? nullptr : e.scale.data();
+  const float* fbias_v = k.float_bias ? e.float_bias.data() : nullptr;
   if (by_row) {
     for (int64_t r = r0; r < r1; ++r) {
       const size_t c = size_t(ch0 + r - r0);
       Chan ch;
-      ch.bias = _mm256_set1_epi32(e.bias.empty() ? 0 : e.bias[c]);
-      ch.scale_lo = ch.scale_hi = _mm256_set1_pd(sc ? e.scale[c] : 0.0);
-      ch.fbias = _mm256_set1_ps(fb ? e.float_bias[c] : 0.f);
+      ch.bias = _mm256_set1_epi32(bias_v ? bias_v[c] : 0);
+      ch.scale_lo = ch.scale_hi = _mm256_set1_pd(scale_v ? scale_v[c] : 0.0);
+      ch.fbias = _mm256_set1_ps(fbias_v ? fbias_v[c] : 0.f);
       for (int64_t j = 0; j < cols; j += 8)
-        store8(e, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + r * kQNR + j)), ch, std::min<int64_t>(8, cols - j),
-               y, (r - r0) * ldy + j);
+        store8<M, U8>(k, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + r * kQNR + j)), ch,
+                      std::min<int64_t>(8, cols - j), y, (r - r0) * ldy + j);
     }
     return;
   }
@@ -190,9 +219,9 @@ NXRT_AVX2 void store_avx2(const QEpilogue& e, const int32_t* acc, int64_t r0, in
   alignas(32) float fbias[kQNR] = {};
   for (int64_t j = 0; j < cols; ++j) {
     const size_t c = size_t(ch0 + j);
-    if (!e.bias.empty()) bias[j] = e.bias[c];
-    if (sc) scale[j] = e.scale[c];
-    if (fb) fbias[j] = e.float_bias[c];
+    if (bias_v) bias[j] = bias_v[c];
+    if (scale_v) scale[j] = scale_v[c];
+    if (fbias_v) fbias[j] = fbias_v[c];
   }
   for (int64_t j = 0; j < cols; j += 8) {
     Chan ch;
@@ -201,9 +230,19 @@ NXRT_AVX2 void store_avx2(const QEpilogue& e, const int32_t* acc, int64_t r0, in
     ch.scale_hi = _mm256_load_pd(scale + j + 4);
     ch.fbias = _mm256_load_ps(fbias + j);
     for (int64_t r = r0; r < r1; ++r)
-      store8(e, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + r * kQNR + j)), ch, std::min<int64_t>(8, cols - j),
-             y, (r - r0) * ldy + j);
+      store8<M, U8>(k, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + r * kQNR + j)), ch,
+                    std::min<int64_t>(8, cols - j), y, (r - r0) * ldy + j);
   }
+}
+
+void store_avx2(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t cols, bool by_row, int64_t ch0,
+                void* y, int64_t ldy) {
+  const bool u8 = e.type == QType::U8;
+  if (e.type == QType::I32) store_mode<QMode::I32, false>(e, acc, r0, r1, cols, by_row, ch0, y, ldy);
+  else if (e.type == QType::F32) store_mode<QMode::F32, false>(e, acc, r0, r1, cols, by_row, ch0, y, ldy);
+  else if (e.q_scale > 0.f)
+    (u8 ? store_mode<QMode::QF, true> : store_mode<QMode::QF, false>)(e, acc, r0, r1, cols, by_row, ch0, y, ldy);
+  else (u8 ? store_mode<QMode::Q8, true> : store_mode<QMode::Q8, false>)(e, acc, r0, r1, cols, by_row, ch0, y, ldy);
 }
 
 }  // namespace
