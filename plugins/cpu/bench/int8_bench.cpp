@@ -94,11 +94,13 @@ void micro_kernels(int reps) {
   if (quads) {
     for (int every : {0, 20, 2}) {  // rest steps for every 20th / 2nd quad
       std::vector<uint32_t> rest;
+      int64_t steps = 0;
+      for (int64_t q = 0; every && q < kc; q += every, ++steps)  // rows 0-3's steps, then 4-5's
+        for (int64_t m = 0; m < kQRestRowsA; ++m) rest.insert(rest.end(), {uint32_t(q), 0x01ff01ffu});
       for (int64_t q = 0; every && q < kc; q += every)
-        for (int64_t m = 0; m < kQMR; ++m) rest.insert(rest.end(), {uint32_t(q), 0x01ff01ffu});
-      const int64_t steps = int64_t(rest.size()) / kQRestStep;
+        for (int64_t m = kQRestRowsA; m < kQMR; ++m) rest.insert(rest.end(), {uint32_t(q), 0x01ff01ffu});
       const double t = best_seconds(reps, [&] {
-        for (int64_t i = 0; i < calls; ++i) quads(kc, pa, pb, acc, true, rest.data(), steps, 0);
+        for (int64_t i = 0; i < calls; ++i) quads(kc, pa, pb, acc, true, rest.data(), steps, steps, 0);
       });
       fmt::print(", u8 x s8 quads (rest {}%) {:.1f}", every ? 100 / every : 0,
                  2.0 * double(calls * 4 * kc * kQMR * kQNR) / t / 1e9);
@@ -172,7 +174,7 @@ int main(int argc, char** argv) {
     bell_weights(w);
     const QConv q(QType::U8, 120, QType::S8, w.data(), int64_t(w.size()), std::vector<int32_t>(size_t(s.out_c), 0),
                   u8_output(s.out_c));
-    rest_quads += double(q.rest_steps());
+    rest_quads += double(q.rest_rows()) / double(kQMR);
     all_quads += double(q_tiles(s.out_c) * q_quads(K));
     const double ops = 2.0 * double(s.out_c) * double(P) * double(K);
     const double ti = best_seconds(reps, [&] { q.run(s, x.data(), y.data(), pool); });

@@ -249,8 +249,8 @@ void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) co
   const uint32_t* pw = packed_w_.data();
   if (quads_) {
     const QZpTerm zp_term{wq_zp_.empty() ? nullptr : wq_zp_.data(), nullptr, nullptr};
-    const QQuadRest rest{rest_steps_.data(), rest_entries_.data()};
-    const QQuadRest* r = rest_steps_.empty() ? nullptr : &rest;
+    const QQuadRest rest{rest_index_.data(), rest_entries_.data()};
+    const QQuadRest* r = rest_index_.empty() ? nullptr : &rest;
     if (x_type_ == QType::U8) conv_run_quads(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, zp_term, r, y, pool);
     else conv_run_quads(s, static_cast<const int8_t*>(x), xq_zp_, pw, *ep_, zp_term, r, y, pool);
     return;

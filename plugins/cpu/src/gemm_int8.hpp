@@ -190,35 +190,40 @@ inline int64_t q_k_block(int64_t KP) {
   return std::max<int64_t>(1, (KP + blocks - 1) / blocks);
 }
 inline int64_t q_k_blocks(int64_t KP) { return std::max<int64_t>(1, (KP + q_k_block(KP) - 1) / q_k_block(KP)); }
-// The rest of a packed A, by tile and K block: steps[t * q_k_blocks(KP) + b] is the first step
-// of tile t's block b (steps[tiles * blocks]: the total). A step holds kQMR word pairs (quad
-// index, rest word), one per row of the tile; a row with fewer rest quads in the block than
-// the tile's busiest row fills its pairs with (the block's first quad, 0), which add nothing.
+// The rest of a packed A, by cell: cell c = t * q_k_blocks(KP) + b is row tile t's K block b.
+// The kernel runs a tile's rows as two groups, rows [0, 4) and [4, 6), and each group has its
+// own steps: a step holds one word pair (quad index, rest word) per row of the group, and a
+// row with fewer rest quads in the block than the group's busiest row fills its pairs with
+// (the block's first quad, 0), which add nothing. index[3 c] is the cell's first word in
+// `entries`, index[3 c + 1] its steps of rows 0-3 (8 words each), index[3 c + 2] those of rows
+// 4-5 (4 words each, after the others); index[3 cells] the words in all.
 struct QQuadRest {
-  const int32_t* steps = nullptr;
+  const int32_t* index = nullptr;
   const uint32_t* entries = nullptr;
 };
-inline constexpr int64_t kQRestStep = 2 * kQMR;  // words per step
-// Splits the packed A (q_pack_a_quads' tiles, K taps) in place (q_split_quad) and returns the
-// rest as QQuadRest's steps and entries.
-void q_split_packed_quads(uint32_t* pa, int64_t M, int64_t K, std::vector<int32_t>& steps,
-                          std::vector<uint32_t>& entries);
-// Whether the split quads beat the int16 pairs with `rest_steps` steps of rest on top of
-// `dense_steps` (per tile, summed). nxrt_cpu_int8_bench's micro-kernel line on Zen 3: a
-// dense quad step costs 0.82 of two pair steps and a rest step 1.2 dense ones, so they break
-// even near 19% rest; 15% keeps a margin for the packing.
-inline bool q_split_pays(int64_t rest_steps, int64_t dense_steps) { return 100 * rest_steps <= 15 * dense_steps; }
+constexpr int64_t kQRestRowsA = 4;  // the first group's rows; the second has kQMR - kQRestRowsA
+// Splits the packed A (q_pack_a_quads' tiles, K taps) in place (q_split_quad), returns the
+// rest as QQuadRest's index and entries, and the rest's work in row steps (a group's step
+// counts once per row of the group).
+int64_t q_split_packed_quads(uint32_t* pa, int64_t M, int64_t K, std::vector<int32_t>& index,
+                             std::vector<uint32_t>& entries);
+// Whether the split quads beat the int16 pairs with `rest_rows` row steps of rest on top of
+// `dense_steps` tile steps (kQMR row steps each). nxrt_cpu_int8_bench's micro-kernel line on
+// Zen 3: a dense quad step costs 0.82 of two pair steps and a rest step ~1.2 dense ones, so
+// they break even near 19% rest; 15% keeps a margin for the packing.
+inline bool q_split_pays(int64_t rest_rows, int64_t dense_steps) { return 100 * rest_rows <= 15 * kQMR * dense_steps; }
 // acc = (load ? acc : 0) + kcq quads of A tile x B slice (u8 B, s8 A, stride kQMR / kQNR)
-// + `steps` steps of rest at `rest` (quad index q reads slice row q - k0).
+// + the cell's rest at `rest`: steps_a steps of rows 0-3, then steps_b of rows 4-5 (quad
+// index q reads slice row q - k0).
 using QTileRestFn = void (*)(int64_t kcq, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load,
-                             const uint32_t* rest, int64_t steps, int64_t k0);
+                             const uint32_t* rest, int64_t steps_a, int64_t steps_b, int64_t k0);
 QTileRestFn q_tile_quads_avx2();  // null unless AVX2 runs and the VNNI kernels do not
 // The same for a panel of at most kQNarrow columns (a conv's last, 7x7 planes: 1 of 16): the
 // tile's rows in the vector, one broadcast column per product pair, so the 16-column kernel's
 // empty columns cost nothing; acc columns [0, cols) only.
 constexpr int64_t kQNarrow = 4;
 using QTileRestNarrowFn = void (*)(int64_t kcq, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load,
-                                   const uint32_t* rest, int64_t steps, int64_t k0, int64_t cols);
+                                   const uint32_t* rest, int64_t steps_a, int64_t steps_b, int64_t k0, int64_t cols);
 QTileRestNarrowFn q_tile_quads_narrow_avx2();  // the same condition
 QPackQuadsFn q_pack_quads_avx2();  // the same condition
 QQuadColSumsFn q_quad_col_sums_avx2();
@@ -302,10 +307,10 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
         for (; t < t1; ++t) {
           int32_t* acc = acc_of(t);
           if (tile_rest) {
-            const int32_t* st = rest->steps + t * kblocks + k0 / kcb;
-            const uint32_t* re = rest->entries + int64_t(st[0]) * kQRestStep;
-            if (cols <= kQNarrow) tile_narrow(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first, re, st[1] - st[0], k0, cols);
-            else tile_rest(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first, re, st[1] - st[0], k0);
+            const int32_t* cell = rest->index + 3 * (t * kblocks + k0 / kcb);
+            const uint32_t* re = rest->entries + cell[0];
+            if (cols <= kQNarrow) tile_narrow(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first, re, cell[1], cell[2], k0, cols);
+            else tile_rest(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first, re, cell[1], cell[2], k0);
           } else {
             tile(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first);
           }

@@ -10,17 +10,16 @@
 
 namespace nxrt::cpu {
 
-void q_split_packed_quads(uint32_t* pa, int64_t M, int64_t K, std::vector<int32_t>& steps,
-                          std::vector<uint32_t>& entries) {
+int64_t q_split_packed_quads(uint32_t* pa, int64_t M, int64_t K, std::vector<int32_t>& index,
+                             std::vector<uint32_t>& entries) {
   const int64_t KQ = q_quads(K), tiles = q_tiles(M), kcb = q_k_block(KQ), blocks = q_k_blocks(KQ);
-  steps.assign(size_t(tiles * blocks + 1), 0);
+  index.assign(size_t(3 * tiles * blocks + 1), 0);
   entries.clear();
   std::vector<uint32_t> row_rest[kQMR];  // per row of the tile: (quad, rest) pairs of the block
-  int32_t total = 0;
+  int64_t rest_rows = 0;
   for (int64_t t = 0; t < tiles; ++t)
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t q0 = blk * kcb, q1 = std::min(KQ, q0 + kcb);
-      size_t busiest = 0;
+      const int64_t q0 = blk * kcb, q1 = std::min(KQ, q0 + kcb), cell = t * blocks + blk;
       for (int64_t i = 0; i < kQMR; ++i) {
         row_rest[i].clear();
         uint32_t* w = pa + t * kQMR * KQ + i;  // quad q of row i at w[q * kQMR]
@@ -30,17 +29,24 @@ void q_split_packed_quads(uint32_t* pa, int64_t M, int64_t K, std::vector<int32_
           w[q * kQMR] = dense;
           if (rest) row_rest[i].insert(row_rest[i].end(), {uint32_t(q), rest});
         }
-        busiest = std::max(busiest, row_rest[i].size() / 2);
       }
-      for (size_t j = 0; j < busiest; ++j)
-        for (int64_t i = 0; i < kQMR; ++i) {
-          const bool has = 2 * j < row_rest[i].size();
-          entries.push_back(has ? row_rest[i][2 * j] : uint32_t(q0));
-          entries.push_back(has ? row_rest[i][2 * j + 1] : 0u);
-        }
-      total += int32_t(busiest);
-      steps[size_t(t * blocks + blk + 1)] = total;
+      index[size_t(3 * cell)] = int32_t(entries.size());
+      for (int g = 0; g < 2; ++g) {  // rows [0, 4), then [4, 6)
+        const int64_t r0 = g ? kQRestRowsA : 0, r1 = g ? kQMR : kQRestRowsA;
+        size_t busiest = 0;
+        for (int64_t i = r0; i < r1; ++i) busiest = std::max(busiest, row_rest[i].size() / 2);
+        for (size_t j = 0; j < busiest; ++j)
+          for (int64_t i = r0; i < r1; ++i) {
+            const bool has = 2 * j < row_rest[i].size();
+            entries.push_back(has ? row_rest[i][2 * j] : uint32_t(q0));
+            entries.push_back(has ? row_rest[i][2 * j + 1] : 0u);
+          }
+        index[size_t(3 * cell + 1 + g)] = int32_t(busiest);
+        rest_rows += int64_t(busiest) * (r1 - r0);
+      }
     }
+  index.back() = int32_t(entries.size());
+  return rest_rows;
 }
 
 }  // namespace nxrt::cpu
@@ -82,7 +88,7 @@ NXRT_AVX2 inline void rows_quads(int64_t kcq, const uint32_t* a, const uint32_t*
     a += kQMR;
     bk += kQNR;
   }
-  for (int64_t j = 0; j < steps; ++j, rest += kQRestStep) {
+  for (int64_t j = 0; j < steps; ++j, rest += 2 * R) {
 #pragma GCC unroll 4
     for (int m = 0; m < R; ++m) {
       const uint32_t* bq = b + (int64_t(rest[2 * m]) - k0) * kQNR;
@@ -97,18 +103,18 @@ NXRT_AVX2 inline void rows_quads(int64_t kcq, const uint32_t* a, const uint32_t*
 }
 
 NXRT_AVX2 void tile_quads_avx2(int64_t kcq, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load,
-                               const uint32_t* rest, int64_t steps, int64_t k0) {
-  static_assert(kQMR == 6);
-  rows_quads<4>(kcq, a, b, acc, load, rest, steps, k0);
-  rows_quads<2>(kcq, a + 4, b, acc + 4 * kQNR, load, rest + 8, steps, k0);
+                               const uint32_t* rest, int64_t steps_a, int64_t steps_b, int64_t k0) {
+  static_assert(kQMR == 6 && kQRestRowsA == 4);
+  rows_quads<4>(kcq, a, b, acc, load, rest, steps_a, k0);
+  rows_quads<2>(kcq, a + 4, b, acc + 4 * kQNR, load, rest + 8 * steps_a, steps_b, k0);
 }
 
 // NC columns of the slice against the tile: a vector holds the 6 rows' quads of one k quad
-// (lanes 6, 7 masked off), each column's quad of x broadcast. The rest: per step, the rows'
-// words and each row's x quad gathered by its own quad index.
+// (lanes 6, 7 masked off), each column's quad of x broadcast. The rest: per step of a row
+// group, its rows' words and each row's x quad read at its own quad index.
 template <int NC>
 NXRT_AVX2 void narrow_quads(int64_t kcq, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load,
-                            const uint32_t* rest, int64_t steps, int64_t k0) {
+                            const uint32_t* rest, int64_t steps_a, int64_t steps_b, int64_t k0) {
   static_assert(kQMR == 6);
   const __m256i ones = _mm256_set1_epi16(1), rows = avx2_lane_mask(kQMR);
   __m256i c[NC];
@@ -126,16 +132,22 @@ NXRT_AVX2 void narrow_quads(int64_t kcq, const uint32_t* a, const uint32_t* b, i
     a += kQMR;
     bk += kQNR;
   }
-  for (int64_t s = 0; s < steps; ++s, rest += kQRestStep) {
-    const __m256i av = _mm256_setr_epi32(int(rest[1]), int(rest[3]), int(rest[5]), int(rest[7]), int(rest[9]),
-                                         int(rest[11]), 0, 0);
-    const uint32_t* x[kQMR];
-    for (int m = 0; m < kQMR; ++m) x[m] = b + (int64_t(rest[2 * m]) - k0) * kQNR;
+  // The rest: rows 0-3 (lanes 4, 5 zero), then rows 4-5 (lanes 0-3 zero).
+  for (int g = 0; g < 2; ++g) {
+    const int64_t steps = g ? steps_b : steps_a, r0 = g ? kQRestRowsA : 0, rows_in = g ? kQMR - kQRestRowsA : kQRestRowsA;
+    for (int64_t s = 0; s < steps; ++s, rest += 2 * rows_in) {
+      alignas(32) uint32_t w[8] = {}, xq[NC][8] = {};
+      for (int64_t i = 0; i < rows_in; ++i) {
+        w[r0 + i] = rest[2 * i + 1];
+        const uint32_t* x = b + (int64_t(rest[2 * i]) - k0) * kQNR;
+        for (int j = 0; j < NC; ++j) xq[j][r0 + i] = x[j];
+      }
+      const __m256i av = _mm256_load_si256(reinterpret_cast<const __m256i*>(w));
 #pragma GCC unroll 4
-    for (int j = 0; j < NC; ++j) {
-      const __m256i xv = _mm256_setr_epi32(int(x[0][j]), int(x[1][j]), int(x[2][j]), int(x[3][j]), int(x[4][j]),
-                                           int(x[5][j]), 0, 0);
-      c[j] = _mm256_add_epi32(c[j], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, av), ones));
+      for (int j = 0; j < NC; ++j) {
+        const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq[j]));
+        c[j] = _mm256_add_epi32(c[j], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, av), ones));
+      }
     }
   }
   alignas(32) int32_t out[8];
@@ -146,13 +158,13 @@ NXRT_AVX2 void narrow_quads(int64_t kcq, const uint32_t* a, const uint32_t* b, i
 }
 
 NXRT_AVX2 void tile_quads_narrow_avx2(int64_t kcq, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load,
-                                      const uint32_t* rest, int64_t steps, int64_t k0, int64_t cols) {
+                                      const uint32_t* rest, int64_t steps_a, int64_t steps_b, int64_t k0, int64_t cols) {
   static_assert(kQNarrow == 4);
   switch (cols) {
-    case 1: narrow_quads<1>(kcq, a, b, acc, load, rest, steps, k0); break;
-    case 2: narrow_quads<2>(kcq, a, b, acc, load, rest, steps, k0); break;
-    case 3: narrow_quads<3>(kcq, a, b, acc, load, rest, steps, k0); break;
-    default: narrow_quads<4>(kcq, a, b, acc, load, rest, steps, k0); break;
+    case 1: narrow_quads<1>(kcq, a, b, acc, load, rest, steps_a, steps_b, k0); break;
+    case 2: narrow_quads<2>(kcq, a, b, acc, load, rest, steps_a, steps_b, k0); break;
+    case 3: narrow_quads<3>(kcq, a, b, acc, load, rest, steps_a, steps_b, k0); break;
+    default: narrow_quads<4>(kcq, a, b, acc, load, rest, steps_a, steps_b, k0); break;
   }
 }
 

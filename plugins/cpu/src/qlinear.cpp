@@ -130,14 +130,14 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
   };
   const size_t quad_words = size_t(q_tiles(oc_) * kQMR * q_quads(k_));
   std::vector<uint32_t> dense, entries;
-  std::vector<int32_t> steps;
+  std::vector<int32_t> index;
   quads_ = vnni;
   if (avx2) {  // the choice is derived from the weights, so it is stored: an import does not read them
     quads_ = packed_int(store, "q_split_quads", [&] {
       dense.resize(quad_words);
       pack_quads(dense.data());
-      q_split_packed_quads(dense.data(), oc_, k_, steps, entries);
-      return q_split_pays(steps.back(), q_tiles(oc_) * q_quads(k_)) ? 1 : 0;
+      const int64_t rest_rows = q_split_packed_quads(dense.data(), oc_, k_, index, entries);
+      return q_split_pays(rest_rows, q_tiles(oc_) * q_quads(k_)) ? 1 : 0;
     }) != 0;
   }
   if (quads_) {
@@ -147,7 +147,7 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
       if (avx2) std::copy(dense.begin(), dense.end(), dst.begin());
       else pack_quads(dst.data());
     });
-    if (avx2) keep_rest(store, std::move(steps), std::move(entries));
+    if (avx2) keep_rest(store, std::move(index), std::move(entries));
     corrected_bias(store, *ep_, xq_zp_, wq_zp_, oc_, [&](int64_t c, int64_t k) {
       return w_type == QType::U8 ? int32_t(static_cast<const uint8_t*>(w)[c * k_ + k]) + w_add
                                  : int32_t(static_cast<const int8_t*>(w)[c * k_ + k]);
@@ -161,27 +161,36 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
 }
 QConv::~QConv() = default;
 
-void QConv::keep_rest(QPackedStore* store, std::vector<int32_t> steps, std::vector<uint32_t> entries) {
+void QConv::keep_rest(QPackedStore* store, std::vector<int32_t> index, std::vector<uint32_t> entries) {
   const int64_t KQ = q_quads(k_), kcb = q_k_block(KQ), blocks = q_k_blocks(KQ), cells = q_tiles(oc_) * blocks;
   if (!store) {
-    rest_steps_own_ = std::move(steps);
+    rest_index_own_ = std::move(index);
     rest_entries_own_ = std::move(entries);
-    rest_steps_ = rest_steps_own_;
+    rest_index_ = rest_index_own_;
     rest_entries_ = rest_entries_own_;
-    return;
+  } else {
+    // On import the fills do not run: the entry count is the imported index's last value.
+    rest_index_ = store->ints("rest_index", size_t(3 * cells + 1),
+                              [&](std::span<int32_t> d) { std::copy(index.begin(), index.end(), d.begin()); });
+    rest_entries_ = store->words("rest_entries", size_t(std::max(0, rest_index_[size_t(3 * cells)])),
+                                 [&](std::span<uint32_t> d) { std::copy(entries.begin(), entries.end(), d.begin()); });
   }
-  // On import the fills do not run: the entry count is the imported steps' last value, and
-  // what the kernel will index is checked, so a damaged blob is an error, not a wild read.
-  rest_steps_ = store->ints("rest_steps", size_t(cells + 1), [&](std::span<int32_t> d) { std::copy(steps.begin(), steps.end(), d.begin()); });
-  const int64_t n = rest_steps_[size_t(cells)];
-  rest_entries_ = store->words("rest_entries", size_t(std::max<int64_t>(0, n)) * size_t(kQRestStep),
-                               [&](std::span<uint32_t> d) { std::copy(entries.begin(), entries.end(), d.begin()); });
+  // What the kernel will index is checked (a damaged blob is refused, not a wild read), and
+  // the rest's work in row steps counted.
+  auto bad = [&](const char* why) {
+    if (store) store->corrupt(std::string("QConv: the stored rest of the split weights ") + why);
+    throw std::logic_error(std::string("QConv: the rest of the split weights ") + why);
+  };
+  const int64_t words = int64_t(rest_entries_.size());
+  rest_rows_ = 0;
   for (int64_t c = 0; c < cells; ++c) {
-    const int64_t s0 = rest_steps_[size_t(c)], s1 = rest_steps_[size_t(c + 1)], q0 = (c % blocks) * kcb;
-    if (s0 < 0 || s0 > s1 || s1 > n) store->corrupt("QConv: the stored rest of the split weights is not ordered");
-    for (int64_t e = s0 * kQRestStep; e < s1 * kQRestStep; e += 2)
+    const int64_t at = rest_index_[size_t(3 * c)], na = rest_index_[size_t(3 * c + 1)], nb = rest_index_[size_t(3 * c + 2)];
+    const int64_t end = at + 2 * (na * kQRestRowsA + nb * (kQMR - kQRestRowsA)), q0 = (c % blocks) * kcb;
+    if (at < 0 || na < 0 || nb < 0 || end > words) bad("lies outside its entries");
+    for (int64_t e = at; e < end; e += 2)
       if (int64_t(rest_entries_[size_t(e)]) < q0 || int64_t(rest_entries_[size_t(e)]) >= std::min(KQ, q0 + kcb))
-        store->corrupt("QConv: the stored rest of the split weights reads outside its K block");
+        bad("reads outside its K block");
+    rest_rows_ += na * kQRestRowsA + nb * (kQMR - kQRestRowsA);
   }
 }
 

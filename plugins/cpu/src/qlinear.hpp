@@ -76,12 +76,11 @@ class QConv {
   void run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) const;
   const QOutput& output() const { return out_; }
   bool uses_quads() const { return quads_; }  // the u8 x s8 path: vpdpbusd, or vpmaddubsw + rest
-  // The latter's rest steps (kernel work) against its dense quad steps, per tile.
-  int64_t rest_steps() const { return int64_t(rest_entries_.size()) / kRestStepWords; }
+  // The latter's rest: its work in row steps (a tile's dense quad step is kQMR of them).
+  int64_t rest_rows() const { return rest_rows_; }
 
  private:
-  static constexpr int64_t kRestStepWords = 12;  // kQRestStep (gemm_int8.hpp)
-  void keep_rest(QPackedStore* store, std::vector<int32_t> steps, std::vector<uint32_t> entries);
+  void keep_rest(QPackedStore* store, std::vector<int32_t> index, std::vector<uint32_t> entries);
   QType x_type_, w_type_;
   int32_t x_zp_;
   int64_t oc_ = 0, k_ = 0;  // output channels, weights per channel (IC/g * KH * KW)
@@ -93,10 +92,11 @@ class QConv {
   std::span<const uint32_t> packed_w_;  // uint32 pairs: q_pack_a of [OC][k_] (or quads); in own_ or the store
   AlignedFloats own_;
   // Without VNNI, packed_w_ holds the dense part of the split quads and these the rest
-  // (QQuadRest's steps and entries; in the *_own_ vectors or the store).
-  std::span<const int32_t> rest_steps_;
+  // (QQuadRest's index and entries; in the *_own_ vectors or the store).
+  std::span<const int32_t> rest_index_;
   std::span<const uint32_t> rest_entries_;
-  std::vector<int32_t> rest_steps_own_;
+  int64_t rest_rows_ = 0;
+  std::vector<int32_t> rest_index_own_;
   std::vector<uint32_t> rest_entries_own_;
   QOutput out_;
   std::unique_ptr<QEpilogue> ep_;

@@ -411,7 +411,7 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
 
 // DequantizeLinear -> Conv -> QuantizeLinear with int8 weights bell-shaped over their range, as
 // trained convs have them: on AVX2 without VNNI the split quads take them, so their choice and
-// rest (q_split_quads, rest_steps, rest_entries) go through the blob too. Returns the weights.
+// rest (q_split_quads, rest_index, rest_entries) go through the blob too. Returns the weights.
 const nxrt_value* build_trained_conv(Model& m) {
   std::mt19937 rng(28);
   std::normal_distribution<double> bell(0.0, 30.0);

@@ -361,7 +361,7 @@ TEST_CASE("QConv / QMatMul u8 x s8 quads: every x / w type and zero point, K % 4
   auto took = [&](const QConv& q) {
     ++convs;
     quad_convs += q.uses_quads();
-    rest_convs += q.uses_quads() && q.rest_steps() > 0;
+    rest_convs += q.uses_quads() && q.rest_rows() > 0;
     if (vnni || !conv_quads) CHECK(q.uses_quads() == vnni);
   };
   for (const ConvCase& c : kConvCases) {
