@@ -211,7 +211,9 @@ int64_t q_split_packed_quads(uint32_t* pa, int64_t M, int64_t K, std::vector<int
 // `dense_steps` tile steps (kQMR row steps each). nxrt_cpu_int8_bench's micro-kernel line on
 // Zen 3: a dense quad step costs 0.82 of two pair steps and a rest step ~1.2 dense ones, so
 // they break even near 19% rest; 15% keeps a margin for the packing.
-inline bool q_split_pays(int64_t rest_rows, int64_t dense_steps) { return 100 * rest_rows <= 15 * kQMR * dense_steps; }
+inline bool q_split_pays(int64_t rest_rows, int64_t dense_steps) {
+  return double(rest_rows) * 100.0 <= 15.0 * double(kQMR) * double(dense_steps);
+}
 // acc = (load ? acc : 0) + kcq quads of A tile x B slice (u8 B, s8 A, stride kQMR / kQNR)
 // + the cell's rest at `rest`: steps_a steps of rows 0-3, then steps_b of rows 4-5 (quad
 // index q reads slice row q - k0).

@@ -3,6 +3,7 @@
 // im2col packer of quad panels and the panels' column sums. Target attributes; the kernels are
 // handed out only when CPUID reports AVX2 and the AVX-512 VNNI ones do not run.
 #include <algorithm>
+#include <limits>
 
 #include "cpu_info.hpp"
 #include "gemm_int8.hpp"
@@ -45,6 +46,8 @@ int64_t q_split_packed_quads(uint32_t* pa, int64_t M, int64_t K, std::vector<int
         rest_rows += int64_t(busiest) * (r1 - r0);
       }
     }
+  // The index holds int32 word offsets: a rest past them (~10^10 weights) is never worth it.
+  if (entries.size() > size_t(std::numeric_limits<int32_t>::max())) return std::numeric_limits<int64_t>::max() / (2 * kQMR);
   index.back() = int32_t(entries.size());
   return rest_rows;
 }
