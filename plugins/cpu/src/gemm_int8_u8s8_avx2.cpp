@@ -206,13 +206,7 @@ NXRT_AVX2 void pack_quads_body(const uint8_t* base, const int64_t* koff, int64_t
       else
         for (int r = 0; r < runs.n; ++r) row[t] = _mm_blendv_epi8(row[t], load16<S2>(src + at[r]), mask[r]);
     }
-    const __m128i p01l = _mm_unpacklo_epi8(row[0], row[1]), p01h = _mm_unpackhi_epi8(row[0], row[1]);
-    const __m128i p23l = _mm_unpacklo_epi8(row[2], row[3]), p23h = _mm_unpackhi_epi8(row[2], row[3]);
-    __m128i* d = reinterpret_cast<__m128i*>(dst + i * kQNR);
-    _mm_storeu_si128(d, _mm_unpacklo_epi16(p01l, p23l));
-    _mm_storeu_si128(d + 1, _mm_unpackhi_epi16(p01l, p23l));
-    _mm_storeu_si128(d + 2, _mm_unpacklo_epi16(p01h, p23h));
-    _mm_storeu_si128(d + 3, _mm_unpackhi_epi16(p01h, p23h));
+    store_byte_quads(row, dst + i * kQNR);
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "cpu_info.hpp"
 #include "gemm_int8.hpp"
+#include "simd.hpp"
 
 namespace nxrt::cpu {
 
@@ -168,13 +169,7 @@ NXRT_BW void pack_quads_runs(const uint8_t* base, const int64_t* koff, int64_t K
 #pragma GCC unroll 4
     for (int b = 0; b < 4; ++b)  // taps past K: 0
       r[b] = k + b < K ? quad_row<S2, NR>(base + koff[k + b], n, mask, at) : _mm_setzero_si128();
-    const __m128i p01l = _mm_unpacklo_epi8(r[0], r[1]), p01h = _mm_unpackhi_epi8(r[0], r[1]);
-    const __m128i p23l = _mm_unpacklo_epi8(r[2], r[3]), p23h = _mm_unpackhi_epi8(r[2], r[3]);
-    __m128i* d = reinterpret_cast<__m128i*>(dst + i * kQNR);
-    _mm_storeu_si128(d, _mm_unpacklo_epi16(p01l, p23l));
-    _mm_storeu_si128(d + 1, _mm_unpackhi_epi16(p01l, p23l));
-    _mm_storeu_si128(d + 2, _mm_unpacklo_epi16(p01h, p23h));
-    _mm_storeu_si128(d + 3, _mm_unpackhi_epi16(p01h, p23h));
+    store_byte_quads(r, dst + i * kQNR);
   }
 }
 

@@ -33,5 +33,17 @@ __attribute__((target("avx2"))) inline void avx2_store_int16_pairs(__m256i v0, _
   _mm256_store_si256(d + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
 }
 
+// Four rows of 16 bytes interleaved into 16 words of quads at dst: word j holds byte j of
+// row i in its byte i (the 8-bit GEMM's quad panels).
+__attribute__((target("avx2"))) inline void store_byte_quads(const __m128i row[4], uint32_t* dst) {
+  const __m128i p01l = _mm_unpacklo_epi8(row[0], row[1]), p01h = _mm_unpackhi_epi8(row[0], row[1]);
+  const __m128i p23l = _mm_unpacklo_epi8(row[2], row[3]), p23h = _mm_unpackhi_epi8(row[2], row[3]);
+  __m128i* d = reinterpret_cast<__m128i*>(dst);
+  _mm_storeu_si128(d, _mm_unpacklo_epi16(p01l, p23l));
+  _mm_storeu_si128(d + 1, _mm_unpackhi_epi16(p01l, p23l));
+  _mm_storeu_si128(d + 2, _mm_unpacklo_epi16(p01h, p23h));
+  _mm_storeu_si128(d + 3, _mm_unpackhi_epi16(p01h, p23h));
+}
+
 }  // namespace nxrt::cpu
 #endif

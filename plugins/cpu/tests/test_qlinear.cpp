@@ -475,6 +475,22 @@ TEST_CASE("QConv / QMatMul: x's zero point outside uint8 after the shift keeps t
 // The vector packers (AVX2: whole-vector loads into the source's slack, blended per run;
 // AVX-512: masked loads) against the generic one: random runs at stride 1 and 2, panels
 // short of 16 columns, odd K (the last pair's odd k is 0), taps at both ends of the source.
+// Random runs at stride 1 or 2 over a source of len elements (every third panel short of
+// kQNR columns), for the packer tests.
+static QPanelRuns random_runs(int trial, int64_t len, std::mt19937& g) {
+  QPanelRuns runs;
+  runs.stride = 1 + int(g() % 2);
+  const int cols = trial % 3 == 0 ? 1 + int(g() % kQNR) : int(kQNR);
+  for (int j = 0; j < cols;) {
+    const int n = 1 + int(g() % (cols - j));
+    runs.col[runs.n] = j;
+    runs.off[runs.n++] = int64_t(g() % uint32_t(len / 2 - n * runs.stride));
+    j += n;
+  }
+  runs.col[runs.n] = cols;
+  return runs;
+}
+
 TEST_CASE("pack_runs: AVX2 and AVX-512 equal the generic packer word for word") {
   std::vector<std::pair<const char*, QPackRunsFn>> fns;
   if (active_isa() >= Isa::avx2 && q_pack_runs_avx2()) fns.emplace_back("avx2", q_pack_runs_avx2());
@@ -486,16 +502,8 @@ TEST_CASE("pack_runs: AVX2 and AVX-512 equal the generic packer word for word") 
   for (auto& v : buf) v = int16_t(int(g() % 65536) - 32768);
   const int16_t* base = buf.data() + kQRunSlack;
   for (int trial = 0; trial < 300; ++trial) {
-    QPanelRuns runs;
-    runs.stride = 1 + int(g() % 2);
-    const int cols = trial % 3 == 0 ? 1 + int(g() % kQNR) : int(kQNR);
-    for (int j = 0; j < cols;) {
-      const int n = 1 + int(g() % (cols - j));
-      runs.col[runs.n] = j;
-      runs.off[runs.n++] = int64_t(g() % uint32_t(len / 2 - n * runs.stride));
-      j += n;
-    }
-    runs.col[runs.n] = cols;
+    const QPanelRuns runs = random_runs(trial, len, g);
+    const int cols = runs.col[runs.n];
     const int64_t K = 1 + int64_t(g() % 9);
     std::vector<int64_t> koff(static_cast<size_t>(K));
     for (auto& o : koff) o = int64_t(g() % uint32_t(len / 2 + 1));
@@ -526,16 +534,8 @@ TEST_CASE("pack_quads: AVX2 equals the generic packer word for word") {
   for (auto& v : buf) v = uint8_t(g());
   const uint8_t* base = buf.data() + kQRunSlack;
   for (int trial = 0; trial < 300; ++trial) {
-    QPanelRuns runs;
-    runs.stride = 1 + int(g() % 2);
-    const int cols = trial % 3 == 0 ? 1 + int(g() % kQNR) : int(kQNR);
-    for (int j = 0; j < cols;) {
-      const int n = 1 + int(g() % (cols - j));
-      runs.col[runs.n] = j;
-      runs.off[runs.n++] = int64_t(g() % uint32_t(len / 2 - n * runs.stride));
-      j += n;
-    }
-    runs.col[runs.n] = cols;
+    const QPanelRuns runs = random_runs(trial, len, g);
+    const int cols = runs.col[runs.n];
     const int64_t K = 1 + int64_t(g() % 11);
     std::vector<int64_t> koff(static_cast<size_t>(K));
     for (auto& o : koff) o = int64_t(g() % uint32_t(len / 2 + 1));
