@@ -457,6 +457,7 @@ nxrt_dtype out_dtype(const QdqMatch& m) { return m.has_q ? m.y.type : nxrt_dtype
 std::unique_ptr<Kernel> conv_pool_kernel(const ConvAttrs& attrs, const PoolAttrs& pa, int x_index,
                                          const std::vector<int64_t>& wd, std::shared_ptr<const QConv> conv,
                                          nxrt_dtype x_type, nxrt_dtype y_type, ThreadPool* pool) {
+  std::string what = "8-bit conv, " + conv->describe() + ", then the 8-bit max pool";
   return make_kernel([attrs, pa, x_index, wd, conv, x_type, y_type, pool](Context& ctx) {
     ConstTensorView x = ctx.input(size_t(x_index));
     if (x.dtype() != x_type) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv (QDQ group): x is {}, expected {}", sdk::dtype_name(x.dtype()), sdk::dtype_name(x_type));
@@ -471,7 +472,7 @@ std::unique_ptr<Kernel> conv_pool_kernel(const ConvAttrs& attrs, const PoolAttrs
     conv->run(s, x.raw(), buf.data(), pool);
     if (y_type == NXRT_DTYPE_UINT8) max_pool(ps, buf.data(), y.data<uint8_t>(), pool);
     else max_pool(ps, reinterpret_cast<const int8_t*>(buf.data()), y.data<int8_t>(), pool);
-  });
+  }, std::move(what));
 }
 
 // The weights' packed tiles are prepacked buffers (kernel cache); the quantized weights
@@ -502,7 +503,7 @@ std::unique_ptr<Kernel> conv_kernel(const sdk::Graph& sg, const QdqMatch& m, Cpu
     TensorView y = ctx.output(0, y_type, od);
     if (y.numel() == 0) return;
     conv->run(s, x.raw(), y.raw(), pool);
-  });
+  }, "8-bit conv, " + conv->describe());
 }
 
 std::unique_ptr<Kernel> matmul_kernel(const sdk::Graph& sg, const QdqMatch& m, CpuSession& session, sdk::Prepacked& pp) {
@@ -525,7 +526,7 @@ std::unique_ptr<Kernel> matmul_kernel(const sdk::Graph& sg, const QdqMatch& m, C
     TensorView y = ctx.output(0, y_type, od);
     if (y.numel() == 0) return;
     mm->run(a.numel() / K, a.raw(), y.raw(), pool);
-  });
+  }, "8-bit matmul, " + mm->describe());
 }
 
 // DequantizeLinear twice, Add, [clamp], [QuantizeLinear]: one pass in registers doing the

@@ -211,7 +211,8 @@ Check matmul_integer_check(const Node& n) {
 std::unique_ptr<Kernel> matmul_integer_create(const Node& n, CpuSession& session, sdk::Prepacked& pp) {
   ThreadPool* pool = session.pool();
   if (auto q = prepare_matmul(n, 0, 2, 1, 3, false, pp))
-    return make_kernel([pool, q](Context& ctx) { run_prepared_matmul(ctx, *q, ctx.input(0), NXRT_DTYPE_INT32, "MatMulInteger", pool); });
+    return make_kernel([pool, q](Context& ctx) { run_prepared_matmul(ctx, *q, ctx.input(0), NXRT_DTYPE_INT32, "MatMulInteger", pool); },
+                       q->describe());
   return make_kernel([pool](Context& ctx) {
     ConstTensorView a = ctx.input(0), b = ctx.input(1);
     const MatMulShape s = matmul_shape(a, b, "MatMulInteger");
@@ -239,7 +240,8 @@ std::unique_ptr<Kernel> qlinear_matmul_create(const Node& n, CpuSession& session
   ThreadPool* pool = session.pool();
   if (auto q = prepare_matmul(n, 0, 2, 3, 5, true, pp)) {
     const nxrt_dtype yt = n.input(7).dtype();
-    return make_kernel([pool, q, yt](Context& ctx) { run_prepared_matmul(ctx, *q, ctx.input(0), yt, "QLinearMatMul", pool); });
+    return make_kernel([pool, q, yt](Context& ctx) { run_prepared_matmul(ctx, *q, ctx.input(0), yt, "QLinearMatMul", pool); },
+                       q->describe());
   }
   return make_kernel([pool](Context& ctx) {
     const char* op = "QLinearMatMul";
@@ -349,7 +351,7 @@ std::unique_ptr<Kernel> conv_integer_create(const Node& n, CpuSession& session, 
   if (auto q = prepare_conv(n, false, w_dims, pp))
     return make_kernel([attrs, pool, q, w_dims](Context& ctx) {
       run_prepared_conv(ctx, *q, attrs, w_dims, NXRT_DTYPE_INT32, "ConvInteger", pool);
-    });
+    }, q->describe());
   return make_kernel([attrs, pool](Context& ctx) {
     std::vector<int32_t> acc;
     std::vector<int64_t> od;
@@ -378,7 +380,7 @@ std::unique_ptr<Kernel> qlinear_conv_create(const Node& n, CpuSession& session, 
     const nxrt_dtype yt = n.input(7).dtype();
     return make_kernel([attrs, pool, q, w_dims, yt](Context& ctx) {
       run_prepared_conv(ctx, *q, attrs, w_dims, yt, "QLinearConv", pool);
-    });
+    }, q->describe());
   }
   return make_kernel([attrs, pool](Context& ctx) {
     const char* op = "QLinearConv";

@@ -194,6 +194,18 @@ void QConv::keep_rest(QPackedStore* store, std::vector<int32_t> index, std::vect
   }
 }
 
+std::string QConv::describe() const {
+  if (!quads_) return std::string("int16 pairs ") + q_kernel_name();
+  if (rest_index_.empty()) return std::string("u8 x s8 quads ") + q_conv_kernel_name();
+  const int64_t dense = q_tiles(oc_) * q_quads(k_) * kQMR;
+  return "u8 x s8 split quads, rest " + std::to_string(dense ? (100 * rest_rows_ + dense / 2) / dense : 0) +
+         "% of the steps, " + q_conv_kernel_name();
+}
+
+std::string QMatMul::describe() const {
+  return std::string(quads_ ? "u8 x s8 quads " : "int16 pairs ") + q_kernel_name();
+}
+
 QMatMul::QMatMul(QType a_type, int32_t a_zp, QType b_type, const void* b, int64_t K, int64_t N, std::vector<int32_t> b_zp,
                  QOutput out, QPackedStore* store)
     : a_type_(a_type), b_type_(b_type), a_zp_(a_zp), K_(K), N_(N), out_(std::move(out)) {

@@ -78,6 +78,9 @@ class QConv {
   bool uses_quads() const { return quads_; }  // the u8 x s8 path: vpdpbusd, or vpmaddubsw + rest
   // The latter's rest: its work in row steps (a tile's dense quad step is kQMR of them).
   int64_t rest_rows() const { return rest_rows_; }
+  // The path and micro-kernel, for `nxrt inspect`: "int16 pairs avx2-6x16", "u8 x s8 quads
+  // avx512vnni-u8s8-18x16", "u8 x s8 split quads, rest 6% of the steps, avx2-u8s8-6x16+rest".
+  std::string describe() const;
 
  private:
   void keep_rest(QPackedStore* store, std::vector<int32_t> index, std::vector<uint32_t> entries);
@@ -115,6 +118,7 @@ class QMatMul {
   void run(int64_t M, const void* a, void* y, ThreadPool* pool) const;
   const QOutput& output() const { return out_; }
   bool uses_quads() const { return quads_; }
+  std::string describe() const;  // as QConv's
 
  private:
   QType a_type_, b_type_;

@@ -567,3 +567,25 @@ TEST_CASE("q_split_quad: dense + rest = w, |w0| + |w1| <= 128 in both") {
       REQUIRE((rest == 0) == (std::abs(a) + std::abs(b) <= 128));
     }
 }
+
+// describe() (what `nxrt inspect` prints for the 8-bit kernels) names the path taken.
+TEST_CASE("QConv / QMatMul describe the path they took") {
+  std::mt19937 g(47);
+  const ConvShape s = shape_of(kConvCases[8]);  // ResNet's 3x3 64 -> 64: the split pays on trained-like weights
+  const std::vector<int32_t> w_zp(size_t(s.out_c), 0);
+  QOutput o;
+  o.type = QType::I32;
+  const auto bell = bell8(QType::S8, size_t(s.out_c * s.gemm_k()), g);
+  const QConv q(QType::U8, 3, QType::S8, bell.data(), int64_t(bell.size()), w_zp, o);
+  const std::string d = q.describe();
+  INFO(d);
+  if (!q.uses_quads()) CHECK(d.rfind("int16 pairs ", 0) == 0);
+  else if (q_tile_group_dpbusd(1, true)) CHECK(d.rfind("u8 x s8 quads ", 0) == 0);
+  else CHECK(d.rfind("u8 x s8 split quads, rest ", 0) == 0);
+  CHECK(q_conv_quads_available() == q.uses_quads());
+  const auto wide = data8(QType::S8, size_t(s.out_c * s.gemm_k()), g);  // a third at +-127: the pairs on AVX2
+  const QConv p(QType::U8, 3, QType::S8, wide.data(), int64_t(wide.size()), w_zp, o);
+  if (!p.uses_quads()) CHECK(p.describe().rfind("int16 pairs ", 0) == 0);
+  const QMatMul m(QType::U8, 3, QType::S8, wide.data(), 64, 9, std::vector<int32_t>(9, 0), o);
+  CHECK(m.describe().rfind(m.uses_quads() ? "u8 x s8 quads " : "int16 pairs ", 0) == 0);
+}
