@@ -153,16 +153,16 @@ bool unit_conv(const ConvShape& s) {
 // around it for the packer's whole-vector loads.
 template <typename TX>
 void conv_run_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32_t* pw, const QEpilogue& ep,
-                    const QZpTerm& zp_term, const QQuadRest* rest, void* y, ThreadPool* pool) {
+                    const QZpTerm& zp_term, const QQuadRest* rest, const int32_t* k_order, void* y, ThreadPool* pool) {
   const int64_t icg = s.icg(), K = s.gemm_k(), in_plane = s.in_h * s.in_w;
   static const bool slack = q_pack_quads_reads_slack();
   const bool in_place = std::is_same_v<TX, uint8_t> && unit_conv(s) && !slack;
   const int64_t Hp = in_place ? s.in_h : std::max(s.in_h + s.pad_top, (s.out_h - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1);
   const int64_t Wp = in_place ? s.in_w : std::max(s.in_w + s.pad_left, (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1);
-  std::vector<int64_t> koff(static_cast<size_t>(K));
-  for (int64_t k = 0, khw = s.k_h * s.k_w; k < K; ++k) {
-    const int64_t ic = k / khw, r = k % khw;
-    koff[size_t(k)] = ic * Hp * Wp + (r / s.k_w) * s.dil_h * Wp + (r % s.k_w) * s.dil_w;
+  std::vector<int64_t> koff(static_cast<size_t>(K));  // position j reads tap k_order[j] (the weights' order)
+  for (int64_t j = 0, khw = s.k_h * s.k_w; j < K; ++j) {
+    const int64_t k = k_order ? k_order[j] : j, ic = k / khw, r = k % khw;
+    koff[size_t(j)] = ic * Hp * Wp + (r / s.k_w) * s.dil_h * Wp + (r % s.k_w) * s.dil_w;
   }
   // Masked stride-2 loads may span 32 bytes from a run's first tap: slack after the copy
   // (and before it for the AVX2 packer).
@@ -251,8 +251,9 @@ void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) co
     const QZpTerm zp_term{wq_zp_.empty() ? nullptr : wq_zp_.data(), nullptr, nullptr};
     const QQuadRest rest{rest_index_.data(), rest_entries_.data()};
     const QQuadRest* r = rest_index_.empty() ? nullptr : &rest;
-    if (x_type_ == QType::U8) conv_run_quads(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, zp_term, r, y, pool);
-    else conv_run_quads(s, static_cast<const int8_t*>(x), xq_zp_, pw, *ep_, zp_term, r, y, pool);
+    const int32_t* order = k_order_.empty() ? nullptr : k_order_.data();
+    if (x_type_ == QType::U8) conv_run_quads(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, zp_term, r, order, y, pool);
+    else conv_run_quads(s, static_cast<const int8_t*>(x), xq_zp_, pw, *ep_, zp_term, r, order, y, pool);
     return;
   }
   if (x_type_ == QType::U8) conv_run(s, static_cast<const uint8_t*>(x), x_zp_, pw, *ep_, y, pool);

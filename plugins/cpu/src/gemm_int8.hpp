@@ -202,6 +202,11 @@ struct QQuadRest {
   const uint32_t* entries = nullptr;
 };
 constexpr int64_t kQRestRowsA = 4;  // the first group's rows; the second has kQMR - kQRestRowsA
+// Which taps vpmaddubsw pairs is free to choose: the weights are packed and im2col reads x in
+// one tap order. Per full quad of taps, of the pairings ((0,1),(2,3)), ((0,2),(1,3)) and
+// ((0,3),(1,2)) the one under which the fewest of the M rows break |w0| + |w1| <= 128
+// (w(m, k) = w[m * K + k]): order[j] is the tap at position j (a permutation of [0, K)).
+std::vector<int32_t> q_pair_order(const int8_t* w, int64_t M, int64_t K);
 // Splits the packed A (q_pack_a_quads' tiles, K taps) in place (q_split_quad), returns the
 // rest as QQuadRest's index and entries, and the rest's work in row steps (a group's step
 // counts once per row of the group).

@@ -3,6 +3,7 @@
 // im2col packer of quad panels and the panels' column sums. Target attributes; the kernels are
 // handed out only when CPUID reports AVX2 and the AVX-512 VNNI ones do not run.
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 
 #include "cpu_info.hpp"
@@ -10,6 +11,26 @@
 #include "simd.hpp"
 
 namespace nxrt::cpu {
+
+std::vector<int32_t> q_pair_order(const int8_t* w, int64_t M, int64_t K) {
+  static constexpr int kPairings[3][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}, {0, 3, 1, 2}};
+  std::vector<int32_t> order(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) order[size_t(k)] = int32_t(k);
+  for (int64_t q = 0; 4 * q + 4 <= K; ++q) {
+    int64_t breaks[3] = {};
+    for (int64_t m = 0; m < M; ++m) {
+      const int8_t* t = w + m * K + 4 * q;
+      for (int p = 0; p < 3; ++p) {
+        auto pair_over = [&](int a, int b) { return std::abs(int(t[a])) + std::abs(int(t[b])) > 128; };
+        const int* o = kPairings[p];
+        breaks[p] += pair_over(o[0], o[1]) || pair_over(o[2], o[3]);
+      }
+    }
+    const int best = int(std::min_element(breaks, breaks + 3) - breaks);
+    for (int i = 0; i < 4; ++i) order[size_t(4 * q + i)] = int32_t(4 * q + kPairings[best][i]);
+  }
+  return order;
+}
 
 int64_t q_split_packed_quads(uint32_t* pa, int64_t M, int64_t K, std::vector<int32_t>& index,
                              std::vector<uint32_t>& entries) {

@@ -130,12 +130,20 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
   };
   const size_t quad_words = size_t(q_tiles(oc_) * kQMR * q_quads(k_));
   std::vector<uint32_t> dense, entries;
-  std::vector<int32_t> index;
+  std::vector<int32_t> index, order;
   quads_ = vnni;
   if (avx2) {  // the choice is derived from the weights, so it is stored: an import does not read them
     quads_ = packed_int(store, "q_split_quads", [&] {
+      // w' in the tap order that leaves the least rest (q_pair_order), then split.
+      std::vector<int8_t> w8(size_t(oc_ * k_)), w8p(w8.size());
+      for (size_t i = 0; i < w8.size(); ++i)
+        w8[i] = w_type == QType::U8 ? int8_t(int32_t(static_cast<const uint8_t*>(w)[i]) + w_add)
+                                    : static_cast<const int8_t*>(w)[i];
+      order = q_pair_order(w8.data(), oc_, k_);
+      for (int64_t m = 0; m < oc_; ++m)
+        for (int64_t j = 0; j < k_; ++j) w8p[size_t(m * k_ + j)] = w8[size_t(m * k_ + order[size_t(j)])];
       dense.resize(quad_words);
-      pack_quads(dense.data());
+      q_pack_a_quads(w8p.data(), k_, 0, oc_, k_, dense.data());
       const int64_t rest_rows = q_split_packed_quads(dense.data(), oc_, k_, index, entries);
       return q_split_pays(rest_rows, q_tiles(oc_) * q_quads(k_)) ? 1 : 0;
     }) != 0;
@@ -147,7 +155,10 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
       if (avx2) std::copy(dense.begin(), dense.end(), dst.begin());
       else pack_quads(dst.data());
     });
-    if (avx2) keep_rest(store, std::move(index), std::move(entries));
+    if (avx2) {
+      keep_rest(store, std::move(index), std::move(entries));
+      keep_order(store, std::move(order));
+    }
     corrected_bias(store, *ep_, xq_zp_, wq_zp_, oc_, [&](int64_t c, int64_t k) {
       return w_type == QType::U8 ? int32_t(static_cast<const uint8_t*>(w)[c * k_ + k]) + w_add
                                  : int32_t(static_cast<const int8_t*>(w)[c * k_ + k]);
@@ -191,6 +202,20 @@ void QConv::keep_rest(QPackedStore* store, std::vector<int32_t> index, std::vect
       if (int64_t(rest_entries_[size_t(e)]) < q0 || int64_t(rest_entries_[size_t(e)]) >= std::min(KQ, q0 + kcb))
         bad("reads outside its K block");
     rest_rows_ += na * kQRestRowsA + nb * (kQMR - kQRestRowsA);
+  }
+}
+
+void QConv::keep_order(QPackedStore* store, std::vector<int32_t> order) {
+  if (!store) {
+    k_order_own_ = std::move(order);
+    k_order_ = k_order_own_;
+    return;
+  }
+  k_order_ = store->ints("q_k_order", size_t(k_), [&](std::span<int32_t> d) { std::copy(order.begin(), order.end(), d.begin()); });
+  std::vector<bool> seen(static_cast<size_t>(k_), false);  // im2col reads tap k_order_[j]: a permutation of [0, K)
+  for (int32_t k : k_order_) {
+    if (k < 0 || k >= k_ || seen[size_t(k)]) store->corrupt("QConv: the stored tap order is not a permutation of the taps");
+    seen[size_t(k)] = true;
   }
 }
 

@@ -84,6 +84,7 @@ class QConv {
 
  private:
   void keep_rest(QPackedStore* store, std::vector<int32_t> index, std::vector<uint32_t> entries);
+  void keep_order(QPackedStore* store, std::vector<int32_t> order);
   QType x_type_, w_type_;
   int32_t x_zp_;
   int64_t oc_ = 0, k_ = 0;  // output channels, weights per channel (IC/g * KH * KW)
@@ -99,6 +100,9 @@ class QConv {
   std::span<const int32_t> rest_index_;
   std::span<const uint32_t> rest_entries_;
   int64_t rest_rows_ = 0;
+  // and the tap order of packed_w_ and the im2col panels (q_pair_order); empty: k itself.
+  std::span<const int32_t> k_order_;
+  std::vector<int32_t> k_order_own_;
   std::vector<int32_t> rest_index_own_;
   std::vector<uint32_t> rest_entries_own_;
   QOutput out_;

@@ -732,11 +732,11 @@ TEST_CASE("importing a large Gemm does no packing (times printed, not asserted: 
   MESSAGE("Gemm 1024x2048: kernel_create " << create_s * 1e3 << " ms, kernel_import " << import_s * 1e3 << " ms");
 }
 
-// A blob whose rest entries were changed after export (the buffers are the host's to checksum,
-// the plugin does not read them at import otherwise) would make the split kernel read outside
-// its B slice: the import checks what the kernel will index and refuses the blob (UNSUPPORTED,
-// so the host makes the kernel again) with the reason.
-TEST_CASE("a split conv's blob with a rest entry outside its K block is refused, not run") {
+// A blob whose rest entries or tap order were changed after export (the buffers are the host's
+// to checksum, the plugin does not read them at import otherwise) would make the split kernel
+// read outside its B slice or im2col outside x: the import checks what the kernel will index
+// and refuses the blob (UNSUPPORTED, so the host makes the kernel again) with the reason.
+TEST_CASE("a split conv's blob with a rest entry outside its K block or a broken tap order is refused, not run") {
   Model m;
   build_trained_conv(m);
   auto in = open_instance();
@@ -744,22 +744,29 @@ TEST_CASE("a split conv's blob with a rest entry outside its K block is refused,
   REQUIRE(claims.size() == 1);
   auto made = create(*in, m, claims[0]);
   const auto good = export_blob(*in, made->k);
-  const std::string name = "rest_entries";
-  const auto at = std::search(good.begin(), good.end(), name.begin(), name.end());
-  if (at == good.end()) return;  // VNNI or the pairs on this CPU: no rest in the blob
-  // After the name: u32 element size, u32 0, u64 count, u64 offset.
-  uint64_t count = 0, offset = 0;
-  const size_t field = size_t(at - good.begin()) + name.size();
-  std::memcpy(&count, good.data() + field + 8, 8);
-  std::memcpy(&offset, good.data() + field + 16, 8);
-  REQUIRE(count > 0);
-  REQUIRE(offset + 4 <= good.size());
-  auto bad = good;
-  const uint32_t far = 1u << 30;  // the first entry's quad index
-  std::memcpy(bad.data() + offset, &far, 4);
-  Blob blob(bad);
-  auto imp = import_blob(*in, m, claims[0], blob.p, blob.n);
-  CHECK(imp.j.verdict == NXRT_CACHE_UNSUPPORTED);
-  INFO(imp.j.reason);
-  CHECK(std::string(imp.j.reason).find("outside its K block") != std::string::npos);
+  const struct {
+    const char* buffer;
+    uint32_t first;  // the value written over the buffer's first element
+    const char* reason;
+  } cases[] = {{"rest_entries", 1u << 30, "outside its K block"}, {"q_k_order", 64 * 9, "not a permutation"}};
+  for (const auto& c : cases) {
+    const std::string name = c.buffer;
+    const auto at = std::search(good.begin(), good.end(), name.begin(), name.end());
+    if (at == good.end()) return;  // VNNI or the pairs on this CPU: no split in the blob
+    // After the name: u32 element size, u32 0, u64 count, u64 offset.
+    uint64_t count = 0, offset = 0;
+    const size_t field = size_t(at - good.begin()) + name.size();
+    std::memcpy(&count, good.data() + field + 8, 8);
+    std::memcpy(&offset, good.data() + field + 16, 8);
+    REQUIRE(count > 0);
+    REQUIRE(offset + 4 <= good.size());
+    auto bad = good;
+    std::memcpy(bad.data() + offset, &c.first, 4);
+    Blob blob(bad);
+    auto imp = import_blob(*in, m, claims[0], blob.p, blob.n);
+    CAPTURE(name);
+    CHECK(imp.j.verdict == NXRT_CACHE_UNSUPPORTED);
+    INFO(imp.j.reason);
+    CHECK(std::string(imp.j.reason).find(c.reason) != std::string::npos);
+  }
 }
