@@ -147,6 +147,26 @@ bool unit_conv(const ConvShape& s) {
          s.out_h == s.in_h && s.out_w == s.in_w;
 }
 
+// Where the panels read x: in place (Hp x Wp = the input plane) or the padded copy, whose rows
+// and columns reach the last tap any output reads; koff[j] is the offset of the tap at
+// position j, tap order[j] (the weights' order; null: j itself).
+struct TapLayout {
+  int64_t Hp, Wp;
+  std::vector<int64_t> koff;
+};
+TapLayout tap_layout(const ConvShape& s, bool in_place, const int32_t* order) {
+  TapLayout t;
+  t.Hp = in_place ? s.in_h : std::max(s.in_h + s.pad_top, (s.out_h - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1);
+  t.Wp = in_place ? s.in_w : std::max(s.in_w + s.pad_left, (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1);
+  const int64_t K = s.gemm_k(), khw = s.k_h * s.k_w;
+  t.koff.resize(size_t(K));
+  for (int64_t j = 0; j < K; ++j) {
+    const int64_t k = order ? order[j] : j, ic = k / khw, r = k % khw;
+    t.koff[size_t(j)] = ic * t.Hp * t.Wp + (r / s.k_w) * s.dil_h * t.Wp + (r % s.k_w) * s.dil_w;
+  }
+  return t;
+}
+
 // The u8 x s8 path: x' = x + add as uint8 (add 128 for int8 x), read in place (uint8 x of a
 // 1x1 stride-1 conv, when the packer reads only the taps) or from a padded uint8 copy whose
 // padding holds x_zp' (0 after the correction folded into ep's bias), with kQRunSlack bytes
@@ -157,13 +177,9 @@ void conv_run_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32
   const int64_t icg = s.icg(), K = s.gemm_k(), in_plane = s.in_h * s.in_w;
   static const bool slack = q_pack_quads_reads_slack();
   const bool in_place = std::is_same_v<TX, uint8_t> && unit_conv(s) && !slack;
-  const int64_t Hp = in_place ? s.in_h : std::max(s.in_h + s.pad_top, (s.out_h - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1);
-  const int64_t Wp = in_place ? s.in_w : std::max(s.in_w + s.pad_left, (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1);
-  std::vector<int64_t> koff(static_cast<size_t>(K));  // position j reads tap k_order[j] (the weights' order)
-  for (int64_t j = 0, khw = s.k_h * s.k_w; j < K; ++j) {
-    const int64_t k = k_order ? k_order[j] : j, ic = k / khw, r = k % khw;
-    koff[size_t(j)] = ic * Hp * Wp + (r / s.k_w) * s.dil_h * Wp + (r % s.k_w) * s.dil_w;
-  }
+  const TapLayout taps = tap_layout(s, in_place, k_order);
+  const int64_t Hp = taps.Hp, Wp = taps.Wp;
+  const std::vector<int64_t>& koff = taps.koff;
   // Masked stride-2 loads may span 32 bytes from a run's first tap: slack after the copy
   // (and before it for the AVX2 packer).
   uint8_t* padded = in_place ? nullptr
@@ -200,14 +216,9 @@ void conv_run(const ConvShape& s, const TX* x, int32_t x_zp, const uint32_t* pw,
               ThreadPool* pool) {
   const int64_t icg = s.icg(), K = s.gemm_k(), in_plane = s.in_h * s.in_w, plane = s.out_h * s.out_w;
   const bool in_place = unit_conv(s);
-  // The padded copy: rows and columns up to the last tap any output reads.
-  const int64_t Hp = in_place ? s.in_h : std::max(s.in_h + s.pad_top, (s.out_h - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1);
-  const int64_t Wp = in_place ? s.in_w : std::max(s.in_w + s.pad_left, (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1);
-  std::vector<int64_t> koff(static_cast<size_t>(K));
-  for (int64_t k = 0, khw = s.k_h * s.k_w; k < K; ++k) {
-    const int64_t ic = k / khw, r = k % khw;
-    koff[size_t(k)] = ic * Hp * Wp + (r / s.k_w) * s.dil_h * Wp + (r % s.k_w) * s.dil_w;
-  }
+  const TapLayout taps = tap_layout(s, in_place, nullptr);
+  const int64_t Hp = taps.Hp, Wp = taps.Wp;
+  const std::vector<int64_t>& koff = taps.koff;
   // kQRunSlack readable elements on both sides of the copy for pack_runs' loads.
   int16_t* padded = in_place ? nullptr
                              : reinterpret_cast<int16_t*>(scratch_floats(

@@ -228,10 +228,7 @@ QStoreFn q_store_active() {
   return fn;
 }
 
-const char* q_conv_kernel_name() {
-  if (q_tile_group_dpbusd(kQTileGroup, true)) return "avx512vnni-u8s8-18x16";
-  return q_tile_quads_avx2() ? "avx2-u8s8-6x16+rest" : q_kernel_name();
-}
+const char* q_conv_kernel_name() { return q_tile_quads_avx2() ? "avx2-u8s8-6x16+rest" : q_kernel_name(); }
 
 const char* q_kernel_name() {
   if (q_tile_group_dpbusd(kQTileGroup, true)) return "avx512vnni-u8s8-18x16";

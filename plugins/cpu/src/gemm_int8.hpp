@@ -165,13 +165,14 @@ bool q_pack_quads_reads_slack();
 
 // ---- u8 x s8 quads on AVX2 (gemm_int8_u8s8_avx2.cpp), for QConv where VNNI is absent.
 // vpmaddubsw multiplies 32 u8 x s8 byte pairs and adds each pair into int16 with saturation;
-// vpmaddwd by ones widens the int16 to int32: 32 multiply-adds per instruction pair on two
-// pipes, twice the int16 pairs' vpmaddwd. A pair sum is exact while |w0| + |w1| <= 128
+// vpmaddwd by ones widens the int16 to int32: 32 multiply-adds per two multiplies, as many as
+// the int16 pairs' one vpmaddwd per 16, but with fewer other instructions around them (1.23x
+// in L1 on Zen 3: nxrt_cpu_int8_bench). A pair sum is exact while |w0| + |w1| <= 128
 // (255 * 128 < 32767), so the weights are split exactly, w = dense + rest: the packed A holds
 // the dense part, whose pairs all keep the bound, and every quad whose weights break it adds a
-// rest quad (the difference, within the bound too) from a sparse list per row. Convolution
-// weights quantized to the full int8 range put 2-6% of their quads (3x3 layers; 1x1: 13-25%)
-// in the rest, 7-bit (reduce_range) weights none.
+// rest quad (the difference, within the bound too) from a sparse list per row tile and K block
+// (QQuadRest). Convolution weights quantized to the full int8 range put 4-12% of the 3x3
+// layers' steps in the rest (1x1: 18-35%), 7-bit (reduce_range) weights none.
 // dense + rest = w for one quad word of 4 s8 weights: a pair over the bound halves into both.
 inline void q_split_quad(uint32_t w, uint32_t& dense, uint32_t& rest) {
   dense = rest = 0;

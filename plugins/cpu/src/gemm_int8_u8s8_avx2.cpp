@@ -83,11 +83,14 @@ namespace {
 
 #define NXRT_AVX2 __attribute__((target("avx2,fma")))
 
-// Four rows at a time: 8 accumulators, 2 B vectors, the ones and 2 temporaries fit the 16
-// registers (6 rows spill). Each product pair: vpmaddubsw (u8 B, s8 A), vpmaddwd by ones.
-// R rows (4, then 2: 8 accumulators, 2 B vectors, the ones and 2 temporaries fit the 16
-// registers; 6 rows spill) from row r0 of the tile. Each product pair: vpmaddubsw (u8 B, s8 A),
-// vpmaddwd by ones.
+// c + the 4 products of each 32-bit lane's bytes, u8 of u by s8 of s: vpmaddubsw sums pairs
+// into int16 (exact while the s8 pair keeps |w0| + |w1| <= 128), vpmaddwd by ones the pairs.
+NXRT_AVX2 inline __m256i add_quad_products(__m256i c, __m256i u, __m256i s, __m256i ones) {
+  return _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones));
+}
+
+// R rows of the tile (4, then 2: 8 accumulators, 2 B vectors, the ones and 2 temporaries fit
+// the 16 registers; 6 rows spill), their rest steps after the dense quads.
 template <int R>
 NXRT_AVX2 inline void rows_quads(int64_t kcq, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load,
                                  const uint32_t* rest, int64_t steps, int64_t k0) {
@@ -106,8 +109,8 @@ NXRT_AVX2 inline void rows_quads(int64_t kcq, const uint32_t* a, const uint32_t*
 #pragma GCC unroll 4
     for (int m = 0; m < R; ++m) {
       const __m256i av = _mm256_set1_epi32(int(a[m]));
-      c[m][0] = _mm256_add_epi32(c[m][0], _mm256_madd_epi16(_mm256_maddubs_epi16(b0, av), ones));
-      c[m][1] = _mm256_add_epi32(c[m][1], _mm256_madd_epi16(_mm256_maddubs_epi16(b1, av), ones));
+      c[m][0] = add_quad_products(c[m][0], b0, av, ones);
+      c[m][1] = add_quad_products(c[m][1], b1, av, ones);
     }
     a += kQMR;
     bk += kQNR;
@@ -117,8 +120,8 @@ NXRT_AVX2 inline void rows_quads(int64_t kcq, const uint32_t* a, const uint32_t*
     for (int m = 0; m < R; ++m) {
       const uint32_t* bq = b + (int64_t(rest[2 * m]) - k0) * kQNR;
       const __m256i av = _mm256_set1_epi32(int(rest[2 * m + 1]));
-      c[m][0] = _mm256_add_epi32(c[m][0], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(bq)), av), ones));
-      c[m][1] = _mm256_add_epi32(c[m][1], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(bq + 8)), av), ones));
+      c[m][0] = add_quad_products(c[m][0], _mm256_load_si256(reinterpret_cast<const __m256i*>(bq)), av, ones);
+      c[m][1] = add_quad_products(c[m][1], _mm256_load_si256(reinterpret_cast<const __m256i*>(bq + 8)), av, ones);
     }
   }
 #pragma GCC unroll 4
@@ -152,7 +155,7 @@ NXRT_AVX2 void narrow_quads(int64_t kcq, const uint32_t* a, const uint32_t* b, i
     const __m256i av = _mm256_maskload_epi32(reinterpret_cast<const int*>(a), rows);
 #pragma GCC unroll 4
     for (int j = 0; j < NC; ++j)
-      c[j] = _mm256_add_epi32(c[j], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(int(bk[j])), av), ones));
+      c[j] = add_quad_products(c[j], _mm256_set1_epi32(int(bk[j])), av, ones);
     a += kQMR;
     bk += kQNR;
   }
@@ -169,8 +172,7 @@ NXRT_AVX2 void narrow_quads(int64_t kcq, const uint32_t* a, const uint32_t* b, i
       const __m256i av = _mm256_load_si256(reinterpret_cast<const __m256i*>(w));
 #pragma GCC unroll 4
       for (int j = 0; j < NC; ++j) {
-        const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq[j]));
-        c[j] = _mm256_add_epi32(c[j], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, av), ones));
+        c[j] = add_quad_products(c[j], _mm256_load_si256(reinterpret_cast<const __m256i*>(xq[j])), av, ones);
       }
     }
   }
@@ -246,8 +248,8 @@ NXRT_AVX2 void quad_col_sums_avx2(int64_t kc, const uint32_t* b, int32_t* sums) 
   for (int64_t i = 0; i < kc; ++i, b += kQNR) {
     const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(b));
     const __m256i v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 8));
-    s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(v0, ones8), ones16));
-    s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(v1, ones8), ones16));
+    s0 = add_quad_products(s0, v0, ones8, ones16);
+    s1 = add_quad_products(s1, v1, ones8, ones16);
   }
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums), s0);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + 8), s1);

@@ -124,6 +124,9 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
   const bool vnni = zp_ok && q_tile_group_dpbusd(1, true);
   const bool avx2 = zp_ok && !vnni && q_tile_quads_avx2();  // the split quads, where they pay
   declare(store, vnni ? 1 : avx2 ? 2 : 0, oc_, k_, x_zp, x_type, w_type);
+  auto w_prime = [&](int64_t i) {  // w' = w + w_add as int8: the s8 operand of the quads
+    return w_type == QType::U8 ? int32_t(static_cast<const uint8_t*>(w)[i]) + w_add : int32_t(static_cast<const int8_t*>(w)[i]);
+  };
   auto pack_quads = [&](uint32_t* dst) {
     if (w_type == QType::U8) q_pack_a_quads(static_cast<const uint8_t*>(w), k_, w_add, oc_, k_, dst);
     else q_pack_a_quads(static_cast<const int8_t*>(w), k_, w_add, oc_, k_, dst);
@@ -136,9 +139,7 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
     quads_ = packed_int(store, "q_split_quads", [&] {
       // w' in the tap order that leaves the least rest (q_pair_order), then split.
       std::vector<int8_t> w8(size_t(oc_ * k_)), w8p(w8.size());
-      for (size_t i = 0; i < w8.size(); ++i)
-        w8[i] = w_type == QType::U8 ? int8_t(int32_t(static_cast<const uint8_t*>(w)[i]) + w_add)
-                                    : static_cast<const int8_t*>(w)[i];
+      for (size_t i = 0; i < w8.size(); ++i) w8[i] = int8_t(w_prime(int64_t(i)));
       order = q_pair_order(w8.data(), oc_, k_);
       for (int64_t m = 0; m < oc_; ++m)
         for (int64_t j = 0; j < k_; ++j) w8p[size_t(m * k_ + j)] = w8[size_t(m * k_ + order[size_t(j)])];
@@ -159,10 +160,7 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
       keep_rest(store, std::move(index), std::move(entries));
       keep_order(store, std::move(order));
     }
-    corrected_bias(store, *ep_, xq_zp_, wq_zp_, oc_, [&](int64_t c, int64_t k) {
-      return w_type == QType::U8 ? int32_t(static_cast<const uint8_t*>(w)[c * k_ + k]) + w_add
-                                 : int32_t(static_cast<const int8_t*>(w)[c * k_ + k]);
-    }, k_);
+    corrected_bias(store, *ep_, xq_zp_, wq_zp_, oc_, [&](int64_t c, int64_t k) { return w_prime(c * k_ + k); }, k_);
     return;
   }
   packed_w_ = packed_words(store, "packed_w", size_t(q_tiles(oc_) * kQMR * q_pairs(k_)), own_, [&](std::span<uint32_t> dst) {
