@@ -54,6 +54,9 @@ struct PackedConvWeights {
   // conv_uses_winograd chose at kernel creation; `data` is then null and conv2d runs them
   // for that shape only (the caller's guard).
   const float* winograd = nullptr;
+  // Winograd F(2x2, 3x3) weights (winograd_2x2_pack_weights) where conv_uses_winograd_2x2
+  // chose it, the same way.
+  const float* winograd_2x2 = nullptr;
   AlignedFloats owned;
   // Pointwise convs with few output pixels run transposed (out^T = x^T W^T,
   // the channels along the 48-wide panels); W^T is packed as GEMM B on first

@@ -6,6 +6,7 @@
 
 #include "conv.hpp"
 #include "conv_winograd.hpp"
+#include "conv_winograd_2x2.hpp"
 #include "gemm.hpp"
 #include "ops.hpp"
 
@@ -171,7 +172,8 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     }
     const ConvShape ws = centre ? *centre : s;  // the weights as packed
     const bool winograd = full && conv_uses_winograd(*full);
-    if (centre || winograd) st.x_dims.assign(x.dims().begin(), x.dims().end());
+    const bool winograd_2x2 = full && conv_uses_winograd_2x2(*full);
+    if (centre || winograd || winograd_2x2) st.x_dims.assign(x.dims().begin(), x.dims().end());
     // What the packed layout depends on: the weight shape, the grouping, the GEMM tile, the algorithm.
     pp.param("out_c", s.out_c);
     pp.param("in_c_per_group", s.icg());
@@ -182,12 +184,18 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     pp.param("depthwise", conv_is_depthwise(s) ? 1 : 0);
     pp.param("gemm_mr", kGemmMR);
     pp.param("winograd", winograd ? 1 : 0);
+    pp.param("winograd_2x2", winograd_2x2 ? 1 : 0);
     PackedConvWeights view;
     if (winograd) {
       auto u = pp.buffer<float>("w_winograd", winograd_packed_floats(*full), [&](std::span<float> dst) {
         winograd_pack_weights(*full, static_cast<const float*>(t.raw()), dst.data());
       });
       view.winograd = u.data();
+    } else if (winograd_2x2) {
+      auto u = pp.buffer<float>("w_winograd_2x2", winograd_2x2_packed_floats(*full), [&](std::span<float> dst) {
+        winograd_2x2_pack_weights(*full, static_cast<const float*>(t.raw()), dst.data());
+      });
+      view.winograd_2x2 = u.data();
     } else {
       auto packed = pp.buffer<float>("w", packed_conv_floats(ws), [&](std::span<float> dst) {
         const float* w = static_cast<const float*>(t.raw());  // W's data is read here only

@@ -344,7 +344,7 @@ TEST_CASE("Conv with few output pixels keeps W^T in the blob too (the transposed
     std::vector<int64_t> x, w, pads, y;
   } cases[] = {
       {"1x1 over 7x7", {1, 128, 7, 7}, {256, 128, 1, 1}, {0, 0, 0, 0}, {1, 256, 7, 7}},
-      {"3x3 over 7x7", {1, 64, 7, 7}, {128, 64, 3, 3}, {1, 1, 1, 1}, {1, 128, 7, 7}},
+      {"3x3 over 7x7", {1, 32, 7, 7}, {128, 32, 3, 3}, {1, 1, 1, 1}, {1, 128, 7, 7}},  // thin: not Winograd
   };
   for (auto& c : cases) {
     CAPTURE(c.what);
@@ -361,6 +361,35 @@ TEST_CASE("Conv with few output pixels keeps W^T in the blob too (the transposed
     const auto bytes = export_blob(*in, k->k);
     const std::string text(bytes.begin(), bytes.end());
     CHECK(text.find("w_t") != std::string::npos);  // the W^T buffer is declared
+    round_trip(m, 1, w);
+  }
+}
+
+TEST_CASE("Winograd convs keep their transformed weights in the blob: F(4x4,3x3) and F(2x2,3x3)") {
+  struct Case {
+    const char* what;
+    const char* buffer;
+    std::vector<int64_t> x, w, y;
+  } cases[] = {
+      {"F(4x4) over 16x16", "w_winograd", {1, 16, 16, 16}, {24, 16, 3, 3}, {1, 24, 16, 16}},
+      {"F(2x2) over 7x7", "w_winograd_2x2", {1, 64, 7, 7}, {72, 64, 3, 3}, {1, 72, 7, 7}},
+  };
+  for (auto& c : cases) {
+    CAPTURE(c.what);
+    Model m;
+    auto* x = m.input("X", c.x, 53);
+    auto* w = m.weight("W", c.w, 54);
+    auto* y = m.value("Y", c.y);
+    m.gb.node("Conv", "", {x, w}, {y}, {attr_ints("pads", {1, 1, 1, 1})});
+    m.output(y);
+    auto in = open_instance();
+    auto claims = claims_of(*in, m);
+    REQUIRE(claims.size() == 1);
+    auto k = create(*in, m, claims[0]);
+    const auto bytes = export_blob(*in, k->k);
+    const std::string text(bytes.begin(), bytes.end());
+    CHECK(text.find(c.buffer) != std::string::npos);  // declared by that name
+    CHECK((text.find("w_winograd_2x2") != std::string::npos) == (std::string(c.buffer) == "w_winograd_2x2"));
     round_trip(m, 1, w);
   }
 }
