@@ -294,6 +294,39 @@ void gemm_packed_serial(int64_t M, int64_t N, int64_t K, const float* pa, const 
   gemm_rect(M, N, K, pa, pb, 0, c, ldc, ep, Rect{0, gemm_tiles(M), 0, gemm_panels(N)}, gemm_tile_active());
 }
 
+GemmRowsTileFn gemm_rows_tile_active() {
+  static const GemmRowsTileFn fn = active_isa() == Isa::avx2 ? gemm_rows_tile_avx2() : nullptr;
+  return fn;
+}
+
+void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* pa, const float* const* rows, int64_t col0,
+                      float* c, int64_t ldc, const GemmEpilogue& ep) {
+  const GemmRowsTileFn fn = gemm_rows_tile_active();
+  if (M <= 0 || N <= 0 || !fn) return;
+  const int64_t KC = kGemmKcAvx2, tiles = gemm_tiles(M);
+  for (int64_t n0 = 0; n0 < N; n0 += kGemmNR) {
+    const int64_t cols = std::min(kGemmNR, N - n0);
+    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
+      const int64_t kc = std::min(KC, K - k0);
+      const bool first = k0 == 0, final = k0 + KC >= K;
+      GemmTileStore st;
+      st.accumulate = ep.accumulate || !first;
+      st.col_bias = first && ep.col_bias ? ep.col_bias + n0 : nullptr;
+      st.clamp = final && ep.clamp;
+      st.hardswish = final && ep.hardswish;
+      st.lo = ep.lo;
+      st.hi = ep.hi;
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t m0 = t * kGemmMR;
+        st.row_bias = first && ep.row_bias ? ep.row_bias + m0 : nullptr;
+        fn(kc, pa + m0 * K + k0 * kGemmMR, rows + k0, col0 + n0, c + m0 * ldc + n0, ldc, std::min(kGemmMR, M - m0), cols,
+           st);
+      }
+      if (K == 0) break;
+    }
+  }
+}
+
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
                  const GemmEpilogue& ep, ThreadPool* pool) {
   gemm_driver(M, N, K, pa, pb, 0, c, ldc, ep, pool);

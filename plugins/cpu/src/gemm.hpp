@@ -109,6 +109,22 @@ inline int64_t gemm_kc_for(GemmTileFn fn) { return fn == gemm_tile_avx2() ? kGem
 GemmTileFn gemm_tile_for(int isa);
 const char* gemm_kernel_name_for(int isa);  // "avx512f-8x48", "avx2-4x24", "generic"
 const char* gemm_kernel_name();
+// The same tile with B given as row pointers, B(k, n) = rows[k][col + n], read in place
+// (a convolution's phase planes: no im2col copy). Only AVX2 has it (null elsewhere): the
+// AVX-512 kernel's tile is 8 x 48, and the generic one would be slower than packing.
+using GemmRowsTileFn = void (*)(int64_t kc, const float* a, const float* const* rows, int64_t col, float* c,
+                                int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st);
+GemmRowsTileFn gemm_rows_tile_avx2();
+// The rows tile of the active ISA, or null (then gemm_rows_serial must not be called).
+GemmRowsTileFn gemm_rows_tile_active();
+// C[M, N] (row stride ldc) = epilogue(A * B) with B(k, n) = rows[k][col0 + n] for n < N
+// (each row readable up to there), on the calling thread. 48-column panels outside, K
+// blocks inside: a slice of kc rows is read by every row tile from L1, the packed A
+// (the weights) from L2. Needs gemm_rows_tile_active(); the epilogue's residual is not
+// supported (it would need B's column layout).
+void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* const* rows, int64_t col0,
+                      float* c, int64_t ldc, const GemmEpilogue& ep);
+
 // One tile (mr <= 8 rows) of pack_a for a row-major A, rows lda apart, into
 // its [K][8] layout (rows past mr zero). pack_a uses it when the active ISA
 // is AVX2 or AVX-512; null when not compiled for x86.

@@ -253,3 +253,32 @@ TEST_CASE("direct 5x5 and 7x7 depthwise kernels: odd widths, strides 1 and 2, pa
   check_conv_post(shape(2, 4, 7, 7, 8, 5, 1, 2, 1, 4), nullptr);    // multiplier 2, batch 2
   check_conv_post(shape(1, 5, 9, 12, 5, 7, 1, 3, 1, 5), &pool);
 }
+
+TEST_CASE("convs that read the phase planes in place (no im2col) match the reference") {
+  // On AVX2 these shapes take the phase-rows path (the description says so); elsewhere the
+  // im2col ones, checked the same. Row blocks split over 1-3 threads; K over one block and
+  // several; partial row tiles (OC % 8) and panels; strides 1-3, dilation, a 5x3 kernel, groups.
+  ThreadPool pool2(2), pool3(3);
+  const ConvShape shapes[] = {
+      shape(1, 3, 70, 64, 16, 7, 2, 3, 1, 1),   // a stem: K = 147 in two blocks of 128 + 19
+      shape(1, 3, 67, 65, 13, 3, 2, 1, 1, 1),   // MobileNet's stem, odd sizes, OC = 13
+      shape(2, 16, 23, 21, 24, 3, 1, 1, 1, 1),  // batch 2, K = 144
+      shape(1, 32, 17, 45, 40, 5, 1, 2, 1, 1),  // 5x5, K = 800
+      shape(1, 8, 30, 53, 12, 3, 3, 1, 1, 1),   // stride 3
+      shape(1, 8, 26, 37, 8, 3, 1, 2, 2, 1),    // dilation 2
+      shape(1, 6, 20, 25, 10, 5, 1, 2, 1, 1, 3),  // 5x3 kernel
+      shape(1, 12, 18, 18, 20, 3, 1, 1, 1, 2),  // 2 groups
+  };
+  for (const ConvShape& s : shapes) {
+    // The path under test (the planes' row pitch wastes at most 1/8), at least on one thread:
+    // with more, a small output goes to one threaded GEMM over all the panels instead.
+    if (gemm_rows_tile_active()) {
+      const PackedConvWeights w = pack_conv_weights(s, random_floats(size_t(s.out_c * s.icg() * s.k_h * s.k_w), 3).data());
+      CHECK(conv_describe(s, w, nullptr).find("phase-plane rows") != std::string::npos);
+    }
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+      check_conv(s, true, p);
+      check_conv_post(s, p);
+    }
+  }
+}
