@@ -119,7 +119,7 @@ GemmRowsTileFn gemm_rows_tile_avx2();
 GemmRowsTileFn gemm_rows_tile_active();
 // C[M, N] (row stride ldc) = epilogue(A * B) with B(k, n) = rows[k][col0 + n] for n < N
 // (each row readable up to there), on the calling thread. 48-column panels outside, K
-// blocks inside: a slice of kc rows is read by every row tile from L1, the packed A
+// blocks (equal, <= 160) inside: a slice of kc rows is read by every row tile from L1, the packed A
 // (the weights) from L2. Needs gemm_rows_tile_active(); the epilogue's residual is not
 // supported (it would need B's column layout).
 void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* const* rows, int64_t col0,
