@@ -738,7 +738,19 @@ void dw_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post) {
     return;
   }
   const int64_t taps = s.k_h * s.k_w;
+  const bool lanes = dw_lanes_ok(s);
   for (int64_t c = 0; c < p.count; ++c) {
+    if (lanes && c + 8 <= p.count) {
+      DwPlanes q = p;
+      q.in += c * p.in_stride;
+      q.w += c * taps;
+      if (q.bias) q.bias += c;
+      q.out += c * p.out_stride;
+      if (q.res) q.res += c * p.res_stride;
+      dw_planes8_avx2(s, q, post);
+      c += 7;
+      continue;
+    }
     const float* in = p.in + c * p.in_stride;
     const float* res = p.res ? p.res + c * p.res_stride : nullptr;
     const float bias = p.bias ? p.bias[c] : 0.f;
@@ -758,6 +770,9 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
   const int64_t tasks = t <= 1 ? 1 : std::min<int64_t>(planes, int64_t(t) * 4);
   const DwGeometry g = dw_geometry(s);
   const DwPath path = dw_path(s);
+#if defined(__x86_64__)
+  const bool lanes = (path == DwPath::direct3x3_avx2 || path == DwPath::directkxk_avx2) && dw_lanes_ok(s);
+#endif
   std::vector<int64_t> toff;
   if (path == DwPath::phase_planes) {
     toff.resize(size_t(taps));
@@ -773,6 +788,20 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
       const float* res = post.residual ? post.residual + pl * out_plane : nullptr;
       const float bv = bias ? bias[oc] : 0.f;
 #if defined(__x86_64__)
+      if (lanes && ocg == 1 && pl + 8 <= e && oc + 8 <= s.out_c) {  // 8 planes of one image at once
+        DwPlanes p;
+        p.in = xin;
+        p.in_stride = in_plane;
+        p.w = w + oc * taps;
+        p.bias = bias ? bias + oc : nullptr;
+        p.out = out + pl * out_plane;
+        p.out_stride = out_plane;
+        p.res = res;
+        p.res_stride = out_plane;
+        dw_planes8_avx2(s, p, post);
+        pl += 7;
+        continue;
+      }
       if (path == DwPath::direct3x3_avx2) {
         dw3x3_plane_avx2(s, xin, w + oc * taps, bv, out + pl * out_plane, res, post);
         continue;
@@ -1003,6 +1032,11 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
   std::string what;
   switch (conv_path(s, w, pool)) {
     case ConvPath::depthwise:
+#if defined(__x86_64__)
+      if ((dw_path(s) == DwPath::direct3x3_avx2 || dw_path(s) == DwPath::directkxk_avx2) && dw_lanes_ok(s) &&
+          s.ocg() == 1 && s.out_c >= 8)
+        return fmt::format("depthwise {}x{}, 8 channels as the lanes avx2", s.k_h, s.k_w);
+#endif
       switch (dw_path(s)) {
         case DwPath::direct3x3_avx2: return "depthwise direct 3x3 avx2";
         case DwPath::directkxk_avx2: return fmt::format("depthwise direct {}x{} avx2", s.k_h, s.k_w);

@@ -41,6 +41,15 @@ void dw3x3_plane_avx2(const ConvShape& s, const float* in, const float* wk, floa
 // The same for 5x5 and 7x7 kernels (dilation 1, stride_w 1 or 2), one output row at a time.
 void dwkxk_plane_avx2(const ConvShape& s, const float* in, const float* wk, float bias, float* o, const float* res,
                       const ConvPostOps& post);
+// Small planes (out_w <= 8: ResNet-like 7x7 stages) with the channels as the vector lanes:
+// 8 planes at a time, transposed into a zero-padded [rows][cols][8] buffer of at most
+// kDwLanesMaxPadded positions, every tap one vector FMA per output, transposed back per
+// output row (the per-plane kernels spend most of a 7x7 plane on row and mask setup).
+// 3x3 / 5x5 / 7x7, dilation 1, strides 1 or 2. AVX2 + FMA.
+constexpr int64_t kDwLanesMaxPadded = 512;
+bool dw_lanes_ok(const ConvShape& s);
+// Planes [0, 8) of p (p.count is not read; p.bias, when set, holds 8 values).
+void dw_planes8_avx2(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post);
 // out[j] = bias + sum_t w[t] * src[t][j] for j < n. AVX2 + FMA.
 void dw_accumulate_avx2(float* out, int64_t n, const float* const* src, const float* w, int64_t taps, float bias);
 #endif

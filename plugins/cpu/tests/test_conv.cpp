@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "conv.hpp"
+#include "cpu_info.hpp"
 #include "gemm.hpp"
 #include "util.hpp"
 
@@ -280,5 +281,29 @@ TEST_CASE("convs that read the phase planes in place (no im2col) match the refer
       check_conv(s, true, p);
       check_conv_post(s, p);
     }
+  }
+}
+
+TEST_CASE("depthwise convs on small planes (8 channels as the lanes) match the reference") {
+  // out_w <= 8 takes the channel-lane kernel on AVX2 in groups of 8 planes, the rest of the
+  // channels the per-plane kernels: 13 and 24 channels, 3x3 / 5x5 / 7x7, strides 1 and 2,
+  // pads 0 to 3, non-square planes, batch 2, every post-op, 1-3 threads.
+  ThreadPool pool2(2), pool3(3);
+  const ConvShape shapes[] = {
+      shape(1, 24, 7, 7, 24, 3, 1, 1, 1, 24),   // MobileNetV2's last stage
+      shape(1, 13, 14, 14, 13, 3, 2, 1, 1, 13),  // stride 2 to 7x7, 8 + 5 channels
+      shape(2, 16, 7, 7, 16, 5, 1, 2, 1, 16),   // 5x5, batch 2
+      shape(1, 16, 9, 5, 16, 7, 1, 3, 1, 16),   // 7x7 on a 9x5 plane
+      shape(1, 17, 12, 15, 17, 5, 2, 2, 1, 17),  // 5x5 stride 2: 6x8 outputs
+      shape(1, 8, 4, 4, 8, 3, 1, 0, 1, 8),      // no pad: 2x2 outputs
+  };
+  for (const ConvShape& s : shapes)
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+      check_conv(s, true, p);
+      check_conv_post(s, p);
+    }
+  if (active_isa() == Isa::avx2) {  // the stride-1 shapes name the lane kernel
+    const PackedConvWeights w = pack_conv_weights(shapes[0], random_floats(24 * 9, 5).data());
+    CHECK(conv_describe(shapes[0], w, nullptr) == "depthwise 3x3, 8 channels as the lanes avx2");
   }
 }
