@@ -788,8 +788,10 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
       const float* res = post.residual ? post.residual + pl * out_plane : nullptr;
       const float bv = bias ? bias[oc] : 0.f;
 #if defined(__x86_64__)
-      if (lanes && ocg == 1 && pl + 8 <= e && oc + 8 <= s.out_c) {  // 8 planes of one image at once
+      // `count` planes from pl on, which lie in one image (channel multiplier 1).
+      auto planes_from_here = [&](int64_t count) {
         DwPlanes p;
+        p.count = count;
         p.in = xin;
         p.in_stride = in_plane;
         p.w = w + oc * taps;
@@ -798,7 +800,10 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
         p.out_stride = out_plane;
         p.res = res;
         p.res_stride = out_plane;
-        dw_planes8_avx2(s, p, post);
+        return p;
+      };
+      if (lanes && ocg == 1 && pl + 8 <= e && oc + 8 <= s.out_c) {  // 8 planes of one image at once
+        dw_planes8_avx2(s, planes_from_here(8), post);
         pl += 7;
         continue;
       }
@@ -814,17 +819,7 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
         // Planes pl.. of this range that lie in one image, one call (masks made once); one
         // at a time with a channel multiplier (planes then share input planes).
         const int64_t run = ocg == 1 ? std::min(e - pl, s.out_c - oc) : 1;
-        DwPlanes p;
-        p.count = run;
-        p.in = xin;
-        p.in_stride = in_plane;
-        p.w = w + oc * taps;
-        p.bias = bias ? bias + oc : nullptr;
-        p.out = out + pl * out_plane;
-        p.out_stride = out_plane;
-        p.res = res;
-        p.res_stride = out_plane;
-        dw_planes_avx512_any(s, p, post);
+        dw_planes_avx512_any(s, planes_from_here(run), post);
         pl += run - 1;
         continue;
       }

@@ -14,29 +14,6 @@ namespace nxrt::cpu {
 
 #define NXRT_AVX2 __attribute__((target("avx2,fma")))
 
-namespace {
-
-// In-register 8x8 transpose: r[j] becomes column j.
-NXRT_AVX2 inline void transpose8x8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int h = 0; h < 2; ++h) {
-    u[4 * h + 0] = _mm256_shuffle_ps(t[4 * h + 0], t[4 * h + 2], 0x44);
-    u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h + 0], t[4 * h + 2], 0xEE);
-    u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
-    u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
-  }
-  for (int j = 0; j < 4; ++j) {
-    r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
-    r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
-  }
-}
-
-}  // namespace
-
 bool dw_lanes_ok(const ConvShape& s) {
   if (s.k_h != s.k_w || (s.k_h != 3 && s.k_h != 5 && s.k_h != 7) || s.dil_h != 1 || s.dil_w != 1) return false;
   // Stride 1 only: for stride 2 the per-plane kernel was faster (576 planes of 14x14 -> 7x7:
@@ -70,7 +47,7 @@ NXRT_AVX2 void dw_planes8_avx2(const ConvShape& s, const DwPlanes& p, const Conv
       __m256 v[8];
 #pragma GCC unroll 8
       for (int l = 0; l < 8; ++l) v[l] = _mm256_maskload_ps(p.in + l * p.in_stride + iy * s.in_w + x0, m);
-      transpose8x8(v);
+      avx2_transpose8x8(v);
       const int64_t n = std::min<int64_t>(8, wp - (x0 + s.pad_left));
       for (int64_t j = 0; j < n; ++j) _mm256_store_ps(t + (r * wp + x0 + s.pad_left + j) * 8, v[j]);
     }
@@ -103,7 +80,7 @@ NXRT_AVX2 void dw_planes8_avx2(const ConvShape& s, const DwPlanes& p, const Conv
     __m256 v[8];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) v[j] = _mm256_load_ps(ob + j * 8);
-    transpose8x8(v);
+    avx2_transpose8x8(v);
     // A masked store costs ~10x a plain one here (Zen 3): a row whose 8 floats end inside
     // the plane is stored whole, the extra columns (later rows') overwritten when those rows
     // are stored (not when a residual is read, which may be the output itself).

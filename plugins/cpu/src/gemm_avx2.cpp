@@ -194,24 +194,6 @@ void rows_tile_dispatch(int64_t kc, const float* a, const float* const* rows, in
   }
 }
 
-// In-register 8x8 transpose: r[j] becomes column j.
-NXRT_AVX2 inline void transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int h = 0; h < 2; ++h) {
-    u[4 * h + 0] = _mm256_shuffle_ps(t[4 * h + 0], t[4 * h + 2], 0x44);
-    u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h + 0], t[4 * h + 2], 0xEE);
-    u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
-    u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
-  }
-  for (int j = 0; j < 4; ++j) {
-    r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
-    r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
-  }
-}
 
 // One tile of pack_a (row-major A): 8 x 8 blocks transposed in registers
 // instead of 64 scalar stores 32 bytes apart; the same products alpha * a.
@@ -222,7 +204,7 @@ NXRT_AVX2 void pack_a_tile(const float* a, int64_t lda, int64_t mr, int64_t K, f
     __m256 r[8];
 #pragma GCC unroll 8
     for (int m = 0; m < 8; ++m) r[m] = m < mr ? _mm256_mul_ps(al, _mm256_loadu_ps(a + m * lda + k)) : _mm256_setzero_ps();
-    transpose8(r);
+    avx2_transpose8x8(r);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (k + j) * kGemmMR, r[j]);
   }
