@@ -199,9 +199,11 @@ void conv2d_winograd_2x2(const ConvShape& s, const float* x, const float* u, con
   // The calling thread's slots hold V and M for the whole call; tasks take their own slot C.
   float* v = scratch_floats(kScratchA, size_t(kXi) * v_per);
   float* m = scratch_floats(kScratchB, size_t(kXi) * m_per);
-  // Rows of the last group past the tiles are read by no block; zero them once all the same.
+  // Rows of the last group past the tiles are read by no block; zeroed all the same (scratch
+  // may hold anything), the last group of each operand only.
   if (g.count % kGemmMR)
-    for (int64_t xi = 0; xi < kXi; ++xi) std::fill(v + size_t(xi) * v_per, v + size_t(xi + 1) * v_per, 0.f);
+    for (int64_t xi = 0; xi < kXi; ++xi)
+      std::fill(v + size_t(xi) * v_per + a_offset(g.count / kGemmMR * kGemmMR, 0, IC), v + size_t(xi + 1) * v_per, 0.f);
   for (int64_t n = 0; n < s.batch; ++n) {
     const float* xn = x + n * IC * s.in_h * s.in_w;
     const size_t out_off = size_t(n * OC * s.out_h * s.out_w);
