@@ -157,6 +157,21 @@ struct Rect {
   int64_t t0, t1, p0, p1;
 };
 
+// The store of every row tile of one (column panel at n0, K block): the epilogue's
+// column-wise parts, the bias only in the first block, the clamp / HardSwish only in
+// the final one. The caller sets the row-wise parts per tile.
+GemmTileStore block_store(const GemmEpilogue& ep, int64_t n0, bool first, bool final) {
+  GemmTileStore st;
+  st.accumulate = ep.accumulate || !first;
+  st.col_bias = first && ep.col_bias ? ep.col_bias + n0 : nullptr;
+  st.ldr = ep.ldr;
+  st.clamp = final && ep.clamp;
+  st.hardswish = final && ep.hardswish;
+  st.lo = ep.lo;
+  st.hi = ep.hi;
+  return st;
+}
+
 // B is packed (ldb <= 0) or a plain row-major matrix with row stride ldb.
 void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, int64_t ldb, float* c,
                int64_t ldc, const GemmEpilogue& ep, const Rect& r, GemmTileFn fn) {
@@ -186,14 +201,7 @@ void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb
       for (int64_t p = g0; p < g1; ++p) {
         const int64_t n0 = p * kGemmNR, w = gemm_panel_width(N, p), cols = std::min(kGemmNR, N - n0);
         const float* bp = unpacked ? pb + k0 * ldb + n0 : pb + n0 * K + k0 * w;
-        GemmTileStore st;
-        st.accumulate = ep.accumulate || !first;
-        st.col_bias = first && ep.col_bias ? ep.col_bias + n0 : nullptr;
-        st.ldr = ep.ldr;
-        st.clamp = final && ep.clamp;
-        st.hardswish = final && ep.hardswish;
-        st.lo = ep.lo;
-        st.hi = ep.hi;
+        GemmTileStore st = block_store(ep, n0, first, final);
         int64_t np = 0, nk = 0, lines = 0, share = 0;
         const char* next = nullptr;
         if (!unpacked && next_slice(g0, g1, k0, p, np, nk)) {
@@ -315,13 +323,7 @@ void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* pa, const fl
     for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
       const int64_t kc = std::min(KC, K - k0);
       const bool first = k0 == 0, final = k0 + KC >= K;
-      GemmTileStore st;
-      st.accumulate = ep.accumulate || !first;
-      st.col_bias = first && ep.col_bias ? ep.col_bias + n0 : nullptr;
-      st.clamp = final && ep.clamp;
-      st.hardswish = final && ep.hardswish;
-      st.lo = ep.lo;
-      st.hi = ep.hi;
+      GemmTileStore st = block_store(ep, n0, first, final);
       for (int64_t t = 0; t < tiles; ++t) {
         const int64_t m0 = t * kGemmMR;
         st.row_bias = first && ep.row_bias ? ep.row_bias + m0 : nullptr;
