@@ -730,9 +730,21 @@ bool dw_direct_ok(const ConvShape& s) {
   return s.group == s.in_c && s.out_c == s.in_c && dw_path(s) != DwPath::phase_planes;
 }
 
+bool dw_split_cols_ok(const ConvShape& s) {
+#if defined(__x86_64__)
+  const DwPath path = dw_path(s);
+  return dw_direct_ok(s) && s.stride_w == 2 && !dw_lanes_ok(s) &&
+         (path == DwPath::direct3x3_avx2 || path == DwPath::directkxk_avx2);
+#else
+  (void)s;
+  return false;
+#endif
+}
+
 void dw_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post) {
 #if defined(__x86_64__)
   const DwPath path = dw_path(s);
+  if (p.split_cols && !dw_split_cols_ok(s)) throw std::logic_error("dw_planes: no split-column kernel for this shape");
   if (path == DwPath::directkxk_avx512) {
     dw_planes_avx512_any(s, p, post);
     return;
@@ -754,8 +766,10 @@ void dw_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post) {
     const float* in = p.in + c * p.in_stride;
     const float* res = p.res ? p.res + c * p.res_stride : nullptr;
     const float bias = p.bias ? p.bias[c] : 0.f;
-    if (path == DwPath::direct3x3_avx2) dw3x3_plane_avx2(s, in, p.w + c * taps, bias, p.out + c * p.out_stride, res, post);
-    else dwkxk_plane_avx2(s, in, p.w + c * taps, bias, p.out + c * p.out_stride, res, post);
+    if (path == DwPath::direct3x3_avx2)
+      dw3x3_plane_avx2(s, in, p.w + c * taps, bias, p.out + c * p.out_stride, res, post, p.split_cols);
+    else
+      dwkxk_plane_avx2(s, in, p.w + c * taps, bias, p.out + c * p.out_stride, res, post, p.split_cols);
   }
 #else
   (void)s, (void)p, (void)post;

@@ -29,18 +29,25 @@ struct DwPlanes {
   int64_t out_stride = 0;
   const float* res = nullptr;
   int64_t res_stride = 0;
+  // Stride 2 only, where dw_split_cols_ok(s): each input row holds its even columns, then its
+  // odd ones ((in_w + 1) / 2 and in_w / 2 floats), so every tap is a plain load (an expand
+  // GEMM writes its rows that way at no cost: conv_inverted_residual).
+  bool split_cols = false;
 };
 void dw_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post);
+// Whether dw_planes takes split_cols input for `s` (dw_direct_ok(s), stride_w 2, and this
+// CPU's kernel for it has the split form: AVX2's).
+bool dw_split_cols_ok(const ConvShape& s);
 
 #if defined(__x86_64__)
 // One output plane of a 3x3 depthwise conv (dilation 1, stride_w 1 or 2, out_w <=
 // kDw3x3MaxWidth) straight from the input plane: padding by masked loads, bias,
 // residual and clamp in the store. AVX2 + FMA.
 void dw3x3_plane_avx2(const ConvShape& s, const float* in, const float* wk, float bias, float* o, const float* res,
-                      const ConvPostOps& post);
+                      const ConvPostOps& post, bool split_cols = false);
 // The same for 5x5 and 7x7 kernels (dilation 1, stride_w 1 or 2), one output row at a time.
 void dwkxk_plane_avx2(const ConvShape& s, const float* in, const float* wk, float bias, float* o, const float* res,
-                      const ConvPostOps& post);
+                      const ConvPostOps& post, bool split_cols = false);
 // Small planes (out_w <= 8: ResNet-like 7x7 stages) with the channels as the vector lanes:
 // 8 planes at a time, transposed into a zero-padded [rows][cols][8] buffer of at most
 // kDwLanesMaxPadded positions, every tap one vector FMA per output, transposed back per
@@ -50,6 +57,9 @@ constexpr int64_t kDwLanesMaxPadded = 512;
 bool dw_lanes_ok(const ConvShape& s);
 // Planes [0, 8) of p (p.count is not read; p.bias, when set, holds 8 values).
 void dw_planes8_avx2(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post);
+// One row of W floats into the split_cols layout (DwPlanes): its even columns, then its odd
+// ones. dst must not overlap src. AVX2.
+void dw_split_row_avx2(const float* src, int64_t W, float* dst);
 // out[j] = bias + sum_t w[t] * src[t][j] for j < n. AVX2 + FMA.
 void dw_accumulate_avx2(float* out, int64_t n, const float* const* src, const float* w, int64_t taps, float bias);
 #endif

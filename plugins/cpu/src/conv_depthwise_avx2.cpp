@@ -16,6 +16,27 @@ namespace nxrt::cpu {
 
 namespace {
 
+// Column modes of the direct kernels (their SW parameter): stride 1; stride 2 on plain rows
+// (each tap's even / odd lanes picked out of two loads by shuffles); stride 2 on split rows
+// (DwPlanes::split_cols: a row's even columns, then its odd ones; every tap one plain load).
+constexpr int kSplit = 3;
+// Columns a chunk moves along an input row per output column, and the pad the row pointer
+// is moved back by (split rows: the taps' offsets hold it).
+constexpr int64_t col_step(int SW) { return SW == kSplit ? 1 : SW; }
+inline int64_t pad_shift(int SW, const ConvShape& s) { return SW == kSplit ? 0 : s.pad_left; }
+
+// Where tap kx (pad_left p) of output column j reads in a split row of width W: column
+// 2j + kx - p lies in the even half (first (W + 1) / 2 floats) or the odd one, at j + d.
+struct SplitTap {
+  int64_t off;    // from the row start to output column 0's float
+  int64_t d;      // j + d in its half
+  int64_t width;  // floats in its half
+};
+inline SplitTap split_tap(int64_t kx, int64_t pad_left, int64_t W) {
+  const int64_t e = kx - pad_left, ph = e & 1, d = (e - ph) / 2, half = (W + 1) / 2;
+  return {ph * half + d, d, ph ? W / 2 : half};
+}
+
 // Lanes [0, 8) of a load at row[start + i] that fall inside [0, width), as a maskload mask.
 NXRT_AVX2 inline __m256i in_mask(int64_t start, int64_t width) {
   const int64_t lo = std::clamp<int64_t>(-start, 0, 8), hi = std::clamp<int64_t>(width - start, 0, 8);
@@ -41,6 +62,7 @@ struct Chunk {
   __m256i m[4];
   __m256i out;
   bool full;
+  int64_t off[3];  // split rows: the taps' offsets from the chunk's first column
 };
 
 // The three taps of one input row for 8 outputs (stride SW along the row).
@@ -55,6 +77,10 @@ NXRT_AVX2 inline void load3(const float* r, const Chunk& k, __m256& x0, __m256& 
     x0 = ld<FULL>(r, k.m[0]);
     x1 = ld<FULL>(r + 1, k.m[1]);
     x2 = ld<FULL>(r + 2, k.m[2]);
+  } else if constexpr (SW == kSplit) {
+    x0 = ld<FULL>(r + k.off[0], k.m[0]);
+    x1 = ld<FULL>(r + k.off[1], k.m[1]);
+    x2 = ld<FULL>(r + k.off[2], k.m[2]);
   } else {
     const __m256 a = ld<FULL>(r, k.m[0]), b = ld<FULL>(r + 8, k.m[1]), c = ld<FULL>(r + 2, k.m[2]),
                  d = ld<FULL>(r + 10, k.m[3]);
@@ -85,7 +111,7 @@ NXRT_AVX2 inline void rows2(const ConvShape& s, const float* in, const float* wk
                             int64_t oy, bool two, int64_t j0, float* o, const float* res, const ConvPostOps& post,
                             __m256 lo, __m256 hi) {
   const int64_t H = s.in_h, W = s.in_w, OW = s.out_w, sh = s.stride_h;
-  const int64_t iy0 = oy * sh - s.pad_top, nrows = two ? sh + 3 : 3, base = j0 * SW - s.pad_left;
+  const int64_t iy0 = oy * sh - s.pad_top, nrows = two ? sh + 3 : 3, base = j0 * col_step(SW) - pad_shift(SW, s);
   __m256 a0 = b, a1 = _mm256_setzero_ps(), b0 = b, b1 = _mm256_setzero_ps();
   for (int64_t rr = 0; rr < nrows; ++rr) {
     const int64_t iy = iy0 + rr;
@@ -122,7 +148,7 @@ __attribute__((always_inline, target("avx2,fma"))) inline void interior_chunk(
     const float* r, int64_t W, const __m256 (&w)[9], __m256 b, int64_t c, const Chunk& k, float* o0, float* o1,
     const float* res0, const float* res1, const ConvPostOps& post, __m256 lo, __m256 hi) {
   // Pointer arithmetic through uintptr_t: the first chunk's window may start before the row.
-  const float* rc = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(r) + uintptr_t(c * 8 * SW * int64_t(sizeof(float))));
+  const float* rc = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(r) + uintptr_t(c * 8 * col_step(SW) * int64_t(sizeof(float))));
   __m256 x0, x1, x2;
   load3<SW, FULL>(rc, k, x0, x1, x2);  // row 0: a ky 0
   __m256 a = _mm256_fmadd_ps(w[0], x0, b);
@@ -184,8 +210,14 @@ NXRT_AVX2 void plane(const ConvShape& s, const float* in, const float* wk, float
     k.out = in_mask(0, n);
     const int64_t offs[4] = {0, SW == 1 ? 1 : 8, 2, SW == 1 ? 0 : 10};
     bool full = n == 8;
-    for (int i = 0; i < (SW == 1 ? 3 : 4); ++i) {
-      k.m[i] = in_mask(base + offs[i], W);
+    for (int i = 0; i < (SW == 2 ? 4 : 3); ++i) {
+      if constexpr (SW == kSplit) {
+        const SplitTap t = split_tap(i, s.pad_left, W);
+        k.off[i] = t.off;
+        k.m[i] = in_mask(j0 + t.d, t.width);
+      } else {
+        k.m[i] = in_mask(base + offs[i], W);
+      }
       full = full && _mm256_movemask_ps(_mm256_castsi256_ps(k.m[i])) == 0xFF;
     }
     k.full = full;
@@ -200,7 +232,7 @@ NXRT_AVX2 void plane(const ConvShape& s, const float* in, const float* wk, float
     if (two && (sh == 1 || sh == 2) && iy0 >= 0 && iy0 + sh + 3 <= H) {
       // Pointer arithmetic through uintptr_t: the row's first window may start before it.
       const float* r = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(in + iy0 * W) -
-                                                      uintptr_t(s.pad_left * int64_t(sizeof(float))));
+                                                      uintptr_t(pad_shift(SW, s) * int64_t(sizeof(float))));
       float* o0 = o + oy * s.out_w;
       const float* r0 = res ? res + oy * s.out_w : nullptr;
       const float* r1 = res ? res + (oy + 1) * s.out_w : nullptr;
@@ -222,7 +254,7 @@ NXRT_AVX2 void plane(const ConvShape& s, const float* in, const float* wk, float
 // Load slots of a chunk: SW 1: offsets 0..K-1 (tap kx at slot kx); SW 2: offsets
 // 2p and 2p + 8 for p < ceil(K/2), whose even lanes give tap 2p and odd lanes tap 2p + 1.
 template <int K, int SW>
-constexpr int kSlots = SW == 1 ? K : 2 * ((K + 1) / 2);
+constexpr int kSlots = SW == 2 ? 2 * ((K + 1) / 2) : K;
 
 template <int K, int SW>
 constexpr int64_t slot_offset(int i) {
@@ -234,6 +266,7 @@ struct ChunkK {
   __m256i m[kSlots<K, SW>];
   __m256i out;
   bool full;
+  int64_t off[K];  // split rows: the taps' offsets from the chunk's first column
 };
 
 template <int K, int SW, bool FULL>
@@ -241,6 +274,9 @@ NXRT_AVX2 inline void taps_k(const float* r, const ChunkK<K, SW>& k, __m256* x) 
   if constexpr (SW == 1) {
 #pragma GCC unroll 7
     for (int t = 0; t < K; ++t) x[t] = ld<FULL>(r + t, k.m[t]);
+  } else if constexpr (SW == kSplit) {
+#pragma GCC unroll 7
+    for (int t = 0; t < K; ++t) x[t] = ld<FULL>(r + k.off[t], k.m[t]);
   } else {
 #pragma GCC unroll 4
     for (int p = 0; p < (K + 1) / 2; ++p) {
@@ -255,7 +291,7 @@ template <int K, int SW, bool FULL>
 NXRT_AVX2 inline void row_k(const ConvShape& s, const float* in, const float* wk, __m256 b, const ChunkK<K, SW>& k,
                             int64_t oy, int64_t j0, float* o, const float* res, const ConvPostOps& post, __m256 lo,
                             __m256 hi) {
-  const int64_t H = s.in_h, W = s.in_w, OW = s.out_w, base = j0 * SW - s.pad_left;
+  const int64_t H = s.in_h, W = s.in_w, OW = s.out_w, base = j0 * col_step(SW) - pad_shift(SW, s);
   __m256 acc0 = b, acc1 = _mm256_setzero_ps();
   for (int64_t ky = 0; ky < K; ++ky) {
     const int64_t iy = oy * s.stride_h - s.pad_top + ky;
@@ -281,7 +317,7 @@ template <int K, int SW, int R, bool FULL>
 NXRT_AVX2 inline void rows_k(const ConvShape& s, const float* in, const float* wk, __m256 b, const ChunkK<K, SW>& k,
                              int64_t oy, int64_t j0, float* o, const float* res, const ConvPostOps& post, __m256 lo,
                              __m256 hi) {
-  const int64_t H = s.in_h, W = s.in_w, OW = s.out_w, SH = s.stride_h, base = j0 * SW - s.pad_left;
+  const int64_t H = s.in_h, W = s.in_w, OW = s.out_w, SH = s.stride_h, base = j0 * col_step(SW) - pad_shift(SW, s);
   __m256 acc[R][2];
 #pragma GCC unroll 4
   for (int rr = 0; rr < R; ++rr) acc[rr][0] = b, acc[rr][1] = _mm256_setzero_ps();
@@ -321,7 +357,13 @@ NXRT_AVX2 void plane_k(const ConvShape& s, const float* in, const float* wk, flo
     k.out = in_mask(0, n);
     bool full = n == 8;
     for (int i = 0; i < kSlots<K, SW>; ++i) {
-      k.m[i] = in_mask(base + slot_offset<K, SW>(i), W);
+      if constexpr (SW == kSplit) {
+        const SplitTap t = split_tap(i, s.pad_left, W);
+        k.off[i] = t.off;
+        k.m[i] = in_mask(j0 + t.d, t.width);
+      } else {
+        k.m[i] = in_mask(base + slot_offset<K, SW>(i), W);
+      }
       full = full && _mm256_movemask_ps(_mm256_castsi256_ps(k.m[i])) == 0xFF;
     }
     k.full = full;
@@ -348,19 +390,38 @@ NXRT_AVX2 void plane_k(const ConvShape& s, const float* in, const float* wk, flo
 }  // namespace
 
 void dwkxk_plane_avx2(const ConvShape& s, const float* in, const float* wk, float bias, float* o, const float* res,
-                      const ConvPostOps& post) {
-  if (s.k_h == 5)
-    s.stride_w == 1 ? plane_k<5, 1>(s, in, wk, bias, o, res, post) : plane_k<5, 2>(s, in, wk, bias, o, res, post);
-  else
-    s.stride_w == 1 ? plane_k<7, 1>(s, in, wk, bias, o, res, post) : plane_k<7, 2>(s, in, wk, bias, o, res, post);
+                      const ConvPostOps& post, bool split_cols) {
+  if (s.k_h == 5) {
+    if (s.stride_w == 1) plane_k<5, 1>(s, in, wk, bias, o, res, post);
+    else if (split_cols) plane_k<5, kSplit>(s, in, wk, bias, o, res, post);
+    else plane_k<5, 2>(s, in, wk, bias, o, res, post);
+  } else {
+    if (s.stride_w == 1) plane_k<7, 1>(s, in, wk, bias, o, res, post);
+    else if (split_cols) plane_k<7, kSplit>(s, in, wk, bias, o, res, post);
+    else plane_k<7, 2>(s, in, wk, bias, o, res, post);
+  }
 }
 
 void dw3x3_plane_avx2(const ConvShape& s, const float* in, const float* wk, float bias, float* o, const float* res,
-                      const ConvPostOps& post) {
-  if (s.stride_w == 1)
-    plane<1>(s, in, wk, bias, o, res, post);
-  else
-    plane<2>(s, in, wk, bias, o, res, post);
+                      const ConvPostOps& post, bool split_cols) {
+  if (s.stride_w == 1) plane<1>(s, in, wk, bias, o, res, post);
+  else if (split_cols) plane<kSplit>(s, in, wk, bias, o, res, post);
+  else plane<2>(s, in, wk, bias, o, res, post);
+}
+
+NXRT_AVX2 void dw_split_row_avx2(const float* src, int64_t W, float* dst) {
+  float* even = dst;
+  float* odd = dst + (W + 1) / 2;
+  int64_t j = 0;
+  for (; 2 * j + 16 <= W; j += 8) {
+    const __m256 a = _mm256_loadu_ps(src + 2 * j), b = _mm256_loadu_ps(src + 2 * j + 8);
+    _mm256_storeu_ps(even + j, even_lanes(a, b));
+    _mm256_storeu_ps(odd + j, odd_lanes(a, b));
+  }
+  for (; 2 * j < W; ++j) {
+    even[j] = src[2 * j];
+    if (2 * j + 1 < W) odd[j] = src[2 * j + 1];
+  }
 }
 
 // 64 outputs (8 ymm) per step, taps streamed through them.

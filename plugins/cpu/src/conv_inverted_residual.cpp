@@ -49,6 +49,10 @@ void inverted_residual(const InvertedResidual& b, const float* x, const float* r
   const int t = int(std::min<int64_t>(threads_for(pool, work), OH));
   const int64_t B = band_rows > 0 ? band_rows : inverted_residual_band_rows(b, t);
   const int64_t cap = B * S + KH - S;  // expanded rows a band can hold
+  // Stride 2 after an expand: the GEMM reads x's rows with their columns split into even and
+  // odd ones, so it writes the expanded rows that way and every depthwise tap is a plain load
+  // (no shuffles; 64 channels 112x112 -> 56x56 3x3: see the commit).
+  const bool split = b.has_expand && dw_split_cols_ok(d);
   for (int64_t n = 0; n < d.batch; ++n) {
     const float* xn = x + n * CI * H * W;
     float* on = out + n * CO * OH * OW;
@@ -74,7 +78,19 @@ void inverted_residual(const InvertedResidual& b, const float* x, const float* r
               std::memmove(e + c * cap * W, e + c * cap * W + (need0 - have0) * W, size_t(keep * W) * sizeof(float));
           const int64_t from = need0 + keep;
           if (need1 > from) {
-            gemm_packed_a(C, (need1 - from) * W, CI, b.expand_w, xn + from * W, H * W, e + (from - need0) * W, cap * W,
+            const int64_t rows = need1 - from;
+            const float* bx = xn + from * W;
+            int64_t ldb = H * W;
+#if defined(__x86_64__)
+            if (split) {
+              float* xs = scratch_floats(kScratchC, size_t(CI * rows * W));
+              for (int64_t ci = 0; ci < CI; ++ci)
+                for (int64_t r = 0; r < rows; ++r) dw_split_row_avx2(bx + ci * H * W + r * W, W, xs + (ci * rows + r) * W);
+              bx = xs;
+              ldb = rows * W;
+            }
+#endif
+            gemm_packed_a(C, rows * W, CI, b.expand_w, bx, ldb, e + (from - need0) * W, cap * W,
                           conv_epilogue(b.expand_b, b.expand_post), nullptr);
           }
           have0 = need0;
@@ -101,6 +117,7 @@ void inverted_residual(const InvertedResidual& b, const float* x, const float* r
         p.out_stride = dst_stride;
         p.res = dres;
         p.res_stride = OH * OW;
+        p.split_cols = split;
         dw_planes(sd, p, b.dw_post);
         if (b.has_project) {
           const GemmEpilogue ep =

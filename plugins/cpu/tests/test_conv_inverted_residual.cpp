@@ -121,5 +121,11 @@ TEST_CASE("inverted residual block matches the convs node by node") {
       check_block(1, 5, 12, 6, 17, 19, 2, 2, 2, true, false, false, p, band, 5);
       check_block(1, 4, 8, 4, 15, 22, 1, 3, 3, true, true, false, p, band, 7);
       check_block(1, 4, 8, 4, 16, 22, 2, 3, 3, true, true, false, p, band, 7);
+      // Stride 2 after an expand reads split rows (dw_split_cols_ok): rows of several whole
+      // chunks, even and odd widths, pads 0-2.
+      check_block(1, 3, 9, 5, 12, 70, 2, 1, 1, true, true, true, p, band);
+      check_block(1, 3, 9, 0, 12, 67, 2, 0, 1, true, false, false, p, band);
+      check_block(1, 3, 9, 5, 11, 69, 2, 2, 2, true, true, false, p, band, 5);
+      check_block(1, 3, 9, 5, 11, 48, 2, 3, 3, true, true, true, p, band, 7);
     }
 }
