@@ -273,7 +273,8 @@ __attribute__((target("avx512f"))) static void copy_runs_avx512(float* d, const 
     _mm512_mask_storeu_ps(d + j, __mmask16(n >= 16 ? 0xFFFF : (1u << n) - 1u), _mm512_setzero_ps());
   }
 }
-// The same with 8-lane AVX2 masked loads and stores (masked-off lanes are not touched).
+// The same with 8-lane AVX2 masked loads and plain stores of the valid lanes (columns past
+// them are not touched).
 __attribute__((target("avx2"))) static void copy_runs_avx2(float* d, const float* plane, const PanelRun* runs,
                                                            int64_t nruns, int64_t cols, int64_t w) {
   for (int64_t r = 0; r < nruns; ++r) {
@@ -282,10 +283,10 @@ __attribute__((target("avx2"))) static void copy_runs_avx2(float* d, const float
     for (; q + 8 <= u.len; q += 8) _mm256_storeu_ps(d + u.j + q, _mm256_loadu_ps(plane + u.src + q));
     if (q < u.len) {
       const __m256i m = avx2_lane_mask(u.len - q);
-      _mm256_maskstore_ps(d + u.j + q, m, _mm256_maskload_ps(plane + u.src + q, m));
+      avx2_store_first(d + u.j + q, _mm256_maskload_ps(plane + u.src + q, m), u.len - q);
     }
   }
-  for (int64_t j = cols; j < w; j += 8) _mm256_maskstore_ps(d + j, avx2_lane_mask(w - j), _mm256_setzero_ps());
+  for (int64_t j = cols; j < w; j += 8) avx2_store_first(d + j, _mm256_setzero_ps(), w - j);
 }
 #endif
 

@@ -94,7 +94,7 @@ NXRT_AVX2 void dw_planes8_avx2(const ConvShape& s, const DwPlanes& p, const Conv
       if (post.hardswish) x = hard_swish_avx2(x);
       float* o = p.out + l * p.out_stride + oy * OW;
       if (whole) _mm256_storeu_ps(o, x);
-      else _mm256_maskstore_ps(o, om, x);
+      else avx2_store_first(o, x, OW);
     }
   }
 }

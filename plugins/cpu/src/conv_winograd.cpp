@@ -361,9 +361,9 @@ __attribute__((target("avx2,fma"))) void input_transform_avx2(const ConvShape& s
       }
       // B^T along y, then the 36 results to their operands.
       const int64_t t = t_row + tx0, k1 = std::min<int64_t>(cnt, kGemmNR - t % kGemmNR);
-      const __m256i m1 = avx2_lane_mask(k1);
-      const __m256i m2 = _mm256_andnot_si256(m1, avx2_lane_mask(cnt));
-      const bool split = cnt > k1, full = k1 == 8;
+      // Lanes [0, k1) here, lanes [k1, cnt) moved down to the next panel's first columns.
+      const __m256i down = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(k1)));
+      const bool split = cnt > k1;
       const size_t at1 = size_t(pc.base[size_t(t)] + ic * pc.width[size_t(t)]);
       const size_t at2 = split ? size_t(pc.base[size_t(t + k1)] + ic * pc.width[size_t(t + k1)]) : 0;
       for (int64_t c = 0; c < kA; ++c) {
@@ -372,13 +372,8 @@ __attribute__((target("avx2,fma"))) void input_transform_avx2(const ConvShape& s
                  _mm256_load_ps(r[4][c]), _mm256_load_ps(r[5][c]), o);
         for (int64_t a = 0; a < kA; ++a) {
           float* op = v + size_t(a * kA + c) * v_floats;
-          if (full) _mm256_storeu_ps(op + at1, o[a]);
-          else _mm256_maskstore_ps(op + at1, m1, o[a]);
-          // Lane k1 on goes to the next panel's first column.
-          if (split)
-            _mm256_maskstore_ps(reinterpret_cast<float*>(reinterpret_cast<uintptr_t>(op + at2) -
-                                                         uintptr_t(k1 * int64_t(sizeof(float)))),
-                                m2, o[a]);
+          avx2_store_first(op + at1, o[a], k1);
+          if (split) avx2_store_first(op + at2, _mm256_permutevar8x32_ps(o[a], down), cnt - k1);
         }
       }
     }
@@ -627,8 +622,7 @@ __attribute__((target("avx2,fma"))) void output_transform_avx2(const ConvShape& 
           // max/min return their second operand when either is NaN: NaN propagates.
           if (post.clamp) val = _mm256_min_ps(hiv, _mm256_max_ps(lov, val));
           if (post.hardswish) val = hard_swish_avx2(val);
-          if (len == 8) _mm256_storeu_ps(orow + j0, val);
-          else _mm256_maskstore_ps(orow + j0, om, val);
+          avx2_store_first(orow + j0, val, len);
         }
       }
     }

@@ -118,7 +118,7 @@ NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, in
       if (st.clamp) x = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
       if (st.hardswish) x = hard_swish_avx2(x);
       if (partial)
-        _mm256_maskstore_ps(cr + v * 8, mk, x);
+        avx2_store_first(cr + v * 8, x, tail);  // no vmaskmovps store: microcoded on AMD
       else
         _mm256_storeu_ps(cr + v * 8, x);
     }

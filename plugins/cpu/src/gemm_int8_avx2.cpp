@@ -158,8 +158,7 @@ NXRT_AVX2 inline void store8(const StoreConsts& k, __m256i v, const Chan& ch, in
   v = _mm256_add_epi32(v, ch.bias);  // wraps like the scalar uint32 add
   if constexpr (M == QMode::I32) {
     int32_t* yp = static_cast<int32_t*>(y) + at;
-    if (n == 8) _mm256_storeu_si256(reinterpret_cast<__m256i*>(yp), v);
-    else _mm256_maskstore_epi32(yp, avx2_lane_mask(n), v);
+    avx2_store_first(reinterpret_cast<float*>(yp), _mm256_castsi256_ps(v), n);
     return;
   }
   const __m256d dlo = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(v)), ch.scale_lo);
@@ -171,8 +170,7 @@ NXRT_AVX2 inline void store8(const StoreConsts& k, __m256i v, const Chan& ch, in
     f = _mm256_min_ps(k.fhi, _mm256_max_ps(k.flo, f));
     if constexpr (M == QMode::F32) {
       float* yp = static_cast<float*>(y) + at;
-      if (n == 8) _mm256_storeu_ps(yp, f);
-      else _mm256_maskstore_ps(yp, avx2_lane_mask(n), f);
+      avx2_store_first(yp, f, n);
       return;
     } else {
       // QuantizeLinear as quantize_avx2.cpp: true division, nearest even, + zp, saturation (NaN: lowest).

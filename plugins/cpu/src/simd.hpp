@@ -23,6 +23,30 @@ __attribute__((target("avx2"))) inline __m256i avx2_lane_mask(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+// Lanes [0, n) of v stored at p (n in 1..8) with plain stores (at most three): a masked store
+// (vmaskmovps) is microcoded on AMD's cores; in the depthwise kernels it made a row's edge
+// chunks cost ~2.5x the others.
+__attribute__((target("avx2"), always_inline)) inline void avx2_store_first(float* p, __m256 v, int64_t n) {
+  if (n >= 8) {
+    _mm256_storeu_ps(p, v);
+    return;
+  }
+  __m128 h = _mm256_castps256_ps128(v);
+  if (n >= 4) {
+    _mm_storeu_ps(p, h);
+    h = _mm256_extractf128_ps(v, 1);
+    p += 4;
+    n -= 4;
+  }
+  if (n >= 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(p), h);
+    h = _mm_movehl_ps(h, h);
+    p += 2;
+    n -= 2;
+  }
+  if (n >= 1) _mm_store_ss(p, h);
+}
+
 // In-register 8x8 transpose of floats: r[j] becomes column j.
 __attribute__((target("avx2"), always_inline)) inline void avx2_transpose8x8(__m256 r[8]) {
   __m256 t[8], u[8];
