@@ -9,7 +9,8 @@
 //     depthwise one has one channel per group, equal strides and a direct kernel on this CPU
 //     (dw_direct_ok: 3x3, 5x5 or 7x7);
 //   * neither 1x1 Conv has so few pixels that alone it would run as the transposed
-//     product (conv_uses_transposed: MobileNetV2's 7x7 blocks), which bands cannot do.
+//     product (conv_uses_transposed: MobileNetV2's 7x7 blocks), which bands cannot do; such
+//     a project Conv is left out of the block (expand + depthwise still fuse).
 #include <cstring>
 
 #include "conv_depthwise.hpp"
@@ -103,11 +104,13 @@ std::optional<Block> match_block(const sdk::Graph& g, const ViewIndex& ix, size_
         b.project_shape = *ps;
       }
     }
-  if (!b.expand && !b.project) return std::nullopt;
   // Few pixels: alone, those 1x1 convs run as the transposed product (channels along the
-  // GEMM's 48-wide panels), which bands of rows cannot do.
-  if ((b.expand && conv_uses_transposed(b.expand_shape)) || (b.project && conv_uses_transposed(b.project_shape)))
-    return std::nullopt;
+  // GEMM's 48-wide panels), which bands of rows cannot do. A project conv that would is left
+  // out (MobileNetV2's stride-2 block into the 7x7 stage: the expand and the depthwise conv
+  // still run as one, the depthwise one on split rows).
+  if (b.project && conv_uses_transposed(b.project_shape)) b.project.reset();
+  if (!b.expand && !b.project) return std::nullopt;
+  if (b.expand && conv_uses_transposed(b.expand_shape)) return std::nullopt;
   return b;
 }
 

@@ -335,6 +335,8 @@ def block_cases(nxrt, tmp):
         ("expanded value also a graph output: the expand stays apart",
          dict(shape=(1, 8, 20, 23), hidden=48, out_c=8, stride=1, residual=True, expose_hidden=True), 1,
          ["Conv+Clip", "Conv+Clip+Conv+Add"], {}),
+        ("stride 2 into a 7x7 map: expand + depthwise fuse, the project (transposed) apart",
+         dict(shape=(1, 24, 14, 14), hidden=144, out_c=32, stride=2), 1, ["Conv+Clip+Conv+Clip", "Conv"], {}),
         ("7x7 map (1x1 convs run transposed): not one block",
          dict(shape=(1, 64, 7, 7), hidden=384, out_c=64, stride=1, residual=True), 1, ["Conv+Add", "Conv+Clip"], {}),
         ("no direct depthwise kernel (generic ISA): not one block",
