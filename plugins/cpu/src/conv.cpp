@@ -888,20 +888,21 @@ static void pack_weights_transposed(const PackedConvWeights& p, int64_t M, int64
   }
 }
 
-// out[M][N] = act(ct[N][M]^T + residual), rows [m0, m1); ct's rows are ldct apart and hold
-// out rows from c0 on (ct[n][m - c0]).
+// out[M][N] = act(ct[N][M]^T + residual), rows [m0, m1) x columns [n0, n1); ct's rows are
+// ldct apart and hold out rows from c0 on, columns from n0 on (ct[n - n0][m - c0]).
 NXRT_CLONES
-static void transpose_store(const float* __restrict ct, int64_t ldct, int64_t c0, int64_t N, float* __restrict out,
-                            const float* __restrict res, const ConvPostOps& post, int64_t m0, int64_t m1) {
+static void transpose_store(const float* __restrict ct, int64_t ldct, int64_t c0, int64_t n0, int64_t n1, int64_t N,
+                            float* __restrict out, const float* __restrict res, const ConvPostOps& post, int64_t m0,
+                            int64_t m1) {
   const bool clamp = post.clamp, hardswish = post.hardswish;
   const float lo = post.lo, hi = post.hi;
   constexpr int64_t B = 16;
   for (int64_t mb = m0; mb < m1; mb += B)
-    for (int64_t nb = 0; nb < N; nb += B) {
-      const int64_t me = std::min(m1, mb + B), ne = std::min(N, nb + B);
+    for (int64_t nb = n0; nb < n1; nb += B) {
+      const int64_t me = std::min(m1, mb + B), ne = std::min(n1, nb + B);
       for (int64_t m = mb; m < me; ++m)
         for (int64_t n = nb; n < ne; ++n) {
-          float v = ct[n * ldct + m - c0];
+          float v = ct[(n - n0) * ldct + m - c0];
           if (res) v += res[m * N + n];
           if (clamp) {
             v = v < lo ? lo : v;
@@ -929,8 +930,8 @@ static void pack_a_from_phases(const float* __restrict phases, size_t phase_floa
   }
 }
 
-// out = conv as the transposed product: ct[N][M] = A * W^T with A = x^T
-// (packed by pack(pa)), then out = clamp(ct^T + residual).
+// out = conv as the transposed product: ct[N][M] = A * W^T with A = x^T (pack(pa, t0, t1)
+// packs its row tiles [t0, t1) from pa on), then out = clamp(ct^T + residual).
 // private_a (a cheap pack: pointwise convs): each thread packs all of A itself, multiplies its
 // own panels of W^T (a range of output channels) and stores their transpose, one parallel
 // region with nothing handed between cores. Packing A once and sharing it made the other core
@@ -949,26 +950,48 @@ static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWei
     });
     wt = tw.data.data();
   }
-  const int64_t panels = gemm_panels(M);
-  const int t = std::min<int64_t>(threads_for(pool, double(M) * double(N) * double(K)), panels);
-  if (private_a && t > 1) {
+  const int64_t panels = gemm_panels(M), tiles = gemm_tiles(N);
+  const int t = std::min<int64_t>(threads_for(pool, double(M) * double(N) * double(K)), std::max(panels, tiles));
+  // Panels of W^T split by whole panels only: 160 output channels (48 + 48 | 48 + 16) kept
+  // one of 2 threads busy 20% longer. Then the threads take ranges of pixels instead (each
+  // reads all of W^T): MobileNet's 7x7 1x1 convs, 672 / 960 -> 160 channels on 49 pixels.
+  const int64_t busiest = (panels + t - 1) / t * kGemmNR;
+  if (private_a && t > 1 && tiles >= t && 10 * busiest * t > 11 * M) {
     parallel_for(pool, t, [&](int64_t i) {
+      // Whole tiles with about N / t pixels each (49 on 2: 24 | 25).
+      const int64_t t0 = std::min(tiles, (i * N / t + kGemmMR / 2) / kGemmMR);
+      const int64_t t1 = i + 1 == t ? tiles : std::min(tiles, ((i + 1) * N / t + kGemmMR / 2) / kGemmMR);
+      if (t0 >= t1) return;
+      const int64_t n0 = t0 * kGemmMR, n1 = std::min(N, t1 * kGemmMR);
+      float* pa = scratch_floats(kScratchB, packed_a_floats(n1 - n0, K));
+      float* ct = scratch_floats(kScratchC, size_t((n1 - n0) * M));
+      pack(pa, t0, t1);
+      GemmEpilogue ep;
+      ep.col_bias = bias;
+      gemm_packed_serial(n1 - n0, M, K, pa, wt, ct, M, ep);
+      transpose_store(ct, M, 0, n0, n1, N, out, res, post, 0, M);
+    });
+    return;
+  }
+  const int tp = int(std::min<int64_t>(t, panels));
+  if (private_a && tp > 1) {
+    parallel_for(pool, tp, [&](int64_t i) {
       int64_t p0, p1;
-      split_range(panels, t, i, p0, p1);
+      split_range(panels, tp, i, p0, p1);
       const int64_t c0 = p0 * kGemmNR, c1 = std::min(M, p1 * kGemmNR);
       float* pa = scratch_floats(kScratchB, packed_a_floats(N, K));
       float* ct = scratch_floats(kScratchC, size_t(N * (c1 - c0)));
-      pack(pa);
+      pack(pa, 0, tiles);
       GemmEpilogue ep;
       ep.col_bias = bias ? bias + c0 : nullptr;
       gemm_packed_serial(N, c1 - c0, K, pa, wt + p0 * kGemmNR * K, ct, c1 - c0, ep);
-      transpose_store(ct, c1 - c0, c0, N, out, res, post, c0, c1);
+      transpose_store(ct, c1 - c0, c0, 0, N, N, out, res, post, c0, c1);
     });
     return;
   }
   float* pa = scratch_floats(kScratchB, packed_a_floats(N, K));
   float* ct = scratch_floats(kScratchC, size_t(N * M));
-  pack(pa);
+  pack(pa, 0, tiles);
   GemmEpilogue ep;
   ep.col_bias = bias;
   gemm_packed(N, M, K, pa, wt, ct, M, ep, pool);
@@ -976,7 +999,7 @@ static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWei
   parallel_for(ts <= 1 ? nullptr : pool, ts, [&](int64_t i) {
     int64_t m0, m1;
     split_range(M, ts, i, m0, m1);
-    transpose_store(ct, M, 0, N, out, res, post, m0, m1);
+    transpose_store(ct, M, 0, 0, N, N, out, res, post, m0, m1);
   });
 }
 
@@ -1099,7 +1122,10 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
           conv_epilogue(bias ? bias + g * M : nullptr, post, post.residual ? post.residual + off : nullptr, N);
       if (path == ConvPath::pointwise_transposed) {
         conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, true,
-                        [&](float* pa) { pack_a(xg, N, true, N, K, 1.f, pa); });
+                        [&](float* pa, int64_t t0, int64_t t1) {
+                          const int64_t n0 = t0 * kGemmMR;
+                          pack_a(xg + n0, N, true, std::min(N, t1 * kGemmMR) - n0, K, 1.f, pa);
+                        });
         continue;
       }
       if (path == ConvPath::pointwise) {
@@ -1132,16 +1158,17 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
         for (int64_t ky = 0; ky < s.k_h; ++ky)
           for (int64_t kx = 0; kx < s.k_w; ++kx) toff[size_t(ky * s.k_w + kx)] = tap_offset(s, geo, ky, kx);
         for (int64_t p = 0; p < N; ++p) poff[size_t(p)] = (p / s.out_w) * geo.wq + p % s.out_w;
-        conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, false, [&](float* pa) {
-          const int tp = threads_for(pool, double(K) * double(N), 1 << 15);
-          parallel_for(tp <= 1 ? nullptr : pool, tp, [&](int64_t i) {
-            int64_t t0, t1;
-            split_range(tiles, tp, i, t0, t1);
-            for (int64_t t = t0; t < t1; ++t)
-              pack_a_from_phases(phases, geo.phase_floats, icg, toff.data(), taps, poff.data() + t * kGemmMR,
-                                 pa + t * kGemmMR * K);
-          });
-        });
+        conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, false,
+                        [&](float* pa, int64_t ta, int64_t tb) {
+                          const int tp = threads_for(pool, double(K) * double(N), 1 << 15);
+                          parallel_for(tp <= 1 ? nullptr : pool, tp, [&](int64_t i) {
+                            int64_t t0, t1;
+                            split_range(tb - ta, tp, i, t0, t1);
+                            for (int64_t t = ta + t0; t < ta + t1; ++t)
+                              pack_a_from_phases(phases, geo.phase_floats, icg, toff.data(), taps,
+                                                 poff.data() + t * kGemmMR, pa + (t - ta) * kGemmMR * K);
+                          });
+                        });
         continue;
       }
       if (path == ConvPath::phase_rows) {

@@ -176,6 +176,13 @@ TEST_CASE("conv post-ops (residual, Relu, Clip) match the reference on every pat
   check_conv_post(shape(1, 40, 7, 7, 96, 1, 1, 0, 1, 1), nullptr);   // pointwise, transposed
   check_conv_post(shape(1, 70, 6, 11, 144, 1, 1, 0, 1, 1), &pool);   // pointwise, transposed, threaded
   check_conv_post(shape(2, 160, 7, 7, 200, 1, 1, 0, 1, 1), &pool);  // same, each thread its own x^T, 3 + 2 panels
+  {
+    // Panels that split unevenly (160 channels: 48 + 48 | 48 + 16): threads take pixel ranges.
+    ThreadPool pool3(3);
+    check_conv_post(shape(1, 672, 7, 7, 160, 1, 1, 0, 1, 1), &pool);
+    check_conv_post(shape(1, 96, 7, 7, 160, 1, 1, 0, 1, 1), &pool3);
+    check_conv_post(shape(2, 64, 5, 9, 112, 1, 1, 0, 1, 1), &pool3);  // 45 pixels, batch 2
+  }
   check_conv_post(shape(1, 40, 7, 7, 128, 3, 1, 1, 1, 1), &pool);    // 3x3, transposed, threaded
   check_conv_post(shape(1, 16, 14, 14, 96, 3, 2, 1, 1, 1), nullptr); // 3x3 stride 2, transposed
   check_conv_post(shape(1, 12, 14, 14, 256, 3, 1, 1, 1, 1), &pool);  // 3x3, N = 196, transposed
