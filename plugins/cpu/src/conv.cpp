@@ -951,7 +951,11 @@ static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWei
     wt = tw.data.data();
   }
   const int64_t panels = gemm_panels(M), tiles = gemm_tiles(N);
-  const int t = std::min<int64_t>(threads_for(pool, double(M) * double(N) * double(K)), std::max(panels, tiles));
+  // With few pixels the product streams W^T at a few multiply-adds per weight, so the weights'
+  // size sets the time: squeeze-excite's 1x1 convs on one pixel (672 x 168, 450 KB) ran on one
+  // thread at 113K multiply-adds, ~40 us, which two cores stream in ~25.
+  const double work = double(M) * double(K) * double(std::max<int64_t>(N, kGemmMR));
+  const int t = std::min<int64_t>(threads_for(pool, work), std::max(panels, tiles));
   // Panels of W^T split by whole panels only: 160 output channels (48 + 48 | 48 + 16) kept
   // one of 2 threads busy 20% longer. Then the threads take ranges of pixels instead (each
   // reads all of W^T): MobileNet's 7x7 1x1 convs, 672 / 960 -> 160 channels on 49 pixels.

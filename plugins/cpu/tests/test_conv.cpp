@@ -157,6 +157,9 @@ TEST_CASE("pointwise conv with few pixels runs transposed and matches the refere
     check_conv(shape(1, 37, 7, 7, 61, 1, 1, 0, 1, 1), true, p);      // N = 49, M = 61 (panel of 48 + 16)
     check_conv(shape(1, 300, 4, 5, 200, 1, 1, 0, 1, 1), false, p);   // N = 20, K > KC
     check_conv(shape(2, 19, 3, 11, 144, 1, 1, 0, 1, 1), true, p);    // batch 2, N = 33
+    // Squeeze-excite's convs on one pixel: two threads take halves of the weights' panels.
+    check_conv(shape(1, 168, 1, 1, 672, 1, 1, 0, 1, 1), true, p);
+    check_conv(shape(1, 672, 1, 1, 168, 1, 1, 0, 1, 1), false, p);
     // 3x3 and strided convs with few pixels: x^T packed from the phase planes
     check_conv(shape(1, 20, 7, 7, 64, 3, 1, 1, 1, 1), true, p);      // N = 49
     check_conv(shape(1, 30, 13, 13, 96, 3, 2, 1, 1, 1), false, p);   // stride 2 -> 7x7, K = 270 > KC
