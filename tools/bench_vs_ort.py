@@ -10,6 +10,7 @@ Usage: bench_vs_ort.py --nxrt BIN [--ep cpu] [--threads 1[,2,...]] [--models mlp
 each model with an input NAME (a NAME no model has is an error); dynamic dims not given are 1.
 ORT gets the very inputs nxrt reports it fed (name, shape, dtype, in a sidecar JSON for
 bench.js --inputs-from), and both fill input k with the same lcg data (seed 1234 + k).
+Below the table: each model's multiply-adds (tools/model_macs.py) and both medians as G/s.
 --threads 1,2: one column group per thread count.
 Needs the anchor toolkit (--ort, default ../shared/ort, set up by its setup.sh); without it,
 prints nxrt alone and says so. On a 2-vCPU machine noise reaches 20-60%: take the best of rounds.
@@ -58,6 +59,31 @@ def model_input_names(path):
     m = onnx.load(path, load_external_data=False)
     inits = {i.name for i in m.graph.initializer}
     return {i.name for i in m.graph.input if i.name not in inits}
+
+
+def print_rates(rows, paths, threads, tag):
+    """The medians as multiply-adds per second (tools/model_macs.py), to set against the core's
+    peak: a ratio goal can need more than the peak allows when ORT already runs near it."""
+    from model_macs import count_macs
+    macs = {label: count_macs(paths[label], {i['name']: i['shape'] for i in fed or []}) for label, _, fed in rows}
+    if not any(macs.values()):
+        return
+    head = "| model | G multiply-adds |"
+    for t in threads:
+        head += f" nxrt G/s{tag(t)} | ORT G/s{tag(t)} |"
+    print()
+    print(head)
+    print("|---" * (2 + 2 * len(threads)) + "|")
+    for label, best, _ in rows:
+        m = macs.get(label)
+        if not m:
+            continue
+        line = f"| {label} | {m / 1e9:.4g} |"
+        for t in threads:
+            for engine in ("nxrt", "ort"):
+                r = best.get((engine, t))
+                line += f" {m / r['median_ms'] / 1e6:.3g} |" if r and r["median_ms"] > 0 else " - |"
+        print(line)
 
 
 def main():
@@ -167,6 +193,7 @@ def main():
         line += "".join(f" {max(r):.0f} |" if r else " - |" for r in rss)
         print(line)
     print(f"threads {','.join(threads)}, warmup {args.warmup}, iters {args.iters}, best median of {args.rounds} rounds")
+    print_rates(rows, dict(models), threads, tag)
     if shapes or args.model_dir:  # the fed inputs, when they are not the bench set's own
         for label, _, fed in rows:
             if fed is not None:

@@ -8,7 +8,8 @@ the generated data is the lcg of ONNX Runtime's bench.js (checked through `nxrt 
 Mistakes (wrong rank, a fixed dim changed, unknown name, missing file or folder, malformed or
 repeated --shape, a file disagreeing with --shape) exit 2 with an error naming the input, never
 a crash. Last, bench_vs_ort.py --model-dir on both models, with --shape and --threads 1,2,
-prints one table row per model (with ORT columns where the anchor is set up, else nxrt alone).
+prints one table row per model (with ORT columns where the anchor is set up, else nxrt alone),
+then conv's multiply-adds at the fed shape as a rate (add has none).
 
 Usage: cli_bench_inputs_test.py --nxrt BIN   (NXRT_PLUGIN_PATH must hold the cpu plugin)
 """
@@ -145,7 +146,12 @@ def main():
                             "--threads", "1,2", "--warmup", "0", "--iters", "2", "--rounds", "1"],
                            capture_output=True, text=True, timeout=300)
         lines = p.stdout.splitlines()
-        rows = {ln.split("|")[1].strip(): ln for ln in lines if ln.startswith("| ") and not ln.startswith("| model")}
+        # The latency table, then (after a blank line) the rates: conv's 4 x 32 x 32 outputs of 27 taps.
+        blank = lines.index("") if "" in lines else len(lines)
+        rows = {ln.split("|")[1].strip(): ln for ln in lines[:blank] if ln.startswith("| ") and not ln.startswith("| model")}
+        rates = {ln.split("|")[1].strip(): ln.split("|")[2].strip() for ln in lines[blank:] if ln.startswith("| ")}
+        check("bench_vs_ort.py: conv's multiply-adds in the rates table", rates.get("conv") == f"{4 * 32 * 32 * 27 / 1e9:.4g}"
+              and "add" not in rates, p.stdout)
         ok = (p.returncode == 0 and set(rows) == {"add", "conv"} and "failed" not in p.stdout and "(2 thr)" in lines[
               next(i for i, ln in enumerate(lines) if ln.startswith("| model"))] and
               "inputs of conv: x float32 1x3x32x32" in p.stdout and "inputs of add: a float32 1x4, b float32 1x4" in p.stdout)
