@@ -183,6 +183,10 @@ void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb
   // ends well before (weights larger than the cache: nxrt_cpu_gemm_peak's mlp
   // layers went from ~70% to ~85% of peak on a shared Zen 5).
   const int64_t fetchers = std::max<int64_t>(1, (r.t1 - r.t0) / 2);
+  // One panel: every A block is read once (Winograd's U against a few tiles, weights against
+  // few pixels), so A is the stream, not B; each tile fetches the block kAheadTiles on.
+  constexpr int64_t kAheadTiles = 2;
+  const bool stream_a = r.p1 - r.p0 == 1 && r.t1 - r.t0 > kAheadTiles;
   auto next_slice = [&](int64_t g0, int64_t g1, int64_t k0, int64_t p, int64_t& np, int64_t& nk) {
     if (p + 1 < g1) np = p + 1, nk = k0;
     else if (k0 + KC < K) np = g0, nk = k0 + KC;
@@ -204,7 +208,7 @@ void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb
         GemmTileStore st = block_store(ep, n0, first, final);
         int64_t np = 0, nk = 0, lines = 0, share = 0;
         const char* next = nullptr;
-        if (!unpacked && next_slice(g0, g1, k0, p, np, nk)) {
+        if (!unpacked && !stream_a && next_slice(g0, g1, k0, p, np, nk)) {
           const int64_t nw = gemm_panel_width(N, np);
           lines = std::min(KC, K - nk) * nw / 16;  // 16 floats per line
           share = (lines + fetchers - 1) / fetchers;
@@ -214,9 +218,17 @@ void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb
           const int64_t m0 = t * kGemmMR, mr = std::min(kGemmMR, M - m0);
           st.row_bias = first && ep.row_bias ? ep.row_bias + m0 : nullptr;
           st.residual = first && ep.residual ? ep.residual + m0 * ep.ldr + n0 : nullptr;
-          const int64_t l0 = std::min(lines, (t - r.t0) * share);
-          st.prefetch = next ? next + l0 * 64 : nullptr;
-          st.prefetch_lines = std::min(lines - l0, share);
+          if (stream_a) {
+            int64_t at = t + kAheadTiles, ak = k0;
+            if (at >= r.t1) at -= r.t1 - r.t0, ak += KC;
+            const bool any = ak < K;
+            st.prefetch = any ? reinterpret_cast<const char*>(pa + at * kGemmMR * K + ak * kGemmMR) : nullptr;
+            st.prefetch_lines = any ? std::min(KC, K - ak) * kGemmMR / 16 : 0;
+          } else {
+            const int64_t l0 = std::min(lines, (t - r.t0) * share);
+            st.prefetch = next ? next + l0 * 64 : nullptr;
+            st.prefetch_lines = std::min(lines - l0, share);
+          }
           fn(kc, pa + m0 * K + k0 * kGemmMR, bp, w, unpacked ? ldb : w, unpacked, c + m0 * ldc + n0, ldc, mr, cols,
              st);
         }
