@@ -930,6 +930,23 @@ static void pack_a_from_phases(const float* __restrict phases, size_t phase_floa
   }
 }
 
+// x^T of a 1x1 conv with strides or pads as GEMM A tiles [t0, t1) from d on: row i of tile t
+// is output pixel t * kGemmMR + i, column k input channel k (0 past the pixels or in a pad).
+// ResNet's downsamples on 14x14 / 7x7 outputs: 196 / 49 pixels, the transposed product.
+static void pack_a_strided_1x1(const ConvShape& s, const float* x, int64_t t0, int64_t t1, float* d) {
+  const int64_t N = s.out_h * s.out_w, K = s.icg(), plane = s.in_h * s.in_w;
+  for (int64_t t = t0; t < t1; ++t, d += kGemmMR * K) {
+    int64_t src[kGemmMR];
+    for (int64_t i = 0; i < kGemmMR; ++i) {
+      const int64_t p = t * kGemmMR + i, iy = p / s.out_w * s.stride_h - s.pad_top,
+                    ix = p % s.out_w * s.stride_w - s.pad_left;
+      src[i] = p < N && iy >= 0 && iy < s.in_h && ix >= 0 && ix < s.in_w ? iy * s.in_w + ix : -1;
+    }
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t i = 0; i < kGemmMR; ++i) d[k * kGemmMR + i] = src[i] >= 0 ? x[k * plane + src[i]] : 0.f;
+  }
+}
+
 // out = conv as the transposed product: ct[N][M] = A * W^T with A = x^T (pack(pa, t0, t1)
 // packs its row tiles [t0, t1) from pa on), then out = clamp(ct^T + residual).
 // private_a (a cheap pack: pointwise convs): each thread packs all of A itself, multiplies its
@@ -1011,11 +1028,9 @@ bool conv_uses_transposed(const ConvShape& s) {
   if (conv_is_depthwise(s) || s.group != 1) return false;
   const int64_t M = s.ocg(), N = s.out_h * s.out_w;
   if (N == 0 || M == 0) return false;
-  // As conv2d decides (pointwise in place, strided 1x1 gathered, else im2col from phase planes).
-  const bool pointwise = s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
-                         s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
-  if (pointwise) return conv_pointwise_transposed(M, N);
-  if (s.k_h == 1 && s.k_w == 1) return false;
+  // As conv2d decides: 1x1 convs (in place, or strided and gathered) by the in-place rule,
+  // the others (x^T packed from the phase planes either way) by the im2col one.
+  if (s.k_h == 1 && s.k_w == 1) return conv_pointwise_transposed(M, N);
   return conv_pointwise_transposed(M, N, true);
 }
 
@@ -1033,6 +1048,7 @@ enum class ConvPath {
   pointwise_transposed,  // 1x1 with few pixels: out^T = x^T W^T
   pointwise,             // 1x1 stride 1: GEMM reading X in place
   strided_1x1,           // gathered straight into packed panels, one GEMM
+  strided_1x1_transposed,  // few pixels: x^T gathered as A, channels along the panels
   im2col_transposed,     // few pixels: channels along the panels
   phase_rows,            // the GEMM reads the phase planes' rows in place, per block of output rows
   im2col_blocked,        // pack-and-multiply per L2-sized block of panels, per thread
@@ -1046,7 +1062,10 @@ static ConvPath conv_path(const ConvShape& s, const PackedConvWeights& w, Thread
   const bool pointwise = s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
                          s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
   if (pointwise) return s.group == 1 && conv_pointwise_transposed(M, N) ? ConvPath::pointwise_transposed : ConvPath::pointwise;
-  if (s.k_h == 1 && s.k_w == 1) return ConvPath::strided_1x1;
+  if (s.k_h == 1 && s.k_w == 1)
+    // The gather is cheap either way (K = input channels), so by the in-place rule: ResNet-18's
+    // 7x7 downsample 0.82x, its 14x14 one (196 pixels) 1.09x slower transposed.
+    return s.group == 1 && conv_pointwise_transposed(M, N) ? ConvPath::strided_1x1_transposed : ConvPath::strided_1x1;
   if (s.group == 1 && conv_pointwise_transposed(M, N, true)) return ConvPath::im2col_transposed;
   // Pack-and-multiply in blocks of panels (about 192 KB of B), each thread on its own
   // panels, when the weights (A) stay in L2 across panels and there are enough panels to
@@ -1086,6 +1105,7 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
     case ConvPath::pointwise_transposed: what = "1x1 as transposed gemm (few pixels)"; break;
     case ConvPath::pointwise: what = "1x1 gemm reading X in place"; break;
     case ConvPath::strided_1x1: what = "strided 1x1: gather + gemm"; break;
+    case ConvPath::strided_1x1_transposed: what = "strided 1x1 as transposed gemm (few pixels)"; break;
     case ConvPath::im2col_transposed: what = "im2col as transposed gemm (few pixels)"; break;
     case ConvPath::phase_rows: what = "gemm reading phase-plane rows in place (no im2col)"; break;
     case ConvPath::im2col_blocked: what = "im2col + gemm per L2 block"; break;
@@ -1134,6 +1154,11 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
       }
       if (path == ConvPath::pointwise) {
         gemm_packed_a(M, N, K, w.data + g * w.per_group, xg, N, out + off, N, ep, pool);
+        continue;
+      }
+      if (path == ConvPath::strided_1x1_transposed) {
+        conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, true,
+                        [&](float* pa, int64_t t0, int64_t t1) { pack_a_strided_1x1(s, xg, t0, t1, pa); });
         continue;
       }
       const float* pa = w.data + g * w.per_group;

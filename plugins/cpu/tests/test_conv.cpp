@@ -153,6 +153,13 @@ TEST_CASE("pointwise conv with few pixels runs transposed and matches the refere
   CHECK(conv_pointwise_transposed(128, 49));
   CHECK(conv_pointwise_transposed(256, 196, true));
   CHECK(!conv_pointwise_transposed(256, 196));
+  {
+    const ConvShape ds = shape(1, 256, 14, 14, 512, 1, 2, 0, 1, 1);  // ResNet-18's last downsample
+    CHECK(conv_uses_transposed(ds));
+    CHECK(!conv_uses_transposed(shape(1, 128, 28, 28, 256, 1, 2, 0, 1, 1)));  // 196 pixels: gathered panels
+    CHECK(conv_describe(ds, pack_conv_weights(ds, random_floats(size_t(512 * 256), 3).data()), nullptr)
+              .find("strided 1x1 as transposed gemm") != std::string::npos);
+  }
   for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
     check_conv(shape(1, 37, 7, 7, 61, 1, 1, 0, 1, 1), true, p);      // N = 49, M = 61 (panel of 48 + 16)
     check_conv(shape(1, 300, 4, 5, 200, 1, 1, 0, 1, 1), false, p);   // N = 20, K > KC
@@ -165,6 +172,13 @@ TEST_CASE("pointwise conv with few pixels runs transposed and matches the refere
     check_conv(shape(1, 30, 13, 13, 96, 3, 2, 1, 1, 1), false, p);   // stride 2 -> 7x7, K = 270 > KC
     check_conv(shape(2, 8, 7, 7, 96, 3, 1, 2, 2, 1), true, p);       // dilation 2, batch 2
     check_conv(shape(1, 9, 7, 5, 61, 5, 1, 2, 1, 1, 3), true, p);    // 5x3 kernel, N = 49
+    // 1x1 with stride 2 (ResNet's downsamples) and with a pad: x^T gathered as A.
+    for (const ConvShape& ds : {shape(1, 64, 14, 14, 96, 1, 2, 0, 1, 1),    // N = 49
+                                shape(2, 64, 11, 11, 96, 1, 2, 1, 1, 1),    // pad 1: border pixels 0, batch 2
+                                shape(1, 40, 12, 12, 61, 1, 2, 0, 1, 1)}) {  // N = 36, 48 + 13 channels
+      CHECK(conv_uses_transposed(ds));
+      check_conv(ds, true, p);
+    }
   }
 }
 
