@@ -317,7 +317,9 @@ void gemm_packed_serial(int64_t M, int64_t N, int64_t K, const float* pa, const 
 }
 
 GemmRowsTileFn gemm_rows_tile_active() {
-  static const GemmRowsTileFn fn = active_isa() == Isa::avx2 ? gemm_rows_tile_avx2() : nullptr;
+  static const GemmRowsTileFn fn = active_isa() == Isa::avx512 ? gemm_rows_tile_avx512()
+                                   : active_isa() == Isa::avx2 ? gemm_rows_tile_avx2()
+                                                               : nullptr;
   return fn;
 }
 

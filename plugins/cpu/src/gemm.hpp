@@ -110,11 +110,12 @@ GemmTileFn gemm_tile_for(int isa);
 const char* gemm_kernel_name_for(int isa);  // "avx512f-8x48", "avx2-4x24", "generic"
 const char* gemm_kernel_name();
 // The same tile with B given as row pointers, B(k, n) = rows[k][col + n], read in place
-// (a convolution's phase planes: no im2col copy). Only AVX2 has it (null elsewhere): the
-// AVX-512 kernel's tile is 8 x 48, and the generic one would be slower than packing.
+// (a convolution's phase planes: no im2col copy). AVX2 and AVX-512 have it (null elsewhere:
+// the generic one would be slower than packing).
 using GemmRowsTileFn = void (*)(int64_t kc, const float* a, const float* const* rows, int64_t col, float* c,
                                 int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st);
 GemmRowsTileFn gemm_rows_tile_avx2();
+GemmRowsTileFn gemm_rows_tile_avx512();
 // The rows tile of the active ISA, or null (then gemm_rows_serial must not be called).
 GemmRowsTileFn gemm_rows_tile_active();
 // C[M, N] (row stride ldc) = epilogue(A * B) with B(k, n) = rows[k][col0 + n] for n < N

@@ -257,7 +257,7 @@ TEST_CASE("fused clamp keeps NaN and clamps infinities") {
 }
 
 TEST_CASE("gemm over row pointers (B read in place) matches the naive product") {
-  if (!gemm_rows_tile_active()) return;  // AVX2 only
+  if (!gemm_rows_tile_active()) return;  // AVX2 and AVX-512 only
   ThreadPool pool(1);
   for (auto [M, N, K] : {std::array<int64_t, 3>{8, 48, 16}, {13, 101, 147}, {64, 230, 300}, {3, 7, 5}, {17, 49, 128}}) {
     auto a = random_floats(size_t(M * K), uint32_t(M * 7 + K));
