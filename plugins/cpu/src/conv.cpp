@@ -742,25 +742,40 @@ bool dw_split_cols_ok(const ConvShape& s) {
 #endif
 }
 
+#if defined(__x86_64__)
+// Planes [c, ...) of p.
+static DwPlanes planes_shifted(const DwPlanes& p, int64_t c, int64_t taps) {
+  DwPlanes q = p;
+  q.count = p.count - c;
+  q.in += c * p.in_stride;
+  q.w += c * taps;
+  if (q.bias) q.bias += c;
+  q.out += c * p.out_stride;
+  if (q.res) q.res += c * p.res_stride;
+  return q;
+}
+#endif
+
 void dw_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post) {
 #if defined(__x86_64__)
   const DwPath path = dw_path(s);
   if (p.split_cols && !dw_split_cols_ok(s)) throw std::logic_error("dw_planes: no split-column kernel for this shape");
   if (path == DwPath::directkxk_avx512) {
-    dw_planes_avx512_any(s, p, post);
+    int64_t c = 0;
+    if (dw_lanes_ok(s))  // 16 planes at a time, the rest per plane
+      for (; c + 16 <= p.count; c += 16) dw_planes16_avx512(s, planes_shifted(p, c, s.k_h * s.k_w), post);
+    if (c < p.count) {
+      DwPlanes q = planes_shifted(p, c, s.k_h * s.k_w);
+      q.count = p.count - c;
+      dw_planes_avx512_any(s, q, post);
+    }
     return;
   }
   const int64_t taps = s.k_h * s.k_w;
   const bool lanes = dw_lanes_ok(s);
   for (int64_t c = 0; c < p.count; ++c) {
     if (lanes && c + 8 <= p.count) {
-      DwPlanes q = p;
-      q.in += c * p.in_stride;
-      q.w += c * taps;
-      if (q.bias) q.bias += c;
-      q.out += c * p.out_stride;
-      if (q.res) q.res += c * p.res_stride;
-      dw_planes8_avx2(s, q, post);
+      dw_planes8_avx2(s, planes_shifted(p, c, taps), post);
       c += 7;
       continue;
     }
@@ -831,10 +846,11 @@ static void conv_depthwise(const ConvShape& s, const float* x, const float* w, c
         continue;
       }
       if (path == DwPath::directkxk_avx512) {
-        // Planes pl.. of this range that lie in one image, one call (masks made once); one
-        // at a time with a channel multiplier (planes then share input planes).
+        // Planes pl.. of this range that lie in one image, one call (masks made once, 16
+        // planes as the lanes where dw_lanes_ok); one at a time with a channel multiplier
+        // (planes then share input planes).
         const int64_t run = ocg == 1 ? std::min(e - pl, s.out_c - oc) : 1;
-        dw_planes_avx512_any(s, planes_from_here(run), post);
+        dw_planes(s, planes_from_here(run), post);
         pl += run - 1;
         continue;
       }
@@ -1092,6 +1108,8 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
       if ((dw_path(s) == DwPath::direct3x3_avx2 || dw_path(s) == DwPath::directkxk_avx2) && dw_lanes_ok(s) &&
           s.ocg() == 1 && s.out_c >= 8)
         return fmt::format("depthwise {}x{}, 8 channels as the lanes avx2", s.k_h, s.k_w);
+      if (dw_path(s) == DwPath::directkxk_avx512 && dw_lanes_ok(s) && s.ocg() == 1 && s.out_c >= 16)
+        return fmt::format("depthwise {}x{}, 16 channels as the lanes avx512", s.k_h, s.k_w);
 #endif
       switch (dw_path(s)) {
         case DwPath::direct3x3_avx2: return "depthwise direct 3x3 avx2";

@@ -57,6 +57,8 @@ constexpr int64_t kDwLanesMaxPadded = 512;
 bool dw_lanes_ok(const ConvShape& s);
 // Planes [0, 8) of p (p.count is not read; p.bias, when set, holds 8 values).
 void dw_planes8_avx2(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post);
+// The same with 16 planes as the AVX-512 lanes (p.bias, when set, holds 16 values). AVX-512 F.
+void dw_planes16_avx512(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post);
 // One row of W floats into the split_cols layout (DwPlanes): its even columns, then its odd
 // ones. dst must not overlap src. AVX2.
 void dw_split_row_avx2(const float* src, int64_t W, float* dst);

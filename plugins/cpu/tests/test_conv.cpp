@@ -308,10 +308,10 @@ TEST_CASE("convs that read the phase planes in place (no im2col) match the refer
   }
 }
 
-TEST_CASE("depthwise convs on small planes (8 channels as the lanes) match the reference") {
-  // out_w <= 8 takes the channel-lane kernel on AVX2 in groups of 8 planes, the rest of the
-  // channels the per-plane kernels: 13 and 24 channels, 3x3 / 5x5 / 7x7, strides 1 and 2,
-  // pads 0 to 3, non-square planes, batch 2, every post-op, 1-3 threads.
+TEST_CASE("depthwise convs on small planes (channels as the lanes) match the reference") {
+  // out_w <= 8 takes the channel-lane kernel in groups of 8 planes on AVX2, 16 on AVX-512,
+  // the rest of the channels the per-plane kernels: 13 to 40 channels, 3x3 / 5x5 / 7x7,
+  // strides 1 and 2, pads 0 to 3, non-square planes, batch 2, every post-op, 1-3 threads.
   ThreadPool pool2(2), pool3(3);
   const ConvShape shapes[] = {
       shape(1, 24, 7, 7, 24, 3, 1, 1, 1, 24),   // MobileNetV2's last stage
@@ -320,6 +320,8 @@ TEST_CASE("depthwise convs on small planes (8 channels as the lanes) match the r
       shape(1, 16, 9, 5, 16, 7, 1, 3, 1, 16),   // 7x7 on a 9x5 plane
       shape(1, 17, 12, 15, 17, 5, 2, 2, 1, 17),  // 5x5 stride 2: 6x8 outputs
       shape(1, 8, 4, 4, 8, 3, 1, 0, 1, 8),      // no pad: 2x2 outputs
+      shape(2, 40, 7, 7, 40, 3, 1, 1, 1, 40),   // 16 + 16 + 8 per image, batch 2
+      shape(1, 33, 6, 3, 33, 5, 1, 2, 1, 33),   // 5x5 on a 6x3 plane, 2 x 16 + 1
   };
   for (const ConvShape& s : shapes)
     for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
@@ -329,5 +331,9 @@ TEST_CASE("depthwise convs on small planes (8 channels as the lanes) match the r
   if (active_isa() == Isa::avx2) {  // the stride-1 shapes name the lane kernel
     const PackedConvWeights w = pack_conv_weights(shapes[0], random_floats(24 * 9, 5).data());
     CHECK(conv_describe(shapes[0], w, nullptr) == "depthwise 3x3, 8 channels as the lanes avx2");
+  }
+  if (active_isa() == Isa::avx512) {
+    const PackedConvWeights w = pack_conv_weights(shapes[0], random_floats(24 * 9, 5).data());
+    CHECK(conv_describe(shapes[0], w, nullptr) == "depthwise 3x3, 16 channels as the lanes avx512");
   }
 }
