@@ -762,7 +762,7 @@ void dw_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post) {
   if (p.split_cols && !dw_split_cols_ok(s)) throw std::logic_error("dw_planes: no split-column kernel for this shape");
   if (path == DwPath::directkxk_avx512) {
     int64_t c = 0;
-    if (dw_lanes_ok(s))  // 16 planes at a time, the rest per plane
+    if (dw_lanes_ok(s, 2))  // 16 planes at a time, the rest per plane
       for (; c + 16 <= p.count; c += 16) dw_planes16_avx512(s, planes_shifted(p, c, s.k_h * s.k_w), post);
     if (c < p.count) {
       DwPlanes q = planes_shifted(p, c, s.k_h * s.k_w);
@@ -1108,7 +1108,7 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
       if ((dw_path(s) == DwPath::direct3x3_avx2 || dw_path(s) == DwPath::directkxk_avx2) && dw_lanes_ok(s) &&
           s.ocg() == 1 && s.out_c >= 8)
         return fmt::format("depthwise {}x{}, 8 channels as the lanes avx2", s.k_h, s.k_w);
-      if (dw_path(s) == DwPath::directkxk_avx512 && dw_lanes_ok(s) && s.ocg() == 1 && s.out_c >= 16)
+      if (dw_path(s) == DwPath::directkxk_avx512 && dw_lanes_ok(s, 2) && s.ocg() == 1 && s.out_c >= 16)
         return fmt::format("depthwise {}x{}, 16 channels as the lanes avx512", s.k_h, s.k_w);
 #endif
       switch (dw_path(s)) {

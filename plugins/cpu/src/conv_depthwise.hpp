@@ -52,9 +52,12 @@ void dwkxk_plane_avx2(const ConvShape& s, const float* in, const float* wk, floa
 // 8 planes at a time, transposed into a zero-padded [rows][cols][8] buffer of at most
 // kDwLanesMaxPadded positions, every tap one vector FMA per output, transposed back per
 // output row (the per-plane kernels spend most of a 7x7 plane on row and mask setup).
-// 3x3 / 5x5 / 7x7, dilation 1, strides 1 or 2. AVX2 + FMA.
+// 3x3 / 5x5 / 7x7, dilation 1, strides 1 or 2 (the kernel; dw_lanes_ok says which run). AVX2 + FMA.
 constexpr int64_t kDwLanesMaxPadded = 512;
-bool dw_lanes_ok(const ConvShape& s);
+// max_stride: AVX2's 8-lane kernel takes stride 1 only (at stride 2 the per-plane kernel was
+// faster on Zen 3: 576 planes of 14x14 -> 7x7, 71 us against 86), AVX-512's 16-lane one
+// strides 1 and 2 (Zen 5: MobileNetV3's 5x5 stride-2 block 242 -> 201 us).
+bool dw_lanes_ok(const ConvShape& s, int64_t max_stride = 1);
 // Planes [0, 8) of p (p.count is not read; p.bias, when set, holds 8 values).
 void dw_planes8_avx2(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post);
 // The same with 16 planes as the AVX-512 lanes (p.bias, when set, holds 16 values). AVX-512 F.

@@ -322,6 +322,7 @@ TEST_CASE("depthwise convs on small planes (channels as the lanes) match the ref
       shape(1, 8, 4, 4, 8, 3, 1, 0, 1, 8),      // no pad: 2x2 outputs
       shape(2, 40, 7, 7, 40, 3, 1, 1, 1, 40),   // 16 + 16 + 8 per image, batch 2
       shape(1, 33, 6, 3, 33, 5, 1, 2, 1, 33),   // 5x5 on a 6x3 plane, 2 x 16 + 1
+      shape(1, 32, 14, 13, 32, 5, 2, 2, 1, 32),  // MobileNetV3's 5x5 stride 2 to 7x7 (AVX-512 lanes)
   };
   for (const ConvShape& s : shapes)
     for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
@@ -332,8 +333,11 @@ TEST_CASE("depthwise convs on small planes (channels as the lanes) match the ref
     const PackedConvWeights w = pack_conv_weights(shapes[0], random_floats(24 * 9, 5).data());
     CHECK(conv_describe(shapes[0], w, nullptr) == "depthwise 3x3, 8 channels as the lanes avx2");
   }
-  if (active_isa() == Isa::avx512) {
+  if (active_isa() == Isa::avx512) {  // and on AVX-512 the stride-2 ones too
     const PackedConvWeights w = pack_conv_weights(shapes[0], random_floats(24 * 9, 5).data());
     CHECK(conv_describe(shapes[0], w, nullptr) == "depthwise 3x3, 16 channels as the lanes avx512");
+    const ConvShape& s2 = shapes[std::size(shapes) - 1];
+    const PackedConvWeights w2 = pack_conv_weights(s2, random_floats(32 * 25, 5).data());
+    CHECK(conv_describe(s2, w2, nullptr) == "depthwise 5x5, 16 channels as the lanes avx512");
   }
 }
