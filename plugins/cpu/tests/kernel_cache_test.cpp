@@ -366,6 +366,10 @@ TEST_CASE("Conv with few output pixels keeps W^T in the blob too (the transposed
 }
 
 TEST_CASE("Winograd convs keep their transformed weights in the blob: F(4x4,3x3) and F(2x2,3x3)") {
+  // The plugin runs F(2x2,3x3) only below AVX-512 (its cost model; ctest also runs this
+  // test with NXRT_CPU_ISA=avx2): with AVX-512 the 7x7 conv has no F(2x2) weights.
+  const char* cap = std::getenv("NXRT_CPU_ISA");
+  const bool avx512 = __builtin_cpu_supports("avx512f") && (!cap || std::string(cap) == "avx512");
   struct Case {
     const char* what;
     const char* buffer;
@@ -388,8 +392,9 @@ TEST_CASE("Winograd convs keep their transformed weights in the blob: F(4x4,3x3)
     auto k = create(*in, m, claims[0]);
     const auto bytes = export_blob(*in, k->k);
     const std::string text(bytes.begin(), bytes.end());
-    CHECK(text.find(c.buffer) != std::string::npos);  // declared by that name
-    CHECK((text.find("w_winograd_2x2") != std::string::npos) == (std::string(c.buffer) == "w_winograd_2x2"));
+    const bool f2x2 = std::string(c.buffer) == "w_winograd_2x2";
+    CHECK((text.find(c.buffer) != std::string::npos) == !(f2x2 && avx512));  // declared by that name
+    CHECK((text.find("w_winograd_2x2") != std::string::npos) == (f2x2 && !avx512));
     round_trip(m, 1, w);
   }
 }
