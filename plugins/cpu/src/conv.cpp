@@ -96,6 +96,48 @@ static GatherSpan gather_span(int64_t base, int64_t stride, int64_t n, int64_t w
   return {lo, hi};
 }
 
+// dst[q] = src[2 q] for q < n, reading src[0, 2n - 1) only.
+static void even_floats_scalar(float* __restrict dst, const float* __restrict src, int64_t n) {
+  for (int64_t q = 0; q < n; ++q) dst[q] = src[2 * q];
+}
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static void even_floats_avx512(float* __restrict dst, const float* __restrict src,
+                                                                 int64_t n) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  int64_t q = 0;
+  for (; q + 16 <= n; q += 16)  // the second load ends at src[2q + 31]: within 2n - 1 when q + 16 < n
+    _mm512_storeu_ps(dst + q, _mm512_permutex2var_ps(_mm512_loadu_ps(src + 2 * q), even,
+                                                      q + 16 < n ? _mm512_loadu_ps(src + 2 * q + 16)
+                                                                 : _mm512_maskz_loadu_ps(0x7FFF, src + 2 * q + 16)));
+  if (q < n) {  // the last < 16: lanes 2 (q + i) < 2n - 1
+    const int64_t left = 2 * (n - q) - 1;  // 1..31 floats readable
+    const __m512 a = _mm512_maskz_loadu_ps(__mmask16(left >= 16 ? 0xFFFFu : (1u << left) - 1u), src + 2 * q);
+    const __m512 b = _mm512_maskz_loadu_ps(__mmask16(left > 16 ? (1u << (left - 16)) - 1u : 0u), src + 2 * q + 16);
+    _mm512_mask_storeu_ps(dst + q, __mmask16((1u << (n - q)) - 1u), _mm512_permutex2var_ps(a, even, b));
+  }
+}
+__attribute__((target("avx2"))) static void even_floats_avx2(float* __restrict dst, const float* __restrict src,
+                                                            int64_t n) {
+  int64_t q = 0;
+  for (; q + 8 < n; q += 8) {  // reads src[2q, 2q + 16): within 2n - 1 as q + 8 < n
+    const __m256 v = _mm256_shuffle_ps(_mm256_loadu_ps(src + 2 * q), _mm256_loadu_ps(src + 2 * q + 8), 0x88);
+    _mm256_storeu_ps(dst + q, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8)));
+  }
+  even_floats_scalar(dst + q, src + 2 * q, n - q);
+}
+#endif
+using EvenFloatsFn = void (*)(float* __restrict, const float* __restrict, int64_t);
+static EvenFloatsFn even_floats_active() {
+#if defined(__x86_64__)
+  static const EvenFloatsFn fn = active_isa() == Isa::avx512 ? &even_floats_avx512
+                                 : active_isa() == Isa::avx2 ? &even_floats_avx2
+                                                             : &even_floats_scalar;
+  return fn;
+#else
+  return &even_floats_scalar;
+#endif
+}
+
 // out[q] = row[base + q * stride] for q in the span, 0 elsewhere in [0, n).
 NXRT_CLONES
 static void gather_row_span(float* __restrict out, const float* __restrict row, int64_t base, int64_t stride,
@@ -104,8 +146,7 @@ static void gather_row_span(float* __restrict out, const float* __restrict row, 
   if (stride == 1) {
     if (sp.hi > sp.lo) std::memcpy(out + sp.lo, row + base + sp.lo, size_t(sp.hi - sp.lo) * sizeof(float));
   } else if (stride == 2) {
-    const float* src = row + base;
-    for (int64_t q = sp.lo; q < sp.hi; ++q) out[q] = src[2 * q];
+    if (sp.hi > sp.lo) even_floats_active()(out + sp.lo, row + base + 2 * sp.lo, sp.hi - sp.lo);
   } else {
     for (int64_t q = sp.lo; q < sp.hi; ++q) out[q] = row[base + q * stride];
   }
@@ -1181,13 +1222,23 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
       }
       const float* pa = w.data + g * w.per_group;
       if (path == ConvPath::strided_1x1) {
-        float* pb = scratch_floats(kScratchB, packed_b_floats(K, N));
-        parallel_for(pack_threads <= 1 ? nullptr : pool, pack_threads, [&](int64_t i) {
-          int64_t p0, p1;
-          split_range(panels, pack_threads, i, p0, p1);
-          im2col_pack(s, xg, pb, p0, p1);
+        // x at the strides as a plain [K][N] matrix, one output row per gather (per panel
+        // and row segment, the calls cost more than the copy: ResNet's 64 -> 128 downsample
+        // spent 30 us gathering for a 64 us GEMM), then the GEMM reading it in place.
+        float* xs = scratch_floats(kScratchB, size_t(K * N));
+        const int sub_threads = threads_for(pool, double(K) * double(N), 1 << 14);
+        parallel_for(sub_threads <= 1 ? nullptr : pool, sub_threads, [&](int64_t i) {
+          int64_t c0, c1;
+          split_range(K, sub_threads, i, c0, c1);
+          for (int64_t c = c0; c < c1; ++c)
+            for (int64_t oy = 0; oy < s.out_h; ++oy) {
+              float* d = xs + c * N + oy * s.out_w;
+              const int64_t iy = oy * s.stride_h - s.pad_top;
+              if (iy < 0 || iy >= s.in_h) std::fill(d, d + s.out_w, 0.f);
+              else gather_row(d, xg + (c * s.in_h + iy) * s.in_w, -s.pad_left, s.stride_w, s.out_w, s.in_w);
+            }
         });
-        gemm_packed(M, N, K, pa, pb, out + off, N, ep, pool);
+        gemm_packed_a(M, N, K, pa, xs, N, out + off, N, ep, pool);
         continue;
       }
       // Phase planes of every input channel first, then panels copied from them in runs.

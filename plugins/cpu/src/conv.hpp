@@ -133,8 +133,8 @@ bool conv_pointwise_transposed(int64_t M, int64_t N, bool im2col = false);
 void conv2d_reference(const ConvShape& s, const float* x, const float* w, const float* bias, float* out,
                       const ConvPostOps& post = {});
 
-// Unfolds the input of image n / group g into packed-B panels [p0, p1)
-// (exposed for tests).
+// Unfolds the input of image n / group g into packed-B panels [p0, p1), directly: the
+// tests' oracle for im2col_pack_phased (the runs use the phase planes).
 void im2col_pack(const ConvShape& s, const float* x_image_group, float* dst, int64_t p0, int64_t p1);
 // Size of the zero-padded stride-phase planes of one input channel.
 size_t conv_phase_floats(const ConvShape& s);

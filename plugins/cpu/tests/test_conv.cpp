@@ -341,3 +341,24 @@ TEST_CASE("depthwise convs on small planes (channels as the lanes) match the ref
     CHECK(conv_describe(s2, w2, nullptr) == "depthwise 5x5, 16 channels as the lanes avx512");
   }
 }
+
+TEST_CASE("strided 1x1 convs (x gathered at the strides, then the in-place GEMM) match the reference") {
+  // ResNet's downsamples and odd sizes: output widths 1-29 (the 16-lane gather's tails),
+  // input widths that end right after the last tap read, pads 0-1, stride 3, batch 2, the
+  // post-ops, 1-3 threads.
+  ThreadPool pool2(2), pool3(3);
+  const ConvShape shapes[] = {
+      shape(1, 64, 56, 56, 128, 1, 2, 0, 1, 1),  // ResNet-18's first downsample
+      shape(1, 24, 33, 33, 40, 1, 2, 0, 1, 1),   // 17 outputs a row: 16 + 1, width 2 * 17 - 1
+      shape(2, 16, 30, 31, 24, 1, 2, 1, 1, 1),   // pad 1, batch 2
+      shape(1, 12, 40, 47, 16, 1, 3, 0, 1, 1),   // stride 3
+      shape(1, 20, 2, 58, 32, 1, 2, 0, 1, 1),    // one row of 29
+  };
+  for (const ConvShape& s : shapes)
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+      check_conv(s, true, p);
+      check_conv_post(s, p);
+    }
+  const PackedConvWeights w = pack_conv_weights(shapes[0], random_floats(128 * 64, 5).data());
+  CHECK(conv_describe(shapes[0], w, nullptr).find("strided 1x1: gather + gemm") == 0);
+}
