@@ -801,18 +801,14 @@ void dw_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post) {
 #if defined(__x86_64__)
   const DwPath path = dw_path(s);
   if (p.split_cols && !dw_split_cols_ok(s)) throw std::logic_error("dw_planes: no split-column kernel for this shape");
+  const int64_t taps = s.k_h * s.k_w;
   if (path == DwPath::directkxk_avx512) {
     int64_t c = 0;
     if (dw_lanes_ok(s, 2))  // 16 planes at a time, the rest per plane
-      for (; c + 16 <= p.count; c += 16) dw_planes16_avx512(s, planes_shifted(p, c, s.k_h * s.k_w), post);
-    if (c < p.count) {
-      DwPlanes q = planes_shifted(p, c, s.k_h * s.k_w);
-      q.count = p.count - c;
-      dw_planes_avx512_any(s, q, post);
-    }
+      for (; c + 16 <= p.count; c += 16) dw_planes16_avx512(s, planes_shifted(p, c, taps), post);
+    if (c < p.count) dw_planes_avx512_any(s, planes_shifted(p, c, taps), post);
     return;
   }
-  const int64_t taps = s.k_h * s.k_w;
   const bool lanes = dw_lanes_ok(s);
   for (int64_t c = 0; c < p.count; ++c) {
     if (lanes && c + 8 <= p.count) {
@@ -1227,6 +1223,7 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
         // spent 30 us gathering for a 64 us GEMM), then the GEMM reading it in place.
         float* xs = scratch_floats(kScratchB, size_t(K * N));
         const int sub_threads = threads_for(pool, double(K) * double(N), 1 << 14);
+        const GatherSpan span = gather_span(-s.pad_left, s.stride_w, s.out_w, s.in_w);  // the same for every row
         parallel_for(sub_threads <= 1 ? nullptr : pool, sub_threads, [&](int64_t i) {
           int64_t c0, c1;
           split_range(K, sub_threads, i, c0, c1);
@@ -1235,7 +1232,7 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
               float* d = xs + c * N + oy * s.out_w;
               const int64_t iy = oy * s.stride_h - s.pad_top;
               if (iy < 0 || iy >= s.in_h) std::fill(d, d + s.out_w, 0.f);
-              else gather_row(d, xg + (c * s.in_h + iy) * s.in_w, -s.pad_left, s.stride_w, s.out_w, s.in_w);
+              else gather_row_span(d, xg + (c * s.in_h + iy) * s.in_w, -s.pad_left, s.stride_w, s.out_w, span);
             }
         });
         gemm_packed_a(M, N, K, pa, xs, N, out + off, N, ep, pool);

@@ -107,8 +107,8 @@ void tile_dispatch(int64_t kc, const float* a, const float* b, int64_t w, int64_
 
 template <int NV>
 constexpr TileT rows_row_table[8] = {&tile<1, NV, true>, &tile<2, NV, true>, &tile<3, NV, true>,
-                                         &tile<4, NV, true>, &tile<5, NV, true>, &tile<6, NV, true>,
-                                         &tile<7, NV, true>, &tile<8, NV, true>};
+                                     &tile<4, NV, true>, &tile<5, NV, true>, &tile<6, NV, true>,
+                                     &tile<7, NV, true>, &tile<8, NV, true>};
 
 // tile_dispatch for B given as row pointers (rows[k] + col: column 0 of this tile): the whole
 // 8 x 48 tile in one pass, the last vector of a row loaded under the mask.
