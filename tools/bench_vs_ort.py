@@ -3,15 +3,16 @@
 median latencies and the ratio nxrt/ORT (below 1: nxrt is faster).
 
 Usage: bench_vs_ort.py --nxrt BIN [--ep cpu] [--threads 1[,2,...]] [--models mlp,cnn,...]
-                       [--model-dir DIR] [--shape NAME=DIMS]... [--warmup 5] [--iters 20]
-                       [--rounds 2] [--cache DIR] [--ort DIR]
+                       [--model-dir DIR] [--shape NAME=DIMS]... [--ep-option EP.KEY=VALUE]...
+                       [--warmup 5] [--iters 20] [--rounds 2] [--cache DIR] [--ort DIR]
 --models: the generated bench set (default: all five, unless --model-dir is given);
 --model-dir DIR: every *.onnx in DIR too. --shape NAME=1x3x640x640 goes to `nxrt bench` for
 each model with an input NAME (a NAME no model has is an error); dynamic dims not given are 1.
 ORT gets the very inputs nxrt reports it fed (name, shape, dtype, in a sidecar JSON for
 bench.js --inputs-from), and both fill input k with the same lcg data (seed 1234 + k).
 Below the table: each model's multiply-adds (tools/model_macs.py) and both medians as G/s.
---threads 1,2: one column group per thread count.
+--threads 1,2: one column group per thread count. --ep-option goes to `nxrt bench` only (e.g.
+cpu.precision=bf16: nxrt's bf16 fast math against ORT's default float32).
 Needs the anchor toolkit (--ort, default ../shared/ort, set up by its setup.sh); without it,
 prints nxrt alone and says so. On a 2-vCPU machine noise reaches 20-60%: take the best of rounds.
 """
@@ -94,6 +95,7 @@ def main():
     ap.add_argument("--models", default=None, help="from the generated bench set: " + ",".join(MODELS))
     ap.add_argument("--model-dir", help="benchmark every *.onnx in this folder")
     ap.add_argument("--shape", action="append", default=[], help="NAME=DIMS for nxrt bench (repeatable)")
+    ap.add_argument("--ep-option", action="append", default=[], help="EP.KEY=VALUE for nxrt bench (repeatable)")
     ap.add_argument("--warmup", default="5")
     ap.add_argument("--iters", default="20")
     ap.add_argument("--rounds", type=int, default=2)
@@ -151,7 +153,8 @@ def main():
                     if "nxrt" not in failed:
                         try:
                             n = run_json([args.nxrt, "bench", path, "--ep", args.ep, "--threads", t, "--warmup", args.warmup,
-                                          "--iters", args.iters, "--json"] + shape_args.get(path, []))
+                                          "--iters", args.iters, "--json"] + shape_args.get(path, []) +
+                                         [a for o in args.ep_option for a in ("--ep-option", o)])
                             if ("nxrt", t) not in best or n["median_ms"] < best[("nxrt", t)]["median_ms"]:
                                 best[("nxrt", t)] = n
                             if fed is None:  # what ORT is fed: the same inputs, shapes and types

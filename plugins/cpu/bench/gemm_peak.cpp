@@ -2,7 +2,9 @@
 // GEMM uses: AVX-512 or AVX2), then the packed GEMM on the bench models' shapes,
 // and prints each as GFLOP/s and as a share of the peak. Best of several runs,
 // so other load on the machine lowers the numbers less.
-// Usage: nxrt_cpu_gemm_peak [--threads N] [--reps R] [--cpu-time] [--cold]
+// Usage: nxrt_cpu_gemm_peak [--threads N] [--reps R] [--cpu-time] [--cold] [--bf16]
+// --bf16 times the bf16 fast-math GEMM (cpu.precision=bf16, gemm_bf16.hpp) instead; its
+// share is of twice the FP32 FMA peak (VDPBF16PS: two multiply-adds per lane).
 // --cold runs each rep on another copy of the packed weights (copies of at
 // least 256 MB in all), so B comes from memory as in a model run, where the
 // weights of all layers together exceed the cache, instead of from L3.
@@ -24,6 +26,7 @@
 
 #include "cpu_info.hpp"
 #include "gemm.hpp"
+#include "gemm_bf16.hpp"
 #include "scratch.hpp"
 #include "thread_pool.hpp"
 
@@ -111,19 +114,24 @@ struct Shape {
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 7;
-  bool cold = false;
+  bool cold = false, bf16 = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--cpu-time")) g_cpu_time = true;
     else if (!std::strcmp(argv[i], "--cold")) cold = true;
+    else if (!std::strcmp(argv[i], "--bf16")) bf16 = true;
     else {
-      fmt::print(stderr, "usage: nxrt_cpu_gemm_peak [--threads N] [--reps R] [--cpu-time] [--cold]\n");
+      fmt::print(stderr, "usage: nxrt_cpu_gemm_peak [--threads N] [--reps R] [--cpu-time] [--cold] [--bf16]\n");
       return 2;
     }
   }
   if (g_cpu_time && threads != 1) {
     fmt::print(stderr, "nxrt_cpu_gemm_peak: --cpu-time needs --threads 1 (one thread's CPU time)\n");
+    return 2;
+  }
+  if (bf16 && !gemm_bf16_supported()) {
+    fmt::print(stderr, "nxrt_cpu_gemm_peak: --bf16 needs AVX-512 BF16, which this CPU (or NXRT_CPU_ISA) lacks\n");
     return 2;
   }
   const double peak = fma_peak(reps);  // re-measured beside each shape below
@@ -139,27 +147,35 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < a.size(); ++i) a[i] = float(i % 13) * 0.01f;
     for (size_t i = 0; i < b.size(); ++i) b[i] = float(i % 7) * 0.01f;
     AlignedFloats pa(packed_a_floats(s.M, s.K));
-    const size_t pb_floats = packed_b_floats(s.K, s.N);
+    const size_t pb_floats = bf16 ? packed_b_bf16_slots(s.K, s.N) : packed_b_floats(s.K, s.N);
     const size_t copies = cold ? std::max<size_t>(2, (size_t(256) << 20) / (pb_floats * sizeof(float)) + 1) : 1;
     std::vector<AlignedFloats> pb(copies);
     for (AlignedFloats& p : pb) {
       p.resize(pb_floats);
-      pack_b(b.data(), s.N, false, s.K, s.N, p.data());  // weights: packed once, as at kernel creation
+      if (bf16) pack_b_bf16(b.data(), s.N, false, s.K, s.N, p.data());
+      else pack_b(b.data(), s.N, false, s.K, s.N, p.data());  // weights: packed once, as at kernel creation
     }
     size_t rep = 0;
     const double sec = best_seconds(reps, [&] {
       const float* w = pb[rep++ % copies].data();
-      pack_a_parallel(a.data(), s.K, false, s.M, s.K, 1.f, pa.data(), threads > 1 ? &pool : nullptr);  // activations: packed per run, as MatMul does
-      gemm_packed(s.M, s.N, s.K, pa.data(), w, c.data(), s.N, GemmEpilogue{}, threads > 1 ? &pool : nullptr);
+      ThreadPool* p = threads > 1 ? &pool : nullptr;
+      if (bf16) {
+        pack_a_bf16_parallel(a.data(), s.K, false, s.M, s.K, 1.f, pa.data(), p);
+        gemm_packed_bf16(s.M, s.N, s.K, pa.data(), w, c.data(), s.N, GemmEpilogue{}, p);
+        return;
+      }
+      pack_a_parallel(a.data(), s.K, false, s.M, s.K, 1.f, pa.data(), p);  // activations: packed per run, as MatMul does
+      gemm_packed(s.M, s.N, s.K, pa.data(), w, c.data(), s.N, GemmEpilogue{}, p);
     });
     // The peak again right after: clock and neighbours drift on shared machines,
     // so the share uses the better of the two peak measurements.
     const double local_peak = std::max(peak, fma_peak(reps));
     const double gf = 2.0 * double(s.M) * double(s.N) * double(s.K) / sec / 1e9;
     fmt::print("{:<22} {:>5} {:>5} {:>5} {:>9.1f} {:>7.0f}%\n", s.what, s.M, s.N, s.K, gf,
-               local_peak > 0 ? 100.0 * gf * 1e9 / (local_peak * threads) : 0.0);
+               local_peak > 0 ? 100.0 * gf * 1e9 / (local_peak * threads * (bf16 ? 2 : 1)) : 0.0);
   }
   if (threads > 1) fmt::print("(% of {} x the 1-core peak)\n", threads);
+  if (bf16) fmt::print("(bf16 GEMM: % of 2 x the FP32 FMA peak)\n");
   // The micro-kernel alone on one 8 x 48 tile whose operands stay in L1 (the kc the driver
   // uses for this ISA): what it can do when memory does not limit it. The gap between this
   // line and the shapes above is the driver's and the caches' share.

@@ -45,6 +45,7 @@ static CpuInfo detect() {
   __builtin_cpu_init();
   c.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   c.avx512f = __builtin_cpu_supports("avx512f");
+  c.avx512bf16 = c.avx512f && __builtin_cpu_supports("avx512bf16");
 #endif
   c.isa = c.avx512f ? Isa::avx512 : c.avx2 ? Isa::avx2 : Isa::generic;
   return c;

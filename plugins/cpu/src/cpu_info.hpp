@@ -15,6 +15,7 @@ struct CpuInfo {
   int hardware_threads = 1;
   bool avx2 = false;     // AVX2 + FMA
   bool avx512f = false;  // AVX-512 F
+  bool avx512bf16 = false;  // AVX-512 BF16 (VDPBF16PS; the cpu.precision=bf16 GEMM)
   Isa isa = Isa::generic;
   std::string isa_name() const;  // "avx512f", "avx2", "generic"
 };

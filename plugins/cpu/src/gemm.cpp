@@ -241,11 +241,10 @@ void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb
 }
 
 void gemm_driver(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, int64_t ldb, float* c,
-                 int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool) {
+                 int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool, GemmTileFn fn) {
   if (M <= 0 || N <= 0) return;
   const int64_t tiles = gemm_tiles(M), panels = gemm_panels(N);
   const int t = threads_for(pool, double(M) * double(N) * double(K));
-  GemmTileFn fn = gemm_tile_active();
   if (t <= 1) {
     gemm_rect(M, N, K, pa, pb, ldb, c, ldc, ep, Rect{0, tiles, 0, panels}, fn);
     return;
@@ -353,12 +352,17 @@ void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* pa, const fl
 
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
                  const GemmEpilogue& ep, ThreadPool* pool) {
-  gemm_driver(M, N, K, pa, pb, 0, c, ldc, ep, pool);
+  gemm_driver(M, N, K, pa, pb, 0, c, ldc, ep, pool, gemm_tile_active());
+}
+
+void gemm_packed_with(GemmTileFn fn, int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c,
+                      int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool) {
+  gemm_driver(M, N, K, pa, pb, 0, c, ldc, ep, pool, fn);
 }
 
 void gemm_packed_a(int64_t M, int64_t N, int64_t K, const float* pa, const float* b, int64_t ldb, float* c,
                    int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool) {
-  gemm_driver(M, N, K, pa, b, ldb, c, ldc, ep, pool);
+  gemm_driver(M, N, K, pa, b, ldb, c, ldc, ep, pool, gemm_tile_active());
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,

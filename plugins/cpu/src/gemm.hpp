@@ -109,6 +109,10 @@ inline int64_t gemm_kc_for(GemmTileFn fn) { return fn == gemm_tile_avx2() ? kGem
 GemmTileFn gemm_tile_for(int isa);
 const char* gemm_kernel_name_for(int isa);  // "avx512f-8x48", "avx2-4x24", "generic"
 const char* gemm_kernel_name();
+// gemm_packed with another micro-kernel of the same tile shape and packed layouts (the bf16
+// one: gemm_bf16.hpp).
+void gemm_packed_with(GemmTileFn fn, int64_t M, int64_t N, int64_t K, const float* packed_a, const float* packed_b,
+                      float* c, int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool);
 // The same tile with B given as row pointers, B(k, n) = rows[k][col + n], read in place
 // (a convolution's phase planes: no im2col copy). AVX2 and AVX-512 have it (null elsewhere:
 // the generic one would be slower than packing).

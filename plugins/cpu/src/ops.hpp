@@ -34,10 +34,13 @@ class CpuSession : public sdk::HostMemorySession {
  public:
   // `fingerprint`: the kernel-cache fingerprint of the CPU this session packs for (this one,
   // or a described one when `offline`: compile-only, no memory, no runs).
-  CpuSession(int threads, std::string fingerprint, bool offline = false);
+  // `bf16`: the session option cpu.precision=bf16 (gemm_bf16.hpp), checked by the caller.
+  CpuSession(int threads, std::string fingerprint, bool offline = false, bool bf16 = false);
   void get_capability(const sdk::Graph& g, nxrt_claim_sink* sink) override;
   std::unique_ptr<Kernel> create_kernel(const sdk::Graph& subgraph) override;
   ThreadPool* pool() { return pool_.threads() > 1 ? &pool_ : nullptr; }
+  // MatMul / Gemm with constant weights run the bf16 fast-math GEMM (cpu.precision=bf16).
+  bool bf16() const { return bf16_; }
   // ABI 2.4 kernel cache (kernel_cache.hpp): prepacked kernels export their buffers and
   // come back from a blob with no packing and no copy.
   std::string fingerprint() override { return fingerprint_; }
@@ -51,6 +54,7 @@ class CpuSession : public sdk::HostMemorySession {
   ThreadPool pool_;
   std::string fingerprint_;
   bool offline_ = false;
+  bool bf16_ = false;
 };
 
 using Registry = sdk::KernelRegistry<CpuSession>;

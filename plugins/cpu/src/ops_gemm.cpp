@@ -5,6 +5,7 @@
 #include <span>
 
 #include "gemm.hpp"
+#include "gemm_bf16.hpp"
 #include "ops.hpp"
 #include "scratch.hpp"
 
@@ -24,15 +25,46 @@ struct GemmState {
   float alpha = 1.f, beta = 1.f;
   bool trans_a = false, trans_b = false;
   bool b_packed = false;
+  bool bf16 = false;                 // B packed in bf16 pairs (cpu.precision=bf16): A too, per run
   int64_t pk = 0, pn = 0;            // K, N of the packed B
   std::span<const float> packed_b;  // a prepacked buffer (made here, or in an imported blob)
 };
 
-// What a packed B depends on: its K and N and the GEMM panel layout.
-void declare_packed_b(sdk::Prepacked& pp, int64_t K, int64_t N) {
+// What a packed B depends on: its K and N, the GEMM panel layout and the precision.
+void declare_packed_b(sdk::Prepacked& pp, int64_t K, int64_t N, bool bf16) {
   pp.param("K", K);
   pp.param("N", N);
   pp.param("gemm_nr", kGemmNR);
+  pp.param("bf16", bf16);
+}
+
+// Slots of one packed B: floats, or bf16 pairs.
+size_t packed_b_slots(int64_t K, int64_t N, bool bf16) {
+  return bf16 ? packed_b_bf16_slots(K, N) : packed_b_floats(K, N);
+}
+
+void pack_b_as(bool bf16, const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst) {
+  if (bf16) pack_b_bf16(b, ldb, trans, K, N, dst);
+  else pack_b(b, ldb, trans, K, N, dst);
+}
+
+// A packed per run against a prepacked B (bf16: rounded into pairs), then the product.
+void gemm_prepacked_b(bool bf16, const float* a, int64_t lda, bool trans_a, float alpha, int64_t M, int64_t N, int64_t K,
+                      const float* pb, float* c, const GemmEpilogue& ep, ThreadPool* pool) {
+  if (bf16) {
+    float* pa = scratch_floats(kScratchA, packed_a_bf16_slots(M, K));
+    pack_a_bf16_parallel(a, lda, trans_a, M, K, alpha, pa, pool);
+    gemm_packed_bf16(M, N, K, pa, pb, c, N, ep, pool);
+    return;
+  }
+  float* pa = scratch_floats(kScratchA, packed_a_floats(M, K));
+  pack_a_parallel(a, lda, trans_a, M, K, alpha, pa, pool);
+  gemm_packed(M, N, K, pa, pb, c, N, ep, pool);
+}
+
+std::string gemm_description(bool b_packed, bool bf16) {
+  if (bf16) return fmt::format("gemm {} (bf16 fast math: cpu.precision=bf16), B prepacked", gemm_bf16_kernel_name());
+  return fmt::format("gemm {}, B {}", gemm_kernel_name(), b_packed ? "prepacked" : "packed every run");
 }
 
 Check gemm_check(const Node& n) {
@@ -61,16 +93,17 @@ std::unique_ptr<Kernel> make_gemm_kernel(const Node& n, CpuSession& s, const Gem
     if (t.rank() != 2) sdk::fail(NXRT_INVALID_ARGUMENT, "Gemm: B has rank {}, expected 2", t.rank());
     st.pk = st.trans_b ? t.dim(1) : t.dim(0);
     st.pn = st.trans_b ? t.dim(0) : t.dim(1);
-    declare_packed_b(pp, st.pk, st.pn);
+    st.bf16 = s.bf16();
+    declare_packed_b(pp, st.pk, st.pn, st.bf16);
     pp.param("trans_b", st.trans_b);
-    st.packed_b = pp.buffer<float>("packed_b", packed_b_floats(st.pk, st.pn), [&](std::span<float> dst) {
-      pack_b(static_cast<const float*>(t.raw()), t.dim(1), st.trans_b, st.pk, st.pn, dst.data());
+    st.packed_b = pp.buffer<float>("packed_b", packed_b_slots(st.pk, st.pn, st.bf16), [&](std::span<float> dst) {
+      pack_b_as(st.bf16, static_cast<const float*>(t.raw()), t.dim(1), st.trans_b, st.pk, st.pn, dst.data());
     });
     st.b_packed = true;
     pp.capture(b);  // only the packed copy is read from now on: the host may free B
   }
   ThreadPool* pool = s.pool();
-  const std::string description = fmt::format("gemm {}, B {}", gemm_kernel_name(), st.b_packed ? "prepacked" : "packed every run");
+  const std::string description = gemm_description(st.b_packed, st.bf16);
   return make_kernel([st, io, pool](Context& ctx) {
     ConstTensorView a = ctx.input(size_t(io.a)), b = ctx.input(size_t(io.b));
     auto c = io.c >= 0 ? ctx.optional_input(size_t(io.c)) : std::nullopt;
@@ -105,15 +138,13 @@ std::unique_ptr<Kernel> make_gemm_kernel(const Node& n, CpuSession& s, const Gem
       }
     }
     if (M == 0 || N == 0) return;
-    float* pa = scratch_floats(kScratchA, packed_a_floats(M, K));
-    pack_a_parallel(a.data<float>(), a.dim(1), st.trans_a, M, K, st.alpha, pa, pool);
     const float* pb = st.b_packed ? st.packed_b.data() : nullptr;
     if (!pb) {
       float* buf = scratch_floats(kScratchB, packed_b_floats(K, N));
       pack_b_parallel(b.data<float>(), b.dim(1), st.trans_b, K, N, buf, pool);
       pb = buf;
     }
-    gemm_packed(M, N, K, pa, pb, yp, N, ep, pool);
+    gemm_prepacked_b(st.bf16 && st.b_packed, a.data<float>(), a.dim(1), st.trans_a, st.alpha, M, N, K, pb, yp, ep, pool);
   }, description);
 }
 
@@ -127,6 +158,7 @@ std::unique_ptr<Kernel> gemm_create(const Node& n, CpuSession& s, sdk::Prepacked
 
 struct MatMulState {
   bool b_packed = false;
+  bool bf16 = false;  // B packed in bf16 pairs (cpu.precision=bf16)
   std::vector<int64_t> b_dims;  // as given
   int64_t pk = 0, pn = 0, b_batches = 1;
   std::span<const float> packed_b;  // b_batches packed matrices (a prepacked buffer)
@@ -158,13 +190,14 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Node& n, CpuSession& s, const M
       st.pn = vec ? 1 : t.dim(t.rank() - 1);
       st.b_batches = vec ? 1 : t.numel() / std::max<int64_t>(1, st.pk * st.pn);
       if (st.pk * st.pn > 0) {
-        const size_t per = packed_b_floats(st.pk, st.pn);
-        declare_packed_b(pp, st.pk, st.pn);
+        st.bf16 = s.bf16();
+        const size_t per = packed_b_slots(st.pk, st.pn, st.bf16);
+        declare_packed_b(pp, st.pk, st.pn, st.bf16);
         pp.param("batches", st.b_batches);
         st.packed_b = pp.buffer<float>("packed_b", per * size_t(st.b_batches), [&](std::span<float> dst) {
           const float* src = static_cast<const float*>(t.raw());
           for (int64_t i = 0; i < st.b_batches; ++i)
-            pack_b(src + i * st.pk * st.pn, st.pn, false, st.pk, st.pn, dst.data() + per * size_t(i));
+            pack_b_as(st.bf16, src + i * st.pk * st.pn, st.pn, false, st.pk, st.pn, dst.data() + per * size_t(i));
         });
         st.b_packed = true;
         pp.capture(b);  // only the packed copy is read from now on: the host may free B
@@ -172,7 +205,7 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Node& n, CpuSession& s, const M
     }
   }
   ThreadPool* pool = s.pool();
-  const std::string description = fmt::format("gemm {}, B {}", gemm_kernel_name(), st.b_packed ? "prepacked" : "packed every run");
+  const std::string description = gemm_description(st.b_packed, st.bf16);
   return make_kernel([st, pool](Context& ctx) {
     ConstTensorView a = ctx.input(size_t(st.a)), b = ctx.input(size_t(st.b));
     if (a.rank() == 0 || b.rank() == 0) sdk::fail(NXRT_INVALID_ARGUMENT, "MatMul: operands must have rank >= 1");
@@ -227,14 +260,12 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Node& n, CpuSession& s, const M
       return;
     }
     if (st.b_packed && (st.pk != K || st.pn != N)) sdk::fail(NXRT_INVALID_ARGUMENT, "MatMul: B shape changed");
-    const size_t per_b = packed_b_floats(K, N);
+    const size_t per_b = st.b_packed ? packed_b_slots(K, N, st.bf16) : packed_b_floats(K, N);
     int64_t bbatches = 1;
     for (auto d : bbat) bbatches *= d;
     // B without batch dims: fold A's batches into M (A is contiguous).
     if (bbatches == 1 && bbat.size() <= abat.size()) {
       const int64_t MM = nbatch * M;
-      float* pa = scratch_floats(kScratchA, packed_a_floats(MM, K));
-      pack_a_parallel(ap, K, false, MM, K, 1.f, pa, pool);
       const float* pb = st.b_packed ? st.packed_b.data() : nullptr;
       if (!pb) {
         float* buf = scratch_floats(kScratchB, per_b);
@@ -242,7 +273,7 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Node& n, CpuSession& s, const M
         pb = buf;
       }
       ep.residual = rp;
-      gemm_packed(MM, N, K, pa, pb, yp, N, ep, pool);
+      gemm_prepacked_b(st.bf16, ap, K, false, 1.f, MM, N, K, pb, yp, ep, pool);
       return;
     }
     // General batched case: map each output batch to its A and B batch.
@@ -266,8 +297,6 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Node& n, CpuSession& s, const M
       }
     }
     auto one = [&](int64_t o, ThreadPool* p) {
-      float* pa = scratch_floats(kScratchA, packed_a_floats(M, K));
-      pack_a_parallel(ap + amap[size_t(o)] * M * K, K, false, M, K, 1.f, pa, p);
       const float* pb;
       if (st.b_packed) {
         pb = st.packed_b.data() + per_b * size_t(bmap[size_t(o)]);
@@ -278,7 +307,7 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Node& n, CpuSession& s, const M
       }
       GemmEpilogue e = ep;
       e.residual = rp ? rp + o * M * N : nullptr;
-      gemm_packed(M, N, K, pa, pb, yp + o * M * N, N, e, p);
+      gemm_prepacked_b(st.bf16, ap + amap[size_t(o)] * M * K, K, false, 1.f, M, N, K, pb, yp + o * M * N, e, p);
     };
     const int threads = pool ? pool->threads() : 1;
     const double per = double(M) * double(N) * double(K);

@@ -7,13 +7,14 @@
 
 #include "cpu_info.hpp"
 #include "gemm.hpp"
+#include "gemm_bf16.hpp"
 #include "kernel_cache.hpp"
 #include "ops.hpp"
 
 namespace nxrt::cpu {
 
-CpuSession::CpuSession(int threads, std::string fingerprint, bool offline)
-    : pool_(threads), fingerprint_(std::move(fingerprint)), offline_(offline) {}
+CpuSession::CpuSession(int threads, std::string fingerprint, bool offline, bool bf16)
+    : pool_(threads), fingerprint_(std::move(fingerprint)), offline_(offline), bf16_(bf16) {}
 
 void CpuSession::get_capability(const sdk::Graph& g, nxrt_claim_sink* sink) { claim_nodes_fused(g, sink); }
 
@@ -71,6 +72,24 @@ int parse_threads(const sdk::Options& o) {
   return v == 0 ? cpu_info().hardware_threads : int(v);
 }
 
+// cpu.precision: "fp32" (the default) or "bf16". bf16 needs a CPU with AVX-512 BF16, which
+// `has_bf16` says (this one, or a described one for offline compiles) and `where` names.
+bool parse_bf16(const sdk::Options& o, bool has_bf16, const std::string& where) {
+  auto it = o.find("cpu.precision");
+  if (it == o.end() || it->second.empty() || it->second == "fp32") return false;
+  if (it->second != "bf16")
+    sdk::fail(NXRT_INVALID_ARGUMENT, "option 'cpu.precision' must be 'fp32' or 'bf16', got '{}'", it->second);
+  if (!has_bf16)
+    sdk::fail(NXRT_UNSUPPORTED,
+              "option 'cpu.precision=bf16' needs AVX-512 BF16 (VDPBF16PS), which {} lacks; run without it for float32",
+              where);
+  return true;
+}
+
+std::string session_fingerprint(Isa isa, bool bf16) {
+  return bf16 ? cpu_fingerprint(isa) + "; precision=bf16" : cpu_fingerprint(isa);
+}
+
 class CpuPlugin final : public sdk::Plugin {
  public:
   const char* name() const override { return "cpu"; }
@@ -95,17 +114,27 @@ class CpuPlugin final : public sdk::Plugin {
                     {"active_isa", isa_label(active_isa())},
                     {"threads", std::to_string(c.hardware_threads)},
                     {"gemm_kernel", gemm_kernel_name()},
+                    {"bf16", gemm_bf16_supported() ? "yes" : "no"},
                     {"streams", "none (synchronous)"}};
     return d;
   }
   uint64_t memory_free(uint32_t) override { return available_memory_bytes(); }
+  std::vector<sdk::OptionSpec> options() const override {
+    return {{"cpu.precision", NXRT_OPTION_STRING, "fp32",
+             "fp32, or bf16: MatMul and Gemm with constant weights round both operands to bfloat16 and sum in "
+             "float32 (AVX-512 BF16; about 2x the multiply-adds, ~3 significant digits per operand)"}};
+  }
   std::unique_ptr<sdk::Session> create_session(uint32_t, const sdk::Options& options) override {
-    return std::make_unique<CpuSession>(parse_threads(options), cpu_fingerprint(active_isa()));
+    const std::string cpu = cpu_info().model_name + (active_isa() == cpu_info().isa
+                                                         ? ""
+                                                         : fmt::format(", capped to {} by NXRT_CPU_ISA", isa_label(active_isa())));
+    const bool bf16 = parse_bf16(options, gemm_bf16_supported(), "this CPU (" + cpu + ")");
+    return std::make_unique<CpuSession>(parse_threads(options), session_fingerprint(active_isa(), bf16), false, bf16);
   }
   // Packs for the CPU a description names: its ISA ("active_isa", as describe_device reports
   // it, else "isa") sets the fingerprint; the packed layout is the same for every ISA this
   // build knows, so only an unknown ISA or a non-CPU device is refused.
-  std::unique_ptr<sdk::Session> create_offline_session(const sdk::Options& device, const sdk::Options&) override {
+  std::unique_ptr<sdk::Session> create_offline_session(const sdk::Options& device, const sdk::Options& options) override {
     auto kind = device.find("kind");
     if (kind != device.end() && kind->second != "cpu")
       sdk::fail(NXRT_UNSUPPORTED, "the CPU plugin compiles for CPU devices, the description is of kind '{}'", kind->second);
@@ -117,7 +146,10 @@ class CpuPlugin final : public sdk::Plugin {
     if (!target)
       sdk::fail(NXRT_UNSUPPORTED, "this CPU plugin build cannot pack for ISA '{}' (it knows avx512f, avx2, generic)",
                 isa->second);
-    return std::make_unique<CpuSession>(1, cpu_fingerprint(*target), true);
+    auto bf16_prop = device.find("bf16");
+    const bool bf16 = parse_bf16(options, *target == Isa::avx512 && bf16_prop != device.end() && bf16_prop->second == "yes",
+                                 "the described CPU (no property bf16=yes with ISA avx512f)");
+    return std::make_unique<CpuSession>(1, session_fingerprint(*target, bf16), true, bf16);
   }
 };
 
