@@ -7,7 +7,7 @@
 
 #include "cpu_info.hpp"
 #include "gemm_bf16.hpp"
-#include "hard_swish.hpp"
+#include "gemm_tile_avx512.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -30,20 +30,10 @@ NXRT_BF16 void tile(int64_t kc, const float* a, const float* b, int64_t ldb, flo
   // A pair of A is one 4-byte slot: broadcast as a 32-bit integer.
   const float* ak = a;
   const float* bk = b;
-  // The next B slice into L2, spread over the k steps (as the fp32 kernel does).
-  const char* pf = st.prefetch;
-  const char* pf_end = pf + 64 * std::min(st.prefetch_lines, kc);
-  const int64_t pf_every = st.prefetch_lines > 0 ? std::max<int64_t>(1, kc / st.prefetch_lines) : kc + 1;
-  int64_t pf_count = pf_every;
+  avx512::SlicePrefetch pf(st, kc);  // the next B slice into L2, as the fp32 kernel does
 #pragma GCC unroll 2
   for (int64_t k = 0; k < kc; ++k) {
-    if (--pf_count == 0) {
-      pf_count = pf_every;
-      if (pf < pf_end) {
-        _mm_prefetch(pf, _MM_HINT_T1);
-        pf += 64;
-      }
-    }
+    pf.step();
     __m512bh bv[NV];
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(bk + v * 16);
@@ -59,29 +49,7 @@ NXRT_BF16 void tile(int64_t kc, const float* a, const float* b, int64_t ldb, flo
     bk += ldb;
   }
 
-  __m512 cbv[NV];
-#pragma GCC unroll 3
-  for (int v = 0; v < NV; ++v)
-    cbv[v] = st.col_bias ? _mm512_maskz_loadu_ps(v == NV - 1 ? last : __mmask16(0xFFFF), st.col_bias + v * 16)
-                         : _mm512_setzero_ps();
-  const __m512 lo = _mm512_set1_ps(st.lo), hi = _mm512_set1_ps(st.hi);
-#pragma GCC unroll 8
-  for (int m = 0; m < MR; ++m) {
-    float* cr = c + m * ldc;
-    const float* rr = st.residual ? st.residual + m * st.ldr : nullptr;
-    const __m512 rb = _mm512_set1_ps(st.row_bias ? st.row_bias[m] : 0.f);
-#pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) {
-      const __mmask16 mk = v == NV - 1 ? last : __mmask16(0xFFFF);
-      __m512 x = _mm512_add_ps(_mm512_add_ps(r[m][v], rb), cbv[v]);
-      if (st.accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk, cr + v * 16));
-      if (rr) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk, rr + v * 16));
-      // NaN propagates: max/min return their second operand when either is NaN.
-      if (st.clamp) x = _mm512_maskz_min_ps(0xFFFF, hi, _mm512_maskz_max_ps(0xFFFF, lo, x));
-      if (st.hardswish) x = hard_swish_avx512(x);
-      _mm512_mask_storeu_ps(cr + v * 16, mk, x);
-    }
-  }
+  avx512::store_tile<MR, NV>(r, c, ldc, last, st);
 }
 
 using TileT = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, __mmask16, const GemmTileStore&);
