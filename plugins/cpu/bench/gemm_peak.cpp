@@ -146,7 +146,6 @@ int main(int argc, char** argv) {
     std::vector<float> a(size_t(s.M * s.K)), b(size_t(s.K * s.N)), c(size_t(s.M * s.N));
     for (size_t i = 0; i < a.size(); ++i) a[i] = float(i % 13) * 0.01f;
     for (size_t i = 0; i < b.size(); ++i) b[i] = float(i % 7) * 0.01f;
-    AlignedFloats pa(packed_a_floats(s.M, s.K));
     const size_t pb_floats = bf16 ? packed_b_bf16_slots(s.K, s.N) : packed_b_floats(s.K, s.N);
     const size_t copies = cold ? std::max<size_t>(2, (size_t(256) << 20) / (pb_floats * sizeof(float)) + 1) : 1;
     std::vector<AlignedFloats> pb(copies);
@@ -158,14 +157,12 @@ int main(int argc, char** argv) {
     size_t rep = 0;
     const double sec = best_seconds(reps, [&] {
       const float* w = pb[rep++ % copies].data();
-      ThreadPool* p = threads > 1 ? &pool : nullptr;
-      if (bf16) {
-        pack_a_bf16_parallel(a.data(), s.K, false, s.M, s.K, 1.f, pa.data(), p);
-        gemm_packed_bf16(s.M, s.N, s.K, pa.data(), w, c.data(), s.N, GemmEpilogue{}, p);
-        return;
-      }
-      pack_a_parallel(a.data(), s.K, false, s.M, s.K, 1.f, pa.data(), p);  // activations: packed per run, as MatMul does
-      gemm_packed(s.M, s.N, s.K, pa.data(), w, c.data(), s.N, GemmEpilogue{}, p);
+      // Activations packed per run, as MatMul does (per thread where the threads split B).
+      GemmPackA A;
+      A.a = a.data();
+      A.lda = s.K;
+      A.bf16 = bf16;
+      gemm_pack_a_and_multiply(s.M, s.N, s.K, A, w, c.data(), s.N, GemmEpilogue{}, threads > 1 ? &pool : nullptr);
     });
     // The peak again right after: clock and neighbours drift on shared machines,
     // so the share uses the better of the two peak measurements.

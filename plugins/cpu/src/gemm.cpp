@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "cpu_info.hpp"
+#include "gemm_bf16.hpp"
 #include "hard_swish.hpp"
 #include "scratch.hpp"
 
@@ -153,6 +154,9 @@ const char* gemm_kernel_name() { return gemm_kernel_name_for(int(active_isa()));
 
 namespace {
 
+// gemm_pack_a_and_multiply: each thread packs A itself up to this size (see there).
+constexpr size_t kPrivateABytes = size_t(2) << 20;
+
 struct Rect {
   int64_t t0, t1, p0, p1;
 };
@@ -240,6 +244,49 @@ void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb
   }
 }
 
+// Thread i's share of a GEMM split into t contiguous panel ranges over all row tiles (packed B
+// with at least two panels per thread): each thread streams only its share of B (its slices
+// stay in its own L2), its next-slice prefetch chain runs unbroken over the whole range (a
+// task edge restarts it cold), and no B panel is read by two threads. The dynamic grid of
+// gemm_driver has 4 tasks per thread, each starting on a slice nobody prefetched.
+// The ranges are equal in work, not in panels: a panel counts its 16-column vectors times the
+// row tiles, and a range may start or end inside a panel (at a row tile). 11 panels on 2
+// threads were 6 / 4 2/3 (ResNet-18's 7x7x512 layers: one thread idle 20% of the GEMM); now
+// 15.9 / 16.1 vectors x 7 tiles. run(rect) is called for each piece, in order.
+template <typename F>
+void panel_share(int64_t M, int64_t N, int t, int64_t i, F&& run) {
+  const int64_t tiles = gemm_tiles(M), panels = gemm_panels(N);
+  const int64_t per_tile_row = (N + 15) / 16, total = per_tile_row * tiles;
+  int64_t u0, u1;  // work units: (panel, row tile) pairs weighted by the panel's vectors
+  split_range(total, t, i, u0, u1);
+  // Walk the panels, cutting at the row tile where the unit range starts / ends.
+  int64_t at = 0;
+  for (int64_t p = 0; p < panels && at < u1; ++p) {
+    const int64_t vec = (gemm_panel_width(N, p) + 15) / 16, span = vec * tiles;
+    const int64_t a = std::max(u0, at), b = std::min(u1, at + span);
+    if (a < b) {
+      // Row tiles [ta, tb) of panel p; rounding to the nearest tile keeps ranges disjoint.
+      const int64_t ta = (a - at + vec / 2) / vec, tb = b == at + span ? tiles : (b - at + vec / 2) / vec;
+      if (ta < tb) {
+        // Whole panels after this one join the rect while it covers all row tiles.
+        int64_t q = p + 1, end = at + span;
+        if (ta == 0 && tb == tiles)
+          while (q < panels) {
+            const int64_t qs = (gemm_panel_width(N, q) + 15) / 16 * tiles;
+            if (end + qs > u1) break;
+            end += qs;
+            ++q;
+          }
+        run(Rect{ta, tb, p, q});
+        at = end;
+        p = q - 1;
+        continue;
+      }
+    }
+    at += span;
+  }
+}
+
 void gemm_driver(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, int64_t ldb, float* c,
                  int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool, GemmTileFn fn) {
   if (M <= 0 || N <= 0) return;
@@ -249,47 +296,10 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, const float* pa, const float* 
     gemm_rect(M, N, K, pa, pb, ldb, c, ldc, ep, Rect{0, tiles, 0, panels}, fn);
     return;
   }
-  // Packed B with at least two panels per thread: one contiguous panel range
-  // per thread over all row tiles. Each thread streams only its share of B
-  // (its slices stay in its own L2), its next-slice prefetch chain runs
-  // unbroken over the whole range (a task edge restarts it cold), and no B
-  // panel is read by two threads. The dynamic grid below has 4 tasks per
-  // thread, each starting on a slice nobody prefetched.
-  // The ranges are equal in work, not in panels: a panel counts its 16-column
-  // vectors times the row tiles, and a range may start or end inside a panel
-  // (at a row tile). 11 panels on 2 threads were 6 / 4 2/3 (ResNet-18's 7x7x512
-  // layers: one thread idle 20% of the GEMM); now 15.9 / 16.1 vectors x 7 tiles.
+  // Packed B with at least two panels per thread: one contiguous panel range per thread.
   if (ldb <= 0 && panels >= 2 * int64_t(t)) {
-    const int64_t per_tile_row = (N + 15) / 16, total = per_tile_row * tiles;
     parallel_for(pool, t, [&](int64_t i) {
-      int64_t u0, u1;  // work units: (panel, row tile) pairs weighted by the panel's vectors
-      split_range(total, t, i, u0, u1);
-      // Walk the panels, cutting at the row tile where the unit range starts / ends.
-      int64_t at = 0;
-      for (int64_t p = 0; p < panels && at < u1; ++p) {
-        const int64_t vec = (gemm_panel_width(N, p) + 15) / 16, span = vec * tiles;
-        const int64_t a = std::max(u0, at), b = std::min(u1, at + span);
-        if (a < b) {
-          // Row tiles [ta, tb) of panel p; rounding to the nearest tile keeps ranges disjoint.
-          const int64_t ta = (a - at + vec / 2) / vec, tb = b == at + span ? tiles : (b - at + vec / 2) / vec;
-          if (ta < tb) {
-            // Whole panels after this one join the rect while it covers all row tiles.
-            int64_t q = p + 1, end = at + span;
-            if (ta == 0 && tb == tiles)
-              while (q < panels) {
-                const int64_t qs = (gemm_panel_width(N, q) + 15) / 16 * tiles;
-                if (end + qs > u1) break;
-                end += qs;
-                ++q;
-              }
-            gemm_rect(M, N, K, pa, pb, ldb, c, ldc, ep, Rect{ta, tb, p, q}, fn);
-            at = end;
-            p = q - 1;
-            continue;
-          }
-        }
-        at += span;
-      }
+      panel_share(M, N, t, i, [&](const Rect& r) { gemm_rect(M, N, K, pa, pb, ldb, c, ldc, ep, r, fn); });
     });
     return;
   }
@@ -353,6 +363,30 @@ void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* pa, const fl
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
                  const GemmEpilogue& ep, ThreadPool* pool) {
   gemm_driver(M, N, K, pa, pb, 0, c, ldc, ep, pool, gemm_tile_active());
+}
+
+void gemm_pack_a_and_multiply(int64_t M, int64_t N, int64_t K, const GemmPackA& A, const float* pb, float* c,
+                              int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool) {
+  if (M <= 0 || N <= 0) return;
+  const GemmTileFn fn = A.bf16 ? gemm_tile_bf16() : gemm_tile_active();
+  const int64_t KS = A.bf16 ? bf16_pairs(K) : K;  // slots per packed row
+  const size_t slots = packed_a_floats(M, KS);
+  auto pack = [&](float* dst, ThreadPool* p) {
+    if (A.bf16) pack_a_bf16_parallel(A.a, A.lda, A.trans, M, K, A.alpha, dst, p);
+    else pack_a_parallel(A.a, A.lda, A.trans, M, K, A.alpha, dst, p);
+  };
+  const int t = threads_for(pool, double(M) * double(N) * double(KS));
+  if (t > 1 && gemm_panels(N) >= 2 * int64_t(t) && slots * sizeof(float) <= kPrivateABytes) {
+    parallel_for(pool, t, [&](int64_t i) {
+      float* mine = scratch_floats(kScratchA, slots);
+      pack(mine, nullptr);
+      panel_share(M, N, t, i, [&](const Rect& r) { gemm_rect(M, N, KS, mine, pb, 0, c, ldc, ep, r, fn); });
+    });
+    return;
+  }
+  float* pa = scratch_floats(kScratchA, slots);
+  pack(pa, pool);
+  gemm_driver(M, N, KS, pa, pb, 0, c, ldc, ep, pool, fn);
 }
 
 void gemm_packed_with(GemmTileFn fn, int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c,

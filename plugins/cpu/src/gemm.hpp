@@ -71,6 +71,22 @@ void gemm_packed_serial(int64_t M, int64_t N, int64_t K, const float* packed_a, 
 void gemm_packed_a(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* b, int64_t ldb, float* c,
                    int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool);
 
+// A row-major or transposed activation matrix to pack for one product: A(m, k) = alpha *
+// (trans ? a[k*lda + m] : a[m*lda + k]), packed as float32 or (bf16) as gemm_bf16.hpp pairs.
+struct GemmPackA {
+  const float* a = nullptr;
+  int64_t lda = 0;
+  bool trans = false;
+  float alpha = 1.f;
+  bool bf16 = false;
+};
+// C[M,N] = epilogue(A * B) for a packed B (float32 from pack_b, or bf16 from pack_b_bf16 when
+// A.bf16), packing A first. When the threads split B's panels and the packed A is at most 2 MB,
+// each thread packs all of A into its own scratch instead of one shared copy packed in halves:
+// no second pool round trip, and no thread reads tiles another core just wrote.
+void gemm_pack_a_and_multiply(int64_t M, int64_t N, int64_t K, const GemmPackA& A, const float* packed_b, float* c,
+                              int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool);
+
 // Plain row-major SGEMM: C = alpha * op(A) * op(B) + beta * C.
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc, ThreadPool* pool);

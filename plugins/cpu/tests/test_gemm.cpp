@@ -85,11 +85,13 @@ TEST_CASE("threaded gemm_packed and pack_a_parallel equal the serial ones bit fo
   // Same K blocking and summation order on every split: the per-thread ranges
   // of equal work (panels >= 2 per thread; ranges that start or end inside a
   // panel: 49 x 512 is 11 panels, the last 32 wide, over 7 row tiles), the task
-  // grid (fewer panels) and 3 threads.
+  // grid (fewer panels) and 3 threads. gemm_pack_a_and_multiply too: A packed per
+  // thread (up to 2 MB) or shared (700 x 800: 2.2 MB).
   for (int threads : {2, 3}) {
     ThreadPool pool(threads);
     for (auto [M, N, K] : {std::array<int64_t, 3>{128, 768, 300}, {9, 200, 17}, {70, 100, 513}, {64, 40, 600},
-                           {300, 1000, 64}, {1, 290, 5}, {49, 512, 300}, {57, 530, 40}, {8, 700, 9}}) {
+                           {300, 1000, 64}, {1, 290, 5}, {49, 512, 300}, {57, 530, 40}, {8, 700, 9},
+                           {700, 400, 800}}) {
       auto a = random_floats(size_t(M * K), uint32_t(M + K));
       auto b = random_floats(size_t(K * N), uint32_t(N + 3 * K));
       auto bias = random_floats(size_t(N), 5);
@@ -109,6 +111,20 @@ TEST_CASE("threaded gemm_packed and pack_a_parallel equal the serial ones bit fo
       gemm_packed_serial(M, N, K, pa.data(), pb.data(), serial.data(), N, ep);
       gemm_packed(M, N, K, pa.data(), pb.data(), threaded.data(), N, ep, &pool);
       CHECK(serial == threaded);
+      std::vector<float> at(a.size()), packing(size_t(M * N), 99.f), packing_t(size_t(M * N), 99.f);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < K; ++k) at[size_t(k * M + m)] = a[size_t(m * K + k)];
+      GemmPackA A;
+      A.a = a.data();
+      A.lda = K;
+      A.alpha = 0.75f;
+      gemm_pack_a_and_multiply(M, N, K, A, pb.data(), packing.data(), N, ep, &pool);
+      CHECK(serial == packing);
+      A.a = at.data();
+      A.lda = M;
+      A.trans = true;
+      gemm_pack_a_and_multiply(M, N, K, A, pb.data(), packing_t.data(), N, ep, &pool);
+      CHECK(serial == packing_t);
     }
   }
 }

@@ -104,6 +104,14 @@ void check_bf16_gemm(int64_t M, int64_t N, int64_t K, bool bias, bool residual, 
   ep.lo = 0.f;
   ep.hi = 0.5f;
   gemm_packed_bf16(M, N, K, pa.data(), pb.data(), got.data(), N, ep, pool);
+  // What MatMul calls: packing A inside (per thread where the threads split B's panels).
+  std::vector<float> packing = c0;
+  GemmPackA A;
+  A.a = a.data();
+  A.lda = K;
+  A.bf16 = true;
+  gemm_pack_a_and_multiply(M, N, K, A, pb.data(), packing.data(), N, ep, pool);
+  CHECK(packing == got);
   // The same bf16 operands, summed in float32 (K up to ~1000 terms of |x| <= 1).
   CHECK(worst(got, want, 1e-4, 2e-5 * double(K)) <= 1.0);
   // And against the float32 product of the unrounded operands: bf16's precision.
