@@ -689,8 +689,10 @@ int cmd_bench(const Options& o) {
                r(load_ms), r(base_rss), r(peak_rss_mb()), o.io_binding ? "\"" + json_escape(bound_ep) + "\"" : "false",
                inputs_json, memory_json(session), session.load_report());
   } else {
-    fmt::print("{} on {} ({} threads{}): median {:.3f} ms, p90 {:.3f} ms, min {:.3f} ms over {} runs; load {:.1f} ms; peak RSS {:.1f} MiB\n",
-               name, o.eps, o.threads, o.io_binding ? ", I/O bound to " + bound_ep : "", median, p90, sorted[0], n, load_ms,
+    // --threads 0 or absent: each EP's own default (the cpu EP: one per hardware thread).
+    const std::string threads = o.threads > 0 ? fmt::format("{} thread{}", o.threads, o.threads == 1 ? "" : "s") : "default threads";
+    fmt::print("{} on {} ({}{}): median {:.3f} ms, p90 {:.3f} ms, min {:.3f} ms over {} runs; load {:.1f} ms; peak RSS {:.1f} MiB\n",
+               name, o.eps, threads, o.io_binding ? ", I/O bound to " + bound_ep : "", median, p90, sorted[0], n, load_ms,
                peak_rss_mb());
     fmt::print("inputs: {}\n", inputs.empty() ? "none" : inputs_text);
     print_memory(session);
