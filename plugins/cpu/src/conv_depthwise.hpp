@@ -33,6 +33,9 @@ struct DwPlanes {
   // odd ones ((in_w + 1) / 2 and in_w / 2 floats), so every tap is a plain load (an expand
   // GEMM writes its rows that way at no cost: conv_inverted_residual).
   bool split_cols = false;
+  // The planes come from memory, not from a cache-sized buffer: fetch each next plane's rows
+  // while this one computes (AVX-512 kernel).
+  bool prefetch_next = false;
 };
 void dw_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post);
 // Whether dw_planes takes split_cols input for `s` (dw_direct_ok(s), stride_w 2, and this

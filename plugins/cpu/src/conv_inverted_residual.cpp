@@ -118,6 +118,7 @@ void inverted_residual(const InvertedResidual& b, const float* x, const float* r
         p.res = dres;
         p.res_stride = OH * OW;
         p.split_cols = split;
+        p.prefetch_next = !b.has_expand;
         dw_planes(sd, p, b.dw_post);
         if (b.has_project) {
           const GemmEpilogue ep =
