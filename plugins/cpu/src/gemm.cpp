@@ -46,16 +46,8 @@ void pack_a_parallel(const float* a, int64_t lda, bool trans, int64_t M, int64_t
   const int64_t tiles = gemm_tiles(M);
   // A copy, bound by memory: worth a second thread from ~32K floats (a 128 x 768
   // activation: ~10 us of the ~0.5 ms its GEMM takes on 2 threads).
-  const int t = int(std::min<int64_t>(tiles, threads_for(pool, double(M) * double(K), 1 << 15)));
-  if (t <= 1) {
-    pack_a_tiles(a, lda, trans, M, K, alpha, dst, 0, tiles);
-    return;
-  }
-  parallel_for(pool, t, [&](int64_t i) {
-    int64_t t0, t1;
-    split_range(tiles, t, i, t0, t1);
-    pack_a_tiles(a, lda, trans, M, K, alpha, dst, t0, t1);
-  });
+  parallel_ranges(pool, tiles, threads_for(pool, double(M) * double(K), 1 << 15),
+                  [&](int64_t t0, int64_t t1) { pack_a_tiles(a, lda, trans, M, K, alpha, dst, t0, t1); });
 }
 
 void pack_b(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst, int64_t p0, int64_t p1) {
@@ -83,16 +75,8 @@ void pack_b(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float
 
 void pack_b_parallel(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst, ThreadPool* pool) {
   const int64_t panels = gemm_panels(N);
-  const int t = threads_for(pool, double(K) * double(N), 1 << 16);
-  if (t <= 1) {
-    pack_b(b, ldb, trans, K, N, dst);
-    return;
-  }
-  parallel_for(pool, t, [&](int64_t i) {
-    int64_t p0, p1;
-    split_range(panels, t, i, p0, p1);
-    pack_b(b, ldb, trans, K, N, dst, p0, p1);
-  });
+  parallel_ranges(pool, panels, threads_for(pool, double(K) * double(N), 1 << 16),
+                  [&](int64_t p0, int64_t p1) { pack_b(b, ldb, trans, K, N, dst, p0, p1); });
 }
 
 // ------------------------------------------------------------ generic tile

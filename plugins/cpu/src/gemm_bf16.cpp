@@ -76,16 +76,8 @@ void pack_a_bf16_parallel(const float* a, int64_t lda, bool trans, int64_t M, in
         for (int64_t m = 0; m < kGemmMR; ++m) store_bf16_pair(d + kp * kGemmMR + m, at(m, 2 * kp), at(m, 2 * kp + 1));
     }
   };
-  const int t = int(std::min<int64_t>(tiles, threads_for(pool, double(M) * double(K), 1 << 15)));
-  if (t <= 1) {
-    pack(0, tiles);
-    return;
-  }
-  parallel_for(pool, t, [&](int64_t i) {
-    int64_t t0, t1;
-    split_range(tiles, t, i, t0, t1);
-    pack(t0, t1);
-  });
+  // A copy bound by memory, as pack_a_parallel: a second thread from ~32K values.
+  parallel_ranges(pool, tiles, threads_for(pool, double(M) * double(K), 1 << 15), pack);
 }
 
 void gemm_packed_bf16(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* packed_b, float* c,

@@ -61,8 +61,7 @@ constexpr TileT row_table[8] = {&tile<1, NV>, &tile<2, NV>, &tile<3, NV>, &tile<
 void tile_dispatch(int64_t kc, const float* a, const float* b, int64_t w, int64_t ldb, bool /*b_unpacked*/, float* c,
                    int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st) {
   const int nv = int(w / 16);
-  const int64_t tail = ncols - int64_t(nv - 1) * 16;
-  const __mmask16 last = __mmask16(tail >= 16 ? 0xFFFF : (1u << tail) - 1u);
+  const __mmask16 last = avx512::last_vector_mask(ncols, nv);
   const TileT fn = nv == 3 ? row_table<3>[mr - 1] : nv == 2 ? row_table<2>[mr - 1] : row_table<1>[mr - 1];
   fn(kc, a, b, ldb, c, ldc, last, st);
 }

@@ -15,6 +15,12 @@ namespace nxrt::cpu::avx512 {
 
 #define NXRT_AVX512_TILE __attribute__((target("avx512f,fma,avx2"), always_inline)) inline
 
+// The lanes of the last of nv column vectors that hold one of ncols columns (1..16 of them).
+inline __mmask16 last_vector_mask(int64_t ncols, int nv) {
+  const int64_t tail = ncols - int64_t(nv - 1) * 16;
+  return __mmask16(tail >= 16 ? 0xFFFF : (1u << tail) - 1u);
+}
+
 // The next B slice into L2 (gemm_rect), one line every `every` k steps: spread out, so the
 // misses do not fill the load queue in a burst. step() once per k step.
 struct SlicePrefetch {

@@ -51,13 +51,7 @@ void pack_b_as(bool bf16, const float* b, int64_t ldb, bool trans, int64_t K, in
 // A packed per run against a prepacked B (bf16: rounded into pairs), then the product.
 void gemm_prepacked_b(bool bf16, const float* a, int64_t lda, bool trans_a, float alpha, int64_t M, int64_t N, int64_t K,
                       const float* pb, float* c, const GemmEpilogue& ep, ThreadPool* pool) {
-  GemmPackA A;
-  A.a = a;
-  A.lda = lda;
-  A.trans = trans_a;
-  A.alpha = alpha;
-  A.bf16 = bf16;
-  gemm_pack_a_and_multiply(M, N, K, A, pb, c, N, ep, pool);
+  gemm_pack_a_and_multiply(M, N, K, GemmPackA{a, lda, trans_a, alpha, bf16}, pb, c, N, ep, pool);
 }
 
 std::string gemm_description(bool b_packed, bool bf16) {
