@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < x.size(); ++i) x[i] = uint8_t(i * 7 % 251);
     bell_weights(w);
     const QConv q(QType::U8, 120, QType::S8, w.data(), int64_t(w.size()), std::vector<int32_t>(size_t(s.out_c), 0),
-                  u8_output(s.out_c));
+                  u8_output(s.out_c), nullptr, s.k_h * s.k_w);
     rest_quads += double(q.rest_rows()) / double(kQMR);
     all_quads += double(q_tiles(s.out_c) * q_quads(K));
     const double ops = 2.0 * double(s.out_c) * double(P) * double(K);

@@ -119,11 +119,10 @@ void conv_group(const ConvShape& s, const PanelSource<T>& src, const uint32_t* p
   conv_rows(s, src.K, q_pairs(src.K), b_slice, pw, ep, n, g, y, pool, 0);
 }
 
-// The quad panels of x' (uint8): runs along output rows at the conv's stride.
-void conv_group_quads(const ConvShape& s, const uint8_t* base, const int64_t* koff, int64_t K, int64_t row_pitch,
-                      const uint32_t* pw, const QEpilogue& ep, const QZpTerm& zp_term, const QQuadRest* rest, int64_t n,
-                      int64_t g, void* y, ThreadPool* pool) {
-  static const QPackQuadsFn pack = q_pack_quads_active();
+// The quad panels of x' (uint8) by `pack`: runs along output rows at the conv's stride.
+void conv_group_quads(const ConvShape& s, QPackQuadsFn pack, const uint8_t* base, const int64_t* koff, int64_t K,
+                      int64_t row_pitch, const uint32_t* pw, const QEpilogue& ep, const QZpTerm& zp_term,
+                      const QQuadRest* rest, int64_t n, int64_t g, void* y, ThreadPool* pool) {
   const int64_t pixels = s.out_h * s.out_w, out_w = s.out_w;
   auto b_slice = [&](int64_t p, int64_t q0, int64_t qc, uint32_t* dst) {
     QPanelRuns runs;
@@ -180,6 +179,7 @@ void conv_run_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32
   const TapLayout taps = tap_layout(s, in_place, k_order);
   const int64_t Hp = taps.Hp, Wp = taps.Wp;
   const std::vector<int64_t>& koff = taps.koff;
+  static const QPackQuadsFn pack = q_pack_quads_active();
   // Masked stride-2 loads may span 32 bytes from a run's first tap: slack after the copy
   // (and before it for the AVX2 packer).
   uint8_t* padded = in_place ? nullptr
@@ -190,8 +190,8 @@ void conv_run_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32
     for (int64_t g = 0; g < s.group; ++g) {
       const TX* xg = x + (n * s.in_c + g * icg) * in_plane;
       if (in_place) {
-        conv_group_quads(s, reinterpret_cast<const uint8_t*>(xg), koff.data(), K, s.in_w, pw, ep, zp_term, rest, n, g, y,
-                         pool);
+        conv_group_quads(s, pack, reinterpret_cast<const uint8_t*>(xg), koff.data(), K, s.in_w, pw, ep, zp_term, rest, n,
+                         g, y, pool);
         continue;
       }
       const int parts = threads_for(pool, double(icg * Hp * Wp), 1 << 18);
@@ -207,7 +207,41 @@ void conv_run_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32
           }
         }
       });
-      conv_group_quads(s, padded, koff.data(), K, Wp, pw, ep, zp_term, rest, n, g, y, pool);
+      conv_group_quads(s, pack, padded, koff.data(), K, Wp, pw, ep, zp_term, rest, n, g, y, pool);
+    }
+}
+
+// The channel quads (the weights in channel-quad order k_order, IC/g % 4 == 0): x' copied as
+// [IC/g/4][Hp][Wp][4] bytes around which the padding holds x_zp'; tap k = ic * KH * KW + r at
+// byte (ic / 4) * Hp * Wp * 4 + (its pixel offset) * 4 + ic % 4.
+template <typename TX>
+void conv_run_channel_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32_t* pw, const QEpilogue& ep,
+                            const QZpTerm& zp_term, const int32_t* k_order, void* y, ThreadPool* pool) {
+  const int64_t icg = s.icg(), K = s.gemm_k(), in_plane = s.in_h * s.in_w, khw = s.k_h * s.k_w;
+  const TapLayout taps = tap_layout(s, false, nullptr);
+  const int64_t Hp = taps.Hp, Wp = taps.Wp, quad_plane = 4 * Hp * Wp;
+  std::vector<int64_t> koff(static_cast<size_t>(K));
+  for (int64_t j = 0; j < K; ++j) {
+    const int64_t k = k_order[j], ic = k / khw, r = k % khw;
+    koff[size_t(j)] = (ic / 4) * quad_plane + 4 * ((r / s.k_w) * s.dil_h * Wp + (r % s.k_w) * s.dil_w) + ic % 4;
+  }
+  uint8_t* copy = reinterpret_cast<uint8_t*>(scratch_floats(kScratchA, size_t(icg * Hp * Wp / 4 + 16)));
+  const uint8_t flip = std::is_same_v<TX, int8_t> ? 0x80 : 0;
+  static const QPackQuadsFn pack = q_pack_channel_quads();
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t g = 0; g < s.group; ++g) {
+      const uint8_t* xg = reinterpret_cast<const uint8_t*>(x + (n * s.in_c + g * icg) * in_plane);
+      const int parts = threads_for(pool, double(icg * Hp * Wp), 1 << 18);
+      parallel_ranges(pool, icg / 4, parts, [&](int64_t q0, int64_t q1) {
+        for (int64_t q = q0; q < q1; ++q) {
+          uint8_t* dq = copy + q * quad_plane;
+          std::fill(dq, dq + quad_plane, uint8_t(xq_zp));
+          for (int64_t ih = 0; ih < s.in_h; ++ih)
+            q_interleave_channels4(xg + 4 * q * in_plane + ih * s.in_w, in_plane, s.in_w, flip,
+                                   dq + 4 * ((ih + s.pad_top) * Wp + s.pad_left));
+        }
+      });
+      conv_group_quads(s, pack, copy, koff.data(), K, Wp, pw, ep, zp_term, nullptr, n, g, y, pool);
     }
 }
 
@@ -263,6 +297,16 @@ void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) co
     const QQuadRest rest{rest_index_.data(), rest_entries_.data()};
     const QQuadRest* r = rest_index_.empty() ? nullptr : &rest;
     const int32_t* order = k_order_.empty() ? nullptr : k_order_.data();
+    // 1x1 stride-1 convs read uint8 x in place (the channel-quad order is k itself there).
+    if (channel_quads_ && !(x_type_ == QType::U8 && unit_conv(s))) {
+      if (s.k_h * s.k_w != taps_) throw std::invalid_argument("QConv: the shape has a kernel of " +
+                                                              std::to_string(s.k_h * s.k_w) + " taps, the weights " +
+                                                              std::to_string(taps_));
+      if (x_type_ == QType::U8)
+        conv_run_channel_quads(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, zp_term, order, y, pool);
+      else conv_run_channel_quads(s, static_cast<const int8_t*>(x), xq_zp_, pw, *ep_, zp_term, order, y, pool);
+      return;
+    }
     if (x_type_ == QType::U8) conv_run_quads(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, zp_term, r, order, y, pool);
     else conv_run_quads(s, static_cast<const int8_t*>(x), xq_zp_, pw, *ep_, zp_term, r, order, y, pool);
     return;

@@ -231,7 +231,7 @@ QStoreFn q_store_active() {
 const char* q_conv_kernel_name() { return q_tile_quads_avx2() ? "avx2-u8s8-6x16+rest" : q_kernel_name(); }
 
 const char* q_kernel_name() {
-  if (q_tile_group_dpbusd(kQTileGroup, true)) return "avx512vnni-u8s8-18x16";
+  if (q_tile_wide_dpbusd(kQWide, true)) return "avx512vnni-u8s8-6x64";
   return q_tile_group_active(kQTileGroup) ? "avx512vnni-18x16" : q_tile_active() == q_tile_generic() ? "generic" : "avx2-6x16";
 }
 

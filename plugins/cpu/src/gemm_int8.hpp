@@ -120,8 +120,21 @@ QPackRuns8Fn q_pack_runs8_active();
 // the last (QZpTerm, only for non-symmetric weights) is applied to each tile before its store.
 // Padding taps hold x_zp' (x' - x_zp' = 0, as the reference's), k past K holds x' = w' = 0.
 inline int64_t q_quads(int64_t K) { return (K + 3) / 4; }
-// QTileGroupFn over quads; a_signed: A is the s8 operand (conv: weights), else B is (matmul).
-QTileGroupFn q_tile_group_dpbusd(int nt, bool a_signed);  // null unless AVX-512 VNNI and active_isa() >= avx512
+// The vpdpbusd micro-kernel is one row tile against up to kQWide B slices (6 x 64 in 24
+// accumulators): per quad step kQWide vector loads and 6 broadcasts feed 24 vpdpbusd, where
+// the int16 pairs' 18 x 16 tiles load a broadcast per multiply (nxrt_cpu_int8_bench's
+// micro-kernel line: 99% of the vpdpbusd peak on Zen 5, the 18 x 16 shape 78%). K blocks of
+// at most kQKCWide quads keep the kQWide slices (32 KB) in L1 while every row tile reads them.
+constexpr int kQWide = 4;
+constexpr int64_t kQKCWide = 144;
+// acc (panel j's kQMR x kQNR block at acc + j * kQMR * kQNR) = (load ? acc : 0) + kcq quads
+// of the A tile (stride kQMR) x B slices b[0 .. nv) (stride kQNR each); the A words the next
+// call reads (a_next, as many) are prefetched meanwhile: large convs' weights stream from
+// memory (ResNet's 512-channel layers: 2.4 MB each).
+using QTileWideFn = void (*)(int64_t kcq, const uint32_t* a, const uint32_t* const* b, int32_t* acc, bool load,
+                             const uint32_t* a_next);
+// nv in 1..kQWide; a_signed: A is the s8 operand (conv: weights), else B is (matmul).
+QTileWideFn q_tile_wide_dpbusd(int nv, bool a_signed);  // null unless AVX-512 VNNI and active_isa() >= avx512
 // A(m, k) = a[m * lda + k] + add as bytes (add: 0, 128 or -128, else std::invalid_argument),
 // packed as q_pack_a's tiles of quads.
 template <typename T>
@@ -162,6 +175,13 @@ QPackQuadsFn q_pack_quads_generic();
 // that one may read (not use) up to kQRunSlack bytes before and after the taps it packs.
 QPackQuadsFn q_pack_quads_active();
 bool q_pack_quads_reads_slack();
+// The channel quads (QConv's weights in channel-quad order, qlinear.hpp): x' copied as
+// [C/4][Hp][Wp][4] bytes, so the 4 taps of a quad (4 channels at one kernel position) are one
+// word, and a panel's quad row is 16 words at the run's stride: masked word loads, no byte
+// interleave. base + koff[4 q] is quad q's word at pixel offset 0; runs count pixels (words).
+QPackQuadsFn q_pack_channel_quads();  // null unless the vpdpbusd kernels run
+// dst[4 w + i] = src[i * plane + w] ^ flip, w in [0, n), i in [0, 4): four channel rows as quads.
+void q_interleave_channels4(const uint8_t* src, int64_t plane, int64_t n, uint8_t flip, uint8_t* dst);
 
 // ---- u8 x s8 quads on AVX2 (gemm_int8_u8s8_avx2.cpp), for QConv where VNNI is absent.
 // vpmaddubsw multiplies 32 u8 x s8 byte pairs and adds each pair into int16 with saturation;
@@ -186,8 +206,8 @@ inline void q_split_quad(uint32_t w, uint32_t& dense, uint32_t& rest) {
 }
 // K blocks of q_gemm_rect: KP words in blocks of q_k_block(KP) (the last one shorter), at
 // most kQKC each, as equal as they divide.
-inline int64_t q_k_block(int64_t KP) {
-  const int64_t blocks = std::max<int64_t>(1, (KP + kQKC - 1) / kQKC);
+inline int64_t q_k_block(int64_t KP, int64_t most = kQKC) {
+  const int64_t blocks = std::max<int64_t>(1, (KP + most - 1) / most);
   return std::max<int64_t>(1, (KP + blocks - 1) / blocks);
 }
 inline int64_t q_k_blocks(int64_t KP) { return std::max<int64_t>(1, (KP + q_k_block(KP) - 1) / q_k_block(KP)); }
@@ -236,11 +256,11 @@ QTileRestNarrowFn q_tile_quads_narrow_avx2();  // the same condition
 QPackQuadsFn q_pack_quads_avx2();  // the same condition
 QQuadColSumsFn q_quad_col_sums_avx2();
 // QConv's path: the dpbusd quads, or these.
-inline bool q_conv_quads_available() { return q_tile_group_dpbusd(1, true) || q_tile_quads_avx2(); }
+inline bool q_conv_quads_available() { return q_tile_wide_dpbusd(1, true) || q_tile_quads_avx2(); }
 
 QTileFn q_tile_active();  // from active_isa()
 QStoreFn q_store_active();
-// "avx512vnni-u8s8-18x16" (vpdpbusd quads), "avx512vnni-18x16", "avx2-6x16" or "generic"
+// "avx512vnni-u8s8-6x64" (vpdpbusd quads), "avx512vnni-18x16", "avx2-6x16" or "generic"
 // QConv's with q_conv_quads_available() (else q_kernel_name()'s).
 const char* q_conv_kernel_name();
 const char* q_kernel_name();
@@ -255,50 +275,76 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
                  BSlice&& b_slice, const QEpilogue& ep, bool by_row, YAt&& y_at, int64_t ldy, void* y,
                  int quads = 0, const QZpTerm& zp_term = {}, const QQuadRest* rest = nullptr) {
   // quads: 0 the int16 pairs; 1 u8 x s8 quads with A signed; 2 with B signed (KP counts quads).
-  // With A signed and no VNNI: the AVX2 vpmaddubsw tiles, A split with `rest` (q_split_packed_quads).
+  // Quads run the wide vpdpbusd tiles, or without VNNI (A signed only) the AVX2 vpmaddubsw
+  // tiles, A split with `rest` (q_split_packed_quads).
   const QTileFn tile = q_tile_active();
-  const QTileGroupFn group = quads ? q_tile_group_dpbusd(kQTileGroup, quads == 1) : q_tile_group_active(kQTileGroup);
-  const QTileRestFn tile_rest = quads == 1 && !group ? q_tile_quads_avx2() : nullptr;
+  const bool wide = quads && q_tile_wide_dpbusd(1, quads == 1);
+  const QTileGroupFn group = quads ? nullptr : q_tile_group_active(kQTileGroup);
+  const QTileRestFn tile_rest = quads == 1 && !wide ? q_tile_quads_avx2() : nullptr;
   const QTileRestNarrowFn tile_narrow = tile_rest ? q_tile_quads_narrow_avx2() : nullptr;
-  if (quads && !group && !(tile_rest && rest)) throw std::logic_error("q_gemm_rect: no kernel for these quads");
+  if (quads && !wide && !(tile_rest && rest)) throw std::logic_error("q_gemm_rect: no kernel for these quads");
   const QStoreFn store = q_store_active();
   const int64_t t0 = row0 / kQMR, t1 = (row1 + kQMR - 1) / kQMR;
   if (t0 >= t1 || p0 >= p1) return;
   const int64_t block_tiles = t1 - t0;
-  uint32_t* bscratch = reinterpret_cast<uint32_t*>(scratch_floats(kScratchB, size_t(kQKC * kQNR)));
+  static_assert(kQWide * kQKCWide >= kQKC && kQWide <= kQNcPanels);
+  uint32_t* bscratch = reinterpret_cast<uint32_t*>(scratch_floats(kScratchB, size_t(kQWide * kQKCWide * kQNR)));
   int32_t* cbuf =
       reinterpret_cast<int32_t*>(scratch_floats(kScratchC, size_t(block_tiles * kQNcPanels * kQMR * kQNR)));
   const size_t esize = ep.type == QType::U8 || ep.type == QType::S8 ? 1 : 4;
   int32_t colsum[kQNcPanels][kQNR];  // zp_term.row_zp: the B panels' column sums over K
-  for (int64_t g0 = p0; g0 < p1; g0 += kQNcPanels) {
-    const int64_t g1 = std::min(p1, g0 + kQNcPanels);
-    // K blocks of equal size (at most kQKC pairs): no short last block reloading the accumulators.
-    const int64_t kcb = q_k_block(KP), kblocks = q_k_blocks(KP);
+  const int64_t nc = wide ? kQWide : kQNcPanels;
+  // K blocks of equal size: no short last block reloading the accumulators.
+  const int64_t kcb = q_k_block(KP, wide ? kQKCWide : kQKC), kblocks = q_k_blocks(KP);
+  for (int64_t g0 = p0; g0 < p1; g0 += nc) {
+    const int64_t g1 = std::min(p1, g0 + nc);
+    // Tile t's rows x panel p from its accumulators (row stride kQNR) through the epilogue.
+    auto store_tile = [&](int64_t t, int64_t p, int32_t* acc) {
+      const int64_t n0 = p * kQNR, cols = std::min(kQNR, N - n0);
+      const int32_t* csum = colsum[p - g0];
+      const int64_t ra = std::max(row0, t * kQMR), rb = std::min(row1, (t + 1) * kQMR);
+      for (int64_t row = ra; row < rb && (zp_term.row_zp || zp_term.row_sums); ++row) {
+        int32_t* ar = acc + (row - t * kQMR) * kQNR;
+        if (zp_term.row_zp)
+          for (int64_t j = 0; j < kQNR; ++j)
+            ar[j] = int32_t(uint32_t(ar[j]) - uint32_t(zp_term.row_zp[row]) * uint32_t(csum[j]));
+        else
+          for (int64_t j = 0; j < cols; ++j)
+            ar[j] = int32_t(uint32_t(ar[j]) - uint32_t(zp_term.row_sums[row]) * uint32_t(zp_term.col_zp[n0 + j]));
+      }
+      store(ep, acc, ra - t * kQMR, rb - t * kQMR, cols, by_row, by_row ? ra : n0,
+            static_cast<char*>(y) + size_t(y_at(ra, n0)) * esize, ldy);
+    };
     for (int64_t k0 = 0; k0 < KP || k0 == 0; k0 += kcb) {
       const int64_t kc = std::min(kcb, KP - k0);
       const bool first = k0 == 0, final = k0 + kcb >= KP;
-      for (int64_t p = g0; p < g1; ++p) {
-        const uint32_t* bs = b_slice(p, k0, kc, bscratch);
-        const int64_t n0 = p * kQNR, cols = std::min(kQNR, N - n0);
-        int32_t* csum = colsum[p - g0];
+      auto slice = [&](int64_t p, uint32_t* scratch) {
+        const uint32_t* bs = b_slice(p, k0, kc, scratch);
         if (zp_term.row_zp) {
+          int32_t* csum = colsum[p - g0];
           if (first) std::fill(csum, csum + kQNR, 0);
           q_quad_col_sums()(kc, bs, csum);
         }
-        auto store_tile = [&](int64_t t, int32_t* acc) {
-          const int64_t ra = std::max(row0, t * kQMR), rb = std::min(row1, (t + 1) * kQMR);
-          for (int64_t row = ra; row < rb && (zp_term.row_zp || zp_term.row_sums); ++row) {
-            int32_t* ar = acc + (row - t * kQMR) * kQNR;
-            if (zp_term.row_zp)
-              for (int64_t j = 0; j < kQNR; ++j)
-                ar[j] = int32_t(uint32_t(ar[j]) - uint32_t(zp_term.row_zp[row]) * uint32_t(csum[j]));
-            else
-              for (int64_t j = 0; j < cols; ++j)
-                ar[j] = int32_t(uint32_t(ar[j]) - uint32_t(zp_term.row_sums[row]) * uint32_t(zp_term.col_zp[n0 + j]));
-          }
-          store(ep, acc, ra - t * kQMR, rb - t * kQMR, cols, by_row, by_row ? ra : n0,
-                static_cast<char*>(y) + size_t(y_at(ra, n0)) * esize, ldy);
-        };
+        return bs;
+      };
+      if (wide) {  // the group's slices once, then every row tile against all of them
+        const uint32_t* bs[kQWide];
+        for (int64_t p = g0; p < g1; ++p) bs[p - g0] = slice(p, bscratch + (p - g0) * kQKCWide * kQNR);
+        const QTileWideFn fn = q_tile_wide_dpbusd(int(g1 - g0), quads == 1);
+        for (int64_t t = t0; t < t1; ++t) {
+          int32_t* acc = cbuf + (t - t0) * kQWide * kQMR * kQNR;
+          // Next: tile t + 1, or the next K block's first tile.
+          const int64_t tn = t + 1 < t1 ? t + 1 : t0, kn = t + 1 < t1 || final ? k0 : k0 + kcb;
+          fn(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first, pa + (tn * KP + kn) * kQMR);
+          if (final)
+            for (int64_t p = g0; p < g1; ++p) store_tile(t, p, acc + (p - g0) * kQMR * kQNR);
+        }
+        if (KP == 0) break;
+        continue;
+      }
+      for (int64_t p = g0; p < g1; ++p) {
+        const uint32_t* bs = slice(p, bscratch);
+        const int64_t cols = std::min(kQNR, N - p * kQNR);
         auto acc_of = [&](int64_t t) { return cbuf + ((t - t0) * kQNcPanels + (p - g0)) * kQMR * kQNR; };
         int64_t t = t0;
         if (group)
@@ -306,10 +352,10 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
             const int nt = int(std::min<int64_t>(kQTileGroup, t1 - t));
             int32_t* accs[kQTileGroup];
             for (int i = 0; i < nt; ++i) accs[i] = acc_of(t + i);
-            (nt == kQTileGroup ? group : quads ? q_tile_group_dpbusd(nt, quads == 1) : q_tile_group_active(nt))(kc, pa + (t * KP + k0) * kQMR, KP * kQMR, bs, accs,
+            (nt == kQTileGroup ? group : q_tile_group_active(nt))(kc, pa + (t * KP + k0) * kQMR, KP * kQMR, bs, accs,
                                                                   !first);
             if (final)
-              for (int i = 0; i < nt; ++i) store_tile(t + i, accs[i]);
+              for (int i = 0; i < nt; ++i) store_tile(t + i, p, accs[i]);
             t += nt;
           }
         for (; t < t1; ++t) {
@@ -322,7 +368,7 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
           } else {
             tile(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first);
           }
-          if (final) store_tile(t, acc);
+          if (final) store_tile(t, p, acc);
         }
       }
       if (KP == 0) break;

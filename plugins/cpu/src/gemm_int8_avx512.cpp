@@ -200,7 +200,7 @@ NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int6
       // QuantizeLinear: true division, nearest even, + zp, saturation (max gives the lowest for NaN).
       __m512 r = _mm512_roundscale_ps(_mm512_div_ps(f, qs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       r = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(r, fzp), fqlo), fqhi);
-      _mm_mask_storeu_epi8(static_cast<char*>(y) + at, m, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));
+      store_low_bytes(static_cast<char*>(y) + at, m, _mm512_cvtps_epi32(r));
       continue;
     }
     __m256i qa, qb;
@@ -212,8 +212,7 @@ NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int6
       qb = _mm512_cvtpd_epi32(requant16(dhi, zp, qlo, qhi, lo, hi));
     }
     // vpmovdb keeps the low byte of each int32, as the scalar cast to Q.
-    const __m128i b = _mm512_cvtepi32_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1));
-    _mm_mask_storeu_epi8(static_cast<char*>(y) + at, m, b);
+    store_low_bytes(static_cast<char*>(y) + at, m, _mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1));
   }
 }
 

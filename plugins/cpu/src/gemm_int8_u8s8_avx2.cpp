@@ -256,7 +256,7 @@ NXRT_AVX2 void quad_col_sums_avx2(int64_t kc, const uint32_t* b, int32_t* sums) 
 }
 
 bool runs_avx2_quads() {
-  static const bool ok = active_isa() >= Isa::avx2 && !q_tile_group_dpbusd(1, true);
+  static const bool ok = active_isa() >= Isa::avx2 && !q_tile_wide_dpbusd(1, true);
   return ok;
 }
 

@@ -1,9 +1,8 @@
 // The u8 x s8 quad path of the 8-bit GEMM (gemm_int8.hpp): packing of quads (4 consecutive k
 // as the 4 bytes of a word) and the AVX-512 VNNI vpdpbusd micro-kernels, 4 u8 x s8 products
 // summed per int32 lane (wrapping, not the saturating vpdpbusds): 64 multiply-adds per zmm.
-// Tiles as gemm_int8_avx512.cpp's vpdpwssd ones (kQTileGroup row tiles of 6 x 16 against one
-// B slice). Target attributes; used only when CPUID reports AVX-512 F/BW and VNNI and the ISA
-// is not capped below avx512.
+// One row tile of 6 against up to kQWide B slices of 16 columns (6 x 64). Target attributes;
+// used only when CPUID reports AVX-512 F/BW and VNNI and the ISA is not capped below avx512.
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -94,9 +93,30 @@ void quad_col_sums_generic(int64_t kc, const uint32_t* b, int32_t* sums) {
       sums[j] += int32_t((b[j] & 0xff) + (b[j] >> 8 & 0xff) + (b[j] >> 16 & 0xff) + (b[j] >> 24));
 }
 
+// Any stride, word by word.
+[[maybe_unused]] void pack_channel_quads_generic(const uint8_t* base, const int64_t* koff, int64_t, const QPanelRuns& runs, int64_t q0,
+                                int64_t qc, uint32_t* dst) {
+  for (int64_t i = 0; i < qc; ++i) {
+    uint32_t* d = dst + i * kQNR;
+    const uint8_t* p = base + koff[4 * (q0 + i)];
+    for (int64_t j = 0; j < kQNR; ++j) d[j] = 0;
+    for (int r = 0; r < runs.n; ++r)
+      for (int j = runs.col[r]; j < runs.col[r + 1]; ++j)
+        std::memcpy(d + j, p + 4 * (runs.off[r] + int64_t(j - runs.col[r]) * runs.stride), 4);
+  }
+}
+
 }  // namespace
 
 QPackQuadsFn q_pack_quads_generic() { return &pack_quads_generic; }
+
+namespace {
+// The columns from w on of q_interleave_channels4.
+void interleave_channels4_tail(const uint8_t* src, int64_t plane, int64_t w, int64_t n, uint8_t flip, uint8_t* dst) {
+  for (; w < n; ++w)
+    for (int i = 0; i < 4; ++i) dst[4 * w + i] = uint8_t(src[i * plane + w] ^ flip);
+}
+}  // namespace
 
 }  // namespace nxrt::cpu
 
@@ -110,36 +130,38 @@ namespace {
 
 #define NXRT_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
-// A_SIGNED: the broadcast A word is the s8 operand (an embedded broadcast), B the u8 vector;
-// else A is u8 (broadcast into a register) and B the s8 vector.
-template <int NT, bool A_SIGNED>
-NXRT_VNNI void tiles_dpbusd(int64_t kcq, const uint32_t* a, int64_t a_next, const uint32_t* b, int32_t* const* acc,
-                            bool load) {
-  __m512i c[NT][kQMR];
-#pragma GCC unroll 3
-  for (int t = 0; t < NT; ++t)
+// A_SIGNED: the broadcast A word is the s8 operand, B the u8 vectors; else A is u8 and B s8.
+// NV B slices of one row tile: each step loads NV vectors and broadcasts 6 A words for 6 NV
+// vpdpbusd.
+template <int NV, bool A_SIGNED>
+NXRT_VNNI void tile_wide(int64_t kcq, const uint32_t* a, const uint32_t* const* b, int32_t* acc, bool load,
+                         const uint32_t* a_next) {
+  __m512i c[kQMR][NV];
 #pragma GCC unroll 6
-    for (int m = 0; m < kQMR; ++m) c[t][m] = load ? _mm512_loadu_si512(acc[t] + m * kQNR) : _mm512_setzero_si512();
-  const uint32_t* at[NT];
-  for (int t = 0; t < NT; ++t) at[t] = a + t * a_next;
+  for (int m = 0; m < kQMR; ++m)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j)
+      c[m][j] = load ? _mm512_loadu_si512(acc + (j * kQMR + m) * kQNR) : _mm512_setzero_si512();
+  const uint32_t* bp[NV];
+  for (int j = 0; j < NV; ++j) bp[j] = b[j];
   for (int64_t k = 0; k < kcq; ++k) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * kQNR), _MM_HINT_T0);
-    const __m512i bv = _mm512_load_si512(b);
-#pragma GCC unroll 3
-    for (int t = 0; t < NT; ++t) {
+    _mm_prefetch(reinterpret_cast<const char*>(a_next + k * kQMR), _MM_HINT_T0);
+    __m512i bv[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) bv[j] = _mm512_load_si512(bp[j] + k * kQNR);
 #pragma GCC unroll 6
-      for (int m = 0; m < kQMR; ++m) {
-        const __m512i av = _mm512_set1_epi32(int(at[t][m]));
-        c[t][m] = A_SIGNED ? _mm512_dpbusd_epi32(c[t][m], bv, av) : _mm512_dpbusd_epi32(c[t][m], av, bv);
-      }
-      at[t] += kQMR;
+    for (int m = 0; m < kQMR; ++m) {
+      const __m512i av = _mm512_set1_epi32(int(a[m]));
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j)
+        c[m][j] = A_SIGNED ? _mm512_dpbusd_epi32(c[m][j], bv[j], av) : _mm512_dpbusd_epi32(c[m][j], av, bv[j]);
     }
-    b += kQNR;
+    a += kQMR;
   }
-#pragma GCC unroll 3
-  for (int t = 0; t < NT; ++t)
 #pragma GCC unroll 6
-    for (int m = 0; m < kQMR; ++m) _mm512_storeu_si512(acc[t] + m * kQNR, c[t][m]);
+  for (int m = 0; m < kQMR; ++m)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) _mm512_storeu_si512(acc + (j * kQMR + m) * kQNR, c[m][j]);
 }
 
 #define NXRT_BW __attribute__((target("avx512f,avx512bw,avx512vl")))
@@ -210,6 +232,56 @@ NXRT_VNNI void quad_col_sums_vnni(int64_t kc, const uint32_t* b, int32_t* sums) 
   _mm512_storeu_si512(sums, s);
 }
 
+// Channel quads at stride 1 (16 words by a masked load per run) or 2 (the even words of 32,
+// by a two-source permute); masked-off lanes are not read.
+NXRT_BW void pack_channel_quads_avx512(const uint8_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs,
+                                       int64_t q0, int64_t qc, uint32_t* dst) {
+  if ((runs.stride != 1 && runs.stride != 2) || runs.n == 0) {
+    pack_channel_quads_generic(base, koff, K, runs, q0, qc, dst);
+    return;
+  }
+  const bool s2 = runs.stride == 2;
+  const int n = runs.n;
+  __mmask32 mask[kQNR];
+  int64_t at[kQNR];  // bytes
+  for (int r = 0; r < n; ++r) {
+    const int c0 = runs.col[r], c1 = runs.col[r + 1];
+    mask[r] = s2 ? __mmask32(((1ull << (2 * c1)) - (1ull << (2 * c0))) & 0x55555555u)
+                 : __mmask32(((1u << (c1 - c0)) - 1u) << c0);
+    at[r] = 4 * (runs.off[r] - int64_t(c0) * runs.stride);
+  }
+  const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  for (int64_t i = 0; i < qc; ++i) {
+    const uint8_t* p = base + koff[4 * (q0 + i)];
+    __m512i v;
+    if (!s2) {
+      v = _mm512_maskz_loadu_epi32(__mmask16(mask[0]), p + at[0]);
+      for (int r = 1; r < n; ++r) v = _mm512_or_si512(v, _mm512_maskz_loadu_epi32(__mmask16(mask[r]), p + at[r]));
+    } else {
+      __m512i lo = _mm512_maskz_loadu_epi32(__mmask16(mask[0]), p + at[0]);
+      __m512i hi = _mm512_maskz_loadu_epi32(__mmask16(mask[0] >> 16), p + at[0] + 64);
+      for (int r = 1; r < n; ++r) {
+        lo = _mm512_or_si512(lo, _mm512_maskz_loadu_epi32(__mmask16(mask[r]), p + at[r]));
+        hi = _mm512_or_si512(hi, _mm512_maskz_loadu_epi32(__mmask16(mask[r] >> 16), p + at[r] + 64));
+      }
+      v = _mm512_permutex2var_epi32(lo, evens, hi);
+    }
+    _mm512_store_si512(dst + i * kQNR, v);
+  }
+}
+
+// 16 columns at a time: the four rows' bytes interleaved by store_byte_quads.
+NXRT_BW int64_t interleave_channels4_avx2(const uint8_t* src, int64_t plane, int64_t n, uint8_t flip, uint8_t* dst) {
+  const __m128i f = _mm_set1_epi8(char(flip));
+  int64_t w = 0;
+  for (; w + 16 <= n; w += 16) {
+    __m128i r[4];
+    for (int i = 0; i < 4; ++i) r[i] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * plane + w)), f);
+    store_byte_quads(r, reinterpret_cast<uint32_t*>(dst + 4 * w));
+  }
+  return w;
+}
+
 bool has_vnni() {
   static const bool ok = active_isa() >= Isa::avx512 && __builtin_cpu_supports("avx512bw") &&
                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
@@ -218,12 +290,12 @@ bool has_vnni() {
 
 }  // namespace
 
-QTileGroupFn q_tile_group_dpbusd(int nt, bool a_signed) {
-  static constexpr QTileGroupFn by_count[2][4] = {
-      {nullptr, &tiles_dpbusd<1, false>, &tiles_dpbusd<2, false>, &tiles_dpbusd<3, false>},
-      {nullptr, &tiles_dpbusd<1, true>, &tiles_dpbusd<2, true>, &tiles_dpbusd<3, true>}};
-  static_assert(kQTileGroup == 3);
-  return has_vnni() ? by_count[a_signed][nt] : nullptr;
+QTileWideFn q_tile_wide_dpbusd(int nv, bool a_signed) {
+  static constexpr QTileWideFn by_count[2][5] = {
+      {nullptr, &tile_wide<1, false>, &tile_wide<2, false>, &tile_wide<3, false>, &tile_wide<4, false>},
+      {nullptr, &tile_wide<1, true>, &tile_wide<2, true>, &tile_wide<3, true>, &tile_wide<4, true>}};
+  static_assert(kQWide == 4);
+  return has_vnni() ? by_count[a_signed][nv] : nullptr;
 }
 
 QPackQuadsFn q_pack_quads_active() {
@@ -232,6 +304,11 @@ QPackQuadsFn q_pack_quads_active() {
   return f ? f : &pack_quads_generic;
 }
 bool q_pack_quads_reads_slack() { return !has_vnni() && q_pack_quads_avx2(); }
+QPackQuadsFn q_pack_channel_quads() { return has_vnni() ? &pack_channel_quads_avx512 : nullptr; }
+void q_interleave_channels4(const uint8_t* src, int64_t plane, int64_t n, uint8_t flip, uint8_t* dst) {
+  const int64_t w = __builtin_cpu_supports("avx2") ? interleave_channels4_avx2(src, plane, n, flip, dst) : 0;
+  interleave_channels4_tail(src, plane, w, n, flip, dst);
+}
 QQuadColSumsFn q_quad_col_sums() {
   if (has_vnni()) return &quad_col_sums_vnni;
   const QQuadColSumsFn f = q_quad_col_sums_avx2();
@@ -242,9 +319,13 @@ QQuadColSumsFn q_quad_col_sums() {
 
 #else
 namespace nxrt::cpu {
-QTileGroupFn q_tile_group_dpbusd(int, bool) { return nullptr; }
+QTileWideFn q_tile_wide_dpbusd(int, bool) { return nullptr; }
 QPackQuadsFn q_pack_quads_active() { return q_pack_quads_generic(); }
 bool q_pack_quads_reads_slack() { return false; }
+QPackQuadsFn q_pack_channel_quads() { return nullptr; }
+void q_interleave_channels4(const uint8_t* src, int64_t plane, int64_t n, uint8_t flip, uint8_t* dst) {
+  interleave_channels4_tail(src, plane, 0, n, flip, dst);
+}
 QQuadColSumsFn q_quad_col_sums() { return &quad_col_sums_generic; }
 }  // namespace nxrt::cpu
 #endif

@@ -109,8 +109,8 @@ void declare(QPackedStore* store, int quads, int64_t channels, int64_t K, int32_
 }  // namespace
 
 QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_count, std::vector<int32_t> w_zp,
-             QOutput out, QPackedStore* store)
-    : x_type_(x_type), w_type_(w_type), x_zp_(x_zp), oc_(int64_t(w_zp.size())), out_(std::move(out)) {
+             QOutput out, QPackedStore* store, int64_t taps)
+    : x_type_(x_type), w_type_(w_type), x_zp_(x_zp), oc_(int64_t(w_zp.size())), taps_(taps), out_(std::move(out)) {
   check_zero_point(x_zp, "QConv: x zero point");
   for (int32_t z : w_zp) check_zero_point(z, "QConv: w zero point");
   if (oc_ == 0 ? w_count != 0 : w_count % oc_ != 0)
@@ -121,9 +121,10 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
   xq_zp_ = x_zp + (x_type == QType::S8 ? 128 : 0);
   const bool zp_ok = xq_zp_ >= 0 && xq_zp_ <= 255 &&
                      std::all_of(w_zp.begin(), w_zp.end(), [&](int32_t z) { return z + w_add >= -128 && z + w_add <= 127; });
-  const bool vnni = zp_ok && q_tile_group_dpbusd(1, true);
+  const bool vnni = zp_ok && q_tile_wide_dpbusd(1, true);
   const bool avx2 = zp_ok && !vnni && q_tile_quads_avx2();  // the split quads, where they pay
-  declare(store, vnni ? 1 : avx2 ? 2 : 0, oc_, k_, x_zp, x_type, w_type);
+  channel_quads_ = vnni && taps > 0 && k_ % taps == 0 && (k_ / taps) % 4 == 0;
+  declare(store, vnni ? (channel_quads_ ? 3 : 1) : avx2 ? 2 : 0, oc_, k_, x_zp, x_type, w_type);
   auto w_prime = [&](int64_t i) {  // w' = w + w_add as int8: the s8 operand of the quads
     return w_type == QType::U8 ? int32_t(static_cast<const uint8_t*>(w)[i]) + w_add : int32_t(static_cast<const int8_t*>(w)[i]);
   };
@@ -135,6 +136,15 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
   std::vector<uint32_t> dense, entries;
   std::vector<int32_t> index, order;
   quads_ = vnni;
+  if (channel_quads_) {  // position (q * taps + r) * 4 + i holds tap r of input channel 4 q + i
+    order.resize(size_t(k_));
+    for (int64_t j = 0; j < k_; ++j) order[size_t(j)] = int32_t((4 * (j / (4 * taps)) + j % 4) * taps + j / 4 % taps);
+    std::vector<int8_t> w8p(size_t(oc_ * k_));
+    for (int64_t m = 0; m < oc_; ++m)
+      for (int64_t j = 0; j < k_; ++j) w8p[size_t(m * k_ + j)] = int8_t(w_prime(m * k_ + order[size_t(j)]));
+    dense.resize(quad_words);
+    q_pack_a_quads(w8p.data(), k_, 0, oc_, k_, dense.data());
+  }
   if (avx2) {  // the choice is derived from the weights, so it is stored: an import does not read them
     quads_ = packed_int(store, "q_split_quads", [&] {
       // w' in the tap order that leaves the least rest (q_pair_order), then split.
@@ -153,13 +163,11 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
     if (std::any_of(w_zp.begin(), w_zp.end(), [&](int32_t z) { return z + w_add != 0; }))
       for (int32_t z : w_zp) wq_zp_.push_back(z + w_add);
     packed_w_ = packed_words(store, "packed_w", quad_words, own_, [&](std::span<uint32_t> dst) {
-      if (avx2) std::copy(dense.begin(), dense.end(), dst.begin());
+      if (avx2 || channel_quads_) std::copy(dense.begin(), dense.end(), dst.begin());
       else pack_quads(dst.data());
     });
-    if (avx2) {
-      keep_rest(store, std::move(index), std::move(entries));
-      keep_order(store, std::move(order));
-    }
+    if (avx2) keep_rest(store, std::move(index), std::move(entries));
+    if (avx2 || channel_quads_) keep_order(store, std::move(order));
     corrected_bias(store, *ep_, xq_zp_, wq_zp_, oc_, [&](int64_t c, int64_t k) { return w_prime(c * k_ + k); }, k_);
     return;
   }
@@ -219,6 +227,7 @@ void QConv::keep_order(QPackedStore* store, std::vector<int32_t> order) {
 
 std::string QConv::describe() const {
   if (!quads_) return std::string("int16 pairs ") + q_kernel_name();
+  if (channel_quads_) return std::string("u8 x s8 channel quads ") + q_conv_kernel_name();
   if (rest_index_.empty()) return std::string("u8 x s8 quads ") + q_conv_kernel_name();
   const int64_t dense = q_tiles(oc_) * q_quads(k_) * kQMR;
   return "u8 x s8 split quads, rest " + std::to_string(dense ? (100 * rest_rows_ + dense / 2) / dense : 0) +
@@ -238,7 +247,7 @@ QMatMul::QMatMul(QType a_type, int32_t a_zp, QType b_type, const void* b, int64_
   ep_ = std::make_unique<QEpilogue>(q_epilogue(out_, N));
   const int32_t b_add = b_type == QType::U8 ? -128 : 0;
   aq_zp_ = a_zp + (a_type == QType::S8 ? 128 : 0);
-  quads_ = q_tile_group_dpbusd(1, false) && aq_zp_ >= 0 && aq_zp_ <= 255 &&
+  quads_ = q_tile_wide_dpbusd(1, false) && aq_zp_ >= 0 && aq_zp_ <= 255 &&
            std::all_of(b_zp.begin(), b_zp.end(), [&](int32_t z) { return z + b_add >= -128 && z + b_add <= 127; });
   declare(store, quads_ ? 1 : 0, N, K, a_zp, a_type, b_type);
   if (quads_) {

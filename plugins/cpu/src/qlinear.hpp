@@ -69,8 +69,11 @@ class QPackedStore {
 // QOutput vectors hold 0, 1 (scale) or OC values; else std::invalid_argument.
 class QConv {
  public:
+  // taps: KH * KW (1-D: KW), or 0 when unknown. Known, with VNNI and IC/g a multiple of 4,
+  // the weights go in channel-quad order (each quad of k: 4 input channels at one tap), so
+  // run() reads im2col quads as whole words from a channel-interleaved copy of x.
   QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_count, std::vector<int32_t> w_zp, QOutput out,
-        QPackedStore* store = nullptr);
+        QPackedStore* store = nullptr, int64_t taps = 0);
   ~QConv();
   // y's element type is out.type; y holds s.batch * s.out_c * s.out_h * s.out_w values.
   void run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) const;
@@ -79,7 +82,7 @@ class QConv {
   // The latter's rest: its work in row steps (a tile's dense quad step is kQMR of them).
   int64_t rest_rows() const { return rest_rows_; }
   // The path and micro-kernel, for `nxrt inspect`: "int16 pairs avx2-6x16", "u8 x s8 quads
-  // avx512vnni-u8s8-18x16", "u8 x s8 split quads, rest 6% of the steps, avx2-u8s8-6x16+rest".
+  // avx512vnni-u8s8-6x64", "u8 x s8 split quads, rest 6% of the steps, avx2-u8s8-6x16+rest".
   std::string describe() const;
 
  private:
@@ -91,6 +94,8 @@ class QConv {
   // quads_: the u8 x s8 path (gemm_int8.hpp) when VNNI runs; packed_w_ then holds
   // q_pack_a_quads of w' (w - 128 for uint8 w), ep_'s bias the per-channel correction.
   bool quads_ = false;
+  bool channel_quads_ = false;  // quads_ in channel-quad order (k_order_ holds it)
+  int64_t taps_ = 0;
   int32_t xq_zp_ = 0;           // x_zp' = x's zero point as uint8 (+ 128 for int8 x)
   std::vector<int32_t> wq_zp_;  // w_zp' per channel; empty when all 0 (no per-pixel term)
   std::span<const uint32_t> packed_w_;  // uint32 pairs: q_pack_a of [OC][k_] (or quads); in own_ or the store
@@ -100,7 +105,8 @@ class QConv {
   std::span<const int32_t> rest_index_;
   std::span<const uint32_t> rest_entries_;
   int64_t rest_rows_ = 0;
-  // and the tap order of packed_w_ and the im2col panels (q_pair_order); empty: k itself.
+  // and the tap order of packed_w_ and the im2col panels (q_pair_order, or the channel
+  // quads'); empty: k itself.
   std::span<const int32_t> k_order_;
   std::vector<int32_t> k_order_own_;
   std::vector<int32_t> rest_index_own_;

@@ -12,6 +12,7 @@
 
 #include "cpu_info.hpp"
 #include "quantize.hpp"
+#include "simd.hpp"
 
 #if defined(__x86_64__)
 // GCC 12's AVX-512 headers pass an "undefined" vector to the masked builtins (see gemm_int8_avx512.cpp).
@@ -91,7 +92,7 @@ NXRT_AVX512 void add_avx512(const A* a, const B* b, Y* y, int64_t n, const QdqAd
     } else {
       __m512 r = _mm512_roundscale_ps(_mm512_div_ps(v, ys), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       r = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(r, yz), qlo), qhi);
-      _mm_mask_storeu_epi8(y + i, m, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));  // low bytes: exact in range
+      store_low_bytes(y + i, m, _mm512_cvtps_epi32(r));  // low bytes: exact in range
     }
   }
 }

@@ -88,5 +88,15 @@ __attribute__((target("avx2"))) inline void store_byte_quads(const __m128i row[4
   _mm_storeu_si128(d + 3, _mm_unpackhi_epi16(p01h, p23h));
 }
 
+// The low byte of each of v's 16 int32 lanes to dst's lanes in m. vpmovdb's memory form is
+// slow on AMD (Zen 4/5: microcoded, ~20% of an int8 conv's store), so the bytes go through a
+// register the compiler may not fold into it, and a full vector takes a plain store.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void store_low_bytes(void* dst, __mmask16 m, __m512i v) {
+  __m128i b = _mm512_cvtepi32_epi8(v);
+  __asm__("" : "+v"(b));
+  if (m == 0xffff) _mm_storeu_si128(static_cast<__m128i*>(dst), b);
+  else _mm_mask_storeu_epi8(dst, m, b);
+}
+
 }  // namespace nxrt::cpu
 #endif

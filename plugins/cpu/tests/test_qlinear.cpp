@@ -159,6 +159,8 @@ const ConvCase kConvCases[] = {
     {1, 128, 3, 3, 100, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   // the same per group, rows 50..99 straddle a tile
     {2, 40, 7, 7, 48, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     // 49 pixels: a 1-column last panel
     {1, 24, 6, 6, 64, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},     // 9 pixels, stride 2: the same
+    {1, 8, 11, 12, 8, 2, 3, 2, 1, 2, 2, 1, 2, 0, 1, 3},     // channel quads per group, dilation, asymmetric pads
+    {1, 8, 13, 14, 12, 1, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1},    // stride 3: the channel quads' generic packer
 };
 }  // namespace
 
@@ -253,11 +255,12 @@ TEST_CASE("QConv equals conv_integer + the scalar store, byte for byte") {
           for (auto& z : w_zp) z = zp_of(wt, g);
           const QOutput o = make_output(ot, s.out_c, g);
           const auto want = conv_reference(s, xt, x, x_zp, wt, w, w_zp, o);
-          const QConv q(xt, x_zp, wt, w.data(), int64_t(w.size()), w_zp, o);
+          // The kernel's taps known: the channel quads where VNNI runs and IC/g % 4 == 0.
+          const QConv q(xt, x_zp, wt, w.data(), int64_t(w.size()), w_zp, o, nullptr, s.k_h * s.k_w);
           for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
             std::vector<uint8_t> got(want.size(), 0xcd);
             q.run(s, x.data(), got.data(), p);
-            INFO("case ", n, ": ", tname(xt), " x ", tname(wt), " -> ", tname(ot), p ? " threads" : "");
+            INFO("case ", n, ": ", tname(xt), " x ", tname(wt), " -> ", tname(ot), p ? " threads" : "", " ", q.describe());
             CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
           }
         }
@@ -354,7 +357,7 @@ TEST_CASE("QConv / QMatMul with q_scale equal the FLOAT32 output + quantize_line
 TEST_CASE("QConv / QMatMul u8 x s8 quads: every x / w type and zero point, K % 4 != 0") {
   std::mt19937 g(23);
   ThreadPool pool(2);
-  const bool vnni = q_tile_group_dpbusd(1, true) != nullptr, conv_quads = q_conv_quads_available();
+  const bool vnni = q_tile_wide_dpbusd(1, true) != nullptr, conv_quads = q_conv_quads_available();
   // VNNI takes the quads whenever the zero points allow; the AVX2 split only where its rest
   // pays (q_split_pays: not on the smallest K), so count how often it ran, with a rest.
   int n = 0, convs = 0, quad_convs = 0, rest_convs = 0;
@@ -379,14 +382,16 @@ TEST_CASE("QConv / QMatMul u8 x s8 quads: every x / w type and zero point, K % 4
               for (auto& z : w_zp) z = zp_of(wt, g);
             const QOutput o = make_output(ot, s.out_c, g);
             const auto want = conv_reference(s, xt, x, x_zp, wt, w, w_zp, o);
-            const QConv q(xt, x_zp, wt, w.data(), int64_t(w.size()), w_zp, o);
-            took(q);
-            for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-              std::vector<uint8_t> got(want.size(), 0xcd);
-              q.run(s, x.data(), got.data(), p);
-              INFO("case ", n, ": ", tname(xt), " x ", tname(wt), " -> ", tname(ot), " x_zp ", x_zp, skew ? " skew" : "",
-                   p ? " threads" : "");
-              CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+            for (int64_t taps : {int64_t(0), s.k_h * s.k_w}) {  // unknown: k's own order; known: channel quads
+              const QConv q(xt, x_zp, wt, w.data(), int64_t(w.size()), w_zp, o, nullptr, taps);
+              took(q);
+              for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+                std::vector<uint8_t> got(want.size(), 0xcd);
+                q.run(s, x.data(), got.data(), p);
+                INFO("case ", n, ": ", tname(xt), " x ", tname(wt), " -> ", tname(ot), " x_zp ", x_zp,
+                     skew ? " skew" : "", p ? " threads" : "", " ", q.describe());
+                CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+              }
             }
           }
         }
@@ -580,7 +585,7 @@ TEST_CASE("QConv / QMatMul describe the path they took") {
   const std::string d = q.describe();
   INFO(d);
   if (!q.uses_quads()) CHECK(d.rfind("int16 pairs ", 0) == 0);
-  else if (q_tile_group_dpbusd(1, true)) CHECK(d.rfind("u8 x s8 quads ", 0) == 0);
+  else if (q_tile_wide_dpbusd(1, true)) CHECK(d.rfind("u8 x s8 quads ", 0) == 0);
   else CHECK(d.rfind("u8 x s8 split quads, rest ", 0) == 0);
   CHECK(q_conv_quads_available() == q.uses_quads());
   const auto wide = data8(QType::S8, size_t(s.out_c * s.gemm_k()), g);  // a third at +-127: the pairs on AVX2
@@ -588,4 +593,14 @@ TEST_CASE("QConv / QMatMul describe the path they took") {
   if (!p.uses_quads()) CHECK(p.describe().rfind("int16 pairs ", 0) == 0);
   const QMatMul m(QType::U8, 3, QType::S8, wide.data(), 64, 9, std::vector<int32_t>(9, 0), o);
   CHECK(m.describe().rfind(m.uses_quads() ? "u8 x s8 quads " : "int16 pairs ", 0) == 0);
+  // The kernel's taps known (64 channels: quads of them): the channel quads where VNNI runs.
+  const QConv c(QType::U8, 3, QType::S8, bell.data(), int64_t(bell.size()), w_zp, o, nullptr, s.k_h * s.k_w);
+  if (q_tile_wide_dpbusd(1, true)) CHECK(c.describe().rfind("u8 x s8 channel quads ", 0) == 0);
+  else CHECK(c.describe() == q.describe());
+  // ... and a shape with another kernel is refused, not read out of bounds.
+  ConvShape s1 = s;
+  s1.k_h = s1.k_w = 1;
+  s1.in_c = s.in_c * 9;
+  std::vector<uint8_t> x(size_t(s1.in_c * s1.in_h * s1.in_w)), y(size_t(s1.out_c * s1.out_h * s1.out_w) * 4);
+  if (q_tile_wide_dpbusd(1, true)) CHECK_THROWS_AS(c.run(s1, x.data(), y.data(), nullptr), std::invalid_argument);
 }
