@@ -153,10 +153,16 @@ struct TapLayout {
   int64_t Hp, Wp;
   std::vector<int64_t> koff;
 };
+int64_t padded_rows(const ConvShape& s) {
+  return std::max(s.in_h + s.pad_top, (s.out_h - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1);
+}
+int64_t padded_cols(const ConvShape& s) {
+  return std::max(s.in_w + s.pad_left, (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1);
+}
 TapLayout tap_layout(const ConvShape& s, bool in_place, const int32_t* order) {
   TapLayout t;
-  t.Hp = in_place ? s.in_h : std::max(s.in_h + s.pad_top, (s.out_h - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1);
-  t.Wp = in_place ? s.in_w : std::max(s.in_w + s.pad_left, (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1);
+  t.Hp = in_place ? s.in_h : padded_rows(s);
+  t.Wp = in_place ? s.in_w : padded_cols(s);
   const int64_t K = s.gemm_k(), khw = s.k_h * s.k_w;
   t.koff.resize(size_t(K));
   for (int64_t j = 0; j < K; ++j) {
@@ -211,20 +217,20 @@ void conv_run_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32
     }
 }
 
-// The channel quads (the weights in channel-quad order k_order, IC/g % 4 == 0): x' copied as
+// The channel quads (the weights in channel-quad order, IC/g % 4 == 0): x' copied as
 // [IC/g/4][Hp][Wp][4] bytes around which the padding holds x_zp'; tap k = ic * KH * KW + r at
 // byte (ic / 4) * Hp * Wp * 4 + (its pixel offset) * 4 + ic % 4.
 template <typename TX>
 void conv_run_channel_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32_t* pw, const QEpilogue& ep,
-                            const QZpTerm& zp_term, const int32_t* k_order, void* y, ThreadPool* pool) {
-  const int64_t icg = s.icg(), K = s.gemm_k(), in_plane = s.in_h * s.in_w, khw = s.k_h * s.k_w;
-  const TapLayout taps = tap_layout(s, false, nullptr);
-  const int64_t Hp = taps.Hp, Wp = taps.Wp, quad_plane = 4 * Hp * Wp;
+                            const QZpTerm& zp_term, void* y, ThreadPool* pool) {
+  const int64_t icg = s.icg(), K = s.gemm_k(), in_plane = s.in_h * s.in_w;
+  const int64_t Hp = padded_rows(s), Wp = padded_cols(s), quad_plane = 4 * Hp * Wp;
+  // Position j = (q * KH * KW + r) * 4 + i holds tap r of channel 4 q + i (QConv's k_order).
   std::vector<int64_t> koff(static_cast<size_t>(K));
-  for (int64_t j = 0; j < K; ++j) {
-    const int64_t k = k_order[j], ic = k / khw, r = k % khw;
-    koff[size_t(j)] = (ic / 4) * quad_plane + 4 * ((r / s.k_w) * s.dil_h * Wp + (r % s.k_w) * s.dil_w) + ic % 4;
-  }
+  for (int64_t q = 0, j = 0; q < icg / 4; ++q)
+    for (int64_t kh = 0; kh < s.k_h; ++kh)
+      for (int64_t kw = 0; kw < s.k_w; ++kw)
+        for (int64_t i = 0; i < 4; ++i, ++j) koff[size_t(j)] = q * quad_plane + 4 * (kh * s.dil_h * Wp + kw * s.dil_w) + i;
   uint8_t* copy = reinterpret_cast<uint8_t*>(scratch_floats(kScratchA, size_t(icg * Hp * Wp / 4 + 16)));
   const uint8_t flip = std::is_same_v<TX, int8_t> ? 0x80 : 0;
   static const QPackQuadsFn pack = q_pack_channel_quads();
@@ -297,14 +303,14 @@ void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) co
     const QQuadRest rest{rest_index_.data(), rest_entries_.data()};
     const QQuadRest* r = rest_index_.empty() ? nullptr : &rest;
     const int32_t* order = k_order_.empty() ? nullptr : k_order_.data();
+    if (channel_quads_ && s.k_h * s.k_w != taps_)
+      throw std::invalid_argument("QConv: the shape has a kernel of " + std::to_string(s.k_h * s.k_w) +
+                                  " taps, the weights " + std::to_string(taps_));
     // 1x1 stride-1 convs read uint8 x in place (the channel-quad order is k itself there).
     if (channel_quads_ && !(x_type_ == QType::U8 && unit_conv(s))) {
-      if (s.k_h * s.k_w != taps_) throw std::invalid_argument("QConv: the shape has a kernel of " +
-                                                              std::to_string(s.k_h * s.k_w) + " taps, the weights " +
-                                                              std::to_string(taps_));
       if (x_type_ == QType::U8)
-        conv_run_channel_quads(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, zp_term, order, y, pool);
-      else conv_run_channel_quads(s, static_cast<const int8_t*>(x), xq_zp_, pw, *ep_, zp_term, order, y, pool);
+        conv_run_channel_quads(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, zp_term, y, pool);
+      else conv_run_channel_quads(s, static_cast<const int8_t*>(x), xq_zp_, pw, *ep_, zp_term, y, pool);
       return;
     }
     if (x_type_ == QType::U8) conv_run_quads(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, zp_term, r, order, y, pool);

@@ -135,6 +135,20 @@ using QTileWideFn = void (*)(int64_t kcq, const uint32_t* a, const uint32_t* con
                              const uint32_t* a_next);
 // nv in 1..kQWide; a_signed: A is the s8 operand (conv: weights), else B is (matmul).
 QTileWideFn q_tile_wide_dpbusd(int nv, bool a_signed);  // null unless AVX-512 VNNI and active_isa() >= avx512
+// A last panel of at most kQNarrowWide columns (ResNet's 7x7 planes leave 1 of 16, 14x14 4)
+// runs apart, so its empty columns cost nothing: the A tile's words are read as vectors (16
+// words: quads k .. k + 2, row by row) against the column's quads expanded to match (word i
+// of a group of 8 quads = quad i / 6, q_expand_narrow), and each row's lanes summed at the end.
+constexpr int kQNarrowWide = 4;
+inline int64_t q_narrow_words(int64_t kcq) { return (kcq + 7) / 8 * 48; }  // per column
+// bx[c * q_narrow_words(kcq) + g * 48 + i] = slice[(8 g + i / 6) * kQNR + c] (0 past kcq), c < cols.
+void q_expand_narrow(const uint32_t* slice, int64_t kcq, int cols, uint32_t* bx);
+// lanes (cols x 48 int32, 64-byte aligned) = (load ? lanes : 0) + kcq quads of the A tile x
+// columns [0, cols): the products of row r in lanes i % 6 == r. With acc: the lanes' row
+// sums to acc[r * kQNR + c] (done once, after the last K block).
+using QTileNarrowFn = void (*)(int64_t kcq, const uint32_t* a, const uint32_t* bx, int cols, int32_t* lanes, bool load,
+                               int32_t* acc);
+QTileNarrowFn q_tile_narrow_dpbusd(bool a_signed);  // null as q_tile_wide_dpbusd
 // A(m, k) = a[m * lda + k] + add as bytes (add: 0, 128 or -128, else std::invalid_argument),
 // packed as q_pack_a's tiles of quads.
 template <typename T>
@@ -287,8 +301,11 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
   const int64_t t0 = row0 / kQMR, t1 = (row1 + kQMR - 1) / kQMR;
   if (t0 >= t1 || p0 >= p1) return;
   const int64_t block_tiles = t1 - t0;
-  static_assert(kQWide * kQKCWide >= kQKC && kQWide <= kQNcPanels);
-  uint32_t* bscratch = reinterpret_cast<uint32_t*>(scratch_floats(kScratchB, size_t(kQWide * kQKCWide * kQNR)));
+  static_assert(kQWide * kQKCWide >= kQKC && (kQNcPanels - kQWide - 1) * kQMR * kQNR >= kQNarrowWide * 48);
+  const int64_t slices_words = (kQWide + 1) * kQKCWide * kQNR;  // a group's wide slices and a narrow one
+  uint32_t* bscratch = reinterpret_cast<uint32_t*>(
+      scratch_floats(kScratchB, size_t(slices_words + kQNarrowWide * q_narrow_words(kQKCWide))));
+  const QTileNarrowFn narrow_fn = wide ? q_tile_narrow_dpbusd(quads == 1) : nullptr;
   int32_t* cbuf =
       reinterpret_cast<int32_t*>(scratch_floats(kScratchC, size_t(block_tiles * kQNcPanels * kQMR * kQNR)));
   const size_t esize = ep.type == QType::U8 || ep.type == QType::S8 ? 1 : 4;
@@ -296,8 +313,10 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
   const int64_t nc = wide ? kQWide : kQNcPanels;
   // K blocks of equal size: no short last block reloading the accumulators.
   const int64_t kcb = q_k_block(KP, wide ? kQKCWide : kQKC), kblocks = q_k_blocks(KP);
-  for (int64_t g0 = p0; g0 < p1; g0 += nc) {
-    const int64_t g1 = std::min(p1, g0 + nc);
+  for (int64_t g0 = p0, g1; g0 < p1; g0 = g1) {
+    g1 = std::min(p1, g0 + nc);
+    // A narrow last panel joins the wide group before it, which leaves the A tile in L1.
+    if (narrow_fn && p1 - g1 == 1 && N - (p1 - 1) * kQNR <= kQNarrowWide) g1 = p1;
     // Tile t's rows x panel p from its accumulators (row stride kQNR) through the epilogue.
     auto store_tile = [&](int64_t t, int64_t p, int32_t* acc) {
       const int64_t n0 = p * kQNR, cols = std::min(kQNR, N - n0);
@@ -328,14 +347,22 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
         return bs;
       };
       if (wide) {  // the group's slices once, then every row tile against all of them
-        const uint32_t* bs[kQWide];
+        const uint32_t* bs[kQWide + 1];
         for (int64_t p = g0; p < g1; ++p) bs[p - g0] = slice(p, bscratch + (p - g0) * kQKCWide * kQNR);
-        const QTileWideFn fn = q_tile_wide_dpbusd(int(g1 - g0), quads == 1);
+        const int last_cols = int(std::min(kQNR, N - (g1 - 1) * kQNR));
+        const bool narrow = narrow_fn && last_cols <= kQNarrowWide;  // the last panel apart
+        const int nv = int(g1 - g0) - (narrow ? 1 : 0);
+        uint32_t* bx = bscratch + slices_words;
+        if (narrow) q_expand_narrow(bs[nv], kc, last_cols, bx);
+        const QTileWideFn fn = nv ? q_tile_wide_dpbusd(nv, quads == 1) : nullptr;
         for (int64_t t = t0; t < t1; ++t) {
-          int32_t* acc = cbuf + (t - t0) * kQWide * kQMR * kQNR;
+          int32_t* acc = cbuf + (t - t0) * kQNcPanels * kQMR * kQNR;
           // Next: tile t + 1, or the next K block's first tile.
           const int64_t tn = t + 1 < t1 ? t + 1 : t0, kn = t + 1 < t1 || final ? k0 : k0 + kcb;
-          fn(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first, pa + (tn * KP + kn) * kQMR);
+          if (fn) fn(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first, pa + (tn * KP + kn) * kQMR);
+          if (narrow)  // its lanes after the group's accumulators (cbuf holds kQNcPanels)
+            narrow_fn(kc, pa + (t * KP + k0) * kQMR, bx, last_cols, acc + (kQWide + 1) * kQMR * kQNR, !first,
+                      final ? acc + nv * kQMR * kQNR : nullptr);
           if (final)
             for (int64_t p = g0; p < g1; ++p) store_tile(t, p, acc + (p - g0) * kQMR * kQNR);
         }

@@ -136,10 +136,6 @@ NXRT_BW void pack_runs8_dispatch(const void* base, bool is_signed, int32_t zp, c
 #define NXRT_AVX512_STORE __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
 
 // round_half_even(d) + zp, saturated to [qlo, qhi], then clamped to [lo, hi] (integers in double).
-NXRT_AVX512_STORE inline __m512d round_zp(__m512d d, __m512d zp) {
-  return _mm512_add_pd(_mm512_roundscale_pd(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zp);
-}
-
 NXRT_AVX512_STORE inline __m512d requant16(__m512d d, __m512d zp, __m512d qlo, __m512d qhi, __m512d lo, __m512d hi) {
   d = _mm512_add_pd(_mm512_roundscale_pd(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zp);
   d = _mm512_min_pd(_mm512_max_pd(d, qlo), qhi);
@@ -169,7 +165,10 @@ NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int6
   const __m512d lo = _mm512_set1_pd(double(e.lo)), hi = _mm512_set1_pd(double(e.hi));
   const double lo2 = std::max(u8 ? 0.0 : -128.0, double(e.lo)), hi2 = std::min(u8 ? 255.0 : 127.0, double(e.hi));
   const bool one_clamp = lo2 <= hi2;
-  const __m512d qlo2 = _mm512_set1_pd(lo2), qhi2 = _mm512_set1_pd(hi2);
+  // clamp(round(d) + zp, lo2, hi2) = round(clamp(d, lo2 - zp, hi2 - zp)) + zp for integer
+  // bounds (round is monotonic and keeps integers), and vcvtpd2dq rounds half to even.
+  const __m512d qlo2 = _mm512_set1_pd(lo2 - double(e.zero_point)), qhi2 = _mm512_set1_pd(hi2 - double(e.zero_point));
+  const __m512i zpi = _mm512_set1_epi32(e.zero_point);
   const __m512 flo = _mm512_set1_ps(e.flo), fhi = _mm512_set1_ps(e.fhi);
   const bool fq = e.type != QType::F32 && e.q_scale > 0.f;  // the float value, then QuantizeLinear
   const __m512 qs = _mm512_set1_ps(fq ? e.q_scale : 1.f), fzp = _mm512_set1_ps(float(e.zero_point));
@@ -203,16 +202,18 @@ NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int6
       store_low_bytes(static_cast<char*>(y) + at, m, _mm512_cvtps_epi32(r));
       continue;
     }
-    __m256i qa, qb;
+    __m512i q;
     if (one_clamp) {  // [qlo, qhi] and [lo, hi] overlap: clamping to their intersection is the same
-      qa = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(round_zp(dlo, zp), qlo2), qhi2));
-      qb = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(round_zp(dhi, zp), qlo2), qhi2));
+      const __m256i qa = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(dlo, qlo2), qhi2));
+      const __m256i qb = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(dhi, qlo2), qhi2));
+      q = _mm512_add_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1), zpi);
     } else {
-      qa = _mm512_cvtpd_epi32(requant16(dlo, zp, qlo, qhi, lo, hi));
-      qb = _mm512_cvtpd_epi32(requant16(dhi, zp, qlo, qhi, lo, hi));
+      const __m256i qa = _mm512_cvtpd_epi32(requant16(dlo, zp, qlo, qhi, lo, hi));
+      const __m256i qb = _mm512_cvtpd_epi32(requant16(dhi, zp, qlo, qhi, lo, hi));
+      q = _mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1);
     }
     // vpmovdb keeps the low byte of each int32, as the scalar cast to Q.
-    store_low_bytes(static_cast<char*>(y) + at, m, _mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1));
+    store_low_bytes(static_cast<char*>(y) + at, m, q);
   }
 }
 

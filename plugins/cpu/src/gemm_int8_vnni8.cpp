@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 
 #include "cpu_info.hpp"
 #include "gemm_int8.hpp"
@@ -109,6 +110,17 @@ void quad_col_sums_generic(int64_t kc, const uint32_t* b, int32_t* sums) {
 }  // namespace
 
 QPackQuadsFn q_pack_quads_generic() { return &pack_quads_generic; }
+
+namespace {
+[[maybe_unused]] void expand_narrow_generic(const uint32_t* slice, int64_t kcq, int cols, uint32_t* bx) {
+  const int64_t words = q_narrow_words(kcq);
+  for (int c = 0; c < cols; ++c, bx += words)
+    for (int64_t i = 0; i < words; ++i) {
+      const int64_t q = i / 48 * 8 + i % 48 / 6;
+      bx[i] = q < kcq ? slice[q * kQNR + c] : 0u;
+    }
+}
+}  // namespace
 
 namespace {
 // The columns from w on of q_interleave_channels4.
@@ -232,6 +244,91 @@ NXRT_VNNI void quad_col_sums_vnni(int64_t kc, const uint32_t* b, int32_t* sums) 
   _mm512_storeu_si512(sums, s);
 }
 
+// Per group of 8 quads: the A tile's 48 words as 3 vectors (masked past kcq: the next tile's
+// words are not read) against each column's 3 expanded vectors; at the end lane i of the 3
+// accumulators (word 16 v + i of the group) belongs to row (16 v + i) % 6.
+template <bool A_SIGNED, int NC>
+NXRT_VNNI void tile_narrow_cols(int64_t kcq, const uint32_t* a, const uint32_t* bx, int32_t* lanes, bool load,
+                                int32_t* acc) {
+  __m512i c[NC][3];
+  for (int j = 0; j < NC; ++j)
+    for (int v = 0; v < 3; ++v) c[j][v] = load ? _mm512_load_si512(lanes + 48 * j + 16 * v) : _mm512_setzero_si512();
+  const int64_t groups = (kcq + 7) / 8, words = q_narrow_words(kcq), tail = kcq * kQMR - (groups - 1) * 48;
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i av[3];
+    if (g + 1 < groups) {
+      for (int v = 0; v < 3; ++v) av[v] = _mm512_loadu_si512(a + g * 48 + 16 * v);
+    } else {
+      for (int v = 0; v < 3; ++v) {
+        const int64_t n = std::clamp<int64_t>(tail - 16 * v, 0, 16);
+        av[v] = _mm512_maskz_loadu_epi32(__mmask16(n >= 16 ? 0xffff : (1u << n) - 1u), a + g * 48 + 16 * v);
+      }
+    }
+    const uint32_t* b = bx + g * 48;
+#pragma GCC unroll 4
+    for (int j = 0; j < NC; ++j)
+#pragma GCC unroll 3
+      for (int v = 0; v < 3; ++v) {
+        const __m512i bv = _mm512_load_si512(b + j * words + 16 * v);
+        c[j][v] = A_SIGNED ? _mm512_dpbusd_epi32(c[j][v], bv, av[v]) : _mm512_dpbusd_epi32(c[j][v], av[v], bv);
+      }
+  }
+  for (int j = 0; j < NC; ++j)
+    for (int v = 0; v < 3; ++v) _mm512_store_si512(lanes + 48 * j + 16 * v, c[j][v]);
+  if (!acc) return;
+  for (int j = 0; j < NC; ++j)
+    for (int r = 0; r < kQMR; ++r) {
+      uint32_t sum = 0;
+      for (int i = r; i < 48; i += kQMR) sum += uint32_t(lanes[48 * j + i]);
+      acc[r * kQNR + j] = int32_t(sum);
+    }
+}
+
+template <bool A_SIGNED>
+void tile_narrow(int64_t kcq, const uint32_t* a, const uint32_t* bx, int cols, int32_t* lanes, bool load,
+                 int32_t* acc) {
+  static_assert(kQNarrowWide == 4);
+  switch (cols) {
+    case 1: tile_narrow_cols<A_SIGNED, 1>(kcq, a, bx, lanes, load, acc); break;
+    case 2: tile_narrow_cols<A_SIGNED, 2>(kcq, a, bx, lanes, load, acc); break;
+    case 3: tile_narrow_cols<A_SIGNED, 3>(kcq, a, bx, lanes, load, acc); break;
+    default: tile_narrow_cols<A_SIGNED, 4>(kcq, a, bx, lanes, load, acc); break;
+  }
+}
+
+// Per group of 8 quads and column: the 8 words gathered (stride kQNR), spread over 48 lanes.
+NXRT_BW void expand_narrow_avx512(const uint32_t* slice, int64_t kcq, int cols, uint32_t* bx) {
+  const int64_t groups = (kcq + 7) / 8, words = q_narrow_words(kcq);
+  const __m256i rows = _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112);
+  const __m512i spread[3] = {_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2),
+                             _mm512_setr_epi32(2, 2, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 5, 5),
+                             _mm512_setr_epi32(5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7)};
+  for (int c = 0; c < cols; ++c, bx += words)
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t n = std::min<int64_t>(8, kcq - 8 * g);
+      const __m256i x = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), __mmask8((1u << n) - 1u), rows,
+                                                     reinterpret_cast<const int*>(slice + 8 * g * kQNR + c), 4);
+      const __m512i x8 = _mm512_castsi256_si512(x);
+      for (int v = 0; v < 3; ++v) _mm512_store_si512(bx + g * 48 + 16 * v, _mm512_permutexvar_epi32(spread[v], x8));
+    }
+}
+
+// 16 columns at a time, the last ones masked: the four rows' bytes interleaved.
+NXRT_BW void interleave_channels4_avx512(const uint8_t* src, int64_t plane, int64_t n, uint8_t flip, uint8_t* dst) {
+  const __m128i f = _mm_set1_epi8(char(flip));
+  for (int64_t w = 0; w < n; w += 16) {
+    const __mmask16 m = n - w >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - w)) - 1u);
+    __m128i r[4];
+    for (int i = 0; i < 4; ++i) r[i] = _mm_xor_si128(_mm_maskz_loadu_epi8(m, src + i * plane + w), f);
+    const __m128i p01l = _mm_unpacklo_epi8(r[0], r[1]), p01h = _mm_unpackhi_epi8(r[0], r[1]);
+    const __m128i p23l = _mm_unpacklo_epi8(r[2], r[3]), p23h = _mm_unpackhi_epi8(r[2], r[3]);
+    const __m512i q = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_setr_m128i(_mm_unpacklo_epi16(p01l, p23l), _mm_unpackhi_epi16(p01l, p23l))),
+        _mm256_setr_m128i(_mm_unpacklo_epi16(p01h, p23h), _mm_unpackhi_epi16(p01h, p23h)), 1);
+    _mm512_mask_storeu_epi32(dst + 4 * w, m, q);
+  }
+}
+
 // Channel quads at stride 1 (16 words by a masked load per run) or 2 (the even words of 32,
 // by a two-source permute); masked-off lanes are not read.
 NXRT_BW void pack_channel_quads_avx512(const uint8_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs,
@@ -298,6 +395,11 @@ QTileWideFn q_tile_wide_dpbusd(int nv, bool a_signed) {
   return has_vnni() ? by_count[a_signed][nv] : nullptr;
 }
 
+QTileNarrowFn q_tile_narrow_dpbusd(bool a_signed) {
+  if (!has_vnni()) return nullptr;
+  return a_signed ? &tile_narrow<true> : &tile_narrow<false>;
+}
+
 QPackQuadsFn q_pack_quads_active() {
   if (has_vnni()) return &pack_quads_avx512;
   const QPackQuadsFn f = q_pack_quads_avx2();
@@ -306,8 +408,15 @@ QPackQuadsFn q_pack_quads_active() {
 bool q_pack_quads_reads_slack() { return !has_vnni() && q_pack_quads_avx2(); }
 QPackQuadsFn q_pack_channel_quads() { return has_vnni() ? &pack_channel_quads_avx512 : nullptr; }
 void q_interleave_channels4(const uint8_t* src, int64_t plane, int64_t n, uint8_t flip, uint8_t* dst) {
+  static const bool bw = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  if (bw) return interleave_channels4_avx512(src, plane, n, flip, dst);
   const int64_t w = __builtin_cpu_supports("avx2") ? interleave_channels4_avx2(src, plane, n, flip, dst) : 0;
   interleave_channels4_tail(src, plane, w, n, flip, dst);
+}
+void q_expand_narrow(const uint32_t* slice, int64_t kcq, int cols, uint32_t* bx) {
+  static const bool bw = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  if (bw) expand_narrow_avx512(slice, kcq, cols, bx);
+  else expand_narrow_generic(slice, kcq, cols, bx);
 }
 QQuadColSumsFn q_quad_col_sums() {
   if (has_vnni()) return &quad_col_sums_vnni;
@@ -320,6 +429,10 @@ QQuadColSumsFn q_quad_col_sums() {
 #else
 namespace nxrt::cpu {
 QTileWideFn q_tile_wide_dpbusd(int, bool) { return nullptr; }
+QTileNarrowFn q_tile_narrow_dpbusd(bool) { return nullptr; }
+void q_expand_narrow(const uint32_t* slice, int64_t kcq, int cols, uint32_t* bx) {
+  expand_narrow_generic(slice, kcq, cols, bx);
+}
 QPackQuadsFn q_pack_quads_active() { return q_pack_quads_generic(); }
 bool q_pack_quads_reads_slack() { return false; }
 QPackQuadsFn q_pack_channel_quads() { return nullptr; }

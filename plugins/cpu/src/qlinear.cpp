@@ -167,7 +167,7 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
       else pack_quads(dst.data());
     });
     if (avx2) keep_rest(store, std::move(index), std::move(entries));
-    if (avx2 || channel_quads_) keep_order(store, std::move(order));
+    if (avx2) keep_order(store, std::move(order));  // the channel quads' order follows from taps_
     corrected_bias(store, *ep_, xq_zp_, wq_zp_, oc_, [&](int64_t c, int64_t k) { return w_prime(c * k_ + k); }, k_);
     return;
   }

@@ -94,7 +94,7 @@ class QConv {
   // quads_: the u8 x s8 path (gemm_int8.hpp) when VNNI runs; packed_w_ then holds
   // q_pack_a_quads of w' (w - 128 for uint8 w), ep_'s bias the per-channel correction.
   bool quads_ = false;
-  bool channel_quads_ = false;  // quads_ in channel-quad order (k_order_ holds it)
+  bool channel_quads_ = false;  // quads_ in channel-quad order (conv_int8.cpp)
   int64_t taps_ = 0;
   int32_t xq_zp_ = 0;           // x_zp' = x's zero point as uint8 (+ 128 for int8 x)
   std::vector<int32_t> wq_zp_;  // w_zp' per channel; empty when all 0 (no per-pixel term)
@@ -105,8 +105,7 @@ class QConv {
   std::span<const int32_t> rest_index_;
   std::span<const uint32_t> rest_entries_;
   int64_t rest_rows_ = 0;
-  // and the tap order of packed_w_ and the im2col panels (q_pair_order, or the channel
-  // quads'); empty: k itself.
+  // and the tap order of packed_w_ and the im2col panels (q_pair_order); empty: k itself.
   std::span<const int32_t> k_order_;
   std::vector<int32_t> k_order_own_;
   std::vector<int32_t> rest_index_own_;

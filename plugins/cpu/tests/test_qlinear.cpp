@@ -602,5 +602,9 @@ TEST_CASE("QConv / QMatMul describe the path they took") {
   s1.k_h = s1.k_w = 1;
   s1.in_c = s.in_c * 9;
   std::vector<uint8_t> x(size_t(s1.in_c * s1.in_h * s1.in_w)), y(size_t(s1.out_c * s1.out_h * s1.out_w) * 4);
-  if (q_tile_wide_dpbusd(1, true)) CHECK_THROWS_AS(c.run(s1, x.data(), y.data(), nullptr), std::invalid_argument);
+  if (q_tile_wide_dpbusd(1, true)) {
+    CHECK_THROWS_AS(c.run(s1, x.data(), y.data(), nullptr), std::invalid_argument);
+    s1.pad_top = s1.pad_left = 0;  // a 1x1 stride-1 conv, which reads x in place, too
+    CHECK_THROWS_AS(c.run(s1, x.data(), y.data(), nullptr), std::invalid_argument);
+  }
 }
