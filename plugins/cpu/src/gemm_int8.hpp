@@ -83,6 +83,11 @@ QTileGroupFn q_tile_group_active(int nt);  // null: tiles one at a time
 QStoreFn q_store_generic();
 QStoreFn q_store_avx2();  // null when not compiled for x86
 QStoreFn q_store_avx512();  // null unless this CPU has AVX-512 BW, DQ and VL
+// QStoreFn over `panels` blocks of kQNR columns side by side in y (block j's rows at acc + j *
+// kQMR * kQNR, the last `cols` wide): one call per row tile of the wide kernels; by_row when panels > 1.
+using QStorePanelsFn = void (*)(const QEpilogue& ep, const int32_t* acc, int64_t r0, int64_t r1, int64_t panels,
+                                int64_t cols, bool by_row, int64_t ch0, void* y, int64_t ldy);
+QStorePanelsFn q_store_panels_avx512();  // the same condition
 // A B panel's columns as runs of evenly spaced source elements: run r covers columns
 // [col[r], col[r + 1]) and reads column j at offset off[r] + (j - col[r]) * stride; columns
 // from col[n] on are zero. pack_runs writes pairs [k0, k0 + kc) of such a panel (tap k at
@@ -298,6 +303,7 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
   const QTileRestNarrowFn tile_narrow = tile_rest ? q_tile_quads_narrow_avx2() : nullptr;
   if (quads && !wide && !(tile_rest && rest)) throw std::logic_error("q_gemm_rect: no kernel for these quads");
   const QStoreFn store = q_store_active();
+  static const QStorePanelsFn store_panels = store == q_store_avx512() ? q_store_panels_avx512() : nullptr;
   const int64_t t0 = row0 / kQMR, t1 = (row1 + kQMR - 1) / kQMR;
   if (t0 >= t1 || p0 >= p1) return;
   const int64_t block_tiles = t1 - t0;
@@ -363,8 +369,14 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
           if (narrow)  // its lanes after the group's accumulators (cbuf holds kQNcPanels)
             narrow_fn(kc, pa + (t * KP + k0) * kQMR, bx, last_cols, acc + (kQWide + 1) * kQMR * kQNR, !first,
                       final ? acc + nv * kQMR * kQNR : nullptr);
-          if (final)
+          if (!final) continue;
+          if (store_panels && by_row && !zp_term.row_zp) {  // the tile's rows across the group at once
+            const int64_t ra = std::max(row0, t * kQMR), rb = std::min(row1, (t + 1) * kQMR);
+            store_panels(ep, acc, ra - t * kQMR, rb - t * kQMR, g1 - g0, last_cols, true, ra,
+                         static_cast<char*>(y) + size_t(y_at(ra, g0 * kQNR)) * esize, ldy);
+          } else {
             for (int64_t p = g0; p < g1; ++p) store_tile(t, p, acc + (p - g0) * kQMR * kQNR);
+          }
         }
         if (KP == 0) break;
         continue;

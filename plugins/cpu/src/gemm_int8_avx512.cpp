@@ -144,9 +144,13 @@ NXRT_AVX512_STORE inline __m512d requant16(__m512d d, __m512d zp, __m512d qlo, _
 
 // The QOutput store of the AVX2 version (gemm_int8_avx2.cpp), one 16-column tile row per
 // vector: the same operations in the same order and precision, masked tails.
-NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t cols,
-                                    bool by_row, int64_t ch0, void* y, int64_t ldy) {
-  const __mmask16 m = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1u);
+// `panels` blocks of 16 columns (block j's rows at acc + j * kQMR * kQNR, the last one `cols`
+// wide) per row, so the row's constants are set once for all of them (by_row only when
+// panels > 1: the channel is the row).
+NXRT_AVX512_STORE void store_panels(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t panels,
+                                    int64_t cols, bool by_row, int64_t ch0, void* y, int64_t ldy) {
+  const __mmask16 m_last = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1u);
+  const __mmask16 m = panels == 1 ? m_last : __mmask16(0xffff);  // !by_row: panels == 1
   const bool has_bias = !e.bias.empty(), fb = !e.float_bias.empty(), sc = e.type != QType::I32;
   __m512i bias = _mm512_setzero_si512();
   __m512d s_lo = _mm512_setzero_pd(), s_hi = _mm512_setzero_pd();
@@ -180,8 +184,10 @@ NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int6
       if (sc) s_lo = s_hi = _mm512_set1_pd(e.scale[c]);
       if (fb) fbias = _mm512_set1_ps(e.float_bias[c]);
     }
-    const __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + r * kQNR), bias);  // wraps as the scalar add
-    const int64_t at = (r - r0) * ldy;
+    for (int64_t j = 0; j < panels; ++j) {
+    const __mmask16 m = j + 1 < panels ? __mmask16(0xffff) : m_last;
+    const __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + j * kQMR * kQNR + r * kQNR), bias);  // wraps as the scalar add
+    const int64_t at = (r - r0) * ldy + 16 * j;
     if (e.type == QType::I32) {
       _mm512_mask_storeu_epi32(static_cast<int32_t*>(y) + at, m, v);
       continue;
@@ -214,7 +220,13 @@ NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int6
     }
     // vpmovdb keeps the low byte of each int32, as the scalar cast to Q.
     store_low_bytes(static_cast<char*>(y) + at, m, q);
+    }
   }
+}
+
+NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t cols,
+                                    bool by_row, int64_t ch0, void* y, int64_t ldy) {
+  store_panels(e, acc, r0, r1, 1, cols, by_row, ch0, y, ldy);
 }
 
 }  // namespace
@@ -224,6 +236,8 @@ QStoreFn q_store_avx512() {
              ? &store_avx512
              : nullptr;
 }
+
+QStorePanelsFn q_store_panels_avx512() { return q_store_avx512() ? &store_panels : nullptr; }
 
 QPackRunsFn q_pack_runs_avx512() { return __builtin_cpu_supports("avx512bw") ? &pack_runs_avx512 : nullptr; }
 QPackRuns8Fn q_pack_runs8_avx512() { return __builtin_cpu_supports("avx512bw") ? &pack_runs8_dispatch : nullptr; }
@@ -241,8 +255,10 @@ QTileGroupFn q_tile_group_vnni(int nt) {
 namespace nxrt::cpu {
 QTileFn q_tile_vnni() { return nullptr; }
 QTileGroupFn q_tile_group_vnni(int) { return nullptr; }
+
 QPackRunsFn q_pack_runs_avx512() { return nullptr; }
 QPackRuns8Fn q_pack_runs8_avx512() { return nullptr; }
 QStoreFn q_store_avx512() { return nullptr; }
+QStorePanelsFn q_store_panels_avx512() { return nullptr; }
 }  // namespace nxrt::cpu
 #endif
