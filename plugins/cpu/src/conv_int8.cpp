@@ -93,11 +93,16 @@ void conv_rows(const ConvShape& s, int64_t K, int64_t KP, BSlice&& b_slice, cons
   // piece packs every panel, so more pieces (for balance) cost more packing than they gain.
   const int64_t groups = (tiles + kQTileGroup - 1) / kQTileGroup;
   const bool by_rows = t > 1 && ocg > plane && groups >= t;
-  const int64_t tn = t <= 1 || by_rows ? 1 : std::min(panels, int64_t(t) * 4);
+  // Pixel pieces in whole groups of the wide kernels' kQWide panels; a lone last panel rides
+  // with the group before it (q_gemm_rect runs a narrow one beside that group).
+  int64_t units = (panels + kQWide - 1) / kQWide;
+  if (units > 1 && panels % kQWide == 1) --units;
+  const int64_t tn = t <= 1 || by_rows ? 1 : std::min(units, int64_t(t) * 4);
   const int64_t tm = by_rows ? std::min(groups, int64_t(t)) : tn >= t ? 1 : std::min(tiles, (int64_t(t) + tn - 1) / tn);
   auto piece = [&](int64_t i) {
-    int64_t p0, p1, ta, tb;
-    split_range(panels, tn, i % tn, p0, p1);
+    int64_t u0, u1, ta, tb;
+    split_range(units, tn, i % tn, u0, u1);
+    const int64_t p0 = u0 * kQWide, p1 = u1 == units ? panels : u1 * kQWide;
     if (by_rows) {  // whole groups of tiles
       split_range(groups, tm, i / tn, ta, tb);
       ta *= kQTileGroup;
@@ -237,7 +242,7 @@ void conv_run_channel_quads(const ConvShape& s, const TX* x, int32_t xq_zp, cons
   for (int64_t n = 0; n < s.batch; ++n)
     for (int64_t g = 0; g < s.group; ++g) {
       const uint8_t* xg = reinterpret_cast<const uint8_t*>(x + (n * s.in_c + g * icg) * in_plane);
-      const int parts = threads_for(pool, double(icg * Hp * Wp), 1 << 18);
+      const int parts = threads_for(pool, double(icg * Hp * Wp), 1 << 15);
       parallel_ranges(pool, icg / 4, parts, [&](int64_t q0, int64_t q1) {
         for (int64_t q = q0; q < q1; ++q) {
           uint8_t* dq = copy + q * quad_plane;
