@@ -74,11 +74,12 @@ void bell_weights(std::vector<int8_t>& w) {
 }
 
 // The micro-kernels alone, on one tile whose operands stay in L1 (kc = 128): the int16 pairs
-// (q_tile_active) and, where they run, the AVX2 u8 x s8 quads with a rest in 0%, 5% and 50%
-// of the quads. GOP/s of the product itself (the rest's work not counted).
+// (q_tile_active), where they run the vpdpbusd 6 x 64 tiles (four B slices), or the AVX2 u8 x
+// s8 quads with a rest in 0%, 5% and 50% of the quads. GOP/s of the product itself (the
+// rest's work not counted).
 void micro_kernels(int reps) {
   constexpr int64_t kc = 128, calls = 20000;
-  AlignedFloats a(size_t(2 * kc * kQMR)), b(size_t(2 * kc * kQNR));  // room for 2 kc pairs
+  AlignedFloats a(size_t(2 * kc * kQMR)), b(size_t(kQWide * kc * kQNR));  // room for 2 kc pairs, 4 slices
   for (size_t i = 0; i < a.size(); ++i) reinterpret_cast<uint32_t*>(a.data())[i] = uint32_t(i * 0x01030507u) & 0x3f3f3f3fu;
   for (size_t i = 0; i < b.size(); ++i) reinterpret_cast<uint32_t*>(b.data())[i] = uint32_t(i * 0x09070503u);
   const auto* pa = reinterpret_cast<const uint32_t*>(a.data());
@@ -90,6 +91,16 @@ void micro_kernels(int reps) {
   });
   fmt::print("micro-kernel alone (operands in L1, {} k): int16 pairs {:.1f} GOP/s", 4 * kc,
              2.0 * double(calls * 4 * kc * kQMR * kQNR) / t_pairs / 1e9);
+  if (const QTileWideFn wide = q_tile_wide_dpbusd(kQWide, true)) {
+    int32_t* accs = reinterpret_cast<int32_t*>(std::aligned_alloc(64, sizeof(int32_t) * kQWide * kQMR * kQNR));
+    const uint32_t* slices[kQWide];
+    for (int j = 0; j < kQWide; ++j) slices[j] = pb + j * kc * kQNR;
+    const double t = best_seconds(reps, [&] {
+      for (int64_t i = 0; i < calls; ++i) wide(kc, pa, slices, accs, true, pa);
+    });
+    std::free(accs);
+    fmt::print(", u8 x s8 quads 6x64 {:.1f}", 2.0 * double(calls * 4 * kc * kQMR * kQNR * kQWide) / t / 1e9);
+  }
   const QTileRestFn quads = q_tile_quads_avx2();
   if (quads) {
     for (int every : {0, 20, 2}) {  // rest steps for every 20th / 2nd quad

@@ -128,8 +128,9 @@ inline int64_t q_quads(int64_t K) { return (K + 3) / 4; }
 // The vpdpbusd micro-kernel is one row tile against up to kQWide B slices (6 x 64 in 24
 // accumulators): per quad step kQWide vector loads and 6 broadcasts feed 24 vpdpbusd, where
 // the int16 pairs' 18 x 16 tiles load a broadcast per multiply (nxrt_cpu_int8_bench's
-// micro-kernel line: 99% of the vpdpbusd peak on Zen 5, the 18 x 16 shape 78%). K blocks of
-// at most kQKCWide quads keep the kQWide slices (32 KB) in L1 while every row tile reads them.
+// micro-kernel line: ~99% of the vpdpbusd peak on Zen 5, where that 18 x 16 shape on quads ran
+// 78%). K blocks of at most kQKCWide quads keep the kQWide slices (36 KB) in L1 while every
+// row tile reads them.
 constexpr int kQWide = 4;
 constexpr int64_t kQKCWide = 144;
 // acc (panel j's kQMR x kQNR block at acc + j * kQMR * kQNR) = (load ? acc : 0) + kcq quads
