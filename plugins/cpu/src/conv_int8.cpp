@@ -87,8 +87,9 @@ void conv_rows(const ConvShape& s, int64_t K, int64_t KP, BSlice&& b_slice, cons
   const int t = threads_for(pool, double(ocg) * double(plane) * double(K));
   // Each piece reads all the weights of its rows once per block of panels and packs its own
   // panels once for all its rows. So split the pixels while the weights are the smaller
-  // operand (every piece re-reads them), else the rows in whole kernel groups of
-  // kQTileGroup tiles (every piece re-packs the panels): ResNet's 14x14 and 7x7 layers hold
+  // operand (every piece re-reads them), else the rows in whole groups of kQTileGroup tiles
+  // (the int16 pairs' kernel groups; the quads' wide tiles take one tile a call; every piece
+  // re-packs the panels): ResNet's 14x14 and 7x7 layers hold
   // 0.6-2.4 MB of weights against 0.1-0.5 MB of pixels. One row piece per thread: each
   // piece packs every panel, so more pieces (for balance) cost more packing than they gain.
   const int64_t groups = (tiles + kQTileGroup - 1) / kQTileGroup;
