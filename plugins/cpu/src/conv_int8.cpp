@@ -75,11 +75,12 @@ const uint32_t* pack_panel(const PanelSource<T>& s, int64_t p, int64_t k0, int64
 }
 
 // The output rows of group g of image n, by q_gemm_rect over KP words (pairs, or quads when
-// quads != 0) of packed weights pw and B slices from b_slice.
-template <typename BSlice>
-void conv_rows(const ConvShape& s, int64_t K, int64_t KP, BSlice&& b_slice, const uint32_t* pw, const QEpilogue& ep,
-               int64_t n, int64_t g, void* y, ThreadPool* pool, int quads, const QZpTerm& zp_term = {},
-               const QQuadRest* rest = nullptr) {
+// quads != 0) of packed weights pw; each piece of the work (panels [p0, p1), some rows) takes
+// its B slices from make_slice(p0, p1), called on the thread that runs the piece.
+template <typename MakeSlice>
+void conv_rows(const ConvShape& s, int64_t K, int64_t KP, MakeSlice&& make_slice, const uint32_t* pw,
+               const QEpilogue& ep, int64_t n, int64_t g, void* y, ThreadPool* pool, int quads,
+               const QZpTerm& zp_term = {}, const QQuadRest* rest = nullptr) {
   const int64_t plane = s.out_h * s.out_w, ocg = s.ocg(), panels = q_panels(plane);
   const int64_t row0 = g * ocg, row1 = row0 + ocg, tiles = (row1 + kQMR - 1) / kQMR - row0 / kQMR;
   const int64_t out_c = s.out_c;
@@ -113,6 +114,7 @@ void conv_rows(const ConvShape& s, int64_t K, int64_t KP, BSlice&& b_slice, cons
     }
     const int64_t t0 = row0 / kQMR;
     const int64_t r0 = std::max(row0, (t0 + ta) * kQMR), r1 = std::min(row1, (t0 + tb) * kQMR);
+    auto b_slice = make_slice(p0, p1);
     q_gemm_rect(r0, r1, plane, KP, pw, p0, p1, b_slice, ep, true, y_at, plane, y, quads, zp_term, rest);
   };
   parallel_for(pool, tn * tm, piece);
@@ -122,7 +124,7 @@ template <typename T>
 void conv_group(const ConvShape& s, const PanelSource<T>& src, const uint32_t* pw, const QEpilogue& ep, int64_t n,
                 int64_t g, void* y, ThreadPool* pool) {
   auto b_slice = [&](int64_t p, int64_t k0, int64_t kc, uint32_t* scratch) { return pack_panel(src, p, k0, kc, scratch); };
-  conv_rows(s, src.K, q_pairs(src.K), b_slice, pw, ep, n, g, y, pool, 0);
+  conv_rows(s, src.K, q_pairs(src.K), [&](int64_t, int64_t) { return b_slice; }, pw, ep, n, g, y, pool, 0);
 }
 
 // The quad panels of x' (uint8) by `pack`: runs along output rows at the conv's stride.
@@ -144,7 +146,7 @@ void conv_group_quads(const ConvShape& s, QPackQuadsFn pack, const uint8_t* base
     pack(base, koff, K, runs, q0, qc, dst);
     return static_cast<const uint32_t*>(dst);
   };
-  conv_rows(s, K, q_quads(K), b_slice, pw, ep, n, g, y, pool, 1, zp_term, rest);
+  conv_rows(s, K, q_quads(K), [&](int64_t, int64_t) { return b_slice; }, pw, ep, n, g, y, pool, 1, zp_term, rest);
 }
 
 bool unit_conv(const ConvShape& s) {
@@ -224,36 +226,57 @@ void conv_run_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32
 }
 
 // The channel quads (the weights in channel-quad order, IC/g % 4 == 0): x' copied as
-// [IC/g/4][Hp][Wp][4] bytes around which the padding holds x_zp'; tap k = ic * KH * KW + r at
-// byte (ic / 4) * Hp * Wp * 4 + (its pixel offset) * 4 + ic % 4.
+// [IC/g/4][rows][Wp][4] bytes around which the padding holds x_zp'; tap k = ic * KH * KW + r at
+// byte (ic / 4) * rows * Wp * 4 + (its pixel offset) * 4 + ic % 4. Each piece of conv_rows
+// copies the padded rows its pixels read into its own thread's scratch: a copy shared by the
+// threads was read back from the other core (the pack's share of a 64@56 layer doubled).
 template <typename TX>
 void conv_run_channel_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32_t* pw, const QEpilogue& ep,
                             const QZpTerm& zp_term, void* y, ThreadPool* pool) {
-  const int64_t icg = s.icg(), K = s.gemm_k(), in_plane = s.in_h * s.in_w;
-  const int64_t Hp = padded_rows(s), Wp = padded_cols(s), quad_plane = 4 * Hp * Wp;
-  // Position j = (q * KH * KW + r) * 4 + i holds tap r of channel 4 q + i (QConv's k_order).
-  std::vector<int64_t> koff(static_cast<size_t>(K));
-  for (int64_t q = 0, j = 0; q < icg / 4; ++q)
-    for (int64_t kh = 0; kh < s.k_h; ++kh)
-      for (int64_t kw = 0; kw < s.k_w; ++kw)
-        for (int64_t i = 0; i < 4; ++i, ++j) koff[size_t(j)] = q * quad_plane + 4 * (kh * s.dil_h * Wp + kw * s.dil_w) + i;
-  uint8_t* copy = reinterpret_cast<uint8_t*>(scratch_floats(kScratchA, size_t(icg * Hp * Wp / 4 + 16)));
+  const int64_t icg = s.icg(), K = s.gemm_k(), in_plane = s.in_h * s.in_w, pixels = s.out_h * s.out_w;
+  const int64_t Wp = padded_cols(s), out_w = s.out_w;
   const uint8_t flip = std::is_same_v<TX, int8_t> ? 0x80 : 0;
   static const QPackQuadsFn pack = q_pack_channel_quads();
   for (int64_t n = 0; n < s.batch; ++n)
     for (int64_t g = 0; g < s.group; ++g) {
       const uint8_t* xg = reinterpret_cast<const uint8_t*>(x + (n * s.in_c + g * icg) * in_plane);
-      const int parts = threads_for(pool, double(icg * Hp * Wp), 1 << 15);
-      parallel_ranges(pool, icg / 4, parts, [&](int64_t q0, int64_t q1) {
-        for (int64_t q = q0; q < q1; ++q) {
+      auto make_slice = [&](int64_t p0, int64_t p1) {
+        // Padded rows [r_lo, r_hi) hold every tap of pixels [p0, p1) panels.
+        const int64_t px0 = p0 * kQNR, px1 = std::min(pixels, p1 * kQNR);
+        const int64_t r_lo = px0 / out_w * s.stride_h;
+        const int64_t r_hi = (px1 - 1) / out_w * s.stride_h + (s.k_h - 1) * s.dil_h + 1;
+        const int64_t quad_plane = 4 * (r_hi - r_lo) * Wp;
+        uint8_t* copy = reinterpret_cast<uint8_t*>(scratch_floats(kScratchA, size_t(icg / 4 * quad_plane / 4 + 16)));
+        for (int64_t q = 0; q < icg / 4; ++q) {
           uint8_t* dq = copy + q * quad_plane;
           std::fill(dq, dq + quad_plane, uint8_t(xq_zp));
-          for (int64_t ih = 0; ih < s.in_h; ++ih)
-            q_interleave_channels4(xg + 4 * q * in_plane + ih * s.in_w, in_plane, s.in_w, flip,
-                                   dq + 4 * ((ih + s.pad_top) * Wp + s.pad_left));
+          for (int64_t r = std::max(r_lo, s.pad_top); r < std::min(r_hi, s.pad_top + s.in_h); ++r)
+            q_interleave_channels4(xg + 4 * q * in_plane + (r - s.pad_top) * s.in_w, in_plane, s.in_w, flip,
+                                   dq + 4 * ((r - r_lo) * Wp + s.pad_left));
         }
-      });
-      conv_group_quads(s, pack, copy, koff.data(), K, Wp, pw, ep, zp_term, nullptr, n, g, y, pool);
+        // Position j = (q * KH * KW + r) * 4 + i holds tap r of channel 4 q + i (QConv's order).
+        std::vector<int64_t> koff(static_cast<size_t>(K));
+        for (int64_t q = 0, j = 0; q < icg / 4; ++q)
+          for (int64_t kh = 0; kh < s.k_h; ++kh)
+            for (int64_t kw = 0; kw < s.k_w; ++kw)
+              for (int64_t i = 0; i < 4; ++i, ++j) koff[size_t(j)] = q * quad_plane + 4 * (kh * s.dil_h * Wp + kw * s.dil_w) + i;
+        return [&s, copy, r_lo, Wp, K, pixels, out_w, koff = std::move(koff)](int64_t p, int64_t q0, int64_t qc,
+                                                                              uint32_t* dst) {
+          QPanelRuns runs;  // along output rows at the conv's stride, offsets in the copy's pixels
+          runs.stride = int(s.stride_w);
+          const int64_t c0 = p * kQNR, cols = std::min(kQNR, pixels - c0);
+          for (int64_t j = 0; j < cols;) {
+            const int64_t px = c0 + j, oh = px / out_w, ow = px % out_w, len = std::min(cols - j, out_w - ow);
+            runs.col[runs.n] = int(j);
+            runs.off[runs.n++] = (oh * s.stride_h - r_lo) * Wp + ow * s.stride_w;
+            j += len;
+          }
+          runs.col[runs.n] = int(cols);
+          pack(copy, koff.data(), K, runs, q0, qc, dst);
+          return static_cast<const uint32_t*>(dst);
+        };
+      };
+      conv_rows(s, K, q_quads(K), make_slice, pw, ep, n, g, y, pool, 1, zp_term);
     }
 }
 
