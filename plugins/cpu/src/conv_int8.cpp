@@ -25,6 +25,23 @@ struct PanelSource {
   int64_t K, pixels, out_w, stride_h, stride_w, row_pitch;
 };
 
+// Panel p's columns (of `pixels` output pixels, out_w to a row) as runs along output rows:
+// pixel (oh, ow) at (oh * stride_h - row0) * row_pitch + ow * stride_w of the source.
+QPanelRuns output_row_runs(int64_t p, int64_t pixels, int64_t out_w, int64_t stride_h, int64_t stride_w,
+                           int64_t row_pitch, int64_t row0 = 0) {
+  QPanelRuns runs;
+  runs.stride = int(stride_w);
+  const int64_t px0 = p * kQNR, cols = std::min(kQNR, pixels - px0);
+  for (int64_t j = 0; j < cols;) {
+    const int64_t px = px0 + j, oh = px / out_w, ow = px % out_w, len = std::min(cols - j, out_w - ow);
+    runs.col[runs.n] = int(j);
+    runs.off[runs.n++] = (oh * stride_h - row0) * row_pitch + ow * stride_w;
+    j += len;
+  }
+  runs.col[runs.n] = int(cols);
+  return runs;
+}
+
 // Panel p's pairs [k0, k0 + kc) into dst ([kc][kQNR] words).
 template <typename T>
 const uint32_t* pack_panel(const PanelSource<T>& s, int64_t p, int64_t k0, int64_t kc, uint32_t* dst) {
@@ -32,15 +49,7 @@ const uint32_t* pack_panel(const PanelSource<T>& s, int64_t p, int64_t k0, int64
   const int64_t px0 = p * kQNR, cols = std::min(kQNR, s.pixels - px0);
   if (std::is_same_v<T, int16_t> ? s.stride_w <= 2 : s.stride_w == 1) {
     // Runs along output rows: the padded copy at stride 1 or 2, or x in place.
-    QPanelRuns runs;
-    runs.stride = int(s.stride_w);
-    for (int64_t j = 0; j < cols;) {
-      const int64_t px = px0 + j, oh = px / s.out_w, ow = px % s.out_w, len = std::min(cols - j, s.out_w - ow);
-      runs.col[runs.n] = int(j);
-      runs.off[runs.n++] = oh * s.stride_h * s.row_pitch + ow * s.stride_w;
-      j += len;
-    }
-    runs.col[runs.n] = int(cols);
+    const QPanelRuns runs = output_row_runs(p, s.pixels, s.out_w, s.stride_h, s.stride_w, s.row_pitch);
     if constexpr (std::is_same_v<T, int16_t>) {
       static const QPackRunsFn pack_runs = q_pack_runs_active();
       pack_runs(s.base, s.koff, s.K, runs, k0, kc, dst);
@@ -131,19 +140,9 @@ void conv_group(const ConvShape& s, const PanelSource<T>& src, const uint32_t* p
 void conv_group_quads(const ConvShape& s, QPackQuadsFn pack, const uint8_t* base, const int64_t* koff, int64_t K,
                       int64_t row_pitch, const uint32_t* pw, const QEpilogue& ep, const QZpTerm& zp_term,
                       const QQuadRest* rest, int64_t n, int64_t g, void* y, ThreadPool* pool) {
-  const int64_t pixels = s.out_h * s.out_w, out_w = s.out_w;
+  const int64_t pixels = s.out_h * s.out_w;
   auto b_slice = [&](int64_t p, int64_t q0, int64_t qc, uint32_t* dst) {
-    QPanelRuns runs;
-    runs.stride = int(s.stride_w);
-    const int64_t px0 = p * kQNR, cols = std::min(kQNR, pixels - px0);
-    for (int64_t j = 0; j < cols;) {
-      const int64_t px = px0 + j, oh = px / out_w, ow = px % out_w, len = std::min(cols - j, out_w - ow);
-      runs.col[runs.n] = int(j);
-      runs.off[runs.n++] = oh * s.stride_h * row_pitch + ow * s.stride_w;
-      j += len;
-    }
-    runs.col[runs.n] = int(cols);
-    pack(base, koff, K, runs, q0, qc, dst);
+    pack(base, koff, K, output_row_runs(p, pixels, s.out_w, s.stride_h, s.stride_w, row_pitch), q0, qc, dst);
     return static_cast<const uint32_t*>(dst);
   };
   conv_rows(s, K, q_quads(K), [&](int64_t, int64_t) { return b_slice; }, pw, ep, n, g, y, pool, 1, zp_term, rest);
@@ -260,18 +259,10 @@ void conv_run_channel_quads(const ConvShape& s, const TX* x, int32_t xq_zp, cons
           for (int64_t kh = 0; kh < s.k_h; ++kh)
             for (int64_t kw = 0; kw < s.k_w; ++kw)
               for (int64_t i = 0; i < 4; ++i, ++j) koff[size_t(j)] = q * quad_plane + 4 * (kh * s.dil_h * Wp + kw * s.dil_w) + i;
-        return [&s, copy, r_lo, Wp, K, pixels, out_w, koff = std::move(koff)](int64_t p, int64_t q0, int64_t qc,
-                                                                              uint32_t* dst) {
-          QPanelRuns runs;  // along output rows at the conv's stride, offsets in the copy's pixels
-          runs.stride = int(s.stride_w);
-          const int64_t c0 = p * kQNR, cols = std::min(kQNR, pixels - c0);
-          for (int64_t j = 0; j < cols;) {
-            const int64_t px = c0 + j, oh = px / out_w, ow = px % out_w, len = std::min(cols - j, out_w - ow);
-            runs.col[runs.n] = int(j);
-            runs.off[runs.n++] = (oh * s.stride_h - r_lo) * Wp + ow * s.stride_w;
-            j += len;
-          }
-          runs.col[runs.n] = int(cols);
+        return [&s, copy, r_lo, Wp, K, pixels, koff = std::move(koff)](int64_t p, int64_t q0, int64_t qc,
+                                                                       uint32_t* dst) {
+          // Offsets in the copy's pixels, its first row r_lo.
+          const QPanelRuns runs = output_row_runs(p, pixels, s.out_w, s.stride_h, s.stride_w, Wp, r_lo);
           pack(copy, koff.data(), K, runs, q0, qc, dst);
           return static_cast<const uint32_t*>(dst);
         };

@@ -379,36 +379,36 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
             for (int64_t p = g0; p < g1; ++p) store_tile(t, p, acc + (p - g0) * kQMR * kQNR);
           }
         }
-        if (KP == 0) break;
-        continue;
-      }
-      for (int64_t p = g0; p < g1; ++p) {
-        const uint32_t* bs = slice(p, bscratch);
-        const int64_t cols = std::min(kQNR, N - p * kQNR);
-        auto acc_of = [&](int64_t t) { return cbuf + ((t - t0) * kQNcPanels + (p - g0)) * kQMR * kQNR; };
-        int64_t t = t0;
-        if (group)
-          while (t < t1) {
-            const int nt = int(std::min<int64_t>(kQTileGroup, t1 - t));
-            int32_t* accs[kQTileGroup];
-            for (int i = 0; i < nt; ++i) accs[i] = acc_of(t + i);
-            (nt == kQTileGroup ? group : q_tile_group_active(nt))(kc, pa + (t * KP + k0) * kQMR, KP * kQMR, bs, accs,
-                                                                  !first);
-            if (final)
-              for (int i = 0; i < nt; ++i) store_tile(t + i, p, accs[i]);
-            t += nt;
+      } else {  // per panel, every row tile
+        for (int64_t p = g0; p < g1; ++p) {
+          const uint32_t* bs = slice(p, bscratch);
+          const int64_t cols = std::min(kQNR, N - p * kQNR);
+          auto acc_of = [&](int64_t t) { return cbuf + ((t - t0) * kQNcPanels + (p - g0)) * kQMR * kQNR; };
+          int64_t t = t0;
+          if (group)
+            while (t < t1) {
+              const int nt = int(std::min<int64_t>(kQTileGroup, t1 - t));
+              int32_t* accs[kQTileGroup];
+              for (int i = 0; i < nt; ++i) accs[i] = acc_of(t + i);
+              (nt == kQTileGroup ? group : q_tile_group_active(nt))(kc, pa + (t * KP + k0) * kQMR, KP * kQMR, bs, accs,
+                                                                    !first);
+              if (final)
+                for (int i = 0; i < nt; ++i) store_tile(t + i, p, accs[i]);
+              t += nt;
+            }
+          for (; t < t1; ++t) {
+            int32_t* acc = acc_of(t);
+            if (tile_rest) {
+              const int32_t* cell = rest->index + 3 * (t * kblocks + k0 / kcb);
+              const uint32_t* re = rest->entries + cell[0];
+              const uint32_t* at = pa + (t * KP + k0) * kQMR;
+              if (cols <= kQNarrow) tile_narrow(kc, at, bs, acc, !first, re, cell[1], cell[2], k0, cols);
+              else tile_rest(kc, at, bs, acc, !first, re, cell[1], cell[2], k0);
+            } else {
+              tile(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first);
+            }
+            if (final) store_tile(t, p, acc);
           }
-        for (; t < t1; ++t) {
-          int32_t* acc = acc_of(t);
-          if (tile_rest) {
-            const int32_t* cell = rest->index + 3 * (t * kblocks + k0 / kcb);
-            const uint32_t* re = rest->entries + cell[0];
-            if (cols <= kQNarrow) tile_narrow(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first, re, cell[1], cell[2], k0, cols);
-            else tile_rest(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first, re, cell[1], cell[2], k0);
-          } else {
-            tile(kc, pa + (t * KP + k0) * kQMR, bs, acc, !first);
-          }
-          if (final) store_tile(t, p, acc);
         }
       }
       if (KP == 0) break;

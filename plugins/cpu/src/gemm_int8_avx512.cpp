@@ -150,18 +150,17 @@ NXRT_AVX512_STORE inline __m512d requant16(__m512d d, __m512d zp, __m512d qlo, _
 NXRT_AVX512_STORE void store_panels(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t panels,
                                     int64_t cols, bool by_row, int64_t ch0, void* y, int64_t ldy) {
   const __mmask16 m_last = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1u);
-  const __mmask16 m = panels == 1 ? m_last : __mmask16(0xffff);  // !by_row: panels == 1
   const bool has_bias = !e.bias.empty(), fb = !e.float_bias.empty(), sc = e.type != QType::I32;
   __m512i bias = _mm512_setzero_si512();
   __m512d s_lo = _mm512_setzero_pd(), s_hi = _mm512_setzero_pd();
   __m512 fbias = _mm512_setzero_ps();
-  if (!by_row) {  // channels along the columns: loaded once, masked to the tile's columns
-    if (has_bias) bias = _mm512_maskz_loadu_epi32(m, e.bias.data() + ch0);
+  if (!by_row) {  // channels along the columns (one panel): loaded once, masked to its columns
+    if (has_bias) bias = _mm512_maskz_loadu_epi32(m_last, e.bias.data() + ch0);
     if (sc) {
-      s_lo = _mm512_maskz_loadu_pd(__mmask8(m), e.scale.data() + ch0);
-      s_hi = _mm512_maskz_loadu_pd(__mmask8(m >> 8), e.scale.data() + ch0 + 8);
+      s_lo = _mm512_maskz_loadu_pd(__mmask8(m_last), e.scale.data() + ch0);
+      s_hi = _mm512_maskz_loadu_pd(__mmask8(m_last >> 8), e.scale.data() + ch0 + 8);
     }
-    if (fb) fbias = _mm512_maskz_loadu_ps(m, e.float_bias.data() + ch0);
+    if (fb) fbias = _mm512_maskz_loadu_ps(m_last, e.float_bias.data() + ch0);
   }
   const bool u8 = e.type == QType::U8;
   const __m512d zp = _mm512_set1_pd(double(e.zero_point));
@@ -185,41 +184,42 @@ NXRT_AVX512_STORE void store_panels(const QEpilogue& e, const int32_t* acc, int6
       if (fb) fbias = _mm512_set1_ps(e.float_bias[c]);
     }
     for (int64_t j = 0; j < panels; ++j) {
-    const __mmask16 m = j + 1 < panels ? __mmask16(0xffff) : m_last;
-    const __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + j * kQMR * kQNR + r * kQNR), bias);  // wraps as the scalar add
-    const int64_t at = (r - r0) * ldy + 16 * j;
-    if (e.type == QType::I32) {
-      _mm512_mask_storeu_epi32(static_cast<int32_t*>(y) + at, m, v);
-      continue;
-    }
-    const __m512d dlo = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(v)), s_lo);
-    const __m512d dhi = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(v, 1)), s_hi);
-    if (e.type == QType::F32 || fq) {
-      __m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(dlo)), _mm512_cvtpd_ps(dhi), 1);
-      if (fb) f = _mm512_add_ps(f, fbias);
-      f = _mm512_min_ps(fhi, _mm512_max_ps(flo, f));  // NaN stays: max/min return the second operand
-      if (!fq) {
-        _mm512_mask_storeu_ps(static_cast<float*>(y) + at, m, f);
+      const __mmask16 m = j + 1 < panels ? __mmask16(0xffff) : m_last;
+      // The bias add wraps as the scalar one.
+      const __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + j * kQMR * kQNR + r * kQNR), bias);
+      const int64_t at = (r - r0) * ldy + 16 * j;
+      if (e.type == QType::I32) {
+        _mm512_mask_storeu_epi32(static_cast<int32_t*>(y) + at, m, v);
         continue;
       }
-      // QuantizeLinear: true division, nearest even, + zp, saturation (max gives the lowest for NaN).
-      __m512 r = _mm512_roundscale_ps(_mm512_div_ps(f, qs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      r = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(r, fzp), fqlo), fqhi);
-      store_low_bytes(static_cast<char*>(y) + at, m, _mm512_cvtps_epi32(r));
-      continue;
-    }
-    __m512i q;
-    if (one_clamp) {  // [qlo, qhi] and [lo, hi] overlap: clamping to their intersection is the same
-      const __m256i qa = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(dlo, qlo2), qhi2));
-      const __m256i qb = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(dhi, qlo2), qhi2));
-      q = _mm512_add_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1), zpi);
-    } else {
-      const __m256i qa = _mm512_cvtpd_epi32(requant16(dlo, zp, qlo, qhi, lo, hi));
-      const __m256i qb = _mm512_cvtpd_epi32(requant16(dhi, zp, qlo, qhi, lo, hi));
-      q = _mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1);
-    }
-    // vpmovdb keeps the low byte of each int32, as the scalar cast to Q.
-    store_low_bytes(static_cast<char*>(y) + at, m, q);
+      const __m512d dlo = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(v)), s_lo);
+      const __m512d dhi = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(v, 1)), s_hi);
+      if (e.type == QType::F32 || fq) {
+        __m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(dlo)), _mm512_cvtpd_ps(dhi), 1);
+        if (fb) f = _mm512_add_ps(f, fbias);
+        f = _mm512_min_ps(fhi, _mm512_max_ps(flo, f));  // NaN stays: max/min return the second operand
+        if (!fq) {
+          _mm512_mask_storeu_ps(static_cast<float*>(y) + at, m, f);
+          continue;
+        }
+        // QuantizeLinear: true division, nearest even, + zp, saturation (max gives the lowest for NaN).
+        __m512 r = _mm512_roundscale_ps(_mm512_div_ps(f, qs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        r = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(r, fzp), fqlo), fqhi);
+        store_low_bytes(static_cast<char*>(y) + at, m, _mm512_cvtps_epi32(r));
+        continue;
+      }
+      __m512i q;
+      if (one_clamp) {  // [qlo, qhi] and [lo, hi] overlap: clamping to their intersection is the same
+        const __m256i qa = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(dlo, qlo2), qhi2));
+        const __m256i qb = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(dhi, qlo2), qhi2));
+        q = _mm512_add_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1), zpi);
+      } else {
+        const __m256i qa = _mm512_cvtpd_epi32(requant16(dlo, zp, qlo, qhi, lo, hi));
+        const __m256i qb = _mm512_cvtpd_epi32(requant16(dhi, zp, qlo, qhi, lo, hi));
+        q = _mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1);
+      }
+      // vpmovdb keeps the low byte of each int32, as the scalar cast to Q.
+      store_low_bytes(static_cast<char*>(y) + at, m, q);
     }
   }
 }
@@ -255,7 +255,6 @@ QTileGroupFn q_tile_group_vnni(int nt) {
 namespace nxrt::cpu {
 QTileFn q_tile_vnni() { return nullptr; }
 QTileGroupFn q_tile_group_vnni(int) { return nullptr; }
-
 QPackRunsFn q_pack_runs_avx512() { return nullptr; }
 QPackRuns8Fn q_pack_runs8_avx512() { return nullptr; }
 QStoreFn q_store_avx512() { return nullptr; }

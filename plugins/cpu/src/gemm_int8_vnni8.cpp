@@ -95,8 +95,8 @@ void quad_col_sums_generic(int64_t kc, const uint32_t* b, int32_t* sums) {
 }
 
 // Any stride, word by word.
-[[maybe_unused]] void pack_channel_quads_generic(const uint8_t* base, const int64_t* koff, int64_t, const QPanelRuns& runs, int64_t q0,
-                                int64_t qc, uint32_t* dst) {
+[[maybe_unused]] void pack_channel_quads_generic(const uint8_t* base, const int64_t* koff, int64_t,
+                                                 const QPanelRuns& runs, int64_t q0, int64_t qc, uint32_t* dst) {
   for (int64_t i = 0; i < qc; ++i) {
     uint32_t* d = dst + i * kQNR;
     const uint8_t* p = base + koff[4 * (q0 + i)];
@@ -107,11 +107,7 @@ void quad_col_sums_generic(int64_t kc, const uint32_t* b, int32_t* sums) {
   }
 }
 
-}  // namespace
-
-QPackQuadsFn q_pack_quads_generic() { return &pack_quads_generic; }
-
-namespace {
+// q_expand_narrow, word by word.
 [[maybe_unused]] void expand_narrow_generic(const uint32_t* slice, int64_t kcq, int cols, uint32_t* bx) {
   const int64_t words = q_narrow_words(kcq);
   for (int c = 0; c < cols; ++c, bx += words)
@@ -120,15 +116,17 @@ namespace {
       bx[i] = q < kcq ? slice[q * kQNR + c] : 0u;
     }
 }
-}  // namespace
 
-namespace {
-// The columns from w on of q_interleave_channels4.
-void interleave_channels4_tail(const uint8_t* src, int64_t plane, int64_t w, int64_t n, uint8_t flip, uint8_t* dst) {
-  for (; w < n; ++w)
+// q_interleave_channels4, byte by byte.
+[[maybe_unused]] void interleave_channels4_generic(const uint8_t* src, int64_t plane, int64_t n, uint8_t flip,
+                                                   uint8_t* dst) {
+  for (int64_t w = 0; w < n; ++w)
     for (int i = 0; i < 4; ++i) dst[4 * w + i] = uint8_t(src[i * plane + w] ^ flip);
 }
+
 }  // namespace
+
+QPackQuadsFn q_pack_quads_generic() { return &pack_quads_generic; }
 
 }  // namespace nxrt::cpu
 
@@ -313,19 +311,20 @@ NXRT_BW void expand_narrow_avx512(const uint32_t* slice, int64_t kcq, int cols, 
     }
 }
 
-// 16 columns at a time, the last ones masked: the four rows' bytes interleaved.
+// 16 columns at a time (the last ones by masked loads) interleaved by store_byte_quads.
 NXRT_BW void interleave_channels4_avx512(const uint8_t* src, int64_t plane, int64_t n, uint8_t flip, uint8_t* dst) {
   const __m128i f = _mm_set1_epi8(char(flip));
   for (int64_t w = 0; w < n; w += 16) {
     const __mmask16 m = n - w >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - w)) - 1u);
     __m128i r[4];
     for (int i = 0; i < 4; ++i) r[i] = _mm_xor_si128(_mm_maskz_loadu_epi8(m, src + i * plane + w), f);
-    const __m128i p01l = _mm_unpacklo_epi8(r[0], r[1]), p01h = _mm_unpackhi_epi8(r[0], r[1]);
-    const __m128i p23l = _mm_unpacklo_epi8(r[2], r[3]), p23h = _mm_unpackhi_epi8(r[2], r[3]);
-    const __m512i q = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_setr_m128i(_mm_unpacklo_epi16(p01l, p23l), _mm_unpackhi_epi16(p01l, p23l))),
-        _mm256_setr_m128i(_mm_unpacklo_epi16(p01h, p23h), _mm_unpackhi_epi16(p01h, p23h)), 1);
-    _mm512_mask_storeu_epi32(dst + 4 * w, m, q);
+    if (m == 0xffff) {
+      store_byte_quads(r, reinterpret_cast<uint32_t*>(dst + 4 * w));
+    } else {
+      alignas(16) uint32_t quads[16];
+      store_byte_quads(r, quads);
+      std::memcpy(dst + 4 * w, quads, size_t(4 * (n - w)));
+    }
   }
 }
 
@@ -367,18 +366,6 @@ NXRT_BW void pack_channel_quads_avx512(const uint8_t* base, const int64_t* koff,
   }
 }
 
-// 16 columns at a time: the four rows' bytes interleaved by store_byte_quads.
-NXRT_BW int64_t interleave_channels4_avx2(const uint8_t* src, int64_t plane, int64_t n, uint8_t flip, uint8_t* dst) {
-  const __m128i f = _mm_set1_epi8(char(flip));
-  int64_t w = 0;
-  for (; w + 16 <= n; w += 16) {
-    __m128i r[4];
-    for (int i = 0; i < 4; ++i) r[i] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * plane + w)), f);
-    store_byte_quads(r, reinterpret_cast<uint32_t*>(dst + 4 * w));
-  }
-  return w;
-}
-
 bool has_vnni() {
   static const bool ok = active_isa() >= Isa::avx512 && __builtin_cpu_supports("avx512bw") &&
                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
@@ -407,11 +394,12 @@ QPackQuadsFn q_pack_quads_active() {
 }
 bool q_pack_quads_reads_slack() { return !has_vnni() && q_pack_quads_avx2(); }
 QPackQuadsFn q_pack_channel_quads() { return has_vnni() ? &pack_channel_quads_avx512 : nullptr; }
+// The channel quads run only where the vpdpbusd kernels do (AVX-512 BW among them); the
+// generic loops keep these two defined for any caller.
 void q_interleave_channels4(const uint8_t* src, int64_t plane, int64_t n, uint8_t flip, uint8_t* dst) {
   static const bool bw = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  if (bw) return interleave_channels4_avx512(src, plane, n, flip, dst);
-  const int64_t w = __builtin_cpu_supports("avx2") ? interleave_channels4_avx2(src, plane, n, flip, dst) : 0;
-  interleave_channels4_tail(src, plane, w, n, flip, dst);
+  if (bw) interleave_channels4_avx512(src, plane, n, flip, dst);
+  else interleave_channels4_generic(src, plane, n, flip, dst);
 }
 void q_expand_narrow(const uint32_t* slice, int64_t kcq, int cols, uint32_t* bx) {
   static const bool bw = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
@@ -437,7 +425,7 @@ QPackQuadsFn q_pack_quads_active() { return q_pack_quads_generic(); }
 bool q_pack_quads_reads_slack() { return false; }
 QPackQuadsFn q_pack_channel_quads() { return nullptr; }
 void q_interleave_channels4(const uint8_t* src, int64_t plane, int64_t n, uint8_t flip, uint8_t* dst) {
-  interleave_channels4_tail(src, plane, 0, n, flip, dst);
+  interleave_channels4_generic(src, plane, n, flip, dst);
 }
 QQuadColSumsFn q_quad_col_sums() { return &quad_col_sums_generic; }
 }  // namespace nxrt::cpu

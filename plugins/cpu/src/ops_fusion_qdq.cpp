@@ -487,10 +487,8 @@ std::unique_ptr<Kernel> conv_kernel(const sdk::Graph& sg, const QdqMatch& m, Cpu
   const int x_index = group_input_index(sg, m.x_value);
   std::vector<int64_t> wd(m.w.w.dims().begin(), m.w.w.dims().end());
   PrepackedQStore store(pp);
-  int64_t taps = 1;
-  for (size_t i = 2; i < wd.size(); ++i) taps *= wd[i];
   auto conv = std::make_shared<const QConv>(qtype(m.x.type), m.x.zp, qtype(m.w.w.dtype()), m.w.w.raw(), m.w.w.numel(),
-                                            m.w.zp, output_of(m), &store, taps);
+                                            m.w.zp, output_of(m), &store, conv_taps(wd));
   capture_weights(m, pp);
   const nxrt_dtype x_type = m.x.type, y_type = out_dtype(m);
   ThreadPool* pool = session.pool();

@@ -318,11 +318,9 @@ std::shared_ptr<const QConv> prepare_conv(const Node& n, bool qlinear, std::vect
     if (b) out.bias.assign(b->data<int32_t>(), b->data<int32_t>() + oc);
   }
   w_dims = w->dims();
-  int64_t taps = 1;
-  for (size_t i = 2; i < w_dims.size(); ++i) taps *= w_dims[i];
   PrepackedQStore store(pp);
   auto q = std::make_shared<const QConv>(qtype_of(n.input(0).dtype()), (*x_zp)[0], qtype_of(w->dtype()), w->raw(),
-                                         w->numel(), *w_zp, std::move(out), &store, taps);
+                                         w->numel(), *w_zp, std::move(out), &store, conv_taps(w_dims));
   if (n.input(w_in).raw() != n.input(0).raw()) pp.capture(n.input(w_in));  // only the packed copy is read from now on
   return q;
 }

@@ -128,23 +128,23 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
   auto w_prime = [&](int64_t i) {  // w' = w + w_add as int8: the s8 operand of the quads
     return w_type == QType::U8 ? int32_t(static_cast<const uint8_t*>(w)[i]) + w_add : int32_t(static_cast<const int8_t*>(w)[i]);
   };
-  auto pack_quads = [&](uint32_t* dst) {
-    if (w_type == QType::U8) q_pack_a_quads(static_cast<const uint8_t*>(w), k_, w_add, oc_, k_, dst);
-    else q_pack_a_quads(static_cast<const int8_t*>(w), k_, w_add, oc_, k_, dst);
+  auto pack_quads = [&](uint32_t* dst) {  // the vpdpbusd path's fill: only when not imported
+    if (channel_quads_) {  // position (q * taps + r) * 4 + i holds tap r of input channel 4 q + i
+      std::vector<int8_t> w8p(size_t(oc_ * k_));
+      for (int64_t m = 0; m < oc_; ++m)
+        for (int64_t j = 0; j < k_; ++j)
+          w8p[size_t(m * k_ + j)] = int8_t(w_prime(m * k_ + (4 * (j / (4 * taps)) + j % 4) * taps + j / 4 % taps));
+      q_pack_a_quads(w8p.data(), k_, 0, oc_, k_, dst);
+    } else if (w_type == QType::U8) {
+      q_pack_a_quads(static_cast<const uint8_t*>(w), k_, w_add, oc_, k_, dst);
+    } else {
+      q_pack_a_quads(static_cast<const int8_t*>(w), k_, w_add, oc_, k_, dst);
+    }
   };
   const size_t quad_words = size_t(q_tiles(oc_) * kQMR * q_quads(k_));
   std::vector<uint32_t> dense, entries;
   std::vector<int32_t> index, order;
   quads_ = vnni;
-  if (channel_quads_) {  // position (q * taps + r) * 4 + i holds tap r of input channel 4 q + i
-    order.resize(size_t(k_));
-    for (int64_t j = 0; j < k_; ++j) order[size_t(j)] = int32_t((4 * (j / (4 * taps)) + j % 4) * taps + j / 4 % taps);
-    std::vector<int8_t> w8p(size_t(oc_ * k_));
-    for (int64_t m = 0; m < oc_; ++m)
-      for (int64_t j = 0; j < k_; ++j) w8p[size_t(m * k_ + j)] = int8_t(w_prime(m * k_ + order[size_t(j)]));
-    dense.resize(quad_words);
-    q_pack_a_quads(w8p.data(), k_, 0, oc_, k_, dense.data());
-  }
   if (avx2) {  // the choice is derived from the weights, so it is stored: an import does not read them
     quads_ = packed_int(store, "q_split_quads", [&] {
       // w' in the tap order that leaves the least rest (q_pair_order), then split.
@@ -163,11 +163,13 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
     if (std::any_of(w_zp.begin(), w_zp.end(), [&](int32_t z) { return z + w_add != 0; }))
       for (int32_t z : w_zp) wq_zp_.push_back(z + w_add);
     packed_w_ = packed_words(store, "packed_w", quad_words, own_, [&](std::span<uint32_t> dst) {
-      if (avx2 || channel_quads_) std::copy(dense.begin(), dense.end(), dst.begin());
+      if (avx2) std::copy(dense.begin(), dense.end(), dst.begin());
       else pack_quads(dst.data());
     });
-    if (avx2) keep_rest(store, std::move(index), std::move(entries));
-    if (avx2) keep_order(store, std::move(order));  // the channel quads' order follows from taps_
+    if (avx2) {  // the channel quads' order follows from taps_, so it is not stored
+      keep_rest(store, std::move(index), std::move(entries));
+      keep_order(store, std::move(order));
+    }
     corrected_bias(store, *ep_, xq_zp_, wq_zp_, oc_, [&](int64_t c, int64_t k) { return w_prime(c * k_ + k); }, k_);
     return;
   }

@@ -67,6 +67,13 @@ class QPackedStore {
 // packs im2col panels of x (1x1 stride-1 convs read x in place) and stores through `out` from
 // the micro-kernel's tiles. The zero points must lie in their 8-bit type's range, and the
 // QOutput vectors hold 0, 1 (scale) or OC values; else std::invalid_argument.
+// The kernel positions per input channel of conv weights [OC][IC/g][KH][KW] (1-D: KW): QConv's `taps`.
+inline int64_t conv_taps(const std::vector<int64_t>& w_dims) {
+  int64_t taps = 1;
+  for (size_t i = 2; i < w_dims.size(); ++i) taps *= w_dims[i];
+  return taps;
+}
+
 class QConv {
  public:
   // taps: KH * KW (1-D: KW), or 0 when unknown. Known, with VNNI and IC/g a multiple of 4,
