@@ -283,6 +283,19 @@ static int64_t tap_offset(const ConvShape& s, const DwGeometry& g, int64_t ky, i
   return ((dy % g.sh) * g.sw + (dx % g.sw)) * g.hq * g.wq + (dy / g.sh) * g.wq + dx / g.sw;
 }
 
+// Output rows [oy0, oy1) of s as a conv of their own: the input rows they read start at
+// in_row0, the top pad is what of it lies above row 0, and the rows past the band's last
+// window are left out. The shift is a whole number of strides, so every phase is the same.
+static ConvShape conv_row_band(const ConvShape& s, int64_t oy0, int64_t oy1, int64_t& in_row0) {
+  ConvShape b = s;
+  const int64_t first = oy0 * s.stride_h - s.pad_top, end = (oy1 - 1) * s.stride_h - s.pad_top + (s.k_h - 1) * s.dil_h + 1;
+  in_row0 = std::clamp<int64_t>(first, 0, s.in_h);
+  b.pad_top = std::max<int64_t>(0, in_row0 - first);  // 0 for a band below the input (all zeros)
+  b.in_h = std::max<int64_t>(0, std::min(s.in_h, end) - in_row0);
+  b.out_h = oy1 - oy0;
+  return b;
+}
+
 // A panel's columns as runs along output rows: dst column j..j+len reads the
 // phase plane from offset src (the same for every k of the panel).
 struct PanelRun {
@@ -1252,6 +1265,56 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
         gemm_packed_a(M, N, K, pa, xs, N, out + off, N, ep, pool);
         continue;
       }
+      if (path == ConvPath::phase_rows) {
+        // B(k, n') for n' = oy * wq + ox is the phase plane of tap k at n': the output is
+        // computed with the planes' row pitch, a block of output rows at a time into this
+        // thread's scratch, and its rows (columns < OW) copied out with the residual and
+        // the activation when there is a residual (the GEMM's store cannot add it: other pitch).
+        // One band of output rows per thread, each building the phase rows its band reads in
+        // its own scratch: planes built by both threads and read by both made every GEMM read
+        // half its rows from the other core (220 ns a line on the 2-vCPU Zen 5 guest), and the
+        // micro-kernel's K row streams are too many for the prefetcher to hide that.
+        const int64_t taps = s.k_h * s.k_w, wq = geo.wq, OH = s.out_h, OW = s.out_w;
+        const int bands = int(std::min<int64_t>(gemm_threads, OH));
+        // Blocks of about 160 KB of output, and at least two per band.
+        int64_t block_rows = std::max<int64_t>(1, (160 << 10) / (M * wq * int64_t(sizeof(float))));
+        if (bands > 1) block_rows = std::min(block_rows, std::max<int64_t>(1, OH / (2 * int64_t(bands))));
+        GemmEpilogue e;
+        e.row_bias = ep.row_bias;
+        if (!ep.residual) {
+          e.clamp = ep.clamp;
+          e.lo = ep.lo;
+          e.hi = ep.hi;
+          e.hardswish = ep.hardswish;
+        }
+        const int64_t icg = s.icg();
+        parallel_for(bands <= 1 ? nullptr : pool, bands, [&](int64_t i) {
+          int64_t oy0, oy1, in_row0;
+          split_range(OH, bands, i, oy0, oy1);
+          const ConvShape sb = conv_row_band(s, oy0, oy1, in_row0);
+          const DwGeometry gb = dw_geometry(sb);
+          float* phases = scratch_floats(kScratchA, size_t(icg) * gb.phase_floats);
+          for (int64_t c = 0; c < icg; ++c)
+            build_phases(sb, gb, xg + (c * s.in_h + in_row0) * s.in_w, phases + size_t(c) * gb.phase_floats);
+          std::vector<const float*> rows(static_cast<size_t>(K));
+          for (int64_t ic = 0; ic < icg; ++ic)
+            for (int64_t ky = 0; ky < s.k_h; ++ky)
+              for (int64_t kx = 0; kx < s.k_w; ++kx)
+                rows[size_t(ic * taps + ky * s.k_w + kx)] = phases + size_t(ic) * gb.phase_floats + tap_offset(sb, gb, ky, kx);
+          float* cb = scratch_floats(kScratchB, size_t(M * block_rows * wq));
+          for (int64_t b0 = 0; b0 < sb.out_h; b0 += block_rows) {
+            const int64_t b1 = std::min(sb.out_h, b0 + block_rows), cols = (b1 - b0) * wq;
+            gemm_rows_serial(M, cols, K, pa, rows.data(), b0 * wq, cb, cols, e);
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t oy = b0; oy < b1; ++oy) {
+                const int64_t o = m * N + (oy0 + oy) * OW;
+                finish_row(out + off + o, cb + m * cols + (oy - b0) * wq, ep.residual ? ep.residual + o : nullptr, OW,
+                           ep.residual && ep.clamp, ep.lo, ep.hi, ep.residual && ep.hardswish);
+              }
+          }
+        });
+        continue;
+      }
       // Phase planes of every input channel first, then panels copied from them in runs.
       float* phases = scratch_floats(kScratchA, size_t(s.icg()) * geo.phase_floats);
       const int64_t icg = s.icg();
@@ -1285,47 +1348,6 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
                                                  poff.data() + t * kGemmMR, pa + (t - ta) * kGemmMR * K);
                           });
                         });
-        continue;
-      }
-      if (path == ConvPath::phase_rows) {
-        // B(k, n') for n' = oy * wq + ox is the phase plane of tap k at n': the output is
-        // computed with the planes' row pitch, a block of output rows at a time into this
-        // thread's scratch, and its rows (columns < OW) copied out with the residual and
-        // the activation when there is a residual (the GEMM's store cannot add it: other pitch).
-        const int64_t taps = s.k_h * s.k_w, wq = geo.wq, OH = s.out_h, OW = s.out_w;
-        std::vector<const float*> rows(static_cast<size_t>(K));
-        for (int64_t ic = 0; ic < icg; ++ic)
-          for (int64_t ky = 0; ky < s.k_h; ++ky)
-            for (int64_t kx = 0; kx < s.k_w; ++kx)
-              rows[size_t(ic * taps + ky * s.k_w + kx)] = phases + size_t(ic) * geo.phase_floats + tap_offset(s, geo, ky, kx);
-        // Blocks of about 160 KB of output, and at least two per thread.
-        int64_t block_rows = std::max<int64_t>(1, (160 << 10) / (M * wq * int64_t(sizeof(float))));
-        if (gemm_threads > 1) block_rows = std::min(block_rows, std::max<int64_t>(1, OH / (2 * int64_t(gemm_threads))));
-        const int64_t blocks = (OH + block_rows - 1) / block_rows;
-        const int64_t row_tasks = gemm_threads <= 1 ? 1 : std::min<int64_t>(blocks, 4 * int64_t(gemm_threads));
-        GemmEpilogue e;
-        e.row_bias = ep.row_bias;
-        if (!ep.residual) {
-          e.clamp = ep.clamp;
-          e.lo = ep.lo;
-          e.hi = ep.hi;
-          e.hardswish = ep.hardswish;
-        }
-        parallel_for(row_tasks <= 1 ? nullptr : pool, row_tasks, [&](int64_t i) {
-          int64_t b0, b1;
-          split_range(blocks, row_tasks, i, b0, b1);
-          float* cb = scratch_floats(kScratchB, size_t(M * block_rows * wq));
-          for (int64_t b = b0; b < b1; ++b) {
-            const int64_t oy0 = b * block_rows, oy1 = std::min(OH, oy0 + block_rows), cols = (oy1 - oy0) * wq;
-            gemm_rows_serial(M, cols, K, pa, rows.data(), oy0 * wq, cb, cols, e);
-            for (int64_t m = 0; m < M; ++m)
-              for (int64_t oy = oy0; oy < oy1; ++oy) {
-                const int64_t o = m * N + oy * OW;
-                finish_row(out + off + o, cb + m * cols + (oy - oy0) * wq, ep.residual ? ep.residual + o : nullptr, OW,
-                           ep.residual && ep.clamp, ep.lo, ep.hi, ep.residual && ep.hardswish);
-              }
-          }
-        });
         continue;
       }
       if (path == ConvPath::im2col_blocked) {

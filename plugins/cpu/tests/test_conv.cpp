@@ -303,6 +303,16 @@ TEST_CASE("convs that read the phase planes in place (no im2col) match the refer
     }
     for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) check_conv(s, true, p);
   }
+  // Each thread builds the phase rows of its own band of output rows: residual and activation
+  // on 3 bands, and 6 bands of 2 rows where the first reads only the top padding (pad 4 > k).
+  check_conv_post(shapes[0], &pool3);
+  ThreadPool pool6(6);
+  const ConvShape padded = shape(1, 32, 6, 100, 8, 3, 1, 4, 1, 1);
+  if (gemm_rows_tile_active()) {
+    const PackedConvWeights w = pack_conv_weights(padded, random_floats(size_t(8 * 32 * 9), 3).data());
+    CHECK(conv_describe(padded, w, &pool6).find("phase-plane rows") != std::string::npos);
+  }
+  check_conv_post(padded, &pool6);
 }
 
 TEST_CASE("depthwise convs on small planes (channels as the lanes) match the reference") {
