@@ -1028,15 +1028,17 @@ static void pack_a_strided_1x1(const ConvShape& s, const float* x, int64_t t0, i
 }
 
 // out = conv as the transposed product: ct[N][M] = A * W^T with A = x^T (pack(pa, t0, t1)
-// packs its row tiles [t0, t1) from pa on), then out = clamp(ct^T + residual).
-// private_a (a cheap pack: pointwise convs): each thread packs all of A itself, multiplies its
-// own panels of W^T (a range of output channels) and stores their transpose, one parallel
-// region with nothing handed between cores. Packing A once and sharing it made the other core
-// re-read the 190 KB it had just seen rewritten, and the shared store read back what the other
-// core multiplied: MobileNetV2's 7x7 1x1 convs ran no faster on 2 threads than on 1.
+// packs its row tiles [t0, t1) from pa on; called on several threads at once), then
+// out = clamp(ct^T + residual). On several threads each one packs the A it multiplies itself
+// and stores the transpose of what it computed, one parallel region with nothing handed
+// between cores. Packing A once and sharing it made the other core re-read the 190 KB it had
+// just seen rewritten, and the shared store read back what the other core multiplied:
+// MobileNetV2's 7x7 1x1 convs ran no faster on 2 threads than on 1. small_w (W^T of at most
+// 2 MB): threads may take ranges of pixels, each streaming all of W^T; else each takes a
+// share of W^T's panels.
 template <typename PackA>
 static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWeights& w, const float* bias,
-                            float* out, const ConvPostOps& post, const float* res, ThreadPool* pool, bool private_a,
+                            float* out, const ConvPostOps& post, const float* res, ThreadPool* pool, bool small_w,
                             PackA&& pack) {
   PackedConvWeights::Transposed& tw = *w.transposed;
   const float* wt = tw.prepacked;
@@ -1057,7 +1059,7 @@ static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWei
   // one of 2 threads busy 20% longer. Then the threads take ranges of pixels instead (each
   // reads all of W^T): MobileNet's 7x7 1x1 convs, 672 / 960 -> 160 channels on 49 pixels.
   const int64_t busiest = (panels + t - 1) / t * kGemmNR;
-  if (private_a && t > 1 && tiles >= t && 10 * busiest * t > 11 * M) {
+  if (small_w && t > 1 && tiles >= t && 10 * busiest * t > 11 * M) {
     parallel_for(pool, t, [&](int64_t i) {
       // Whole tiles with about N / t pixels each (49 on 2: 24 | 25).
       const int64_t t0 = std::min(tiles, (i * N / t + kGemmMR / 2) / kGemmMR);
@@ -1075,7 +1077,7 @@ static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWei
     return;
   }
   const int tp = int(std::min<int64_t>(t, panels));
-  if (private_a && tp > 1) {
+  if (small_w && tp > 1) {
     parallel_for(pool, tp, [&](int64_t i) {
       int64_t p0, p1;
       split_range(panels, tp, i, p0, p1);
@@ -1090,11 +1092,26 @@ static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWei
     });
     return;
   }
+  GemmEpilogue ep;
+  ep.col_bias = bias;
+  if (t > 1 && panels >= 2 * int64_t(t)) {
+    // A large W^T: each thread packs all of A too and multiplies a share of W^T equal in work
+    // (cut at row tiles), then stores the transpose of what it computed. A packed by both
+    // threads and read by both ran ResNet-18's 7x7x512 convs 6% slower on 2 threads.
+    float* ct = scratch_floats(kScratchC, size_t(N * M));
+    parallel_for(pool, t, [&](int64_t i) {
+      float* pa = scratch_floats(kScratchB, packed_a_floats(N, K));
+      pack(pa, 0, tiles);
+      GemmRegion done[3];
+      const int n = gemm_packed_share(N, M, K, pa, wt, ct, M, ep, t, i, done);
+      for (int r = 0; r < n; ++r)
+        transpose_store(ct + done[r].m0 * M, M, 0, done[r].m0, done[r].m1, N, out, res, post, done[r].n0, done[r].n1);
+    });
+    return;
+  }
   float* pa = scratch_floats(kScratchB, packed_a_floats(N, K));
   float* ct = scratch_floats(kScratchC, size_t(N * M));
   pack(pa, 0, tiles);
-  GemmEpilogue ep;
-  ep.col_bias = bias;
   gemm_packed(N, M, K, pa, wt, ct, M, ep, pool);
   const int ts = threads_for(pool, double(M) * double(N), 1 << 15);
   parallel_for(ts <= 1 ? nullptr : pool, ts, [&](int64_t i) {
@@ -1315,6 +1332,40 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
         });
         continue;
       }
+      if (path == ConvPath::im2col_transposed) {
+        // Few output pixels: channels along the panels (see conv_pointwise_transposed).
+        // Each thread packs the x^T tiles it multiplies, from phase rows it builds itself (those
+        // of its pixels' output rows): one A packed by both threads and read by both ran
+        // ResNet-18's 128 -> 256 stride-2 conv (W^T 1.2 MB) only 1.15x faster on 2 threads than
+        // on 1 (the pack 60 -> 100 us, each half read from the other core); private, 0.56 ->
+        // 0.48 ms. With a large W^T (its 256 -> 512 one, 4.7 MB on 49 pixels) two threads
+        // streaming all of it were slower (0.50 -> 0.58 ms) than half of W^T each.
+        const int64_t taps = s.k_h * s.k_w, icg = s.icg(), OW = s.out_w;
+        const bool small_w = K * M * int64_t(sizeof(float)) <= (2 << 20);
+        conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, small_w,
+                        [&](float* pa, int64_t ta, int64_t tb) {
+                          const int64_t p0 = ta * kGemmMR, p1 = std::min(N, tb * kGemmMR), oy0 = p0 / OW;
+                          int64_t in_row0;
+                          const ConvShape sb = conv_row_band(s, oy0, (p1 - 1) / OW + 1, in_row0);
+                          const DwGeometry gb = dw_geometry(sb);
+                          float* phases = scratch_floats(kScratchA, size_t(icg) * gb.phase_floats);
+                          for (int64_t c = 0; c < icg; ++c)
+                            build_phases(sb, gb, xg + (c * s.in_h + in_row0) * s.in_w, phases + size_t(c) * gb.phase_floats);
+                          std::vector<int64_t> toff(static_cast<size_t>(taps));
+                          for (int64_t ky = 0; ky < s.k_h; ++ky)
+                            for (int64_t kx = 0; kx < s.k_w; ++kx) toff[size_t(ky * s.k_w + kx)] = tap_offset(sb, gb, ky, kx);
+                          for (int64_t t = ta; t < tb; ++t) {
+                            int64_t poff[kGemmMR];
+                            for (int64_t i = 0; i < kGemmMR; ++i) {
+                              const int64_t p = t * kGemmMR + i;
+                              poff[i] = p < N ? (p / OW - oy0) * gb.wq + p % OW : 0;
+                            }
+                            pack_a_from_phases(phases, gb.phase_floats, icg, toff.data(), taps, poff,
+                                               pa + (t - ta) * kGemmMR * K);
+                          }
+                        });
+        continue;
+      }
       // Phase planes of every input channel first, then panels copied from them in runs.
       float* phases = scratch_floats(kScratchA, size_t(s.icg()) * geo.phase_floats);
       const int64_t icg = s.icg();
@@ -1323,33 +1374,6 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
         split_range(icg, pack_threads, i, c0, c1);
         for (int64_t c = c0; c < c1; ++c) build_phases(s, geo, xg + c * s.in_h * s.in_w, phases + size_t(c) * geo.phase_floats);
       });
-      if (path == ConvPath::im2col_transposed) {
-        // Few output pixels: channels along the panels (see conv_pointwise_transposed).
-        const int64_t taps = s.k_h * s.k_w, tiles = gemm_tiles(N);
-        std::vector<int64_t> toff(static_cast<size_t>(taps)), poff(static_cast<size_t>(tiles * kGemmMR), 0);
-        for (int64_t ky = 0; ky < s.k_h; ++ky)
-          for (int64_t kx = 0; kx < s.k_w; ++kx) toff[size_t(ky * s.k_w + kx)] = tap_offset(s, geo, ky, kx);
-        for (int64_t p = 0; p < N; ++p) poff[size_t(p)] = (p / s.out_w) * geo.wq + p % s.out_w;
-        // Private A (each thread packs the x^T tiles it multiplies, then streams all of W^T)
-        // while W^T is small: one A packed by both threads and read by both ran ResNet-18's
-        // 128 -> 256 stride-2 conv (W^T 1.2 MB) only 1.15x faster on 2 threads than on 1 (the
-        // pack 60 -> 100 us, each half read from the other core); private, 0.56 -> 0.48 ms.
-        // With a large W^T (its 256 -> 512 one, 4.7 MB on 49 pixels) two threads streaming all
-        // of it were slower (0.50 -> 0.58 ms) than one shared A and half of W^T each.
-        const bool private_a = K * M * int64_t(sizeof(float)) <= (2 << 20);
-        conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, private_a,
-                        [&](float* pa, int64_t ta, int64_t tb) {
-                          const int tp = private_a ? 1 : threads_for(pool, double(K) * double(N), 1 << 15);
-                          parallel_for(tp <= 1 ? nullptr : pool, tp, [&](int64_t i) {
-                            int64_t t0, t1;
-                            split_range(tb - ta, tp, i, t0, t1);
-                            for (int64_t t = ta + t0; t < ta + t1; ++t)
-                              pack_a_from_phases(phases, geo.phase_floats, icg, toff.data(), taps,
-                                                 poff.data() + t * kGemmMR, pa + (t - ta) * kGemmMR * K);
-                          });
-                        });
-        continue;
-      }
       if (path == ConvPath::im2col_blocked) {
         // Each task packs a few panels into its own (L2-sized) buffer and
         // multiplies them at once, so B is read back from cache.

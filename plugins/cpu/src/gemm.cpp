@@ -1,5 +1,7 @@
 #include "gemm.hpp"
 
+#include <cassert>
+
 #include <algorithm>
 #include <cstring>
 
@@ -347,6 +349,18 @@ void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* pa, const fl
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
                  const GemmEpilogue& ep, ThreadPool* pool) {
   gemm_driver(M, N, K, pa, pb, 0, c, ldc, ep, pool, gemm_tile_active());
+}
+
+int gemm_packed_share(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
+                      const GemmEpilogue& ep, int t, int64_t i, GemmRegion done[3]) {
+  int n = 0;
+  if (M <= 0 || N <= 0) return 0;
+  panel_share(M, N, t, i, [&](const Rect& r) {
+    gemm_rect(M, N, K, pa, pb, 0, c, ldc, ep, r, gemm_tile_active());
+    assert(n < 3);  // panel_share cuts only its first and last panel at row tiles
+    done[n++] = GemmRegion{r.t0 * kGemmMR, std::min(M, r.t1 * kGemmMR), r.p0 * kGemmNR, std::min(N, r.p1 * kGemmNR)};
+  });
+  return n;
 }
 
 void gemm_pack_a_and_multiply(int64_t M, int64_t N, int64_t K, const GemmPackA& A, const float* pb, float* c,

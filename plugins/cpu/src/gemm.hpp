@@ -66,6 +66,15 @@ void gemm_packed(int64_t M, int64_t N, int64_t K, const float* packed_a, const f
 // Same, single-threaded, for callers that parallelise over something else.
 void gemm_packed_serial(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* packed_b, float* c,
                         int64_t ldc, const GemmEpilogue& ep);
+// Thread i of t's share of gemm_packed's product, single-threaded, as gemm_packed splits a
+// packed B with at least two panels per thread: contiguous panel ranges equal in work, cut at
+// row tiles. For callers whose threads each pack their own A. Returns how many rectangles
+// (rows [m0, m1) x columns [n0, n1) of C) it wrote into `done`, at most 3.
+struct GemmRegion {
+  int64_t m0, m1, n0, n1;
+};
+int gemm_packed_share(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* packed_b, float* c,
+                      int64_t ldc, const GemmEpilogue& ep, int t, int64_t i, GemmRegion done[3]);
 // Same with B unpacked: B(k, n) = b[k*ldb + n] (row-major, any alignment). The
 // micro-kernel reads B rows in place, so no packing pass (1x1 convolutions).
 void gemm_packed_a(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* b, int64_t ldb, float* c,

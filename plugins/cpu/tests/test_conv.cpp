@@ -370,10 +370,11 @@ TEST_CASE("strided 1x1 convs (x gathered at the strides, then the in-place GEMM)
   CHECK(conv_describe(shapes[0], w, nullptr).find("strided 1x1: gather + gemm") == 0);
 }
 
-TEST_CASE("im2col as the transposed GEMM: x^T packed per thread (small W) or shared (large W)") {
-  // W^T of 0.6 MB (each thread packs its own pixels) and of 2.4 MB (one shared x^T, half of
-  // W^T per thread); stride 2 with pad 1, an odd pixel count, 1-3 threads (this path's post-ops:
-  // the fused-store test's "3x3, N = 196, transposed"; at K = 576 its fixed tolerance is too tight).
+TEST_CASE("im2col as the transposed GEMM: x^T packed per thread from its own phase rows") {
+  // W^T of 0.6 MB (each thread packs its own pixels from the phase rows of their output rows)
+  // and of 2.4 MB (each thread packs all of x^T, and multiplies a share of W^T cut at row
+  // tiles); stride 2 with pad 1, an odd pixel count, 1-3 threads (post-ops: below, and the
+  // fused-store test's "3x3, N = 196, transposed"; at K = 576 its fixed tolerance is too tight).
   ThreadPool pool2(2), pool3(3);
   const ConvShape shapes[] = {
       shape(1, 64, 28, 28, 256, 3, 2, 1, 1, 1),  // 196 pixels
@@ -384,4 +385,6 @@ TEST_CASE("im2col as the transposed GEMM: x^T packed per thread (small W) or sha
     CHECK(conv_describe(s, w, &pool2).find("im2col as transposed gemm") == 0);
     for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) check_conv(s, true, p);
   }
+  // Residual and activations stored per thread from the shares of a 2.1 MB W^T (K = 144).
+  check_conv_post(shape(1, 16, 9, 9, 3712, 3, 2, 1, 1, 1), &pool3);
 }
