@@ -996,18 +996,66 @@ static void transpose_store(const float* __restrict ct, int64_t ldct, int64_t c0
 
 // Packs x^T (the im2col matrix, pixels as rows) as GEMM A tiles from the
 // phase planes of every input channel: tile row i of k = (c, tap) is
-// phases[c][toff[tap] + off[i]], off[i] the pixel's offset in a phase plane.
+// phases[c][toff[tap] + off[i]], off[i] the pixel's offset in a phase plane
+// (off[i] < 0: a row past the pixels, 0).
 NXRT_CLONES
-static void pack_a_from_phases(const float* __restrict phases, size_t phase_floats, int64_t icg,
-                               const int64_t* __restrict toff, int64_t taps, const int64_t* __restrict off,
-                               float* __restrict d) {
+static void pack_a_from_phases_scalar(const float* __restrict phases, size_t phase_floats, int64_t icg,
+                                      const int64_t* __restrict toff, int64_t taps, const int64_t* __restrict off,
+                                      float* __restrict d) {
   for (int64_t c = 0; c < icg; ++c) {
     const float* ph = phases + size_t(c) * phase_floats;
     for (int64_t t = 0; t < taps; ++t, d += kGemmMR) {
       const float* src = ph + toff[t];
-      for (int64_t i = 0; i < kGemmMR; ++i) d[i] = src[off[i]];
+      for (int64_t i = 0; i < kGemmMR; ++i) d[i] = off[i] >= 0 ? src[off[i]] : 0.f;
     }
   }
+}
+#if defined(__x86_64__)
+// A tile's 8 pixels lie in a few runs along output rows (2 for the 7-wide rows of a 7x7
+// output): each run is one masked 8-lane load at the same offsets in every (c, tap) plane,
+// instead of 8 scalar loads and stores (the pack was 7% of ResNet-18's 7x7x512 convs).
+struct PixelRuns {
+  int n = 0;
+  __mmask8 mask[kGemmMR];
+  int64_t at[kGemmMR];  // plane offset of lane 0 of the run (lanes outside the mask unread)
+};
+static PixelRuns pixel_runs(const int64_t* off) {
+  PixelRuns r;
+  for (int64_t i = 0; i < kGemmMR;) {
+    if (off[i] < 0) {
+      ++i;
+      continue;
+    }
+    int64_t j = i + 1;
+    while (j < kGemmMR && off[j] == off[j - 1] + 1) ++j;
+    r.mask[r.n] = __mmask8(((1u << j) - 1u) & ~((1u << i) - 1u));
+    r.at[r.n] = off[i] - i;
+    ++r.n;
+    i = j;
+  }
+  return r;
+}
+__attribute__((target("avx512f,avx512vl"))) static void pack_a_from_phases_avx512(
+    const float* __restrict phases, size_t phase_floats, int64_t icg, const int64_t* __restrict toff, int64_t taps,
+    const int64_t* __restrict off, float* __restrict d) {
+  const PixelRuns r = pixel_runs(off);
+  for (int64_t c = 0; c < icg; ++c) {
+    const float* ph = phases + size_t(c) * phase_floats;
+    for (int64_t t = 0; t < taps; ++t, d += kGemmMR) {
+      const float* src = ph + toff[t];
+      __m256 v = _mm256_setzero_ps();
+      for (int q = 0; q < r.n; ++q) v = _mm256_mask_loadu_ps(v, r.mask[q], src + r.at[q]);
+      _mm256_storeu_ps(d, v);
+    }
+  }
+}
+#endif
+static void pack_a_from_phases(const float* phases, size_t phase_floats, int64_t icg, const int64_t* toff,
+                               int64_t taps, const int64_t* off, float* d) {
+#if defined(__x86_64__)
+  if (active_isa() == Isa::avx512) return pack_a_from_phases_avx512(phases, phase_floats, icg, toff, taps, off, d);
+#endif
+  pack_a_from_phases_scalar(phases, phase_floats, icg, toff, taps, off, d);
 }
 
 // x^T of a 1x1 conv with strides or pads as GEMM A tiles [t0, t1) from d on: row i of tile t
@@ -1358,7 +1406,7 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
                             int64_t poff[kGemmMR];
                             for (int64_t i = 0; i < kGemmMR; ++i) {
                               const int64_t p = t * kGemmMR + i;
-                              poff[i] = p < N ? (p / OW - oy0) * gb.wq + p % OW : 0;
+                              poff[i] = p < N ? (p / OW - oy0) * gb.wq + p % OW : -1;
                             }
                             pack_a_from_phases(phases, gb.phase_floats, icg, toff.data(), taps, poff,
                                                pa + (t - ta) * kGemmMR * K);
