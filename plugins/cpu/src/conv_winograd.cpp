@@ -673,6 +673,16 @@ bool conv_uses_winograd(const ConvShape& s) {
   return tl.count >= 16 && 2 * s.out_h * s.out_w >= tl.count * kT * kT;
 }
 
+// V (or M) operands an odd number of cache lines apart, so that the lines a transform writes
+// (reads) for one tile group, one per operand, fall in different L1 sets. Operands a multiple of 4 KB apart (every ResNet-18 layer's
+// V: 64 x 5 panels, 128 x 2, 256 x 1) all mapped to one 12-way set: the input transform took
+// 38% of a 64-channel 56x56 layer on one thread.
+size_t winograd_operand_stride(size_t floats) {
+  size_t lines = (floats + 15) / 16;
+  if (lines % 2 == 0) ++lines;
+  return lines * 16;
+}
+
 size_t winograd_packed_floats(const ConvShape& s) { return size_t(kXi) * packed_a_floats(s.out_c, s.in_c); }
 
 void winograd_pack_weights(const ConvShape& s, const float* w, float* dst) {
@@ -702,17 +712,6 @@ void winograd_pack_weights(const ConvShape& s, const float* w, float* dst) {
 
 namespace {
 
-// The distance between consecutive ones of the 36 V (or M) operands: a whole number of cache
-// lines and an odd one, so that the 36 lines a transform writes (reads) for one tile group
-// fall in 36 different L1 sets. Operands a multiple of 4 KB apart (every ResNet-18 layer's
-// V: 64 x 5 panels, 128 x 2, 256 x 1) all mapped to one 12-way set: the input transform took
-// 38% of a 64-channel 56x56 layer on one thread.
-size_t operand_stride(size_t floats) {
-  size_t lines = (floats + 15) / 16;
-  if (lines % 2 == 0) ++lines;
-  return lines * 16;
-}
-
 // Zeroes the padding columns of the last panel of each of the 36 packed-B
 // operands of T tiles: the micro-kernel reads whole vectors.
 void zero_panel_padding(float* v, size_t v_floats, int64_t K, int64_t T) {
@@ -733,7 +732,7 @@ void winograd_block(const ConvShape& s, const Phase& ph, int64_t t0, int64_t t1,
   const int64_t IC = s.in_c, OC = s.out_c, tb = t1 - t0;
   const int64_t in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w;
   const PackedColumns pc(IC, tb);
-  const size_t v_floats = operand_stride(packed_b_floats(IC, tb)), m_floats = operand_stride(size_t(OC * tb));
+  const size_t v_floats = winograd_operand_stride(packed_b_floats(IC, tb)), m_floats = winograd_operand_stride(size_t(OC * tb));
   float* v = scratch_floats(kScratchA, size_t(kXi) * v_floats);
   float* m = scratch_floats(kScratchB, size_t(kXi) * m_floats);
   float* tmp = scratch_floats(kScratchC, tmp_floats);
@@ -754,7 +753,7 @@ void conv2d_winograd(const ConvShape& s, const float* x, const float* u, const f
   const int64_t IC = s.in_c, OC = s.out_c;
   const Tiles tl = tiles_of(s);
   const int64_t T = tl.count;
-  const size_t v_floats = operand_stride(packed_b_floats(IC, T)), m_floats = operand_stride(size_t(OC * T)),
+  const size_t v_floats = winograd_operand_stride(packed_b_floats(IC, T)), m_floats = winograd_operand_stride(size_t(OC * T)),
                u_floats = packed_a_floats(OC, IC);
   const PackedColumns pc(IC, T);
   const size_t in_tmp = size_t(kA * (tl.max_tx * kT + 2) + 2 * kXi * tl.max_tx),

@@ -197,7 +197,8 @@ void conv2d_winograd_2x2(const ConvShape& s, const float* x, const float* u, con
                          ThreadPool* pool, const ConvPostOps& post) {
   const int64_t IC = s.in_c, OC = s.out_c;
   const Grid g = grid_of(s);
-  const size_t v_per = packed_a_floats(g.count, IC), m_per = size_t(g.count * OC), u_per = packed_b_floats(IC, OC);
+  const size_t v_per = winograd_operand_stride(packed_a_floats(g.count, IC)),
+               m_per = winograd_operand_stride(size_t(g.count * OC)), u_per = packed_b_floats(IC, OC);
   const size_t pad_floats = size_t((2 * g.ty + 2) * (2 * g.tx + 2));
   const int in_threads = threads_for(pool, double(IC) * double(g.count) * 64.0);
   const int gemm_threads = threads_for(pool, double(kXi) * double(OC) * double(g.count) * double(IC));
