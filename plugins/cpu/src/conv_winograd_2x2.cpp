@@ -161,13 +161,15 @@ void output_transform(const ConvShape& s, const Grid& g, int64_t o0, int64_t o1,
 
 bool conv_uses_winograd_2x2(const ConvShape& s) {
   if (!winograd_shape_ok(s) || s.dil_h != 1 || s.dil_w != 1 || conv_uses_winograd(s)) return false;
-  // AVX2 only: its GEMMs (M = tiles, 16-25 rows) keep AVX2's 4x24 blocks full, and on Zen 3
-  // they beat the direct product (256ch 10x10 1.88 -> 1.23 ms). AVX-512's 8x48 tiles run
-  // them at a fraction of peak while U (16/9 of the weights) streams from memory: on Zen 5
-  // the direct product is faster on every such layer measured (cnn's 512ch 7x7 1.65 ->
-  // 1.26 ms, det_fpn's 256 -> 80ch 10x10 0.665 -> 0.254 ms) but one (80ch 10x10, 59 vs 83 us).
-  if (active_isa() == Isa::avx512) return false;
-  if (s.in_c < 64 || s.out_c < 64) return false;
+  // On Zen 3 (AVX2) F(2x2) beat the direct product (256ch 10x10 1.88 -> 1.23 ms). On Zen 5
+  // (AVX-512) it lost to it until its 16 V and M operands stopped sharing one L1 set
+  // (3464b40); since, with weights cold (conv2d harness, best of 3, 1 / 2 threads, us): 512ch
+  // 7x7 1461 -> 1328 / 853 -> 696, 256ch 10x10 644 -> 417 / 454 -> 308, det_fpn's 256 -> 80ch
+  // 10x10 241 -> 149 / 144 -> 93, 128ch 7x7 93 -> 63 / 65 -> 62. From fewer input channels
+  // the direct product stays: det_fpn's 64- and 80-channel 10x10 convs ran no faster alone and
+  // slower on 2 threads inside the model (56 -> 73, 71 -> 105 us).
+  const int64_t min_in = active_isa() == Isa::avx512 ? 128 : 64;
+  if (s.in_c < min_in || s.out_c < 64) return false;
   const Grid g = grid_of(s);
   return 2 * s.out_h * s.out_w >= g.count * 4;
 }
