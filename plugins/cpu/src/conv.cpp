@@ -296,6 +296,24 @@ static ConvShape conv_row_band(const ConvShape& s, int64_t oy0, int64_t oy1, int
   return b;
 }
 
+// The phase planes of output rows [oy0, oy1) of every input channel of group input xg (one
+// channel's planes every g.phase_floats), built in this thread's scratch slot A: the rows
+// a band reads, as a conv of its own (conv_row_band) with its geometry.
+struct BandPhases {
+  ConvShape s;
+  DwGeometry g;
+  const float* planes;
+};
+static BandPhases build_band_phases(const ConvShape& s, const float* xg, int64_t oy0, int64_t oy1) {
+  int64_t in_row0;
+  const ConvShape sb = conv_row_band(s, oy0, oy1, in_row0);
+  const DwGeometry gb = dw_geometry(sb);
+  float* planes = scratch_floats(kScratchA, size_t(s.icg()) * gb.phase_floats);
+  for (int64_t c = 0; c < s.icg(); ++c)
+    build_phases(sb, gb, xg + (c * s.in_h + in_row0) * s.in_w, planes + size_t(c) * gb.phase_floats);
+  return {sb, gb, planes};
+}
+
 // A panel's columns as runs along output rows: dst column j..j+len reads the
 // phase plane from offset src (the same for every k of the panel).
 struct PanelRun {
@@ -1361,18 +1379,15 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
         }
         const int64_t icg = s.icg();
         parallel_for(bands <= 1 ? nullptr : pool, bands, [&](int64_t i) {
-          int64_t oy0, oy1, in_row0;
+          int64_t oy0, oy1;
           split_range(OH, bands, i, oy0, oy1);
-          const ConvShape sb = conv_row_band(s, oy0, oy1, in_row0);
-          const DwGeometry gb = dw_geometry(sb);
-          float* phases = scratch_floats(kScratchA, size_t(icg) * gb.phase_floats);
-          for (int64_t c = 0; c < icg; ++c)
-            build_phases(sb, gb, xg + (c * s.in_h + in_row0) * s.in_w, phases + size_t(c) * gb.phase_floats);
+          const BandPhases bp = build_band_phases(s, xg, oy0, oy1);
+          const ConvShape& sb = bp.s;
           std::vector<const float*> rows(static_cast<size_t>(K));
           for (int64_t ic = 0; ic < icg; ++ic)
             for (int64_t ky = 0; ky < s.k_h; ++ky)
               for (int64_t kx = 0; kx < s.k_w; ++kx)
-                rows[size_t(ic * taps + ky * s.k_w + kx)] = phases + size_t(ic) * gb.phase_floats + tap_offset(sb, gb, ky, kx);
+                rows[size_t(ic * taps + ky * s.k_w + kx)] = bp.planes + size_t(ic) * bp.g.phase_floats + tap_offset(sb, bp.g, ky, kx);
           float* cb = scratch_floats(kScratchB, size_t(M * block_rows * wq));
           for (int64_t b0 = 0; b0 < sb.out_h; b0 += block_rows) {
             const int64_t b1 = std::min(sb.out_h, b0 + block_rows), cols = (b1 - b0) * wq;
@@ -1400,22 +1415,18 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
         conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, small_w,
                         [&](float* pa, int64_t ta, int64_t tb) {
                           const int64_t p0 = ta * kGemmMR, p1 = std::min(N, tb * kGemmMR), oy0 = p0 / OW;
-                          int64_t in_row0;
-                          const ConvShape sb = conv_row_band(s, oy0, (p1 - 1) / OW + 1, in_row0);
-                          const DwGeometry gb = dw_geometry(sb);
-                          float* phases = scratch_floats(kScratchA, size_t(icg) * gb.phase_floats);
-                          for (int64_t c = 0; c < icg; ++c)
-                            build_phases(sb, gb, xg + (c * s.in_h + in_row0) * s.in_w, phases + size_t(c) * gb.phase_floats);
+                          const BandPhases bp = build_band_phases(s, xg, oy0, (p1 - 1) / OW + 1);
+                          const DwGeometry& gb = bp.g;
                           std::vector<int64_t> toff(static_cast<size_t>(taps));
                           for (int64_t ky = 0; ky < s.k_h; ++ky)
-                            for (int64_t kx = 0; kx < s.k_w; ++kx) toff[size_t(ky * s.k_w + kx)] = tap_offset(sb, gb, ky, kx);
+                            for (int64_t kx = 0; kx < s.k_w; ++kx) toff[size_t(ky * s.k_w + kx)] = tap_offset(bp.s, gb, ky, kx);
                           for (int64_t t = ta; t < tb; ++t) {
                             int64_t poff[kGemmMR];
                             for (int64_t i = 0; i < kGemmMR; ++i) {
                               const int64_t p = t * kGemmMR + i;
                               poff[i] = p < N ? (p / OW - oy0) * gb.wq + p % OW : -1;
                             }
-                            pack_a_from_phases(phases, gb.phase_floats, icg, toff.data(), taps, poff,
+                            pack_a_from_phases(bp.planes, gb.phase_floats, icg, toff.data(), taps, poff,
                                                pa + (t - ta) * kGemmMR * K);
                           }
                         });

@@ -674,9 +674,9 @@ bool conv_uses_winograd(const ConvShape& s) {
 }
 
 // V (or M) operands an odd number of cache lines apart, so that the lines a transform writes
-// (reads) for one tile group, one per operand, fall in different L1 sets. Operands a multiple of 4 KB apart (every ResNet-18 layer's
-// V: 64 x 5 panels, 128 x 2, 256 x 1) all mapped to one 12-way set: the input transform took
-// 38% of a 64-channel 56x56 layer on one thread.
+// (reads) for one tile group, one per operand, fall in different L1 sets. Operands a multiple
+// of 4 KB apart (every ResNet-18 layer's V: 64 x 5 panels, 128 x 2, 256 x 1) all mapped to
+// one 12-way set: the input transform took 38% of a 64-channel 56x56 layer on one thread.
 size_t winograd_operand_stride(size_t floats) {
   size_t lines = (floats + 15) / 16;
   if (lines % 2 == 0) ++lines;

@@ -28,10 +28,10 @@ bool winograd_shape_ok(const ConvShape& s);
 // shows the choice).
 bool conv_uses_winograd(const ConvShape& s);
 
-// Floats winograd_pack_weights writes: 36 packed GEMM A operands of OC x IC.
 // The distance to put between consecutive Winograd operands (V, M) of `floats` each: the
 // next odd number of 64-byte lines (a multiple of 4 KB shares one L1 set).
 size_t winograd_operand_stride(size_t floats);
+// Floats winograd_pack_weights writes: 36 packed GEMM A operands of OC x IC.
 size_t winograd_packed_floats(const ConvShape& s);
 // U = G w G^T for every (oc, ic), packed (w: [OC][IC][3][3]).
 void winograd_pack_weights(const ConvShape& s, const float* w, float* dst);
