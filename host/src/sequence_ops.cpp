@@ -199,8 +199,9 @@ std::unique_ptr<HostOp> make_sequence_op(const nxrt_node& n) {
         t.dims[size_t(axis)] = len;
         t.data.resize(bytes_of(t.dtype, t.dims));
         const auto* src = static_cast<const uint8_t*>(x.data);
-        for (size_t o = 0; o < outer; ++o)
-          std::memcpy(t.data.data() + o * size_t(len) * inner, src + (o * size_t(n_axis) + size_t(start)) * inner, size_t(len) * inner);
+        if (len > 0 && inner > 0)  // an empty piece has no data pointer to copy to or from
+          for (size_t o = 0; o < outer; ++o)
+            std::memcpy(t.data.data() + o * size_t(len) * inner, src + (o * size_t(n_axis) + size_t(start)) * inner, size_t(len) * inner);
         if (squeeze) t.dims.erase(t.dims.begin() + axis);
         own_strings(t);
         items.push_back(Value::of(std::move(t)));
