@@ -5,6 +5,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "cpu_info.hpp"
 #include "hard_swish.hpp"
 #include "simd.hpp"
 #include "vmath.hpp"
@@ -305,8 +306,12 @@ void split_elements(int64_t n, ThreadPool* pool, double per_thread, F&& f) {
 }  // namespace
 
 void gelu_erf_chain(const float* x, float* y, int64_t n, float c, float a, float h, ThreadPool* pool) {
+  static const GeluChainFn erfc_chain = [] {
+    const GeluChainFn f = active_isa() >= Isa::avx512 ? gelu_erfc_chain_avx512_fn() : nullptr;
+    return f ? f : &u_gelu_erfc_chain;
+  }();
   split_elements(n, pool, 1 << 14, [&](int64_t s, int64_t e) {
-    if (a == 1.f) u_gelu_erfc_chain(x + s, y + s, e - s, c, h);
+    if (a == 1.f) erfc_chain(x + s, y + s, e - s, c, h);
     else u_gelu_erf_chain(x + s, y + s, e - s, c, a, h);
   });
 }

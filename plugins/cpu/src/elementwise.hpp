@@ -68,6 +68,9 @@ void unary(UnaryOp op, const float* x, float* y, int64_t n, ThreadPool* pool);
 // y = ((erf(x / c) + a) * x) * h: the exact-Gelu chain Div -> Erf -> Add -> Mul -> Mul in
 // one pass, with the same float operations in the same order (bit-identical to the chain).
 void gelu_erf_chain(const float* x, float* y, int64_t n, float c, float a, float h, ThreadPool* pool);
+// Its a == 1 form (the Gelu exporters write) on AVX-512 (gelu_avx512.cpp; null where not built).
+using GeluChainFn = void (*)(const float* x, float* y, int64_t n, float c, float h);
+GeluChainFn gelu_erfc_chain_avx512_fn();
 // y = clamp(alpha * x + beta, 0, 1).
 void hard_sigmoid(const float* x, float* y, int64_t n, float alpha, float beta, ThreadPool* pool);
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cpu_info.hpp"
 #include "simd.hpp"
 #include "vmath.hpp"
 
@@ -63,13 +64,17 @@ static void softmax_strided(const float* x, float* y, int64_t axis, int64_t inne
 void softmax(int64_t outer, int64_t axis, int64_t inner, const float* x, float* y, ThreadPool* pool) {
   if (outer == 0 || axis == 0 || inner == 0) return;
   const int64_t rows = outer;
+  static const SoftmaxRowFn row_fn = [] {
+    const SoftmaxRowFn f = active_isa() >= Isa::avx512 ? softmax_row_avx512_fn() : nullptr;
+    return f ? f : &softmax_row;
+  }();
   const int t = threads_for(pool, double(outer) * double(axis) * double(inner), 1 << 14);
   const int64_t tasks = t <= 1 ? 1 : std::min<int64_t>(rows, int64_t(t) * 4);
   auto body = [&](int64_t i) {
     int64_t b, e;
     split_range(rows, tasks, i, b, e);
     for (int64_t r = b; r < e; ++r) {
-      if (inner == 1) softmax_row(x + r * axis, y + r * axis, axis);
+      if (inner == 1) row_fn(x + r * axis, y + r * axis, axis);
       else softmax_strided(x + r * axis * inner, y + r * axis * inner, axis, inner);
     }
   };

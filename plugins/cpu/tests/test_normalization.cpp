@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "normalization.hpp"
 #include "softmax.hpp"
@@ -65,6 +66,36 @@ TEST_CASE("softmax rows and strided axis") {
     for (int i = 0; i < 1000; ++i) s += out[size_t(r * 1000 + i)];
     CHECK(s == doctest::Approx(1.0).epsilon(1e-5));
   }
+}
+
+TEST_CASE("softmax rows: every length's vector body and masked tail, element by element") {
+  // The row kernel (AVX-512 where the CPU has it) against the formula in double, for row
+  // lengths around its 16- and 32-lane steps; -inf entries give 0, results below float's
+  // normal range may flush, a NaN poisons its row only.
+  for (int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 100, 128, 1000}) {
+    auto x = random_floats(size_t(3 * n), uint32_t(7 + n), -30.f, 30.f);
+    if (n > 1) x[0] = -std::numeric_limits<float>::infinity();
+    if (n > 1) x[size_t(n + 1)] = 80.f;  // e^(x - max) underflows to 0 for the others' far tail
+    std::vector<float> y(x.size());
+    softmax(3, n, 1, x.data(), y.data(), nullptr);
+    for (int64_t r = 0; r < 3; ++r) {
+      const float* xr = x.data() + r * n;
+      double m = -INFINITY, s = 0;
+      for (int64_t i = 0; i < n; ++i) m = std::max(m, double(xr[i]));
+      for (int64_t i = 0; i < n; ++i) s += std::exp(double(xr[i]) - m);
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = std::exp(double(xr[i]) - m) / s;
+        // float x - max is rounded: e^ of it is off by up to |x - max| 2^-24 relative.
+        const double tol = want == 0 ? 0 : want * (1e-6 + 1e-7 * (m - double(xr[i]))) + 1.2e-38;
+        INFO("n ", n, " row ", r, " i ", i);
+        CHECK(std::fabs(y[size_t(r * n + i)] - want) <= tol);
+      }
+    }
+  }
+  std::vector<float> x = {1.f, NAN, 2.f, 1.f, 2.f, 3.f}, y(6);
+  softmax(2, 3, 1, x.data(), y.data(), nullptr);
+  for (int i = 0; i < 3; ++i) CHECK(std::isnan(y[size_t(i)]));
+  CHECK(y[5] == doctest::Approx(std::exp(0.0) / (std::exp(-2.0) + std::exp(-1.0) + 1.0)).epsilon(1e-6));
 }
 
 TEST_CASE("instance_norm: per-plane mean and variance, epsilon, threaded") {
