@@ -200,3 +200,13 @@ std::vector<size_t> follow_conv_block(const sdk::Graph& g, const fusion::ViewInd
 std::unique_ptr<Kernel> create_conv_block_kernel(const sdk::Graph& subgraph, CpuSession& session,
                                                  sdk::Prepacked& pp);
 }  // namespace nxrt::cpu
+
+namespace nxrt::cpu {
+// MatMul through Transpose views (ops_fusion_matmul_views.cpp): the view positions of MatMul
+// `mm` with the Transpose [<- Reshape] views feeding it and the Transpose [-> Reshape] after
+// it, when there is at least one Transpose to skip; empty otherwise.
+std::vector<size_t> follow_matmul_views(const sdk::Graph& g, const fusion::ViewIndex& ix, size_t mm,
+                                        const std::function<bool(size_t)>& ok);
+// The kernel of a claimed group; nullptr when `subgraph` has no MatMul and Transpose.
+std::unique_ptr<Kernel> create_matmul_views_kernel(const sdk::Graph& subgraph, CpuSession& session);
+}  // namespace nxrt::cpu

@@ -1,7 +1,8 @@
 // Fused groups: Conv -> [Add] -> [Relu | Clip | HardSwish], MatMul -> Add(bias) -> [Add] and
 // Gemm -> Relu | Clip
 // (the QDQ groups of quantized models are in ops_fusion_qdq.cpp, MobileNet's
-// inverted-residual blocks of several Convs in ops_fusion_conv_block.cpp)
+// inverted-residual blocks of several Convs in ops_fusion_conv_block.cpp, MatMuls through
+// Transpose views in ops_fusion_matmul_views.cpp)
 // claimed as one kernel, so the bias, the residual add and the activation happen
 // in the GEMM's store and the result is written once; and the exact-Gelu chain
 // Div -> Erf -> Add -> Mul -> Mul as one elementwise pass.
@@ -181,7 +182,10 @@ void claim_nodes_fused(const sdk::Graph& g, nxrt_claim_sink* sink) {
         chain = follow_conv_block(g, ix, i, ok);
         if (chain.empty()) chain = follow_chain(g, ix, i, ok).nodes;
       }
-      else if (is_op(g.node(i), "MatMul")) chain = follow_matmul_chain(g, ix, i, ok).nodes;
+      else if (is_op(g.node(i), "MatMul")) {
+        chain = follow_matmul_chain(g, ix, i, ok).nodes;
+        if (chain.size() < 2) chain = follow_matmul_views(g, ix, i, ok);
+      }
       else if (is_op(g.node(i), "Gemm")) chain = follow_gemm_chain(g, ix, i, ok);
       else if (is_op(g.node(i), "Div")) chain = follow_gelu_chain(g, ix, i, ok).nodes;
       if (chain.size() < 2) continue;
@@ -260,6 +264,7 @@ std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& se
   // The group's nodes arrive in model order; rebuild the chain from its Conv (or MatMul).
   const size_t count = sg.node_count();
   if (auto k = create_qdq_kernel(sg, session, pp)) return k;
+  if (auto k = create_matmul_views_kernel(sg, session)) return k;
   for (size_t i = 0; i < count; ++i) {
     if (is_op(sg.node(i), "MatMul")) return create_fused_matmul(sg, i, session, pp);
     if (is_op(sg.node(i), "Gemm")) return create_fused_gemm(sg, i, session, pp);

@@ -15,7 +15,11 @@
     residual, with Relu, Clip or HardSwish (and Conv+HardSwish alone), on 1 and 2 threads,
     against numpy (float64); blocks that must stay node by node:
     an intermediate also a graph output, 7x7 maps (the 1x1 convs run transposed), and a CPU
-    without the direct depthwise kernel (NXRT_CPU_ISA=generic).
+    without the direct depthwise kernel (NXRT_CPU_ISA=generic);
+  * MatMuls through Transpose views (attention heads: Reshape -> Transpose into both
+    operands, Transpose -> Reshape after), a 2-D transposed B, a broadcast 2-D B, on 1 and 2
+    threads, against numpy (float64); left node by node: a transposed value that is also a
+    graph output, a Transpose whose matrices have no unit-stride axis.
 
 Usage: fused_groups_e2e.py --nxrt PATH/nxrt
 """
@@ -88,7 +92,9 @@ def main():
         failures += gemm_failures
         block_failures, block_total = block_cases(nxrt, tmp)
         failures += block_failures
-    total = len(cases) + 2 + gemm_total + block_total
+        view_failures, view_total = view_cases(nxrt, tmp)
+        failures += view_failures
+    total = len(cases) + 2 + gemm_total + block_total + view_total
     print(f"{total - failures} passed, {failures} failed")
     return 1 if failures else 0
 
@@ -368,6 +374,96 @@ def block_cases(nxrt, tmp):
         ok = err <= 1e-5 and groups == sorted(want)
         print(f"{'ok  ' if ok else 'FAIL'} {what}: max relative |err| {err:.2g}, kernels {groups} "
               f"(want {sorted(want)})")
+        failures += 0 if ok else 1
+    return failures, len(cases)
+
+
+def attention_model(extra_output=None):
+    """Two heads of 3 over 5 positions, batch 2: s = q k^T, o = s v, with q, k, v the
+    Reshape -> Transpose views of inputs [2, 5, 6] and o transposed and reshaped back."""
+    shape4 = numpy_helper.from_array(np.array([2, 5, 2, 3], np.int64), "shape4")
+    shape3 = numpy_helper.from_array(np.array([2, 5, 6], np.int64), "shape3")
+    nodes = [helper.make_node("Reshape", ["xq", "shape4"], ["q4"]),
+             helper.make_node("Transpose", ["q4"], ["q"], perm=[0, 2, 1, 3]),
+             helper.make_node("Reshape", ["xk", "shape4"], ["k4"]),
+             helper.make_node("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Reshape", ["xv", "shape4"], ["v4"]),
+             helper.make_node("Transpose", ["v4"], ["v"], perm=[0, 2, 1, 3]),
+             helper.make_node("MatMul", ["s", "v"], ["o4"]),
+             helper.make_node("Transpose", ["o4"], ["o"], perm=[0, 2, 1, 3]),
+             helper.make_node("Reshape", ["o", "shape3"], ["y"])]
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 5, 6]) for n in ("xq", "xk", "xv")]
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, 6])]
+    if extra_output:
+        outs.append(helper.make_tensor_value_info(extra_output, TensorProto.FLOAT, None))
+    m = helper.make_model(helper.make_graph(nodes, "attn", ins, outs, [shape4, shape3]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m = onnx.shape_inference.infer_shapes(m)
+    onnx.checker.check_model(m)
+    return m
+
+
+def single_view_model(x_shape, perm, b_shape, transpose_b_first=False):
+    """y = Transpose(x, perm) @ b (or b @ Transpose(x, perm) when transpose_b_first)."""
+    t = helper.make_node("Transpose", ["x"], ["xt"], perm=perm)
+    mm = helper.make_node("MatMul", ["b", "xt"] if transpose_b_first else ["xt", "b"], ["y"])
+    g = helper.make_graph([t, mm], "view", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape)),
+                                            helper.make_tensor_value_info("b", TensorProto.FLOAT, list(b_shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = onnx.shape_inference.infer_shapes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    onnx.checker.check_model(m)
+    return m
+
+
+def view_cases(nxrt, tmp):
+    """Returns (failures, cases)."""
+    rng = np.random.default_rng(5)
+    xq, xk, xv = (rng.standard_normal((2, 5, 6)).astype(np.float32) for _ in range(3))
+
+    def attention_ref():
+        heads = [t.astype(np.float64).reshape(2, 5, 2, 3).transpose(0, 2, 1, 3) for t in (xq, xk, xv)]
+        s = heads[0] @ heads[1].transpose(0, 1, 3, 2)
+        return (s @ heads[2]).transpose(0, 2, 1, 3).reshape(2, 5, 6)
+
+    x3 = rng.standard_normal((4, 3, 5)).astype(np.float32)
+    b2 = rng.standard_normal((4, 7)).astype(np.float32)
+    bt = rng.standard_normal((6, 3)).astype(np.float32)
+    x2 = rng.standard_normal((5, 3)).astype(np.float32)
+    xn = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    bn = rng.standard_normal((3, 5)).astype(np.float32)
+    cases = [  # what, model, feeds, reference, kernels wanted, threads
+        ("attention heads (Reshape -> Transpose views, Transpose -> Reshape out)", attention_model(),
+         [xq, xk, xv], attention_ref, None, None),
+        ("attention heads, 2 threads", attention_model(), [xq, xk, xv], attention_ref, None, 2),
+        ("a transposed operand [4,3,5] -> [3,5,4] @ B [4,7] (B broadcast)", single_view_model((4, 3, 5), [1, 2, 0], (4, 7)),
+         [x3, b2], lambda: x3.astype(np.float64).transpose(1, 2, 0) @ b2, ["Transpose+MatMul"], None),
+        ("B = Transpose(x) [5,3] -> [3,5], A [6,3]", single_view_model((5, 3), [1, 0], (6, 3), True),
+         [x2, bt], lambda: bt.astype(np.float64) @ x2.astype(np.float64).T, ["Transpose+MatMul"], None),
+        ("no unit-stride axis: [2,3,4] -> [4,2,3] stays node by node", single_view_model((2, 3, 4), [2, 0, 1], (3, 5)),
+         [xn, bn], lambda: xn.astype(np.float64).transpose(2, 0, 1) @ bn, ["MatMul", "Transpose"], None),
+        ("a transposed value also a graph output stays node by node", attention_model(extra_output="kt"),
+         [xq, xk, xv], attention_ref, ["Reshape", "Transpose", "Reshape+Transpose+MatMul",
+                                       "Reshape+Transpose+MatMul+Transpose+Reshape"], None),
+    ]
+    failures = 0
+    for k, (what, m, feeds, ref, want, threads) in enumerate(cases):
+        tag = f"view{k}"
+        outs, p = run(nxrt, m, feeds, tmp, tag, threads=threads)
+        if outs is None:
+            print(f"FAIL {what}: nxrt failed: {p.stderr.strip()}")
+            failures += 1
+            continue
+        want_y = ref()
+        err = float(np.abs(outs[0] - want_y).max())
+        groups = kernels_ran(nxrt, os.path.join(tmp, tag, "model.onnx"), os.path.join(tmp, tag))
+        if want is None:  # attention: each MatMul with its views
+            ok_groups = groups == sorted(["Reshape+Transpose+Reshape+Transpose+MatMul",
+                                          "Reshape+Transpose+MatMul+Transpose+Reshape"])
+        else:
+            ok_groups = groups == sorted(want)
+        ok = err <= 1e-5 and ok_groups
+        print(f"{'ok  ' if ok else 'FAIL'} {what}: max |err| {err:.2g}, kernels {groups}")
         failures += 0 if ok else 1
     return failures, len(cases)
 
