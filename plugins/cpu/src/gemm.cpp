@@ -20,7 +20,7 @@ static void pack_a_tiles(const float* a, int64_t lda, bool trans, int64_t M, int
     float* d = dst + t * kGemmMR * K;
     const int64_t m0 = t * kGemmMR, mr = std::min<int64_t>(kGemmMR, M - m0);
     if (!trans && vec) {
-      vec(a + m0 * lda, lda, mr, K, alpha, d);
+      vec(a + m0 * lda, lda, mr, K, alpha, d, kGemmMR);
       continue;
     }
     if (!trans) {
@@ -53,6 +53,7 @@ void pack_a_parallel(const float* a, int64_t lda, bool trans, int64_t M, int64_t
 }
 
 void pack_b(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst, int64_t p0, int64_t p1) {
+  static const GemmPackAFn vec = active_isa() != Isa::generic ? gemm_pack_a_avx2() : nullptr;
   if (p1 < 0) p1 = gemm_panels(N);
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t n0 = p * kGemmNR, w = gemm_panel_width(N, p), cols = std::min(kGemmNR, N - n0);
@@ -64,6 +65,9 @@ void pack_b(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float
         std::memcpy(row, src, size_t(cols) * sizeof(float));
         for (int64_t j = cols; j < w; ++j) row[j] = 0.f;
       }
+    } else if (vec) {  // 8 columns at a time, transposed in registers (w is a multiple of 16)
+      for (int64_t j0 = 0; j0 < w; j0 += 8)
+        vec(b + (n0 + j0) * ldb, ldb, std::clamp<int64_t>(cols - j0, 0, 8), K, 1.f, d + j0, w);
     } else {
       for (int64_t j = 0; j < cols; ++j) {
         const float* src = b + (n0 + j) * ldb;

@@ -158,7 +158,8 @@ void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* packed_a, co
 // One tile (mr <= 8 rows) of pack_a for a row-major A, rows lda apart, into
 // its [K][8] layout (rows past mr zero). pack_a uses it when the active ISA
 // is AVX2 or AVX-512; null when not compiled for x86.
-using GemmPackAFn = void (*)(const float* a, int64_t lda, int64_t mr, int64_t K, float alpha, float* dst);
+// 8 rows of a (mr of them real, the rest 0) as dst[k * ldd + m] (ldd kGemmMR: a pack_a tile).
+using GemmPackAFn = void (*)(const float* a, int64_t lda, int64_t mr, int64_t K, float alpha, float* dst, int64_t ldd);
 GemmPackAFn gemm_pack_a_avx2();
 
 }  // namespace nxrt::cpu

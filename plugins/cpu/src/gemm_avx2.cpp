@@ -196,8 +196,9 @@ void rows_tile_dispatch(int64_t kc, const float* a, const float* const* rows, in
 
 
 // One tile of pack_a (row-major A): 8 x 8 blocks transposed in registers
-// instead of 64 scalar stores 32 bytes apart; the same products alpha * a.
-NXRT_AVX2 void pack_a_tile(const float* a, int64_t lda, int64_t mr, int64_t K, float alpha, float* dst) {
+// instead of 64 scalar stores 32 bytes apart; the same products alpha * a. With ldd = the
+// panel width it packs 8 columns of a transposed B (pack_b).
+NXRT_AVX2 void pack_a_tile(const float* a, int64_t lda, int64_t mr, int64_t K, float alpha, float* dst, int64_t ldd) {
   const __m256 al = _mm256_set1_ps(alpha);
   int64_t k = 0;
   for (; k + 8 <= K; k += 8) {
@@ -206,10 +207,10 @@ NXRT_AVX2 void pack_a_tile(const float* a, int64_t lda, int64_t mr, int64_t K, f
     for (int m = 0; m < 8; ++m) r[m] = m < mr ? _mm256_mul_ps(al, _mm256_loadu_ps(a + m * lda + k)) : _mm256_setzero_ps();
     avx2_transpose8x8(r);
 #pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (k + j) * kGemmMR, r[j]);
+    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (k + j) * ldd, r[j]);
   }
   for (; k < K; ++k)
-    for (int64_t m = 0; m < kGemmMR; ++m) dst[k * kGemmMR + m] = m < mr ? alpha * a[m * lda + k] : 0.f;
+    for (int64_t m = 0; m < 8; ++m) dst[k * ldd + m] = m < mr ? alpha * a[m * lda + k] : 0.f;
 }
 
 }  // namespace

@@ -50,6 +50,10 @@ TEST_CASE("sgemm matches the naive product on odd sizes and transposes") {
       check_sgemm(ta, tb, 70, 100, 300, 1.f, 1.f, &pool);  // K spans two KC blocks
       check_sgemm(ta, tb, 5, 3, 2, -2.f, 0.25f, &pool);
     }
+  // A transposed B is packed 8 columns at a time through 8 x 8 register transposes: every
+  // panel width (N mod 48 around 8 and 16) and K around 8.
+  for (int64_t N : sizes)
+    for (int64_t K : {3, 8, 13}) check_sgemm(false, true, 9, N, K, 1.f, 0.f, nullptr);
   check_sgemm(false, true, 64, 1000, 512, 1.f, 0.f, &pool);  // threaded, N split
   check_sgemm(false, false, 300, 40, 600, 1.f, 0.f, &pool);  // threaded, M split
 }
