@@ -6,12 +6,15 @@
 // strides: no transposed copy is written and read back. This is the attention heads' layout
 // in exported transformers (Reshape [S, H*D] -> [S, H, D], Transpose to [H, S, D] or
 // [H, D, S], and back), where the copies cost 1-4% of a run and more on two threads, as each
-// read rows the other core had written.
+// read rows the other core had written. A Mul of the untransposed result by a constant power
+// of two (the scores' 1 / sqrt(head size) for 16, 64, 256) joins too: A is packed scaled,
+// which gives the same floats.
 //
 // Claimed only when every value is float32 with a static shape, each intermediate value has
 // one consumer (the next node of the group), a Reshape's shape is constant, the view's
 // matrices have unit stride along one of their axes (the output's along its rows) and the
 // group holds at least one Transpose; otherwise the nodes are claimed as before.
+#include <cmath>
 #include <numeric>
 
 #include "fusion_view.hpp"
@@ -67,7 +70,14 @@ struct ViewedMatMul {
   std::vector<size_t> nodes;  // view positions
   StridedView a, b, y;
   int transposes = 0;
+  float alpha = 1.f;  // a Mul of the result by this power of two (attention's 1 / sqrt(64))
 };
+
+// +-2^e: scaling an operand by it scales the product exactly (short of under- or overflow).
+bool power_of_two(float v) {
+  int e = 0;
+  return std::isnormal(v) && std::fabs(std::frexp(v, &e)) == 0.5f;
+}
 
 // The view position of the node producing v, if any.
 std::optional<size_t> producer(const sdk::Graph& g, const nxrt_value* v) {
@@ -163,6 +173,18 @@ ViewedMatMul follow_viewed_matmul(const sdk::Graph& g, const ViewIndex& ix, size
     }
   }
   if (c.transposes == 0) return none;
+  // MatMul -> Mul(2^e) with the result left in place: the scale goes into A's packing.
+  if (c.nodes.back() == mm && use && ok(use->first)) {
+    Node mul = g.node(use->first);
+    bool scalar_ok = true;
+    const auto k = is_op(mul, "Mul") && mul.input_count() == 2 && mul.has_output(0) && static_f32(mul.output(0))
+                       ? const_scalar(mul, 1 - use->second, scalar_ok)
+                       : std::nullopt;
+    if (k && scalar_ok && power_of_two(*k) && same_static_shape(mul.output(0), y)) {
+      c.alpha = *k;
+      c.nodes.push_back(use->first);
+    }
+  }
   // The batch dims must broadcast as MatMul's do into y's.
   const size_t rank = c.y.dims.size();
   for (const StridedView* v : {&c.a, &c.b}) {
@@ -258,7 +280,7 @@ std::unique_ptr<Kernel> create_matmul_views_kernel(const sdk::Graph& sg, CpuSess
         y_off += (q % ybatch[size_t(i)]) * c.y.strides[size_t(i)];
         q /= ybatch[size_t(i)];
       }
-      gemm_pack_a_and_multiply(M, N, K, GemmPackA{ap + batch_offset(c.a, ybatch, o), lda, a_trans, 1.f, false}, pb,
+      gemm_pack_a_and_multiply(M, N, K, GemmPackA{ap + batch_offset(c.a, ybatch, o), lda, a_trans, c.alpha, false}, pb,
                                yp + y_off, ldc, GemmEpilogue{}, p);
     };
     const int threads = pool ? pool->threads() : 1;

@@ -19,7 +19,8 @@
   * MatMuls through Transpose views (attention heads: Reshape -> Transpose into both
     operands, Transpose -> Reshape after), a 2-D transposed B, a broadcast 2-D B, on 1 and 2
     threads, against numpy (float64); left node by node: a transposed value that is also a
-    graph output, a Transpose whose matrices have no unit-stride axis.
+    graph output, a Transpose whose matrices have no unit-stride axis; the scores' Mul by a
+    power of two joins the group, by another scalar it does not.
 
 Usage: fused_groups_e2e.py --nxrt PATH/nxrt
 """
@@ -416,6 +417,25 @@ def single_view_model(x_shape, perm, b_shape, transpose_b_first=False):
     return m
 
 
+def scores_model(scale):
+    """s = (q k^T) * scale over the Reshape -> Transpose views of inputs [2, 5, 6]."""
+    shape4 = numpy_helper.from_array(np.array([2, 5, 2, 3], np.int64), "shape4")
+    nodes = [helper.make_node("Reshape", ["xq", "shape4"], ["q4"]),
+             helper.make_node("Transpose", ["q4"], ["q"], perm=[0, 2, 1, 3]),
+             helper.make_node("Reshape", ["xk", "shape4"], ["k4"]),
+             helper.make_node("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Mul", ["scale", "s"], ["y"])]
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 5, 6]) for n in ("xq", "xk")]
+    m = helper.make_model(helper.make_graph(nodes, "scores", ins,
+                                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2, 5, 5])],
+                                            [shape4, numpy_helper.from_array(np.array(scale, np.float32), "scale")]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m = onnx.shape_inference.infer_shapes(m)
+    onnx.checker.check_model(m)
+    return m
+
+
 def view_cases(nxrt, tmp):
     """Returns (failures, cases)."""
     rng = np.random.default_rng(5)
@@ -425,6 +445,10 @@ def view_cases(nxrt, tmp):
         heads = [t.astype(np.float64).reshape(2, 5, 2, 3).transpose(0, 2, 1, 3) for t in (xq, xk, xv)]
         s = heads[0] @ heads[1].transpose(0, 1, 3, 2)
         return (s @ heads[2]).transpose(0, 2, 1, 3).reshape(2, 5, 6)
+
+    def scores_ref(scale):
+        q, k = (t.astype(np.float64).reshape(2, 5, 2, 3).transpose(0, 2, 1, 3) for t in (xq, xk))
+        return (q @ k.transpose(0, 1, 3, 2)) * np.float32(scale)
 
     x3 = rng.standard_normal((4, 3, 5)).astype(np.float32)
     b2 = rng.standard_normal((4, 7)).astype(np.float32)
@@ -442,6 +466,10 @@ def view_cases(nxrt, tmp):
          [x2, bt], lambda: bt.astype(np.float64) @ x2.astype(np.float64).T, ["Transpose+MatMul"], None),
         ("no unit-stride axis: [2,3,4] -> [4,2,3] stays node by node", single_view_model((2, 3, 4), [2, 0, 1], (3, 5)),
          [xn, bn], lambda: xn.astype(np.float64).transpose(2, 0, 1) @ bn, ["MatMul", "Transpose"], None),
+        ("scores * 0.125 (a power of two: packed into A)", scores_model(0.125), [xq, xk],
+         lambda: scores_ref(0.125), ["Reshape+Transpose+Reshape+Transpose+MatMul+Mul"], None),
+        ("scores * 0.1 (not a power of two: its own Mul)", scores_model(0.1), [xq, xk],
+         lambda: scores_ref(0.1), ["Mul", "Reshape+Transpose+Reshape+Transpose+MatMul"], None),
         ("a transposed value also a graph output stays node by node", attention_model(extra_output="kt"),
          [xq, xk, xv], attention_ref, ["Reshape", "Transpose", "Reshape+Transpose+MatMul",
                                        "Reshape+Transpose+MatMul+Transpose+Reshape"], None),
