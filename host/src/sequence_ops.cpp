@@ -247,6 +247,7 @@ std::unique_ptr<HostOp> make_sequence_op(const nxrt_node& n) {
       size_t at = 0;
       for (auto& it : s.items) {
         const size_t len = new_axis ? 1 : size_t(it->tensor.dims[size_t(axis)]);
+        if (len * inner == 0) continue;  // an empty element has no data pointer to copy from
         for (size_t o = 0; o < outer; ++o)
           std::memcpy(t.data.data() + (o * size_t(total) + at) * inner, it->tensor.data.data() + o * len * inner, len * inner);
         at += len;
