@@ -66,7 +66,9 @@ B pow_mixed(B base, E e) {
 enum class UnaryOp { Relu, Erf, Sqrt, Tanh, Sigmoid, Exp, Neg, Abs, HardSwish };
 void unary(UnaryOp op, const float* x, float* y, int64_t n, ThreadPool* pool);
 // y = ((erf(x / c) + a) * x) * h: the exact-Gelu chain Div -> Erf -> Add -> Mul -> Mul in
-// one pass, with the same float operations in the same order (bit-identical to the chain).
+// one pass, with the same float operations in the same order (bit-identical to the chain),
+// except for a == 1, where 1 + erf(u) is computed as erfc(-u) (accurate in the far negative
+// tail, where the chain cancels to 0).
 void gelu_erf_chain(const float* x, float* y, int64_t n, float c, float a, float h, ThreadPool* pool);
 // Its a == 1 form (the Gelu exporters write) on AVX-512 (gelu_avx512.cpp; null where not built).
 using GeluChainFn = void (*)(const float* x, float* y, int64_t n, float c, float h);

@@ -66,33 +66,35 @@ inline std::optional<std::pair<float, float>> activation_bounds(const Node& n, i
 
 struct ViewIndex {
   std::map<ValueKey, std::vector<std::pair<size_t, size_t>>> consumers;  // value -> (node position, input slot)
+  std::map<ValueKey, size_t> producer;                                     // value -> node position
   std::set<ValueKey> graph_outputs;
   bool closed = true;
 };
 
 inline ViewIndex index_view(const sdk::Graph& g) {
   ViewIndex ix;
-  std::set<ValueKey> produced, graph_inputs;
+  std::set<ValueKey> graph_inputs;
   for (size_t i = 0; i < g.input_count(); ++i) graph_inputs.insert(g.input(i).raw());
   for (size_t i = 0; i < g.node_count(); ++i) {
     Node n = g.node(i);
     for (size_t o = 0; o < n.output_count(); ++o)
-      if (n.has_output(o)) produced.insert(n.output(o).raw());
+      if (n.has_output(o)) ix.producer[n.output(o).raw()] = i;
   }
+  auto produced = [&](ValueKey v) { return ix.producer.count(v) != 0; };
   for (size_t i = 0; i < g.node_count(); ++i) {
     Node n = g.node(i);
     for (size_t k = 0; k < n.input_count(); ++k) {
       auto v = n.input(k);
       if (!v.present()) continue;
       ix.consumers[v.raw()].push_back({i, k});
-      if (!v.is_constant() && !produced.count(v.raw()) && !graph_inputs.count(v.raw())) ix.closed = false;
+      if (!v.is_constant() && !produced(v.raw()) && !graph_inputs.count(v.raw())) ix.closed = false;
     }
   }
   for (size_t i = 0; i < g.output_count(); ++i) {
     auto v = g.output(i);
     if (!v.present()) continue;
     ix.graph_outputs.insert(v.raw());
-    if (!v.is_constant() && !produced.count(v.raw()) && !graph_inputs.count(v.raw())) ix.closed = false;
+    if (!v.is_constant() && !produced(v.raw()) && !graph_inputs.count(v.raw())) ix.closed = false;
   }
   return ix;
 }
@@ -106,11 +108,13 @@ inline std::optional<std::pair<size_t, size_t>> sole_use(const ViewIndex& ix, Va
 }
 
 // Which kernel input of the group `v` is (-1 for an absent optional input).
-inline int group_input_index(const sdk::Graph& sg, const sdk::Value& v) {
-  if (!v.present()) return -1;
+inline int group_input_index(const sdk::Graph& sg, ValueKey v, std::string_view name = "") {
   for (size_t i = 0; i < sg.input_count(); ++i)
-    if (sg.input(i).raw() == v.raw()) return int(i);
-  sdk::fail(NXRT_INTERNAL, "value '{}' is not an input of the fused group", v.name());
+    if (sg.input(i).raw() == v) return int(i);
+  sdk::fail(NXRT_INTERNAL, "value '{}' is not an input of the fused group", name);
+}
+inline int group_input_index(const sdk::Graph& sg, const sdk::Value& v) {
+  return v.present() ? group_input_index(sg, v.raw(), v.name()) : -1;
 }
 
 

@@ -12,10 +12,16 @@
 
 namespace nxrt::cpu {
 
+// pack_a's 8-row tile and pack_b's transposed 8 columns, by 8 x 8 register transposes.
+static GemmPackAFn pack8_vector() {
+  static const GemmPackAFn fn = active_isa() != Isa::generic ? gemm_pack_a_avx2() : nullptr;
+  return fn;
+}
+
 // Tiles [t0, t1) of pack_a.
 static void pack_a_tiles(const float* a, int64_t lda, bool trans, int64_t M, int64_t K, float alpha, float* dst,
                          int64_t t0, int64_t t1) {
-  static const GemmPackAFn vec = active_isa() != Isa::generic ? gemm_pack_a_avx2() : nullptr;
+  const GemmPackAFn vec = pack8_vector();
   for (int64_t t = t0; t < t1; ++t) {
     float* d = dst + t * kGemmMR * K;
     const int64_t m0 = t * kGemmMR, mr = std::min<int64_t>(kGemmMR, M - m0);
@@ -53,7 +59,7 @@ void pack_a_parallel(const float* a, int64_t lda, bool trans, int64_t M, int64_t
 }
 
 void pack_b(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst, int64_t p0, int64_t p1) {
-  static const GemmPackAFn vec = active_isa() != Isa::generic ? gemm_pack_a_avx2() : nullptr;
+  const GemmPackAFn vec = pack8_vector();
   if (p1 < 0) p1 = gemm_panels(N);
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t n0 = p * kGemmNR, w = gemm_panel_width(N, p), cols = std::min(kGemmNR, N - n0);

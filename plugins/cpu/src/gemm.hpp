@@ -96,6 +96,18 @@ struct GemmPackA {
 void gemm_pack_a_and_multiply(int64_t M, int64_t N, int64_t K, const GemmPackA& A, const float* packed_b, float* c,
                               int64_t ldc, const GemmEpilogue& ep, ThreadPool* pool);
 
+// The batches of a batched GEMM (MatMul): one(batch, pool) for each, spread one batch per
+// task when there are at least as many as threads and each is under 2^24 multiply-adds (one
+// thread each, pool null), else one after another, each split over the pool.
+template <typename F>
+void for_each_gemm_batch(ThreadPool* pool, int64_t nbatch, double batch_work, F&& one) {
+  if (pool && nbatch >= pool->threads() && batch_work < double(1 << 24)) {
+    parallel_for(pool, nbatch, [&](int64_t o) { one(o, nullptr); });
+  } else {
+    for (int64_t o = 0; o < nbatch; ++o) one(o, pool);
+  }
+}
+
 // Plain row-major SGEMM: C = alpha * op(A) * op(B) + beta * C.
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc, ThreadPool* pool);

@@ -15,7 +15,6 @@
 // matrices have unit stride along one of their axes (the output's along its rows) and the
 // group holds at least one Transpose; otherwise the nodes are claimed as before.
 #include <cmath>
-#include <numeric>
 
 #include "fusion_view.hpp"
 #include "gemm.hpp"
@@ -62,7 +61,7 @@ bool static_f32(const sdk::Value& v) {
 
 // An operand (or the result) as dims and element strides over a group input (the output).
 struct StridedView {
-  const nxrt_value* base = nullptr;  // the group input the operand reads (unused for the result)
+  ValueKey base = nullptr;  // the group input the operand reads (unused for the result)
   std::vector<int64_t> dims, strides;
 };
 
@@ -80,13 +79,9 @@ bool power_of_two(float v) {
 }
 
 // The view position of the node producing v, if any.
-std::optional<size_t> producer(const sdk::Graph& g, const nxrt_value* v) {
-  for (size_t i = 0; i < g.node_count(); ++i) {
-    Node n = g.node(i);
-    for (size_t o = 0; o < n.output_count(); ++o)
-      if (n.has_output(o) && n.output(o).raw() == v) return i;
-  }
-  return std::nullopt;
+std::optional<size_t> producer(const ViewIndex& ix, ValueKey v) {
+  auto it = ix.producer.find(v);
+  return it == ix.producer.end() ? std::nullopt : std::optional<size_t>(it->second);
 }
 
 // MatMul input `slot` as a view: through a Transpose whose only reader it is, and a Reshape
@@ -99,7 +94,7 @@ bool operand_view(const sdk::Graph& g, const ViewIndex& ix, const Node& mm, size
   out.base = v.raw();
   out.dims = dims_of(v);
   out.strides = contiguous_strides(out.dims);
-  auto tp = producer(g, v.raw());
+  auto tp = producer(ix, v.raw());
   if (!tp || !ok(*tp) || !sole_use(ix, v.raw())) return true;
   Node t = g.node(*tp);
   if (!is_op(t, "Transpose") || t.input_count() != 1 || !static_f32(t.input(0))) return true;
@@ -109,7 +104,7 @@ bool operand_view(const sdk::Graph& g, const ViewIndex& ix, const Node& mm, size
   std::vector<size_t> taken = {*tp};
   std::vector<int64_t> vd = dims_of(x);
   const nxrt_value* base = x.raw();
-  auto rp = producer(g, x.raw());
+  auto rp = producer(ix, x.raw());
   if (rp && ok(*rp) && sole_use(ix, x.raw())) {
     Node r = g.node(*rp);
     if (is_op(r, "Reshape") && r.input_count() == 2 && static_f32(r.input(0)) && r.input(1).present() &&
@@ -143,7 +138,7 @@ ViewedMatMul follow_viewed_matmul(const sdk::Graph& g, const ViewIndex& ix, size
   sdk::Value y = m.output(0);
   if (!static_f32(y) || y.rank() < 2) return none;
   if (!operand_view(g, ix, m, 0, ok, c, c.a) || !operand_view(g, ix, m, 1, ok, c, c.b)) return none;
-  if (c.a.dims.size() != c.a.strides.size() || !gemm_readable(c.a) || !gemm_readable(c.b)) return none;
+  if (!gemm_readable(c.a) || !gemm_readable(c.b)) return none;
   c.nodes.push_back(mm);
   // The result: contiguous, or through Transpose [-> Reshape] into the last one's buffer.
   c.y.dims = dims_of(y);
@@ -236,28 +231,20 @@ std::unique_ptr<Kernel> create_matmul_views_kernel(const sdk::Graph& sg, CpuSess
   if (sg.output_count() != 1)
     sdk::fail(NXRT_UNSUPPORTED, "fused MatMul view group must have exactly one output ({} outputs)", sg.output_count());
   const std::vector<int64_t> out_dims = dims_of(sg.output(0));
-  auto input_of = [&](const nxrt_value* v) {
-    for (size_t i = 0; i < sg.input_count(); ++i)
-      if (sg.input(i).raw() == v) return int(i);
-    sdk::fail(NXRT_INTERNAL, "a MatMul view's base is not an input of the fused group");
-  };
-  const int a_in = input_of(c.a.base), b_in = input_of(c.b.base);
+  const int a_in = group_input_index(sg, c.a.base), b_in = group_input_index(sg, c.b.base);
   ThreadPool* pool = session.pool();
   const std::string what = fmt::format("gemm {} through Transpose views (no transposed copies)", gemm_kernel_name());
   return make_kernel([c, a_in, b_in, out_dims, pool](Context& ctx) {
     ConstTensorView a = ctx.input(size_t(a_in)), b = ctx.input(size_t(b_in));
     // The views were computed from the static shapes: the tensors must have as many elements.
-    auto elements = [](const std::vector<int64_t>& d) {
-      return std::accumulate(d.begin(), d.end(), int64_t(1), std::multiplies<>());
-    };
-    if (a.numel() != elements(c.a.dims) || b.numel() != elements(c.b.dims))
+    if (a.numel() != sdk::element_count(c.a.dims) || b.numel() != sdk::element_count(c.b.dims))
       sdk::fail(NXRT_INVALID_ARGUMENT, "MatMul views: inputs of {} and {} elements, the model's shapes {} and {}",
                 a.numel(), b.numel(), dims_str(c.a.dims), dims_str(c.b.dims));
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, out_dims);
     const size_t rank = c.y.dims.size();
     const std::vector<int64_t> ybatch(c.y.dims.begin(), c.y.dims.end() - 2);
     const int64_t M = c.y.dims[rank - 2], N = c.y.dims[rank - 1], K = c.a.dims.back();
-    int64_t nbatch = elements(ybatch);
+    const int64_t nbatch = sdk::element_count(ybatch);
     if (nbatch == 0 || M == 0 || N == 0) return;
     float* yp = y.data<float>();
     if (K == 0) {
@@ -275,20 +262,10 @@ std::unique_ptr<Kernel> create_matmul_views_kernel(const sdk::Graph& sg, CpuSess
       float* pb = scratch_floats(kScratchB, packed_b_floats(K, N));
       if (p) pack_b_parallel(bp + batch_offset(c.b, ybatch, o), ldb, b_trans, K, N, pb, p);
       else pack_b(bp + batch_offset(c.b, ybatch, o), ldb, b_trans, K, N, pb);
-      int64_t y_off = 0;
-      for (int64_t i = int64_t(ybatch.size()), q = o; i-- > 0;) {
-        y_off += (q % ybatch[size_t(i)]) * c.y.strides[size_t(i)];
-        q /= ybatch[size_t(i)];
-      }
       gemm_pack_a_and_multiply(M, N, K, GemmPackA{ap + batch_offset(c.a, ybatch, o), lda, a_trans, c.alpha, false}, pb,
-                               yp + y_off, ldc, GemmEpilogue{}, p);
+                               yp + batch_offset(c.y, ybatch, o), ldc, GemmEpilogue{}, p);
     };
-    const int threads = pool ? pool->threads() : 1;
-    if (pool && nbatch >= threads && double(M) * double(N) * double(K) < double(1 << 24)) {
-      parallel_for(pool, nbatch, [&](int64_t o) { one(o, nullptr); });
-    } else {
-      for (int64_t o = 0; o < nbatch; ++o) one(o, pool);
-    }
+    for_each_gemm_batch(pool, nbatch, double(M) * double(N) * double(K), one);
   }, what);
 }
 

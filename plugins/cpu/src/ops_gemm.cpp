@@ -301,13 +301,7 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Node& n, CpuSession& s, const M
       e.residual = rp ? rp + o * M * N : nullptr;
       gemm_prepacked_b(st.bf16, ap + amap[size_t(o)] * M * K, K, false, 1.f, M, N, K, pb, yp + o * M * N, e, p);
     };
-    const int threads = pool ? pool->threads() : 1;
-    const double per = double(M) * double(N) * double(K);
-    if (pool && nbatch >= threads && per < double(1 << 24)) {
-      parallel_for(pool, nbatch, [&](int64_t o) { one(o, nullptr); });
-    } else {
-      for (int64_t o = 0; o < nbatch; ++o) one(o, pool);
-    }
+    for_each_gemm_batch(pool, nbatch, double(M) * double(N) * double(K), one);
   }, description);
 }
 
