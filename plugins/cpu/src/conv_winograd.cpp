@@ -218,6 +218,93 @@ inline __mmask16 in_row_mask(int64_t start, int64_t width) {
   return __mmask16((b >= 16 ? 0xFFFFu : (1u << b) - 1u) & ~((1u << a) - 1u));
 }
 
+// Stores lanes [0, cnt) of o (tiles t .. t + cnt - 1, consecutive columns) as row `ic` of
+// packed-B operand op: one run, or two where the tiles cross a panel edge.
+__attribute__((target("avx512f"), always_inline)) inline void store_tile_run(float* op, const PackedColumns& pc,
+                                                                           int64_t t, int64_t cnt, int64_t ic,
+                                                                           __m512 o) {
+  const int64_t k1 = std::min<int64_t>(cnt, kGemmNR - t % kGemmNR);
+  _mm512_mask_storeu_ps(op + pc.base[size_t(t)] + ic * pc.width[size_t(t)], __mmask16((1u << k1) - 1u), o);
+  if (cnt > k1)  // lane k1 on goes to the next panel's first column
+    _mm512_mask_storeu_ps(reinterpret_cast<float*>(reinterpret_cast<uintptr_t>(op + pc.base[size_t(t + k1)] +
+                                                                               ic * pc.width[size_t(t + k1)]) -
+                                                   uintptr_t(k1 * int64_t(sizeof(float)))),
+                          __mmask16(((1u << cnt) - 1u) & ~((1u << k1) - 1u)), o);
+}
+
+// Input row i of the 6-row windows of tile rows [ty, ty + rows), 16 floats from column col
+// per load: slot 8, two loads a tile row (l[2r], l[2r + 1]); slot 4, one (l[r]). Zero where
+// a row is padding or past `rows`. (Not a lambda: it would not inherit the target.)
+__attribute__((target("avx512f"), always_inline)) inline void slot_loads(const ConvShape& s, const Phase& ph,
+                                                                       int64_t ty, int64_t rows, int64_t slot,
+                                                                       int64_t i, int64_t col,
+                                                                       const float* __restrict plane, __m512* l) {
+  for (int64_t k = 0; k < 4; ++k) {
+    const int64_t r = slot == 8 ? k / 2 : k, c = col + (slot == 8 ? 16 * (k % 2) : 0);
+    const int64_t iy = ph.py - s.pad_top + s.dil_h * ((ty + r) * kT + i);
+    if (r >= rows || iy < 0 || iy >= s.in_h) {
+      l[k] = _mm512_setzero_ps();
+      continue;
+    }
+    // Through uintptr_t: the window may start before the row.
+    const float* p = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(plane + iy * s.in_w) +
+                                                    uintptr_t(c * int64_t(sizeof(float))));
+    l[k] = _mm512_maskz_loadu_ps(in_row_mask(c, s.in_w), p);
+  }
+}
+
+// Lanes of q picked from the pair x[0]:x[1], those under `second` from x[2]:x[3].
+__attribute__((target("avx512f"), always_inline)) inline __m512 pick_rows(const __m512* x, __m512i q,
+                                                                        __mmask16 second) {
+  return _mm512_mask_blend_ps(second, _mm512_permutex2var_ps(x[0], q, x[1]), _mm512_permutex2var_ps(x[2], q, x[3]));
+}
+
+// Whole tile rows [ty, ty + rows) of one undilated-column phase with n = ph.tx <= slot tiles
+// each, in one 16-lane pass: tile (ty + r, tx) in lane r * n + tx, so the 36 results are the
+// rows' rows * n consecutive columns from t0. Per input row: slot 8, 32 floats per tile row
+// (rows 0 and 1 in l0:l1 and l2:l3); slot 4, 16 (rows 0..3 in l0..l3); lanes picked from
+// both pairs by two permutes and a blend, as every4 does for one row; d4, d5 from the same
+// loads 4 columns on.
+__attribute__((target("avx512f"))) void input_transform_rows_avx512(const ConvShape& s, const Phase& ph, int64_t ty,
+                                                                   int64_t rows, int64_t slot, int64_t t0,
+                                                                   const PackedColumns& pc,
+                                                                   const float* __restrict plane, int64_t ic,
+                                                                   float* __restrict v, size_t v_floats) {
+  const int64_t n = ph.tx;
+  const int64_t c0 = ph.px - s.pad_left;  // input column of each row's first tile's first value
+  // Lane k holds tile row r = k / n, tile k % n: element 4 (k % n) + j of its row, the row in
+  // the first pair of loads (l0, l1) for lanes below `split` (rows 0 and 1 at slot 4, row 0
+  // at slot 8), else in the second (l2, l3); at slot 4 odd rows are the pair's second load.
+  const int64_t split = slot == 8 ? n : 2 * n;
+  alignas(64) int32_t idx[16];
+  for (int64_t k = 0; k < 16; ++k) {
+    const int64_t r = std::min<int64_t>(k / n, 3), e = 4 * (k - r * n);
+    idx[k] = int32_t(slot == 8 ? e : (r % 2) * 16 + e);
+    if (idx[k] > 28) idx[k] = 0;  // a lane past the rows: any element of the pair
+  }
+  const __m512i q0 = _mm512_load_si512(idx), q1 = _mm512_add_epi32(q0, _mm512_set1_epi32(1)),
+                q2 = _mm512_add_epi32(q0, _mm512_set1_epi32(2)), q3 = _mm512_add_epi32(q0, _mm512_set1_epi32(3));
+  const __mmask16 second = __mmask16(0xFFFFu << split);
+  alignas(64) float rr[kA][kA][16];  // [input row i][c]: B^T along x
+  for (int64_t i = 0; i < kA; ++i) {
+    __m512 l[4], m[4];
+    slot_loads(s, ph, ty, rows, slot, i, c0, plane, l);
+    slot_loads(s, ph, ty, rows, slot, i, c0 + 4, plane, m);
+    const __m512 d0 = pick_rows(l, q0, second), d1 = pick_rows(l, q1, second), d2 = pick_rows(l, q2, second),
+                 d3 = pick_rows(l, q3, second), d4 = pick_rows(m, q0, second), d5 = pick_rows(m, q1, second);
+    __m512 o[kA];
+    wino_bt16(d0, d1, d2, d3, d4, d5, o);
+    for (int64_t c = 0; c < kA; ++c) _mm512_store_ps(rr[i][c], o[c]);
+  }
+  const int64_t cnt = rows * n;
+  for (int64_t c = 0; c < kA; ++c) {
+    __m512 o[kA];
+    wino_bt16(_mm512_load_ps(rr[0][c]), _mm512_load_ps(rr[1][c]), _mm512_load_ps(rr[2][c]), _mm512_load_ps(rr[3][c]),
+              _mm512_load_ps(rr[4][c]), _mm512_load_ps(rr[5][c]), o);
+    for (int64_t a = 0; a < kA; ++a) store_tile_run(v + size_t(a * kA + c) * v_floats, pc, t0, cnt, ic, o[a]);
+  }
+}
+
 // input_transform_body for undilated columns (dil_w 1) on AVX-512: 16 tiles of
 // a tile row at a time, straight from the input rows (padding by masked
 // loads), their 6 input values per row split out with permutes, B^T d B in
@@ -248,7 +335,22 @@ __attribute__((target("avx512f"))) void input_transform_avx512(const ConvShape& 
   const __m512i sh4 = _mm512_set_epi32(16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
   const __m512i sh5 = _mm512_set_epi32(17, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
   const int64_t ty_begin = lo / n, ty_end = (hi + n - 1) / n;
-  for (int64_t ty = ty_begin; ty < ty_end; ++ty) {
+  // Rows of at most 4 tiles (16x16 maps and smaller) leave most of the 16 lanes idle one
+  // tile row at a time: whole tile rows go 4 to a pass, in slots of 4 lanes (ResNet's
+  // 256-channel 14x14 layer, input transform alone: 103 -> 64 us). Slots of 8 (2 rows of
+  // 5 .. 8 tiles) ran slower than one row a pass (28x28, 128 channels: 100 -> 114 us).
+  const int64_t slot = 4, rows_per_pass = 16 / slot;
+  const bool packed = !gathered && n <= slot;
+  for (int64_t ty = ty_begin; ty < ty_end;) {
+    if (packed) {
+      int64_t rows = 0;  // whole rows from ty on, inside [lo, hi)
+      while (rows < rows_per_pass && ty + rows < ty_end && (ty + rows) * n >= lo && (ty + rows + 1) * n <= hi) ++rows;
+      if (rows >= 2) {
+        input_transform_rows_avx512(s, ph, ty, rows, slot, ph.base + ty * n - lo, pc, plane, ic, v, v_floats);
+        ty += rows;
+        continue;
+      }
+    }
     const int64_t txa = std::max<int64_t>(lo - ty * n, 0), txb = std::min(hi - ty * n, n);
     const int64_t t_row = ph.base + ty * n - lo;  // column of tile tx = 0 of this row
     if (gathered)
@@ -302,6 +404,7 @@ __attribute__((target("avx512f"))) void input_transform_avx512(const ConvShape& 
         }
       }
     }
+    ++ty;
   }
 }
 
@@ -488,6 +591,85 @@ __attribute__((target("avx512f"), always_inline)) inline void wino_at16(__m512 m
   o[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8.f), t, q), m5);
 }
 
+// The 4 columns y[0..3] of 16 tiles interleaved: runs[k] holds tiles 4k .. 4k + 3, each as
+// its 4 columns. (maskz forms: GCC 12 warns about the undefined pass-through of the plain ones.)
+__attribute__((target("avx512f"), always_inline)) inline void interleave_tile_columns(const __m512* y,
+                                                                                    __m512* runs) {
+  const __m512i pa = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
+  const __m512i pd = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8);
+  const __m512i pb = _mm512_set_epi32(23, 22, 21, 20, 19, 18, 17, 16, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i pc = _mm512_set_epi32(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
+  const __m512 ab_lo = _mm512_maskz_unpacklo_ps(0xFFFF, y[0], y[1]), ab_hi = _mm512_maskz_unpackhi_ps(0xFFFF, y[0], y[1]);
+  const __m512 cd_lo = _mm512_maskz_unpacklo_ps(0xFFFF, y[2], y[3]), cd_hi = _mm512_maskz_unpackhi_ps(0xFFFF, y[2], y[3]);
+  const __m512 e0 = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xFF, _mm512_castps_pd(ab_lo), _mm512_castps_pd(cd_lo)));
+  const __m512 e1 = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xFF, _mm512_castps_pd(ab_lo), _mm512_castps_pd(cd_lo)));
+  const __m512 e2 = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xFF, _mm512_castps_pd(ab_hi), _mm512_castps_pd(cd_hi)));
+  const __m512 e3 = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xFF, _mm512_castps_pd(ab_hi), _mm512_castps_pd(cd_hi)));
+  const __m512 f01l = _mm512_permutex2var_ps(e0, pa, e1), f23l = _mm512_permutex2var_ps(e2, pa, e3);
+  const __m512 f01h = _mm512_permutex2var_ps(e0, pd, e1), f23h = _mm512_permutex2var_ps(e2, pd, e3);
+  runs[0] = _mm512_permutex2var_ps(f01l, pb, f23l);
+  runs[1] = _mm512_permutex2var_ps(f01l, pc, f23l);
+  runs[2] = _mm512_permutex2var_ps(f01h, pb, f23h);
+  runs[3] = _mm512_permutex2var_ps(f01h, pc, f23h);
+}
+
+// What the output stores apply, in registers: bias, the clamp's bounds, which post-ops.
+struct OutputPost {
+  __m512 bias, lo, hi;
+  bool clamp, hardswish;
+};
+
+// out_row[0, len) = post(run + bias + res_row), under a mask of len (<= 16) lanes.
+__attribute__((target("avx512f"), always_inline)) inline void store_output_run(float* orow, const float* rrow,
+                                                                             int64_t len, __m512 run,
+                                                                             const OutputPost& p) {
+  const __mmask16 om = __mmask16(len >= 16 ? 0xFFFF : (1u << len) - 1u);
+  __m512 val = _mm512_add_ps(run, p.bias);
+  if (rrow) val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(om, rrow));
+  if (p.clamp) val = _mm512_maskz_min_ps(0xFFFF, _mm512_maskz_max_ps(0xFFFF, val, p.lo), p.hi);
+  if (p.hardswish) val = hard_swish_avx512(val);
+  _mm512_mask_storeu_ps(orow, om, val);
+}
+
+// Whole tile rows [ty, ty + rows) (rows <= 4) of one undilated-column phase with n = ph.tx
+// <= 4 tiles each, in one 16-lane pass: tile (ty + r, tx), column r * n + tx of mt, moved to
+// lane 4 r + tx, so that after the interleave run r is tile row ty + r's 4n output columns.
+__attribute__((target("avx512f"))) void output_transform_rows_avx512(const ConvShape& s, const Phase& ph, int64_t ty,
+                                                                    int64_t rows, const float* __restrict mt,
+                                                                    size_t m_floats, float bias,
+                                                                    float* __restrict out,
+                                                                    const float* __restrict res,
+                                                                    const ConvPostOps& post) {
+  const int64_t OW = s.out_w, n = ph.tx, cnt = rows * n;
+  const __mmask16 tm = __mmask16((1u << cnt) - 1u);
+  alignas(64) int32_t idx[16];
+  for (int64_t k = 0; k < 16; ++k) idx[k] = int32_t(k % 4 < n ? (k / 4) * n + k % 4 : 0);
+  const __m512i spread = _mm512_load_si512(idx);
+  const OutputPost op{_mm512_set1_ps(bias), _mm512_set1_ps(post.lo), _mm512_set1_ps(post.hi), post.clamp,
+                      post.hardswish};
+  __m512 sr[kT][kA];  // A^T along the rows: [r][c]
+  for (int64_t c = 0; c < kA; ++c) {
+    __m512 mv[kA];
+    for (int64_t a = 0; a < kA; ++a)
+      mv[a] = _mm512_maskz_permutexvar_ps(0xFFFF, spread, _mm512_maskz_loadu_ps(tm, mt + size_t(a * kA + c) * m_floats));
+    __m512 o[kT];
+    wino_at16(mv[0], mv[1], mv[2], mv[3], mv[4], mv[5], o);
+    for (int64_t r = 0; r < kT; ++r) sr[r][c] = o[r];
+  }
+  for (int64_t rr = 0; rr < kT; ++rr) {
+    __m512 y[kT], runs[4];
+    wino_at16(sr[rr][0], sr[rr][1], sr[rr][2], sr[rr][3], sr[rr][4], sr[rr][5], y);
+    interleave_tile_columns(y, runs);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = (ty + r) * kT + rr;
+      if (i >= ph.oh) break;
+      const int64_t oy = ph.py + s.dil_h * i;
+      store_output_run(out + oy * OW + ph.px, res ? res + oy * OW + ph.px : nullptr, std::min(ph.ow, kT * n), runs[r],
+                       op);
+    }
+  }
+}
+
 // output_transform_body for undilated columns (dil_w 1) on AVX-512: 16 tiles
 // of a tile row at once, A^T M A in registers, the 4 columns of each tile
 // interleaved into runs of 16 output columns, then bias, residual and clamp
@@ -497,14 +679,21 @@ __attribute__((target("avx512f"))) void output_transform_avx512(const ConvShape&
                                                                float bias, float* __restrict out,
                                                                const float* __restrict res, const ConvPostOps& post) {
   const int64_t OW = s.out_w, dh = s.dil_h, n = ph.tx;
-  const __m512 bv = _mm512_set1_ps(bias), lov = _mm512_set1_ps(post.lo), hiv = _mm512_set1_ps(post.hi);
-  // 128-bit lane shuffles (in floats) for the 4 x 4 interleave below.
-  const __m512i pa = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
-  const __m512i pd = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8);
-  const __m512i pb = _mm512_set_epi32(23, 22, 21, 20, 19, 18, 17, 16, 7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512i pc = _mm512_set_epi32(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
+  const OutputPost op{_mm512_set1_ps(bias), _mm512_set1_ps(post.lo), _mm512_set1_ps(post.hi), post.clamp,
+                      post.hardswish};
   const int64_t ty_begin = lo / n, ty_end = (hi + n - 1) / n;
-  for (int64_t ty = ty_begin; ty < ty_end; ++ty) {
+  for (int64_t ty = ty_begin; ty < ty_end;) {
+    // Whole rows of <= 4 tiles: 4 rows a pass, as the input transform takes them (slots of 8
+    // lanes for rows of 5..8 tiles ran no faster: 128 channels at 28x28, 49.5 -> 50.2 us).
+    if (n <= 4) {
+      int64_t rows = 0;
+      while (rows < 4 && ty + rows < ty_end && (ty + rows) * n >= lo && (ty + rows + 1) * n <= hi) ++rows;
+      if (rows >= 2) {
+        output_transform_rows_avx512(s, ph, ty, rows, m + (ph.base + ty * n - lo), m_floats, bias, out, res, post);
+        ty += rows;
+        continue;
+      }
+    }
     const int64_t txa = std::max<int64_t>(lo - ty * n, 0), txb = std::min(hi - ty * n, n);
     for (int64_t tx0 = txa; tx0 < txb; tx0 += 16) {
       const int64_t cnt = std::min<int64_t>(16, txb - tx0);
@@ -527,18 +716,8 @@ __attribute__((target("avx512f"))) void output_transform_avx512(const ConvShape&
         if (i >= ph.oh) break;
         __m512 y[kT];  // y[j]: column j of each of the 16 tiles
         wino_at16(sr[rr][0], sr[rr][1], sr[rr][2], sr[rr][3], sr[rr][4], sr[rr][5], y);
-        // Interleave: run k holds tiles 4k..4k+3, each as its 4 columns. (maskz forms:
-        // GCC 12 warns about the undefined pass-through of the plain ones.)
-        const __m512 ab_lo = _mm512_maskz_unpacklo_ps(0xFFFF, y[0], y[1]), ab_hi = _mm512_maskz_unpackhi_ps(0xFFFF, y[0], y[1]);
-        const __m512 cd_lo = _mm512_maskz_unpacklo_ps(0xFFFF, y[2], y[3]), cd_hi = _mm512_maskz_unpackhi_ps(0xFFFF, y[2], y[3]);
-        const __m512 e0 = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xFF, _mm512_castps_pd(ab_lo), _mm512_castps_pd(cd_lo)));
-        const __m512 e1 = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xFF, _mm512_castps_pd(ab_lo), _mm512_castps_pd(cd_lo)));
-        const __m512 e2 = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xFF, _mm512_castps_pd(ab_hi), _mm512_castps_pd(cd_hi)));
-        const __m512 e3 = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xFF, _mm512_castps_pd(ab_hi), _mm512_castps_pd(cd_hi)));
-        const __m512 f01l = _mm512_permutex2var_ps(e0, pa, e1), f23l = _mm512_permutex2var_ps(e2, pa, e3);
-        const __m512 f01h = _mm512_permutex2var_ps(e0, pd, e1), f23h = _mm512_permutex2var_ps(e2, pd, e3);
-        const __m512 runs[4] = {_mm512_permutex2var_ps(f01l, pb, f23l), _mm512_permutex2var_ps(f01l, pc, f23l),
-                                _mm512_permutex2var_ps(f01h, pb, f23h), _mm512_permutex2var_ps(f01h, pc, f23h)};
+        __m512 runs[4];  // run k: tiles 4k .. 4k + 3, each as its 4 columns
+        interleave_tile_columns(y, runs);
         const int64_t oy = ph.py + dh * i;
         float* orow = out + oy * OW + ph.px;
         const float* rrow = res ? res + oy * OW + ph.px : nullptr;
@@ -546,15 +725,11 @@ __attribute__((target("avx512f"))) void output_transform_avx512(const ConvShape&
           const int64_t j0 = j_begin + 16 * k;
           if (j0 >= j_end) break;
           const int64_t len = std::min<int64_t>(16, j_end - j0);
-          const __mmask16 om = __mmask16(len >= 16 ? 0xFFFF : (1u << len) - 1u);
-          __m512 val = _mm512_add_ps(runs[k], bv);
-          if (rrow) val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(om, rrow + j0));
-          if (post.clamp) val = _mm512_maskz_min_ps(0xFFFF, _mm512_maskz_max_ps(0xFFFF, val, lov), hiv);
-          if (post.hardswish) val = hard_swish_avx512(val);
-          _mm512_mask_storeu_ps(orow + j0, om, val);
+          store_output_run(orow + j0, rrow ? rrow + j0 : nullptr, len, runs[k], op);
         }
       }
     }
+    ++ty;
   }
 }
 

@@ -82,6 +82,7 @@ TEST_CASE("Winograd in blocks of tiles per thread matches the reference and the 
     check(shape3x3(1, 17, 73, 70, 20, 1), &pool, relu, true);  // partial tiles both ways, residual, Relu
     check(shape3x3(2, 16, 74, 76, 16, 0), &pool);              // no pad, batch 2
     check(shape3x3(1, 32, 26, 29, 32, 1), &pool, relu, true);  // 7 x 8 tiles: blocks of 28 / 18-19
+    check(shape3x3(1, 16, 50, 14, 16, 1), &pool, relu);        // 13 x 4 tiles: rows packed 4 a pass, blocks mid-row
   }
   // The same products in the same order as one thread: bit for bit.
   const ConvShape s = shape3x3(1, 32, 57, 59, 40, 1);
@@ -155,6 +156,10 @@ TEST_CASE("dilated convs run as one Winograd conv per phase of the dilation grid
     check(dilated(17, 13, 19, 20, 2, 3, 2, 3), p);            // different dilations, odd sizes
     check(dilated(16, 16, 16, 16, 6, 6, 6, 6), p, relu, true);  // ASPP rate 6, fused Add + Relu
     check(dilated(8, 11, 9, 8, 2, 2, 0, 1), p);               // no pad in rows
+    // Dilated rows only: the AVX-512 input transform takes whole tile rows of <= 4 tiles
+    // 4 to a pass (here 2 rows of 4 per phase, then 4 rows of 3 with a partial last tile).
+    check(dilated(16, 20, 18, 24, 2, 1, 2, 1), p, relu, true);
+    check(dilated(8, 26, 10, 8, 2, 1, 2, 1), p);
     // Phase rows of 9-10 tiles: the AVX-512 input transform on gathered rows (dilated
     // columns), the last 16-tile step part full, padding on both sides.
     check(dilated(8, 70, 75, 8, 2, 2, 2, 2), p, relu);
