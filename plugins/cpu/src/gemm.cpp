@@ -189,6 +189,11 @@ void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb
   // channel Winograd layers run their tiles 48 at a time against the same U: 2-6% slower).
   constexpr int64_t kAheadTiles = 2;
   const bool stream_a = r.p1 - r.p0 == 1 && r.t1 - r.t0 > kAheadTiles && (r.t1 - r.t0) * kGemmMR * K >= (32 << 10);
+  // A last panel of 1..4 columns goes to the narrow kernel (float32 micro-kernels only: its
+  // results are theirs bit for bit; bf16 packs A differently).
+  static const GemmNarrowFn narrow_fn =
+      gemm_tile_active() != gemm_tile_generic() ? gemm_narrow_avx2() : nullptr;
+  const GemmNarrowFn narrow = fn == gemm_tile_active() ? narrow_fn : nullptr;
   auto next_slice = [&](int64_t g0, int64_t g1, int64_t k0, int64_t p, int64_t& np, int64_t& nk) {
     if (p + 1 < g1) np = p + 1, nk = k0;
     else if (k0 + KC < K) np = g0, nk = k0 + KC;
@@ -215,6 +220,14 @@ void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb
           lines = std::min(KC, K - nk) * nw / 16;  // 16 floats per line
           share = (lines + fetchers - 1) / fetchers;
           next = reinterpret_cast<const char*>(pb + np * kGemmNR * K + nk * nw);
+        }
+        if (narrow && cols <= 4) {
+          const int64_t m0 = r.t0 * kGemmMR;
+          st.row_bias = first && ep.row_bias ? ep.row_bias + m0 : nullptr;
+          st.residual = first && ep.residual ? ep.residual + m0 * ep.ldr + n0 : nullptr;
+          narrow(kc, pa + m0 * K + k0 * kGemmMR, kGemmMR * K, r.t1 - r.t0, bp, unpacked ? ldb : w, c + m0 * ldc + n0,
+                 ldc, std::min(M, r.t1 * kGemmMR) - m0, cols, st);
+          continue;
         }
         for (int64_t t = r.t0; t < r.t1; ++t) {
           const int64_t m0 = t * kGemmMR, mr = std::min(kGemmMR, M - m0);

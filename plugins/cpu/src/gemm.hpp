@@ -140,6 +140,13 @@ GemmTileFn gemm_tile_generic();
 GemmTileFn gemm_tile_avx512();  // null when not compiled for x86
 GemmTileFn gemm_tile_avx2();    // null when not compiled for x86
 GemmTileFn gemm_tile_active();
+// Columns [0, cols) (cols <= 4: a last panel's) of rows [0, rows) in `tiles` row tiles over kc
+// steps: a at the first tile's k offset, tiles a_stride floats apart; b at the k offset with
+// row stride ldb (packed or plain); the epilogue of st, row_bias / residual at row 0. The
+// float32 micro-kernels' results, bit for bit (gemm_narrow.cpp).
+using GemmNarrowFn = void (*)(int64_t kc, const float* a, int64_t a_stride, int64_t tiles, const float* b,
+                              int64_t ldb, float* c, int64_t ldc, int64_t rows, int64_t cols, const GemmTileStore& st);
+GemmNarrowFn gemm_narrow_avx2();  // null when not compiled for x86
 // The K block the driver runs micro-kernel fn with: kGemmKcAvx2 for AVX2's, else kGemmKC.
 inline int64_t gemm_kc_for(GemmTileFn fn) { return fn == gemm_tile_avx2() ? kGemmKcAvx2 : kGemmKC; }
 // The micro-kernel a CPU of `isa` runs: gemm_tile_active() is gemm_tile_for(active_isa()).

@@ -152,6 +152,55 @@ TEST_CASE("gemm epilogue adds row and column bias") {
   CHECK(worst(got, want) <= 1.0);
 }
 
+TEST_CASE("a last panel of 1..4 columns (the narrow kernel) equals the micro-kernel bit for bit") {
+  // The same A and B columns multiplied with N = 48 + cols (the last cols columns in the narrow
+  // kernel) and with N = 96 (all in the 8 x 48 micro-kernel): K > the K block so the old C is
+  // accumulated, every epilogue part, packed and plain B, partial last row tile.
+  const int64_t K = 300, NW = 96;
+  for (int64_t M : {5, 8, 37})
+    for (int64_t cols : {1, 2, 3, 4}) {
+      const int64_t N = 48 + cols;
+      auto a = random_floats(size_t(M * K), uint32_t(M + 1)), b = random_floats(size_t(K * NW), 21);
+      auto rb = random_floats(size_t(M), 22), cb = random_floats(size_t(NW), 23), res = random_floats(size_t(M * NW), 24);
+      AlignedFloats pa(packed_a_floats(M, K));
+      pack_a(a.data(), K, false, M, K, 1.f, pa.data());
+      std::vector<float> bn(size_t(K * N));
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < N; ++j) bn[size_t(k * N + j)] = b[size_t(k * NW + j)];
+      AlignedFloats pbn(packed_b_floats(K, N)), pbw(packed_b_floats(K, NW));
+      pack_b(bn.data(), N, false, K, N, pbn.data());
+      pack_b(b.data(), NW, false, K, NW, pbw.data());
+      for (int variant = 0; variant < 3; ++variant) {
+        GemmEpilogue ep;
+        ep.row_bias = rb.data();
+        ep.col_bias = cb.data();
+        if (variant > 0) {
+          ep.residual = res.data();
+          ep.ldr = NW;
+          ep.clamp = true;
+          ep.lo = -2.f;
+          ep.hi = 2.f;
+        }
+        ep.hardswish = variant == 2;
+        std::vector<float> narrow(size_t(M * NW), 7.f), wide(size_t(M * NW), 7.f);
+        if (variant == 1) {  // B read in place
+          gemm_packed_a(M, N, K, pa.data(), bn.data(), N, narrow.data(), NW, ep, nullptr);
+          gemm_packed_a(M, NW, K, pa.data(), b.data(), NW, wide.data(), NW, ep, nullptr);
+        } else {
+          gemm_packed_serial(M, N, K, pa.data(), pbn.data(), narrow.data(), NW, ep);
+          gemm_packed_serial(M, NW, K, pa.data(), pbw.data(), wide.data(), NW, ep);
+        }
+        INFO("M=" << M << " cols=" << cols << " variant=" << variant);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t j = 0; j < NW; ++j) {
+            const float got = narrow[size_t(m * NW + j)];
+            if (j < N) CHECK(got == wide[size_t(m * NW + j)]);
+            else CHECK(got == 7.f);  // past N: untouched
+          }
+      }
+    }
+}
+
 static void check_tile_against_generic(GemmTileFn fast) {
   const int64_t K = 37, N = 48;
   auto a = random_floats(size_t(8 * K), 5), b = random_floats(size_t(K * N), 6);
