@@ -14,6 +14,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "thread_pool.hpp"
 
@@ -106,6 +107,22 @@ void for_each_gemm_batch(ThreadPool* pool, int64_t nbatch, double batch_work, F&
   } else {
     for (int64_t o = 0; o < nbatch; ++o) one(o, pool);
   }
+}
+
+// Element offset of output batch o (row-major over the broadcast batch dims `obatch`) in one
+// operand of a batched GEMM whose own batch dims `dims` (right-aligned against obatch; a 1
+// broadcasts) step by `strides` elements: MatMul's contiguous operands and the views kernel's
+// strided ones.
+inline int64_t gemm_batch_offset(std::span<const int64_t> dims, std::span<const int64_t> strides,
+                                 std::span<const int64_t> obatch, int64_t o) {
+  int64_t off = 0;
+  const size_t vb = dims.size(), yb = obatch.size();
+  for (size_t i = yb; i-- > 0;) {
+    const int64_t idx = o % obatch[i];
+    o /= obatch[i];
+    if (i + vb >= yb && dims[i + vb - yb] != 1) off += idx * strides[i + vb - yb];
+  }
+  return off;
 }
 
 // Plain row-major SGEMM: C = alpha * op(A) * op(B) + beta * C.

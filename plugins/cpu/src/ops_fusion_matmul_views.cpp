@@ -197,15 +197,8 @@ ViewedMatMul follow_viewed_matmul(const sdk::Graph& g, const ViewIndex& ix, size
 
 // Element offset of output batch `o` (over y's batch dims) in view v, broadcast dims at 0.
 int64_t batch_offset(const StridedView& v, const std::vector<int64_t>& ybatch, int64_t o) {
-  int64_t off = 0;
-  const size_t vb = v.dims.size() - 2, yb = ybatch.size();
-  for (size_t i = yb; i-- > 0;) {
-    const int64_t idx = o % ybatch[i];
-    o /= ybatch[i];
-    const size_t k = i + vb;  // the matching axis of v, when k >= yb
-    if (k >= yb && v.dims[k - yb] != 1) off += idx * v.strides[k - yb];
-  }
-  return off;
+  const size_t vb = v.dims.size() - 2;
+  return gemm_batch_offset(std::span(v.dims).first(vb), std::span(v.strides).first(vb), ybatch, o);
 }
 
 }  // namespace

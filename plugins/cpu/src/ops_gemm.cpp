@@ -268,38 +268,24 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Node& n, CpuSession& s, const M
       gemm_prepacked_b(st.bf16, ap, K, false, 1.f, MM, N, K, pb, yp, ep, pool);
       return;
     }
-    // General batched case: map each output batch to its A and B batch.
-    std::vector<int64_t> amap(static_cast<size_t>(nbatch)), bmap(static_cast<size_t>(nbatch));
-    {
-      std::vector<int64_t> idx(r, 0);
-      for (int64_t o = 0; o < nbatch; ++o) {
-        int64_t ai = 0, bi = 0;
-        for (size_t i = 0; i < r; ++i) {
-          const int64_t x = i < r - abat.size() ? 1 : abat[i - (r - abat.size())];
-          const int64_t y2 = i < r - bbat.size() ? 1 : bbat[i - (r - bbat.size())];
-          ai = ai * x + (x == 1 ? 0 : idx[i]);
-          bi = bi * y2 + (y2 == 1 ? 0 : idx[i]);
-        }
-        amap[size_t(o)] = ai;
-        bmap[size_t(o)] = bi;
-        for (size_t i = r; i-- > 0;) {
-          if (++idx[i] < obat[i]) break;
-          idx[i] = 0;
-        }
-      }
-    }
+    // General batched case: each output batch's A and B by their (contiguous) batch strides.
+    std::vector<int64_t> ast(abat.size()), bst(bbat.size());
+    for (size_t i = abat.size(), step = size_t(M * K); i-- > 0; step *= size_t(abat[i])) ast[i] = int64_t(step);
+    for (size_t i = bbat.size(), step = size_t(K * N); i-- > 0; step *= size_t(bbat[i])) bst[i] = int64_t(step);
     auto one = [&](int64_t o, ThreadPool* p) {
+      const int64_t boff = gemm_batch_offset(bbat, bst, obat, o);
       const float* pb;
       if (st.b_packed) {
-        pb = st.packed_b.data() + per_b * size_t(bmap[size_t(o)]);
+        pb = st.packed_b.data() + per_b * size_t(boff / (K * N));
       } else {
         float* buf = scratch_floats(kScratchB, per_b);
-        pack_b_parallel(bp + bmap[size_t(o)] * K * N, N, false, K, N, buf, p);
+        pack_b_parallel(bp + boff, N, false, K, N, buf, p);
         pb = buf;
       }
       GemmEpilogue e = ep;
       e.residual = rp ? rp + o * M * N : nullptr;
-      gemm_prepacked_b(st.bf16, ap + amap[size_t(o)] * M * K, K, false, 1.f, M, N, K, pb, yp + o * M * N, e, p);
+      gemm_prepacked_b(st.bf16, ap + gemm_batch_offset(abat, ast, obat, o), K, false, 1.f, M, N, K, pb,
+                       yp + o * M * N, e, p);
     };
     for_each_gemm_batch(pool, nbatch, double(M) * double(N) * double(K), one);
   }, description);

@@ -20,7 +20,9 @@
     operands, Transpose -> Reshape after), a 2-D transposed B, a broadcast 2-D B, on 1 and 2
     threads, against numpy (float64); left node by node: a transposed value that is also a
     graph output, a Transpose whose matrices have no unit-stride axis; the scores' Mul by a
-    power of two joins the group, by another scalar it does not.
+    power of two joins the group, by another scalar it does not;
+  * MatMul alone with batch dims on both sides that broadcast (1s on either, B of lower or
+    higher rank), B an input or a prepacked initializer, on 1 and 2 threads, against numpy.
 
 Usage: fused_groups_e2e.py --nxrt PATH/nxrt
 """
@@ -95,7 +97,9 @@ def main():
         failures += block_failures
         view_failures, view_total = view_cases(nxrt, tmp)
         failures += view_failures
-    total = len(cases) + 2 + gemm_total + block_total + view_total
+        batched_failures, batched_total = batched_cases(nxrt, tmp)
+        failures += batched_failures
+    total = len(cases) + 2 + gemm_total + block_total + view_total + batched_total
     print(f"{total - failures} passed, {failures} failed")
     return 1 if failures else 0
 
@@ -494,6 +498,50 @@ def view_cases(nxrt, tmp):
         print(f"{'ok  ' if ok else 'FAIL'} {what}: max |err| {err:.2g}, kernels {groups}")
         failures += 0 if ok else 1
     return failures, len(cases)
+
+
+def batched_model(a_shape, b):
+    """y = a @ b; b a numpy array (an initializer: prepacked per batch) or a shape (an input)."""
+    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, list(a_shape))]
+    inits = []
+    if isinstance(b, np.ndarray):
+        inits.append(numpy_helper.from_array(b, "b"))
+    else:
+        inputs.append(helper.make_tensor_value_info("b", TensorProto.FLOAT, list(b)))
+    g = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "batched", inputs,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m = onnx.shape_inference.infer_shapes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    onnx.checker.check_model(m)
+    return m
+
+
+def batched_cases(nxrt, tmp):
+    """MatMul's batched product where B has batch dims of its own: each output batch reads its
+    A and B batch by their strides, 1s broadcast, B an input or a prepacked initializer.
+    Returns (failures, cases)."""
+    rng = np.random.default_rng(9)
+    shapes = [((3, 1, 2, 4), (5, 4, 6)), ((2, 3, 5), (1, 5, 4)), ((4, 7), (2, 3, 7, 5)),
+              ((1, 2, 3, 4), (2, 1, 4, 3)), ((2, 1, 3, 4), (1, 2, 4, 3))]
+    failures = cases = 0
+    for k, (ash, bsh) in enumerate(shapes):
+        a = rng.standard_normal(ash).astype(np.float32)
+        b = rng.standard_normal(bsh).astype(np.float32)
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        for const_b in (False, True):
+            for threads in (1, 2):
+                cases += 1
+                what = f"A {list(ash)} @ B {list(bsh)} ({'initializer' if const_b else 'input'}, {threads} thread(s))"
+                m = batched_model(ash, b if const_b else bsh)
+                outs, p = run(nxrt, m, [a] if const_b else [a, b], tmp, f"batched{k}_{int(const_b)}_{threads}",
+                              threads=threads)
+                if outs is None:
+                    print(f"FAIL {what}: nxrt failed: {p.stderr.strip()}")
+                    failures += 1
+                    continue
+                ok = outs[0].shape == want.shape and float(np.abs(outs[0] - want).max()) <= 1e-5
+                print(f"{'ok  ' if ok else 'FAIL'} {what}: shape {list(outs[0].shape)}")
+                failures += 0 if ok else 1
+    return failures, cases
 
 
 if __name__ == "__main__":
