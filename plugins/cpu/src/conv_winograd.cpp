@@ -232,24 +232,23 @@ __attribute__((target("avx512f"), always_inline)) inline void store_tile_run(flo
                           __mmask16(((1u << cnt) - 1u) & ~((1u << k1) - 1u)), o);
 }
 
-// Input row i of the 6-row windows of tile rows [ty, ty + rows), 16 floats from column col
-// per load: slot 8, two loads a tile row (l[2r], l[2r + 1]); slot 4, one (l[r]). Zero where
-// a row is padding or past `rows`. (Not a lambda: it would not inherit the target.)
-__attribute__((target("avx512f"), always_inline)) inline void slot_loads(const ConvShape& s, const Phase& ph,
-                                                                       int64_t ty, int64_t rows, int64_t slot,
-                                                                       int64_t i, int64_t col,
-                                                                       const float* __restrict plane, __m512* l) {
-  for (int64_t k = 0; k < 4; ++k) {
-    const int64_t r = slot == 8 ? k / 2 : k, c = col + (slot == 8 ? 16 * (k % 2) : 0);
+// Input row i of the 6-row windows of tile rows [ty, ty + 4): l[r] = 16 floats of tile row
+// ty + r's input row from column col; zero where that row is padding or r >= rows.
+// (Not a lambda: it would not inherit the target.)
+__attribute__((target("avx512f"), always_inline)) inline void row_loads(const ConvShape& s, const Phase& ph,
+                                                                      int64_t ty, int64_t rows, int64_t i,
+                                                                      int64_t col, const float* __restrict plane,
+                                                                      __m512* l) {
+  for (int64_t r = 0; r < 4; ++r) {
     const int64_t iy = ph.py - s.pad_top + s.dil_h * ((ty + r) * kT + i);
     if (r >= rows || iy < 0 || iy >= s.in_h) {
-      l[k] = _mm512_setzero_ps();
+      l[r] = _mm512_setzero_ps();
       continue;
     }
     // Through uintptr_t: the window may start before the row.
     const float* p = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(plane + iy * s.in_w) +
-                                                    uintptr_t(c * int64_t(sizeof(float))));
-    l[k] = _mm512_maskz_loadu_ps(in_row_mask(c, s.in_w), p);
+                                                    uintptr_t(col * int64_t(sizeof(float))));
+    l[r] = _mm512_maskz_loadu_ps(in_row_mask(col, s.in_w), p);
   }
 }
 
@@ -259,37 +258,32 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 pick_rows(const 
   return _mm512_mask_blend_ps(second, _mm512_permutex2var_ps(x[0], q, x[1]), _mm512_permutex2var_ps(x[2], q, x[3]));
 }
 
-// Whole tile rows [ty, ty + rows) of one undilated-column phase with n = ph.tx <= slot tiles
-// each, in one 16-lane pass: tile (ty + r, tx) in lane r * n + tx, so the 36 results are the
-// rows' rows * n consecutive columns from t0. Per input row: slot 8, 32 floats per tile row
-// (rows 0 and 1 in l0:l1 and l2:l3); slot 4, 16 (rows 0..3 in l0..l3); lanes picked from
-// both pairs by two permutes and a blend, as every4 does for one row; d4, d5 from the same
-// loads 4 columns on.
+// Whole tile rows [ty, ty + rows) (rows <= 4) of one undilated-column phase with n = ph.tx
+// <= 4 tiles each, in one 16-lane pass: tile (ty + r, tx) in lane r * n + tx, so the 36
+// results are the rows' rows * n consecutive columns from t0. Per input row one 16-float load
+// per tile row (l0 .. l3); lanes picked from the pairs l0:l1 and l2:l3 by two permutes and a
+// blend, as every4 does for one row; d4, d5 from the same loads 4 columns on.
 __attribute__((target("avx512f"))) void input_transform_rows_avx512(const ConvShape& s, const Phase& ph, int64_t ty,
-                                                                   int64_t rows, int64_t slot, int64_t t0,
-                                                                   const PackedColumns& pc,
+                                                                   int64_t rows, int64_t t0, const PackedColumns& pc,
                                                                    const float* __restrict plane, int64_t ic,
                                                                    float* __restrict v, size_t v_floats) {
   const int64_t n = ph.tx;
   const int64_t c0 = ph.px - s.pad_left;  // input column of each row's first tile's first value
-  // Lane k holds tile row r = k / n, tile k % n: element 4 (k % n) + j of its row, the row in
-  // the first pair of loads (l0, l1) for lanes below `split` (rows 0 and 1 at slot 4, row 0
-  // at slot 8), else in the second (l2, l3); at slot 4 odd rows are the pair's second load.
-  const int64_t split = slot == 8 ? n : 2 * n;
+  // Lane k: tile row r = k / n, element 4 (k % n) + j of its load; rows 0 and 1 from the
+  // first pair (lanes below 2n), the odd row as the pair's second load.
   alignas(64) int32_t idx[16];
   for (int64_t k = 0; k < 16; ++k) {
     const int64_t r = std::min<int64_t>(k / n, 3), e = 4 * (k - r * n);
-    idx[k] = int32_t(slot == 8 ? e : (r % 2) * 16 + e);
-    if (idx[k] > 28) idx[k] = 0;  // a lane past the rows: any element of the pair
+    idx[k] = int32_t(e > 12 ? 0 : (r % 2) * 16 + e);  // a lane past the rows: any element
   }
   const __m512i q0 = _mm512_load_si512(idx), q1 = _mm512_add_epi32(q0, _mm512_set1_epi32(1)),
                 q2 = _mm512_add_epi32(q0, _mm512_set1_epi32(2)), q3 = _mm512_add_epi32(q0, _mm512_set1_epi32(3));
-  const __mmask16 second = __mmask16(0xFFFFu << split);
+  const __mmask16 second = __mmask16(0xFFFFu << (2 * n));
   alignas(64) float rr[kA][kA][16];  // [input row i][c]: B^T along x
   for (int64_t i = 0; i < kA; ++i) {
     __m512 l[4], m[4];
-    slot_loads(s, ph, ty, rows, slot, i, c0, plane, l);
-    slot_loads(s, ph, ty, rows, slot, i, c0 + 4, plane, m);
+    row_loads(s, ph, ty, rows, i, c0, plane, l);
+    row_loads(s, ph, ty, rows, i, c0 + 4, plane, m);
     const __m512 d0 = pick_rows(l, q0, second), d1 = pick_rows(l, q1, second), d2 = pick_rows(l, q2, second),
                  d3 = pick_rows(l, q3, second), d4 = pick_rows(m, q0, second), d5 = pick_rows(m, q1, second);
     __m512 o[kA];
@@ -339,14 +333,13 @@ __attribute__((target("avx512f"))) void input_transform_avx512(const ConvShape& 
   // tile row at a time: whole tile rows go 4 to a pass, in slots of 4 lanes (ResNet's
   // 256-channel 14x14 layer, input transform alone: 103 -> 64 us). Slots of 8 (2 rows of
   // 5 .. 8 tiles) ran slower than one row a pass (28x28, 128 channels: 100 -> 114 us).
-  const int64_t slot = 4, rows_per_pass = 16 / slot;
-  const bool packed = !gathered && n <= slot;
+  const bool packed = !gathered && n <= 4;
   for (int64_t ty = ty_begin; ty < ty_end;) {
     if (packed) {
       int64_t rows = 0;  // whole rows from ty on, inside [lo, hi)
-      while (rows < rows_per_pass && ty + rows < ty_end && (ty + rows) * n >= lo && (ty + rows + 1) * n <= hi) ++rows;
+      while (rows < 4 && ty + rows < ty_end && (ty + rows) * n >= lo && (ty + rows + 1) * n <= hi) ++rows;
       if (rows >= 2) {
-        input_transform_rows_avx512(s, ph, ty, rows, slot, ph.base + ty * n - lo, pc, plane, ic, v, v_floats);
+        input_transform_rows_avx512(s, ph, ty, rows, ph.base + ty * n - lo, pc, plane, ic, v, v_floats);
         ty += rows;
         continue;
       }
