@@ -1049,6 +1049,7 @@ __attribute__((target("avx512f"))) static void transpose_store_avx512(const floa
     }
   }
 }
+
 // The same by 8 x 8 blocks on AVX2.
 __attribute__((target("avx2,fma"))) static void transpose_store_avx2(const float* __restrict ct, int64_t ldct,
                                                                     int64_t c0, int64_t n0, int64_t n1, int64_t N,
