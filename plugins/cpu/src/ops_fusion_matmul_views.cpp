@@ -20,17 +20,12 @@
 #include "gemm.hpp"
 #include "ops.hpp"
 #include "scratch.hpp"
+#include "tensor_ops.hpp"
 
 namespace nxrt::cpu {
 using namespace fusion;
 
 namespace {
-
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& d) {
-  std::vector<int64_t> s(d.size(), 1);
-  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
-  return s;
-}
 
 std::vector<int64_t> perm_of(const Node& t, size_t rank) {
   std::vector<int64_t> p = t.attr_ints("perm");

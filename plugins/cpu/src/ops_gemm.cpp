@@ -8,6 +8,7 @@
 #include "gemm_bf16.hpp"
 #include "ops.hpp"
 #include "scratch.hpp"
+#include "tensor_ops.hpp"
 
 namespace nxrt::cpu {
 namespace {
@@ -269,11 +270,9 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Node& n, CpuSession& s, const M
       return;
     }
     // General batched case: each output batch's A and B by their (contiguous) batch strides.
-    std::vector<int64_t> ast(abat.size()), bst(bbat.size());
-    for (size_t i = abat.size(), step = size_t(M * K); i-- > 0; step *= size_t(abat[i])) ast[i] = int64_t(step);
-    for (size_t i = bbat.size(), step = size_t(K * N); i-- > 0; step *= size_t(bbat[i])) bst[i] = int64_t(step);
+    const std::vector<int64_t> ast = contiguous_strides(ad), bst = contiguous_strides(bd);
     auto one = [&](int64_t o, ThreadPool* p) {
-      const int64_t boff = gemm_batch_offset(bbat, bst, obat, o);
+      const int64_t boff = gemm_batch_offset(bbat, std::span(bst).first(bbat.size()), obat, o);
       const float* pb;
       if (st.b_packed) {
         pb = st.packed_b.data() + per_b * size_t(boff / (K * N));
@@ -284,7 +283,7 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Node& n, CpuSession& s, const M
       }
       GemmEpilogue e = ep;
       e.residual = rp ? rp + o * M * N : nullptr;
-      gemm_prepacked_b(st.bf16, ap + gemm_batch_offset(abat, ast, obat, o), K, false, 1.f, M, N, K, pb,
+      gemm_prepacked_b(st.bf16, ap + gemm_batch_offset(abat, std::span(ast).first(abat.size()), obat, o), K, false, 1.f, M, N, K, pb,
                        yp + o * M * N, e, p);
     };
     for_each_gemm_batch(pool, nbatch, double(M) * double(N) * double(K), one);
