@@ -15,7 +15,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cmath>
+
+#include "hard_swish.hpp"
 
 namespace nxrt::cpu {
 namespace {
@@ -33,12 +34,7 @@ NXRT_NARROW inline float narrow_epilogue(float x, int64_t m, int64_t j, const fl
     x = st.lo > x ? st.lo : x;
     x = st.hi < x ? st.hi : x;
   }
-  if (st.hardswish) {
-    float g = std::fma(x, 1.f / 6.f, 0.5f);
-    g = g > 0.f ? g : 0.f;
-    g = 1.f < g ? 1.f : g;
-    x *= g;
-  }
+  if (st.hardswish) x = hard_swish_fused(x);
   return x;
 }
 

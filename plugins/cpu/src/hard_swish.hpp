@@ -1,6 +1,7 @@
 // HardSwish, x * clamp(x / 6 + 1/2, 0, 1), as the node and every fused conv / GEMM store
 // compute it (scalar, AVX-512, AVX2). NaN stays NaN (x * anything).
 #pragma once
+#include <cmath>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -12,6 +13,15 @@ inline float hard_swish(float x) {
   float g = x * (1.f / 6.f) + 0.5f;
   g = g < 0.f ? 0.f : g;
   g = g > 1.f ? 1.f : g;
+  return x * g;
+}
+
+// The vector forms' arithmetic on one float (the gate by one fused multiply-add), for a scalar
+// store that must match them bit for bit (gemm_narrow.cpp).
+inline float hard_swish_fused(float x) {
+  float g = std::fma(x, 1.f / 6.f, 0.5f);
+  g = g > 0.f ? g : 0.f;  // max(g, 0), then min(1, .), as the vector forms order them
+  g = 1.f < g ? 1.f : g;
   return x * g;
 }
 
