@@ -849,7 +849,7 @@ void dw_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post) {
   const int64_t taps = s.k_h * s.k_w;
   if (path == DwPath::directkxk_avx512) {
     int64_t c = 0;
-    if (dw_lanes_ok(s, 2))  // 16 planes at a time, the rest per plane
+    if (dw_lanes_ok(s, 2, kDwLanes16MaxWidth))  // 16 planes at a time, the rest per plane
       for (; c + 16 <= p.count; c += 16) dw_planes16_avx512(s, planes_shifted(p, c, taps), post);
     if (c < p.count) dw_planes_avx512_any(s, planes_shifted(p, c, taps), post);
     return;
@@ -1343,7 +1343,7 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
       if ((dw_path(s) == DwPath::direct3x3_avx2 || dw_path(s) == DwPath::directkxk_avx2) && dw_lanes_ok(s) &&
           s.ocg() == 1 && s.out_c >= 8)
         return fmt::format("depthwise {}x{}, 8 channels as the lanes avx2", s.k_h, s.k_w);
-      if (dw_path(s) == DwPath::directkxk_avx512 && dw_lanes_ok(s, 2) && s.ocg() == 1 && s.out_c >= 16)
+      if (dw_path(s) == DwPath::directkxk_avx512 && dw_lanes_ok(s, 2, kDwLanes16MaxWidth) && s.ocg() == 1 && s.out_c >= 16)
         return fmt::format("depthwise {}x{}, 16 channels as the lanes avx512", s.k_h, s.k_w);
 #endif
       switch (dw_path(s)) {

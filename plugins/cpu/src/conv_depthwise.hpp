@@ -51,19 +51,23 @@ void dw3x3_plane_avx2(const ConvShape& s, const float* in, const float* wk, floa
 // The same for 5x5 and 7x7 kernels (dilation 1, stride_w 1 or 2), one output row at a time.
 void dwkxk_plane_avx2(const ConvShape& s, const float* in, const float* wk, float bias, float* o, const float* res,
                       const ConvPostOps& post, bool split_cols = false);
-// Small planes (out_w <= 8: ResNet-like 7x7 stages) with the channels as the vector lanes:
-// 8 planes at a time, transposed into a zero-padded [rows][cols][8] buffer of at most
-// kDwLanesMaxPadded positions, every tap one vector FMA per output, transposed back per
-// output row (the per-plane kernels spend most of a 7x7 plane on row and mask setup).
-// 3x3 / 5x5 / 7x7, dilation 1, strides 1 or 2 (the kernel; dw_lanes_ok says which run). AVX2 + FMA.
+// Small planes (out_w <= 8: ResNet-like 7x7 stages; on AVX-512 out_w <= 16) with the
+// channels as the vector lanes: 8 (16) planes at a time, transposed into a zero-padded
+// [rows][cols][8 or 16] buffer of at most kDwLanesMaxPadded positions, every tap one vector
+// FMA per output, transposed back per output row (the per-plane kernels spend most of a 7x7
+// or 14x14 plane on row and mask setup). 3x3 / 5x5 / 7x7, dilation 1, strides 1 or 2 (the
+// kernel; dw_lanes_ok says which run). AVX2 + FMA.
 constexpr int64_t kDwLanesMaxPadded = 512;
 // max_stride: AVX2's 8-lane kernel takes stride 1 only (at stride 2 the per-plane kernel was
 // faster on Zen 3: 576 planes of 14x14 -> 7x7, 71 us against 86), AVX-512's 16-lane one
-// strides 1 and 2 (Zen 5: MobileNetV3's 5x5 stride-2 block 242 -> 201 us).
-bool dw_lanes_ok(const ConvShape& s, int64_t max_stride = 1);
+// strides 1 and 2 (Zen 5: MobileNetV3's 5x5 stride-2 block 242 -> 201 us). max_out_w: 8 for
+// AVX2's, kDwLanes16MaxWidth for AVX-512's.
+constexpr int64_t kDwLanes16MaxWidth = 16;
+bool dw_lanes_ok(const ConvShape& s, int64_t max_stride = 1, int64_t max_out_w = 8);
 // Planes [0, 8) of p (p.count is not read; p.bias, when set, holds 8 values).
 void dw_planes8_avx2(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post);
-// The same with 16 planes as the AVX-512 lanes (p.bias, when set, holds 16 values). AVX-512 F.
+// The same with 16 planes as the AVX-512 lanes, out_w <= kDwLanes16MaxWidth (p.bias, when set,
+// holds 16 values). AVX-512 F.
 void dw_planes16_avx512(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post);
 // One row of W floats into the split_cols layout (DwPlanes): its even columns, then its odd
 // ones. dst must not overlap src. AVX2.

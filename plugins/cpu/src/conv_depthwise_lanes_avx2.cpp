@@ -14,11 +14,11 @@ namespace nxrt::cpu {
 
 #define NXRT_AVX2 __attribute__((target("avx2,fma")))
 
-bool dw_lanes_ok(const ConvShape& s, int64_t max_stride) {
+bool dw_lanes_ok(const ConvShape& s, int64_t max_stride, int64_t max_out_w) {
   if (s.k_h != s.k_w || (s.k_h != 3 && s.k_h != 5 && s.k_h != 7) || s.dil_h != 1 || s.dil_w != 1) return false;
   if (s.stride_h < 1 || s.stride_w < 1 || s.stride_h > max_stride || s.stride_w > max_stride) return false;
   const int64_t hp = (s.out_h - 1) * s.stride_h + s.k_h, wp = (s.out_w - 1) * s.stride_w + s.k_w;
-  return s.out_w >= 1 && s.out_w <= 8 && s.out_h >= 1 && hp * wp <= kDwLanesMaxPadded && s.pad_top >= 0 &&
+  return s.out_w >= 1 && s.out_w <= max_out_w && s.out_h >= 1 && hp * wp <= kDwLanesMaxPadded && s.pad_top >= 0 &&
          s.pad_left >= 0;
 }
 

@@ -316,9 +316,10 @@ TEST_CASE("convs that read the phase planes in place (no im2col) match the refer
 }
 
 TEST_CASE("depthwise convs on small planes (channels as the lanes) match the reference") {
-  // out_w <= 8 takes the channel-lane kernel in groups of 8 planes on AVX2, 16 on AVX-512,
-  // the rest of the channels the per-plane kernels: 13 to 40 channels, 3x3 / 5x5 / 7x7,
-  // strides 1 and 2, pads 0 to 3, non-square planes, batch 2, every post-op, 1-3 threads.
+  // out_w <= 8 takes the channel-lane kernel in groups of 8 planes on AVX2, 16 on AVX-512
+  // (there up to out_w 16, 16 x 16 transposes), the rest of the channels the per-plane
+  // kernels: 13 to 40 channels, 3x3 / 5x5 / 7x7, strides 1 and 2, pads 0 to 3, non-square
+  // planes, batch 2, every post-op, 1-3 threads.
   ThreadPool pool2(2), pool3(3);
   const ConvShape shapes[] = {
       shape(1, 24, 7, 7, 24, 3, 1, 1, 1, 24),   // MobileNetV2's last stage
@@ -329,6 +330,12 @@ TEST_CASE("depthwise convs on small planes (channels as the lanes) match the ref
       shape(1, 8, 4, 4, 8, 3, 1, 0, 1, 8),      // no pad: 2x2 outputs
       shape(2, 40, 7, 7, 40, 3, 1, 1, 1, 40),   // 16 + 16 + 8 per image, batch 2
       shape(1, 33, 6, 3, 33, 5, 1, 2, 1, 33),   // 5x5 on a 6x3 plane, 2 x 16 + 1
+      shape(1, 40, 14, 14, 40, 3, 1, 1, 1, 40),  // MobileNetV2's 14x14 stage: 16 + 16 + 8 (AVX-512 lanes)
+      shape(2, 17, 14, 14, 17, 5, 1, 2, 1, 17),  // MobileNetV3's 5x5 at 14x14, batch 2
+      shape(1, 16, 16, 16, 16, 3, 1, 1, 1, 16),  // out_w 16, every lane of the row
+      shape(1, 16, 12, 9, 16, 7, 1, 3, 1, 16),   // 7x7 on a 12x9 plane
+      shape(1, 32, 20, 18, 32, 5, 2, 2, 1, 32),  // 5x5 stride 2 to 10x9 (padded 23 x 21)
+      shape(1, 16, 5, 30, 16, 3, 1, 0, 1, 16),   // no pad, 3 x 28: too wide, per plane
       shape(1, 32, 14, 13, 32, 5, 2, 2, 1, 32),  // MobileNetV3's 5x5 stride 2 to 7x7 (AVX-512 lanes)
   };
   for (const ConvShape& s : shapes)
@@ -346,6 +353,8 @@ TEST_CASE("depthwise convs on small planes (channels as the lanes) match the ref
     const ConvShape& s2 = shapes[std::size(shapes) - 1];
     const PackedConvWeights w2 = pack_conv_weights(s2, random_floats(32 * 25, 5).data());
     CHECK(conv_describe(s2, w2, nullptr) == "depthwise 5x5, 16 channels as the lanes avx512");
+    const PackedConvWeights w14 = pack_conv_weights(shapes[8], random_floats(40 * 9, 5).data());
+    CHECK(conv_describe(shapes[8], w14, nullptr) == "depthwise 3x3, 16 channels as the lanes avx512");
   }
 }
 
