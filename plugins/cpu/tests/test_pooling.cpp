@@ -51,11 +51,28 @@ TEST_CASE("max_pool matches the naive pool") {
   ThreadPool tp(2);
   for (auto s : {pool2d(3, 9, 10, 3, 2, 1, 1, false), pool2d(3, 9, 10, 3, 2, 1, 1, true), pool2d(4, 8, 8, 2, 2, 0, 1, false),
                  pool2d(2, 10, 10, 3, 1, 2, 2, false), pool2d(64, 56, 56, 3, 2, 1, 1, false),
-                 pool2d(3, 11, 13, 3, 3, 1, 1, true), pool2d(2, 9, 11, 5, 1, 2, 1, false)}) {  // stride 3; SPPF's 5x5/1
+                 pool2d(3, 11, 13, 3, 3, 1, 1, true), pool2d(2, 9, 11, 5, 1, 2, 1, false),  // stride 3; SPPF's 5x5/1
+                 // The AVX-512 plane kernel (stride 1 or 2): ResNet's stem pool (7 chunks a row), odd
+                 // and chunk-edge widths, kernels 1-3 at stride 2 with and without pads, ceil mode.
+                 pool2d(2, 112, 112, 3, 2, 1, 1, false), pool2d(2, 9, 33, 3, 2, 1, 1, false),
+                 pool2d(2, 7, 65, 3, 2, 0, 1, true), pool2d(2, 6, 37, 2, 2, 0, 1, false), pool2d(2, 6, 47, 2, 2, 1, 1, true),
+                 pool2d(2, 5, 34, 1, 2, 0, 1, false), pool2d(2, 8, 40, 3, 1, 1, 1, false), pool2d(2, 5, 18, 4, 2, 1, 1, false)}) {
     auto x = random_floats(size_t(s.batch * s.channels * s.in[1] * s.in[2]), 3);
     std::vector<float> y(size_t(s.batch * s.channels * s.out[1] * s.out[2]));
     max_pool(s, x.data(), y.data(), &tp);
     CHECK(y == naive_pool(s, x));
+  }
+  {  // NaNs are skipped (each window here keeps a number), on one thread and two
+    PoolShape s = pool2d(3, 12, 50, 3, 2, 1, 1, false);
+    s.kernel[1] = 2;  // 2 x 3 windows
+    s.out[1] = (12 + 1 - 2) / 2 + 1;
+    auto x = random_floats(size_t(s.batch * s.channels * 12 * 50), 4);
+    for (size_t i = 0; i < x.size(); i += 7) x[i] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> y(size_t(s.batch * s.channels * s.out[1] * s.out[2]));
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &tp}) {
+      max_pool(s, x.data(), y.data(), p);
+      CHECK(y == naive_pool(s, x));
+    }
   }
   // 1-D and 3-D through the generic path, int8
   PoolShape s;
