@@ -16,6 +16,7 @@
 #include "conv_winograd_2x2.hpp"
 #include "cpu_info.hpp"
 #include "gemm.hpp"
+#include "pooling.hpp"
 #include "simd.hpp"
 #include "transpose16_avx512.hpp"
 
@@ -1365,6 +1366,88 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
     case ConvPath::im2col: what = "im2col + gemm"; break;
   }
   return what + " " + gemm_kernel_name();
+}
+
+bool conv_max_pool_fuses(const ConvShape& s, const PackedConvWeights& w, const PoolShape& ps, ThreadPool* pool) {
+  return s.group == 1 && !w.depthwise && s.out_h > 0 && s.out_w > 0 && max_pool_rows_ok(ps) &&
+         ps.in[1] == s.out_h && ps.in[2] == s.out_w && conv_path(s, w, pool) == ConvPath::phase_rows;
+}
+
+void conv2d_max_pool(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias,
+                     const PoolShape& ps, float* pooled, ThreadPool* pool, const ConvPostOps& post) {
+  if (post.residual) throw std::logic_error("conv2d_max_pool: no residual");
+  if (!conv_max_pool_fuses(s, w, ps, pool)) {
+    std::vector<float> c(size_t(s.batch * s.out_c * s.out_h * s.out_w));
+    conv2d(s, x, w, bias, c.data(), pool, post);
+    max_pool(ps, c.data(), pooled, pool);
+    return;
+  }
+  // The phase_rows path of conv2d, its row blocks pooled instead of copied out. Each thread
+  // takes a range of pooled rows and makes the conv rows their windows read (a range's first
+  // rows are made by both threads: 1 of 57 at 3x3 / 2 over 112 rows). Rows a later pooled row
+  // still needs stay at the front of the block buffer, the next block goes after them.
+  const int64_t M = s.out_c, K = s.gemm_k(), N = s.out_h * s.out_w, OH = s.out_h;
+  const int64_t PH = ps.out[1], PW = ps.out[2], PKH = ps.kernel[1], PSH = ps.stride[1], PPT = ps.pad_begin[1];
+  const int64_t wq = dw_geometry(s).wq, taps = s.k_h * s.k_w;
+  const int gemm_threads = threads_for(pool, double(M) * double(N) * double(K));
+  const int bands = int(std::min<int64_t>(gemm_threads, PH));
+  const int64_t block_rows = std::max<int64_t>({1, PSH, (160 << 10) / (M * wq * int64_t(sizeof(float)))});
+  const int64_t cap = block_rows + PKH;  // rows the buffer holds: a block and what is kept
+  GemmEpilogue e;
+  e.row_bias = bias;
+  e.clamp = post.clamp;
+  e.lo = post.lo;
+  e.hi = post.hi;
+  e.hardswish = post.hardswish;
+  // The conv rows [first, end) pooled row p reads (clipped to the conv's rows).
+  auto first_row = [&](int64_t p) { return std::clamp<int64_t>(p * PSH - PPT, 0, OH); };
+  auto end_row = [&](int64_t p) { return std::clamp<int64_t>(p * PSH - PPT + PKH, 0, OH); };
+  for (int64_t n = 0; n < s.batch; ++n) {
+    const float* xn = x + n * s.in_c * s.in_h * s.in_w;
+    float* on = pooled + n * M * PH * PW;
+    parallel_for(bands <= 1 ? nullptr : pool, bands, [&](int64_t i) {
+      int64_t p0, p1;
+      split_range(PH, bands, i, p0, p1);
+      const int64_t c0 = first_row(p0), c1 = std::max(c0, end_row(p1 - 1));
+      float* cb = scratch_floats(kScratchB, size_t(M * cap * wq));
+      int64_t next = p0;       // the first pooled row not written yet
+      int64_t h0 = c0, h1 = c0;  // conv rows [h0, h1) in cb, row r at cb + (r - h0) * wq
+      auto pool_ready = [&]() {
+        int64_t q = next;
+        while (q < p1 && end_row(q) <= h1) ++q;
+        if (q == next) return;
+        for (int64_t m = 0; m < M; ++m)
+          max_pool_plane_rows(ps, cb + m * cap * wq, wq, h0, on + m * PH * PW, next, q);
+        next = q;
+      };
+      if (c1 > c0) {
+        const BandPhases bp = build_band_phases(s, xn, c0, c1);
+        const ConvShape& sb = bp.s;
+        std::vector<const float*> rows(static_cast<size_t>(K));
+        for (int64_t ic = 0; ic < s.in_c; ++ic)
+          for (int64_t ky = 0; ky < s.k_h; ++ky)
+            for (int64_t kx = 0; kx < s.k_w; ++kx)
+              rows[size_t(ic * taps + ky * s.k_w + kx)] =
+                  bp.planes + size_t(ic) * bp.g.phase_floats + tap_offset(sb, bp.g, ky, kx);
+        for (int64_t b0 = c0; b0 < c1; b0 += block_rows) {
+          const int64_t b1 = std::min(c1, b0 + block_rows);
+          // Keep the rows from the next pooled row's first one on (fewer than PKH).
+          const int64_t keep0 = next < p1 ? std::clamp(first_row(next), h0, h1) : h1;
+          if (keep0 > h0 && h1 > keep0)
+            for (int64_t m = 0; m < M; ++m)
+              std::memmove(cb + m * cap * wq, cb + m * cap * wq + (keep0 - h0) * wq,
+                           size_t((h1 - keep0) * wq) * sizeof(float));
+          h0 = keep0;
+          gemm_rows_serial(M, (b1 - b0) * wq, K, w.data, rows.data(), (b0 - c0) * wq, cb + (h1 - h0) * wq, cap * wq, e);
+          h1 = b1;
+          pool_ready();
+        }
+      }
+      // Rows whose windows hold no conv row (all padding) and any left: -inf, as max_pool.
+      for (int64_t m = 0; m < M && next < p1; ++m)
+        max_pool_plane_rows(ps, cb + m * cap * wq, wq, h0, on + m * PH * PW, next, p1);
+    });
+  }
 }
 
 void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,

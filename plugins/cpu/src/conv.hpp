@@ -125,6 +125,16 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
 void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,
             ThreadPool* pool, const ConvPostOps& post = {});
 
+// pooled = max_pool(conv2d(x) with post's clamp / HardSwish) for `ps`, the 2-D pool over the
+// conv's output (ps.batch / channels / in: s's batch, out_c, out_h x out_w). Where
+// conv_max_pool_fuses, the pool runs over each block of output rows as the conv makes them
+// (the conv output is never written out: ResNet's stem makes 3.2 MB that the pool reads
+// back); otherwise the conv writes a buffer of its own and the pool reads it. No residual.
+struct PoolShape;
+bool conv_max_pool_fuses(const ConvShape& s, const PackedConvWeights& w, const PoolShape& ps, ThreadPool* pool);
+void conv2d_max_pool(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias,
+                     const PoolShape& ps, float* pooled, ThreadPool* pool, const ConvPostOps& post = {});
+
 // Whether a conv of M output channels over N pixels runs as the transposed
 // product (exposed for tests); im2col: a conv that is not a plain 1x1.
 bool conv_pointwise_transposed(int64_t M, int64_t N, bool im2col = false);

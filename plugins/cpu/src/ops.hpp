@@ -96,10 +96,12 @@ void register_random_ops(Registry& r);              // Random*, Bernoulli, Multi
 
 // Where a Conv kernel finds its tensors among the kernel inputs, and what it
 // applies to its result (a fused group: Conv [+ Add] [+ Relu | Clip | HardSwish]).
+struct PoolAttrs;
 struct ConvIo {
   int x = 0, w = 1, b = 2;  // b < 0: no bias
   int residual = -1;        // input added to the result (fused Add), < 0: none
   ConvPostOps post;         // clamp (residual is bound at run time)
+  std::shared_ptr<const PoolAttrs> max_pool;  // a fused MaxPool after the activation (no residual)
 };
 // Constant W and bias are declared in `pp` (made on create, the blob's on import).
 std::unique_ptr<Kernel> make_conv_kernel(const Node& conv, CpuSession& session, const ConvIo& io, sdk::Prepacked& pp);

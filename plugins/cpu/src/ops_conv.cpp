@@ -9,6 +9,7 @@
 #include "conv_winograd_2x2.hpp"
 #include "gemm.hpp"
 #include "ops.hpp"
+#include "ops_pool.hpp"
 
 namespace nxrt::cpu {
 
@@ -219,6 +220,16 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
       }
     }
     if (shape) description = (centre ? "dilated, centre tap only: " : "") + conv_describe(*shape, *st.packed, session.pool());
+    if (shape && io.max_pool) {
+      std::vector<int64_t> cd = {shape->batch, shape->out_c, shape->out_h, shape->out_w}, pd;
+      try {
+        const PoolShape ps = pool_shape(*io.max_pool, cd, "MaxPool", pd);
+        description += conv_max_pool_fuses(*shape, *st.packed, ps, session.pool())
+                           ? ", max pool over each block of rows it makes"
+                           : ", then max pool";
+      } catch (const sdk::Error&) {
+      }
+    }
   }
   auto bv = n.input(2);
   const bool bias_const = bv.present() && bv.is_constant();
@@ -262,6 +273,20 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
         sdk::fail(NXRT_INVALID_ARGUMENT, "Conv+Add: the added input {} does not have the Conv's output shape {}",
                   dims_str(res->dims()), dims_str(od));
       post.residual = res->data<float>();
+    }
+    if (st.io.max_pool) {  // Conv [-> Relu | Clip | HardSwish] -> MaxPool
+      if (st.a.sr != 2) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv+MaxPool: a {}-D conv (2-D only)", st.a.sr);
+      std::vector<int64_t> pd;
+      const PoolShape ps = pool_shape(*st.io.max_pool, std::vector<int64_t>(od.begin(), od.end()), "MaxPool", pd);
+      TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, pd);
+      if (y.numel() == 0) return;
+      if (st.packed) {
+        conv2d_max_pool(s, x.data<float>(), *st.packed, bias, ps, y.data<float>(), pool, post);
+      } else {
+        PackedConvWeights pw = pack_conv_weights(s, w.data<float>());
+        conv2d_max_pool(s, x.data<float>(), pw, bias, ps, y.data<float>(), pool, post);
+      }
+      return;
     }
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
     if (y.numel() == 0) return;

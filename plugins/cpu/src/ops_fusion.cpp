@@ -1,4 +1,6 @@
-// Fused groups: Conv -> [Add] -> [Relu | Clip | HardSwish], MatMul -> Add(bias) -> [Add] and
+// Fused groups: Conv -> [Add] -> [Relu | Clip | HardSwish], Conv -> [Relu | Clip | HardSwish]
+// -> MaxPool (2-D, no Indices: the pool runs over the conv's row blocks as they are made),
+// MatMul -> Add(bias) -> [Add] and
 // Gemm -> Relu | Clip
 // (the QDQ groups of quantized models are in ops_fusion_qdq.cpp, MobileNet's
 // inverted-residual blocks of several Convs in ops_fusion_conv_block.cpp, MatMuls through
@@ -28,6 +30,7 @@
 #include "elementwise.hpp"
 #include "fusion_view.hpp"
 #include "ops.hpp"
+#include "ops_pool.hpp"
 
 namespace nxrt::cpu {
 using namespace fusion;
@@ -78,6 +81,26 @@ MatMulChain follow_matmul_chain(const sdk::Graph& g, const ViewIndex& ix, size_t
   c.nodes.push_back(use->first);
   c.residual_slot = int(*other);
   return c;
+}
+
+// After a 2-D float Conv chain without a residual Add (its last node at `last`): a MaxPool
+// that is the sole user of the chain's value, 2 spatial dims, undilated, no Indices output.
+template <typename Ok>
+std::optional<size_t> follow_max_pool(const sdk::Graph& g, const ViewIndex& ix, const Chain& c, Ok ok) {
+  if (c.add_other_slot >= 0) return std::nullopt;
+  Node cn = g.node(c.nodes.front());
+  if (cn.attr_int("group", 1) != 1 || cn.input_count() < 2 || cn.input(1).rank() != 4) return std::nullopt;
+  Node last = g.node(c.nodes.back());
+  if (last.output_count() != 1 || !last.has_output(0) || last.output(0).dtype() != NXRT_DTYPE_FLOAT32)
+    return std::nullopt;
+  auto use = sole_use(ix, last.output(0).raw());
+  if (!use || !ok(use->first) || use->second != 0) return std::nullopt;
+  Node p = g.node(use->first);
+  if (!is_op(p, "MaxPool") || !p.has_output(0) || (p.output_count() > 1 && p.has_output(1))) return std::nullopt;
+  if (p.attr_ints("kernel_shape").size() != 2) return std::nullopt;
+  for (int64_t d : p.attr_ints("dilations"))
+    if (d != 1) return std::nullopt;
+  return use->first;
 }
 
 // Gemm -> Relu | Clip: the activation in the GEMM's store. Positions of the Gemm and, when it
@@ -180,7 +203,11 @@ void claim_nodes_fused(const sdk::Graph& g, nxrt_claim_sink* sink) {
       std::vector<size_t> chain;
       if (is_op(g.node(i), "Conv")) {
         chain = follow_conv_block(g, ix, i, ok);
-        if (chain.empty()) chain = follow_chain(g, ix, i, ok).nodes;
+        if (chain.empty()) {
+          const Chain c = follow_chain(g, ix, i, ok);
+          chain = c.nodes;
+          if (auto p = follow_max_pool(g, ix, c, ok)) chain.push_back(*p);
+        }
       }
       else if (is_op(g.node(i), "MatMul")) {
         chain = follow_matmul_chain(g, ix, i, ok).nodes;
@@ -292,6 +319,8 @@ std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& se
   if (!conv) sdk::fail(NXRT_UNSUPPORTED, "group of {} nodes is not a Conv chain this plugin fuses", count);
   const ViewIndex ix = index_view(sg);
   Chain c = follow_chain(sg, ix, *conv, [](size_t) { return true; });
+  const auto pool_node = follow_max_pool(sg, ix, c, [](size_t) { return true; });
+  if (pool_node) c.nodes.push_back(*pool_node);
   // Inside a subgraph the chain's last value is the graph output, so sole_use
   // stops there; every node must be on the chain and the only output its end.
   if (c.nodes.size() != count)
@@ -312,6 +341,7 @@ std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& se
   io.post.lo = c.lo;
   io.post.hi = c.hi;
   io.post.hardswish = c.hardswish;
+  if (pool_node) io.max_pool = std::make_shared<const PoolAttrs>(read_pool_attrs(sg.node(*pool_node)));
   return make_conv_kernel(cn, session, io, pp);
 }
 

@@ -72,17 +72,20 @@ __attribute__((always_inline)) inline void max_pool_columns(const T* __restrict 
   }
 }
 
+// Output rows [oh0, oh1) of a plane whose input row ih lies at x + (ih - row0) * pitch.
 template <typename T>
-__attribute__((always_inline)) inline void max_pool_plane_2d_body(const PoolShape& s, const T* x, T* y, T* vmax) {
-  const int64_t H = s.in[1], W = s.in[2], OH = s.out[1], OW = s.out[2];
+__attribute__((always_inline)) inline void max_pool_plane_2d_body(const PoolShape& s, const T* x, T* y, T* vmax,
+                                                                  int64_t pitch, int64_t row0, int64_t oh0,
+                                                                  int64_t oh1) {
+  const int64_t H = s.in[1], W = s.in[2], OW = s.out[2];
   const int64_t KH = s.kernel[1], KW = s.kernel[2], SH = s.stride[1], SW = s.stride[2];
   const int64_t PT = s.pad_begin[1], PL = s.pad_begin[2];
-  for (int64_t oh = 0; oh < OH; ++oh) {
+  for (int64_t oh = oh0; oh < oh1; ++oh) {
     const int64_t h0 = oh * SH - PT;
     const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + KH, H);
     for (int64_t iw = 0; iw < W; ++iw) vmax[iw] = pool_lowest<T>();
     for (int64_t ih = hb; ih < he; ++ih) {
-      const T* row = x + ih * W;
+      const T* row = x + (ih - row0) * pitch;
       for (int64_t iw = 0; iw < W; ++iw) vmax[iw] = row[iw] > vmax[iw] ? row[iw] : vmax[iw];
     }
     T* yrow = y + oh * OW;
@@ -96,8 +99,9 @@ __attribute__((always_inline)) inline void max_pool_plane_2d_body(const PoolShap
 }
 
 NXRT_CLONES
-static void max_pool_plane_2d(const PoolShape& s, const float* x, float* y, float* vmax) {
-  max_pool_plane_2d_body(s, x, y, vmax);
+static void max_pool_plane_2d(const PoolShape& s, const float* x, float* y, float* vmax, int64_t pitch, int64_t row0,
+                              int64_t oh0, int64_t oh1) {
+  max_pool_plane_2d_body(s, x, y, vmax, pitch, row0, oh0, oh1);
 }
 
 #if defined(__x86_64__)
@@ -113,14 +117,17 @@ __attribute__((target("avx512f"))) static inline __mmask16 pool_cols_mask(int64_
 // this). Columns outside the input load as -inf; `max(v, m)` returns m when v is NaN, so a
 // NaN is skipped as above.
 template <int SW>
-__attribute__((target("avx512f"))) static void max_pool_plane_2d_avx512(const PoolShape& s, const float* x, float* y) {
-  const int64_t H = s.in[1], W = s.in[2], OH = s.out[1], OW = s.out[2];
+__attribute__((target("avx512f"))) static void max_pool_plane_2d_avx512(const PoolShape& s, const float* x, float* y,
+                                                                        int64_t pitch, int64_t row0, int64_t oh0,
+                                                                        int64_t oh1) {
+  const int64_t H = s.in[1], W = s.in[2], OW = s.out[2];
   const int64_t KH = s.kernel[1], KW = s.kernel[2], SH = s.stride[1], PT = s.pad_begin[1], PL = s.pad_begin[2];
   const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   const __m512i next = _mm512_set_epi32(16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
-  for (int64_t oh = 0; oh < OH; ++oh) {
+  x -= row0 * pitch;  // (row ih at x + ih * pitch; only rows from row0 are read)
+  for (int64_t oh = oh0; oh < oh1; ++oh) {
     const int64_t h0 = oh * SH - PT;
     const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + KH, H);
     float* yrow = y + oh * OW;
@@ -136,7 +143,7 @@ __attribute__((target("avx512f"))) static void max_pool_plane_2d_avx512(const Po
                         mc = KW < 3 ? 0 : inside ? 1 : pool_cols_mask(start + 32, W) & 1;
         __m512 a = lowest, b = lowest, c = lowest;
         for (int64_t ih = hb; ih < he; ++ih) {
-          const float* r = x + ih * W + start;
+          const float* r = x + ih * pitch + start;
           a = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, ma, r), a);
           b = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, mb, r + 16), b);
           if (KW == 3) c = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, mc, r + 32), c);
@@ -154,13 +161,13 @@ __attribute__((target("avx512f"))) static void max_pool_plane_2d_avx512(const Po
         const __mmask16 ma = pool_cols_mask(start, W);
         if constexpr (SW == 1) {
           for (int64_t ih = hb; ih < he; ++ih)
-            m = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, ma, x + ih * W + start), m);
+            m = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, ma, x + ih * pitch + start), m);
         } else {
           const __mmask16 mb = pool_cols_mask(start + 16, W);
           __m512 a = lowest, b = lowest;
           for (int64_t ih = hb; ih < he; ++ih) {
-            a = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, ma, x + ih * W + start), a);
-            b = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, mb, x + ih * W + start + 16), b);
+            a = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, ma, x + ih * pitch + start), a);
+            b = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, mb, x + ih * pitch + start + 16), b);
           }
           m = _mm512_max_ps(_mm512_permutex2var_ps(a, even, b), m);
         }
@@ -173,7 +180,7 @@ __attribute__((target("avx512f"))) static void max_pool_plane_2d_avx512(const Po
 #endif
 
 // The AVX-512 plane kernel for `s` (float, 2-D, undilated), or null.
-using MaxPoolPlaneFn = void (*)(const PoolShape&, const float*, float*);
+using MaxPoolPlaneFn = void (*)(const PoolShape&, const float*, float*, int64_t, int64_t, int64_t, int64_t);
 static MaxPoolPlaneFn max_pool_plane_fast(const PoolShape& s) {
 #if defined(__x86_64__)
   if (active_isa() == Isa::avx512 && s.in[2] < (int64_t(1) << 40)) {
@@ -188,7 +195,7 @@ static MaxPoolPlaneFn max_pool_plane_fast(const PoolShape& s) {
 
 template <typename T>
 static void max_pool_plane_2d_int(const PoolShape& s, const T* x, T* y, T* vmax) {
-  max_pool_plane_2d_body(s, x, y, vmax);
+  max_pool_plane_2d_body(s, x, y, vmax, s.in[2], 0, 0, s.out[1]);
 }
 
 template <typename T>
@@ -208,11 +215,11 @@ void max_pool(const PoolShape& s, const T* x, T* y, ThreadPool* pool) {
       if (fast) {
         if constexpr (std::is_same_v<T, float>) {
           if (plane_fn) {
-            plane_fn(s, x + p * in_plane, y + p * out_plane);
+            plane_fn(s, x + p * in_plane, y + p * out_plane, s.in[2], 0, 0, s.out[1]);
             continue;
           }
           vmax.resize(static_cast<size_t>(s.in[2]));
-          max_pool_plane_2d(s, x + p * in_plane, y + p * out_plane, vmax.data());
+          max_pool_plane_2d(s, x + p * in_plane, y + p * out_plane, vmax.data(), s.in[2], 0, 0, s.out[1]);
         } else {
           std::vector<T> vmax(static_cast<size_t>(s.in[2]));
           max_pool_plane_2d_int(s, x + p * in_plane, y + p * out_plane, vmax.data());
@@ -222,6 +229,21 @@ void max_pool(const PoolShape& s, const T* x, T* y, ThreadPool* pool) {
       max_pool_plane(s, x + p * in_plane, y + p * out_plane);
     }
   });
+}
+
+bool max_pool_rows_ok(const PoolShape& s) {
+  return s.out[0] == 1 && s.in[0] == 1 && s.kernel[0] == 1 && s.dilation[1] == 1 && s.dilation[2] == 1;
+}
+
+void max_pool_plane_rows(const PoolShape& s, const float* x, int64_t pitch, int64_t row0, float* y, int64_t oh0,
+                         int64_t oh1) {
+  if (oh1 <= oh0) return;
+  if (const MaxPoolPlaneFn fn = max_pool_plane_fast(s)) {
+    fn(s, x, y, pitch, row0, oh0, oh1);
+    return;
+  }
+  std::vector<float> vmax(static_cast<size_t>(s.in[2]));
+  max_pool_plane_2d(s, x, y, vmax.data(), pitch, row0, oh0, oh1);
 }
 
 template void max_pool<float>(const PoolShape&, const float*, float*, ThreadPool*);

@@ -23,6 +23,15 @@ struct PoolShape {
 template <typename T>
 void max_pool(const PoolShape& s, const T* x, T* y, ThreadPool* pool);
 
+// Whether max_pool_plane_rows takes `s`: 2-D (in[0], out[0] and kernel[0] 1), undilated.
+bool max_pool_rows_ok(const PoolShape& s);
+// Output rows [oh0, oh1) of one float plane (row oh at y + oh * out[2]) from input rows held
+// at x + (ih - row0) * pitch (pitch >= in[2]): every row those outputs' windows read,
+// clipped to [0, in[1]), must be there. For a pool fused after the producer of its rows
+// (conv2d_max_pool): blocks of rows as they are made, at the producer's row pitch.
+void max_pool_plane_rows(const PoolShape& s, const float* x, int64_t pitch, int64_t row0, float* y, int64_t oh0,
+                         int64_t oh1);
+
 // MaxPool with its Indices output: indices[i] is the flat index into x (batch
 // and channel included) of the first maximum of window i, the spatial part
 // row-major (storage_order 0) or column-major (storage_order 1: the first

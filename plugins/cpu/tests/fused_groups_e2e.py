@@ -21,6 +21,10 @@
     threads, against numpy (float64); left node by node: a transposed value that is also a
     graph output, a Transpose whose matrices have no unit-stride axis; the scores' Mul by a
     power of two joins the group, by another scalar it does not;
+  * Conv [-> Relu | Clip] -> MaxPool (the pool over the conv's row blocks): a 7x7 stride-2 stem
+    with a 3x3/2 pool, 2x2/2 in ceil mode, 3x3/1 after a Clip, a 1x1 conv (claimed, run as conv
+    then pool), on 1 and 2 threads, against numpy (float64); left unfused: a MaxPool with its
+    Indices output, an activation also a graph output, a grouped conv;
   * MatMul alone with batch dims on both sides that broadcast (1s on either, B of lower or
     higher rank), B an input or a prepacked initializer, on 1 and 2 threads, against numpy.
 
@@ -99,7 +103,9 @@ def main():
         failures += view_failures
         batched_failures, batched_total = batched_cases(nxrt, tmp)
         failures += batched_failures
-    total = len(cases) + 2 + gemm_total + block_total + view_total + batched_total
+        pool_failures, pool_total = conv_pool_cases(nxrt, tmp)
+        failures += pool_failures
+    total = len(cases) + 2 + gemm_total + block_total + view_total + batched_total + pool_total
     print(f"{total - failures} passed, {failures} failed")
     return 1 if failures else 0
 
@@ -541,6 +547,118 @@ def batched_cases(nxrt, tmp):
                 ok = outs[0].shape == want.shape and float(np.abs(outs[0] - want).max()) <= 1e-5
                 print(f"{'ok  ' if ok else 'FAIL'} {what}: shape {list(outs[0].shape)}")
                 failures += 0 if ok else 1
+    return failures, cases
+
+
+def np_conv2d(x, w, b, stride, pad, group=1):
+    """float64 conv, NCHW, square stride / symmetric pad."""
+    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    n, c, h, wd = x.shape
+    oc, icg, kh, kw = w.shape
+    oh, ow = (h - kh) // stride + 1, (wd - kw) // stride + 1
+    y = np.zeros((n, oc, oh, ow))
+    ocg = oc // group
+    for g in range(group):
+        xs = x[:, g * icg:(g + 1) * icg]
+        for i in range(kh):
+            for j in range(kw):
+                patch = xs[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
+                y[:, g * ocg:(g + 1) * ocg] += np.einsum("nchw,oc->nohw", patch, w[g * ocg:(g + 1) * ocg, :, i, j])
+    return y + b.reshape(1, -1, 1, 1)
+
+
+def np_max_pool(x, k, stride, pad, ceil=False):
+    """float64 2-D max pool, padding never wins."""
+    n, c, h, wd = x.shape
+    def out(d):
+        span = d + 2 * pad - k
+        o = (-(-span // stride) if ceil else span // stride) + 1
+        return o - 1 if ceil and (o - 1) * stride >= d + pad else o
+    oh, ow = out(h), out(wd)
+    xp = np.full((n, c, h + 2 * pad + stride, wd + 2 * pad + stride), -np.inf)
+    xp[:, :, pad:pad + h, pad:pad + wd] = x
+    y = np.full((n, c, oh, ow), -np.inf)
+    for i in range(k):
+        for j in range(k):
+            y = np.maximum(y, xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride])
+    return y
+
+
+def conv_pool_model(x_shape, w, b, stride, pad, act, pool, group=1, indices=False, act_output=False):
+    """Conv -> [act] -> MaxPool; pool = (k, stride, pad, ceil)."""
+    k, ps, pp, ceil = pool
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=list(w.shape[2:]), strides=[stride] * 2,
+                              pads=[pad] * 4, group=group)]
+    v = "c"
+    if act == "Relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["a"]))
+        v = "a"
+    elif act == "Clip":
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["a"]))
+        v = "a"
+    pool_out = ["y", "idx"] if indices else ["y"]
+    nodes.append(helper.make_node("MaxPool", [v], pool_out, kernel_shape=[k, k], strides=[ps, ps], pads=[pp] * 4,
+                                  ceil_mode=int(ceil)))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if indices:
+        outputs.append(helper.make_tensor_value_info("idx", TensorProto.INT64, None))
+    if act_output:
+        outputs.append(helper.make_tensor_value_info(v, TensorProto.FLOAT, None))
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "lo"), numpy_helper.from_array(np.array(6.0, np.float32), "hi")]
+    g = helper.make_graph(nodes, "convpool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+                          outputs, inits)
+    m = onnx.shape_inference.infer_shapes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    onnx.checker.check_model(m)
+    return m
+
+
+def conv_pool_cases(nxrt, tmp):
+    """Conv [-> act] -> MaxPool groups against numpy, and the chains that must stay apart.
+    Returns (failures, cases)."""
+    rng = np.random.default_rng(13)
+    specs = [  # what, x shape, (oc, k), stride, pad, act, pool (k, stride, pad, ceil), group, indices, act output, kernels
+        ("7x7/2 stem, Relu, pool 3x3/2", (1, 3, 40, 40), (16, 7), 2, 3, "Relu", (3, 2, 1, False), 1, False, False,
+         ["Conv+Relu+MaxPool"]),
+        ("5x5 conv, pool 2x2/2 ceil on 21x37", (2, 4, 21, 37), (8, 5), 1, 2, None, (2, 2, 0, True), 1, False, False,
+         ["Conv+MaxPool"]),
+        ("3x3 conv, Clip, pool 3x3/1", (1, 5, 24, 30), (12, 3), 1, 1, "Clip", (3, 1, 1, False), 1, False, False,
+         ["Conv+Clip+MaxPool"]),
+        ("1x1 conv, Relu, pool 3x3/2 (conv then pool)", (1, 8, 15, 15), (16, 1), 1, 0, "Relu", (3, 2, 1, False), 1,
+         False, False, ["Conv+Relu+MaxPool"]),
+        ("pool with Indices (unfused)", (1, 3, 20, 20), (8, 3), 1, 1, "Relu", (3, 2, 1, False), 1, True, False,
+         ["Conv+Relu", "MaxPool"]),
+        ("Relu also a graph output (unfused)", (1, 3, 20, 20), (8, 3), 1, 1, "Relu", (3, 2, 1, False), 1, False, True,
+         ["Conv+Relu", "MaxPool"]),
+        ("grouped conv (unfused)", (1, 4, 20, 20), (8, 3), 1, 1, "Relu", (3, 2, 1, False), 2, False, False,
+         ["Conv+Relu", "MaxPool"]),
+    ]
+    failures = cases = 0
+    for k, (what, xs, (oc, ks), stride, pad, act, pool, group, indices, act_out, want_groups) in enumerate(specs):
+        x = rng.standard_normal(xs).astype(np.float32)
+        w = (rng.standard_normal((oc, xs[1] // group, ks, ks)) * 0.3).astype(np.float32)
+        b = rng.standard_normal(oc).astype(np.float32)
+        c = np_conv2d(x, w, b, stride, pad, group)
+        if act == "Relu":
+            c = np.maximum(c, 0)
+        elif act == "Clip":
+            c = np.clip(c, 0, 6)
+        want = np_max_pool(c, pool[0], pool[1], pool[2], pool[3])
+        m = conv_pool_model(xs, w, b, stride, pad, act, pool, group, indices, act_out)
+        for threads in (1, 2):
+            cases += 1
+            tag = f"convpool{k}_{threads}"
+            outs, p = run(nxrt, m, [x], tmp, tag, threads=threads)
+            if outs is None:
+                print(f"FAIL {what}: nxrt failed: {p.stderr.strip()}")
+                failures += 1
+                continue
+            err = float(np.abs(outs[0] - want).max()) if outs[0].shape == want.shape else float("inf")
+            groups = kernels_ran(nxrt, os.path.join(tmp, tag, "model.onnx"), os.path.join(tmp, tag))
+            ok = err <= 1e-4 and groups == sorted(want_groups)
+            print(f"{'ok  ' if ok else 'FAIL'} {what} ({threads} thread(s)): max |err| {err:.2g}, kernels {groups}"
+                  f" (want {sorted(want_groups)})")
+            failures += 0 if ok else 1
     return failures, cases
 
 

@@ -5,6 +5,7 @@
 #include "conv.hpp"
 #include "cpu_info.hpp"
 #include "gemm.hpp"
+#include "pooling.hpp"
 #include "util.hpp"
 
 using namespace nxrt::cpu;
@@ -396,4 +397,70 @@ TEST_CASE("im2col as the transposed GEMM: x^T packed per thread from its own pha
   }
   // Residual and activations stored per thread from the shares of a 2.1 MB W^T (K = 144).
   check_conv_post(shape(1, 16, 9, 9, 3712, 3, 2, 1, 1, 1), &pool3);
+}
+
+// A 2-D max pool over a conv's output: kernel k, stride st, pad p at the start (and, with
+// ceil, the last partial window kept).
+static PoolShape pool_over(const ConvShape& s, int64_t k, int64_t st, int64_t p, bool ceil = false) {
+  PoolShape ps;
+  ps.batch = s.batch;
+  ps.channels = s.out_c;
+  ps.in[1] = s.out_h;
+  ps.in[2] = s.out_w;
+  for (int i = 1; i < 3; ++i) {
+    ps.kernel[i] = k;
+    ps.stride[i] = st;
+    ps.pad_begin[i] = ps.pad_end[i] = p;
+    const int64_t span = ps.in[i] + 2 * p - k;
+    ps.out[i] = (ceil ? (span + st - 1) / st : span / st) + 1;
+    if (ceil && (ps.out[i] - 1) * st >= ps.in[i] + p) --ps.out[i];
+  }
+  return ps;
+}
+
+TEST_CASE("conv2d_max_pool: the pool over the conv's row blocks equals conv2d then max_pool") {
+  // The phase-rows convs (ResNet's stem and smaller) fuse: pools 3x3/2 pad 1, 2x2/2 in ceil
+  // mode on odd sizes, 3x3/1, 1x1/2 (rows skipped), 5x5/2 pad 2; 256 output channels make
+  // blocks of 3 rows (rows kept between blocks); batch 2, 1-3 threads, clamp and HardSwish.
+  // A 1x1 conv does not fuse, nor anything on the generic ISA (no row-pointer micro-kernel):
+  // conv2d into a buffer, then the pool.
+  ThreadPool pool2(2), pool3(3);
+  struct Case {
+    ConvShape s;
+    PoolShape ps;
+    bool fuses;
+  };
+  const ConvShape stem = shape(1, 3, 64, 64, 16, 7, 2, 3, 1, 1), odd = shape(2, 5, 31, 45, 8, 5, 1, 2, 1, 1),
+                  wide = shape(1, 4, 80, 80, 256, 3, 2, 1, 1, 1), pw = shape(1, 8, 12, 12, 16, 1, 1, 0, 1, 1);
+  const Case cases[] = {
+      {stem, pool_over(stem, 3, 2, 1), true},       {odd, pool_over(odd, 2, 2, 0, true), true},
+      {odd, pool_over(odd, 3, 1, 1), true},         {stem, pool_over(stem, 1, 2, 0), true},
+      {stem, pool_over(stem, 5, 2, 2), true},       {wide, pool_over(wide, 3, 2, 1), true},
+      {pw, pool_over(pw, 3, 2, 1), false},
+  };
+  for (const Case& c : cases) {
+    const ConvShape& s = c.s;
+    auto x = random_floats(size_t(s.batch * s.in_c * s.in_h * s.in_w), 61);
+    auto w = random_floats(size_t(s.out_c * s.icg() * s.k_h * s.k_w), 62);
+    auto b = random_floats(size_t(s.out_c), 63);
+    const PackedConvWeights packed = pack_conv_weights(s, w.data());
+    const size_t conv_n = size_t(s.batch * s.out_c * s.out_h * s.out_w),
+                 pool_n = size_t(s.batch * s.out_c * c.ps.out[1] * c.ps.out[2]);
+    for (int post_kind = 0; post_kind < 2; ++post_kind) {
+      ConvPostOps post;
+      if (post_kind == 0) post.clamp = true, post.lo = 0.f, post.hi = 6.f;
+      else post.hardswish = true;
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+        INFO("conv OC=" << s.out_c << " " << s.out_h << "x" << s.out_w << " pool k=" << c.ps.kernel[1]
+                        << " stride=" << c.ps.stride[1] << " pad=" << c.ps.pad_begin[1] << " post=" << post_kind
+                        << " threads=" << (p ? p->threads() : 1));
+        CHECK(conv_max_pool_fuses(s, packed, c.ps, p) == (c.fuses && active_isa() != Isa::generic));
+        std::vector<float> conv_out(conv_n), want(pool_n), got(pool_n, 123.f);
+        conv2d(s, x.data(), packed, b.data(), conv_out.data(), p, post);
+        max_pool(c.ps, conv_out.data(), want.data(), p);
+        conv2d_max_pool(s, x.data(), packed, b.data(), c.ps, got.data(), p, post);
+        CHECK(got == want);
+      }
+    }
+  }
 }
