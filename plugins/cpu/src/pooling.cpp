@@ -179,13 +179,89 @@ __attribute__((target("avx512f"))) static void max_pool_plane_2d_avx512(const Po
 }
 #endif
 
-// The AVX-512 plane kernel for `s` (float, 2-D, undilated), or null.
+// The same on AVX2, 8 outputs at a time. Edge chunks (a window column outside the row) read
+// their rows through a copy padded with -inf instead of masked loads.
+template <int SW>
+__attribute__((target("avx2"))) static void max_pool_plane_2d_avx2(const PoolShape& s, const float* x, float* y,
+                                                                   int64_t pitch, int64_t row0, int64_t oh0,
+                                                                   int64_t oh1) {
+  const int64_t H = s.in[1], W = s.in[2], OW = s.out[2];
+  const int64_t KH = s.kernel[1], KW = s.kernel[2], SH = s.stride[1], PT = s.pad_begin[1], PL = s.pad_begin[2];
+  const float lowest_f = -std::numeric_limits<float>::infinity();
+  const __m256 lowest = _mm256_set1_ps(lowest_f);
+  const __m256i next = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7);
+  // Columns a chunk of 8 outputs loads from `start` (whole vectors: at stride 2 the last
+  // tap's 16 columns, odd ones unused).
+  const int64_t span = SW == 2 ? KW + 15 : KW + 7;
+  float edge[64];  // (KW <= 48 takes this form)
+  x -= row0 * pitch;
+  for (int64_t oh = oh0; oh < oh1; ++oh) {
+    const int64_t h0 = oh * SH - PT;
+    const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + KH, H);
+    float* yrow = y + oh * OW;
+    for (int64_t o0 = 0; o0 < OW; o0 += 8) {
+      const int64_t start = o0 * SW - PL;
+      const bool inside = start >= 0 && start + span <= W;
+      // Row ih's columns from `start`: in place, or copied with -inf outside [0, W).
+      auto row = [&](int64_t ih) -> const float* {
+        const float* r = x + ih * pitch + start;
+        if (inside) return r;
+        for (int64_t j = 0; j < span; ++j) edge[j] = start + j >= 0 && start + j < W ? r[j] : lowest_f;
+        return edge;
+      };
+      __m256 m = lowest;
+      if (SW == 2 && KW <= 3) {
+        __m256 a = lowest, b = lowest, c = lowest;
+        for (int64_t ih = hb; ih < he; ++ih) {
+          const float* r = row(ih);
+          a = _mm256_max_ps(_mm256_loadu_ps(r), a);
+          b = _mm256_max_ps(_mm256_loadu_ps(r + 8), b);
+          if (KW == 3) c = _mm256_max_ps(_mm256_broadcast_ss(r + 16), c);
+        }
+        // [a0 a2 b0 b2 a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6]: even columns; odd likewise.
+        const __m256 e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+        m = e;
+        if (KW >= 2)
+          m = _mm256_max_ps(
+              _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8)), m);
+        if (KW == 3) m = _mm256_max_ps(_mm256_blend_ps(_mm256_permutevar8x32_ps(e, next), c, 0x80), m);
+      } else {
+        for (int64_t ih = hb; ih < he; ++ih) {
+          const float* r = row(ih);
+          for (int64_t kw = 0; kw < KW; ++kw) {
+            __m256 v;
+            if (SW == 1) v = _mm256_loadu_ps(r + kw);
+            else {  // stride 2: the even lanes of the 16 columns from kw
+              const __m256 a = _mm256_loadu_ps(r + kw), b = _mm256_loadu_ps(r + kw + 8);
+              v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+            }
+            m = _mm256_max_ps(v, m);
+          }
+        }
+      }
+      const int64_t n = std::min<int64_t>(8, OW - o0);
+      if (n == 8) {
+        _mm256_storeu_ps(yrow + o0, m);
+      } else {
+        alignas(32) float tail[8];
+        _mm256_store_ps(tail, m);
+        std::copy(tail, tail + n, yrow + o0);
+      }
+    }
+  }
+}
+
+// The AVX-512 or AVX2 plane kernel for `s` (float, 2-D, undilated), or null.
 using MaxPoolPlaneFn = void (*)(const PoolShape&, const float*, float*, int64_t, int64_t, int64_t, int64_t);
 static MaxPoolPlaneFn max_pool_plane_fast(const PoolShape& s) {
 #if defined(__x86_64__)
   if (active_isa() == Isa::avx512 && s.in[2] < (int64_t(1) << 40)) {
     if (s.stride[2] == 1) return &max_pool_plane_2d_avx512<1>;
     if (s.stride[2] == 2) return &max_pool_plane_2d_avx512<2>;
+  }
+  if (active_isa() == Isa::avx2 && s.kernel[2] <= 48) {
+    if (s.stride[2] == 1) return &max_pool_plane_2d_avx2<1>;
+    if (s.stride[2] == 2) return &max_pool_plane_2d_avx2<2>;
   }
 #else
   (void)s;
