@@ -316,6 +316,18 @@ static BandPhases build_band_phases(const ConvShape& s, const float* xg, int64_t
   return {sb, gb, planes};
 }
 
+// Row k = (ic, ky, kx) of the GEMM's B for a band: tap (ky, kx)'s phase plane of input
+// channel ic, read in place by the row-pointer micro-kernel (gemm_rows_serial).
+static std::vector<const float*> band_tap_rows(const ConvShape& s, const BandPhases& bp) {
+  const int64_t taps = s.k_h * s.k_w;
+  std::vector<const float*> rows(static_cast<size_t>(s.icg() * taps));
+  for (int64_t ic = 0; ic < s.icg(); ++ic)
+    for (int64_t ky = 0; ky < s.k_h; ++ky)
+      for (int64_t kx = 0; kx < s.k_w; ++kx)
+        rows[size_t(ic * taps + ky * s.k_w + kx)] = bp.planes + size_t(ic) * bp.g.phase_floats + tap_offset(bp.s, bp.g, ky, kx);
+  return rows;
+}
+
 // A panel's columns as runs along output rows: dst column j..j+len reads the
 // phase plane from offset src (the same for every k of the panel).
 struct PanelRun {
@@ -1388,17 +1400,12 @@ void conv2d_max_pool(const ConvShape& s, const float* x, const PackedConvWeights
   // still needs stay at the front of the block buffer, the next block goes after them.
   const int64_t M = s.out_c, K = s.gemm_k(), N = s.out_h * s.out_w, OH = s.out_h;
   const int64_t PH = ps.out[1], PW = ps.out[2], PKH = ps.kernel[1], PSH = ps.stride[1], PPT = ps.pad_begin[1];
-  const int64_t wq = dw_geometry(s).wq, taps = s.k_h * s.k_w;
+  const int64_t wq = dw_geometry(s).wq;
   const int gemm_threads = threads_for(pool, double(M) * double(N) * double(K));
   const int bands = int(std::min<int64_t>(gemm_threads, PH));
   const int64_t block_rows = std::max<int64_t>({1, PSH, (160 << 10) / (M * wq * int64_t(sizeof(float)))});
   const int64_t cap = block_rows + PKH;  // rows the buffer holds: a block and what is kept
-  GemmEpilogue e;
-  e.row_bias = bias;
-  e.clamp = post.clamp;
-  e.lo = post.lo;
-  e.hi = post.hi;
-  e.hardswish = post.hardswish;
+  const GemmEpilogue e = conv_epilogue(bias, post);
   // The conv rows [first, end) pooled row p reads (clipped to the conv's rows).
   auto first_row = [&](int64_t p) { return std::clamp<int64_t>(p * PSH - PPT, 0, OH); };
   auto end_row = [&](int64_t p) { return std::clamp<int64_t>(p * PSH - PPT + PKH, 0, OH); };
@@ -1421,14 +1428,7 @@ void conv2d_max_pool(const ConvShape& s, const float* x, const PackedConvWeights
         next = q;
       };
       if (c1 > c0) {
-        const BandPhases bp = build_band_phases(s, xn, c0, c1);
-        const ConvShape& sb = bp.s;
-        std::vector<const float*> rows(static_cast<size_t>(K));
-        for (int64_t ic = 0; ic < s.in_c; ++ic)
-          for (int64_t ky = 0; ky < s.k_h; ++ky)
-            for (int64_t kx = 0; kx < s.k_w; ++kx)
-              rows[size_t(ic * taps + ky * s.k_w + kx)] =
-                  bp.planes + size_t(ic) * bp.g.phase_floats + tap_offset(sb, bp.g, ky, kx);
+        const std::vector<const float*> rows = band_tap_rows(s, build_band_phases(s, xn, c0, c1));
         for (int64_t b0 = c0; b0 < c1; b0 += block_rows) {
           const int64_t b1 = std::min(c1, b0 + block_rows);
           // Keep the rows from the next pooled row's first one on (fewer than PKH).
@@ -1530,7 +1530,7 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
         // its own scratch: planes built by both threads and read by both made every GEMM read
         // half its rows from the other core (220 ns a line on the 2-vCPU Zen 5 guest), and the
         // micro-kernel's K row streams are too many for the prefetcher to hide that.
-        const int64_t taps = s.k_h * s.k_w, wq = geo.wq, OH = s.out_h, OW = s.out_w;
+        const int64_t wq = geo.wq, OH = s.out_h, OW = s.out_w;
         const int bands = int(std::min<int64_t>(gemm_threads, OH));
         // Blocks of about 160 KB of output, and at least two per band.
         int64_t block_rows = std::max<int64_t>(1, (160 << 10) / (M * wq * int64_t(sizeof(float))));
@@ -1543,17 +1543,12 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
           e.hi = ep.hi;
           e.hardswish = ep.hardswish;
         }
-        const int64_t icg = s.icg();
         parallel_for(bands <= 1 ? nullptr : pool, bands, [&](int64_t i) {
           int64_t oy0, oy1;
           split_range(OH, bands, i, oy0, oy1);
           const BandPhases bp = build_band_phases(s, xg, oy0, oy1);
           const ConvShape& sb = bp.s;
-          std::vector<const float*> rows(static_cast<size_t>(K));
-          for (int64_t ic = 0; ic < icg; ++ic)
-            for (int64_t ky = 0; ky < s.k_h; ++ky)
-              for (int64_t kx = 0; kx < s.k_w; ++kx)
-                rows[size_t(ic * taps + ky * s.k_w + kx)] = bp.planes + size_t(ic) * bp.g.phase_floats + tap_offset(sb, bp.g, ky, kx);
+          const std::vector<const float*> rows = band_tap_rows(s, bp);
           float* cb = scratch_floats(kScratchB, size_t(M * block_rows * wq));
           for (int64_t b0 = 0; b0 < sb.out_h; b0 += block_rows) {
             const int64_t b1 = std::min(sb.out_h, b0 + block_rows), cols = (b1 - b0) * wq;

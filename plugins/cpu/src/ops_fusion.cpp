@@ -83,8 +83,8 @@ MatMulChain follow_matmul_chain(const sdk::Graph& g, const ViewIndex& ix, size_t
   return c;
 }
 
-// After a 2-D float Conv chain without a residual Add (its last node at `last`): a MaxPool
-// that is the sole user of the chain's value, 2 spatial dims, undilated, no Indices output.
+// After a 2-D, ungrouped float Conv chain `c` without a residual Add: a MaxPool that is the
+// sole user of the chain's last value, 2 spatial dims, undilated, no Indices output.
 template <typename Ok>
 std::optional<size_t> follow_max_pool(const sdk::Graph& g, const ViewIndex& ix, const Chain& c, Ok ok) {
   if (c.add_other_slot >= 0) return std::nullopt;

@@ -152,24 +152,22 @@ __attribute__((target("avx512f"))) static void max_pool_plane_2d_avx512(const Po
         m = e;
         if (KW >= 2) m = _mm512_max_ps(_mm512_permutex2var_ps(a, odd, b), m);
         if (KW == 3) m = _mm512_max_ps(_mm512_permutex2var_ps(e, next, c), m);
-        const int64_t n = std::min<int64_t>(16, OW - o0);
-        _mm512_mask_storeu_ps(yrow + o0, __mmask16((1u << n) - 1u), m);
-        continue;
-      }
-      for (int64_t kw = 0; kw < KW; ++kw) {
-        const int64_t start = o0 * SW - PL + kw;  // column of lane 0
-        const __mmask16 ma = pool_cols_mask(start, W);
-        if constexpr (SW == 1) {
-          for (int64_t ih = hb; ih < he; ++ih)
-            m = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, ma, x + ih * pitch + start), m);
-        } else {
-          const __mmask16 mb = pool_cols_mask(start + 16, W);
-          __m512 a = lowest, b = lowest;
-          for (int64_t ih = hb; ih < he; ++ih) {
-            a = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, ma, x + ih * pitch + start), a);
-            b = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, mb, x + ih * pitch + start + 16), b);
+      } else {
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const int64_t start = o0 * SW - PL + kw;  // column of lane 0
+          const __mmask16 ma = pool_cols_mask(start, W);
+          if constexpr (SW == 1) {
+            for (int64_t ih = hb; ih < he; ++ih)
+              m = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, ma, x + ih * pitch + start), m);
+          } else {
+            const __mmask16 mb = pool_cols_mask(start + 16, W);
+            __m512 a = lowest, b = lowest;
+            for (int64_t ih = hb; ih < he; ++ih) {
+              a = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, ma, x + ih * pitch + start), a);
+              b = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, mb, x + ih * pitch + start + 16), b);
+            }
+            m = _mm512_max_ps(_mm512_permutex2var_ps(a, even, b), m);
           }
-          m = _mm512_max_ps(_mm512_permutex2var_ps(a, even, b), m);
         }
       }
       const int64_t n = std::min<int64_t>(16, OW - o0);
@@ -279,7 +277,7 @@ template <typename T>
 void max_pool(const PoolShape& s, const T* x, T* y, ThreadPool* pool) {
   const int64_t planes = s.batch * s.channels;
   const int64_t in_plane = s.in[0] * s.in[1] * s.in[2], out_plane = s.out[0] * s.out[1] * s.out[2];
-  const bool fast = s.out[0] == 1 && s.in[0] == 1 && s.kernel[0] == 1 && s.dilation[1] == 1 && s.dilation[2] == 1;
+  const bool fast = max_pool_rows_ok(s);
   const double work = double(planes) * double(out_plane) * double(s.kernel[0] * s.kernel[1] * s.kernel[2]);
   const int t = threads_for(pool, work);
   const int64_t tasks = t <= 1 ? 1 : std::min<int64_t>(planes, int64_t(t) * 4);
