@@ -14,6 +14,7 @@
 #include "conv_depthwise.hpp"
 #include "conv_winograd.hpp"
 #include "conv_winograd_2x2.hpp"
+#include "conv_tap_rects.hpp"
 #include "cpu_info.hpp"
 #include "gemm.hpp"
 #include "pooling.hpp"
@@ -1309,6 +1310,7 @@ enum class ConvPath {
   depthwise,             // conv_depthwise (dw_path picks the kernel)
   winograd,              // F(4x4,3x3), weights packed for it at kernel creation
   winograd_2x2,          // F(2x2,3x3), the same
+  tap_rects,             // one product per tap over its live outputs, the same
   pointwise_transposed,  // 1x1 with few pixels: out^T = x^T W^T
   pointwise,             // 1x1 stride 1: GEMM reading X in place
   strided_1x1,           // gathered straight into packed panels, one GEMM
@@ -1322,6 +1324,7 @@ static ConvPath conv_path(const ConvShape& s, const PackedConvWeights& w, Thread
   if (w.depthwise) return ConvPath::depthwise;
   if (w.winograd) return ConvPath::winograd;
   if (w.winograd_2x2) return ConvPath::winograd_2x2;
+  if (w.tap_rects) return ConvPath::tap_rects;
   const int64_t M = s.ocg(), K = s.gemm_k(), N = s.out_h * s.out_w;
   const bool pointwise = s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
                          s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
@@ -1368,6 +1371,9 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
       break;
     case ConvPath::winograd: return fmt::format("winograd F(4x4,3x3) + gemm {}", gemm_kernel_name());
     case ConvPath::winograd_2x2: return fmt::format("winograd F(2x2,3x3), tiles as rows + gemm {}", gemm_kernel_name());
+    case ConvPath::tap_rects:
+      return fmt::format("one gemm per tap over the outputs it reads inside the input ({:.0f}% of the taps' reads) {}",
+                         100.0 * conv_live_tap_share(s), gemm_kernel_name());
     case ConvPath::pointwise_transposed: what = "1x1 as transposed gemm (few pixels)"; break;
     case ConvPath::pointwise: what = "1x1 gemm reading X in place"; break;
     case ConvPath::strided_1x1: what = "strided 1x1: gather + gemm"; break;
@@ -1465,6 +1471,10 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
   }
   if (path == ConvPath::winograd_2x2) {
     conv2d_winograd_2x2(s, x, w.winograd_2x2, bias, out, pool, post);
+    return;
+  }
+  if (path == ConvPath::tap_rects) {
+    conv2d_tap_rects(s, x, w.tap_rects, bias, out, pool, post);
     return;
   }
   const int64_t panels = gemm_panels(N);

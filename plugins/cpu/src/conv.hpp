@@ -10,6 +10,8 @@
 //            48-wide panels, then a transposing store.
 //   3x3 stride 1 with enough tiles and channels: Winograd F(4x4, 3x3)
 //            (conv_winograd.hpp), when the kernel prepared its weights.
+//   taps that mostly read padding (dilated ASPP convs): one product per tap over the
+//            outputs it reads inside the input (conv_tap_rects.hpp), the same way.
 //   depthwise (IC/g == 1): 3x3, 5x5 and 7x7 (strides 1/2) direct AVX-512 / AVX2
 //            kernels reading the input rows in place; other shapes a phase-plane
 //            sliding window; both vectorised along output columns, bias fused.
@@ -57,6 +59,9 @@ struct PackedConvWeights {
   // Winograd F(2x2, 3x3) weights (winograd_2x2_pack_weights) where conv_uses_winograd_2x2
   // chose it, the same way.
   const float* winograd_2x2 = nullptr;
+  // Weights packed per tap (tap_rects_pack_weights) where conv_uses_tap_rects chose the
+  // tap-rectangle products (conv_tap_rects.hpp), the same way.
+  const float* tap_rects = nullptr;
   AlignedFloats owned;
   // Pointwise convs with few output pixels run transposed (out^T = x^T W^T,
   // the channels along the 48-wide panels); W^T is packed as GEMM B on first

@@ -7,6 +7,7 @@
 #include "conv.hpp"
 #include "conv_winograd.hpp"
 #include "conv_winograd_2x2.hpp"
+#include "conv_tap_rects.hpp"
 #include "gemm.hpp"
 #include "ops.hpp"
 #include "ops_pool.hpp"
@@ -174,7 +175,8 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     const ConvShape ws = centre ? *centre : s;  // the weights as packed
     const bool winograd = full && conv_uses_winograd(*full);
     const bool winograd_2x2 = full && conv_uses_winograd_2x2(*full);
-    if (centre || winograd || winograd_2x2) st.x_dims.assign(x.dims().begin(), x.dims().end());
+    const bool tap_rects = full && !winograd && !winograd_2x2 && conv_uses_tap_rects(*full);
+    if (centre || winograd || winograd_2x2 || tap_rects) st.x_dims.assign(x.dims().begin(), x.dims().end());
     // What the packed layout depends on: the weight shape, the grouping, the GEMM tile, the algorithm.
     pp.param("out_c", s.out_c);
     pp.param("in_c_per_group", s.icg());
@@ -186,6 +188,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     pp.param("gemm_mr", kGemmMR);
     pp.param("winograd", winograd ? 1 : 0);
     pp.param("winograd_2x2", winograd_2x2 ? 1 : 0);
+    pp.param("tap_rects", tap_rects ? 1 : 0);
     PackedConvWeights view;
     if (winograd) {
       auto u = pp.buffer<float>("w_winograd", winograd_packed_floats(*full), [&](std::span<float> dst) {
@@ -197,6 +200,11 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
         winograd_2x2_pack_weights(*full, static_cast<const float*>(t.raw()), dst.data());
       });
       view.winograd_2x2 = u.data();
+    } else if (tap_rects) {
+      auto u = pp.buffer<float>("w_tap_rects", tap_rects_packed_floats(*full), [&](std::span<float> dst) {
+        tap_rects_pack_weights(*full, static_cast<const float*>(t.raw()), dst.data());
+      });
+      view.tap_rects = u.data();
     } else {
       auto packed = pp.buffer<float>("w", packed_conv_floats(ws), [&](std::span<float> dst) {
         const float* w = static_cast<const float*>(t.raw());  // W's data is read here only
