@@ -361,6 +361,12 @@ void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* pa, const fl
       for (int64_t t = 0; t < tiles; ++t) {
         const int64_t m0 = t * kGemmMR;
         st.row_bias = first && ep.row_bias ? ep.row_bias + m0 : nullptr;
+        // The next tile's A slice (the next K block's first at the last tile) into L2 as this
+        // one runs: with A over L2 every panel reads it from L3 or memory, a tile's
+        // slice at a time (a run the hardware prefetcher starts late).
+        const int64_t nt = t + 1 < tiles ? t + 1 : 0, nk = t + 1 < tiles ? k0 : k0 + KC;
+        st.prefetch = reinterpret_cast<const char*>(pa + nt * kGemmMR * K + nk * kGemmMR);
+        st.prefetch_lines = nk < K ? std::min(KC, K - nk) * kGemmMR / 16 : 0;
         fn(kc, pa + m0 * K + k0 * kGemmMR, rows + k0, col0 + n0, c + m0 * ldc + n0, ldc, std::min(kGemmMR, M - m0), cols,
            st);
       }

@@ -76,10 +76,8 @@ void rows_tile_dispatch(int64_t kc, const float* a, const float* const* rows, in
                         int64_t mr, int64_t ncols, const GemmTileStore& st) {
   const int nv = int((ncols + 15) / 16);
   const __mmask16 last = avx512::last_vector_mask(ncols, nv);
-  GemmTileStore s = st;
-  s.prefetch_lines = 0;
   const TileT fn = nv == 3 ? rows_row_table<3>[mr - 1] : nv == 2 ? rows_row_table<2>[mr - 1] : rows_row_table<1>[mr - 1];
-  fn(kc, a, nullptr, col, last, c, ldc, last, s, rows);
+  fn(kc, a, nullptr, col, last, c, ldc, last, st, rows);
 }
 
 }  // namespace
