@@ -86,19 +86,6 @@ PackedConvWeights pack_conv_weights(const ConvShape& s, const float* w) {
   return p;
 }
 
-// The outputs q in [lo, hi) of a strided row gather that read inside the row:
-// 0 <= base + q * stride < width (the rest are padding).
-struct GatherSpan {
-  int64_t lo, hi;
-};
-static GatherSpan gather_span(int64_t base, int64_t stride, int64_t n, int64_t width) {
-  int64_t lo = base >= 0 ? 0 : (-base + stride - 1) / stride;
-  int64_t hi = base >= width ? 0 : (width - 1 - base) / stride + 1;
-  lo = std::min(lo, n);
-  hi = std::clamp(hi, lo, n);
-  return {lo, hi};
-}
-
 // dst[q] = src[2 q] for q < n, reading src[0, 2n - 1) only.
 static void even_floats_scalar(float* __restrict dst, const float* __restrict src, int64_t n) {
   for (int64_t q = 0; q < n; ++q) dst[q] = src[2 * q];

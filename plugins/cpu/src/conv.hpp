@@ -17,6 +17,7 @@
 //            sliding window; both vectorised along output columns, bias fused.
 // Post-ops (residual add, clamp) are applied in the store of every path.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -75,6 +76,20 @@ struct PackedConvWeights {
 };
 
 bool conv_is_depthwise(const ConvShape& s);
+
+// The outputs q in [lo, hi) of a strided row gather that read inside the row:
+// 0 <= base + q * stride < width (the rest are padding). Per axis, tap k of a conv reads
+// inside the input at outputs gather_span(k * dil - pad, stride, out, in).
+struct GatherSpan {
+  int64_t lo, hi;
+};
+inline GatherSpan gather_span(int64_t base, int64_t stride, int64_t n, int64_t width) {
+  int64_t lo = base >= 0 ? 0 : (-base + stride - 1) / stride;
+  int64_t hi = base >= width ? 0 : (width - 1 - base) / stride + 1;
+  lo = std::min(lo, n);
+  hi = std::clamp(hi, lo, n);
+  return {lo, hi};
+}
 // Floats pack_conv_weights_into writes for `s`.
 size_t packed_conv_floats(const ConvShape& s);
 // Packs w into dst (packed_conv_floats(s) floats, 64-byte aligned): GEMM A tiles per group,

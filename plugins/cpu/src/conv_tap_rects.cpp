@@ -12,23 +12,10 @@ namespace nxrt::cpu {
 
 namespace {
 
-// Outputs [lo, hi) of one axis at which tap k reads inside the input:
-// 0 <= q * stride + k * dil - pad < in.
-struct Span {
-  int64_t lo, hi;
-};
-Span live_span(int64_t k, int64_t stride, int64_t dil, int64_t pad, int64_t out, int64_t in) {
-  const int64_t base = k * dil - pad;  // the input index output 0 reads
-  int64_t lo = base >= 0 ? 0 : (-base + stride - 1) / stride;
-  int64_t hi = base >= in ? 0 : (in - 1 - base) / stride + 1;
-  lo = std::min(lo, out);
-  hi = std::clamp(hi, lo, out);
-  return {lo, hi};
-}
-
+// Tap (ky, kx) and the outputs where it reads inside the input: rows y, columns x.
 struct TapRect {
   int64_t tap, ky, kx;
-  Span y, x;
+  GatherSpan y, x;
   int64_t rows() const { return y.hi - y.lo; }
   int64_t cols() const { return x.hi - x.lo; }
   int64_t count() const { return rows() * cols(); }
@@ -39,13 +26,20 @@ std::vector<TapRect> live_rects(const ConvShape& s) {
   std::vector<TapRect> rects;
   for (int64_t ky = 0; ky < s.k_h; ++ky)
     for (int64_t kx = 0; kx < s.k_w; ++kx) {
-      const TapRect t{ky * s.k_w + kx, ky, kx, live_span(ky, s.stride_h, s.dil_h, s.pad_top, s.out_h, s.in_h),
-                      live_span(kx, s.stride_w, s.dil_w, s.pad_left, s.out_w, s.in_w)};
+      const TapRect t{ky * s.k_w + kx, ky, kx, gather_span(ky * s.dil_h - s.pad_top, s.stride_h, s.out_h, s.in_h),
+                      gather_span(kx * s.dil_w - s.pad_left, s.stride_w, s.out_w, s.in_w)};
       if (t.count() > 0) rects.push_back(t);
     }
   const int64_t all = s.out_h * s.out_w;
   std::stable_partition(rects.begin(), rects.end(), [&](const TapRect& t) { return t.count() == all; });
   return rects;
+}
+
+// The (output, tap) reads of `rects` that land inside the input.
+double live_reads(const std::vector<TapRect>& rects) {
+  double live = 0;
+  for (const TapRect& t : rects) live += double(t.count());
+  return live;
 }
 
 // Whether tap t reads x itself at every output (stride 1, no shift, the same size): its x_t
@@ -139,10 +133,7 @@ void tap_rects_channels(const ConvShape& s, const std::vector<TapRect>& rects, c
 
 double conv_live_tap_share(const ConvShape& s) {
   const double all = double(s.k_h * s.k_w) * double(s.out_h * s.out_w);
-  if (all <= 0) return 1.0;
-  double live = 0;
-  for (const TapRect& t : live_rects(s)) live += double(t.count());
-  return live / all;
+  return all <= 0 ? 1.0 : live_reads(live_rects(s)) / all;
 }
 
 bool conv_uses_tap_rects(const ConvShape& s) {
@@ -171,10 +162,8 @@ void conv2d_tap_rects(const ConvShape& s, const float* x, const float* packed, c
   const int64_t P = s.out_h * s.out_w;
   if (P == 0 || s.out_c == 0) return;
   const std::vector<TapRect> rects = live_rects(s);
-  double live = 0;
-  for (const TapRect& t : rects) live += double(t.count());
   const int64_t tiles = gemm_tiles(s.out_c);
-  const int threads = threads_for(pool, live * double(s.in_c) * double(s.out_c));
+  const int threads = threads_for(pool, live_reads(rects) * double(s.in_c) * double(s.out_c));
   // Output channels split by A tiles: each thread gathers the x_t it multiplies and reads only
   // its rows of the weights. (Bands of output rows instead, each thread all the weights: the
   // same time on ASPP's convs, 1 and 2 threads, weights warm or cold.)
