@@ -1182,6 +1182,17 @@ static void pack_a_strided_1x1(const ConvShape& s, const float* x, int64_t t0, i
   }
 }
 
+// W^T as GEMM B panels: the kernel's prepacked buffer, else packed on first use.
+static const float* transposed_weights(const PackedConvWeights& w, int64_t M, int64_t K) {
+  PackedConvWeights::Transposed& tw = *w.transposed;
+  if (tw.prepacked) return tw.prepacked;
+  std::call_once(tw.once, [&] {
+    tw.data.resize(packed_b_floats(K, M));
+    pack_weights_transposed(w, M, K, tw.data.data());
+  });
+  return tw.data.data();
+}
+
 // out = conv as the transposed product: ct[N][M] = A * W^T with A = x^T (pack(pa, t0, t1)
 // packs its row tiles [t0, t1) from pa on; called on several threads at once), then
 // out = clamp(ct^T + residual). On several threads each one packs the A it multiplies itself
@@ -1195,15 +1206,7 @@ template <typename PackA>
 static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWeights& w, const float* bias,
                             float* out, const ConvPostOps& post, const float* res, ThreadPool* pool, bool small_w,
                             PackA&& pack) {
-  PackedConvWeights::Transposed& tw = *w.transposed;
-  const float* wt = tw.prepacked;
-  if (!wt) {
-    std::call_once(tw.once, [&] {
-      tw.data.resize(packed_b_floats(K, M));
-      pack_weights_transposed(w, M, K, tw.data.data());
-    });
-    wt = tw.data.data();
-  }
+  const float* wt = transposed_weights(w, M, K);
   const int64_t panels = gemm_panels(M), tiles = gemm_tiles(N);
   // With few pixels the product streams W^T at a few multiply-adds per weight, so the weights'
   // size sets the time: squeeze-excite's 1x1 convs on one pixel (672 x 168, 450 KB) ran on one
@@ -1276,6 +1279,109 @@ static void conv_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWei
   });
 }
 
+// The direct product: out^T = x^T W^T as conv_transposed, with x^T read in place. The input
+// rows a range of output pixels reads are copied into a zero-padded block (pads, strides and
+// dilations become plain offsets: pixel (oy, ox) starts at (oy - oy0) * sh * wp + ox * sw,
+// tap (c, ky, kx) reads c * rows * wp + ky * dh * wp + kx * dw further on), and the
+// micro-kernel broadcasts each pixel's inputs through its pointer while W^T's panels stream
+// through L1: no im2col and no phase planes (ResNet-18's stride-2 3x3 convs: 75-91 G
+// multiply-adds/s with them, 100-112 without, one thread).
+struct DirectBlock {
+  std::vector<const float*> pixels;  // where each output pixel's window starts
+  std::vector<int32_t> aoff;         // where each tap (c, ky, kx) reads, from there
+};
+static DirectBlock direct_block(const ConvShape& s, const float* xg, int64_t n0, int64_t n1) {
+  const int64_t OW = s.out_w, oy0 = n0 / OW, oy1 = (n1 - 1) / OW + 1;
+  const int64_t rows = (oy1 - oy0 - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1;
+  const int64_t wp = (OW - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1;
+  const int64_t icg = s.icg(), plane = rows * wp;
+  float* xp = scratch_floats(kScratchA, size_t(icg * plane));
+  // Input column j - pad_left lands at column j; the columns the input has there, [j0, j1).
+  const int64_t j0 = std::min(wp, s.pad_left), j1 = std::clamp(s.in_w + s.pad_left, j0, wp);
+  for (int64_t c = 0; c < icg; ++c)
+    for (int64_t r = 0; r < rows; ++r) {
+      float* d = xp + c * plane + r * wp;
+      const int64_t iy = oy0 * s.stride_h - s.pad_top + r;
+      if (iy < 0 || iy >= s.in_h) {
+        std::fill(d, d + wp, 0.f);
+        continue;
+      }
+      std::fill(d, d + j0, 0.f);
+      std::memcpy(d + j0, xg + (c * s.in_h + iy) * s.in_w + (j0 - s.pad_left), size_t(j1 - j0) * sizeof(float));
+      std::fill(d + j1, d + wp, 0.f);
+    }
+  DirectBlock b;
+  b.pixels.resize(size_t(n1 - n0));
+  for (int64_t n = n0; n < n1; ++n)
+    b.pixels[size_t(n - n0)] = xp + (n / OW - oy0) * s.stride_h * wp + n % OW * s.stride_w;
+  b.aoff.resize(size_t(s.gemm_k()));
+  int32_t* o = b.aoff.data();
+  for (int64_t c = 0; c < icg; ++c)
+    for (int64_t ky = 0; ky < s.k_h; ++ky)
+      for (int64_t kx = 0; kx < s.k_w; ++kx) *o++ = int32_t(c * plane + ky * s.dil_h * wp + kx * s.dil_w);
+  return b;
+}
+
+// Output pixels [n0, n1) x W^T's panels [p0, p1) of image xg into out (NCHW, N pixels a
+// channel), on the calling thread: a block of pixels at a time, its product in this thread's
+// scratch (about 256 KB, in L2) and stored transposed with the residual and the activation.
+static void direct_range(const ConvShape& s, const float* xg, const float* wt, const float* bias, float* out,
+                         const float* res, const ConvPostOps& post, int64_t n0, int64_t n1, int64_t p0, int64_t p1) {
+  const int64_t M = s.ocg(), N = s.out_h * s.out_w, K = s.gemm_k();
+  const int64_t c0 = p0 * kGemmNR, c1 = std::min(M, p1 * kGemmNR), cols = c1 - c0;
+  if (n0 >= n1 || cols <= 0) return;
+  const DirectBlock b = direct_block(s, xg, n0, n1);
+  const int64_t chunk = std::max<int64_t>(kGemmMR, (256 << 10) / (cols * int64_t(sizeof(float))) / kGemmMR * kGemmMR);
+  float* ct = scratch_floats(kScratchC, size_t(std::min(chunk, n1 - n0) * cols));
+  GemmEpilogue ep;
+  ep.col_bias = bias ? bias + c0 : nullptr;
+  for (int64_t a = n0; a < n1; a += chunk) {
+    const int64_t e = std::min(n1, a + chunk);
+    gemm_pixels_serial(e - a, cols, K, b.pixels.data() + (a - n0), b.aoff.data(), wt + p0 * kGemmNR * K, ct, cols, ep);
+    transpose_store(ct, cols, c0, a, e, N, out, res, post, c0, c1);
+  }
+}
+
+// Whether conv2d runs `s` directly: AVX-512, group 1, the padded block's offsets in 32 bits,
+// and enough channels. With 16 output channels a k step's 8 broadcasts feed 8 multiply-adds
+// (a 16 -> 16 3x3 conv on 80x80: 159 us as phase rows, 251 direct); with 3 input channels
+// (stems: 27-147 taps) the phase rows' long rows beat it too (ResNet's 7x7 stem 1.31 -> 1.36
+// ms, one thread, before losing its fused max pool). 1x1 convs have paths of their own.
+bool conv_uses_direct(const ConvShape& s) {
+  if (!gemm_pixels_tile_active() || s.group != 1 || s.out_h <= 0 || s.out_w <= 0) return false;
+  if (s.k_h == 1 && s.k_w == 1) return false;
+  if (s.ocg() < 32 || s.icg() < 8) return false;
+  const int64_t rows = (s.out_h - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1;
+  const int64_t wp = (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1;
+  return double(s.icg()) * double(rows) * double(wp) < double(INT32_MAX);
+}
+
+static void conv_direct(const ConvShape& s, const float* xg, const PackedConvWeights& w, const float* bias,
+                        float* out, const float* res, const ConvPostOps& post, ThreadPool* pool) {
+  const int64_t M = s.ocg(), N = s.out_h * s.out_w, K = s.gemm_k();
+  const float* wt = transposed_weights(w, M, K);
+  const int64_t panels = gemm_panels(M), tiles = gemm_tiles(N);
+  const int t = int(std::min<int64_t>(threads_for(pool, double(M) * double(N) * double(K)), std::max(panels, tiles)));
+  if (t <= 1) {
+    direct_range(s, xg, wt, bias, out, res, post, 0, N, 0, panels);
+    return;
+  }
+  // As conv_transposed: with W^T up to 2 MB each thread takes whole tiles of pixels (its own
+  // padded rows, all of W^T); a larger W^T is split by panels (each thread all pixels).
+  const bool by_pixels = K * M * int64_t(sizeof(float)) <= (2 << 20) && tiles >= t;
+  parallel_for(pool, t, [&](int64_t i) {
+    if (by_pixels) {
+      const int64_t t0 = (i * N / t + kGemmMR / 2) / kGemmMR;
+      const int64_t t1 = i + 1 == t ? tiles : ((i + 1) * N / t + kGemmMR / 2) / kGemmMR;
+      direct_range(s, xg, wt, bias, out, res, post, std::min(N, t0 * kGemmMR), std::min(N, t1 * kGemmMR), 0, panels);
+    } else {
+      int64_t p0, p1;
+      split_range(panels, t, i, p0, p1);
+      direct_range(s, xg, wt, bias, out, res, post, 0, N, p0, p1);
+    }
+  });
+}
+
 bool conv_uses_transposed(const ConvShape& s) {
   if (conv_is_depthwise(s) || s.group != 1) return false;
   const int64_t M = s.ocg(), N = s.out_h * s.out_w;
@@ -1283,7 +1389,7 @@ bool conv_uses_transposed(const ConvShape& s) {
   // As conv2d decides: 1x1 convs (in place, or strided and gathered) by the in-place rule,
   // the others (x^T packed from the phase planes either way) by the im2col one.
   if (s.k_h == 1 && s.k_w == 1) return conv_pointwise_transposed(M, N);
-  return conv_pointwise_transposed(M, N, true);
+  return conv_uses_direct(s) || conv_pointwise_transposed(M, N, true);
 }
 
 size_t conv_transposed_floats(const ConvShape& s) { return packed_b_floats(s.gemm_k(), s.ocg()); }
@@ -1302,6 +1408,7 @@ enum class ConvPath {
   pointwise,             // 1x1 stride 1: GEMM reading X in place
   strided_1x1,           // gathered straight into packed panels, one GEMM
   strided_1x1_transposed,  // few pixels: x^T gathered as A, channels along the panels
+  direct,                // x^T read in place from padded input rows, channels along the panels
   im2col_transposed,     // few pixels: channels along the panels
   phase_rows,            // the GEMM reads the phase planes' rows in place, per block of output rows
   im2col_blocked,        // pack-and-multiply per L2-sized block of panels, per thread
@@ -1320,6 +1427,7 @@ static ConvPath conv_path(const ConvShape& s, const PackedConvWeights& w, Thread
     // The gather is cheap either way (K = input channels), so by the in-place rule: ResNet-18's
     // 7x7 downsample 0.82x, its 14x14 one (196 pixels) 1.09x slower transposed.
     return s.group == 1 && conv_pointwise_transposed(M, N) ? ConvPath::strided_1x1_transposed : ConvPath::strided_1x1;
+  if (conv_uses_direct(s)) return ConvPath::direct;
   if (s.group == 1 && conv_pointwise_transposed(M, N, true)) return ConvPath::im2col_transposed;
   // Pack-and-multiply in blocks of panels (about 192 KB of B), each thread on its own
   // panels, when the weights (A) stay in L2 across panels and there are enough panels to
@@ -1365,6 +1473,7 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
     case ConvPath::pointwise: what = "1x1 gemm reading X in place"; break;
     case ConvPath::strided_1x1: what = "strided 1x1: gather + gemm"; break;
     case ConvPath::strided_1x1_transposed: what = "strided 1x1 as transposed gemm (few pixels)"; break;
+    case ConvPath::direct: what = "direct: pixels read in place, channels along the lanes"; break;
     case ConvPath::im2col_transposed: what = "im2col as transposed gemm (few pixels)"; break;
     case ConvPath::phase_rows: what = "gemm reading phase-plane rows in place (no im2col)"; break;
     case ConvPath::im2col_blocked: what = "im2col + gemm per L2 block"; break;
@@ -1494,7 +1603,7 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
                         [&](float* pa, int64_t t0, int64_t t1) { pack_a_strided_1x1(s, xg, t0, t1, pa); });
         continue;
       }
-      const float* pa = w.data + g * w.per_group;
+      const float* pa = w.data ? w.data + g * w.per_group : nullptr;  // null: W^T only (transposed paths)
       if (path == ConvPath::strided_1x1) {
         // x at the strides as a plain [K][N] matrix, one output row per gather (per panel
         // and row segment, the calls cost more than the copy: ResNet's 64 -> 128 downsample
@@ -1558,6 +1667,10 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
               }
           }
         });
+        continue;
+      }
+      if (path == ConvPath::direct) {
+        conv_direct(s, xg, w, ep.row_bias, out + off, ep.residual, post, pool);
         continue;
       }
       if (path == ConvPath::im2col_transposed) {

@@ -375,6 +375,45 @@ void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* pa, const fl
   }
 }
 
+GemmPixelsTileFn gemm_pixels_tile_active() {
+  static const GemmPixelsTileFn fn = active_isa() == Isa::avx512 ? gemm_pixels_tile_avx512() : nullptr;
+  return fn;
+}
+
+void gemm_pixels_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
+                        const float* pb, float* c, int64_t ldc, const GemmEpilogue& ep) {
+  const GemmPixelsTileFn fn = gemm_pixels_tile_active();
+  if (M <= 0 || N <= 0 || !fn) return;
+  constexpr int64_t kMaxKc = 160;  // the B slice, 160 x 48 floats, in L1 with the pixels' lines
+  const int64_t kblocks = std::max<int64_t>(1, (K + kMaxKc - 1) / kMaxKc);
+  const int64_t KC = std::max<int64_t>(1, (K + kblocks - 1) / kblocks), tiles = gemm_tiles(M), panels = gemm_panels(N);
+  // The first half of the row tiles of a slice fetch the next slice into L2 in even shares
+  // (as gemm_rect): the weights are read from memory once, a slice at a time.
+  const int64_t fetchers = std::max<int64_t>(1, tiles / 2);
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t n0 = p * kGemmNR, w = gemm_panel_width(N, p), cols = std::min(kGemmNR, N - n0);
+    const float* bp = pb + p * kGemmNR * K;
+    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
+      const int64_t kc = std::min(KC, K - k0);
+      const bool first = k0 == 0, final = k0 + KC >= K;
+      GemmTileStore st = block_store(ep, n0, first, final);
+      // The next slice: this panel's next K block, else the next panel's first.
+      const int64_t np = final ? p + 1 : p, nk = final ? 0 : k0 + KC;
+      const int64_t nw = np < panels ? gemm_panel_width(N, np) : 0;
+      const int64_t lines = np < panels ? std::min(KC, K - nk) * nw / 16 : 0, share = (lines + fetchers - 1) / fetchers;
+      const char* next = np < panels ? reinterpret_cast<const char*>(pb + np * kGemmNR * K + nk * nw) : nullptr;
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t m0 = t * kGemmMR;
+        const int64_t from = std::min(lines, t * share);
+        st.prefetch = next ? next + 64 * from : nullptr;
+        st.prefetch_lines = t < fetchers ? std::min(share, lines - from) : 0;
+        fn(kc, arows + m0, aoff + k0, bp + k0 * w, w, c + m0 * ldc + n0, ldc, std::min(kGemmMR, M - m0), cols, st);
+      }
+      if (K == 0) break;
+    }
+  }
+}
+
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
                  const GemmEpilogue& ep, ThreadPool* pool) {
   gemm_driver(M, N, K, pa, pb, 0, c, ldc, ep, pool, gemm_tile_active());

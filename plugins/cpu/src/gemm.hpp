@@ -190,6 +190,20 @@ GemmRowsTileFn gemm_rows_tile_active();
 // supported (it would need B's column layout).
 void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* const* rows, int64_t col0,
                       float* c, int64_t ldc, const GemmEpilogue& ep);
+// The same tile with A given in place as pixel pointers and one offset table,
+// A(m, k) = arows[m][aoff[k]] (a convolution's output pixels: arows[m] where pixel m's window
+// starts in a padded input, aoff[k] where tap k reads from there), B a packed panel w wide.
+// AVX-512 only (null elsewhere).
+using GemmPixelsTileFn = void (*)(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b,
+                                  int64_t w, float* c, int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st);
+GemmPixelsTileFn gemm_pixels_tile_avx512();
+GemmPixelsTileFn gemm_pixels_tile_active();
+// C[M, N] (row stride ldc) = epilogue(A * B) with A(m, k) = arows[m][aoff[k]] (M pointers, K
+// offsets) and B packed (pack_b's panels), on the calling thread: panels outside, K blocks
+// (equal, <= 160) inside, every row tile of a block reading the B slice from L1. Needs
+// gemm_pixels_tile_active(); no residual.
+void gemm_pixels_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
+                        const float* packed_b, float* c, int64_t ldc, const GemmEpilogue& ep);
 
 // One tile (mr <= 8 rows) of pack_a for a row-major A, rows lda apart, into
 // its [K][8] layout (rows past mr zero). pack_a uses it when the active ISA
