@@ -8,7 +8,7 @@
 //   few output pixels (group 1, cost model in conv_pointwise_transposed):
 //            the transposed product out^T = x^T W^T, channels along the
 //            48-wide panels, then a transposing store.
-//   direct (AVX-512, group 1, 32+ output channels): out^T = x^T W^T with x^T read in place
+//   direct (AVX2 / AVX-512, group 1, 64 / 32+ output channels): out^T = x^T W^T, x^T read in place
 //            through pixel pointers into a zero-padded copy of the rows it reads (no im2col),
 //            W^T's panels streaming through L1, then a transposing store.
 //   3x3 stride 1 with enough tiles and channels: Winograd F(4x4, 3x3)
@@ -105,8 +105,8 @@ PackedConvWeights conv_weights_view(const ConvShape& s, const float* packed);
 // pack_conv_weights_transposed makes from the packed weights.
 bool conv_uses_transposed(const ConvShape& s);
 // Whether conv2d runs `s` as the direct product (x^T read in place from padded input rows,
-// W^T's panels as B: AVX-512, group 1, at least 32 output and 8 input channels, not 1x1); it
-// is then one of the shapes conv_uses_transposed names.
+// W^T's panels as B: AVX2 / AVX-512, group 1, at least 64 / 32 output and 8 input channels,
+// not 1x1); it is then one of the shapes conv_uses_transposed names.
 bool conv_uses_direct(const ConvShape& s);
 size_t conv_transposed_floats(const ConvShape& s);
 void pack_conv_weights_transposed(const ConvShape& s, const float* packed, float* dst);

@@ -172,11 +172,11 @@ bool conv_uses_winograd_2x2(const ConvShape& s) {
   const int64_t min_in = active_isa() == Isa::avx512 ? 128 : 64;
   if (s.in_c < min_in || s.out_c < 64) return false;
   const Grid g = grid_of(s);
-  // Against the direct product (AVX-512) F(2x2) needs its 16 multiplies a tile to do at most
+  // Against AVX-512's direct product F(2x2) needs its 16 multiplies a tile to do at most
   // half the direct's 9 an output: ResNet-18's 512-channel 7x7 convs (16 tiles, 0.58 of the
   // multiplies) ran 5-11% faster direct in the model on 1 and 2 threads; det_fpn's 10x10 ones
   // (0.44) 8-20% slower on 1 thread (5-20% faster on 2).
-  if (conv_uses_direct(s) && 32 * g.count > 9 * s.out_h * s.out_w) return false;
+  if (active_isa() == Isa::avx512 && conv_uses_direct(s) && 32 * g.count > 9 * s.out_h * s.out_w) return false;
   return 2 * s.out_h * s.out_w >= g.count * 4;
 }
 

@@ -376,7 +376,9 @@ void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* pa, const fl
 }
 
 GemmPixelsTileFn gemm_pixels_tile_active() {
-  static const GemmPixelsTileFn fn = active_isa() == Isa::avx512 ? gemm_pixels_tile_avx512() : nullptr;
+  static const GemmPixelsTileFn fn = active_isa() == Isa::avx512 ? gemm_pixels_tile_avx512()
+                                     : active_isa() == Isa::avx2 ? gemm_pixels_tile_avx2()
+                                                                 : nullptr;
   return fn;
 }
 
@@ -384,7 +386,8 @@ void gemm_pixels_serial(int64_t M, int64_t N, int64_t K, const float* const* aro
                         const float* pb, float* c, int64_t ldc, const GemmEpilogue& ep) {
   const GemmPixelsTileFn fn = gemm_pixels_tile_active();
   if (M <= 0 || N <= 0 || !fn) return;
-  constexpr int64_t kMaxKc = 160;  // the B slice, 160 x 48 floats, in L1 with the pixels' lines
+  // The B slice, 160 x 48 floats, in L1 with the pixels' lines (AVX2: 128, for 32 KB L1s).
+  const int64_t kMaxKc = fn == gemm_pixels_tile_avx2() ? kGemmKcAvx2 : 160;
   const int64_t kblocks = std::max<int64_t>(1, (K + kMaxKc - 1) / kMaxKc);
   const int64_t KC = std::max<int64_t>(1, (K + kblocks - 1) / kblocks), tiles = gemm_tiles(M), panels = gemm_panels(N);
   // Every row tile of a slice fetches a share of the next slice into L2: the weights are read

@@ -193,14 +193,15 @@ void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* packed_a, co
 // The same tile with A given in place as pixel pointers and one offset table,
 // A(m, k) = arows[m][aoff[k]] (a convolution's output pixels: arows[m] where pixel m's window
 // starts in a padded input, aoff[k] where tap k reads from there), B a packed panel w wide.
-// AVX-512 only (null elsewhere).
+// AVX2 and AVX-512 have it (null elsewhere).
 using GemmPixelsTileFn = void (*)(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b,
                                   int64_t w, float* c, int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st);
+GemmPixelsTileFn gemm_pixels_tile_avx2();
 GemmPixelsTileFn gemm_pixels_tile_avx512();
 GemmPixelsTileFn gemm_pixels_tile_active();
 // C[M, N] (row stride ldc) = epilogue(A * B) with A(m, k) = arows[m][aoff[k]] (M pointers, K
 // offsets) and B packed (pack_b's panels), on the calling thread: panels outside, K blocks
-// (equal, <= 160) inside, every row tile of a block reading the B slice from L1. Needs
+// (equal, <= 160; <= 128 on AVX2) inside, every row tile of a block reading the B slice from L1. Needs
 // gemm_pixels_tile_active(); no residual.
 void gemm_pixels_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
                         const float* packed_b, float* c, int64_t ldc, const GemmEpilogue& ep);

@@ -20,13 +20,22 @@ namespace {
 
 constexpr int64_t kPrefetchRows = 16;
 
+// Where the operands come from (as the AVX-512 kernel): packed A and B (or B plain); B as
+// row pointers rows[k] + ldb (a convolution's phase planes read in place); or A as pixel
+// pointers, A(m, k) = rows[m][aoff[k]] (a convolution's output pixels read in place from a
+// padded input) with B packed.
+enum class Src { packed, b_rows, a_pixels };
+
 // Rows [0, MR) x NV vectors of 8 columns; the last vector holds `tail` (1..8)
 // valid columns. MASKED_B: B is a plain matrix whose rows may end at the last
-// valid column, so its last vector is loaded under the mask. ROWS: B's row k is
-// rows[k] + ldb (row pointers, read in place: a convolution's phase planes).
-template <int MR, int NV, bool MASKED_B, bool ROWS = false>
+// valid column, so its last vector is loaded under the mask.
+template <int MR, int NV, bool MASKED_B, Src SRC = Src::packed>
 NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, int64_t tail, float* c, int64_t ldc,
-                     const GemmTileStore& st, const float* const* rows = nullptr) {
+                     const GemmTileStore& st, const float* const* rows = nullptr, const int32_t* aoff = nullptr) {
+  constexpr bool ROWS = SRC == Src::b_rows;
+  const float* ap[MR];  // the pixel pointers, in registers for the whole k loop
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) ap[m] = SRC == Src::a_pixels ? rows[m] : nullptr;
   __m256 r[MR][NV];
 #pragma GCC unroll 4
   for (int m = 0; m < MR; ++m)
@@ -48,7 +57,7 @@ NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, in
 #pragma GCC unroll 4
     for (int64_t k = k0; k < k1; ++k) {
       const float* br = ROWS ? rows[k] + ldb : bk;
-      if (!ROWS) {
+      if (SRC == Src::packed) {
         // Weights stream from memory on a panel's first pass: fetch 16 rows ahead (8..32 measured alike).
         _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetchRows * ldb), _MM_HINT_T0);
         if (NV > 1) _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetchRows * ldb + 16), _MM_HINT_T0);
@@ -57,9 +66,10 @@ NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, in
 #pragma GCC unroll 6
       for (int v = 0; v < NV; ++v)
         bv[v] = MASKED_B && v == NV - 1 ? _mm256_maskload_ps(br + v * 8, tmask) : _mm256_loadu_ps(br + v * 8);
+      const int64_t o = SRC == Src::a_pixels ? aoff[k] : 0;
 #pragma GCC unroll 4
       for (int m = 0; m < MR; ++m) {
-        const __m256 av = _mm256_broadcast_ss(ak + m);
+        const __m256 av = _mm256_broadcast_ss(SRC == Src::a_pixels ? ap[m] + o : ak + m);
 #pragma GCC unroll 6
         for (int v = 0; v < NV; ++v) r[m][v] = _mm256_fmadd_ps(av, bv[v], r[m][v]);
       }
@@ -126,7 +136,7 @@ NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, in
 }
 
 using BlockFn = void (*)(int64_t, const float*, const float*, int64_t, int64_t, float*, int64_t,
-                         const GemmTileStore&, const float* const*);
+                         const GemmTileStore&, const float* const*, const int32_t*);
 
 template <int NV, bool MB>
 constexpr BlockFn row_table[4] = {&block<1, NV, MB>, &block<2, NV, MB>, &block<3, NV, MB>, &block<4, NV, MB>};
@@ -148,7 +158,7 @@ void tile_dispatch(int64_t kc, const float* a, const float* b, int64_t /*w*/, in
   if (mr == 1) {
     const int64_t nv = (ncols + 7) / 8, tail = ncols - (nv - 1) * 8;
     BlockFn fn = b_unpacked && tail < 8 ? one_row_table<true>[nv - 1] : one_row_table<false>[nv - 1];
-    fn(kc, a, b, ldb, tail, c, ldc, st, nullptr);
+    fn(kc, a, b, ldb, tail, c, ldc, st, nullptr, nullptr);
     return;
   }
   // Row halves outside, 24-column blocks inside: the kc x 48 slice of B (kc = 128: 24 KB)
@@ -163,14 +173,14 @@ void tile_dispatch(int64_t kc, const float* a, const float* b, int64_t /*w*/, in
       if (s.col_bias) s.col_bias += c0;
       if (s.residual) s.residual += r0 * s.ldr + c0;
       BlockFn fn = b_unpacked && tail < 8 ? pick<true>(rows, nv) : pick<false>(rows, nv);
-      fn(kc, a + r0, b + c0, ldb, tail, c + r0 * ldc + c0, ldc, s, nullptr);
+      fn(kc, a + r0, b + c0, ldb, tail, c + r0 * ldc + c0, ldc, s, nullptr, nullptr);
     }
   }
 }
 
 template <int NV, bool MB>
-constexpr BlockFn rows_row_table[4] = {&block<1, NV, MB, true>, &block<2, NV, MB, true>, &block<3, NV, MB, true>,
-                                       &block<4, NV, MB, true>};
+constexpr BlockFn rows_row_table[4] = {&block<1, NV, MB, Src::b_rows>, &block<2, NV, MB, Src::b_rows>,
+                                       &block<3, NV, MB, Src::b_rows>, &block<4, NV, MB, Src::b_rows>};
 
 // tile_dispatch for B given as row pointers (rows[k] + col: column 0 of this tile): the same
 // 4 x 24 blocks; the last vector of a row is loaded under a mask (a row may end there).
@@ -189,7 +199,29 @@ void rows_tile_dispatch(int64_t kc, const float* a, const float* const* rows, in
       const BlockFn fn = nv == 3   ? (mb ? rows_row_table<3, true> : rows_row_table<3, false>)[nrows - 1]
                          : nv == 2 ? (mb ? rows_row_table<2, true> : rows_row_table<2, false>)[nrows - 1]
                                    : (mb ? rows_row_table<1, true> : rows_row_table<1, false>)[nrows - 1];
-      fn(kc, a + r0, nullptr, col + c0, tail, c + r0 * ldc + c0, ldc, s, rows);
+      fn(kc, a + r0, nullptr, col + c0, tail, c + r0 * ldc + c0, ldc, s, rows, nullptr);
+    }
+  }
+}
+
+template <int NV>
+constexpr BlockFn pixels_row_table[4] = {&block<1, NV, false, Src::a_pixels>, &block<2, NV, false, Src::a_pixels>,
+                                         &block<3, NV, false, Src::a_pixels>, &block<4, NV, false, Src::a_pixels>};
+
+// tile_dispatch for A given as pixel pointers (arows[m][aoff[k]]) and a packed B panel w wide:
+// the same 4 x 24 blocks, row halves outside (the kc x 48 slice is read from L1 by the second).
+void pixels_tile_dispatch(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b, int64_t w,
+                          float* c, int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st) {
+  for (int64_t r0 = 0; r0 < mr; r0 += 4) {
+    const int64_t nrows = std::min<int64_t>(4, mr - r0);
+    for (int64_t c0 = 0; c0 < ncols; c0 += 24) {
+      const int64_t cols = std::min<int64_t>(24, ncols - c0), nv = (cols + 7) / 8, tail = cols - (nv - 1) * 8;
+      GemmTileStore s = st;
+      if (r0 + c0 != 0) s.prefetch_lines = 0;  // the first block fetches the tile's share of the next slice
+      if (s.col_bias) s.col_bias += c0;
+      const BlockFn fn = nv == 3 ? pixels_row_table<3>[nrows - 1]
+                         : nv == 2 ? pixels_row_table<2>[nrows - 1] : pixels_row_table<1>[nrows - 1];
+      fn(kc, nullptr, b + c0, w, tail, c + r0 * ldc + c0, ldc, s, arows + r0, aoff);
     }
   }
 }
@@ -217,6 +249,7 @@ NXRT_AVX2 void pack_a_tile(const float* a, int64_t lda, int64_t mr, int64_t K, f
 
 GemmTileFn gemm_tile_avx2() { return &tile_dispatch; }
 GemmRowsTileFn gemm_rows_tile_avx2() { return &rows_tile_dispatch; }
+GemmPixelsTileFn gemm_pixels_tile_avx2() { return &pixels_tile_dispatch; }
 GemmPackAFn gemm_pack_a_avx2() { return &pack_a_tile; }
 
 }  // namespace nxrt::cpu
@@ -225,6 +258,7 @@ GemmPackAFn gemm_pack_a_avx2() { return &pack_a_tile; }
 namespace nxrt::cpu {
 GemmTileFn gemm_tile_avx2() { return nullptr; }
 GemmRowsTileFn gemm_rows_tile_avx2() { return nullptr; }
+GemmPixelsTileFn gemm_pixels_tile_avx2() { return nullptr; }
 GemmPackAFn gemm_pack_a_avx2() { return nullptr; }
 }  // namespace nxrt::cpu
 #endif

@@ -393,7 +393,7 @@ TEST_CASE("im2col as the transposed GEMM: x^T packed per thread from its own pha
   };
   for (const ConvShape& s : shapes) {
     const PackedConvWeights w = pack_conv_weights(s, random_floats(size_t(s.out_c * s.in_c * 9), 5).data());
-    // (AVX-512 runs them as the direct product: test_conv_direct.cpp; the AVX2 run checks this path.)
+    // (AVX2 and AVX-512 run them as the direct product: test_conv_direct.cpp; the generic run checks this path.)
     CHECK(conv_describe(s, w, &pool2).find(conv_uses_direct(s) ? "direct" : "im2col as transposed gemm") == 0);
     for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) check_conv(s, true, p);
   }

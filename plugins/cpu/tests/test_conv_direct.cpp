@@ -118,7 +118,7 @@ TEST_CASE("direct convs match the reference: real models' shapes, pads, channels
 }
 
 TEST_CASE("the GEMM with pixel pointers: row tiles, panels of 16 / 32 / 48, K blocks, the epilogue") {
-  if (!gemm_pixels_tile_active()) return;  // AVX-512 only: conv_uses_direct is then false too
+  if (!gemm_pixels_tile_active()) return;  // AVX2 / AVX-512 only: conv_uses_direct is then false too
   for (int64_t M : {1, 7, 8, 13, 29})
     for (int64_t N : {16, 30, 48, 61, 100})
       for (int64_t K : {1, 9, 160, 161, 400}) {
@@ -150,11 +150,12 @@ TEST_CASE("the GEMM with pixel pointers: row tiles, panels of 16 / 32 / 48, K bl
       }
 }
 
-TEST_CASE("the cost model: direct for 32+ output and 8+ input channels on AVX-512, not for stems or 1x1") {
-  const bool avx512 = active_isa() == Isa::avx512;
-  CHECK(conv_uses_direct(conv(1, 64, 56, 56, 128, square(3, 2, 1))) == avx512);   // ResNet's stride-2 3x3
-  CHECK(conv_uses_direct(conv(1, 512, 7, 7, 512, square(3, 1, 1))) == avx512);    // its 7x7 stage
-  CHECK(conv_uses_transposed(conv(1, 64, 56, 56, 128, square(3, 2, 1))) == avx512);  // it reads W^T
+TEST_CASE("the cost model: direct for 32+ (AVX2: 64+) output and 8+ input channels, not for stems or 1x1") {
+  const bool simd = active_isa() != Isa::generic, avx512 = active_isa() == Isa::avx512;
+  CHECK(conv_uses_direct(conv(1, 64, 56, 56, 128, square(3, 2, 1))) == simd);   // ResNet's stride-2 3x3
+  CHECK(conv_uses_direct(conv(1, 512, 7, 7, 512, square(3, 1, 1))) == simd);    // its 7x7 stage
+  CHECK(conv_uses_transposed(conv(1, 64, 56, 56, 128, square(3, 2, 1))) == simd);  // it reads W^T
+  CHECK(conv_uses_direct(conv(1, 32, 40, 40, 32, square(3, 1, 1))) == avx512);  // 32 channels: AVX-512 only
   CHECK(!conv_uses_direct(conv(1, 3, 224, 224, 64, square(7, 2, 3))));    // the stem: 3 input channels
   CHECK(!conv_uses_direct(conv(1, 16, 80, 80, 16, square(3, 1, 1))));     // 16 output channels
   CHECK(!conv_uses_direct(conv(1, 64, 28, 28, 128, square(1, 2, 0))));    // strided 1x1
