@@ -105,8 +105,8 @@ PackedConvWeights conv_weights_view(const ConvShape& s, const float* packed);
 // pack_conv_weights_transposed makes from the packed weights.
 bool conv_uses_transposed(const ConvShape& s);
 // Whether conv2d runs `s` as the direct product (x^T read in place from padded input rows,
-// W^T's panels as B: AVX2 / AVX-512, group 1, at least 64 / 32 output and 8 input channels,
-// not 1x1); it is then one of the shapes conv_uses_transposed names.
+// W^T's panels as B: AVX2 / AVX-512, group 1, at least 64 / 32 output channels (strided: 96)
+// and 8 input channels, not 1x1); it is then one of the shapes conv_uses_transposed names.
 bool conv_uses_direct(const ConvShape& s);
 size_t conv_transposed_floats(const ConvShape& s);
 void pack_conv_weights_transposed(const ConvShape& s, const float* packed, float* dst);

@@ -62,6 +62,7 @@ void check(const ConvShape& s, ThreadPool* pool, const ConvPostOps& post_in = {}
     pw = conv_weights_view(s, nullptr);
     pw.transposed->prepacked = wt.data();
   }
+  if (active_isa() == Isa::avx512) CHECK(conv_uses_direct(s));  // every shape here takes the path there
   if (conv_uses_direct(s)) CHECK(conv_describe(s, pw, pool).find("direct") != std::string::npos);
   conv2d(s, x.data(), pw, b.data(), got.data(), pool, post);
   INFO("C=" << s.in_c << " H=" << s.in_h << " W=" << s.in_w << " OC=" << s.out_c << " k=" << s.k_h << "x" << s.k_w
@@ -93,19 +94,19 @@ ConvPostOps relu() {
 TEST_CASE("direct convs match the reference: real models' shapes, pads, channels, post-ops, threads") {
   ThreadPool pool2(2), pool3(3);
   for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
-    check(conv(1, 32, 18, 18, 64, square(3, 2, 1)), p, relu());        // ResNet's stride-2 3x3, smaller
+    check(conv(1, 32, 18, 18, 128, square(3, 2, 1)), p, relu());       // ResNet's stride-2 3x3, smaller
     check(conv(1, 24, 9, 7, 40, square(5, 1, 2)), p);                  // ocr's 5x5, OC off the panels
     check(conv(1, 16, 4, 20, 72, {3, 1, 1, 1, 1, 1, 1, 0, 1, 0}), p);   // 3x1, pads on rows only
     check(conv(1, 16, 4, 20, 48, {1, 3, 1, 1, 1, 1, 0, 1, 0, 1}), p);   // 1x3
-    check(conv(1, 32, 4, 21, 33, {2, 1, 2, 1, 1, 1, 0, 0, 0, 0}), p);   // 2x1 at stride (2, 1), 33 channels
+    check(conv(1, 32, 4, 21, 99, {2, 1, 2, 1, 1, 1, 0, 0, 0, 0}), p);   // 2x1 at stride (2, 1), 99 channels
     check(conv(1, 16, 12, 12, 48, square(3, 1, 2, 2)), p);             // dilation 2
-    check(conv(1, 8, 11, 13, 32, {3, 3, 2, 2, 1, 1, 0, 0, 1, 1}), p);   // "SAME" stride 2: pads at the end only
+    check(conv(1, 8, 11, 13, 96, {3, 3, 2, 2, 1, 1, 0, 0, 1, 1}), p);   // "SAME" stride 2: pads at the end only
     check(conv(1, 8, 5, 6, 32, square(3, 1, 4)), p);                   // pads past the kernel: rows of padding only
-    check(conv(1, 12, 10, 9, 32, square(3, 3, 1)), p);                 // stride 3
+    check(conv(1, 12, 10, 9, 97, square(3, 3, 1)), p);                 // stride 3
     check(conv(2, 16, 7, 7, 64, square(3, 1, 1)), p, relu(), true);    // batch 2 with a residual
     ConvPostOps hs;
     hs.hardswish = true;
-    check(conv(1, 16, 9, 9, 56, square(3, 2, 1)), p, hs, true);        // HardSwish after the residual
+    check(conv(1, 16, 9, 9, 112, square(3, 2, 1)), p, hs, true);       // HardSwish after the residual
     // 2304 pixels: two product blocks of 2048 (32 channels, 256 KB) on one thread.
     check(conv(1, 8, 48, 48, 32, square(3, 1, 1)), p, relu());
     // W^T of 2.2 MB (1440 x 400): split by panels (9: 8 of 48 + one of 16), K in 9 blocks.
@@ -156,6 +157,7 @@ TEST_CASE("the cost model: direct for 32+ (AVX2: 64+) output and 8+ input channe
   CHECK(conv_uses_direct(conv(1, 512, 7, 7, 512, square(3, 1, 1))) == simd);    // its 7x7 stage
   CHECK(conv_uses_transposed(conv(1, 64, 56, 56, 128, square(3, 2, 1))) == simd);  // it reads W^T
   CHECK(conv_uses_direct(conv(1, 32, 40, 40, 32, square(3, 1, 1))) == avx512);  // 32 channels: AVX-512 only
+  CHECK(!conv_uses_direct(conv(1, 32, 80, 80, 64, square(3, 2, 1))));  // strided, 64 channels: phase rows
   CHECK(!conv_uses_direct(conv(1, 3, 224, 224, 64, square(7, 2, 3))));    // the stem: 3 input channels
   CHECK(!conv_uses_direct(conv(1, 16, 80, 80, 16, square(3, 1, 1))));     // 16 output channels
   CHECK(!conv_uses_direct(conv(1, 64, 28, 28, 128, square(1, 2, 0))));    // strided 1x1
