@@ -153,6 +153,27 @@ template <bool MB>
 constexpr BlockFn one_row_table[6] = {&block<1, 1, MB>, &block<1, 2, MB>, &block<1, 3, MB>,
                                       &block<1, 4, MB>, &block<1, 5, MB>, &block<1, 6, MB>};
 
+// The 8 x 48 tile walked as 4 x 24 blocks, row halves outside and 24-column blocks inside (the
+// kc x 48 slice of B, kc = 128: 24 KB, is read from L1 by the second row half):
+// block(r0, c0, rows, nv, tail, s) with the store's biases and residual moved to the block and
+// the tile's share of the next slice's prefetch kept by the first block only (prefetch: false,
+// by none).
+template <typename Block>
+void for_each_block(int64_t mr, int64_t ncols, const GemmTileStore& st, bool prefetch, Block&& block) {
+  for (int64_t r0 = 0; r0 < mr; r0 += 4) {
+    const int64_t rows = std::min<int64_t>(4, mr - r0);
+    for (int64_t c0 = 0; c0 < ncols; c0 += 24) {
+      const int64_t cols = std::min<int64_t>(24, ncols - c0), nv = (cols + 7) / 8, tail = cols - (nv - 1) * 8;
+      GemmTileStore s = st;
+      if (!prefetch || r0 + c0 != 0) s.prefetch_lines = 0;
+      if (s.row_bias) s.row_bias += r0;
+      if (s.col_bias) s.col_bias += c0;
+      if (s.residual) s.residual += r0 * s.ldr + c0;
+      block(r0, c0, rows, nv, tail, s);
+    }
+  }
+}
+
 void tile_dispatch(int64_t kc, const float* a, const float* b, int64_t /*w*/, int64_t ldb, bool b_unpacked, float* c,
                    int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st) {
   if (mr == 1) {
@@ -161,21 +182,11 @@ void tile_dispatch(int64_t kc, const float* a, const float* b, int64_t /*w*/, in
     fn(kc, a, b, ldb, tail, c, ldc, st, nullptr, nullptr);
     return;
   }
-  // Row halves outside, 24-column blocks inside: the kc x 48 slice of B (kc = 128: 24 KB)
-  // is read from L1 by the second row half.
-  for (int64_t r0 = 0; r0 < mr; r0 += 4) {
-    const int64_t rows = std::min<int64_t>(4, mr - r0);
-    for (int64_t c0 = 0; c0 < ncols; c0 += 24) {
-    const int64_t cols = std::min<int64_t>(24, ncols - c0), nv = (cols + 7) / 8, tail = cols - (nv - 1) * 8;
-      GemmTileStore s = st;
-      if (r0 + c0 != 0) s.prefetch_lines = 0;  // the first block fetches the tile's share of the next slice
-      if (s.row_bias) s.row_bias += r0;
-      if (s.col_bias) s.col_bias += c0;
-      if (s.residual) s.residual += r0 * s.ldr + c0;
-      BlockFn fn = b_unpacked && tail < 8 ? pick<true>(rows, nv) : pick<false>(rows, nv);
-      fn(kc, a + r0, b + c0, ldb, tail, c + r0 * ldc + c0, ldc, s, nullptr, nullptr);
-    }
-  }
+  for_each_block(mr, ncols, st, true,
+                 [&](int64_t r0, int64_t c0, int64_t rows, int64_t nv, int64_t tail, const GemmTileStore& s) {
+                   const BlockFn fn = b_unpacked && tail < 8 ? pick<true>(rows, nv) : pick<false>(rows, nv);
+                   fn(kc, a + r0, b + c0, ldb, tail, c + r0 * ldc + c0, ldc, s, nullptr, nullptr);
+                 });
 }
 
 template <int NV, bool MB>
@@ -186,22 +197,14 @@ constexpr BlockFn rows_row_table[4] = {&block<1, NV, MB, Src::b_rows>, &block<2,
 // 4 x 24 blocks; the last vector of a row is loaded under a mask (a row may end there).
 void rows_tile_dispatch(int64_t kc, const float* a, const float* const* rows, int64_t col, float* c, int64_t ldc,
                         int64_t mr, int64_t ncols, const GemmTileStore& st) {
-  for (int64_t r0 = 0; r0 < mr; r0 += 4) {
-    const int64_t nrows = std::min<int64_t>(4, mr - r0);
-    for (int64_t c0 = 0; c0 < ncols; c0 += 24) {
-      const int64_t cols = std::min<int64_t>(24, ncols - c0), nv = (cols + 7) / 8, tail = cols - (nv - 1) * 8;
-      GemmTileStore s = st;
-      s.prefetch_lines = 0;
-      if (s.row_bias) s.row_bias += r0;
-      if (s.col_bias) s.col_bias += c0;
-      if (s.residual) s.residual += r0 * s.ldr + c0;
-      const bool mb = tail < 8;
-      const BlockFn fn = nv == 3   ? (mb ? rows_row_table<3, true> : rows_row_table<3, false>)[nrows - 1]
-                         : nv == 2 ? (mb ? rows_row_table<2, true> : rows_row_table<2, false>)[nrows - 1]
-                                   : (mb ? rows_row_table<1, true> : rows_row_table<1, false>)[nrows - 1];
-      fn(kc, a + r0, nullptr, col + c0, tail, c + r0 * ldc + c0, ldc, s, rows, nullptr);
-    }
-  }
+  for_each_block(mr, ncols, st, false,
+                 [&](int64_t r0, int64_t c0, int64_t nrows, int64_t nv, int64_t tail, const GemmTileStore& s) {
+                   const bool mb = tail < 8;
+                   const BlockFn fn = nv == 3   ? (mb ? rows_row_table<3, true> : rows_row_table<3, false>)[nrows - 1]
+                                      : nv == 2 ? (mb ? rows_row_table<2, true> : rows_row_table<2, false>)[nrows - 1]
+                                                : (mb ? rows_row_table<1, true> : rows_row_table<1, false>)[nrows - 1];
+                   fn(kc, a + r0, nullptr, col + c0, tail, c + r0 * ldc + c0, ldc, s, rows, nullptr);
+                 });
 }
 
 template <int NV>
@@ -209,21 +212,16 @@ constexpr BlockFn pixels_row_table[4] = {&block<1, NV, false, Src::a_pixels>, &b
                                          &block<3, NV, false, Src::a_pixels>, &block<4, NV, false, Src::a_pixels>};
 
 // tile_dispatch for A given as pixel pointers (arows[m][aoff[k]]) and a packed B panel w wide:
-// the same 4 x 24 blocks, row halves outside (the kc x 48 slice is read from L1 by the second).
+// the same 4 x 24 blocks.
 void pixels_tile_dispatch(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b, int64_t w,
                           float* c, int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st) {
-  for (int64_t r0 = 0; r0 < mr; r0 += 4) {
-    const int64_t nrows = std::min<int64_t>(4, mr - r0);
-    for (int64_t c0 = 0; c0 < ncols; c0 += 24) {
-      const int64_t cols = std::min<int64_t>(24, ncols - c0), nv = (cols + 7) / 8, tail = cols - (nv - 1) * 8;
-      GemmTileStore s = st;
-      if (r0 + c0 != 0) s.prefetch_lines = 0;  // the first block fetches the tile's share of the next slice
-      if (s.col_bias) s.col_bias += c0;
-      const BlockFn fn = nv == 3 ? pixels_row_table<3>[nrows - 1]
-                         : nv == 2 ? pixels_row_table<2>[nrows - 1] : pixels_row_table<1>[nrows - 1];
-      fn(kc, nullptr, b + c0, w, tail, c + r0 * ldc + c0, ldc, s, arows + r0, aoff);
-    }
-  }
+  for_each_block(mr, ncols, st, true,
+                 [&](int64_t r0, int64_t c0, int64_t nrows, int64_t nv, int64_t tail, const GemmTileStore& s) {
+                   const BlockFn fn = nv == 3   ? pixels_row_table<3>[nrows - 1]
+                                      : nv == 2 ? pixels_row_table<2>[nrows - 1]
+                                                : pixels_row_table<1>[nrows - 1];
+                   fn(kc, nullptr, b + c0, w, tail, c + r0 * ldc + c0, ldc, s, arows + r0, aoff);
+                 });
 }
 
 

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "conv.hpp"
+#include "conv_case.hpp"
 #include "cpu_info.hpp"
 #include "gemm.hpp"
 #include "util.hpp"
@@ -43,18 +44,11 @@ enum class Weights { packed, transposed_only };
 
 void check(const ConvShape& s, ThreadPool* pool, const ConvPostOps& post_in = {}, bool residual = false,
            Weights kind = Weights::packed, bool nan = false) {
-  const int64_t taps = s.k_h * s.k_w;
-  auto x = random_floats(size_t(s.batch * s.in_c * s.in_h * s.in_w), 31);
-  if (nan) x[size_t(s.in_w + 1)] = std::numeric_limits<float>::quiet_NaN();  // channel 0, (1, 1)
-  auto w = random_floats(size_t(s.out_c * s.in_c * taps), 32);
-  auto b = random_floats(size_t(s.out_c), 33);
-  const size_t n_out = size_t(s.batch * s.out_c * s.out_h * s.out_w);
-  auto res = random_floats(n_out, 34, -2.f, 2.f);
-  ConvPostOps post = post_in;
-  if (residual) post.residual = res.data();
-  std::vector<float> want(n_out), got(n_out, 123.f);
-  conv2d_reference(s, x.data(), w.data(), b.data(), want.data(), post);
-  PackedConvWeights pw = pack_conv_weights(s, w.data());
+  ConvCase c(s, 31, post_in, residual);
+  if (nan) c.x[size_t(s.in_w + 1)] = std::numeric_limits<float>::quiet_NaN();  // channel 0, (1, 1)
+  const ConvPostOps& post = c.post;
+  std::vector<float> got = c.output();
+  PackedConvWeights pw = pack_conv_weights(s, c.w.data());
   AlignedFloats wt;
   if (kind == Weights::transposed_only) {  // as the Conv kernel keeps them: W^T alone
     wt.resize(conv_transposed_floats(s));
@@ -64,7 +58,7 @@ void check(const ConvShape& s, ThreadPool* pool, const ConvPostOps& post_in = {}
   }
   if (active_isa() == Isa::avx512) CHECK(conv_uses_direct(s));  // every shape here takes the path there
   if (conv_uses_direct(s)) CHECK(conv_describe(s, pw, pool).find("direct") != std::string::npos);
-  conv2d(s, x.data(), pw, b.data(), got.data(), pool, post);
+  conv2d(s, c.x.data(), pw, c.bias(), got.data(), pool, post);
   INFO("C=" << s.in_c << " H=" << s.in_h << " W=" << s.in_w << " OC=" << s.out_c << " k=" << s.k_h << "x" << s.k_w
             << " stride=" << s.stride_h << "," << s.stride_w << " dil=" << s.dil_h << " pad=" << s.pad_top << ","
             << s.pad_left << " out=" << s.out_h << "x" << s.out_w << " batch=" << s.batch << " residual=" << residual
@@ -78,7 +72,7 @@ void check(const ConvShape& s, ThreadPool* pool, const ConvPostOps& post_in = {}
     }
     return;
   }
-  CHECK(worst(got, want, 1e-4, 1e-5) <= 1.0);
+  CHECK(worst(got, c.want, 1e-4, 1e-5) <= 1.0);
 }
 
 ConvPostOps relu() {

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "conv.hpp"
+#include "conv_case.hpp"
 #include "conv_tap_rects.hpp"
 #include "util.hpp"
 
@@ -40,24 +41,17 @@ ConvPostOps clamp_to(float lo, float hi) {
 
 void check(const ConvShape& s, ThreadPool* pool, const ConvPostOps& post_in = {}, bool with_residual = false,
            bool with_bias = true) {
-  const int64_t taps = s.k_h * s.k_w;
-  auto x = random_floats(size_t(s.batch * s.in_c * s.in_h * s.in_w), 91);
-  auto w = random_floats(size_t(s.out_c * s.in_c * taps), 92);
-  auto b = random_floats(size_t(s.out_c), 93);
-  const size_t n_out = size_t(s.batch * s.out_c * s.out_h * s.out_w);
-  auto res = random_floats(n_out, 94, -2.f, 2.f);
-  ConvPostOps post = post_in;
-  if (with_residual) post.residual = res.data();
-  std::vector<float> want(n_out), got(n_out, 123.f);
-  conv2d_reference(s, x.data(), w.data(), with_bias ? b.data() : nullptr, want.data(), post);
+  const ConvCase c(s, 91, post_in, with_residual, with_bias);
+  const ConvPostOps& post = c.post;
+  std::vector<float> got = c.output();
   AlignedFloats u(tap_rects_packed_floats(s));
-  tap_rects_pack_weights(s, w.data(), u.data());
-  conv2d_tap_rects(s, x.data(), u.data(), with_bias ? b.data() : nullptr, got.data(), pool, post);
+  tap_rects_pack_weights(s, c.w.data(), u.data());
+  conv2d_tap_rects(s, c.x.data(), u.data(), c.bias(), got.data(), pool, post);
   INFO("C=" << s.in_c << " H=" << s.in_h << " W=" << s.in_w << " OC=" << s.out_c << " k=" << s.k_h << " dil="
             << s.dil_h << " stride=" << s.stride_h << " pad=" << s.pad_top << " out=" << s.out_h << "x" << s.out_w
             << " batch=" << s.batch << " residual=" << with_residual << " clamp=" << post.clamp
             << " hardswish=" << post.hardswish);
-  CHECK(worst(got, want, 1e-4, 1e-5) <= 1.0);
+  CHECK(worst(got, c.want, 1e-4, 1e-5) <= 1.0);
   if (post.clamp && !post.hardswish)
     for (float v : got) CHECK((v >= post.lo && v <= post.hi));
 }

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "conv.hpp"
+#include "conv_case.hpp"
 #include "conv_winograd.hpp"
 #include "util.hpp"
 
@@ -28,18 +29,14 @@ ConvShape shape3x3(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64
 // |got - want| against the rounding a float32 sum of C*9 products can carry
 // (the transforms scale it by up to ~100 for F(4x4, 3x3)), relative to sum |x||w|.
 void check(const ConvShape& s, ThreadPool* pool, const ConvPostOps& post_in = {}, bool with_residual = false) {
-  auto x = random_floats(size_t(s.batch * s.in_c * s.in_h * s.in_w), 31);
-  auto w = random_floats(size_t(s.out_c * s.in_c * 9), 32);
-  auto b = random_floats(size_t(s.out_c), 33);
-  const size_t n_out = size_t(s.batch * s.out_c * s.out_h * s.out_w);
-  auto res = random_floats(n_out, 34, -2.f, 2.f);
-  ConvPostOps post = post_in;
-  if (with_residual) post.residual = res.data();
-  std::vector<float> want(n_out), got(n_out, 123.f);
-  conv2d_reference(s, x.data(), w.data(), b.data(), want.data(), post);
+  const ConvCase c(s, 31, post_in, with_residual);
+  const ConvPostOps& post = c.post;
+  const std::vector<float>& want = c.want;
+  const size_t n_out = want.size();
+  std::vector<float> got = c.output();
   AlignedFloats u(winograd_packed_floats(s));
-  winograd_pack_weights(s, w.data(), u.data());
-  conv2d_winograd(s, x.data(), u.data(), b.data(), got.data(), pool, post);
+  winograd_pack_weights(s, c.w.data(), u.data());
+  conv2d_winograd(s, c.x.data(), u.data(), c.bias(), got.data(), pool, post);
   // random_floats are in [-1, 1]: sum |x||w| <= 9 C.
   const double scale = 9.0 * double(s.in_c), tol = 2e-6 * scale;
   double max_err = 0;

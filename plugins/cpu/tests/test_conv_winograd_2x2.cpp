@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "conv.hpp"
+#include "conv_case.hpp"
 #include "conv_winograd.hpp"
 #include "conv_winograd_2x2.hpp"
 #include "cpu_info.hpp"
@@ -38,18 +39,14 @@ ConvPostOps clamp_to(float lo, float hi) {
 // |got - want| against the rounding a float32 sum of C*9 products can carry (the
 // transforms add a few terms per product), relative to sum |x||w| <= 9 C.
 void check(const ConvShape& s, ThreadPool* pool, const ConvPostOps& post_in = {}, bool with_residual = false) {
-  auto x = random_floats(size_t(s.batch * s.in_c * s.in_h * s.in_w), 61);
-  auto w = random_floats(size_t(s.out_c * s.in_c * 9), 62);
-  auto b = random_floats(size_t(s.out_c), 63);
-  const size_t n_out = size_t(s.batch * s.out_c * s.out_h * s.out_w);
-  auto res = random_floats(n_out, 64, -2.f, 2.f);
-  ConvPostOps post = post_in;
-  if (with_residual) post.residual = res.data();
-  std::vector<float> want(n_out), got(n_out, 123.f);
-  conv2d_reference(s, x.data(), w.data(), b.data(), want.data(), post);
+  const ConvCase c(s, 61, post_in, with_residual);
+  const ConvPostOps& post = c.post;
+  const std::vector<float>& want = c.want;
+  const size_t n_out = want.size();
+  std::vector<float> got = c.output();
   AlignedFloats u(winograd_2x2_packed_floats(s));
-  winograd_2x2_pack_weights(s, w.data(), u.data());
-  conv2d_winograd_2x2(s, x.data(), u.data(), b.data(), got.data(), pool, post);
+  winograd_2x2_pack_weights(s, c.w.data(), u.data());
+  conv2d_winograd_2x2(s, c.x.data(), u.data(), c.bias(), got.data(), pool, post);
   const double tol = 1e-6 * 9.0 * double(s.in_c);
   double max_err = 0;
   for (size_t i = 0; i < n_out; ++i) max_err = std::max(max_err, std::fabs(double(got[i]) - double(want[i])));
