@@ -103,6 +103,8 @@ TEST_CASE("direct convs match the reference: real models' shapes, pads, channels
     check(conv(1, 16, 9, 9, 112, square(3, 2, 1)), p, hs, true);       // HardSwish after the residual
     // 2304 pixels: two product blocks of 2048 (32 channels, 256 KB) on one thread.
     check(conv(1, 8, 48, 48, 32, square(3, 1, 1)), p, relu());
+    // 96 x 96 outputs of 64 input channels: padded bands of 83 output rows (2 MB), 4 product blocks each.
+    check(conv(1, 64, 96, 96, 32, square(3, 1, 1)), p, relu());
     // W^T of 2.2 MB (1440 x 400): split by panels (9: 8 of 48 + one of 16), K in 9 blocks.
     check(conv(1, 160, 7, 7, 400, square(3, 1, 1)), p, relu(), true);
     check(conv(1, 32, 6, 6, 64, square(3, 1, 1)), p, {}, false, Weights::packed, true);  // NaN propagates
