@@ -1290,10 +1290,12 @@ struct DirectBlock {
   std::vector<const float*> pixels;  // where each output pixel's window starts
   std::vector<int32_t> aoff;         // where each tap (c, ky, kx) reads, from there
 };
+// Input rows / columns (pads included) that n consecutive output rows / columns read.
+static int64_t window_rows(const ConvShape& s, int64_t n) { return (n - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1; }
+static int64_t window_cols(const ConvShape& s, int64_t n) { return (n - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1; }
 static DirectBlock direct_block(const ConvShape& s, const float* xg, int64_t n0, int64_t n1) {
   const int64_t OW = s.out_w, oy0 = n0 / OW, oy1 = (n1 - 1) / OW + 1;
-  const int64_t rows = (oy1 - oy0 - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1;
-  const int64_t wp = (OW - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1;
+  const int64_t rows = window_rows(s, oy1 - oy0), wp = window_cols(s, OW);
   const int64_t icg = s.icg(), plane = rows * wp;
   float* xp = scratch_floats(kScratchA, size_t(icg * plane));
   // Input column j - pad_left lands at column j; the columns the input has there, [j0, j1).
@@ -1335,8 +1337,8 @@ static void direct_range(const ConvShape& s, const float* xg, const float* wt, c
   if (n0 >= n1 || cols <= 0) return;
   const int64_t chunk = std::max<int64_t>(kGemmMR, (256 << 10) / (cols * int64_t(sizeof(float))) / kGemmMR * kGemmMR);
   // Output rows a band holds: each adds stride_h input rows of icg * wp floats to the block.
-  const int64_t wp = (OW - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1;
-  const int64_t band_rows = std::max<int64_t>(1, (1 << 19) / std::max<int64_t>(1, s.icg() * wp * s.stride_h));
+  const int64_t band_rows =
+      std::max<int64_t>(1, (1 << 19) / std::max<int64_t>(1, s.icg() * window_cols(s, OW) * s.stride_h));
   const int64_t band = std::max(chunk, band_rows * OW);
   float* ct = scratch_floats(kScratchC, size_t(std::min(chunk, n1 - n0) * cols));
   GemmEpilogue ep;
@@ -1368,9 +1370,7 @@ bool conv_uses_direct(const ConvShape& s) {
   if (s.k_h == 1 && s.k_w == 1) return false;
   const int64_t min_oc = s.stride_h > 1 || s.stride_w > 1 ? 96 : active_isa() == Isa::avx512 ? 32 : 64;
   if (s.ocg() < min_oc || s.icg() < 8) return false;
-  const int64_t rows = (s.out_h - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1;
-  const int64_t wp = (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1;
-  return double(s.icg()) * double(rows) * double(wp) < double(INT32_MAX);
+  return double(s.icg()) * double(window_rows(s, s.out_h)) * double(window_cols(s, s.out_w)) < double(INT32_MAX);
 }
 
 static void conv_direct(const ConvShape& s, const float* xg, const PackedConvWeights& w, const float* bias,

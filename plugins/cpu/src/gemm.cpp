@@ -393,7 +393,6 @@ void gemm_pixels_serial(int64_t M, int64_t N, int64_t K, const float* const* aro
   // Every row tile of a slice fetches a share of the next slice into L2: the weights are read
   // from memory once, a slice at a time. (All tiles rather than gemm_rect's first half: with
   // 7 tiles, ResNet-18's 512-channel 7x7 convs, weights cold, ran 1.26-1.39 -> 1.16-1.20 ms.)
-  const int64_t fetchers = tiles;
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t n0 = p * kGemmNR, w = gemm_panel_width(N, p), cols = std::min(kGemmNR, N - n0);
     const float* bp = pb + p * kGemmNR * K;
@@ -404,7 +403,7 @@ void gemm_pixels_serial(int64_t M, int64_t N, int64_t K, const float* const* aro
       // The next slice: this panel's next K block, else the next panel's first.
       const int64_t np = final ? p + 1 : p, nk = final ? 0 : k0 + KC;
       const int64_t nw = np < panels ? gemm_panel_width(N, np) : 0;
-      const int64_t lines = np < panels ? std::min(KC, K - nk) * nw / 16 : 0, share = (lines + fetchers - 1) / fetchers;
+      const int64_t lines = np < panels ? std::min(KC, K - nk) * nw / 16 : 0, share = (lines + tiles - 1) / tiles;
       const char* next = np < panels ? reinterpret_cast<const char*>(pb + np * kGemmNR * K + nk * nw) : nullptr;
       for (int64_t t = 0; t < tiles; ++t) {
         const int64_t m0 = t * kGemmMR;

@@ -1,7 +1,8 @@
 // AVX-512 GEMM micro-kernel: up to 8 rows x up to 48 columns (3 zmm) held in
 // 24 accumulators; A broadcast from the packed [k][8] tile (or read in place through pixel
-// pointers), B loaded from the packed [k][w] panel (or read in place through row pointers). Compiled with a target attribute (no -march flag), so
-// it is only called after CPUID reports AVX-512 F.
+// pointers), B loaded from the packed [k][w] panel (or read in place through row pointers).
+// Compiled with a target attribute (no -march flag), so it is only called after CPUID
+// reports AVX-512 F.
 #include "gemm.hpp"
 #include "gemm_tile_avx512.hpp"
 
