@@ -1083,7 +1083,7 @@ __attribute__((target("avx2,fma"))) static void transpose_store_avx2(const float
 #endif
 
 // out[M][N] = act(ct[N][M]^T + residual), rows [m0, m1) x columns [n0, n1) (see the scalar one).
-static void transpose_store(const float* __restrict ct, int64_t ldct, int64_t c0, int64_t n0, int64_t n1, int64_t N,
+void transpose_store(const float* __restrict ct, int64_t ldct, int64_t c0, int64_t n0, int64_t n1, int64_t N,
                             float* __restrict out, const float* __restrict res, const ConvPostOps& post, int64_t m0,
                             int64_t m1) {
 #if defined(__x86_64__)

@@ -144,6 +144,12 @@ inline GemmEpilogue conv_epilogue(const float* row_bias, const ConvPostOps& post
   return ep;
 }
 
+// out[M][N] = act(ct[N][M]^T + residual) for rows [m0, m1) x columns [n0, n1), act: post's
+// clamp and / or HardSwish (its residual is not read): the transposed products' store. ct's
+// rows are ldct apart and hold out rows from c0 on, columns from n0 on (ct[n - n0][m - c0]).
+void transpose_store(const float* ct, int64_t ldct, int64_t c0, int64_t n0, int64_t n1, int64_t N, float* out,
+                     const float* res, const ConvPostOps& post, int64_t m0, int64_t m1);
+
 // out[N][OC][OH][OW] = conv(x, w) + bias (bias may be null), then post-ops.
 // out must not overlap x or the residual.
 // How conv2d runs `s` with `w` on this CPU and pool, in words ("winograd F(4x4,3x3) + gemm

@@ -42,6 +42,16 @@ void dw_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post);
 // CPU's kernel for it has the split form: AVX2's).
 bool dw_split_cols_ok(const ConvShape& s);
 
+// The channels-last form (the inverted-residual block's, conv_inverted_residual.cpp): whether
+// dw_nhwc_rows runs `s` on this CPU (AVX-512; 3x3, dilation 1, strides 1 or 2, pad_left <= 2).
+bool dw_nhwc_ok(const ConvShape& s);
+// out_rows output rows of `s` (its in_w, out_w, stride, pad_left; not its rows), output row r
+// reading input rows rows[r * stride + ky] (null: a padding row). Rows and outputs are [W][cs]
+// floats, pixel after pixel, cs a multiple of 16, every row 64-byte aligned; wt: [9][cs]
+// weights (tap-major), bias: [cs]. All cs channels are computed (padding channels included).
+void dw_nhwc_rows(const ConvShape& s, const float* const* rows, int64_t cs, const float* wt, const float* bias,
+                  float* out, int64_t out_rows, const ConvPostOps& post);
+
 #if defined(__x86_64__)
 // One output plane of a 3x3 depthwise conv (dilation 1, stride_w 1 or 2, out_w <=
 // kDw3x3MaxWidth) straight from the input plane: padding by masked loads, bias,

@@ -43,6 +43,7 @@ void inverted_residual(const InvertedResidual& b, const float* x, const float* r
   const int64_t C = d.in_c, H = d.in_h, W = d.in_w, OH = d.out_h, OW = d.out_w, S = d.stride_h, KH = d.k_h;
   const int64_t CI = b.in_c(), CO = b.out_c();
   if (OH <= 0 || OW <= 0 || C <= 0) return;
+  if (b.nhwc) return inverted_residual_nhwc(b, x, residual, out, pool, band_rows);
   double work = double(C) * double(OH * OW) * double(d.k_h * d.k_w);
   if (b.has_expand) work += double(C) * double(CI) * double(H * W);
   if (b.has_project) work += double(CO) * double(C) * double(OH * OW);

@@ -38,6 +38,15 @@ struct InvertedResidual {
   const float* project_b = nullptr;
   ConvPostOps project_post;
 
+  // The channels-last form (inverted_residual_nhwc_ok; pack_inverted_residual_nhwc makes its
+  // weights, and the packed A of expand_w / project_w is then not read): expand and project
+  // as pixel-pointer GEMMs against W^T, the depthwise conv with 16 channels as the lanes.
+  bool nhwc = false;
+  const float* expand_wt = nullptr;   // pack_b panels of the expand W^T (K = in_c, N = C)
+  const float* project_wt = nullptr;  // pack_b panels of the project W^T (K = C, N = out_c)
+  const float* dw_wn = nullptr;       // [9][cs] depthwise weights, tap-major, cs = C rounded to 16
+  const float* dw_bn = nullptr;       // [cs] depthwise bias (zero past C)
+
   int64_t in_c() const { return has_expand ? expand_in_c : dw.in_c; }
   int64_t out_c() const { return has_project ? project_out_c : dw.out_c; }
 };
@@ -47,10 +56,31 @@ struct InvertedResidual {
 // thread when the whole intermediate tensor is at most 512 KB.
 int64_t inverted_residual_band_rows(const InvertedResidual& b, int threads);
 
+// Whether the block runs channels-last on this CPU: expand and project both present, a
+// depthwise conv dw_nhwc_ok takes, the pixel-pointer GEMM tile (AVX-512 or AVX2), the
+// input's channel offsets within 32 bits, at least 96 expanded channels (two GEMM panels)
+// and (stride 1) output channels in whole 16s. Reads dw, has_expand, expand_in_c,
+// has_project, project_out_c.
+bool inverted_residual_nhwc_ok(const InvertedResidual& b);
+// Floats of the channels-last weights: expand W^T, project W^T, depthwise [9][cs], bias [cs].
+struct InvertedResidualNhwcSizes {
+  size_t expand_wt, project_wt, dw_wn, dw_bn;
+};
+InvertedResidualNhwcSizes inverted_residual_nhwc_sizes(const InvertedResidual& b);
+// Packs them from the nodes' weights (expand [C][in_c], project [out_c][C], depthwise
+// [C][3][3], its bias [C] or null) into the four buffers of the sizes above (a null
+// destination is skipped).
+void pack_inverted_residual_nhwc(const InvertedResidual& b, const float* expand_w, const float* project_w,
+                                 const float* dw_w, const float* dw_b, float* expand_wt, float* project_wt,
+                                 float* dw_wn, float* dw_bn);
+
 // out[N][out_c][OH][OW] = the block applied to x[N][in_c][H][W] (batch from b.dw), plus
 // `residual` (same shape as out, or null) before the last clamp. band_rows > 0 forces the
 // band height (tests). out must not overlap x or the residual.
 void inverted_residual(const InvertedResidual& b, const float* x, const float* residual, float* out, ThreadPool* pool,
                        int64_t band_rows = 0);
+// The channels-last form, which inverted_residual runs when b.nhwc (conv_inverted_residual_nhwc.cpp).
+void inverted_residual_nhwc(const InvertedResidual& b, const float* x, const float* residual, float* out,
+                            ThreadPool* pool, int64_t band_rows);
 
 }  // namespace nxrt::cpu

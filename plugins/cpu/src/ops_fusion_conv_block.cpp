@@ -166,17 +166,20 @@ std::unique_ptr<Kernel> create_conv_block_kernel(const sdk::Graph& sg, CpuSessio
   pp.param("gemm_mr", kGemmMR);
   // Packs one Conv's weights (1x1 as GEMM A, depthwise as given) and copies its bias; the
   // host may then free them.
+  // (Channels-last, the packed A of the 1x1 convs is not made: packed_w false.)
   auto take = [&](const Chain& c, const ConvShape& s, const char* name, const float*& w, const float*& bias,
-                  ConvPostOps& post) {
+                  ConvPostOps& post, bool packed_w) {
     Node n = sg.node(c.nodes.front());
     auto wv = n.input(1);
     ConstTensorView wt = wv.constant();
     pp.param(fmt::format("{}_out_c", name), s.out_c);
     pp.param(fmt::format("{}_in_c_per_group", name), s.icg());
     pp.param(fmt::format("{}_k", name), s.k_h * 16 + s.k_w);
-    w = pp.buffer<float>(fmt::format("{}_w", name), packed_conv_floats(s), [&](std::span<float> dst) {
-          pack_conv_weights_into(s, static_cast<const float*>(wt.raw()), dst.data());
-        }).data();
+    w = nullptr;
+    if (packed_w)
+      w = pp.buffer<float>(fmt::format("{}_w", name), packed_conv_floats(s), [&](std::span<float> dst) {
+            pack_conv_weights_into(s, static_cast<const float*>(wt.raw()), dst.data());
+          }).data();
     if (!runtime(wv)) pp.capture(wv);
     bias = nullptr;
     if (n.input_count() > 2 && n.input(2).present()) {
@@ -193,21 +196,41 @@ std::unique_ptr<Kernel> create_conv_block_kernel(const sdk::Graph& sg, CpuSessio
     post.hardswish = c.hardswish;
   };
   blk.dw = b->dw_shape;
-  take(b->dw, b->dw_shape, "dw", blk.dw_w, blk.dw_b, blk.dw_post);
-  if (b->expand) {
-    blk.has_expand = true;
-    blk.expand_in_c = b->expand_shape.in_c;
-    take(*b->expand, b->expand_shape, "expand", blk.expand_w, blk.expand_b, blk.expand_post);
-  }
-  if (b->project) {
-    blk.has_project = true;
-    blk.project_out_c = b->project_shape.out_c;
-    take(*b->project, b->project_shape, "project", blk.project_w, blk.project_b, blk.project_post);
+  blk.has_expand = b->expand.has_value();
+  blk.expand_in_c = blk.has_expand ? b->expand_shape.in_c : 0;
+  blk.has_project = b->project.has_value();
+  blk.project_out_c = blk.has_project ? b->project_shape.out_c : 0;
+  // The layout depends on the CPU: a blob made with the other one is recompiled, not misread.
+  blk.nhwc = inverted_residual_nhwc_ok(blk);
+  pp.param("channels_last", blk.nhwc ? 1 : 0);
+  take(b->dw, b->dw_shape, "dw", blk.dw_w, blk.dw_b, blk.dw_post, !blk.nhwc);
+  if (blk.has_expand) take(*b->expand, b->expand_shape, "expand", blk.expand_w, blk.expand_b, blk.expand_post, !blk.nhwc);
+  if (blk.has_project)
+    take(*b->project, b->project_shape, "project", blk.project_w, blk.project_b, blk.project_post, !blk.nhwc);
+  if (blk.nhwc) {
+    auto raw = [&](const Chain& c) { return static_cast<const float*>(sg.node(c.nodes.front()).input(1).constant().raw()); };
+    const InvertedResidualNhwcSizes z = inverted_residual_nhwc_sizes(blk);
+    const float* ew = raw(*b->expand);
+    const float* pw = raw(*b->project);
+    const float* dw = raw(b->dw);
+    const float* db = blk.dw_b;  // the copy take() made (or null)
+    blk.expand_wt = pp.buffer<float>("expand_wt", z.expand_wt, [&](std::span<float> dst) {
+      pack_inverted_residual_nhwc(blk, ew, nullptr, nullptr, nullptr, dst.data(), nullptr, nullptr, nullptr);
+    }).data();
+    blk.project_wt = pp.buffer<float>("project_wt", z.project_wt, [&](std::span<float> dst) {
+      pack_inverted_residual_nhwc(blk, nullptr, pw, nullptr, nullptr, nullptr, dst.data(), nullptr, nullptr);
+    }).data();
+    blk.dw_wn = pp.buffer<float>("dw_wn", z.dw_wn, [&](std::span<float> dst) {
+      pack_inverted_residual_nhwc(blk, nullptr, nullptr, dw, nullptr, nullptr, nullptr, dst.data(), nullptr);
+    }).data();
+    blk.dw_bn = pp.buffer<float>("dw_bn", z.dw_bn, [&](std::span<float> dst) {
+      pack_inverted_residual_nhwc(blk, nullptr, nullptr, nullptr, db, nullptr, nullptr, nullptr, dst.data());
+    }).data();
   }
   ThreadPool* pool = session.pool();
   std::string description =
-      fmt::format("inverted-residual block in bands of {} rows: {}depthwise {}x{}{}{}",
-                  inverted_residual_band_rows(blk, pool ? pool->threads() : 1),
+      fmt::format("inverted-residual block{} in bands of {} rows: {}depthwise {}x{}{}{}",
+                  blk.nhwc ? " channels-last" : "", inverted_residual_band_rows(blk, pool ? pool->threads() : 1),
                   blk.has_expand ? "1x1 expand + " : "", blk.dw.k_h, blk.dw.k_w, blk.dw.stride_h > 1 ? " stride 2" : "",
                   blk.has_project ? " + 1x1 project" : "");
   return make_kernel([st = std::move(st), pool](Context& ctx) {

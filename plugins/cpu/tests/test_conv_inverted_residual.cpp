@@ -3,6 +3,7 @@
 #include "conv.hpp"
 #include "conv_depthwise.hpp"
 #include "conv_inverted_residual.hpp"
+#include "cpu_info.hpp"
 #include "util.hpp"
 
 using namespace nxrt::cpu;
@@ -97,6 +98,23 @@ void check_block(int64_t n, int64_t ci, int64_t c, int64_t co, int64_t h, int64_
             << " pads=" << pad_top << "/" << pad_bottom << " expand=" << expand << " project=" << project
             << " residual=" << residual << " k=" << k << " band=" << band << " threads=" << (pool ? pool->threads() : 1));
   CHECK(worst(got, want) <= 1.0);
+  // The channels-last form of the same block, where this CPU has it.
+  if (inverted_residual_nhwc_ok(b)) {
+    const InvertedResidualNhwcSizes z = inverted_residual_nhwc_sizes(b);
+    std::vector<float> ewt(z.expand_wt), pwt(z.project_wt), dwn(z.dw_wn), dbn(z.dw_bn);
+    pack_inverted_residual_nhwc(b, we.data(), wp.data(), wd.data(), bd.data(), ewt.data(), pwt.data(), dwn.data(),
+                                dbn.data());
+    b.nhwc = true;
+    b.expand_w = b.project_w = nullptr;  // not read channels-last
+    b.expand_wt = ewt.data();
+    b.project_wt = pwt.data();
+    b.dw_wn = dwn.data();
+    b.dw_bn = dbn.data();
+    std::fill(got.begin(), got.end(), 123.f);
+    inverted_residual(b, x.data(), residual ? res.data() : nullptr, got.data(), pool, band);
+    INFO("channels-last");
+    CHECK(worst(got, want) <= 1.0);
+  }
 }
 
 }  // namespace
@@ -116,6 +134,12 @@ TEST_CASE("inverted residual block matches the convs node by node") {
       // Depthwise + project only (MobileNetV2's first block).
       check_block(1, 0, 8, 6, 18, 21, 1, 1, 1, false, true, false, p, band);
       check_block(1, 0, 8, 6, 18, 21, 2, 1, 1, false, true, true, p, band);
+      // Channels-last where this CPU has it (>= 96 expanded channels): stride 1 with 16 output
+      // channels, stride 2 with 5 and channels off the 16-lane vectors, TF-style pads.
+      check_block(1, 8, 96, 16, 9, 13, 1, 1, 1, true, true, true, p, band);
+      check_block(1, 7, 100, 5, 11, 23, 2, 1, 1, true, true, false, p, band);
+      check_block(1, 4, 96, 8, 16, 40, 2, 0, 1, true, true, false, p, band);
+      check_block(1, 6, 144, 32, 5, 70, 1, 1, 1, true, true, true, p, band);
       // 5x5 and 7x7 depthwise (MobileNetV3, EfficientNet): halos of 3 and 5 rows.
       check_block(1, 5, 12, 6, 17, 19, 1, 2, 2, true, true, true, p, band, 5);
       check_block(1, 5, 12, 6, 17, 19, 2, 2, 2, true, false, false, p, band, 5);
@@ -128,4 +152,27 @@ TEST_CASE("inverted residual block matches the convs node by node") {
       check_block(1, 3, 9, 5, 11, 69, 2, 2, 2, true, true, false, p, band, 5);
       check_block(1, 3, 9, 5, 11, 48, 2, 3, 3, true, true, true, p, band, 7);
     }
+}
+
+TEST_CASE("which blocks run channels-last") {
+  auto block = [](int64_t ci, int64_t c, int64_t co, int64_t hw, int64_t stride) {
+    InvertedResidual b;
+    b.dw = depthwise(1, c, hw, hw, stride, 1, 1, 3);
+    b.has_expand = b.has_project = true;
+    b.expand_in_c = ci;
+    b.project_out_c = co;
+    return inverted_residual_nhwc_ok(b);
+  };
+  if (active_isa() != Isa::avx512) {
+    CHECK_FALSE(block(24, 144, 32, 56, 2));
+    return;
+  }
+  // MobileNetV2's blocks, but for the 56x56 one into 24 channels (a quarter of the project's
+  // multiply-adds would be padding), and MobileNetV3's 64-channel one (a 16-wide panel).
+  CHECK(block(16, 96, 24, 112, 2));
+  CHECK(block(24, 144, 32, 56, 2));
+  CHECK(block(32, 192, 32, 28, 1));
+  CHECK(block(96, 576, 96, 14, 1));
+  CHECK_FALSE(block(24, 144, 24, 56, 1));
+  CHECK_FALSE(block(16, 64, 24, 112, 2));
 }
