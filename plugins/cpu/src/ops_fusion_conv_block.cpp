@@ -8,9 +8,10 @@
 //   * the expand and project Convs are plain 1x1 (stride 1, no pad, group 1, 2-D), the
 //     depthwise one has one channel per group, equal strides and a direct kernel on this CPU
 //     (dw_direct_ok: 3x3, 5x5 or 7x7);
-//   * neither 1x1 Conv has so few pixels that alone it would run as the transposed
-//     product (conv_uses_transposed: MobileNetV2's 7x7 blocks), which bands cannot do; such
-//     a project Conv is left out of the block (expand + depthwise still fuse).
+//   * unless the block runs channels-last (inverted_residual_nhwc_ok), neither 1x1 Conv has
+//     so few pixels that alone it would run as the transposed product (conv_uses_transposed:
+//     MobileNetV2's 7x7 blocks), which planar bands cannot do; such a project Conv is left
+//     out of the block (expand + depthwise still fuse).
 #include <cstring>
 
 #include "conv_depthwise.hpp"
@@ -104,10 +105,19 @@ std::optional<Block> match_block(const sdk::Graph& g, const ViewIndex& ix, size_
         b.project_shape = *ps;
       }
     }
-  // Few pixels: alone, those 1x1 convs run as the transposed product (channels along the
-  // GEMM's 48-wide panels), which bands of rows cannot do. A project conv that would is left
-  // out (MobileNetV2's stride-2 block into the 7x7 stage: the expand and the depthwise conv
-  // still run as one, the depthwise one on split rows).
+  // Channels-last the 1x1 convs are transposed products already (channels along the GEMM's
+  // panels), whatever the pixel count: MobileNetV2's 7x7 stage runs as blocks too.
+  if (b.expand && b.project) {
+    InvertedResidual t;
+    t.dw = *ds;
+    t.has_expand = t.has_project = true;
+    t.expand_in_c = b.expand_shape.in_c;
+    t.project_out_c = b.project_shape.out_c;
+    if (inverted_residual_nhwc_ok(t)) return b;
+  }
+  // Planar, few pixels: alone, those 1x1 convs run as the transposed product, which bands of
+  // rows cannot do. A project conv that would is left out (the expand and the depthwise conv
+  // still run as one).
   if (b.project && conv_uses_transposed(b.project_shape)) b.project.reset();
   if (!b.expand && !b.project) return std::nullopt;
   if (b.expand && conv_uses_transposed(b.expand_shape)) return std::nullopt;

@@ -323,6 +323,15 @@ def block_model(shape, hidden, out_c, stride, expand=True, project=True, residua
     return m, reference
 
 
+def host_has_avx512():
+    """Whether the CPU plugin's AVX-512 kernels can run here (Linux: /proc/cpuinfo's flags)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx512f" in line for line in f)
+    except OSError:
+        return False
+
+
 def block_cases(nxrt, tmp):
     """Returns (failures, checks)."""
     rng = np.random.default_rng(13)
@@ -342,9 +351,9 @@ def block_cases(nxrt, tmp):
         ("block with HardSwish and residual", dict(shape=(1, 8, 20, 23), hidden=48, out_c=8, stride=1,
                                                     act="HardSwish", residual=True), 1,
          ["Conv+HardSwish+Conv+HardSwish+Conv+Add"], {}),
-        ("HardSwish on 7x7 maps: Conv+HardSwish groups, no block",
+        ("HardSwish on 7x7 maps, planar (AVX2): Conv+HardSwish groups, no block",
          dict(shape=(1, 64, 7, 7), hidden=384, out_c=64, stride=1, act="HardSwish"), 2,
-         ["Conv", "Conv+HardSwish"], {}),
+         ["Conv", "Conv+HardSwish"], {"NXRT_CPU_ISA": "avx2"}),
         ("expand + depthwise only", dict(shape=(1, 4, 25, 40), hidden=24, out_c=0, stride=1, project=False), 2,
          ["Conv+Clip+Conv+Clip"], {}),
         ("depthwise + project only", dict(shape=(1, 16, 40, 40), hidden=16, out_c=8, stride=1, expand=False), 1,
@@ -352,14 +361,36 @@ def block_cases(nxrt, tmp):
         ("expanded value also a graph output: the expand stays apart",
          dict(shape=(1, 8, 20, 23), hidden=48, out_c=8, stride=1, residual=True, expose_hidden=True), 1,
          ["Conv+Clip", "Conv+Clip+Conv+Add"], {}),
-        ("stride 2 into a 7x7 map: expand + depthwise fuse, the project (transposed) apart",
-         dict(shape=(1, 24, 14, 14), hidden=144, out_c=32, stride=2), 1, ["Conv+Clip+Conv+Clip", "Conv"], {}),
-        ("7x7 map (1x1 convs run transposed): not one block",
-         dict(shape=(1, 64, 7, 7), hidden=384, out_c=64, stride=1, residual=True), 1, ["Conv+Add", "Conv+Clip"], {}),
+        ("stride 2 into a 7x7 map, planar (AVX2): expand + depthwise fuse, the project (transposed) apart",
+         dict(shape=(1, 24, 14, 14), hidden=144, out_c=32, stride=2), 1, ["Conv+Clip+Conv+Clip", "Conv"],
+         {"NXRT_CPU_ISA": "avx2"}),
+        ("7x7 map, planar (AVX2: 1x1 convs run transposed): not one block",
+         dict(shape=(1, 64, 7, 7), hidden=384, out_c=64, stride=1, residual=True), 1, ["Conv+Add", "Conv+Clip"],
+         {"NXRT_CPU_ISA": "avx2"}),
         ("no direct depthwise kernel (generic ISA): not one block",
          dict(shape=(1, 8, 20, 23), hidden=48, out_c=8, stride=1, residual=True), 1, ["Conv+Add", "Conv+Clip"],
          {"NXRT_CPU_ISA": "generic"}),
     ]
+    if host_has_avx512():
+        # Channels-last (>= 96 expanded channels, AVX-512): the 1x1 convs are transposed
+        # products inside the block, so 7x7 maps run as one block too.
+        avx512 = {"NXRT_CPU_ISA": "avx512"}
+        cases += [
+            ("channels-last block, stride 1 with residual, 2 threads",
+             dict(shape=(1, 32, 28, 27), hidden=192, out_c=32, stride=1, residual=True), 2, [block], avx512),
+            ("channels-last block, stride 2, TF pads 0/1, 112 channels",
+             dict(shape=(1, 16, 30, 30), hidden=112, out_c=24, stride=2, pads=(0, 0, 1, 1)), 1,
+             ["Conv+Clip+Conv+Clip+Conv"], avx512),
+            ("channels-last 7x7 map: one block",
+             dict(shape=(1, 64, 7, 7), hidden=384, out_c=64, stride=1, residual=True), 1, [block], avx512),
+            ("channels-last stride 2 into a 7x7 map: one block",
+             dict(shape=(1, 24, 14, 14), hidden=144, out_c=32, stride=2), 2, ["Conv+Clip+Conv+Clip+Conv"], avx512),
+            ("channels-last HardSwish on 7x7 maps: one block",
+             dict(shape=(1, 64, 7, 7), hidden=384, out_c=64, stride=1, act="HardSwish"), 2,
+             ["Conv+HardSwish+Conv+HardSwish+Conv"], avx512),
+        ]
+    else:
+        print("skip: the channels-last block cases (no AVX-512 on this CPU)")
     failures = 0
     for k, (what, args, threads, want, env) in enumerate(cases):
         m, reference = block_model(**args)
