@@ -43,12 +43,14 @@ void dw_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post);
 bool dw_split_cols_ok(const ConvShape& s);
 
 // The channels-last form (the inverted-residual block's, conv_inverted_residual.cpp): whether
-// dw_nhwc_rows runs `s` on this CPU (AVX-512; 3x3, dilation 1, strides 1 or 2, pad_left <= 2).
+// dw_nhwc_rows runs `s` on this CPU (AVX-512; 3x3 or 5x5, dilation 1, strides 1 or 2,
+// pad_left <= k / 2 + 1).
 bool dw_nhwc_ok(const ConvShape& s);
-// out_rows output rows of `s` (its in_w, out_w, stride, pad_left; not its rows), output row r
-// reading input rows rows[r * stride + ky] (null: a padding row). Rows and outputs are [W][cs]
-// floats, pixel after pixel, cs a multiple of 16, every row 64-byte aligned; wt: [9][cs]
-// weights (tap-major), bias: [cs]. All cs channels are computed (padding channels included).
+// out_rows output rows of `s` (its kernel, in_w, out_w, stride, pad_left; not its rows),
+// output row r reading input rows rows[r * stride + ky] (null: a padding row). Rows and
+// outputs are [W][cs] floats, pixel after pixel, cs a multiple of 16, every row 64-byte
+// aligned; wt: [k * k][cs] weights (tap-major), bias: [cs]. All cs channels are computed
+// (padding channels included).
 void dw_nhwc_rows(const ConvShape& s, const float* const* rows, int64_t cs, const float* wt, const float* bias,
                   float* out, int64_t out_rows, const ConvPostOps& post);
 

@@ -1,7 +1,8 @@
 // The channels-last depthwise kernel (conv_depthwise.hpp: dw_nhwc_rows): 16 channels per
 // vector, so every tap of every output is one vector load and one multiply-add, with no
-// shifts, masks or transposes. Four outputs of a row share their input columns (stride 1:
-// 6 columns per input row for 36 multiply-adds; stride 2: 9). Rows are [W][cs] floats with
+// shifts, masks or transposes. 3x3: four outputs of a row share their input columns (stride
+// 1: 6 columns per input row for 36 multiply-adds; stride 2: 9); 5x5: two (25 weights in
+// registers). Rows are [W][cs] floats with
 // cs a multiple of 16 and 64-byte aligned rows, so each load is one cache line (unaligned
 // pixels split every load over two lines and ran at half the rate in a harness).
 #include "conv_depthwise.hpp"
@@ -28,16 +29,17 @@ NXRT_AVX512 inline __m512 dw_nhwc_act(__m512 v, bool clamp, __m512 lo, __m512 hi
 }
 
 // Q outputs from column ox of one output row, every tap inside the row (r[ky] null: a padding
-// row). w: the 9 weight vectors of this channel group.
-template <int S, int Q>
-NXRT_AVX512 inline void dw_nhwc_interior(const float* const (&r)[3], int64_t cs, int64_t ix0, const __m512 (&w)[9],
-                                         __m512 b, float* o, bool clamp, __m512 lo, __m512 hi, bool hardswish) {
-  constexpr int NC = (Q - 1) * S + 3;
+// row). w: the K x K weight vectors of this channel group.
+template <int K, int S, int Q>
+NXRT_AVX512 inline void dw_nhwc_interior(const float* const (&r)[K], int64_t cs, int64_t ix0,
+                                         const __m512 (&w)[K * K], __m512 b, float* o, bool clamp, __m512 lo,
+                                         __m512 hi, bool hardswish) {
+  constexpr int NC = (Q - 1) * S + K;
   __m512 acc[Q];
 #pragma GCC unroll 8
   for (int q = 0; q < Q; ++q) acc[q] = b;
-#pragma GCC unroll 3
-  for (int ky = 0; ky < 3; ++ky) {
+#pragma GCC unroll 5
+  for (int ky = 0; ky < K; ++ky) {
     if (!r[ky]) continue;
     const float* row = r[ky] + ix0 * cs;
 #pragma GCC unroll 16
@@ -46,7 +48,7 @@ NXRT_AVX512 inline void dw_nhwc_interior(const float* const (&r)[3], int64_t cs,
 #pragma GCC unroll 8
       for (int q = 0; q < Q; ++q) {
         const int kx = c - q * S;
-        if (kx >= 0 && kx < 3) acc[q] = _mm512_fmadd_ps(w[ky * 3 + kx], x, acc[q]);
+        if (kx >= 0 && kx < K) acc[q] = _mm512_fmadd_ps(w[ky * K + kx], x, acc[q]);
       }
     }
   }
@@ -55,46 +57,56 @@ NXRT_AVX512 inline void dw_nhwc_interior(const float* const (&r)[3], int64_t cs,
 }
 
 // One output whose taps may fall outside the row (the first and last columns).
-NXRT_AVX512 inline void dw_nhwc_edge(const float* const (&r)[3], int64_t cs, int64_t W, int64_t ix0,
-                                     const __m512 (&w)[9], __m512 b, float* o, bool clamp, __m512 lo, __m512 hi,
-                                     bool hardswish) {
+template <int K>
+NXRT_AVX512 inline void dw_nhwc_edge(const float* const (&r)[K], int64_t cs, int64_t W, int64_t ix0,
+                                     const __m512 (&w)[K * K], __m512 b, float* o, bool clamp, __m512 lo,
+                                     __m512 hi, bool hardswish) {
   __m512 acc = b;
-  for (int ky = 0; ky < 3; ++ky) {
+  for (int ky = 0; ky < K; ++ky) {
     if (!r[ky]) continue;
-    for (int kx = 0; kx < 3; ++kx) {
+    for (int kx = 0; kx < K; ++kx) {
       const int64_t ix = ix0 + kx;
-      if (ix >= 0 && ix < W) acc = _mm512_fmadd_ps(w[ky * 3 + kx], _mm512_load_ps(r[ky] + ix * cs), acc);
+      if (ix >= 0 && ix < W) acc = _mm512_fmadd_ps(w[ky * K + kx], _mm512_load_ps(r[ky] + ix * cs), acc);
     }
   }
   _mm512_store_ps(o, dw_nhwc_act(acc, clamp, lo, hi, hardswish));
 }
 
-template <int S>
-NXRT_AVX512 void dw_nhwc_rows_s(const ConvShape& s, const float* const* rows, int64_t cs, const float* wt,
-                                const float* bias, float* out, int64_t out_rows, const ConvPostOps& post) {
+// Outputs sharing a pass: 4 at 3x3 (9 weights + 4 sums in registers), 2 at 5x5 (25 + 2).
+template <int K>
+constexpr int dw_nhwc_outputs() {
+  return K == 3 ? 4 : 2;
+}
+
+template <int K, int S>
+NXRT_AVX512 void dw_nhwc_rows_ks(const ConvShape& s, const float* const* rows, int64_t cs, const float* wt,
+                                 const float* bias, float* out, int64_t out_rows, const ConvPostOps& post) {
+  constexpr int Q = dw_nhwc_outputs<K>();
   const int64_t W = s.in_w, OW = s.out_w, pl = s.pad_left;
   // Outputs [lo_x, hi_x) read only columns inside the row.
-  const int64_t last = W - 3 + pl;  // the last output reading inside the row starts here, times S
+  const int64_t last = W - K + pl;  // the last output reading inside the row starts here, times S
   const int64_t lo_x = std::min(OW, (pl + S - 1) / S);
   const int64_t hi_x = last < 0 ? lo_x : std::max(lo_x, std::min(OW, last / S + 1));
   const __m512 lo = _mm512_set1_ps(post.lo), hi = _mm512_set1_ps(post.hi);
   // Channel groups outside, rows inside: a group's input rows stay in L1 from one output row
   // to the next.
   for (int64_t g = 0; g < cs; g += 16) {
-    __m512 w[9];
-    for (int t = 0; t < 9; ++t) w[t] = _mm512_loadu_ps(wt + t * cs + g);
+    __m512 w[K * K];
+    for (int t = 0; t < K * K; ++t) w[t] = _mm512_loadu_ps(wt + t * cs + g);
     const __m512 b = _mm512_loadu_ps(bias + g);
     for (int64_t oy = 0; oy < out_rows; ++oy) {
-      const float* r[3];
-      for (int ky = 0; ky < 3; ++ky) r[ky] = rows[oy * S + ky] ? rows[oy * S + ky] + g : nullptr;
+      const float* r[K];
+      for (int ky = 0; ky < K; ++ky) r[ky] = rows[oy * S + ky] ? rows[oy * S + ky] + g : nullptr;
       float* o = out + oy * OW * cs + g;
       int64_t ox = 0;
-      for (; ox < lo_x; ++ox) dw_nhwc_edge(r, cs, W, ox * S - pl, w, b, o + ox * cs, post.clamp, lo, hi, post.hardswish);
-      for (; ox + 4 <= hi_x; ox += 4)
-        dw_nhwc_interior<S, 4>(r, cs, ox * S - pl, w, b, o + ox * cs, post.clamp, lo, hi, post.hardswish);
+      for (; ox < lo_x; ++ox)
+        dw_nhwc_edge<K>(r, cs, W, ox * S - pl, w, b, o + ox * cs, post.clamp, lo, hi, post.hardswish);
+      for (; ox + Q <= hi_x; ox += Q)
+        dw_nhwc_interior<K, S, Q>(r, cs, ox * S - pl, w, b, o + ox * cs, post.clamp, lo, hi, post.hardswish);
       for (; ox < hi_x; ++ox)
-        dw_nhwc_interior<S, 1>(r, cs, ox * S - pl, w, b, o + ox * cs, post.clamp, lo, hi, post.hardswish);
-      for (; ox < OW; ++ox) dw_nhwc_edge(r, cs, W, ox * S - pl, w, b, o + ox * cs, post.clamp, lo, hi, post.hardswish);
+        dw_nhwc_interior<K, S, 1>(r, cs, ox * S - pl, w, b, o + ox * cs, post.clamp, lo, hi, post.hardswish);
+      for (; ox < OW; ++ox)
+        dw_nhwc_edge<K>(r, cs, W, ox * S - pl, w, b, o + ox * cs, post.clamp, lo, hi, post.hardswish);
     }
   }
 }
@@ -102,15 +114,20 @@ NXRT_AVX512 void dw_nhwc_rows_s(const ConvShape& s, const float* const* rows, in
 }  // namespace
 
 bool dw_nhwc_ok(const ConvShape& s) {
-  return active_isa() == Isa::avx512 && s.group == s.in_c && s.out_c == s.in_c && s.k_h == 3 && s.k_w == 3 &&
-         s.dil_h == 1 && s.dil_w == 1 && s.stride_h == s.stride_w && (s.stride_w == 1 || s.stride_w == 2) &&
-         s.pad_left <= 2 && s.out_w > 0;
+  return active_isa() == Isa::avx512 && s.group == s.in_c && s.out_c == s.in_c && s.k_h == s.k_w &&
+         (s.k_h == 3 || s.k_h == 5) && s.dil_h == 1 && s.dil_w == 1 && s.stride_h == s.stride_w &&
+         (s.stride_w == 1 || s.stride_w == 2) && s.pad_left <= s.k_w / 2 + 1 && s.out_w > 0;
 }
 
 void dw_nhwc_rows(const ConvShape& s, const float* const* rows, int64_t cs, const float* wt, const float* bias,
                   float* out, int64_t out_rows, const ConvPostOps& post) {
-  if (s.stride_w == 1) dw_nhwc_rows_s<1>(s, rows, cs, wt, bias, out, out_rows, post);
-  else dw_nhwc_rows_s<2>(s, rows, cs, wt, bias, out, out_rows, post);
+  if (s.k_w == 3) {
+    if (s.stride_w == 1) dw_nhwc_rows_ks<3, 1>(s, rows, cs, wt, bias, out, out_rows, post);
+    else dw_nhwc_rows_ks<3, 2>(s, rows, cs, wt, bias, out, out_rows, post);
+  } else {
+    if (s.stride_w == 1) dw_nhwc_rows_ks<5, 1>(s, rows, cs, wt, bias, out, out_rows, post);
+    else dw_nhwc_rows_ks<5, 2>(s, rows, cs, wt, bias, out, out_rows, post);
+  }
 }
 
 }  // namespace nxrt::cpu

@@ -44,7 +44,7 @@ struct InvertedResidual {
   bool nhwc = false;
   const float* expand_wt = nullptr;   // pack_b panels of the expand W^T (K = in_c, N = C)
   const float* project_wt = nullptr;  // pack_b panels of the project W^T (K = C, N = out_c)
-  const float* dw_wn = nullptr;       // [9][cs] depthwise weights, tap-major, cs = C rounded to 16
+  const float* dw_wn = nullptr;       // [k * k][cs] depthwise weights, tap-major, cs = C rounded to 16
   const float* dw_bn = nullptr;       // [cs] depthwise bias (zero past C)
 
   int64_t in_c() const { return has_expand ? expand_in_c : dw.in_c; }
@@ -57,18 +57,18 @@ struct InvertedResidual {
 int64_t inverted_residual_band_rows(const InvertedResidual& b, int threads);
 
 // Whether the block runs channels-last on this CPU: expand and project both present, a
-// depthwise conv dw_nhwc_ok takes, the pixel-pointer GEMM tile (AVX-512 or AVX2), the
+// depthwise conv dw_nhwc_ok takes (3x3, 5x5), the pixel-pointer GEMM tile, the
 // input's channel offsets within 32 bits, at least 96 expanded channels (two GEMM panels)
 // and (stride 1) output channels in whole 16s. Reads dw, has_expand, expand_in_c,
 // has_project, project_out_c.
 bool inverted_residual_nhwc_ok(const InvertedResidual& b);
-// Floats of the channels-last weights: expand W^T, project W^T, depthwise [9][cs], bias [cs].
+// Floats of the channels-last weights: expand W^T, project W^T, depthwise [k * k][cs], bias [cs].
 struct InvertedResidualNhwcSizes {
   size_t expand_wt, project_wt, dw_wn, dw_bn;
 };
 InvertedResidualNhwcSizes inverted_residual_nhwc_sizes(const InvertedResidual& b);
 // Packs them from the nodes' weights (expand [C][in_c], project [out_c][C], depthwise
-// [C][3][3], its bias [C] or null) into the four buffers of the sizes above (a null
+// [C][k][k], its bias [C] or null) into the four buffers of the sizes above (a null
 // destination is skipped).
 void pack_inverted_residual_nhwc(const InvertedResidual& b, const float* expand_w, const float* project_w,
                                  const float* dw_w, const float* dw_b, float* expand_wt, float* project_wt,

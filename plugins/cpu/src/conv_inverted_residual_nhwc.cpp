@@ -44,7 +44,8 @@ bool inverted_residual_nhwc_ok(const InvertedResidual& b) {
 
 InvertedResidualNhwcSizes inverted_residual_nhwc_sizes(const InvertedResidual& b) {
   const int64_t C = b.dw.in_c, cs = channel_stride(b);
-  return {packed_b_floats(b.expand_in_c, C), packed_b_floats(C, b.project_out_c), size_t(9 * cs), size_t(cs)};
+  const int64_t taps = b.dw.k_h * b.dw.k_w;
+  return {packed_b_floats(b.expand_in_c, C), packed_b_floats(C, b.project_out_c), size_t(taps * cs), size_t(cs)};
 }
 
 void pack_inverted_residual_nhwc(const InvertedResidual& b, const float* expand_w, const float* project_w,
@@ -55,9 +56,10 @@ void pack_inverted_residual_nhwc(const InvertedResidual& b, const float* expand_
   if (expand_wt) pack_b(expand_w, CI, true, CI, C, expand_wt);
   if (project_wt) pack_b(project_w, C, true, C, CO, project_wt);
   if (dw_wn) {
-    std::fill(dw_wn, dw_wn + 9 * cs, 0.f);
+    const int64_t taps = b.dw.k_h * b.dw.k_w;
+    std::fill(dw_wn, dw_wn + taps * cs, 0.f);
     for (int64_t c = 0; c < C; ++c)
-      for (int64_t t = 0; t < 9; ++t) dw_wn[t * cs + c] = dw_w[c * 9 + t];
+      for (int64_t t = 0; t < taps; ++t) dw_wn[t * cs + c] = dw_w[c * taps + t];
   }
   if (dw_bn) {
     std::fill(dw_bn, dw_bn + cs, 0.f);

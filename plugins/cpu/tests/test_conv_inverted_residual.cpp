@@ -140,6 +140,9 @@ TEST_CASE("inverted residual block matches the convs node by node") {
       check_block(1, 7, 100, 5, 11, 23, 2, 1, 1, true, true, false, p, band);
       check_block(1, 4, 96, 8, 16, 40, 2, 0, 1, true, true, false, p, band);
       check_block(1, 6, 144, 32, 5, 70, 1, 1, 1, true, true, true, p, band);
+      check_block(1, 8, 96, 16, 11, 13, 1, 2, 2, true, true, true, p, band, 5);  // 5x5 (MobileNetV3)
+      check_block(1, 6, 112, 24, 14, 14, 2, 2, 2, true, true, false, p, band, 5);
+      check_block(1, 16, 96, 32, 7, 7, 1, 2, 2, true, true, true, p, band, 5);
       // 5x5 and 7x7 depthwise (MobileNetV3, EfficientNet): halos of 3 and 5 rows.
       check_block(1, 5, 12, 6, 17, 19, 1, 2, 2, true, true, true, p, band, 5);
       check_block(1, 5, 12, 6, 17, 19, 2, 2, 2, true, false, false, p, band, 5);
@@ -175,4 +178,14 @@ TEST_CASE("which blocks run channels-last") {
   CHECK(block(96, 576, 96, 14, 1));
   CHECK_FALSE(block(24, 144, 24, 56, 1));
   CHECK_FALSE(block(16, 64, 24, 112, 2));
+  // 5x5 too (MobileNetV3's 7x7 stage), 7x7 not.
+  auto block_k = [](int64_t k) {
+    InvertedResidual b;
+    b.dw = depthwise(1, 960, 7, 7, 1, k / 2, k / 2, k);
+    b.has_expand = b.has_project = true;
+    b.expand_in_c = b.project_out_c = 160;
+    return inverted_residual_nhwc_ok(b);
+  };
+  CHECK(block_k(5));
+  CHECK_FALSE(block_k(7));
 }
