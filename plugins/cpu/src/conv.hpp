@@ -76,6 +76,9 @@ struct PackedConvWeights {
     const float* prepacked = nullptr;  // W^T made at kernel creation (a prepacked buffer): used instead
   };
   std::shared_ptr<Transposed> transposed = std::make_shared<Transposed>();
+  // 64-output-channel stems fused with their max pool (conv_stem64_ok) read W^T as one
+  // [K][64] panel (pack_b64), made on first use from `data`.
+  std::shared_ptr<Transposed> transposed64 = std::make_shared<Transposed>();
 };
 
 bool conv_is_depthwise(const ConvShape& s);
@@ -165,6 +168,9 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
 // back); otherwise the conv writes a buffer of its own and the pool reads it. No residual.
 struct PoolShape;
 bool conv_max_pool_fuses(const ConvShape& s, const PackedConvWeights& w, const PoolShape& ps, ThreadPool* pool);
+// Whether conv2d_max_pool makes the conv rows of `s` as the direct product with 6 x 64 tiles
+// (AVX-512; group 1, 64 output channels, <= 4 input channels, a 5x5 or larger kernel).
+bool conv_stem64_ok(const ConvShape& s);
 void conv2d_max_pool(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias,
                      const PoolShape& ps, float* pooled, ThreadPool* pool, const ConvPostOps& post = {});
 

@@ -417,6 +417,21 @@ void gemm_pixels_serial(int64_t M, int64_t N, int64_t K, const float* const* aro
   }
 }
 
+void gemm_pixels64_serial(int64_t M, int64_t K, const float* const* arows, const int32_t* aoff, const float* b64,
+                          float* c, int64_t ldc, const GemmEpilogue& ep) {
+  const GemmPixelsTileFn fn = gemm_pixels64_tile_avx512();
+  if (M <= 0 || !fn) return;
+  const int64_t kblocks = std::max<int64_t>(1, (K + 159) / 160);
+  const int64_t KC = std::max<int64_t>(1, (K + kblocks - 1) / kblocks);
+  for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
+    const int64_t kc = std::min(KC, K - k0);
+    const GemmTileStore st = block_store(ep, 0, k0 == 0, k0 + KC >= K);
+    for (int64_t m0 = 0; m0 < M; m0 += kGemmPixels64MR)
+      fn(kc, arows + m0, aoff + k0, b64 + k0 * 64, 64, c + m0 * ldc, ldc, std::min(kGemmPixels64MR, M - m0), 64, st);
+    if (K == 0) break;
+  }
+}
+
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
                  const GemmEpilogue& ep, ThreadPool* pool) {
   gemm_driver(M, N, K, pa, pb, 0, c, ldc, ep, pool, gemm_tile_active());

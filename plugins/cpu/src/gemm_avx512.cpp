@@ -1,5 +1,5 @@
-// AVX-512 GEMM micro-kernel: up to 8 rows x up to 48 columns (3 zmm) held in
-// 24 accumulators; A broadcast from the packed [k][8] tile (or read in place through pixel
+// AVX-512 GEMM micro-kernel: up to 8 rows x up to 48 columns (3 zmm), or 6 x 64 (4 zmm), held
+// in 24 accumulators; A broadcast from the packed [k][8] tile (or read in place through pixel
 // pointers), B loaded from the packed [k][w] panel (or read in place through row pointers).
 // Compiled with a target attribute (no -march flag), so it is only called after CPUID
 // reports AVX-512 F.
@@ -29,7 +29,7 @@ NXRT_AVX512 void tile(int64_t kc, const float* a, const float* b, int64_t ldb, _
   __m512 r[MR][NV];
 #pragma GCC unroll 8
   for (int m = 0; m < MR; ++m)
-#pragma GCC unroll 3
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) r[m][v] = _mm512_setzero_ps();
   // The pixel pointers in registers for the whole k loop.
   const float* ap[MR];
@@ -44,14 +44,14 @@ NXRT_AVX512 void tile(int64_t kc, const float* a, const float* b, int64_t ldb, _
     pf.step();
     const float* br = SRC == Src::b_rows ? rows[k] + ldb : bk;
     __m512 bv[NV];
-#pragma GCC unroll 3
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v)
       bv[v] = v == NV - 1 ? _mm512_maskz_loadu_ps(bmask, br + v * 16) : _mm512_loadu_ps(br + v * 16);
     const int64_t o = SRC == Src::a_pixels ? aoff[k] : 0;
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       const __m512 av = _mm512_set1_ps(SRC == Src::a_pixels ? ap[m][o] : ak[m]);
-#pragma GCC unroll 3
+#pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) r[m][v] = _mm512_fmadd_ps(av, bv[v], r[m][v]);
     }
     ak += kGemmMR;
@@ -106,11 +106,23 @@ void pixels_tile_dispatch(int64_t kc, const float* const* arows, const int32_t* 
   fn(kc, nullptr, b, w, __mmask16(0xFFFF), c, ldc, last, st, arows, aoff);
 }
 
+// The 6 x 64 pixel tile (24 accumulators, as 8 x 48): mr <= kGemmPixels64MR, B one [k][64] panel.
+constexpr TileT pixels64_row_table[kGemmPixels64MR] = {
+    &tile<1, 4, Src::a_pixels>, &tile<2, 4, Src::a_pixels>, &tile<3, 4, Src::a_pixels>,
+    &tile<4, 4, Src::a_pixels>, &tile<5, 4, Src::a_pixels>, &tile<6, 4, Src::a_pixels>};
+
+void pixels64_tile_dispatch(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b, int64_t w,
+                            float* c, int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st) {
+  const __mmask16 last = avx512::last_vector_mask(ncols, 4);
+  pixels64_row_table[mr - 1](kc, nullptr, b, w, __mmask16(0xFFFF), c, ldc, last, st, arows, aoff);
+}
+
 }  // namespace
 
 GemmTileFn gemm_tile_avx512() { return &tile_dispatch; }
 GemmRowsTileFn gemm_rows_tile_avx512() { return &rows_tile_dispatch; }
 GemmPixelsTileFn gemm_pixels_tile_avx512() { return &pixels_tile_dispatch; }
+GemmPixelsTileFn gemm_pixels64_tile_avx512() { return &pixels64_tile_dispatch; }
 
 }  // namespace nxrt::cpu
 
@@ -119,5 +131,6 @@ namespace nxrt::cpu {
 GemmTileFn gemm_tile_avx512() { return nullptr; }
 GemmRowsTileFn gemm_rows_tile_avx512() { return nullptr; }
 GemmPixelsTileFn gemm_pixels_tile_avx512() { return nullptr; }
+GemmPixelsTileFn gemm_pixels64_tile_avx512() { return nullptr; }
 }  // namespace nxrt::cpu
 #endif

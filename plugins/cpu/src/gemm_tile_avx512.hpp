@@ -48,7 +48,7 @@ struct SlicePrefetch {
 template <int MR, int NV>
 NXRT_AVX512_TILE void store_tile(__m512 (&r)[MR][NV], float* c, int64_t ldc, __mmask16 last, const GemmTileStore& st) {
   __m512 cbv[NV];
-#pragma GCC unroll 3
+#pragma GCC unroll 4
   for (int v = 0; v < NV; ++v)
     cbv[v] = st.col_bias ? _mm512_maskz_loadu_ps(v == NV - 1 ? last : __mmask16(0xFFFF), st.col_bias + v * 16)
                          : _mm512_setzero_ps();
@@ -58,7 +58,7 @@ NXRT_AVX512_TILE void store_tile(__m512 (&r)[MR][NV], float* c, int64_t ldc, __m
     float* cr = c + m * ldc;
     const float* rr = st.residual ? st.residual + m * st.ldr : nullptr;
     const __m512 rb = _mm512_set1_ps(st.row_bias ? st.row_bias[m] : 0.f);
-#pragma GCC unroll 3
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       const __mmask16 mk = v == NV - 1 ? last : __mmask16(0xFFFF);
       __m512 x = _mm512_add_ps(r[m][v], rb);

@@ -147,6 +147,38 @@ TEST_CASE("the GEMM with pixel pointers: row tiles, panels of 16 / 32 / 48, K bl
       }
 }
 
+TEST_CASE("the GEMM with pixel pointers, 6 x 64 tiles: row tiles, K blocks, the epilogue") {
+  if (!gemm_pixels64_tile_avx512() || active_isa() != Isa::avx512) return;
+  const int64_t N = 64;
+  for (int64_t M : {1, 5, 6, 7, 13, 40})
+    for (int64_t K : {1, 27, 147, 160, 161, 400}) {
+      auto src = random_floats(size_t(M * 2 + 101 * (K / 97 + 1) + 97), 44);
+      std::vector<const float*> rows(static_cast<size_t>(M));
+      for (int64_t m = 0; m < M; ++m) rows[size_t(m)] = src.data() + m * 2;
+      std::vector<int32_t> aoff(static_cast<size_t>(K));
+      for (int64_t k = 0; k < K; ++k) aoff[size_t(k)] = int32_t((k * 5) % 97 + k / 97 * 101);
+      auto b = random_floats(size_t(K * N), 45);  // W [n][k]
+      auto bias = random_floats(size_t(N), 46);
+      AlignedFloats pb(size_t(K * 64));
+      pack_b64(K, N, [&](int64_t n, int64_t k) { return b[size_t(n * K + k)]; }, pb.data());
+      GemmEpilogue ep;
+      ep.col_bias = bias.data();
+      ep.clamp = true;
+      ep.lo = -0.5f;
+      ep.hi = 0.75f;
+      std::vector<float> got(size_t(M * N), 9.f), want(size_t(M * N));
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double acc = bias[size_t(n)];
+          for (int64_t k = 0; k < K; ++k) acc += double(rows[size_t(m)][aoff[size_t(k)]]) * b[size_t(n * K + k)];
+          want[size_t(m * N + n)] = float(std::clamp(acc, -0.5, 0.75));
+        }
+      gemm_pixels64_serial(M, K, rows.data(), aoff.data(), pb.data(), got.data(), N, ep);
+      INFO("M=" << M << " K=" << K);
+      CHECK(worst(got, want, 1e-4, 1e-5) <= 1.0);
+    }
+}
+
 TEST_CASE("the cost model: direct for 32+ (AVX2: 64+) output and 8+ input channels, not for stems or 1x1") {
   const bool simd = active_isa() != Isa::generic, avx512 = active_isa() == Isa::avx512;
   CHECK(conv_uses_direct(conv(1, 64, 56, 56, 128, square(3, 2, 1))) == simd);   // ResNet's stride-2 3x3
