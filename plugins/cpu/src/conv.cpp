@@ -1183,6 +1183,22 @@ static void pack_a_strided_1x1(const ConvShape& s, const float* x, int64_t t0, i
 }
 
 // W^T as GEMM B panels: the kernel's prepacked buffer, else packed on first use.
+// W^T in pack_b64's 64-wide panels, unpacked from the A tiles of `p` (one group).
+static void pack_weights_transposed64(const PackedConvWeights& p, int64_t M, int64_t K, float* dst) {
+  pack_b64(K, M, [&](int64_t m, int64_t k) { return p.data[(m / kGemmMR) * kGemmMR * K + k * kGemmMR + m % kGemmMR]; },
+           dst);
+}
+
+static const float* transposed64_weights(const PackedConvWeights& w, int64_t M, int64_t K) {
+  PackedConvWeights::Transposed& tw = *w.transposed64;
+  if (tw.prepacked) return tw.prepacked;
+  std::call_once(tw.once, [&] {
+    tw.data.resize(packed_b64_floats(K, M));
+    pack_weights_transposed64(w, M, K, tw.data.data());
+  });
+  return tw.data.data();
+}
+
 static const float* transposed_weights(const PackedConvWeights& w, int64_t M, int64_t K) {
   PackedConvWeights::Transposed& tw = *w.transposed;
   if (tw.prepacked) return tw.prepacked;
@@ -1330,12 +1346,23 @@ static DirectBlock direct_block(const ConvShape& s, const float* xg, int64_t n0,
 // memory: its 64 -> 128 stride-2 conv took 24.8-27.8 ms that way, 22.0-26.9 in bands), in
 // each a block of pixels at a time, its product in this thread's scratch (about 256 KB, in L2)
 // and stored transposed with the residual and the activation.
-static void direct_range(const ConvShape& s, const float* xg, const float* wt, const float* bias, float* out,
-                         const float* res, const ConvPostOps& post, int64_t n0, int64_t n1, int64_t p0, int64_t p1) {
+// The direct product's tile: 8 x 48 (pack_b's panels), or 6 x 64 where the output channels
+// come in whole 64s on AVX-512 (pack_b64's; conv_direct_panels64).
+struct DirectTile {
+  int64_t mr, nr;
+};
+static DirectTile direct_tile(bool panels64) { return panels64 ? DirectTile{kGemmPixels64MR, 64} : DirectTile{kGemmMR, kGemmNR}; }
+
+// Output pixels [n0, n1) x W^T's panels [p0, p1) of image xg into out (NCHW, N pixels a
+// channel), on the calling thread: see above. wt in the layout direct_tile(panels64) names.
+static void direct_range(const ConvShape& s, const float* xg, const float* wt, bool panels64, const float* bias,
+                         float* out, const float* res, const ConvPostOps& post, int64_t n0, int64_t n1, int64_t p0,
+                         int64_t p1) {
   const int64_t M = s.ocg(), N = s.out_h * s.out_w, K = s.gemm_k(), OW = s.out_w;
-  const int64_t c0 = p0 * kGemmNR, c1 = std::min(M, p1 * kGemmNR), cols = c1 - c0;
+  const DirectTile dt = direct_tile(panels64);
+  const int64_t c0 = p0 * dt.nr, c1 = std::min(M, p1 * dt.nr), cols = c1 - c0;
   if (n0 >= n1 || cols <= 0) return;
-  const int64_t chunk = std::max<int64_t>(kGemmMR, (256 << 10) / (cols * int64_t(sizeof(float))) / kGemmMR * kGemmMR);
+  const int64_t chunk = std::max<int64_t>(dt.mr, (256 << 10) / (cols * int64_t(sizeof(float))) / dt.mr * dt.mr);
   // Output rows a band holds: each adds stride_h input rows of icg * wp floats to the block.
   const int64_t band_rows =
       std::max<int64_t>(1, (1 << 19) / std::max<int64_t>(1, s.icg() * window_cols(s, OW) * s.stride_h));
@@ -1348,8 +1375,12 @@ static void direct_range(const ConvShape& s, const float* xg, const float* wt, c
     const DirectBlock b = direct_block(s, xg, b0, b1);
     for (int64_t a = b0; a < b1; a += chunk) {
       const int64_t e = std::min(b1, a + chunk);
-      gemm_pixels_serial(e - a, cols, K, b.pixels.data() + (a - b0), b.aoff.data(), wt + p0 * kGemmNR * K, ct, cols,
-                         ep);
+      if (panels64)
+        gemm_pixels64_serial(e - a, cols, K, b.pixels.data() + (a - b0), b.aoff.data(), wt + p0 * 64 * K, ct, cols,
+                             ep);
+      else
+        gemm_pixels_serial(e - a, cols, K, b.pixels.data() + (a - b0), b.aoff.data(), wt + p0 * kGemmNR * K, ct,
+                           cols, ep);
       transpose_store(ct, cols, c0, a, e, N, out, res, post, c0, c1);
     }
   }
@@ -1373,14 +1404,25 @@ bool conv_uses_direct(const ConvShape& s) {
   return double(s.icg()) * double(window_rows(s, s.out_h)) * double(window_cols(s, s.out_w)) < double(INT32_MAX);
 }
 
+// Whether the direct product of `s` runs 6 x 64 tiles (its W^T in 64-wide panels): AVX-512,
+// output channels in whole 64s, and 100 output pixels or more. On a 7x7 map 49 pixels make 8
+// tiles of 6 and one of 1, each streaming the whole W^T slice: ResNet-18's 7x7-stage convs
+// ran 1.00-1.01x the 8 x 48 time on one thread and 1.09-1.15x on two (see the commit).
+bool conv_direct_panels64(const ConvShape& s) {
+  return conv_uses_direct(s) && s.ocg() % 64 == 0 && s.out_h * s.out_w >= 100 && gemm_pixels64_tile_avx512() &&
+         active_isa() == Isa::avx512;
+}
+
 static void conv_direct(const ConvShape& s, const float* xg, const PackedConvWeights& w, const float* bias,
                         float* out, const float* res, const ConvPostOps& post, ThreadPool* pool) {
   const int64_t M = s.ocg(), N = s.out_h * s.out_w, K = s.gemm_k();
-  const float* wt = transposed_weights(w, M, K);
-  const int64_t panels = gemm_panels(M), tiles = gemm_tiles(N);
+  const bool p64 = conv_direct_panels64(s);
+  const DirectTile dt = direct_tile(p64);
+  const float* wt = p64 ? transposed64_weights(w, M, K) : transposed_weights(w, M, K);
+  const int64_t panels = (M + dt.nr - 1) / dt.nr, tiles = (N + dt.mr - 1) / dt.mr;
   const int t = int(std::min<int64_t>(threads_for(pool, double(M) * double(N) * double(K)), std::max(panels, tiles)));
   if (t <= 1) {
-    direct_range(s, xg, wt, bias, out, res, post, 0, N, 0, panels);
+    direct_range(s, xg, wt, p64, bias, out, res, post, 0, N, 0, panels);
     return;
   }
   // As conv_transposed: with W^T up to 2 MB each thread takes whole tiles of pixels (its own
@@ -1388,13 +1430,13 @@ static void conv_direct(const ConvShape& s, const float* xg, const PackedConvWei
   const bool by_pixels = K * M * int64_t(sizeof(float)) <= (2 << 20) && tiles >= t;
   parallel_for(pool, t, [&](int64_t i) {
     if (by_pixels) {
-      const int64_t t0 = (i * N / t + kGemmMR / 2) / kGemmMR;
-      const int64_t t1 = i + 1 == t ? tiles : ((i + 1) * N / t + kGemmMR / 2) / kGemmMR;
-      direct_range(s, xg, wt, bias, out, res, post, std::min(N, t0 * kGemmMR), std::min(N, t1 * kGemmMR), 0, panels);
+      const int64_t t0 = (i * N / t + dt.mr / 2) / dt.mr;
+      const int64_t t1 = i + 1 == t ? tiles : ((i + 1) * N / t + dt.mr / 2) / dt.mr;
+      direct_range(s, xg, wt, p64, bias, out, res, post, std::min(N, t0 * dt.mr), std::min(N, t1 * dt.mr), 0, panels);
     } else {
       int64_t p0, p1;
       split_range(panels, t, i, p0, p1);
-      direct_range(s, xg, wt, bias, out, res, post, 0, N, p0, p1);
+      direct_range(s, xg, wt, p64, bias, out, res, post, 0, N, p0, p1);
     }
   });
 }
@@ -1409,10 +1451,17 @@ bool conv_uses_transposed(const ConvShape& s) {
   return conv_uses_direct(s) || conv_pointwise_transposed(M, N, true);
 }
 
-size_t conv_transposed_floats(const ConvShape& s) { return packed_b_floats(s.gemm_k(), s.ocg()); }
+size_t conv_transposed_floats(const ConvShape& s) {
+  return conv_direct_panels64(s) ? packed_b64_floats(s.gemm_k(), s.ocg()) : packed_b_floats(s.gemm_k(), s.ocg());
+}
 
 void pack_conv_weights_transposed(const ConvShape& s, const float* packed, float* dst) {
-  pack_weights_transposed(conv_weights_view(s, packed), s.ocg(), s.gemm_k(), dst);
+  if (conv_direct_panels64(s)) pack_weights_transposed64(conv_weights_view(s, packed), s.ocg(), s.gemm_k(), dst);
+  else pack_weights_transposed(conv_weights_view(s, packed), s.ocg(), s.gemm_k(), dst);
+}
+
+void conv_set_prepacked_transposed(const ConvShape& s, PackedConvWeights& w, const float* wt) {
+  (conv_direct_panels64(s) ? w.transposed64 : w.transposed)->prepacked = wt;
 }
 
 // Which algorithm conv2d runs a shape with (conv2d and conv_describe both follow it).
@@ -1490,7 +1539,10 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
     case ConvPath::pointwise: what = "1x1 gemm reading X in place"; break;
     case ConvPath::strided_1x1: what = "strided 1x1: gather + gemm"; break;
     case ConvPath::strided_1x1_transposed: what = "strided 1x1 as transposed gemm (few pixels)"; break;
-    case ConvPath::direct: what = "direct: pixels read in place, channels along the lanes"; break;
+    case ConvPath::direct:
+      what = "direct: pixels read in place, channels along the lanes";
+      if (conv_direct_panels64(s)) return what + " avx512f-6x64";
+      break;
     case ConvPath::im2col_transposed: what = "im2col as transposed gemm (few pixels)"; break;
     case ConvPath::phase_rows: what = "gemm reading phase-plane rows in place (no im2col)"; break;
     case ConvPath::im2col_blocked: what = "im2col + gemm per L2 block"; break;
@@ -1516,15 +1568,6 @@ bool conv_stem64_ok(const ConvShape& s) {
          double(s.icg()) * double(window_rows(s, s.out_h)) * double(window_cols(s, s.out_w)) < double(INT32_MAX);
 }
 
-static const float* stem64_weights(const PackedConvWeights& w, int64_t K) {
-  PackedConvWeights::Transposed& tw = *w.transposed64;
-  std::call_once(tw.once, [&] {
-    tw.data.resize(size_t(K * 64));
-    pack_b64(K, 64, [&](int64_t n, int64_t k) { return w.data[(n / kGemmMR) * kGemmMR * K + k * kGemmMR + n % kGemmMR]; },
-             tw.data.data());
-  });
-  return tw.data.data();
-}
 
 #if defined(__x86_64__)
 // Pooled row q of a stem64 block buffer (conv rows [h0, ...) as [row][OW][64]): rows [r0, r1)
@@ -1557,7 +1600,7 @@ static void conv2d_max_pool_stem64(const ConvShape& s, const float* x, const Pac
 #if defined(__x86_64__)
   const int64_t K = s.gemm_k(), OH = s.out_h, OW = s.out_w, N = OH * OW;
   const int64_t PH = ps.out[1], PW = ps.out[2], PKH = ps.kernel[1], PSH = ps.stride[1], PPT = ps.pad_begin[1];
-  const float* wt64 = stem64_weights(w, K);
+  const float* wt64 = transposed64_weights(w, 64, K);
   GemmEpilogue e;  // channels along the product's columns
   e.col_bias = bias;
   e.clamp = post.clamp;
@@ -1593,8 +1636,8 @@ static void conv2d_max_pool_stem64(const ConvShape& s, const float* x, const Pac
           std::memmove(cb, cb + (keep0 - h0) * row_floats, size_t((h1 - keep0) * row_floats) * sizeof(float));
         h0 = keep0;
         const DirectBlock db = direct_block(s, xn, b0 * OW, b1 * OW);
-        gemm_pixels64_serial((b1 - b0) * OW, K, db.pixels.data(), db.aoff.data(), wt64, cb + (h1 - h0) * row_floats,
-                             64, e);
+        gemm_pixels64_serial((b1 - b0) * OW, 64, K, db.pixels.data(), db.aoff.data(), wt64,
+                             cb + (h1 - h0) * row_floats, 64, e);
         h1 = b1;
         int64_t q = next;
         while (q < p1 && end_row(q) <= h1) ++q;

@@ -76,8 +76,8 @@ struct PackedConvWeights {
     const float* prepacked = nullptr;  // W^T made at kernel creation (a prepacked buffer): used instead
   };
   std::shared_ptr<Transposed> transposed = std::make_shared<Transposed>();
-  // 64-output-channel stems fused with their max pool (conv_stem64_ok) read W^T as one
-  // [K][64] panel (pack_b64), made on first use from `data`.
+  // W^T in 64-wide panels (pack_b64) for the direct product's 6 x 64 tiles
+  // (conv_direct_panels64) and 64-channel stems with their max pool (conv_stem64_ok).
   std::shared_ptr<Transposed> transposed64 = std::make_shared<Transposed>();
 };
 
@@ -113,6 +113,11 @@ bool conv_uses_transposed(const ConvShape& s);
 bool conv_uses_direct(const ConvShape& s);
 size_t conv_transposed_floats(const ConvShape& s);
 void pack_conv_weights_transposed(const ConvShape& s, const float* packed, float* dst);
+// Whether the direct product of `s` reads W^T in 64-wide panels (6 x 64 tiles: AVX-512,
+// output channels in whole 64s); conv_transposed_floats and pack_conv_weights_transposed then
+// make that layout, and conv_set_prepacked_transposed hands it to the right slot of `w`.
+bool conv_direct_panels64(const ConvShape& s);
+void conv_set_prepacked_transposed(const ConvShape& s, PackedConvWeights& w, const float* wt);
 // A dilated conv whose taps other than the centre read only padding at every output
 // (DeepLab's ASPP at dilation 12-24 on small maps) is the 1x1 conv of the centre tap:
 // that 1x1 shape (stride kept, no padding), or nullopt. Odd kernels, group 1.

@@ -417,18 +417,33 @@ void gemm_pixels_serial(int64_t M, int64_t N, int64_t K, const float* const* aro
   }
 }
 
-void gemm_pixels64_serial(int64_t M, int64_t K, const float* const* arows, const int32_t* aoff, const float* b64,
-                          float* c, int64_t ldc, const GemmEpilogue& ep) {
+void gemm_pixels64_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
+                          const float* b64, float* c, int64_t ldc, const GemmEpilogue& ep) {
   const GemmPixelsTileFn fn = gemm_pixels64_tile_avx512();
-  if (M <= 0 || !fn) return;
+  if (M <= 0 || N <= 0 || !fn) return;
   const int64_t kblocks = std::max<int64_t>(1, (K + 159) / 160);
   const int64_t KC = std::max<int64_t>(1, (K + kblocks - 1) / kblocks);
-  for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
-    const int64_t kc = std::min(KC, K - k0);
-    const GemmTileStore st = block_store(ep, 0, k0 == 0, k0 + KC >= K);
-    for (int64_t m0 = 0; m0 < M; m0 += kGemmPixels64MR)
-      fn(kc, arows + m0, aoff + k0, b64 + k0 * 64, 64, c + m0 * ldc, ldc, std::min(kGemmPixels64MR, M - m0), 64, st);
-    if (K == 0) break;
+  const int64_t panels = gemm_panels64(N), tiles = (M + kGemmPixels64MR - 1) / kGemmPixels64MR;
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t n0 = p * 64, cols = std::min<int64_t>(64, N - n0);
+    const float* bp = b64 + p * 64 * K;
+    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
+      const int64_t kc = std::min(KC, K - k0);
+      const bool final = k0 + KC >= K;
+      GemmTileStore st = block_store(ep, n0, k0 == 0, final);
+      // The next slice (this panel's next K block, else the next panel's first), a share per tile.
+      const int64_t np = final ? p + 1 : p, nk = final ? 0 : k0 + KC;
+      const int64_t lines = np < panels ? std::min(KC, K - nk) * 4 : 0, share = (lines + tiles - 1) / tiles;
+      const char* next = np < panels ? reinterpret_cast<const char*>(b64 + (np * K + nk) * 64) : nullptr;
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t m0 = t * kGemmPixels64MR, from = std::min(lines, t * share);
+        st.prefetch = next ? next + 64 * from : nullptr;
+        st.prefetch_lines = std::min(share, lines - from);
+        fn(kc, arows + m0, aoff + k0, bp + k0 * 64, 64, c + m0 * ldc + n0, ldc, std::min(kGemmPixels64MR, M - m0),
+           cols, st);
+      }
+      if (K == 0) break;
+    }
   }
 }
 

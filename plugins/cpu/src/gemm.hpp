@@ -199,21 +199,30 @@ using GemmPixelsTileFn = void (*)(int64_t kc, const float* const* arows, const i
 GemmPixelsTileFn gemm_pixels_tile_avx2();
 GemmPixelsTileFn gemm_pixels_tile_avx512();
 GemmPixelsTileFn gemm_pixels_tile_active();
-// The pixel tile 6 rows x 64 columns (4 vectors), B one [K][64] panel (pack_b64): products
-// exactly 64 columns wide (a stem's 64 output channels), where 48-wide panels leave a 16-wide
-// one whose tiles spend a k step's 8 broadcasts on 8 multiply-adds. AVX-512 (null elsewhere).
+// The pixel tile 6 rows x 64 columns (4 vectors), B in 64-wide panels (pack_b64): products
+// whose columns come in whole 64s (64-512 output channels), where 48-wide panels leave a
+// 16- or 32-wide one whose k steps spend 8 broadcasts on 8 or 16 multiply-adds, and 8 x 48
+// spends 8 broadcasts on 24 where 6 x 64 spends 6. AVX-512 (null elsewhere).
 constexpr int64_t kGemmPixels64MR = 6;
 GemmPixelsTileFn gemm_pixels64_tile_avx512();
-// B[K][64] = W^T for W [n][k] given by `at` (at(n, k)), columns past N zero.
+inline int64_t gemm_panels64(int64_t N) { return (N + 63) / 64; }
+inline size_t packed_b64_floats(int64_t K, int64_t N) { return size_t(gemm_panels64(N) * 64 * K); }
+// B = W^T in panels of 64 columns (panel p at dst + p 64 K, [k][64]) for W [n][k] given by
+// `at` (at(n, k)), columns past N zero.
 template <typename At>
 void pack_b64(int64_t K, int64_t N, At at, float* dst) {
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < 64; ++n) dst[k * 64 + n] = n < N ? at(n, k) : 0.f;
+  for (int64_t p = 0; p < gemm_panels64(N); ++p)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < 64; ++j) {
+        const int64_t n = p * 64 + j;
+        dst[(p * K + k) * 64 + j] = n < N ? at(n, k) : 0.f;
+      }
 }
-// C[M, 64] (row stride ldc) = epilogue(A * B), A as gemm_pixels_serial's, B from pack_b64, on
-// the calling thread (K blocks <= 160, 40 KB of B in L1). Needs gemm_pixels64_tile_avx512().
-void gemm_pixels64_serial(int64_t M, int64_t K, const float* const* arows, const int32_t* aoff, const float* b64,
-                          float* c, int64_t ldc, const GemmEpilogue& ep);
+// C[M, N] (row stride ldc) = epilogue(A * B), A as gemm_pixels_serial's, B from pack_b64, on
+// the calling thread: panels outside, K blocks (<= 160, 40 KB of B in L1) inside, each row
+// tile fetching a share of the next slice into L2. Needs gemm_pixels64_tile_avx512().
+void gemm_pixels64_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
+                          const float* b64, float* c, int64_t ldc, const GemmEpilogue& ep);
 // C[M, N] (row stride ldc) = epilogue(A * B) with A(m, k) = arows[m][aoff[k]] (M pointers, K
 // offsets) and B packed (pack_b's panels), on the calling thread: panels outside, K blocks
 // (equal, <= 160; <= 128 on AVX2) inside, every row tile of a block reading the B slice from L1. Needs

@@ -192,6 +192,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     pp.param("winograd_2x2", winograd_2x2 ? 1 : 0);
     pp.param("tap_rects", tap_rects ? 1 : 0);
     pp.param("transposed_only", transposed_only ? 1 : 0);
+    pp.param("transposed_panel", full && conv_direct_panels64(*full) ? 64 : kGemmNR);
     PackedConvWeights view;
     if (winograd) {
       auto u = pp.buffer<float>("w_winograd", winograd_packed_floats(*full), [&](std::span<float> dst) {
@@ -223,7 +224,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
           pack_conv_weights_transposed(*full, a.data(), dst.data());
         });
         view = conv_weights_view(ws, nullptr);
-        view.transposed->prepacked = wt.data();
+        conv_set_prepacked_transposed(*full, view, wt.data());
       } else {
         auto packed = pp.buffer<float>("w", packed_conv_floats(ws), [&](std::span<float> dst) { pack(dst.data()); });
         view = conv_weights_view(ws, packed.data());

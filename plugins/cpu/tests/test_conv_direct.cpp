@@ -54,7 +54,7 @@ void check(const ConvShape& s, ThreadPool* pool, const ConvPostOps& post_in = {}
     wt.resize(conv_transposed_floats(s));
     pack_conv_weights_transposed(s, pw.data, wt.data());
     pw = conv_weights_view(s, nullptr);
-    pw.transposed->prepacked = wt.data();
+    conv_set_prepacked_transposed(s, pw, wt.data());
   }
   if (active_isa() == Isa::avx512) CHECK(conv_uses_direct(s));  // every shape here takes the path there
   if (conv_uses_direct(s)) CHECK(conv_describe(s, pw, pool).find("direct") != std::string::npos);
@@ -112,6 +112,22 @@ TEST_CASE("direct convs match the reference: real models' shapes, pads, channels
   // The Conv kernel keeps only W^T for these shapes (no packed A): conv2d reads it alone.
   check(conv(1, 64, 14, 14, 128, square(3, 2, 1)), &pool2, relu(), true, Weights::transposed_only);
   check(conv(1, 64, 7, 7, 96, square(3, 1, 1)), nullptr, {}, false, Weights::transposed_only);
+  // Output channels in whole 64s, 100+ pixels: 6 x 64 tiles on AVX-512 (W^T in 64-wide
+  // panels, packed lazily or kept alone), across threads and with the residual.
+  const ConvShape p64a = conv(1, 32, 24, 26, 64, square(3, 1, 1)), p64b = conv(2, 16, 30, 29, 128, square(3, 2, 1)),
+                  p64c = conv(1, 24, 21, 20, 192, square(5, 1, 2));
+  for (const ConvShape& s : {p64a, p64b, p64c}) {
+    CHECK(conv_direct_panels64(s) == (active_isa() == Isa::avx512));
+    CHECK(conv_describe(s, pack_conv_weights(s, std::vector<float>(size_t(s.out_c * s.icg() * s.k_h * s.k_w)).data()),
+                        nullptr)
+              .ends_with(active_isa() == Isa::avx512 ? "avx512f-6x64" : gemm_kernel_name()));
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+      check(s, p, relu(), true);
+      if (conv_uses_transposed(s)) check(s, p, {}, false, Weights::transposed_only);  // as the Conv kernel would
+    }
+  }
+  CHECK_FALSE(conv_direct_panels64(conv(1, 512, 7, 7, 512, square(3, 1, 1))));  // 49 pixels: 8 x 48
+  CHECK_FALSE(conv_direct_panels64(conv(1, 64, 20, 20, 96, square(3, 1, 1))));  // 96 channels
 }
 
 TEST_CASE("the GEMM with pixel pointers: row tiles, panels of 16 / 32 / 48, K blocks, the epilogue") {
@@ -147,9 +163,9 @@ TEST_CASE("the GEMM with pixel pointers: row tiles, panels of 16 / 32 / 48, K bl
       }
 }
 
-TEST_CASE("the GEMM with pixel pointers, 6 x 64 tiles: row tiles, K blocks, the epilogue") {
+TEST_CASE("the GEMM with pixel pointers, 6 x 64 tiles: row tiles, 64-wide panels, K blocks, the epilogue") {
   if (!gemm_pixels64_tile_avx512() || active_isa() != Isa::avx512) return;
-  const int64_t N = 64;
+  for (int64_t N : {64, 128, 192})
   for (int64_t M : {1, 5, 6, 7, 13, 40})
     for (int64_t K : {1, 27, 147, 160, 161, 400}) {
       auto src = random_floats(size_t(M * 2 + 101 * (K / 97 + 1) + 97), 44);
@@ -159,7 +175,7 @@ TEST_CASE("the GEMM with pixel pointers, 6 x 64 tiles: row tiles, K blocks, the 
       for (int64_t k = 0; k < K; ++k) aoff[size_t(k)] = int32_t((k * 5) % 97 + k / 97 * 101);
       auto b = random_floats(size_t(K * N), 45);  // W [n][k]
       auto bias = random_floats(size_t(N), 46);
-      AlignedFloats pb(size_t(K * 64));
+      AlignedFloats pb(packed_b64_floats(K, N));
       pack_b64(K, N, [&](int64_t n, int64_t k) { return b[size_t(n * K + k)]; }, pb.data());
       GemmEpilogue ep;
       ep.col_bias = bias.data();
@@ -173,8 +189,8 @@ TEST_CASE("the GEMM with pixel pointers, 6 x 64 tiles: row tiles, K blocks, the 
           for (int64_t k = 0; k < K; ++k) acc += double(rows[size_t(m)][aoff[size_t(k)]]) * b[size_t(n * K + k)];
           want[size_t(m * N + n)] = float(std::clamp(acc, -0.5, 0.75));
         }
-      gemm_pixels64_serial(M, K, rows.data(), aoff.data(), pb.data(), got.data(), N, ep);
-      INFO("M=" << M << " K=" << K);
+      gemm_pixels64_serial(M, N, K, rows.data(), aoff.data(), pb.data(), got.data(), N, ep);
+      INFO("M=" << M << " N=" << N << " K=" << K);
       CHECK(worst(got, want, 1e-4, 1e-5) <= 1.0);
     }
 }
