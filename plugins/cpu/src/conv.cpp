@@ -1182,31 +1182,30 @@ static void pack_a_strided_1x1(const ConvShape& s, const float* x, int64_t t0, i
   }
 }
 
-// W^T as GEMM B panels: the kernel's prepacked buffer, else packed on first use.
 // W^T in pack_b64's 64-wide panels, unpacked from the A tiles of `p` (one group).
 static void pack_weights_transposed64(const PackedConvWeights& p, int64_t M, int64_t K, float* dst) {
   pack_b64(K, M, [&](int64_t m, int64_t k) { return p.data[(m / kGemmMR) * kGemmMR * K + k * kGemmMR + m % kGemmMR]; },
            dst);
 }
 
-static const float* transposed64_weights(const PackedConvWeights& w, int64_t M, int64_t K) {
-  PackedConvWeights::Transposed& tw = *w.transposed64;
+// W^T as GEMM B panels (48 or 64 wide): the kernel's prepacked buffer, else packed on first use.
+template <typename Pack>
+static const float* transposed_once(PackedConvWeights::Transposed& tw, size_t floats, Pack pack) {
   if (tw.prepacked) return tw.prepacked;
   std::call_once(tw.once, [&] {
-    tw.data.resize(packed_b64_floats(K, M));
-    pack_weights_transposed64(w, M, K, tw.data.data());
+    tw.data.resize(floats);
+    pack(tw.data.data());
   });
   return tw.data.data();
 }
 
+static const float* transposed64_weights(const PackedConvWeights& w, int64_t M, int64_t K) {
+  return transposed_once(*w.transposed64, packed_b64_floats(K, M),
+                         [&](float* dst) { pack_weights_transposed64(w, M, K, dst); });
+}
+
 static const float* transposed_weights(const PackedConvWeights& w, int64_t M, int64_t K) {
-  PackedConvWeights::Transposed& tw = *w.transposed;
-  if (tw.prepacked) return tw.prepacked;
-  std::call_once(tw.once, [&] {
-    tw.data.resize(packed_b_floats(K, M));
-    pack_weights_transposed(w, M, K, tw.data.data());
-  });
-  return tw.data.data();
+  return transposed_once(*w.transposed, packed_b_floats(K, M), [&](float* dst) { pack_weights_transposed(w, M, K, dst); });
 }
 
 // out = conv as the transposed product: ct[N][M] = A * W^T with A = x^T (pack(pa, t0, t1)

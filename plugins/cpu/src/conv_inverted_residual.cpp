@@ -66,9 +66,8 @@ void inverted_residual(const InvertedResidual& b, const float* x, const float* r
       int64_t have0 = 0, have1 = 0;  // expanded rows [have0, have1) held in e
       for (int64_t ob = o0; ob < o1; ob += B) {
         const int64_t oe = std::min(o1, ob + B);
-        // Input rows the band's outputs read (the rest is padding).
-        const int64_t need0 = std::clamp<int64_t>(ob * S - d.pad_top, 0, H);
-        const int64_t need1 = std::clamp<int64_t>((oe - 1) * S - d.pad_top + KH, need0, H);
+        int64_t need0, need1;
+        inverted_residual_band_input(d, ob, oe, need0, need1);
         const float* src = xn + need0 * W;
         int64_t src_stride = H * W;
         if (b.has_expand) {

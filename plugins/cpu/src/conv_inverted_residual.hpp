@@ -11,6 +11,7 @@
 // go into a second one, and the project GEMM reads them from there. Only the block's input
 // and output touch memory.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "conv.hpp"
@@ -50,6 +51,13 @@ struct InvertedResidual {
   int64_t in_c() const { return has_expand ? expand_in_c : dw.in_c; }
   int64_t out_c() const { return has_project ? project_out_c : dw.out_c; }
 };
+
+// The input rows [need0, need1) that the depthwise conv's output rows [ob, oe) read (the
+// rest of their windows is padding).
+inline void inverted_residual_band_input(const ConvShape& d, int64_t ob, int64_t oe, int64_t& need0, int64_t& need1) {
+  need0 = std::clamp<int64_t>(ob * d.stride_h - d.pad_top, 0, d.in_h);
+  need1 = std::clamp<int64_t>((oe - 1) * d.stride_h - d.pad_top + d.k_h, need0, d.in_h);
+}
 
 // Output rows per band when none is forced, with `threads` taking a range of rows each:
 // the expanded band (or, without expand, the depthwise band) about 256 KB, or one band per

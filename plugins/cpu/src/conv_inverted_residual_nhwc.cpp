@@ -107,8 +107,8 @@ void inverted_residual_nhwc(const InvertedResidual& b, const float* x, const flo
       int64_t have0 = 0, have1 = 0;  // expanded rows [have0, have1) held in e
       for (int64_t ob = o0; ob < o1; ob += B) {
         const int64_t oe = std::min(o1, ob + B);
-        const int64_t need0 = std::clamp<int64_t>(ob * S - d.pad_top, 0, H);
-        const int64_t need1 = std::clamp<int64_t>((oe - 1) * S - d.pad_top + KH, need0, H);
+        int64_t need0, need1;
+        inverted_residual_band_input(d, ob, oe, need0, need1);
         // Bands only move down, so have0 <= need0: keep the overlap, move it to the front.
         const int64_t keep = std::max<int64_t>(0, have1 - need0);
         if (keep > 0 && need0 != have0)

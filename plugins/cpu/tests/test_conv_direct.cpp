@@ -130,69 +130,54 @@ TEST_CASE("direct convs match the reference: real models' shapes, pads, channels
   CHECK_FALSE(conv_direct_panels64(conv(1, 64, 20, 20, 96, square(3, 1, 1))));  // 96 channels
 }
 
+namespace {
+
+// gemm_pixels_serial (48-wide panels) or gemm_pixels64_serial against a double reference:
+// A(m, k) = src[m * 3 + (k * 5) % 97 + k / 97 * 101] (rows overlapping, offsets out of order),
+// bias and clamp in the epilogue.
+void check_pixels_gemm(int64_t M, int64_t N, int64_t K, bool panels64) {
+  auto src = random_floats(size_t(M * 3 + 101 * (K / 97 + 1) + 97), 41);
+  std::vector<const float*> rows(static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) rows[size_t(m)] = src.data() + m * 3;
+  std::vector<int32_t> aoff(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) aoff[size_t(k)] = int32_t((k * 5) % 97 + k / 97 * 101);
+  auto b = random_floats(size_t(K * N), 42);  // B [k][n]
+  auto bias = random_floats(size_t(N), 43);
+  AlignedFloats pb(panels64 ? packed_b64_floats(K, N) : packed_b_floats(K, N));
+  if (panels64) pack_b64(K, N, [&](int64_t n, int64_t k) { return b[size_t(k * N + n)]; }, pb.data());
+  else pack_b(b.data(), N, false, K, N, pb.data());
+  GemmEpilogue ep;
+  ep.col_bias = bias.data();
+  ep.clamp = true;
+  ep.lo = -0.5f;
+  ep.hi = 0.75f;
+  std::vector<float> got(size_t(M * N), 9.f), want(size_t(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = bias[size_t(n)];
+      for (int64_t k = 0; k < K; ++k) acc += double(rows[size_t(m)][aoff[size_t(k)]]) * b[size_t(k * N + n)];
+      want[size_t(m * N + n)] = float(std::clamp(acc, -0.5, 0.75));
+    }
+  if (panels64) gemm_pixels64_serial(M, N, K, rows.data(), aoff.data(), pb.data(), got.data(), N, ep);
+  else gemm_pixels_serial(M, N, K, rows.data(), aoff.data(), pb.data(), got.data(), N, ep);
+  INFO("M=" << M << " N=" << N << " K=" << K << " panels64=" << panels64);
+  CHECK(worst(got, want, 1e-4, 1e-5) <= 1.0);
+}
+
+}  // namespace
+
 TEST_CASE("the GEMM with pixel pointers: row tiles, panels of 16 / 32 / 48, K blocks, the epilogue") {
   if (!gemm_pixels_tile_active()) return;  // AVX2 / AVX-512 only: conv_uses_direct is then false too
   for (int64_t M : {1, 7, 8, 13, 29})
     for (int64_t N : {16, 30, 48, 61, 100})
-      for (int64_t K : {1, 9, 160, 161, 400}) {
-        // A(m, k) = src[m * 3 + (k * 5) % 97 + k / 97 * 101]: rows overlapping, offsets out of order.
-        auto src = random_floats(size_t(M * 3 + 101 * (K / 97 + 1) + 97), 41);
-        std::vector<const float*> rows(static_cast<size_t>(M));
-        for (int64_t m = 0; m < M; ++m) rows[size_t(m)] = src.data() + m * 3;
-        std::vector<int32_t> aoff(static_cast<size_t>(K));
-        for (int64_t k = 0; k < K; ++k) aoff[size_t(k)] = int32_t((k * 5) % 97 + k / 97 * 101);
-        auto b = random_floats(size_t(K * N), 42);
-        auto bias = random_floats(size_t(N), 43);
-        AlignedFloats pb(packed_b_floats(K, N));
-        pack_b(b.data(), N, false, K, N, pb.data());
-        GemmEpilogue ep;
-        ep.col_bias = bias.data();
-        ep.clamp = true;
-        ep.lo = -0.5f;
-        ep.hi = 0.75f;
-        std::vector<float> got(size_t(M * N), 9.f), want(size_t(M * N));
-        for (int64_t m = 0; m < M; ++m)
-          for (int64_t n = 0; n < N; ++n) {
-            double acc = bias[size_t(n)];
-            for (int64_t k = 0; k < K; ++k) acc += double(rows[size_t(m)][aoff[size_t(k)]]) * b[size_t(k * N + n)];
-            want[size_t(m * N + n)] = float(std::clamp(acc, -0.5, 0.75));
-          }
-        gemm_pixels_serial(M, N, K, rows.data(), aoff.data(), pb.data(), got.data(), N, ep);
-        INFO("M=" << M << " N=" << N << " K=" << K);
-        CHECK(worst(got, want, 1e-4, 1e-5) <= 1.0);
-      }
+      for (int64_t K : {1, 9, 160, 161, 400}) check_pixels_gemm(M, N, K, false);
 }
 
 TEST_CASE("the GEMM with pixel pointers, 6 x 64 tiles: row tiles, 64-wide panels, K blocks, the epilogue") {
   if (!gemm_pixels64_tile_avx512() || active_isa() != Isa::avx512) return;
   for (int64_t N : {64, 128, 192})
-  for (int64_t M : {1, 5, 6, 7, 13, 40})
-    for (int64_t K : {1, 27, 147, 160, 161, 400}) {
-      auto src = random_floats(size_t(M * 2 + 101 * (K / 97 + 1) + 97), 44);
-      std::vector<const float*> rows(static_cast<size_t>(M));
-      for (int64_t m = 0; m < M; ++m) rows[size_t(m)] = src.data() + m * 2;
-      std::vector<int32_t> aoff(static_cast<size_t>(K));
-      for (int64_t k = 0; k < K; ++k) aoff[size_t(k)] = int32_t((k * 5) % 97 + k / 97 * 101);
-      auto b = random_floats(size_t(K * N), 45);  // W [n][k]
-      auto bias = random_floats(size_t(N), 46);
-      AlignedFloats pb(packed_b64_floats(K, N));
-      pack_b64(K, N, [&](int64_t n, int64_t k) { return b[size_t(n * K + k)]; }, pb.data());
-      GemmEpilogue ep;
-      ep.col_bias = bias.data();
-      ep.clamp = true;
-      ep.lo = -0.5f;
-      ep.hi = 0.75f;
-      std::vector<float> got(size_t(M * N), 9.f), want(size_t(M * N));
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < N; ++n) {
-          double acc = bias[size_t(n)];
-          for (int64_t k = 0; k < K; ++k) acc += double(rows[size_t(m)][aoff[size_t(k)]]) * b[size_t(n * K + k)];
-          want[size_t(m * N + n)] = float(std::clamp(acc, -0.5, 0.75));
-        }
-      gemm_pixels64_serial(M, N, K, rows.data(), aoff.data(), pb.data(), got.data(), N, ep);
-      INFO("M=" << M << " N=" << N << " K=" << K);
-      CHECK(worst(got, want, 1e-4, 1e-5) <= 1.0);
-    }
+    for (int64_t M : {1, 5, 6, 7, 13, 40})
+      for (int64_t K : {1, 27, 147, 160, 161, 400}) check_pixels_gemm(M, N, K, true);
 }
 
 TEST_CASE("the cost model: direct for 32+ (AVX2: 64+) output and 8+ input channels, not for stems or 1x1") {
