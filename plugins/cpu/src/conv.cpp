@@ -976,6 +976,11 @@ bool conv_pointwise_transposed(int64_t M, int64_t N, bool im2col) {
   return N < 4 * kGemmNR && gemm_cost(N, M) < 0.85 * gemm_cost(M, N);
 }
 
+// W(m, k) of one group's weights packed as GEMM A tiles ([tile][k][kGemmMR]).
+static float packed_a_at(const PackedConvWeights& p, int64_t K, int64_t m, int64_t k) {
+  return p.data[(m / kGemmMR) * kGemmMR * K + k * kGemmMR + m % kGemmMR];
+}
+
 // W^T as packed GEMM B (K x M), unpacked from the A tiles of `p` (one group).
 static void pack_weights_transposed(const PackedConvWeights& p, int64_t M, int64_t K, float* dst) {
   const int64_t panels = gemm_panels(M);
@@ -984,10 +989,7 @@ static void pack_weights_transposed(const PackedConvWeights& p, int64_t M, int64
     float* d = dst + m0 * K;
     for (int64_t k = 0; k < K; ++k) {
       float* row = d + k * w;
-      for (int64_t j = 0; j < cols; ++j) {
-        const int64_t m = m0 + j;
-        row[j] = p.data[(m / kGemmMR) * kGemmMR * K + k * kGemmMR + m % kGemmMR];
-      }
+      for (int64_t j = 0; j < cols; ++j) row[j] = packed_a_at(p, K, m0 + j, k);
       for (int64_t j = cols; j < w; ++j) row[j] = 0.f;
     }
   }
@@ -1184,8 +1186,7 @@ static void pack_a_strided_1x1(const ConvShape& s, const float* x, int64_t t0, i
 
 // W^T in pack_b64's 64-wide panels, unpacked from the A tiles of `p` (one group).
 static void pack_weights_transposed64(const PackedConvWeights& p, int64_t M, int64_t K, float* dst) {
-  pack_b64(K, M, [&](int64_t m, int64_t k) { return p.data[(m / kGemmMR) * kGemmMR * K + k * kGemmMR + m % kGemmMR]; },
-           dst);
+  pack_b64(K, M, [&](int64_t m, int64_t k) { return packed_a_at(p, K, m, k); }, dst);
 }
 
 // W^T as GEMM B panels (48 or 64 wide): the kernel's prepacked buffer, else packed on first use.
@@ -1339,12 +1340,6 @@ static DirectBlock direct_block(const ConvShape& s, const float* xg, int64_t n0,
   return b;
 }
 
-// Output pixels [n0, n1) x W^T's panels [p0, p1) of image xg into out (NCHW, N pixels a
-// channel), on the calling thread: bands of output rows whose padded block stays about 2 MB
-// (a whole 64-channel 320x320 input padded is 26 MB of scratch, written and read back from
-// memory: its 64 -> 128 stride-2 conv took 24.8-27.8 ms that way, 22.0-26.9 in bands), in
-// each a block of pixels at a time, its product in this thread's scratch (about 256 KB, in L2)
-// and stored transposed with the residual and the activation.
 // The direct product's tile: 8 x 48 (pack_b's panels), or 6 x 64 where the output channels
 // come in whole 64s on AVX-512 (pack_b64's; conv_direct_panels64).
 struct DirectTile {
@@ -1353,7 +1348,12 @@ struct DirectTile {
 static DirectTile direct_tile(bool panels64) { return panels64 ? DirectTile{kGemmPixels64MR, 64} : DirectTile{kGemmMR, kGemmNR}; }
 
 // Output pixels [n0, n1) x W^T's panels [p0, p1) of image xg into out (NCHW, N pixels a
-// channel), on the calling thread: see above. wt in the layout direct_tile(panels64) names.
+// channel), on the calling thread, wt in the layout direct_tile(panels64) names: bands of
+// output rows whose padded block stays about 2 MB (a whole 64-channel 320x320 input padded is
+// 26 MB of scratch, written and read back from memory: its 64 -> 128 stride-2 conv took
+// 24.8-27.8 ms that way, 22.0-26.9 in bands), in each a block of pixels at a time, its
+// product in this thread's scratch (about 256 KB, in L2) and stored transposed with the
+// residual and the activation.
 static void direct_range(const ConvShape& s, const float* xg, const float* wt, bool panels64, const float* bias,
                          float* out, const float* res, const ConvPostOps& post, int64_t n0, int64_t n1, int64_t p0,
                          int64_t p1) {
@@ -1567,7 +1567,6 @@ bool conv_stem64_ok(const ConvShape& s) {
          double(s.icg()) * double(window_rows(s, s.out_h)) * double(window_cols(s, s.out_w)) < double(INT32_MAX);
 }
 
-
 #if defined(__x86_64__)
 // Pooled row q of a stem64 block buffer (conv rows [h0, ...) as [row][OW][64]): rows [r0, r1)
 // of its window, 64 channels as four vectors, into prow[PW][64]. Padding is skipped (-inf
@@ -1600,12 +1599,7 @@ static void conv2d_max_pool_stem64(const ConvShape& s, const float* x, const Pac
   const int64_t K = s.gemm_k(), OH = s.out_h, OW = s.out_w, N = OH * OW;
   const int64_t PH = ps.out[1], PW = ps.out[2], PKH = ps.kernel[1], PSH = ps.stride[1], PPT = ps.pad_begin[1];
   const float* wt64 = transposed64_weights(w, 64, K);
-  GemmEpilogue e;  // channels along the product's columns
-  e.col_bias = bias;
-  e.clamp = post.clamp;
-  e.lo = post.lo;
-  e.hi = post.hi;
-  e.hardswish = post.hardswish;
+  const GemmEpilogue e = conv_epilogue_cols(bias, post);
   const int64_t row_floats = OW * 64;
   const int bands = int(std::min<int64_t>(threads_for(pool, 64.0 * double(N) * double(K)), PH));
   const int64_t block_rows = std::max<int64_t>({1, PSH, (160 << 10) / (row_floats * int64_t(sizeof(float)))});

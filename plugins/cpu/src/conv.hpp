@@ -137,18 +137,26 @@ struct ConvPostOps {
   bool hardswish = false;  // then x * clamp(x / 6 + 1/2, 0, 1), as the HardSwish node
 };
 
-// The GEMM store of a conv: bias per output channel (row), then `post`'s activation; the
-// residual (rows ldr apart, null: none) is the caller's offset into post's, or another buffer.
-inline GemmEpilogue conv_epilogue(const float* row_bias, const ConvPostOps& post, const float* residual = nullptr,
-                                  int64_t ldr = 0) {
+// The store of a conv's transposed product (channels along the columns): bias per column,
+// then `post`'s activation (its residual is not read).
+inline GemmEpilogue conv_epilogue_cols(const float* col_bias, const ConvPostOps& post) {
   GemmEpilogue ep;
-  ep.row_bias = row_bias;
-  ep.residual = residual;
-  ep.ldr = ldr;
+  ep.col_bias = col_bias;
   ep.clamp = post.clamp;
   ep.lo = post.lo;
   ep.hi = post.hi;
   ep.hardswish = post.hardswish;
+  return ep;
+}
+
+// The GEMM store of a conv: bias per output channel (row), then `post`'s activation; the
+// residual (rows ldr apart, null: none) is the caller's offset into post's, or another buffer.
+inline GemmEpilogue conv_epilogue(const float* row_bias, const ConvPostOps& post, const float* residual = nullptr,
+                                  int64_t ldr = 0) {
+  GemmEpilogue ep = conv_epilogue_cols(nullptr, post);
+  ep.row_bias = row_bias;
+  ep.residual = residual;
+  ep.ldr = ldr;
   return ep;
 }
 

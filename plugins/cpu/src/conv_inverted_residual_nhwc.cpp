@@ -77,14 +77,8 @@ void inverted_residual_nhwc(const InvertedResidual& b, const float* x, const flo
   const int t = int(std::min<int64_t>(threads_for(pool, work), OH));
   const int64_t B = band_rows > 0 ? band_rows : inverted_residual_band_rows(b, t);
   const int64_t cap = std::min(H, B * S + KH - S);  // expanded rows a band can hold
-  GemmEpilogue expand_ep;
-  expand_ep.col_bias = b.expand_b;
-  expand_ep.clamp = b.expand_post.clamp;
-  expand_ep.lo = b.expand_post.lo;
-  expand_ep.hi = b.expand_post.hi;
-  expand_ep.hardswish = b.expand_post.hardswish;
-  GemmEpilogue project_ep;  // bias only: the residual and the activation come in the store
-  project_ep.col_bias = b.project_b;
+  const GemmEpilogue expand_ep = conv_epilogue_cols(b.expand_b, b.expand_post);
+  const GemmEpilogue project_ep = conv_epilogue_cols(b.project_b, {});  // the residual and activation come in the store
   for (int64_t n = 0; n < d.batch; ++n) {
     const float* xn = x + n * CI * H * W;
     float* on = out + n * CO * OH * OW;

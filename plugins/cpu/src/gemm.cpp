@@ -382,69 +382,54 @@ GemmPixelsTileFn gemm_pixels_tile_active() {
   return fn;
 }
 
-void gemm_pixels_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
-                        const float* pb, float* c, int64_t ldc, const GemmEpilogue& ep) {
-  const GemmPixelsTileFn fn = gemm_pixels_tile_active();
+// gemm_pixels_serial and gemm_pixels64_serial: tiles of mr rows, panels nr wide (48: the last
+// one gemm_panel_width's; 64: all 64), K blocks of <= max_kc.
+static void pixels_serial(GemmPixelsTileFn fn, int64_t mr, int64_t nr, int64_t max_kc, int64_t M, int64_t N, int64_t K,
+                          const float* const* arows, const int32_t* aoff, const float* pb, float* c, int64_t ldc,
+                          const GemmEpilogue& ep) {
   if (M <= 0 || N <= 0 || !fn) return;
-  // The B slice, 160 x 48 floats, in L1 with the pixels' lines (AVX2: 128, for 32 KB L1s).
-  const int64_t kMaxKc = fn == gemm_pixels_tile_avx2() ? kGemmKcAvx2 : 160;
-  const int64_t kblocks = std::max<int64_t>(1, (K + kMaxKc - 1) / kMaxKc);
-  const int64_t KC = std::max<int64_t>(1, (K + kblocks - 1) / kblocks), tiles = gemm_tiles(M), panels = gemm_panels(N);
+  const int64_t kblocks = std::max<int64_t>(1, (K + max_kc - 1) / max_kc);
+  const int64_t KC = std::max<int64_t>(1, (K + kblocks - 1) / kblocks), tiles = (M + mr - 1) / mr;
+  const int64_t panels = (N + nr - 1) / nr;
+  auto width = [&](int64_t p) { return nr == kGemmNR ? gemm_panel_width(N, p) : nr; };
   // Every row tile of a slice fetches a share of the next slice into L2: the weights are read
   // from memory once, a slice at a time. (All tiles rather than gemm_rect's first half: with
   // 7 tiles, ResNet-18's 512-channel 7x7 convs, weights cold, ran 1.26-1.39 -> 1.16-1.20 ms.)
   for (int64_t p = 0; p < panels; ++p) {
-    const int64_t n0 = p * kGemmNR, w = gemm_panel_width(N, p), cols = std::min(kGemmNR, N - n0);
-    const float* bp = pb + p * kGemmNR * K;
+    const int64_t n0 = p * nr, w = width(p), cols = std::min(nr, N - n0);
+    const float* bp = pb + p * nr * K;
     for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
       const int64_t kc = std::min(KC, K - k0);
       const bool first = k0 == 0, final = k0 + KC >= K;
       GemmTileStore st = block_store(ep, n0, first, final);
       // The next slice: this panel's next K block, else the next panel's first.
       const int64_t np = final ? p + 1 : p, nk = final ? 0 : k0 + KC;
-      const int64_t nw = np < panels ? gemm_panel_width(N, np) : 0;
+      const int64_t nw = np < panels ? width(np) : 0;
       const int64_t lines = np < panels ? std::min(KC, K - nk) * nw / 16 : 0, share = (lines + tiles - 1) / tiles;
-      const char* next = np < panels ? reinterpret_cast<const char*>(pb + np * kGemmNR * K + nk * nw) : nullptr;
+      const char* next = np < panels ? reinterpret_cast<const char*>(pb + np * nr * K + nk * nw) : nullptr;
       for (int64_t t = 0; t < tiles; ++t) {
-        const int64_t m0 = t * kGemmMR;
+        const int64_t m0 = t * mr;
         const int64_t from = std::min(lines, t * share);
         st.prefetch = next ? next + 64 * from : nullptr;
         st.prefetch_lines = std::min(share, lines - from);
-        fn(kc, arows + m0, aoff + k0, bp + k0 * w, w, c + m0 * ldc + n0, ldc, std::min(kGemmMR, M - m0), cols, st);
+        fn(kc, arows + m0, aoff + k0, bp + k0 * w, w, c + m0 * ldc + n0, ldc, std::min(mr, M - m0), cols, st);
       }
       if (K == 0) break;
     }
   }
 }
 
+void gemm_pixels_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
+                        const float* pb, float* c, int64_t ldc, const GemmEpilogue& ep) {
+  const GemmPixelsTileFn fn = gemm_pixels_tile_active();
+  // The B slice, 160 x 48 floats, in L1 with the pixels' lines (AVX2: 128, for 32 KB L1s).
+  const int64_t max_kc = fn == gemm_pixels_tile_avx2() ? kGemmKcAvx2 : 160;
+  pixels_serial(fn, kGemmMR, kGemmNR, max_kc, M, N, K, arows, aoff, pb, c, ldc, ep);
+}
+
 void gemm_pixels64_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
                           const float* b64, float* c, int64_t ldc, const GemmEpilogue& ep) {
-  const GemmPixelsTileFn fn = gemm_pixels64_tile_avx512();
-  if (M <= 0 || N <= 0 || !fn) return;
-  const int64_t kblocks = std::max<int64_t>(1, (K + 159) / 160);
-  const int64_t KC = std::max<int64_t>(1, (K + kblocks - 1) / kblocks);
-  const int64_t panels = gemm_panels64(N), tiles = (M + kGemmPixels64MR - 1) / kGemmPixels64MR;
-  for (int64_t p = 0; p < panels; ++p) {
-    const int64_t n0 = p * 64, cols = std::min<int64_t>(64, N - n0);
-    const float* bp = b64 + p * 64 * K;
-    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
-      const int64_t kc = std::min(KC, K - k0);
-      const bool final = k0 + KC >= K;
-      GemmTileStore st = block_store(ep, n0, k0 == 0, final);
-      // The next slice (this panel's next K block, else the next panel's first), a share per tile.
-      const int64_t np = final ? p + 1 : p, nk = final ? 0 : k0 + KC;
-      const int64_t lines = np < panels ? std::min(KC, K - nk) * 4 : 0, share = (lines + tiles - 1) / tiles;
-      const char* next = np < panels ? reinterpret_cast<const char*>(b64 + (np * K + nk) * 64) : nullptr;
-      for (int64_t t = 0; t < tiles; ++t) {
-        const int64_t m0 = t * kGemmPixels64MR, from = std::min(lines, t * share);
-        st.prefetch = next ? next + 64 * from : nullptr;
-        st.prefetch_lines = std::min(share, lines - from);
-        fn(kc, arows + m0, aoff + k0, bp + k0 * 64, 64, c + m0 * ldc + n0, ldc, std::min(kGemmPixels64MR, M - m0),
-           cols, st);
-      }
-      if (K == 0) break;
-    }
-  }
+  pixels_serial(gemm_pixels64_tile_avx512(), kGemmPixels64MR, 64, 160, M, N, K, arows, aoff, b64, c, ldc, ep);
 }
 
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,

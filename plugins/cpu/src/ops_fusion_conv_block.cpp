@@ -76,6 +76,18 @@ std::optional<size_t> next_conv(const sdk::Graph& g, const ViewIndex& ix, const 
   return use->first;
 }
 
+// The block's shapes as the kernel reads them (dw, has_expand, expand_in_c, has_project,
+// project_out_c), for inverted_residual_nhwc_ok and the kernel itself.
+InvertedResidual block_shapes(const Block& b) {
+  InvertedResidual r;
+  r.dw = b.dw_shape;
+  r.has_expand = b.expand.has_value();
+  r.expand_in_c = r.has_expand ? b.expand_shape.in_c : 0;
+  r.has_project = b.project.has_value();
+  r.project_out_c = r.has_project ? b.project_shape.out_c : 0;
+  return r;
+}
+
 template <typename Ok>
 std::optional<Block> match_block(const sdk::Graph& g, const ViewIndex& ix, size_t head, Ok ok) {
   Block b;
@@ -107,14 +119,7 @@ std::optional<Block> match_block(const sdk::Graph& g, const ViewIndex& ix, size_
     }
   // Channels-last the 1x1 convs are transposed products already (channels along the GEMM's
   // panels), whatever the pixel count: MobileNetV2's 7x7 stage runs as blocks too.
-  if (b.expand && b.project) {
-    InvertedResidual t;
-    t.dw = *ds;
-    t.has_expand = t.has_project = true;
-    t.expand_in_c = b.expand_shape.in_c;
-    t.project_out_c = b.project_shape.out_c;
-    if (inverted_residual_nhwc_ok(t)) return b;
-  }
+  if (b.expand && b.project && inverted_residual_nhwc_ok(block_shapes(b))) return b;
   // Planar, few pixels: alone, those 1x1 convs run as the transposed product, which bands of
   // rows cannot do. A project conv that would is left out (the expand and the depthwise conv
   // still run as one).
@@ -205,11 +210,7 @@ std::unique_ptr<Kernel> create_conv_block_kernel(const sdk::Graph& sg, CpuSessio
     post.hi = c.hi;
     post.hardswish = c.hardswish;
   };
-  blk.dw = b->dw_shape;
-  blk.has_expand = b->expand.has_value();
-  blk.expand_in_c = blk.has_expand ? b->expand_shape.in_c : 0;
-  blk.has_project = b->project.has_value();
-  blk.project_out_c = blk.has_project ? b->project_shape.out_c : 0;
+  blk = block_shapes(*b);
   // The layout depends on the CPU: a blob made with the other one is recompiled, not misread.
   blk.nhwc = inverted_residual_nhwc_ok(blk);
   pp.param("channels_last", blk.nhwc ? 1 : 0);
