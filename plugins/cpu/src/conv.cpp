@@ -1396,7 +1396,7 @@ static void direct_range(const ConvShape& s, const float* xg, const float* wt, b
 // 32 -> 64 stride-2 convs: 363 / 336 us as phase rows, 406 / 386 direct, AVX-512; the
 // 64 -> 128 one 397 -> 287). 1x1 convs have paths of their own.
 bool conv_uses_direct(const ConvShape& s) {
-  if (!gemm_pixels_tile_active() || s.group != 1 || s.out_h <= 0 || s.out_w <= 0) return false;
+  if (!gemm_pixels_panel_active() || s.group != 1 || s.out_h <= 0 || s.out_w <= 0) return false;
   if (s.k_h == 1 && s.k_w == 1) return false;
   const int64_t min_oc = s.stride_h > 1 || s.stride_w > 1 ? 96 : active_isa() == Isa::avx512 ? 32 : 64;
   if (s.ocg() < min_oc || s.icg() < 8) return false;
@@ -1408,7 +1408,7 @@ bool conv_uses_direct(const ConvShape& s) {
 // tiles of 6 and one of 1, each streaming the whole W^T slice: ResNet-18's 7x7-stage convs
 // ran 1.00-1.01x the 8 x 48 time on one thread and 1.09-1.15x on two (see the commit).
 bool conv_direct_panels64(const ConvShape& s) {
-  return conv_uses_direct(s) && s.ocg() % 64 == 0 && s.out_h * s.out_w >= 100 && gemm_pixels64_tile_avx512() &&
+  return conv_uses_direct(s) && s.ocg() % 64 == 0 && s.out_h * s.out_w >= 100 && gemm_pixels64_panel_avx512() &&
          active_isa() == Isa::avx512;
 }
 
@@ -1562,7 +1562,7 @@ bool conv_max_pool_fuses(const ConvShape& s, const PackedConvWeights& w, const P
 // aligned [k][64] rows the vectors, and the pool works channels-last (conv2d_max_pool_stem64):
 // ResNet's stem with its pool, one thread 1375-1402 -> 1340-1374 us, two 784-816 -> 736-743.
 bool conv_stem64_ok(const ConvShape& s) {
-  return gemm_pixels64_tile_avx512() && active_isa() == Isa::avx512 && s.group == 1 && s.ocg() == 64 &&
+  return gemm_pixels64_panel_avx512() && active_isa() == Isa::avx512 && s.group == 1 && s.ocg() == 64 &&
          s.icg() <= 4 && s.k_h * s.k_w >= 25 && s.out_h > 0 && s.out_w > 0 &&
          double(s.icg()) * double(window_rows(s, s.out_h)) * double(window_cols(s, s.out_w)) < double(INT32_MAX);
 }

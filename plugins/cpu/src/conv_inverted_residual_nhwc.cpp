@@ -37,7 +37,7 @@ bool inverted_residual_nhwc_ok(const InvertedResidual& b) {
   // stride-2 block at 112x112 (one 48-wide panel and one 16-wide) ran 258 us planar, 293
   // channels-last.
   if (d.in_c < 2 * kGemmNR) return false;
-  return b.has_expand && b.has_project && dw_nhwc_ok(d) && gemm_pixels_tile_active() && d.in_c > 0 &&
+  return b.has_expand && b.has_project && dw_nhwc_ok(d) && gemm_pixels_panel_active() && d.in_c > 0 &&
          double(b.expand_in_c) * double(d.in_h) * double(d.in_w) < double(INT32_MAX) &&
          double(channel_stride(b)) < double(INT32_MAX);
 }

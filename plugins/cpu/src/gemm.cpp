@@ -375,21 +375,21 @@ void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* pa, const fl
   }
 }
 
-GemmPixelsTileFn gemm_pixels_tile_active() {
-  static const GemmPixelsTileFn fn = active_isa() == Isa::avx512 ? gemm_pixels_tile_avx512()
-                                     : active_isa() == Isa::avx2 ? gemm_pixels_tile_avx2()
-                                                                 : nullptr;
+GemmPixelsPanelFn gemm_pixels_panel_active() {
+  static const GemmPixelsPanelFn fn = active_isa() == Isa::avx512 ? gemm_pixels_panel_avx512()
+                                      : active_isa() == Isa::avx2 ? gemm_pixels_panel_avx2()
+                                                                  : nullptr;
   return fn;
 }
 
-// gemm_pixels_serial and gemm_pixels64_serial: tiles of mr rows, panels nr wide (48: the last
-// one gemm_panel_width's; 64: all 64), K blocks of <= max_kc.
-static void pixels_serial(GemmPixelsTileFn fn, int64_t mr, int64_t nr, int64_t max_kc, int64_t M, int64_t N, int64_t K,
+// gemm_pixels_serial and gemm_pixels64_serial: panels nr wide (48: the last one
+// gemm_panel_width's; 64: all 64), K blocks of <= max_kc, one panel call each.
+static void pixels_serial(GemmPixelsPanelFn fn, int64_t nr, int64_t max_kc, int64_t M, int64_t N, int64_t K,
                           const float* const* arows, const int32_t* aoff, const float* pb, float* c, int64_t ldc,
                           const GemmEpilogue& ep) {
   if (M <= 0 || N <= 0 || !fn) return;
   const int64_t kblocks = std::max<int64_t>(1, (K + max_kc - 1) / max_kc);
-  const int64_t KC = std::max<int64_t>(1, (K + kblocks - 1) / kblocks), tiles = (M + mr - 1) / mr;
+  const int64_t KC = std::max<int64_t>(1, (K + kblocks - 1) / kblocks);
   const int64_t panels = (N + nr - 1) / nr;
   auto width = [&](int64_t p) { return nr == kGemmNR ? gemm_panel_width(N, p) : nr; };
   // Every row tile of a slice fetches a share of the next slice into L2: the weights are read
@@ -405,15 +405,9 @@ static void pixels_serial(GemmPixelsTileFn fn, int64_t mr, int64_t nr, int64_t m
       // The next slice: this panel's next K block, else the next panel's first.
       const int64_t np = final ? p + 1 : p, nk = final ? 0 : k0 + KC;
       const int64_t nw = np < panels ? width(np) : 0;
-      const int64_t lines = np < panels ? std::min(KC, K - nk) * nw / 16 : 0, share = (lines + tiles - 1) / tiles;
-      const char* next = np < panels ? reinterpret_cast<const char*>(pb + np * nr * K + nk * nw) : nullptr;
-      for (int64_t t = 0; t < tiles; ++t) {
-        const int64_t m0 = t * mr;
-        const int64_t from = std::min(lines, t * share);
-        st.prefetch = next ? next + 64 * from : nullptr;
-        st.prefetch_lines = std::min(share, lines - from);
-        fn(kc, arows + m0, aoff + k0, bp + k0 * w, w, c + m0 * ldc + n0, ldc, std::min(mr, M - m0), cols, st);
-      }
+      st.prefetch = np < panels ? reinterpret_cast<const char*>(pb + np * nr * K + nk * nw) : nullptr;
+      st.prefetch_lines = np < panels ? std::min(KC, K - nk) * nw / 16 : 0;
+      fn(kc, arows, aoff + k0, bp + k0 * w, w, c + n0, ldc, M, cols, st);
       if (K == 0) break;
     }
   }
@@ -421,15 +415,15 @@ static void pixels_serial(GemmPixelsTileFn fn, int64_t mr, int64_t nr, int64_t m
 
 void gemm_pixels_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
                         const float* pb, float* c, int64_t ldc, const GemmEpilogue& ep) {
-  const GemmPixelsTileFn fn = gemm_pixels_tile_active();
+  const GemmPixelsPanelFn fn = gemm_pixels_panel_active();
   // The B slice, 160 x 48 floats, in L1 with the pixels' lines (AVX2: 128, for 32 KB L1s).
-  const int64_t max_kc = fn == gemm_pixels_tile_avx2() ? kGemmKcAvx2 : 160;
-  pixels_serial(fn, kGemmMR, kGemmNR, max_kc, M, N, K, arows, aoff, pb, c, ldc, ep);
+  const int64_t max_kc = fn == gemm_pixels_panel_avx2() ? kGemmKcAvx2 : 160;
+  pixels_serial(fn, kGemmNR, max_kc, M, N, K, arows, aoff, pb, c, ldc, ep);
 }
 
 void gemm_pixels64_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
                           const float* b64, float* c, int64_t ldc, const GemmEpilogue& ep) {
-  pixels_serial(gemm_pixels64_tile_avx512(), kGemmPixels64MR, 64, 160, M, N, K, arows, aoff, b64, c, ldc, ep);
+  pixels_serial(gemm_pixels64_panel_avx512(), 64, 160, M, N, K, arows, aoff, b64, c, ldc, ep);
 }
 
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,

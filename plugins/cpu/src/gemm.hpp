@@ -12,6 +12,7 @@
 // 4x24 blocks in 12 AVX2 accumulators, or in a generic C++ fallback, chosen
 // at run time from CPUID bits.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -190,21 +191,36 @@ GemmRowsTileFn gemm_rows_tile_active();
 // supported (it would need B's column layout).
 void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* const* rows, int64_t col0,
                       float* c, int64_t ldc, const GemmEpilogue& ep);
-// The same tile with A given in place as pixel pointers and one offset table,
+// The same tiles with A given in place as pixel pointers and one offset table,
 // A(m, k) = arows[m][aoff[k]] (a convolution's output pixels: arows[m] where pixel m's window
-// starts in a padded input, aoff[k] where tap k reads from there), B a packed panel w wide.
+// starts in a padded input, aoff[k] where tap k reads from there), B a packed panel w wide:
+// all rows [0, M) of columns [0, ncols) over kc steps, in the ISA's row tiles, st.prefetch's
+// lines shared out over them (gemm_tile_prefetch_share). One call a panel rather than a tile:
+// a tile of 16 k steps (an expand conv's) spent ~7% of its time in the dispatch hop.
 // AVX2 and AVX-512 have it (null elsewhere).
-using GemmPixelsTileFn = void (*)(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b,
-                                  int64_t w, float* c, int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st);
-GemmPixelsTileFn gemm_pixels_tile_avx2();
-GemmPixelsTileFn gemm_pixels_tile_avx512();
-GemmPixelsTileFn gemm_pixels_tile_active();
+using GemmPixelsPanelFn = void (*)(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b,
+                                   int64_t w, float* c, int64_t ldc, int64_t M, int64_t ncols, const GemmTileStore& st);
+GemmPixelsPanelFn gemm_pixels_panel_avx2();
+GemmPixelsPanelFn gemm_pixels_panel_avx512();
+GemmPixelsPanelFn gemm_pixels_panel_active();
+// Row tile t (of `tiles`, first row m0) of a panel call: its even share of st's prefetch lines,
+// row bias and residual at its first row.
+inline GemmTileStore gemm_tile_prefetch_share(const GemmTileStore& st, int64_t t, int64_t tiles, int64_t m0) {
+  GemmTileStore s = st;
+  const int64_t lines = st.prefetch ? st.prefetch_lines : 0, share = (lines + tiles - 1) / tiles;
+  const int64_t from = std::min(lines, t * share);
+  s.prefetch = st.prefetch ? st.prefetch + 64 * from : nullptr;
+  s.prefetch_lines = std::min(share, lines - from);
+  if (s.row_bias) s.row_bias += m0;
+  if (s.residual) s.residual += m0 * s.ldr;
+  return s;
+}
 // The pixel tile 6 rows x 64 columns (4 vectors), B in 64-wide panels (pack_b64): products
 // whose columns come in whole 64s (64-512 output channels), where 48-wide panels leave a
 // 16- or 32-wide one whose k steps spend 8 broadcasts on 8 or 16 multiply-adds, and 8 x 48
 // spends 8 broadcasts on 24 where 6 x 64 spends 6. AVX-512 (null elsewhere).
 constexpr int64_t kGemmPixels64MR = 6;
-GemmPixelsTileFn gemm_pixels64_tile_avx512();
+GemmPixelsPanelFn gemm_pixels64_panel_avx512();
 inline int64_t gemm_panels64(int64_t N) { return (N + 63) / 64; }
 inline size_t packed_b64_floats(int64_t K, int64_t N) { return size_t(gemm_panels64(N) * 64 * K); }
 // B = W^T in panels of 64 columns (panel p at dst + p 64 K, [k][64]) for W [n][k] given by
@@ -220,13 +236,13 @@ void pack_b64(int64_t K, int64_t N, At at, float* dst) {
 }
 // C[M, N] (row stride ldc) = epilogue(A * B), A as gemm_pixels_serial's, B from pack_b64, on
 // the calling thread: panels outside, K blocks (<= 160, 40 KB of B in L1) inside, each row
-// tile fetching a share of the next slice into L2. Needs gemm_pixels64_tile_avx512().
+// tile fetching a share of the next slice into L2. Needs gemm_pixels64_panel_avx512().
 void gemm_pixels64_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
                           const float* b64, float* c, int64_t ldc, const GemmEpilogue& ep);
 // C[M, N] (row stride ldc) = epilogue(A * B) with A(m, k) = arows[m][aoff[k]] (M pointers, K
 // offsets) and B packed (pack_b's panels), on the calling thread: panels outside, K blocks
 // (equal, <= 160; <= 128 on AVX2) inside, every row tile of a block reading the B slice from L1. Needs
-// gemm_pixels_tile_active(); no residual.
+// gemm_pixels_panel_active(); no residual.
 void gemm_pixels_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
                         const float* packed_b, float* c, int64_t ldc, const GemmEpilogue& ep);
 

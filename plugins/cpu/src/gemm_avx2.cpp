@@ -115,12 +115,12 @@ NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, in
   for (int m = 0; m < MR; ++m) {
     float* cr = c + m * ldc;
     const float* rr = st.residual ? st.residual + m * st.ldr : nullptr;
-    const __m256 rb = _mm256_set1_ps(st.row_bias ? st.row_bias[m] : 0.f);
+    const float* rbp = st.row_bias;
 #pragma GCC unroll 6
     for (int v = 0; v < NV; ++v) {
       const bool partial = v == NV - 1 && tail < 8;
       const __m256i mk = v == NV - 1 ? tmask : full;
-      __m256 x = _mm256_add_ps(r[m][v], rb);
+      __m256 x = rbp ? _mm256_add_ps(r[m][v], _mm256_set1_ps(rbp[m])) : r[m][v];
       if (st.col_bias) x = _mm256_add_ps(x, cbv[v]);
       if (st.accumulate) x = _mm256_add_ps(x, _mm256_maskload_ps(cr + v * 8, mk));
       if (rr) x = _mm256_add_ps(x, _mm256_maskload_ps(rr + v * 8, mk));
@@ -211,17 +211,21 @@ template <int NV>
 constexpr BlockFn pixels_row_table[4] = {&block<1, NV, false, Src::a_pixels>, &block<2, NV, false, Src::a_pixels>,
                                          &block<3, NV, false, Src::a_pixels>, &block<4, NV, false, Src::a_pixels>};
 
-// tile_dispatch for A given as pixel pointers (arows[m][aoff[k]]) and a packed B panel w wide:
-// the same 4 x 24 blocks.
-void pixels_tile_dispatch(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b, int64_t w,
-                          float* c, int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st) {
-  for_each_block(mr, ncols, st, true,
-                 [&](int64_t r0, int64_t c0, int64_t nrows, int64_t nv, int64_t tail, const GemmTileStore& s) {
-                   const BlockFn fn = nv == 3   ? pixels_row_table<3>[nrows - 1]
-                                      : nv == 2 ? pixels_row_table<2>[nrows - 1]
-                                                : pixels_row_table<1>[nrows - 1];
-                   fn(kc, nullptr, b + c0, w, tail, c + r0 * ldc + c0, ldc, s, arows + r0, aoff);
-                 });
+// All M rows of a pixel panel (A as pixel pointers, arows[m][aoff[k]]; B packed, w wide):
+// 8-row tiles of the same 4 x 24 blocks.
+void pixels_panel_dispatch(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b, int64_t w,
+                           float* c, int64_t ldc, int64_t M, int64_t ncols, const GemmTileStore& st) {
+  const int64_t tiles = (M + kGemmMR - 1) / kGemmMR;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t m0 = t * kGemmMR;
+    for_each_block(std::min(kGemmMR, M - m0), ncols, gemm_tile_prefetch_share(st, t, tiles, m0), true,
+                   [&](int64_t r0, int64_t c0, int64_t nrows, int64_t nv, int64_t tail, const GemmTileStore& s) {
+                     const BlockFn fn = nv == 3   ? pixels_row_table<3>[nrows - 1]
+                                        : nv == 2 ? pixels_row_table<2>[nrows - 1]
+                                                  : pixels_row_table<1>[nrows - 1];
+                     fn(kc, nullptr, b + c0, w, tail, c + (m0 + r0) * ldc + c0, ldc, s, arows + m0 + r0, aoff);
+                   });
+  }
 }
 
 
@@ -247,7 +251,7 @@ NXRT_AVX2 void pack_a_tile(const float* a, int64_t lda, int64_t mr, int64_t K, f
 
 GemmTileFn gemm_tile_avx2() { return &tile_dispatch; }
 GemmRowsTileFn gemm_rows_tile_avx2() { return &rows_tile_dispatch; }
-GemmPixelsTileFn gemm_pixels_tile_avx2() { return &pixels_tile_dispatch; }
+GemmPixelsPanelFn gemm_pixels_panel_avx2() { return &pixels_panel_dispatch; }
 GemmPackAFn gemm_pack_a_avx2() { return &pack_a_tile; }
 
 }  // namespace nxrt::cpu
@@ -256,7 +260,7 @@ GemmPackAFn gemm_pack_a_avx2() { return &pack_a_tile; }
 namespace nxrt::cpu {
 GemmTileFn gemm_tile_avx2() { return nullptr; }
 GemmRowsTileFn gemm_rows_tile_avx2() { return nullptr; }
-GemmPixelsTileFn gemm_pixels_tile_avx2() { return nullptr; }
+GemmPixelsPanelFn gemm_pixels_panel_avx2() { return nullptr; }
 GemmPackAFn gemm_pack_a_avx2() { return nullptr; }
 }  // namespace nxrt::cpu
 #endif

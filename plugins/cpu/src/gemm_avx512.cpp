@@ -97,32 +97,47 @@ constexpr TileT pixels_row_table[8] = {&tile<1, NV, Src::a_pixels>, &tile<2, NV,
                                        &tile<5, NV, Src::a_pixels>, &tile<6, NV, Src::a_pixels>,
                                        &tile<7, NV, Src::a_pixels>, &tile<8, NV, Src::a_pixels>};
 
-// tile_dispatch for A given as pixel pointers (arows[m][aoff[k]]) and a packed B panel w wide.
-void pixels_tile_dispatch(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b, int64_t w,
-                          float* c, int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st) {
-  const int nv = int(w / 16);
-  const __mmask16 last = avx512::last_vector_mask(ncols, nv);
-  const TileT fn = nv == 3 ? pixels_row_table<3>[mr - 1] : nv == 2 ? pixels_row_table<2>[mr - 1] : pixels_row_table<1>[mr - 1];
-  fn(kc, nullptr, b, w, __mmask16(0xFFFF), c, ldc, last, st, arows, aoff);
-}
-
-// The 6 x 64 pixel tile (24 accumulators, as 8 x 48): mr <= kGemmPixels64MR, B one [k][64] panel.
+// The 6 x 64 pixel tile (24 accumulators, as 8 x 48): B one [k][64] panel.
 constexpr TileT pixels64_row_table[kGemmPixels64MR] = {
     &tile<1, 4, Src::a_pixels>, &tile<2, 4, Src::a_pixels>, &tile<3, 4, Src::a_pixels>,
     &tile<4, 4, Src::a_pixels>, &tile<5, 4, Src::a_pixels>, &tile<6, 4, Src::a_pixels>};
 
-void pixels64_tile_dispatch(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b, int64_t w,
-                            float* c, int64_t ldc, int64_t mr, int64_t ncols, const GemmTileStore& st) {
-  const __mmask16 last = avx512::last_vector_mask(ncols, 4);
-  pixels64_row_table[mr - 1](kc, nullptr, b, w, __mmask16(0xFFFF), c, ldc, last, st, arows, aoff);
+// All M rows of a pixel panel (A as pixel pointers, arows[m][aoff[k]]; B packed, w wide):
+// whole MR-row tiles called directly, the last partial one from `partial`.
+template <int MR, int NV>
+void pixels_panel(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b, int64_t w, float* c,
+                  int64_t ldc, int64_t M, int64_t ncols, const GemmTileStore& st, const TileT* partial) {
+  const __mmask16 last = avx512::last_vector_mask(ncols, NV);
+  const int64_t tiles = (M + MR - 1) / MR;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t m0 = t * MR;
+    const GemmTileStore s = gemm_tile_prefetch_share(st, t, tiles, m0);
+    if (M - m0 >= MR)
+      tile<MR, NV, Src::a_pixels>(kc, nullptr, b, w, __mmask16(0xFFFF), c + m0 * ldc, ldc, last, s, arows + m0, aoff);
+    else
+      partial[M - m0 - 1](kc, nullptr, b, w, __mmask16(0xFFFF), c + m0 * ldc, ldc, last, s, arows + m0, aoff);
+  }
+}
+
+void pixels_panel_dispatch(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b, int64_t w,
+                           float* c, int64_t ldc, int64_t M, int64_t ncols, const GemmTileStore& st) {
+  const int nv = int(w / 16);
+  if (nv == 3) pixels_panel<kGemmMR, 3>(kc, arows, aoff, b, w, c, ldc, M, ncols, st, pixels_row_table<3>);
+  else if (nv == 2) pixels_panel<kGemmMR, 2>(kc, arows, aoff, b, w, c, ldc, M, ncols, st, pixels_row_table<2>);
+  else pixels_panel<kGemmMR, 1>(kc, arows, aoff, b, w, c, ldc, M, ncols, st, pixels_row_table<1>);
+}
+
+void pixels64_panel_dispatch(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b, int64_t w,
+                             float* c, int64_t ldc, int64_t M, int64_t ncols, const GemmTileStore& st) {
+  pixels_panel<kGemmPixels64MR, 4>(kc, arows, aoff, b, w, c, ldc, M, ncols, st, pixels64_row_table);
 }
 
 }  // namespace
 
 GemmTileFn gemm_tile_avx512() { return &tile_dispatch; }
 GemmRowsTileFn gemm_rows_tile_avx512() { return &rows_tile_dispatch; }
-GemmPixelsTileFn gemm_pixels_tile_avx512() { return &pixels_tile_dispatch; }
-GemmPixelsTileFn gemm_pixels64_tile_avx512() { return &pixels64_tile_dispatch; }
+GemmPixelsPanelFn gemm_pixels_panel_avx512() { return &pixels_panel_dispatch; }
+GemmPixelsPanelFn gemm_pixels64_panel_avx512() { return &pixels64_panel_dispatch; }
 
 }  // namespace nxrt::cpu
 
@@ -130,7 +145,7 @@ GemmPixelsTileFn gemm_pixels64_tile_avx512() { return &pixels64_tile_dispatch; }
 namespace nxrt::cpu {
 GemmTileFn gemm_tile_avx512() { return nullptr; }
 GemmRowsTileFn gemm_rows_tile_avx512() { return nullptr; }
-GemmPixelsTileFn gemm_pixels_tile_avx512() { return nullptr; }
-GemmPixelsTileFn gemm_pixels64_tile_avx512() { return nullptr; }
+GemmPixelsPanelFn gemm_pixels_panel_avx512() { return nullptr; }
+GemmPixelsPanelFn gemm_pixels64_panel_avx512() { return nullptr; }
 }  // namespace nxrt::cpu
 #endif

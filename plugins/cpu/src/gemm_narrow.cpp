@@ -26,7 +26,7 @@ namespace {
 // epilogue(x) for C element (row m, column j), as store_tile does it.
 NXRT_NARROW inline float narrow_epilogue(float x, int64_t m, int64_t j, const float* cr, const float* rr,
                                          const GemmTileStore& st) {
-  x += st.row_bias ? st.row_bias[m] : 0.f;
+  if (st.row_bias) x += st.row_bias[m];
   if (st.col_bias) x += st.col_bias[j];
   if (st.accumulate) x += cr[j];
   if (rr) x += rr[j];

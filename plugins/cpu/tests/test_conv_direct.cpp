@@ -167,14 +167,14 @@ void check_pixels_gemm(int64_t M, int64_t N, int64_t K, bool panels64) {
 }  // namespace
 
 TEST_CASE("the GEMM with pixel pointers: row tiles, panels of 16 / 32 / 48, K blocks, the epilogue") {
-  if (!gemm_pixels_tile_active()) return;  // AVX2 / AVX-512 only: conv_uses_direct is then false too
+  if (!gemm_pixels_panel_active()) return;  // AVX2 / AVX-512 only: conv_uses_direct is then false too
   for (int64_t M : {1, 7, 8, 13, 29})
     for (int64_t N : {16, 30, 48, 61, 100})
       for (int64_t K : {1, 9, 160, 161, 400}) check_pixels_gemm(M, N, K, false);
 }
 
 TEST_CASE("the GEMM with pixel pointers, 6 x 64 tiles: row tiles, 64-wide panels, K blocks, the epilogue") {
-  if (!gemm_pixels64_tile_avx512() || active_isa() != Isa::avx512) return;
+  if (!gemm_pixels64_panel_avx512() || active_isa() != Isa::avx512) return;
   for (int64_t N : {64, 128, 192})
     for (int64_t M : {1, 5, 6, 7, 13, 40})
       for (int64_t K : {1, 27, 147, 160, 161, 400}) check_pixels_gemm(M, N, K, true);
