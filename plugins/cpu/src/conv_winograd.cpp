@@ -17,6 +17,8 @@ namespace nxrt::cpu {
 namespace {
 
 constexpr int64_t kA = kWinogradAlpha, kT = kWinogradTile, kXi = kA * kA;
+// Threaded, a block of tiles per thread needs at least this many tiles (conv2d_winograd).
+constexpr int64_t kMinBlockTiles = 24;
 
 // A dilated conv is d_h x d_w independent undilated ones, one per phase
 // (py, px): outputs oy = py + d_h * i, ox = px + d_w * j read inputs on the same
@@ -841,6 +843,18 @@ bool conv_uses_winograd(const ConvShape& s) {
   return tl.count >= 16 && 2 * s.out_h * s.out_w >= tl.count * kT * kT;
 }
 
+// det_fpn's 64-channel 20x20 convs (25 tiles), conv2d harness, 2 threads: F(4x4) 87 us, the
+// direct product 74 (1 thread: 85 against 133); 32-channel 20x20 43 against 21; its
+// 128-channel 10x10 F(2x2) 73 against 74. 32 channels at 40x40 (100 tiles, a block each)
+// stay F(4x4): 54 against 75.
+bool conv_winograd_loses_threaded(const ConvShape& s, const ThreadPool* pool) {
+  const int threads = pool ? pool->threads() : 1;
+  if (threads < 2 || active_isa() != Isa::avx512 || !conv_uses_direct(s)) return false;
+  const double macs = double(s.out_c) * double(s.in_c) * 9.0 * double(s.out_h) * double(s.out_w) * double(s.batch);
+  if (macs > double(1 << 24)) return false;
+  return !conv_uses_winograd(s) || tiles_of(s).count < kMinBlockTiles * threads;
+}
+
 // V (or M) operands an odd number of cache lines apart, so that the lines a transform writes
 // (reads) for one tile group, one per operand, fall in different L1 sets. Operands a multiple
 // of 4 KB apart (every ResNet-18 layer's V: 64 x 5 panels, 128 x 2, 256 x 1) all mapped to
@@ -939,7 +953,6 @@ void conv2d_winograd(const ConvShape& s, const float* x, const float* u, const f
   // its share of the weights U (a block of few tiles would read all of U for
   // little work: 256 channels at 14x14 have 16 tiles and 9 MB of U). One thread,
   // or a dilated conv (several phases): the three steps.
-  constexpr int64_t kMinBlockTiles = 24;
   if (tl.phases.size() == 1 && gemm_threads > 1 && T >= kMinBlockTiles * gemm_threads) {
     const Phase& ph = tl.phases[0];
     const int64_t blocks = gemm_threads;

@@ -27,6 +27,12 @@ bool winograd_shape_ok(const ConvShape& s);
 // 4x fewer multiplications outweigh the transforms (the cost model; `nxrt inspect`
 // shows the choice).
 bool conv_uses_winograd(const ConvShape& s);
+// Whether a conv that conv_uses_winograd or conv_uses_winograd_2x2 names runs the direct
+// product instead on `pool` (the session's threads, known at kernel creation): small layers
+// (at most 2^24 direct multiply-adds) on 2+ threads, AVX-512, where F(4x4) would split its
+// three steps across the threads (too few tiles for a block each) or F(2x2) runs: their
+// transforms and the operands handed between cores then cost more than the products saved.
+bool conv_winograd_loses_threaded(const ConvShape& s, const ThreadPool* pool);
 
 // The distance to put between consecutive Winograd operands (V, M) of `floats` each: the
 // next odd number of 64-byte lines (a multiple of 4 KB shares one L1 set).

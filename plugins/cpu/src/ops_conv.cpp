@@ -173,8 +173,9 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
       full = centre;
     }
     const ConvShape ws = centre ? *centre : s;  // the weights as packed
-    const bool winograd = full && conv_uses_winograd(*full);
-    const bool winograd_2x2 = full && conv_uses_winograd_2x2(*full);
+    const bool no_winograd = full && conv_winograd_loses_threaded(*full, session.pool());
+    const bool winograd = full && !no_winograd && conv_uses_winograd(*full);
+    const bool winograd_2x2 = full && !no_winograd && conv_uses_winograd_2x2(*full);
     const bool tap_rects = full && !winograd && !winograd_2x2 && conv_uses_tap_rects(*full);
     const bool transposed_only = full && !winograd && !winograd_2x2 && !tap_rects && conv_uses_transposed(*full);
     if (centre || winograd || winograd_2x2 || tap_rects || transposed_only)

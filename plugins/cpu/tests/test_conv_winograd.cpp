@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "conv.hpp"
+#include "cpu_info.hpp"
 #include "conv_case.hpp"
 #include "conv_winograd.hpp"
 #include "util.hpp"
@@ -130,6 +131,19 @@ TEST_CASE("conv2d runs Winograd weights when the cost model picks it") {
   pw.winograd = u.data();
   conv2d(s, x.data(), pw, nullptr, got.data(), nullptr);
   CHECK(worst(got, want, 1e-3, 2e-4) <= 1.0);
+}
+
+TEST_CASE("on 2 threads small layers run the direct product where Winograd's threaded form loses") {
+  ThreadPool two(2);
+  const ConvShape fpn = shape3x3(1, 64, 20, 20, 64, 1);  // 25 tiles, 14.7 M multiply-adds
+  REQUIRE(conv_uses_winograd(fpn));
+  CHECK(!conv_winograd_loses_threaded(fpn, nullptr));  // one thread: Winograd
+  const bool avx512 = active_isa() == Isa::avx512;
+  CHECK(conv_winograd_loses_threaded(fpn, &two) == avx512);
+  CHECK(conv_winograd_loses_threaded(shape3x3(1, 128, 10, 10, 128, 1), &two) == avx512);  // F(2x2)'s
+  CHECK(!conv_winograd_loses_threaded(shape3x3(1, 32, 40, 40, 32, 1), &two));    // 100 tiles: a block a thread
+  CHECK(!conv_winograd_loses_threaded(shape3x3(1, 256, 14, 14, 256, 1), &two));  // 116 M multiply-adds
+  CHECK(!conv_winograd_loses_threaded(shape3x3(1, 16, 20, 20, 16, 1), &two));    // no direct product (16 channels)
 }
 
 TEST_CASE("dilated convs run as one Winograd conv per phase of the dilation grid") {
