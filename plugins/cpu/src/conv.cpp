@@ -1391,14 +1391,17 @@ static void direct_range(const ConvShape& s, const float* xg, const float* wt, b
 // input channels (stems: 27-147 taps) the phase rows' long rows beat it too (ResNet's 7x7
 // stem 1.31 -> 1.36 ms, one thread, before losing its fused max pool). AVX2's 4 x 24 blocks
 // need 64 output channels (32 -> 32 on 40x40: 296 us as phase rows, 341 direct; from 64 on
-// direct was 0.85-1.02x the phase rows' or im2col's time, on 1 and 2 threads). Strided convs
-// need two full 48-wide panels: below, the phase rows' long rows win (det_fpn's 16 -> 32 and
-// 32 -> 64 stride-2 convs: 363 / 336 us as phase rows, 406 / 386 direct, AVX-512; the
-// 64 -> 128 one 397 -> 287). 1x1 convs have paths of their own.
+// direct was 0.85-1.02x the phase rows' or im2col's time, on 1 and 2 threads); strided, 96
+// (unmeasured below). On AVX-512, since the tile store tests its epilogue once a tile and
+// the 6 x 64 tiles (d5d7251, 52c3654), strided convs from 32 output channels run direct too
+// (conv2d harness /tmp/h/s2.cpp, 1 / 2 threads, us: det_fpn's 16 -> 32 @160 369 -> 342 /
+// 211 -> 185 and 32 -> 64 @80 357 -> 305 / 202 -> 163, seg_dilated's 32 -> 64 @64 217 -> 199
+// / 130 -> 107, 32 -> 32 @112 366 -> 289 / 192 -> 164, 64 -> 64 5x5 @56 861 -> 676 /
+// 459 -> 373; before, the phase rows won below 96). 1x1 convs have paths of their own.
 bool conv_uses_direct(const ConvShape& s) {
   if (!gemm_pixels_panel_active() || s.group != 1 || s.out_h <= 0 || s.out_w <= 0) return false;
   if (s.k_h == 1 && s.k_w == 1) return false;
-  const int64_t min_oc = s.stride_h > 1 || s.stride_w > 1 ? 96 : active_isa() == Isa::avx512 ? 32 : 64;
+  const int64_t min_oc = active_isa() == Isa::avx512 ? 32 : s.stride_h > 1 || s.stride_w > 1 ? 96 : 64;
   if (s.ocg() < min_oc || s.icg() < 8) return false;
   return double(s.icg()) * double(window_rows(s, s.out_h)) * double(window_cols(s, s.out_w)) < double(INT32_MAX);
 }

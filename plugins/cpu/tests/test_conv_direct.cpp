@@ -89,6 +89,8 @@ TEST_CASE("direct convs match the reference: real models' shapes, pads, channels
   ThreadPool pool2(2), pool3(3);
   for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
     check(conv(1, 32, 18, 18, 128, square(3, 2, 1)), p, relu());       // ResNet's stride-2 3x3, smaller
+    check(conv(1, 16, 24, 22, 32, square(3, 2, 1)), p, relu());        // strided, 32 channels (AVX-512 direct)
+    check(conv(1, 32, 26, 24, 64, square(3, 2, 1)), p, relu(), true);  // strided, 64: 156 pixels, 6 x 64
     check(conv(1, 24, 9, 7, 40, square(5, 1, 2)), p);                  // ocr's 5x5, OC off the panels
     check(conv(1, 16, 4, 20, 72, {3, 1, 1, 1, 1, 1, 1, 0, 1, 0}), p);   // 3x1, pads on rows only
     check(conv(1, 16, 4, 20, 48, {1, 3, 1, 1, 1, 1, 0, 1, 0, 1}), p);   // 1x3
@@ -180,13 +182,13 @@ TEST_CASE("the GEMM with pixel pointers, 6 x 64 tiles: row tiles, 64-wide panels
       for (int64_t K : {1, 27, 147, 160, 161, 400}) check_pixels_gemm(M, N, K, true);
 }
 
-TEST_CASE("the cost model: direct for 32+ (AVX2: 64+) output and 8+ input channels, not for stems or 1x1") {
+TEST_CASE("the cost model: direct for 32+ (AVX2: 64+, strided 96+) output and 8+ input channels, not for stems or 1x1") {
   const bool simd = active_isa() != Isa::generic, avx512 = active_isa() == Isa::avx512;
   CHECK(conv_uses_direct(conv(1, 64, 56, 56, 128, square(3, 2, 1))) == simd);   // ResNet's stride-2 3x3
   CHECK(conv_uses_direct(conv(1, 512, 7, 7, 512, square(3, 1, 1))) == simd);    // its 7x7 stage
   CHECK(conv_uses_transposed(conv(1, 64, 56, 56, 128, square(3, 2, 1))) == simd);  // it reads W^T
   CHECK(conv_uses_direct(conv(1, 32, 40, 40, 32, square(3, 1, 1))) == avx512);  // 32 channels: AVX-512 only
-  CHECK(!conv_uses_direct(conv(1, 32, 80, 80, 64, square(3, 2, 1))));  // strided, 64 channels: phase rows
+  CHECK(conv_uses_direct(conv(1, 32, 80, 80, 64, square(3, 2, 1))) == avx512);  // strided, 64: AVX2 phase rows
   CHECK(!conv_uses_direct(conv(1, 3, 224, 224, 64, square(7, 2, 3))));    // the stem: 3 input channels
   CHECK(!conv_uses_direct(conv(1, 16, 80, 80, 16, square(3, 1, 1))));     // 16 output channels
   CHECK(!conv_uses_direct(conv(1, 64, 28, 28, 128, square(1, 2, 0))));    // strided 1x1
