@@ -1570,6 +1570,47 @@ bool conv_stem64_ok(const ConvShape& s) {
          double(s.icg()) * double(window_rows(s, s.out_h)) * double(window_cols(s, s.out_w)) < double(INT32_MAX);
 }
 
+// Conv rows [first, end) the window of pooled row p reads (clipped to the conv's rows).
+struct PoolWindowRows {
+  int64_t first, end;
+};
+static PoolWindowRows pool_window_rows(const ConvShape& s, const PoolShape& ps, int64_t p) {
+  const int64_t r = p * ps.stride[1] - ps.pad_begin[1];
+  return {std::clamp<int64_t>(r, 0, s.out_h), std::clamp<int64_t>(r + ps.kernel[1], 0, s.out_h)};
+}
+
+// The row walk of both conv2d_max_pool forms, on one thread: pooled rows [p0, p1), the conv
+// rows their windows read made block by block (block_rows at a time) into cb, whose `planes`
+// planes (plane_stride floats apart) hold conv rows [h0, h1), row r at (r - h0) * row_floats.
+// Before each block the rows a later pooled row still needs move to the front (fewer than the
+// pool's kernel rows); each pooled row is made as soon as its window's rows are all there.
+// make(c0, c1, b0, b1, dst): conv rows [b0, b1) of this thread's [c0, c1) at dst (row stride
+// row_floats, plane stride plane_stride). pool(h0, q0, q1): pooled rows [q0, q1) from cb; the
+// last call may hold rows whose windows have no conv row (-inf, as max_pool).
+template <typename Make, typename Pool>
+static void pool_row_walk(const ConvShape& s, const PoolShape& ps, int64_t p0, int64_t p1, int64_t block_rows, float* cb,
+                          int64_t planes, int64_t plane_stride, int64_t row_floats, Make&& make, Pool&& pool) {
+  const int64_t c0 = pool_window_rows(s, ps, p0).first, c1 = std::max(c0, pool_window_rows(s, ps, p1 - 1).end);
+  int64_t next = p0;         // the first pooled row not made yet
+  int64_t h0 = c0, h1 = c0;  // the conv rows in cb
+  for (int64_t b0 = c0; b0 < c1; b0 += block_rows) {
+    const int64_t b1 = std::min(c1, b0 + block_rows);
+    const int64_t keep0 = next < p1 ? std::clamp(pool_window_rows(s, ps, next).first, h0, h1) : h1;
+    if (keep0 > h0 && h1 > keep0)
+      for (int64_t m = 0; m < planes; ++m)
+        std::memmove(cb + m * plane_stride, cb + m * plane_stride + (keep0 - h0) * row_floats,
+                     size_t((h1 - keep0) * row_floats) * sizeof(float));
+    h0 = keep0;
+    make(c0, c1, b0, b1, cb + (h1 - h0) * row_floats);
+    h1 = b1;
+    int64_t q = next;
+    while (q < p1 && pool_window_rows(s, ps, q).end <= h1) ++q;
+    if (q > next) pool(h0, next, q);
+    next = q;
+  }
+  if (next < p1) pool(h0, next, p1);
+}
+
 #if defined(__x86_64__)
 // Pooled row q of a stem64 block buffer (conv rows [h0, ...) as [row][OW][64]): rows [r0, r1)
 // of its window, 64 channels as four vectors, into prow[PW][64]. Padding is skipped (-inf
@@ -1600,46 +1641,33 @@ static void conv2d_max_pool_stem64(const ConvShape& s, const float* x, const Pac
                                    const PoolShape& ps, float* pooled, ThreadPool* pool, const ConvPostOps& post) {
 #if defined(__x86_64__)
   const int64_t K = s.gemm_k(), OH = s.out_h, OW = s.out_w, N = OH * OW;
-  const int64_t PH = ps.out[1], PW = ps.out[2], PKH = ps.kernel[1], PSH = ps.stride[1], PPT = ps.pad_begin[1];
+  const int64_t PH = ps.out[1], PW = ps.out[2], PKH = ps.kernel[1], PSH = ps.stride[1];
   const float* wt64 = transposed64_weights(w, 64, K);
   const GemmEpilogue e = conv_epilogue_cols(bias, post);
   const int64_t row_floats = OW * 64;
   const int bands = int(std::min<int64_t>(threads_for(pool, 64.0 * double(N) * double(K)), PH));
   const int64_t block_rows = std::max<int64_t>({1, PSH, (160 << 10) / (row_floats * int64_t(sizeof(float)))});
-  const int64_t cap = block_rows + PKH;
-  auto first_row = [&](int64_t p) { return std::clamp<int64_t>(p * PSH - PPT, 0, OH); };
-  auto end_row = [&](int64_t p) { return std::clamp<int64_t>(p * PSH - PPT + PKH, 0, OH); };
   for (int64_t n = 0; n < s.batch; ++n) {
     const float* xn = x + n * s.in_c * s.in_h * s.in_w;
     float* on = pooled + n * 64 * PH * PW;
     parallel_for(bands <= 1 ? nullptr : pool, bands, [&](int64_t i) {
       int64_t p0, p1;
       split_range(PH, bands, i, p0, p1);
-      const int64_t c0 = first_row(p0), c1 = std::max(c0, end_row(p1 - 1));
-      float* cb = scratch_floats(kScratchB, size_t(cap * row_floats));
+      float* cb = scratch_floats(kScratchB, size_t((block_rows + PKH) * row_floats));
       float* prow = scratch_floats(kScratchC, size_t(PW * 64));
-      int64_t next = p0, h0 = c0, h1 = c0;
-      auto pool_rows = [&](int64_t q1) {
-        for (; next < q1; ++next) {
-          stem64_pool_row(ps, cb, h0, first_row(next), end_row(next), OW, prow);
-          transpose_store(prow, 64, 0, 0, PW, PH * PW, on + next * PW, nullptr, ConvPostOps{}, 0, 64);
-        }
-      };
-      for (int64_t b0 = c0; b0 < c1; b0 += block_rows) {
-        const int64_t b1 = std::min(c1, b0 + block_rows);
-        const int64_t keep0 = next < p1 ? std::clamp(first_row(next), h0, h1) : h1;
-        if (keep0 > h0 && h1 > keep0)
-          std::memmove(cb, cb + (keep0 - h0) * row_floats, size_t((h1 - keep0) * row_floats) * sizeof(float));
-        h0 = keep0;
-        const DirectBlock db = direct_block(s, xn, b0 * OW, b1 * OW);
-        gemm_pixels64_serial((b1 - b0) * OW, 64, K, db.pixels.data(), db.aoff.data(), wt64,
-                             cb + (h1 - h0) * row_floats, 64, e);
-        h1 = b1;
-        int64_t q = next;
-        while (q < p1 && end_row(q) <= h1) ++q;
-        pool_rows(q);
-      }
-      pool_rows(p1);  // windows of padding only, -inf as max_pool
+      pool_row_walk(
+          s, ps, p0, p1, block_rows, cb, 1, 0, row_floats,
+          [&](int64_t, int64_t, int64_t b0, int64_t b1, float* dst) {
+            const DirectBlock db = direct_block(s, xn, b0 * OW, b1 * OW);
+            gemm_pixels64_serial((b1 - b0) * OW, 64, K, db.pixels.data(), db.aoff.data(), wt64, dst, 64, e);
+          },
+          [&](int64_t h0, int64_t q0, int64_t q1) {
+            for (int64_t q = q0; q < q1; ++q) {
+              const PoolWindowRows r = pool_window_rows(s, ps, q);
+              stem64_pool_row(ps, cb, h0, r.first, r.end, OW, prow);
+              transpose_store(prow, 64, 0, 0, PW, PH * PW, on + q * PW, nullptr, ConvPostOps{}, 0, 64);
+            }
+          });
     });
   }
 #else
@@ -1664,54 +1692,31 @@ void conv2d_max_pool(const ConvShape& s, const float* x, const PackedConvWeights
   // takes a range of pooled rows and makes the conv rows their windows read (a range's first
   // rows are made by both threads: 1 of 57 at 3x3 / 2 over 112 rows). Rows a later pooled row
   // still needs stay at the front of the block buffer, the next block goes after them.
-  const int64_t M = s.out_c, K = s.gemm_k(), N = s.out_h * s.out_w, OH = s.out_h;
-  const int64_t PH = ps.out[1], PW = ps.out[2], PKH = ps.kernel[1], PSH = ps.stride[1], PPT = ps.pad_begin[1];
+  const int64_t M = s.out_c, K = s.gemm_k(), N = s.out_h * s.out_w;
+  const int64_t PH = ps.out[1], PW = ps.out[2], PKH = ps.kernel[1], PSH = ps.stride[1];
   const int64_t wq = dw_geometry(s).wq;
   const int gemm_threads = threads_for(pool, double(M) * double(N) * double(K));
   const int bands = int(std::min<int64_t>(gemm_threads, PH));
   const int64_t block_rows = std::max<int64_t>({1, PSH, (160 << 10) / (M * wq * int64_t(sizeof(float)))});
   const int64_t cap = block_rows + PKH;  // rows the buffer holds: a block and what is kept
   const GemmEpilogue e = conv_epilogue(bias, post);
-  // The conv rows [first, end) pooled row p reads (clipped to the conv's rows).
-  auto first_row = [&](int64_t p) { return std::clamp<int64_t>(p * PSH - PPT, 0, OH); };
-  auto end_row = [&](int64_t p) { return std::clamp<int64_t>(p * PSH - PPT + PKH, 0, OH); };
   for (int64_t n = 0; n < s.batch; ++n) {
     const float* xn = x + n * s.in_c * s.in_h * s.in_w;
     float* on = pooled + n * M * PH * PW;
     parallel_for(bands <= 1 ? nullptr : pool, bands, [&](int64_t i) {
       int64_t p0, p1;
       split_range(PH, bands, i, p0, p1);
-      const int64_t c0 = first_row(p0), c1 = std::max(c0, end_row(p1 - 1));
       float* cb = scratch_floats(kScratchB, size_t(M * cap * wq));
-      int64_t next = p0;       // the first pooled row not written yet
-      int64_t h0 = c0, h1 = c0;  // conv rows [h0, h1) in cb, row r at cb + (r - h0) * wq
-      auto pool_ready = [&]() {
-        int64_t q = next;
-        while (q < p1 && end_row(q) <= h1) ++q;
-        if (q == next) return;
-        for (int64_t m = 0; m < M; ++m)
-          max_pool_plane_rows(ps, cb + m * cap * wq, wq, h0, on + m * PH * PW, next, q);
-        next = q;
-      };
-      if (c1 > c0) {
-        const std::vector<const float*> rows = band_tap_rows(s, build_band_phases(s, xn, c0, c1));
-        for (int64_t b0 = c0; b0 < c1; b0 += block_rows) {
-          const int64_t b1 = std::min(c1, b0 + block_rows);
-          // Keep the rows from the next pooled row's first one on (fewer than PKH).
-          const int64_t keep0 = next < p1 ? std::clamp(first_row(next), h0, h1) : h1;
-          if (keep0 > h0 && h1 > keep0)
-            for (int64_t m = 0; m < M; ++m)
-              std::memmove(cb + m * cap * wq, cb + m * cap * wq + (keep0 - h0) * wq,
-                           size_t((h1 - keep0) * wq) * sizeof(float));
-          h0 = keep0;
-          gemm_rows_serial(M, (b1 - b0) * wq, K, w.data, rows.data(), (b0 - c0) * wq, cb + (h1 - h0) * wq, cap * wq, e);
-          h1 = b1;
-          pool_ready();
-        }
-      }
-      // Rows whose windows hold no conv row (all padding) and any left: -inf, as max_pool.
-      for (int64_t m = 0; m < M && next < p1; ++m)
-        max_pool_plane_rows(ps, cb + m * cap * wq, wq, h0, on + m * PH * PW, next, p1);
+      std::vector<const float*> rows;  // this band's tap rows, made with its first block
+      pool_row_walk(
+          s, ps, p0, p1, block_rows, cb, M, cap * wq, wq,
+          [&](int64_t c0, int64_t c1, int64_t b0, int64_t b1, float* dst) {
+            if (rows.empty()) rows = band_tap_rows(s, build_band_phases(s, xn, c0, c1));
+            gemm_rows_serial(M, (b1 - b0) * wq, K, w.data, rows.data(), (b0 - c0) * wq, dst, cap * wq, e);
+          },
+          [&](int64_t h0, int64_t q0, int64_t q1) {
+            for (int64_t m = 0; m < M; ++m) max_pool_plane_rows(ps, cb + m * cap * wq, wq, h0, on + m * PH * PW, q0, q1);
+          });
     });
   }
 }
