@@ -52,11 +52,11 @@ def main():
         print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f": {detail}"))
         failures += 0 if ok else 1
 
-    def inspect(m, tmp, tag, env=None):
+    def inspect(m, tmp, tag, env=None, threads=None):
         path = os.path.join(tmp, tag + ".onnx")
         onnx.save(m, path)
-        p = subprocess.run([nxrt, "inspect", path, "--ep", "cpu", "--json"], capture_output=True, text=True, timeout=120,
-                           env=env)
+        p = subprocess.run([nxrt, "inspect", path, "--ep", "cpu", "--json"] + (["--threads", str(threads)] if threads else []),
+                           capture_output=True, text=True, timeout=120, env=env)
         try:
             return {n["name"]: n["kernel"] for n in json.loads(p.stdout)["nodes"]}, p
         except (ValueError, KeyError):
@@ -67,6 +67,17 @@ def main():
         check("a 3x3 stride-1 conv with 64 channels on 56x56 (+Relu) is one group, described as Winograd",
               k.get("conv", "").startswith("Conv+Relu: winograd F(4x4,3x3) + gemm ") and k.get("relu") == "in the group of 'conv'",
               p.stdout + p.stderr)
+        # A small layer (64 channels, 20x20: 25 tiles, 14.7 M multiply-adds): Winograd on one
+        # thread; on two, with AVX-512, the direct product (conv_winograd_loses_threaded).
+        small = conv("w3s", "x", 64, 64, 3, 20, relu=True)
+        k, p = inspect(small, tmp, "small1", threads=1)
+        check("a small 3x3 conv on 1 thread is Winograd", k.get("conv", "").startswith("Conv+Relu: winograd F(4x4,3x3)"),
+              p.stdout + p.stderr)
+        avx512 = "avx512f" in open("/proc/cpuinfo").read() and os.environ.get("NXRT_CPU_ISA", "") in ("", "avx512")
+        k, p = inspect(small, tmp, "small2", threads=2)
+        want = "Conv+Relu: direct: pixels read in place" if avx512 else "Conv+Relu: winograd F(4x4,3x3)"
+        check(f"a small 3x3 conv on 2 threads runs {'direct' if avx512 else 'Winograd'} (AVX-512: {avx512})",
+              k.get("conv", "").startswith(want), p.stdout + p.stderr)
         k, p = inspect(conv("dw", "x", 32, 32, 3, 56, group=32), tmp, "depthwise")
         check("a 3x3 depthwise conv names a depthwise kernel", k.get("conv", "").startswith("depthwise "), p.stdout + p.stderr)
         k, p = inspect(conv("pw", "x", 32, 64, 1, 28), tmp, "pointwise")
