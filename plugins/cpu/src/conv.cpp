@@ -1394,7 +1394,7 @@ static void direct_range(const ConvShape& s, const float* xg, const float* wt, b
 // direct was 0.85-1.02x the phase rows' or im2col's time, on 1 and 2 threads); strided, 96
 // (unmeasured below). On AVX-512, since the tile store tests its epilogue once a tile and
 // the 6 x 64 tiles (d5d7251, 52c3654), strided convs from 32 output channels run direct too
-// (conv2d harness /tmp/h/s2.cpp, 1 / 2 threads, us: det_fpn's 16 -> 32 @160 369 -> 342 /
+// (conv2d harness, 1 / 2 threads, us: det_fpn's 16 -> 32 @160 369 -> 342 /
 // 211 -> 185 and 32 -> 64 @80 357 -> 305 / 202 -> 163, seg_dilated's 32 -> 64 @64 217 -> 199
 // / 130 -> 107, 32 -> 32 @112 366 -> 289 / 192 -> 164, 64 -> 64 5x5 @56 861 -> 676 /
 // 459 -> 373; before, the phase rows won below 96). 1x1 convs have paths of their own.

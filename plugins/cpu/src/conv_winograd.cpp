@@ -7,6 +7,7 @@
 #include <immintrin.h>
 #endif
 
+#include "conv_winograd_2x2.hpp"
 #include "cpu_info.hpp"
 #include "gemm.hpp"
 #include "scratch.hpp"
@@ -850,9 +851,10 @@ bool conv_uses_winograd(const ConvShape& s) {
 bool conv_winograd_loses_threaded(const ConvShape& s, const ThreadPool* pool) {
   const int threads = pool ? pool->threads() : 1;
   if (threads < 2 || active_isa() != Isa::avx512 || !conv_uses_direct(s)) return false;
-  const double macs = double(s.out_c) * double(s.in_c) * 9.0 * double(s.out_h) * double(s.out_w) * double(s.batch);
+  const double macs = double(s.out_c) * double(s.gemm_k()) * double(s.out_h) * double(s.out_w) * double(s.batch);
   if (macs > double(1 << 24)) return false;
-  return !conv_uses_winograd(s) || tiles_of(s).count < kMinBlockTiles * threads;
+  if (conv_uses_winograd(s)) return tiles_of(s).count < kMinBlockTiles * threads;
+  return conv_uses_winograd_2x2(s);
 }
 
 // V (or M) operands an odd number of cache lines apart, so that the lines a transform writes

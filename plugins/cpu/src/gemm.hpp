@@ -195,7 +195,7 @@ void gemm_rows_serial(int64_t M, int64_t N, int64_t K, const float* packed_a, co
 // A(m, k) = arows[m][aoff[k]] (a convolution's output pixels: arows[m] where pixel m's window
 // starts in a padded input, aoff[k] where tap k reads from there), B a packed panel w wide:
 // all rows [0, M) of columns [0, ncols) over kc steps, in the ISA's row tiles, st.prefetch's
-// lines shared out over them (gemm_tile_prefetch_share). One call a panel rather than a tile:
+// lines shared out over them (gemm_row_tile_store). One call a panel rather than a tile:
 // a tile of 16 k steps (an expand conv's) spent ~7% of its time in the dispatch hop.
 // AVX2 and AVX-512 have it (null elsewhere).
 using GemmPixelsPanelFn = void (*)(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b,
@@ -203,9 +203,9 @@ using GemmPixelsPanelFn = void (*)(int64_t kc, const float* const* arows, const 
 GemmPixelsPanelFn gemm_pixels_panel_avx2();
 GemmPixelsPanelFn gemm_pixels_panel_avx512();
 GemmPixelsPanelFn gemm_pixels_panel_active();
-// Row tile t (of `tiles`, first row m0) of a panel call: its even share of st's prefetch lines,
-// row bias and residual at its first row.
-inline GemmTileStore gemm_tile_prefetch_share(const GemmTileStore& st, int64_t t, int64_t tiles, int64_t m0) {
+// The store of row tile t (of `tiles`, first row m0) of a panel call: its even share of st's
+// prefetch lines, row bias and residual at its first row.
+inline GemmTileStore gemm_row_tile_store(const GemmTileStore& st, int64_t t, int64_t tiles, int64_t m0) {
   GemmTileStore s = st;
   const int64_t lines = st.prefetch ? st.prefetch_lines : 0, share = (lines + tiles - 1) / tiles;
   const int64_t from = std::min(lines, t * share);

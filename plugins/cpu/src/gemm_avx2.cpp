@@ -115,12 +115,11 @@ NXRT_AVX2 void block(int64_t kc, const float* a, const float* b, int64_t ldb, in
   for (int m = 0; m < MR; ++m) {
     float* cr = c + m * ldc;
     const float* rr = st.residual ? st.residual + m * st.ldr : nullptr;
-    const float* rbp = st.row_bias;
 #pragma GCC unroll 6
     for (int v = 0; v < NV; ++v) {
       const bool partial = v == NV - 1 && tail < 8;
       const __m256i mk = v == NV - 1 ? tmask : full;
-      __m256 x = rbp ? _mm256_add_ps(r[m][v], _mm256_set1_ps(rbp[m])) : r[m][v];
+      __m256 x = st.row_bias ? _mm256_add_ps(r[m][v], _mm256_set1_ps(st.row_bias[m])) : r[m][v];
       if (st.col_bias) x = _mm256_add_ps(x, cbv[v]);
       if (st.accumulate) x = _mm256_add_ps(x, _mm256_maskload_ps(cr + v * 8, mk));
       if (rr) x = _mm256_add_ps(x, _mm256_maskload_ps(rr + v * 8, mk));
@@ -218,7 +217,7 @@ void pixels_panel_dispatch(int64_t kc, const float* const* arows, const int32_t*
   const int64_t tiles = (M + kGemmMR - 1) / kGemmMR;
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t m0 = t * kGemmMR;
-    for_each_block(std::min(kGemmMR, M - m0), ncols, gemm_tile_prefetch_share(st, t, tiles, m0), true,
+    for_each_block(std::min(kGemmMR, M - m0), ncols, gemm_row_tile_store(st, t, tiles, m0), true,
                    [&](int64_t r0, int64_t c0, int64_t nrows, int64_t nv, int64_t tail, const GemmTileStore& s) {
                      const BlockFn fn = nv == 3   ? pixels_row_table<3>[nrows - 1]
                                         : nv == 2 ? pixels_row_table<2>[nrows - 1]

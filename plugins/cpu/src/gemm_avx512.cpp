@@ -111,7 +111,7 @@ void pixels_panel(int64_t kc, const float* const* arows, const int32_t* aoff, co
   const int64_t tiles = (M + MR - 1) / MR;
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t m0 = t * MR;
-    const GemmTileStore s = gemm_tile_prefetch_share(st, t, tiles, m0);
+    const GemmTileStore s = gemm_row_tile_store(st, t, tiles, m0);
     if (M - m0 >= MR)
       tile<MR, NV, Src::a_pixels>(kc, nullptr, b, w, __mmask16(0xFFFF), c + m0 * ldc, ldc, last, s, arows + m0, aoff);
     else
