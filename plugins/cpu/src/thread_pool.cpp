@@ -19,8 +19,9 @@ inline uint64_t gen_of(uint64_t s) { return s >> 32; }
 ThreadPool::ThreadPool(int threads) {
   if (threads < 1) threads = 1;
   if (threads > int(kActiveMask)) threads = int(kActiveMask);
+  blocks_ = std::make_unique<Block[]>(size_t(threads));
   workers_.reserve(size_t(threads - 1));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_main(); });
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_main(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -37,15 +38,19 @@ void ThreadPool::publish(uint64_t state) {
   }
 }
 
-void ThreadPool::work(Task task, void* ctx, int64_t n) {
-  for (;;) {
-    int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
-    if (i >= n) break;
-    task(ctx, i);
+void ThreadPool::work(Task task, void* ctx, int slot) {
+  const int t = threads();
+  for (int k = 0; k < t; ++k) {  // own block first, then the others' in turn
+    Block& b = blocks_[size_t((slot + k) % t)];
+    for (;;) {
+      const int64_t i = b.next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= b.end) break;
+      task(ctx, i);
+    }
   }
 }
 
-void ThreadPool::worker_main() {
+void ThreadPool::worker_main(int slot) {
   uint64_t seen = 0;  // generation at construction: a job published before this thread runs is still seen
   for (;;) {
     uint64_t s = state_.load(std::memory_order_acquire);
@@ -71,7 +76,7 @@ void ThreadPool::worker_main() {
       }
     }
     if (!joined) continue;
-    work(task_, ctx_, n_);
+    work(task_, ctx_, slot);
     state_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
@@ -85,11 +90,16 @@ void ThreadPool::run_raw(int64_t n, Task task, void* ctx) {
   }
   task_ = task;
   ctx_ = ctx;
-  n_ = n;
-  next_.store(0, std::memory_order_relaxed);
+  const int t = threads();
+  for (int b = 0; b < t; ++b) {
+    int64_t begin = 0, end = 0;
+    split_range(n, t, b, begin, end);
+    blocks_[size_t(b)].next.store(begin, std::memory_order_relaxed);
+    blocks_[size_t(b)].end = end;
+  }
   ++generation_;
   publish((generation_ << 32) | kOpen);
-  work(task, ctx, n);
+  work(task, ctx, 0);
   // Close the job; wait for the workers that joined it.
   uint64_t s = state_.fetch_and(~kOpen, std::memory_order_acq_rel) & ~kOpen;
   for (int k = 0; (s & kActiveMask) != 0; ++k) {

@@ -1,12 +1,18 @@
 // One persistent pool of intra-op threads per session. The calling thread
 // takes part in every job. Workers spin briefly after a job, then sleep on a
-// condition variable. If another thread is already using the pool
-// (concurrent runs on one session), a job runs serially on its caller, so the
-// pool is safe to share without ever blocking one run on another.
+// condition variable. A job's indices are split into one contiguous block per
+// thread (the caller's the first, each worker always the same one after it): a
+// thread runs its own block first, then takes what is left of the others'. So
+// the same part of consecutive jobs (a layer's output pixels and the next
+// layer's reads of them) runs on the same core, and no thread waits on a late
+// one. If another thread is already using the pool (concurrent runs on one
+// session), a job runs serially on its caller, so the pool is safe to share
+// without ever blocking one run on another.
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -35,8 +41,8 @@ class ThreadPool {
  private:
   using Task = void (*)(void*, int64_t);
   void run_raw(int64_t n, Task task, void* ctx);
-  void worker_main();
-  void work(Task task, void* ctx, int64_t n);
+  void worker_main(int slot);
+  void work(Task task, void* ctx, int slot);
   void publish(uint64_t state);  // stores the new state and wakes sleepers
 
   std::vector<std::thread> workers_;
@@ -44,8 +50,12 @@ class ThreadPool {
   // Job description, written before the job is published.
   Task task_ = nullptr;
   void* ctx_ = nullptr;
-  int64_t n_ = 0;
-  std::atomic<int64_t> next_{0};
+  // Next index of each thread's block (slot 0: the caller), on lines of their own.
+  struct alignas(64) Block {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  std::unique_ptr<Block[]> blocks_;
   // state_: generation << 32 | open bit << 16 | workers inside the job. A
   // worker joins only an open job of the generation it saw; the caller closes
   // the job when it runs out of indices and then waits only for workers that
