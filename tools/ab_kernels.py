@@ -29,16 +29,11 @@ def run(build, model, threads, iters, trace):
     r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
         sys.exit(f"ab_kernels: {' '.join(cmd)} failed: {r.stderr.strip()}")
-    fastest, order = {}, []
+    fastest = {}  # in execution order (dicts keep insertion order)
     for e in json.load(open(trace))["traceEvents"]:
-        if e.get("cat") != "kernel":
-            continue
-        name = e["name"]
-        if name not in fastest:
-            order.append(name)
-            fastest[name] = e["dur"]
-        fastest[name] = min(fastest[name], e["dur"])
-    return fastest, order
+        if e.get("cat") == "kernel":
+            fastest[e["name"]] = min(fastest.get(e["name"], e["dur"]), e["dur"])
+    return fastest
 
 
 def main():
@@ -55,14 +50,14 @@ def main():
         if not os.access(os.path.join(d, "bin", "nxrt"), os.X_OK):
             sys.exit(f"ab_kernels: no executable {d}/bin/nxrt")
     per = {"before": collections.defaultdict(list), "after": collections.defaultdict(list)}
-    order = []
+    order = {}  # every kernel either build ran, first seen first
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
             for side in (("before", "after") if r % 2 == 0 else ("after", "before")):
-                fastest, names = run(a.before if side == "before" else a.after, a.model, a.threads, a.iters,
-                                     os.path.join(tmp, side + ".json"))
-                order += [n for n in names if n not in order]
+                fastest = run(a.before if side == "before" else a.after, a.model, a.threads, a.iters,
+                              os.path.join(tmp, side + ".json"))
                 for n, v in fastest.items():
+                    order.setdefault(n)
                     per[side][n].append(v)
     print(f"{os.path.basename(a.model)}, {a.threads} thread(s), {a.rounds} processes per build: per kernel the "
           "median over processes of each one's fastest run (us)")
