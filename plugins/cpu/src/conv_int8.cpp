@@ -3,8 +3,11 @@
 // pixels. The B panels are im2col of x packed per K block straight into the micro-kernel's
 // pair layout: from x itself for 1x1 stride-1 unpadded convs, else from a copy of the
 // group's channels widened to int16, minus x's zero point, with the padding around them
-// (zeros: a padding tap stands for x_zp), so no tap needs a bounds check.
+// (zeros: a padding tap stands for x_zp), so no tap needs a bounds check. Where VNNI runs the
+// weights take channel-quad order and x a channel-interleaved copy; stride-1 layers on wide
+// maps read their B vectors straight from that copy (conv_run_direct), no panels packed.
 #include <algorithm>
+#include <bit>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -271,6 +274,109 @@ void conv_run_channel_quads(const ConvShape& s, const TX* x, int32_t xq_zp, cons
     }
 }
 
+// The row pitch of conv_run_direct's copy: the right padding of a row and the left padding of
+// the next share their words (both hold x_zp'), so a row needs in_w + max(left, right) words
+// (ResNet's 3x3 pad 1: in_w + 1, one column past out_w), and at least out_w.
+int64_t shared_pad_pitch(const ConvShape& s) {
+  const int64_t right = std::max<int64_t>(0, padded_cols(s) - s.in_w - s.pad_left);
+  return std::max(s.out_w, s.in_w + std::max(s.pad_left, right));
+}
+
+// Whether the stride-1 channel quads read B in place (conv_run_direct): the columns each
+// output row carries past out_w through the tiles cost less than the pack they save (11-12%
+// of a 64@56 layer) up to ~5% of them: in one process, alternated, a 64@56 layer (1 column of
+// 57) runs 5-10% faster, a 128@28 one (1 of 29) 2-3% faster on 1 thread and 0.97-1.03x on 2;
+// 14x14 maps (1 of 15) keep the panels. The pixels must outnumber the group's channels (the
+// pieces split the pixels) and the weights be symmetric (no column sums for zp_term).
+bool direct_pays(const ConvShape& s, const QZpTerm& zp_term) {
+  const int64_t pitch = shared_pad_pitch(s);
+  return s.stride_h == 1 && s.stride_w == 1 && !zp_term.row_zp && (pitch - s.out_w) * 20 <= pitch &&
+         s.ocg() <= s.out_h * s.out_w && q_tile_direct_dpbusd(1) && q_store_kept_avx512();
+}
+
+// The stride-1 channel quads without packing B. A piece of output rows [oh0, oh1) copies its
+// padded rows as conv_run_channel_quads does, at shared_pad_pitch Wp, pad_left words in; there
+// output pixel (oh, ow) reads tap (kh, kw) of quad q at word q * quad_plane + (oh - oh0 + kh *
+// dil_h) * Wp + ow + kw * dil_w, so "virtual" column v = (oh - oh0) * Wp + ow steps through
+// every tap's words at unit stride and the panels of 16 virtual columns are read where they
+// lie (q_tile_direct_dpbusd). The columns with ow >= out_w are computed and dropped by the
+// store (q_store_kept_avx512).
+template <typename TX>
+void conv_run_direct(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32_t* pw, const QEpilogue& ep, void* y,
+                     ThreadPool* pool) {
+  const int64_t icg = s.icg(), ocg = s.ocg(), K = s.gemm_k(), KQ = K / 4, in_plane = s.in_h * s.in_w;
+  const int64_t plane = s.out_h * s.out_w, Wp = shared_pad_pitch(s), out_w = s.out_w;
+  const uint8_t flip = std::is_same_v<TX, int8_t> ? 0x80 : 0;
+  static const QStoreKeptFn store = q_store_kept_avx512();
+  const size_t esize = ep.type == QType::U8 || ep.type == QType::S8 ? 1 : 4;
+  const int64_t kcb = q_k_block(KQ, kQKCWide);
+  const int t = threads_for(pool, double(ocg) * double(plane) * double(K));
+  const int64_t pieces = t <= 1 ? 1 : std::min(s.out_h, int64_t(t) * 2);
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t g = 0; g < s.group; ++g) {
+      const uint8_t* xg = reinterpret_cast<const uint8_t*>(x + (n * s.in_c + g * icg) * in_plane);
+      const int64_t row0 = g * ocg, row1 = row0 + ocg, t0 = row0 / kQMR, t1 = (row1 + kQMR - 1) / kQMR;
+      auto piece = [&](int64_t i) {
+        int64_t oh0, oh1;
+        split_range(s.out_h, pieces, i, oh0, oh1);
+        if (oh0 == oh1) return;
+        // Padded rows [oh0, r_hi) hold every tap of these output rows; 16 words of slack
+        // after them for the last panel's columns past the outputs.
+        const int64_t r_hi = oh1 + (s.k_h - 1) * s.dil_h, quad_plane = (r_hi - oh0) * Wp + s.pad_left;
+        uint32_t* copy = reinterpret_cast<uint32_t*>(scratch_floats(kScratchA, size_t(icg / 4 * quad_plane + kQNR)));
+        uint8_t* bytes = reinterpret_cast<uint8_t*>(copy);
+        for (int64_t q = 0; q < icg / 4; ++q) {
+          uint8_t* dq = bytes + 4 * q * quad_plane;
+          std::fill(dq, dq + 4 * quad_plane, uint8_t(xq_zp));
+          for (int64_t r = std::max(oh0, s.pad_top); r < std::min(r_hi, s.pad_top + s.in_h); ++r)
+            q_interleave_channels4(xg + 4 * q * in_plane + (r - s.pad_top) * s.in_w, in_plane, s.in_w, flip,
+                                   dq + 4 * ((r - oh0) * Wp + s.pad_left));
+        }
+        std::fill(copy + icg / 4 * quad_plane, copy + icg / 4 * quad_plane + kQNR, 0u);
+        // Quad j = q * KH * KW + (kh * KW + kw): QConv's channel-quad order.
+        std::vector<int64_t> koff(static_cast<size_t>(KQ));
+        for (int64_t q = 0, j = 0; q < icg / 4; ++q)
+          for (int64_t kh = 0; kh < s.k_h; ++kh)
+            for (int64_t kw = 0; kw < s.k_w; ++kw, ++j) koff[size_t(j)] = q * quad_plane + kh * s.dil_h * Wp + kw * s.dil_w;
+        const int64_t V = (oh1 - oh0 - 1) * Wp + out_w, panels = (V + kQNR - 1) / kQNR;
+        int32_t* cbuf = reinterpret_cast<int32_t*>(scratch_floats(kScratchC, size_t((t1 - t0) * kQWide * kQMR * kQNR)));
+        for (int64_t g0 = 0; g0 < panels; g0 += kQWide) {
+          const int nv = int(std::min<int64_t>(kQWide, panels - g0));
+          const QTileDirectFn fn = q_tile_direct_dpbusd(nv);
+          uint16_t keep[kQWide];
+          int64_t col_at[kQWide];
+          for (int j = 0; j < nv; ++j) {  // q_store_kept_avx512's masks and columns
+            keep[j] = 0;
+            col_at[j] = 0;
+            for (int c = kQNR - 1; c >= 0; --c) {
+              const int64_t v = (g0 + j) * kQNR + c;
+              if (v >= V || v % Wp >= out_w) continue;
+              keep[j] = uint16_t(keep[j] | 1u << c);
+              col_at[j] = (oh0 + v / Wp) * out_w + v % Wp;  // the first kept column's, at the end
+            }
+            const uint32_t k = keep[j], low = k & (0u - k);
+            if (k && ((k + low) & k) == 0) col_at[j] -= std::countr_zero(k);  // one run: lane 0's column
+          }
+          const uint32_t* b = copy + g0 * kQNR;
+          for (int64_t k0 = 0; k0 < KQ; k0 += kcb) {
+            const int64_t kc = std::min(kcb, KQ - k0);
+            const bool first = k0 == 0, final = k0 + kcb >= KQ;
+            for (int64_t tt = t0; tt < t1; ++tt) {
+              int32_t* acc = cbuf + (tt - t0) * kQWide * kQMR * kQNR;
+              const int64_t tn = tt + 1 < t1 ? tt + 1 : t0, kn = tt + 1 < t1 || final ? k0 : k0 + kcb;
+              fn(kc, pw + (tt * KQ + k0) * kQMR, b, koff.data() + k0, acc, !first, pw + (tn * KQ + kn) * kQMR);
+              if (!final) continue;
+              const int64_t ra = std::max(row0, tt * kQMR), rb = std::min(row1, (tt + 1) * kQMR);
+              store(ep, acc, ra - tt * kQMR, rb - tt * kQMR, nv, keep, col_at, ra,
+                    static_cast<char*>(y) + size_t((n * s.out_c + ra) * plane) * esize, plane);
+            }
+          }
+        }
+      };
+      parallel_for(pool, pieces, piece);
+    }
+}
+
 template <typename TX>
 void conv_run(const ConvShape& s, const TX* x, int32_t x_zp, const uint32_t* pw, const QEpilogue& ep, void* y,
               ThreadPool* pool) {
@@ -328,6 +434,11 @@ void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) co
                                   " taps, the weights " + std::to_string(taps_));
     // 1x1 stride-1 convs read uint8 x in place (the channel-quad order is k itself there).
     if (channel_quads_ && !(x_type_ == QType::U8 && unit_conv(s))) {
+      if (direct_pays(s, zp_term)) {
+        if (x_type_ == QType::U8) conv_run_direct(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, y, pool);
+        else conv_run_direct(s, static_cast<const int8_t*>(x), xq_zp_, pw, *ep_, y, pool);
+        return;
+      }
       if (x_type_ == QType::U8)
         conv_run_channel_quads(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, zp_term, y, pool);
       else conv_run_channel_quads(s, static_cast<const int8_t*>(x), xq_zp_, pw, *ep_, zp_term, y, pool);

@@ -88,6 +88,12 @@ QStoreFn q_store_avx512();  // null unless this CPU has AVX-512 BW, DQ and VL
 using QStorePanelsFn = void (*)(const QEpilogue& ep, const int32_t* acc, int64_t r0, int64_t r1, int64_t panels,
                                 int64_t cols, bool by_row, int64_t ch0, void* y, int64_t ldy);
 QStorePanelsFn q_store_panels_avx512();  // the same condition
+// store_panels (by_row, kQWide panels at most) with panel j's 16 accumulator columns
+// filtered by keep[j] (bit c: column c is an output): lane c to column col_at[j] + c of each
+// row of y when the kept lanes are one run, else the kept lanes in order from col_at[j].
+using QStoreKeptFn = void (*)(const QEpilogue& ep, const int32_t* acc, int64_t r0, int64_t r1, int64_t panels,
+                              const uint16_t* keep, const int64_t* col_at, int64_t ch0, void* y, int64_t ldy);
+QStoreKeptFn q_store_kept_avx512();  // the same condition
 // A B panel's columns as runs of evenly spaced source elements: run r covers columns
 // [col[r], col[r + 1]) and reads column j at offset off[r] + (j - col[r]) * stride; columns
 // from col[n] on are zero. pack_runs writes pairs [k0, k0 + kc) of such a panel (tap k at
@@ -141,6 +147,13 @@ using QTileWideFn = void (*)(int64_t kcq, const uint32_t* a, const uint32_t* con
                              const uint32_t* a_next);
 // nv in 1..kQWide; a_signed: A is the s8 operand (conv: weights), else B is (matmul).
 QTileWideFn q_tile_wide_dpbusd(int nv, bool a_signed);  // null unless AVX-512 VNNI and active_isa() >= avx512
+// The same tile with B read where it lies, no packing: quad step k's NV vectors are the NV x
+// 16 consecutive words at b + boff[k] (unaligned), for u8 B (A the s8 weights). QConv's
+// stride-1 channel quads: the channel-interleaved copy of x is already [quad][row][Wp] words,
+// so a run of output pixels at pitch Wp (the padding columns computed and dropped) is one.
+using QTileDirectFn = void (*)(int64_t kcq, const uint32_t* a, const uint32_t* b, const int64_t* boff, int32_t* acc,
+                               bool load, const uint32_t* a_next);
+QTileDirectFn q_tile_direct_dpbusd(int nv);  // nv in 1..kQWide; null as q_tile_wide_dpbusd
 // A last panel of at most kQNarrowWide columns (ResNet's 7x7 planes leave 1 of 16, 14x14 4)
 // runs apart, so its empty columns cost nothing: the A tile's words are read as vectors (16
 // words: quads k .. k + 2, row by row) against the column's quads expanded to match (word i

@@ -147,8 +147,12 @@ NXRT_AVX512_STORE inline __m512d requant16(__m512d d, __m512d zp, __m512d qlo, _
 // `panels` blocks of 16 columns (block j's rows at acc + j * kQMR * kQNR, the last one `cols`
 // wide) per row, so the row's constants are set once for all of them (by_row only when
 // panels > 1: the channel is the row).
-NXRT_AVX512_STORE void store_panels(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t panels,
-                                    int64_t cols, bool by_row, int64_t ch0, void* y, int64_t ldy) {
+// KEPT: panel j's columns filtered by keep[j] and written from column col_at[j]
+// (q_store_kept_avx512; by_row, `cols` unused).
+template <bool KEPT>
+NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1,
+                                                int64_t panels, int64_t cols, bool by_row, int64_t ch0, void* y,
+                                                int64_t ldy, const uint16_t* keep, const int64_t* col_at) {
   const __mmask16 m_last = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1u);
   const bool has_bias = !e.bias.empty(), fb = !e.float_bias.empty(), sc = e.type != QType::I32;
   __m512i bias = _mm512_setzero_si512();
@@ -176,6 +180,14 @@ NXRT_AVX512_STORE void store_panels(const QEpilogue& e, const int32_t* acc, int6
   const bool fq = e.type != QType::F32 && e.q_scale > 0.f;  // the float value, then QuantizeLinear
   const __m512 qs = _mm512_set1_ps(fq ? e.q_scale : 1.f), fzp = _mm512_set1_ps(float(e.zero_point));
   const __m512 fqlo = _mm512_set1_ps(u8 ? 0.f : -128.f), fqhi = _mm512_set1_ps(u8 ? 255.f : 127.f);
+  __mmask16 kept[kQWide] = {};
+  bool packs[kQWide] = {};
+  if constexpr (KEPT)
+    for (int64_t j = 0; j < panels; ++j) {
+      const uint32_t k = keep[j];
+      packs[j] = ((k + (k & (0u - k))) & k) != 0;  // not one run of bits
+      kept[j] = packs[j] ? __mmask16((1u << __builtin_popcount(k)) - 1u) : __mmask16(k);
+    }
   for (int64_t r = r0; r < r1; ++r) {
     if (by_row) {
       const size_t c = size_t(ch0 + r - r0);
@@ -184,10 +196,17 @@ NXRT_AVX512_STORE void store_panels(const QEpilogue& e, const int32_t* acc, int6
       if (fb) fbias = _mm512_set1_ps(e.float_bias[c]);
     }
     for (int64_t j = 0; j < panels; ++j) {
-      const __mmask16 m = j + 1 < panels ? __mmask16(0xffff) : m_last;
+      __mmask16 m = j + 1 < panels ? __mmask16(0xffff) : m_last;
+      __m512i v = _mm512_loadu_si512(acc + j * kQMR * kQNR + r * kQNR);
+      int64_t at = (r - r0) * ldy + 16 * j;
+      if constexpr (KEPT) {
+        m = kept[j];
+        at = (r - r0) * ldy + col_at[j];
+        // Every step below works lane by lane: pack the kept lanes first where they have a gap.
+        if (packs[j]) v = _mm512_maskz_compress_epi32(keep[j], v);
+      }
       // The bias add wraps as the scalar one.
-      const __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + j * kQMR * kQNR + r * kQNR), bias);
-      const int64_t at = (r - r0) * ldy + 16 * j;
+      v = _mm512_add_epi32(v, bias);
       if (e.type == QType::I32) {
         _mm512_mask_storeu_epi32(static_cast<int32_t*>(y) + at, m, v);
         continue;
@@ -224,6 +243,16 @@ NXRT_AVX512_STORE void store_panels(const QEpilogue& e, const int32_t* acc, int6
   }
 }
 
+NXRT_AVX512_STORE void store_panels(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t panels,
+                                    int64_t cols, bool by_row, int64_t ch0, void* y, int64_t ldy) {
+  store_panels_impl<false>(e, acc, r0, r1, panels, cols, by_row, ch0, y, ldy, nullptr, nullptr);
+}
+
+NXRT_AVX512_STORE void store_kept(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t panels,
+                                  const uint16_t* keep, const int64_t* col_at, int64_t ch0, void* y, int64_t ldy) {
+  store_panels_impl<true>(e, acc, r0, r1, panels, kQNR, true, ch0, y, ldy, keep, col_at);
+}
+
 NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t cols,
                                     bool by_row, int64_t ch0, void* y, int64_t ldy) {
   store_panels(e, acc, r0, r1, 1, cols, by_row, ch0, y, ldy);
@@ -238,6 +267,7 @@ QStoreFn q_store_avx512() {
 }
 
 QStorePanelsFn q_store_panels_avx512() { return q_store_avx512() ? &store_panels : nullptr; }
+QStoreKeptFn q_store_kept_avx512() { return q_store_avx512() ? &store_kept : nullptr; }
 
 QPackRunsFn q_pack_runs_avx512() { return __builtin_cpu_supports("avx512bw") ? &pack_runs_avx512 : nullptr; }
 QPackRuns8Fn q_pack_runs8_avx512() { return __builtin_cpu_supports("avx512bw") ? &pack_runs8_dispatch : nullptr; }
@@ -259,5 +289,6 @@ QPackRunsFn q_pack_runs_avx512() { return nullptr; }
 QPackRuns8Fn q_pack_runs8_avx512() { return nullptr; }
 QStoreFn q_store_avx512() { return nullptr; }
 QStorePanelsFn q_store_panels_avx512() { return nullptr; }
+QStoreKeptFn q_store_kept_avx512() { return nullptr; }
 }  // namespace nxrt::cpu
 #endif

@@ -141,24 +141,22 @@ namespace {
 #define NXRT_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
 // A_SIGNED: the broadcast A word is the s8 operand, B the u8 vectors; else A is u8 and B s8.
-// NV B slices of one row tile: each step loads NV vectors and broadcasts 6 A words for 6 NV
-// vpdpbusd.
-template <int NV, bool A_SIGNED>
-NXRT_VNNI void tile_wide(int64_t kcq, const uint32_t* a, const uint32_t* const* b, int32_t* acc, bool load,
-                         const uint32_t* a_next) {
+// NV B vectors of one row tile per quad step, b_at(k, j) the j-th: each step loads NV vectors
+// and broadcasts 6 A words for 6 NV vpdpbusd.
+template <int NV, bool A_SIGNED, typename BAt>
+NXRT_VNNI __attribute__((always_inline)) inline void tile_wide_body(int64_t kcq, const uint32_t* a, BAt&& b_at,
+                                                                    int32_t* acc, bool load, const uint32_t* a_next) {
   __m512i c[kQMR][NV];
 #pragma GCC unroll 6
   for (int m = 0; m < kQMR; ++m)
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j)
       c[m][j] = load ? _mm512_loadu_si512(acc + (j * kQMR + m) * kQNR) : _mm512_setzero_si512();
-  const uint32_t* bp[NV];
-  for (int j = 0; j < NV; ++j) bp[j] = b[j];
   for (int64_t k = 0; k < kcq; ++k) {
     _mm_prefetch(reinterpret_cast<const char*>(a_next + k * kQMR), _MM_HINT_T0);
     __m512i bv[NV];
 #pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) bv[j] = _mm512_load_si512(bp[j] + k * kQNR);
+    for (int j = 0; j < NV; ++j) bv[j] = b_at(k, j);
 #pragma GCC unroll 6
     for (int m = 0; m < kQMR; ++m) {
       const __m512i av = _mm512_set1_epi32(int(a[m]));
@@ -172,6 +170,31 @@ NXRT_VNNI void tile_wide(int64_t kcq, const uint32_t* a, const uint32_t* const* 
   for (int m = 0; m < kQMR; ++m)
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) _mm512_storeu_si512(acc + (j * kQMR + m) * kQNR, c[m][j]);
+}
+
+// NV packed B slices ([kcq][kQNR] words each).
+struct PackedSlices {
+  const uint32_t* const* b;
+  NXRT_VNNI __m512i operator()(int64_t k, int j) const { return _mm512_load_si512(b[j] + k * kQNR); }
+};
+template <int NV, bool A_SIGNED>
+NXRT_VNNI void tile_wide(int64_t kcq, const uint32_t* a, const uint32_t* const* b, int32_t* acc, bool load,
+                         const uint32_t* a_next) {
+  const uint32_t* bp[NV];
+  for (int j = 0; j < NV; ++j) bp[j] = b[j];
+  tile_wide_body<NV, A_SIGNED>(kcq, a, PackedSlices{bp}, acc, load, a_next);
+}
+
+// NV x 16 consecutive words of the source at b + boff[k] (q_tile_direct_dpbusd).
+struct WordsInPlace {
+  const uint32_t* b;
+  const int64_t* boff;
+  NXRT_VNNI __m512i operator()(int64_t k, int j) const { return _mm512_loadu_si512(b + boff[k] + j * kQNR); }
+};
+template <int NV>
+NXRT_VNNI void tile_direct(int64_t kcq, const uint32_t* a, const uint32_t* b, const int64_t* boff, int32_t* acc,
+                           bool load, const uint32_t* a_next) {
+  tile_wide_body<NV, true>(kcq, a, WordsInPlace{b, boff}, acc, load, a_next);
 }
 
 #define NXRT_BW __attribute__((target("avx512f,avx512bw,avx512vl")))
@@ -382,6 +405,12 @@ QTileWideFn q_tile_wide_dpbusd(int nv, bool a_signed) {
   return has_vnni() ? by_count[a_signed][nv] : nullptr;
 }
 
+QTileDirectFn q_tile_direct_dpbusd(int nv) {
+  static constexpr QTileDirectFn by_count[5] = {nullptr, &tile_direct<1>, &tile_direct<2>, &tile_direct<3>,
+                                                &tile_direct<4>};
+  return has_vnni() ? by_count[nv] : nullptr;
+}
+
 QTileNarrowFn q_tile_narrow_dpbusd(bool a_signed) {
   if (!has_vnni()) return nullptr;
   return a_signed ? &tile_narrow<true> : &tile_narrow<false>;
@@ -417,6 +446,7 @@ QQuadColSumsFn q_quad_col_sums() {
 #else
 namespace nxrt::cpu {
 QTileWideFn q_tile_wide_dpbusd(int, bool) { return nullptr; }
+QTileDirectFn q_tile_direct_dpbusd(int) { return nullptr; }
 QTileNarrowFn q_tile_narrow_dpbusd(bool) { return nullptr; }
 void q_expand_narrow(const uint32_t* slice, int64_t kcq, int cols, uint32_t* bx) {
   expand_narrow_generic(slice, kcq, cols, bx);

@@ -278,6 +278,47 @@ TEST_CASE("QConv equals conv_integer + the scalar store, byte for byte") {
   CHECK_THROWS_AS(q.run(other, x.data(), y.data(), nullptr), std::invalid_argument);
 }
 
+// Symmetric weights on wide stride-1 maps: where VNNI runs, the channel quads read the
+// interleaved copy of x in place (conv_int8.cpp conv_run_direct), its padding columns
+// computed and dropped; pads, dilation, groups whose rows straddle a tile, two K blocks,
+// batches, output rows split over 1-3 threads.
+TEST_CASE("QConv with symmetric weights on wide maps equals conv_integer + the scalar store") {
+  std::mt19937 g(17);
+  ThreadPool two(2), three(3);
+  const ConvCase cases[] = {
+      {1, 16, 30, 28, 24, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     // 28 wide, 24 channels
+      {1, 8, 21, 60, 13, 1, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},      // dilation 2, a partial row tile
+      {1, 32, 9, 56, 40, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},      // groups of 20 rows
+      {2, 12, 17, 70, 7, 1, 5, 5, 1, 1, 1, 1, 2, 1, 2, 3},      // 5x5, asymmetric pads, 2 images
+      {1, 128, 5, 40, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     // K = 1152: two K blocks
+      {1, 64, 56, 56, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     // ResNet's 64@56
+  };
+  int n = 0;
+  for (const ConvCase& c : cases) {
+    const ConvShape s = shape_of(c);
+    for (QType xt : {QType::U8, QType::S8})
+      for (QType wt : {QType::S8, QType::U8})
+        for (QType ot : {QType::I32, QType::F32, QType::U8, QType::S8}) {
+          const auto x = data8(xt, size_t(s.batch * s.in_c * s.in_h * s.in_w), g);
+          const auto w = data8(wt, size_t(s.out_c * s.gemm_k()), g);
+          const int32_t x_zp = zp_of(xt, g);
+          const std::vector<int32_t> w_zp(size_t(s.out_c), wt == QType::U8 ? 128 : 0);
+          QOutput o = make_output(ot, s.out_c, g);
+          if (ot == QType::U8 && n % 2) o.q_scale = 0.05f;  // the float value quantized in the store
+          const auto want = conv_reference(s, xt, x, x_zp, wt, w, w_zp, o);
+          const QConv q(xt, x_zp, wt, w.data(), int64_t(w.size()), w_zp, o, nullptr, s.k_h * s.k_w);
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &two, &three}) {
+            std::vector<uint8_t> got(want.size(), 0xcd);
+            q.run(s, x.data(), got.data(), p);
+            INFO("case ", n, ": ", tname(xt), " x ", tname(wt), " -> ", tname(ot), " threads ", p ? p->threads() : 1, " ",
+                 q.describe());
+            CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+          }
+        }
+    ++n;
+  }
+}
+
 // QOutput::q_scale: the FLOAT32 output (scale, float bias, clamp) quantized as a
 // QuantizeLinear node would, in the tile store: byte for byte the F32 run + quantize_linear,
 // and the scalar store the same (conv: channel per row; matmul: per column).
