@@ -325,12 +325,19 @@ void conv_run_direct(const ConvShape& s, const TX* x, int32_t xq_zp, const uint3
         const int64_t r_hi = oh1 + (s.k_h - 1) * s.dil_h, quad_plane = (r_hi - oh0) * Wp + s.pad_left;
         uint32_t* copy = reinterpret_cast<uint32_t*>(scratch_floats(kScratchA, size_t(icg / 4 * quad_plane + kQNR)));
         uint8_t* bytes = reinterpret_cast<uint8_t*>(copy);
+        const int64_t gap = 4 * (Wp - s.in_w);  // the bytes of padding after each row's data
         for (int64_t q = 0; q < icg / 4; ++q) {
           uint8_t* dq = bytes + 4 * q * quad_plane;
-          std::fill(dq, dq + 4 * quad_plane, uint8_t(xq_zp));
-          for (int64_t r = std::max(oh0, s.pad_top); r < std::min(r_hi, s.pad_top + s.in_h); ++r)
-            q_interleave_channels4(xg + 4 * q * in_plane + (r - s.pad_top) * s.in_w, in_plane, s.in_w, flip,
-                                   dq + 4 * ((r - oh0) * Wp + s.pad_left));
+          std::fill(dq, dq + 4 * s.pad_left, uint8_t(xq_zp));  // padding before the first row
+          for (int64_t r = oh0; r < r_hi; ++r) {  // row r's data then padding up to the next row's data
+            uint8_t* dr = dq + 4 * ((r - oh0) * Wp + s.pad_left);
+            if (r < s.pad_top || r >= s.pad_top + s.in_h) {
+              std::fill(dr, dr + 4 * Wp, uint8_t(xq_zp));
+              continue;
+            }
+            q_interleave_channels4(xg + 4 * q * in_plane + (r - s.pad_top) * s.in_w, in_plane, s.in_w, flip, dr);
+            std::fill(dr + 4 * s.in_w, dr + 4 * s.in_w + gap, uint8_t(xq_zp));
+          }
         }
         std::fill(copy + icg / 4 * quad_plane, copy + icg / 4 * quad_plane + kQNR, 0u);
         // Quad j = q * KH * KW + (kh * KW + kw): QConv's channel-quad order.
