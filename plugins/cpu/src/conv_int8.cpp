@@ -423,6 +423,12 @@ void conv_run(const ConvShape& s, const TX* x, int32_t x_zp, const uint32_t* pw,
 
 }  // namespace
 
+bool QConv::reads_b_in_place(const ConvShape& s) const {
+  const QZpTerm zp_term{wq_zp_.empty() ? nullptr : wq_zp_.data(), nullptr, nullptr};
+  return quads_ && channel_quads_ && s.k_h * s.k_w == taps_ && !(x_type_ == QType::U8 && unit_conv(s)) &&
+         direct_pays(s, zp_term);
+}
+
 void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) const {
   if (s.batch * s.out_c * s.out_h * s.out_w == 0) return;
   if (s.out_c != oc_ || s.gemm_k() != k_ || s.in_c != s.icg() * s.group)

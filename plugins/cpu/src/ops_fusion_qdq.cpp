@@ -456,8 +456,8 @@ nxrt_dtype out_dtype(const QdqMatch& m) { return m.has_q ? m.y.type : nxrt_dtype
 // output quantized in the store) into a per-thread buffer, then the 8-bit max pool into y.
 std::unique_ptr<Kernel> conv_pool_kernel(const ConvAttrs& attrs, const PoolAttrs& pa, int x_index,
                                          const std::vector<int64_t>& wd, std::shared_ptr<const QConv> conv,
-                                         nxrt_dtype x_type, nxrt_dtype y_type, ThreadPool* pool) {
-  std::string what = "8-bit conv, " + conv->describe() + ", then the 8-bit max pool";
+                                         nxrt_dtype x_type, nxrt_dtype y_type, ThreadPool* pool, std::string what) {
+  what += ", then the 8-bit max pool";
   return make_kernel([attrs, pa, x_index, wd, conv, x_type, y_type, pool](Context& ctx) {
     ConstTensorView x = ctx.input(size_t(x_index));
     if (x.dtype() != x_type) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv (QDQ group): x is {}, expected {}", sdk::dtype_name(x.dtype()), sdk::dtype_name(x_type));
@@ -492,7 +492,17 @@ std::unique_ptr<Kernel> conv_kernel(const sdk::Graph& sg, const QdqMatch& m, Cpu
   capture_weights(m, pp);
   const nxrt_dtype x_type = m.x.type, y_type = out_dtype(m);
   ThreadPool* pool = session.pool();
-  if (m.pool) return conv_pool_kernel(attrs, read_pool_attrs(sg.node(*m.pool)), x_index, wd, conv, x_type, y_type, pool);
+  std::string what = "8-bit conv, " + conv->describe();
+  if (m.x_value.static_shape()) {  // x's shape known: the path run() takes for it
+    try {
+      if (conv->reads_b_in_place(conv_shape(attrs, m.x_value.dims(), wd, "Conv (QDQ group)")))
+        what += ", B read in place from the interleaved copy";
+    } catch (const sdk::Error&) {
+      // a shape error: the run reports it
+    }
+  }
+  if (m.pool)
+    return conv_pool_kernel(attrs, read_pool_attrs(sg.node(*m.pool)), x_index, wd, conv, x_type, y_type, pool, what);
   return make_kernel([attrs, x_index, wd, conv, x_type, y_type, pool](Context& ctx) {
     ConstTensorView x = ctx.input(size_t(x_index));
     if (x.dtype() != x_type) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv (QDQ group): x is {}, expected {}", sdk::dtype_name(x.dtype()), sdk::dtype_name(x_type));
@@ -503,7 +513,7 @@ std::unique_ptr<Kernel> conv_kernel(const sdk::Graph& sg, const QdqMatch& m, Cpu
     TensorView y = ctx.output(0, y_type, od);
     if (y.numel() == 0) return;
     conv->run(s, x.raw(), y.raw(), pool);
-  }, "8-bit conv, " + conv->describe());
+  }, what);
 }
 
 std::unique_ptr<Kernel> matmul_kernel(const sdk::Graph& sg, const QdqMatch& m, CpuSession& session, sdk::Prepacked& pp) {

@@ -91,6 +91,9 @@ class QConv {
   // The path and micro-kernel, for `nxrt inspect`: "int16 pairs avx2-6x16", "u8 x s8 quads
   // avx512vnni-u8s8-6x64", "u8 x s8 split quads, rest 6% of the steps, avx2-u8s8-6x16+rest".
   std::string describe() const;
+  // Whether run() reads B straight from the channel-interleaved copy of x for shape s, with
+  // no panels packed (stride-1 channel quads on maps of 20+ columns: conv_int8.cpp).
+  bool reads_b_in_place(const ConvShape& s) const;
 
  private:
   void keep_rest(QPackedStore* store, std::vector<int32_t> index, std::vector<uint32_t> entries);

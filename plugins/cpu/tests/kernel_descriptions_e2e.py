@@ -33,6 +33,25 @@ def conv(name, x, cin, cout, k, hw, group=1, stride=1, dilation=1, pad=None, rel
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def qdq_conv(c, hw):
+    """DequantizeLinear(x uint8) -> Conv 3x3 pad 1 (weights int8 per channel, symmetric) -> QuantizeLinear."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.integers(-127, 128, (c, c, 3, 3)).astype(np.int8), "wq"),
+             numpy_helper.from_array(np.full(c, 0.01, np.float32), "ws"),
+             numpy_helper.from_array(np.zeros(c, np.int8), "wz"),
+             numpy_helper.from_array(np.array(0.02, np.float32), "xs"),
+             numpy_helper.from_array(np.array(128, np.uint8), "xz"),
+             numpy_helper.from_array(np.array(0.05, np.float32), "ys"),
+             numpy_helper.from_array(np.array(128, np.uint8), "yz")]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xf"], name="dqx"),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wf"], name="dqw", axis=0),
+             helper.make_node("Conv", ["xf", "wf"], ["yf"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["yf", "ys", "yz"], ["y"], name="q")]
+    g = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, c, hw, hw])],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, c, hw, hw])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
 def matmul():
     b = numpy_helper.from_array(np.ones((256, 256), np.float32), "b")
     g = helper.make_graph([helper.make_node("MatMul", ["x", "b"], ["y"], name="mm")], "mm",
@@ -98,6 +117,14 @@ def main():
         k, p = inspect(m, tmp, "dynamic")
         check("with X's shape unknown the choice is left to the run", k.get("conv") == "algorithm chosen per run (X's shape is not static)",
               p.stdout + p.stderr)
+        # 8-bit: the stride-1 channel quads on 56 columns read B in place where VNNI runs, on
+        # 14 they keep the packed panels (conv_int8.cpp direct_pays).
+        vnni = "avx512_vnni" in open("/proc/cpuinfo").read() and os.environ.get("NXRT_CPU_ISA", "") in ("", "avx512")
+        for hw, in_place in ((56, vnni), (14, False)):
+            k, p = inspect(qdq_conv(64, hw), tmp, f"qdq{hw}")
+            conv8 = [v for v in k.values() if "8-bit conv, " in v]
+            check(f"a QDQ 3x3 conv on {hw}x{hw} is one 8-bit group{', B read in place' if in_place else ''} (VNNI: {vnni})",
+                  len(conv8) == 1 and ("B read in place" in conv8[0]) == in_place, p.stdout + p.stderr)
         k, p = inspect(matmul(), tmp, "matmul")
         check("a MatMul with constant B names its GEMM and the prepacked B",
               k.get("mm", "").startswith("gemm ") and k.get("mm", "").endswith(", B prepacked"), p.stdout + p.stderr)

@@ -307,6 +307,7 @@ TEST_CASE("QConv with symmetric weights on wide maps equals conv_integer + the s
           if (ot == QType::U8 && n % 2) o.q_scale = 0.05f;  // the float value quantized in the store
           const auto want = conv_reference(s, xt, x, x_zp, wt, w, w_zp, o);
           const QConv q(xt, x_zp, wt, w.data(), int64_t(w.size()), w_zp, o, nullptr, s.k_h * s.k_w);
+          CHECK(q.reads_b_in_place(s) == (q_tile_direct_dpbusd(1) && q_store_kept_avx512()));
           for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &two, &three}) {
             std::vector<uint8_t> got(want.size(), 0xcd);
             q.run(s, x.data(), got.data(), p);
@@ -317,6 +318,18 @@ TEST_CASE("QConv with symmetric weights on wide maps equals conv_integer + the s
         }
     ++n;
   }
+  // 14 columns (1 of 15 computed and dropped) keep the packed panels; so do asymmetric weights.
+  const ConvShape narrow = shape_of({1, 64, 14, 14, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});
+  const auto w = data8(QType::S8, size_t(narrow.out_c * narrow.gemm_k()), g);
+  const QOutput o = make_output(QType::U8, narrow.out_c, g);
+  const QConv sym(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), std::vector<int32_t>(64, 0), o, nullptr, 9);
+  CHECK(!sym.reads_b_in_place(narrow));
+  const ConvShape wide = shape_of(cases[5]);
+  CHECK(sym.reads_b_in_place(wide) == (q_tile_direct_dpbusd(1) && q_store_kept_avx512()));
+  std::vector<int32_t> w_zp(64, 0);
+  w_zp[7] = 1;
+  const QConv asym(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), w_zp, o, nullptr, 9);
+  CHECK(!asym.reads_b_in_place(wide));
 }
 
 // QOutput::q_scale: the FLOAT32 output (scale, float bias, clamp) quantized as a
