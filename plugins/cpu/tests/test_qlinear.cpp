@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "cpu_info.hpp"
@@ -238,12 +239,15 @@ TEST_CASE("QMatMul / QConv refuse zero points out of range and QOutput vectors o
   CHECK_THROWS_AS(QConv(QType::U8, 0, QType::U8, b, 5, {0, 0}, o), std::invalid_argument);  // 5 weights, 2 channels
 }
 
-TEST_CASE("QConv equals conv_integer + the scalar store, byte for byte") {
-  std::mt19937 g(5);
-  ThreadPool pool(2);
-
+// QConv (taps known: the channel quads where VNNI runs and IC/g % 4 == 0) against
+// conv_integer + the scalar store, byte for byte, over `cases` x every x / w / output type, on
+// each of `pools`; w_zp(type, channels) gives the weights' zero points, tweak(output, case)
+// may change the output, each(conv, shape) checks more.
+template <typename WZp, typename Tweak, typename Each>
+void check_qconv_cases(std::span<const ConvCase> cases, std::mt19937& g, std::initializer_list<ThreadPool*> pools,
+                       WZp&& w_zp_of, Tweak&& tweak, Each&& each) {
   int n = 0;
-  for (const ConvCase& c : kConvCases) {
+  for (const ConvCase& c : cases) {
     const ConvShape s = shape_of(c);
     for (QType xt : {QType::U8, QType::S8})
       for (QType wt : {QType::U8, QType::S8})
@@ -251,21 +255,36 @@ TEST_CASE("QConv equals conv_integer + the scalar store, byte for byte") {
           const auto x = data8(xt, size_t(s.batch * s.in_c * s.in_h * s.in_w), g);
           const auto w = data8(wt, size_t(s.out_c * s.gemm_k()), g);
           const int32_t x_zp = zp_of(xt, g);
-          std::vector<int32_t> w_zp(size_t(s.out_c));
-          for (auto& z : w_zp) z = zp_of(wt, g);
-          const QOutput o = make_output(ot, s.out_c, g);
+          const std::vector<int32_t> w_zp = w_zp_of(wt, s.out_c);
+          QOutput o = make_output(ot, s.out_c, g);
+          tweak(o, n);
           const auto want = conv_reference(s, xt, x, x_zp, wt, w, w_zp, o);
-          // The kernel's taps known: the channel quads where VNNI runs and IC/g % 4 == 0.
           const QConv q(xt, x_zp, wt, w.data(), int64_t(w.size()), w_zp, o, nullptr, s.k_h * s.k_w);
-          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          each(q, s);
+          for (ThreadPool* p : pools) {
             std::vector<uint8_t> got(want.size(), 0xcd);
             q.run(s, x.data(), got.data(), p);
-            INFO("case ", n, ": ", tname(xt), " x ", tname(wt), " -> ", tname(ot), p ? " threads" : "", " ", q.describe());
+            INFO("case ", n, ": ", tname(xt), " x ", tname(wt), " -> ", tname(ot), " threads ", p ? p->threads() : 1, " ",
+                 q.describe());
             CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
           }
         }
     ++n;
   }
+}
+
+TEST_CASE("QConv equals conv_integer + the scalar store, byte for byte") {
+  std::mt19937 g(5);
+  ThreadPool pool(2);
+
+  check_qconv_cases(
+      kConvCases, g, {nullptr, &pool},
+      [&](QType wt, int64_t channels) {
+        std::vector<int32_t> w_zp(static_cast<size_t>(channels));
+        for (auto& z : w_zp) z = zp_of(wt, g);
+        return w_zp;
+      },
+      [](QOutput&, int) {}, [](const QConv&, const ConvShape&) {});
   // A run with another geometry than the weights' fails instead of reading past them.
   const ConvShape s = shape_of(kConvCases[1]);
   const std::vector<uint8_t> w(size_t(s.out_c * s.gemm_k()));
@@ -293,31 +312,14 @@ TEST_CASE("QConv with symmetric weights on wide maps equals conv_integer + the s
       {1, 128, 5, 40, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     // K = 1152: two K blocks
       {1, 64, 56, 56, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     // ResNet's 64@56
   };
-  int n = 0;
-  for (const ConvCase& c : cases) {
-    const ConvShape s = shape_of(c);
-    for (QType xt : {QType::U8, QType::S8})
-      for (QType wt : {QType::S8, QType::U8})
-        for (QType ot : {QType::I32, QType::F32, QType::U8, QType::S8}) {
-          const auto x = data8(xt, size_t(s.batch * s.in_c * s.in_h * s.in_w), g);
-          const auto w = data8(wt, size_t(s.out_c * s.gemm_k()), g);
-          const int32_t x_zp = zp_of(xt, g);
-          const std::vector<int32_t> w_zp(size_t(s.out_c), wt == QType::U8 ? 128 : 0);
-          QOutput o = make_output(ot, s.out_c, g);
-          if (ot == QType::U8 && n % 2) o.q_scale = 0.05f;  // the float value quantized in the store
-          const auto want = conv_reference(s, xt, x, x_zp, wt, w, w_zp, o);
-          const QConv q(xt, x_zp, wt, w.data(), int64_t(w.size()), w_zp, o, nullptr, s.k_h * s.k_w);
-          CHECK(q.reads_b_in_place(s) == (q_tile_direct_dpbusd(1) && q_store_kept_avx512()));
-          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &two, &three}) {
-            std::vector<uint8_t> got(want.size(), 0xcd);
-            q.run(s, x.data(), got.data(), p);
-            INFO("case ", n, ": ", tname(xt), " x ", tname(wt), " -> ", tname(ot), " threads ", p ? p->threads() : 1, " ",
-                 q.describe());
-            CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
-          }
-        }
-    ++n;
-  }
+  const bool direct = q_tile_direct_dpbusd(1) && q_store_kept_avx512();
+  check_qconv_cases(
+      cases, g, {nullptr, &two, &three},
+      [](QType wt, int64_t channels) { return std::vector<int32_t>(static_cast<size_t>(channels), wt == QType::U8 ? 128 : 0); },
+      [](QOutput& o, int n) {
+        if (o.type == QType::U8 && n % 2) o.q_scale = 0.05f;  // the float value quantized in the store
+      },
+      [&](const QConv& q, const ConvShape& s) { CHECK(q.reads_b_in_place(s) == direct); });
   // 14 columns (1 of 15 computed and dropped) keep the packed panels; so do asymmetric weights.
   const ConvShape narrow = shape_of({1, 64, 14, 14, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});
   const auto w = data8(QType::S8, size_t(narrow.out_c * narrow.gemm_k()), g);
@@ -325,7 +327,7 @@ TEST_CASE("QConv with symmetric weights on wide maps equals conv_integer + the s
   const QConv sym(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), std::vector<int32_t>(64, 0), o, nullptr, 9);
   CHECK(!sym.reads_b_in_place(narrow));
   const ConvShape wide = shape_of(cases[5]);
-  CHECK(sym.reads_b_in_place(wide) == (q_tile_direct_dpbusd(1) && q_store_kept_avx512()));
+  CHECK(sym.reads_b_in_place(wide) == direct);
   std::vector<int32_t> w_zp(64, 0);
   w_zp[7] = 1;
   const QConv asym(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), w_zp, o, nullptr, 9);
