@@ -334,6 +334,43 @@ TEST_CASE("QConv with symmetric weights on wide maps equals conv_integer + the s
   CHECK(!asym.reads_b_in_place(wide));
 }
 
+// Random geometries the direct path takes (1x1 to 5x5 kernels, pads up to 3 on either side,
+// dilation up to 3, groups, widths 20-90, 8-bit x of either type, 1-3 threads): byte for byte
+// against the reference.
+TEST_CASE("QConv reading B in place: random geometries equal the reference") {
+  if (!q_tile_direct_dpbusd(1) || !q_store_kept_avx512()) return;  // no VNNI: nothing takes the path
+  std::mt19937 g(23);
+  ThreadPool two(2), three(3);
+  auto pick = [&](int lo, int hi) { return int64_t(std::uniform_int_distribution<int>(lo, hi)(g)); };
+  int tested = 0;
+  for (int attempt = 0; attempt < 400 && tested < 40; ++attempt) {
+    const int64_t k = pick(1, 5), group = pick(1, 2), dil = pick(1, 3);
+    const ConvCase c{pick(1, 2), 4 * pick(1, 4) * group, pick(3, 9), pick(20, 90), pick(1, 20) * group, group,
+                     k, pick(1, 5), 1, 1, dil, dil, pick(0, 3), pick(0, 3), pick(0, 3), pick(0, 3)};
+    const ConvShape s = shape_of(c);
+    if (s.out_h < 1 || s.out_w < 1) continue;
+    const QType xt = g() % 2 ? QType::U8 : QType::S8, ot = g() % 2 ? QType::U8 : QType::F32;
+    const auto x = data8(xt, size_t(s.batch * s.in_c * s.in_h * s.in_w), g);
+    const auto w = data8(QType::S8, size_t(s.out_c * s.gemm_k()), g);
+    const std::vector<int32_t> w_zp(size_t(s.out_c), 0);
+    const QOutput o = make_output(ot, s.out_c, g);
+    const int32_t x_zp = zp_of(xt, g);
+    const QConv q(xt, x_zp, QType::S8, w.data(), int64_t(w.size()), w_zp, o, nullptr, s.k_h * s.k_w);
+    if (!q.reads_b_in_place(s)) continue;
+    const auto want = conv_reference(s, xt, x, x_zp, QType::S8, w, w_zp, o);
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &two, &three}) {
+      std::vector<uint8_t> got(want.size(), 0xcd);
+      q.run(s, x.data(), got.data(), p);
+      INFO("attempt ", attempt, ": batch ", c.batch, " in ", c.in_c, "x", c.in_h, "x", c.in_w, " out ", c.out_c, " group ",
+           c.group, " kernel ", c.k_h, "x", c.k_w, " dilation ", dil, " pads ", c.pt, " ", c.pl, " ", c.pb, " ", c.pr,
+           " ", tname(xt), " -> ", tname(ot), " threads ", p ? p->threads() : 1);
+      CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+    }
+    ++tested;
+  }
+  CHECK(tested == 40);
+}
+
 // QOutput::q_scale: the FLOAT32 output (scale, float bias, clamp) quantized as a
 // QuantizeLinear node would, in the tile store: byte for byte the F32 run + quantize_linear,
 // and the scalar store the same (conv: channel per row; matmul: per column).
