@@ -7,7 +7,6 @@
 // weights take channel-quad order and x a channel-interleaved copy; stride-1 layers on wide
 // maps read their B vectors straight from that copy (conv_run_direct), no panels packed.
 #include <algorithm>
-#include <bit>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -227,6 +226,33 @@ void conv_run_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32
     }
 }
 
+// The channel quads' copy of x's group xg: plane q holds channels [4 q, 4 q + 4) (x' = x ^
+// flip) as words over padded rows [r_lo, r_hi), `pitch` words a row (>= in_w + pad_left), row
+// r's first column at word (r - r_lo) * pitch + pad_left; every other word holds x_zp' (before
+// the first row, after each row's data up to the next one's, whole padding rows). Each word is
+// written once; plane q starts at word q * quad_plane_words(s, r_lo, r_hi, pitch).
+int64_t quad_plane_words(const ConvShape& s, int64_t r_lo, int64_t r_hi, int64_t pitch) {
+  return (r_hi - r_lo) * pitch + s.pad_left;
+}
+void copy_quad_rows(const ConvShape& s, const uint8_t* xg, uint8_t flip, uint8_t zp, int64_t r_lo, int64_t r_hi,
+                    int64_t pitch, uint32_t* dst) {
+  const int64_t in_plane = s.in_h * s.in_w, plane_bytes = 4 * quad_plane_words(s, r_lo, r_hi, pitch);
+  const int64_t gap = 4 * (pitch - s.in_w);  // the bytes of padding after each row's data
+  for (int64_t q = 0; q < s.icg() / 4; ++q) {
+    uint8_t* dq = reinterpret_cast<uint8_t*>(dst) + q * plane_bytes;
+    std::fill(dq, dq + 4 * s.pad_left, zp);
+    for (int64_t r = r_lo; r < r_hi; ++r) {
+      uint8_t* dr = dq + 4 * ((r - r_lo) * pitch + s.pad_left);
+      if (r < s.pad_top || r >= s.pad_top + s.in_h) {
+        std::fill(dr, dr + 4 * pitch, zp);
+        continue;
+      }
+      q_interleave_channels4(xg + 4 * q * in_plane + (r - s.pad_top) * s.in_w, in_plane, s.in_w, flip, dr);
+      std::fill(dr + 4 * s.in_w, dr + 4 * s.in_w + gap, zp);
+    }
+  }
+}
+
 // The channel quads (the weights in channel-quad order, IC/g % 4 == 0): x' copied as
 // [IC/g/4][rows][Wp][4] bytes around which the padding holds x_zp'; tap k = ic * KH * KW + r at
 // byte (ic / 4) * rows * Wp * 4 + (its pixel offset) * 4 + ic % 4. Each piece of conv_rows
@@ -247,15 +273,10 @@ void conv_run_channel_quads(const ConvShape& s, const TX* x, int32_t xq_zp, cons
         const int64_t px0 = p0 * kQNR, px1 = std::min(pixels, p1 * kQNR);
         const int64_t r_lo = px0 / out_w * s.stride_h;
         const int64_t r_hi = (px1 - 1) / out_w * s.stride_h + (s.k_h - 1) * s.dil_h + 1;
-        const int64_t quad_plane = 4 * (r_hi - r_lo) * Wp;
-        uint8_t* copy = reinterpret_cast<uint8_t*>(scratch_floats(kScratchA, size_t(icg / 4 * quad_plane / 4 + 16)));
-        for (int64_t q = 0; q < icg / 4; ++q) {
-          uint8_t* dq = copy + q * quad_plane;
-          std::fill(dq, dq + quad_plane, uint8_t(xq_zp));
-          for (int64_t r = std::max(r_lo, s.pad_top); r < std::min(r_hi, s.pad_top + s.in_h); ++r)
-            q_interleave_channels4(xg + 4 * q * in_plane + (r - s.pad_top) * s.in_w, in_plane, s.in_w, flip,
-                                   dq + 4 * ((r - r_lo) * Wp + s.pad_left));
-        }
+        const int64_t quad_plane = 4 * quad_plane_words(s, r_lo, r_hi, Wp);  // bytes
+        uint32_t* words = reinterpret_cast<uint32_t*>(scratch_floats(kScratchA, size_t(icg / 4 * quad_plane / 4 + 16)));
+        copy_quad_rows(s, xg, flip, uint8_t(xq_zp), r_lo, r_hi, Wp, words);
+        const uint8_t* copy = reinterpret_cast<const uint8_t*>(words);
         // Position j = (q * KH * KW + r) * 4 + i holds tap r of channel 4 q + i (QConv's order).
         std::vector<int64_t> koff(static_cast<size_t>(K));
         for (int64_t q = 0, j = 0; q < icg / 4; ++q)
@@ -295,7 +316,7 @@ bool direct_pays(const ConvShape& s, const QZpTerm& zp_term) {
 }
 
 // The stride-1 channel quads without packing B. A piece of output rows [oh0, oh1) copies its
-// padded rows as conv_run_channel_quads does, at shared_pad_pitch Wp, pad_left words in; there
+// padded rows (copy_quad_rows) at shared_pad_pitch Wp; there
 // output pixel (oh, ow) reads tap (kh, kw) of quad q at word q * quad_plane + (oh - oh0 + kh *
 // dil_h) * Wp + ow + kw * dil_w, so "virtual" column v = (oh - oh0) * Wp + ow steps through
 // every tap's words at unit stride and the panels of 16 virtual columns are read where they
@@ -322,23 +343,9 @@ void conv_run_direct(const ConvShape& s, const TX* x, int32_t xq_zp, const uint3
         if (oh0 == oh1) return;
         // Padded rows [oh0, r_hi) hold every tap of these output rows; 16 words of slack
         // after them for the last panel's columns past the outputs.
-        const int64_t r_hi = oh1 + (s.k_h - 1) * s.dil_h, quad_plane = (r_hi - oh0) * Wp + s.pad_left;
+        const int64_t r_hi = oh1 + (s.k_h - 1) * s.dil_h, quad_plane = quad_plane_words(s, oh0, r_hi, Wp);
         uint32_t* copy = reinterpret_cast<uint32_t*>(scratch_floats(kScratchA, size_t(icg / 4 * quad_plane + kQNR)));
-        uint8_t* bytes = reinterpret_cast<uint8_t*>(copy);
-        const int64_t gap = 4 * (Wp - s.in_w);  // the bytes of padding after each row's data
-        for (int64_t q = 0; q < icg / 4; ++q) {
-          uint8_t* dq = bytes + 4 * q * quad_plane;
-          std::fill(dq, dq + 4 * s.pad_left, uint8_t(xq_zp));  // padding before the first row
-          for (int64_t r = oh0; r < r_hi; ++r) {  // row r's data then padding up to the next row's data
-            uint8_t* dr = dq + 4 * ((r - oh0) * Wp + s.pad_left);
-            if (r < s.pad_top || r >= s.pad_top + s.in_h) {
-              std::fill(dr, dr + 4 * Wp, uint8_t(xq_zp));
-              continue;
-            }
-            q_interleave_channels4(xg + 4 * q * in_plane + (r - s.pad_top) * s.in_w, in_plane, s.in_w, flip, dr);
-            std::fill(dr + 4 * s.in_w, dr + 4 * s.in_w + gap, uint8_t(xq_zp));
-          }
-        }
+        copy_quad_rows(s, xg, flip, uint8_t(xq_zp), oh0, r_hi, Wp, copy);
         std::fill(copy + icg / 4 * quad_plane, copy + icg / 4 * quad_plane + kQNR, 0u);
         // Quad j = q * KH * KW + (kh * KW + kw): QConv's channel-quad order.
         std::vector<int64_t> koff(static_cast<size_t>(KQ));
@@ -361,8 +368,6 @@ void conv_run_direct(const ConvShape& s, const TX* x, int32_t xq_zp, const uint3
               keep[j] = uint16_t(keep[j] | 1u << c);
               col_at[j] = (oh0 + v / Wp) * out_w + v % Wp;  // the first kept column's, at the end
             }
-            const uint32_t k = keep[j], low = k & (0u - k);
-            if (k && ((k + low) & k) == 0) col_at[j] -= std::countr_zero(k);  // one run: lane 0's column
           }
           const uint32_t* b = copy + g0 * kQNR;
           for (int64_t k0 = 0; k0 < KQ; k0 += kcb) {
@@ -447,7 +452,7 @@ void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) co
                                   " taps, the weights " + std::to_string(taps_));
     // 1x1 stride-1 convs read uint8 x in place (the channel-quad order is k itself there).
     if (channel_quads_ && !(x_type_ == QType::U8 && unit_conv(s))) {
-      if (direct_pays(s, zp_term)) {
+      if (reads_b_in_place(s)) {
         if (x_type_ == QType::U8) conv_run_direct(s, static_cast<const uint8_t*>(x), xq_zp_, pw, *ep_, y, pool);
         else conv_run_direct(s, static_cast<const int8_t*>(x), xq_zp_, pw, *ep_, y, pool);
         return;

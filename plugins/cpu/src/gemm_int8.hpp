@@ -89,8 +89,8 @@ using QStorePanelsFn = void (*)(const QEpilogue& ep, const int32_t* acc, int64_t
                                 int64_t cols, bool by_row, int64_t ch0, void* y, int64_t ldy);
 QStorePanelsFn q_store_panels_avx512();  // the same condition
 // store_panels (by_row, kQWide panels at most) with panel j's 16 accumulator columns
-// filtered by keep[j] (bit c: column c is an output): lane c to column col_at[j] + c of each
-// row of y when the kept lanes are one run, else the kept lanes in order from col_at[j].
+// filtered by keep[j] (bit c: column c is an output): the kept ones written in order from
+// column col_at[j] of each row of y.
 using QStoreKeptFn = void (*)(const QEpilogue& ep, const int32_t* acc, int64_t r0, int64_t r1, int64_t panels,
                               const uint16_t* keep, const int64_t* col_at, int64_t ch0, void* y, int64_t ldy);
 QStoreKeptFn q_store_kept_avx512();  // the same condition

@@ -147,7 +147,7 @@ NXRT_AVX512_STORE inline __m512d requant16(__m512d d, __m512d zp, __m512d qlo, _
 // `panels` blocks of 16 columns (block j's rows at acc + j * kQMR * kQNR, the last one `cols`
 // wide) per row, so the row's constants are set once for all of them (by_row only when
 // panels > 1: the channel is the row).
-// KEPT: panel j's columns filtered by keep[j] and written from column col_at[j]
+// KEPT: panel j's columns filtered by keep[j], the first kept one written to column col_at[j]
 // (q_store_kept_avx512; by_row, `cols` unused).
 template <bool KEPT>
 NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1,
@@ -182,11 +182,13 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
   const __m512 fqlo = _mm512_set1_ps(u8 ? 0.f : -128.f), fqhi = _mm512_set1_ps(u8 ? 255.f : 127.f);
   __mmask16 kept[kQWide] = {};
   bool packs[kQWide] = {};
+  int64_t lane0_at[kQWide] = {};  // where lane 0 goes (after the packing, if any)
   if constexpr (KEPT)
     for (int64_t j = 0; j < panels; ++j) {
       const uint32_t k = keep[j];
       packs[j] = ((k + (k & (0u - k))) & k) != 0;  // not one run of bits
       kept[j] = packs[j] ? __mmask16((1u << __builtin_popcount(k)) - 1u) : __mmask16(k);
+      lane0_at[j] = packs[j] || !k ? col_at[j] : col_at[j] - __builtin_ctz(k);
     }
   for (int64_t r = r0; r < r1; ++r) {
     if (by_row) {
@@ -201,7 +203,7 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
       int64_t at = (r - r0) * ldy + 16 * j;
       if constexpr (KEPT) {
         m = kept[j];
-        at = (r - r0) * ldy + col_at[j];
+        at = (r - r0) * ldy + lane0_at[j];
         // Every step below works lane by lane: pack the kept lanes first where they have a gap.
         if (packs[j]) v = _mm512_maskz_compress_epi32(keep[j], v);
       }
