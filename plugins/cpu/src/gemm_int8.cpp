@@ -77,7 +77,38 @@ QEpilogue q_epilogue(const QOutput& o, int64_t channels) {
   e.flo = o.flo;
   e.fhi = o.fhi;
   e.q_scale = (o.type == QType::U8 || o.type == QType::S8) ? o.q_scale : 0.f;
+  q_fast_path(e);
   return e;
+}
+
+void q_fast_path(QEpilogue& e) {
+  e.fast_m.clear();
+  e.fast_b.clear();
+  e.fast_lim.clear();
+  if (e.type != QType::U8 && e.type != QType::S8) return;
+  const bool fq = e.q_scale > 0.f;
+  // Normal-range operands keep every step's error relative (no subnormals, no overflow that
+  // the exact path would not also saturate).
+  if (fq && !(e.q_scale >= 0x1p-60f && e.q_scale <= 0x1p60f && !std::isnan(e.flo) && !std::isnan(e.fhi))) return;
+  const double qs = fq ? double(e.q_scale) : 1.0;
+  const bool fb = fq && !e.float_bias.empty();
+  const size_t n = e.scale.size();
+  std::vector<float> m(n), b(n, 0.f), lim(n);
+  for (size_t c = 0; c < n; ++c) {
+    const double mc = e.scale[c] / qs, bc = fb ? double(e.float_bias[c]) / qs : 0.0;
+    if (!(mc == 0.0 || (std::fabs(mc) >= 0x1p-100 && std::fabs(mc) <= 0x1p100))) return;
+    if (!(std::fabs(bc) <= 0x1p20)) return;
+    m[c] = float(mc);
+    b[c] = float(bc);
+    lim[c] = float(0.5 - 0x1p-20 * (402.0 + std::fabs(bc)));
+  }
+  e.fast_m = std::move(m);
+  e.fast_b = std::move(b);
+  e.fast_lim = std::move(lim);
+  // The exact path's clamp to [flo, fhi] before the division is, by monotonicity, a clamp of
+  // the quotient to [flo / q_scale, fhi / q_scale] as float divides them.
+  e.fast_lo = fq ? std::max(-400.f, e.flo / e.q_scale) : -400.f;
+  e.fast_hi = fq ? std::min(400.f, e.fhi / e.q_scale) : 400.f;
 }
 
 // ------------------------------------------------------------ generic kernels

@@ -57,9 +57,24 @@ struct QEpilogue {
   int32_t zero_point = 0, lo = 0, hi = 0;
   float flo = 0.f, fhi = 0.f;
   float q_scale = 0.f;  // QOutput::q_scale
+  // The 8-bit outputs' float shortcut (q_fast_path): per channel the value before rounding is
+  // v * fast_m + fast_b, within fast_lim's margin of the exact one (see q_fast_path). Empty:
+  // the store takes the exact path for every vector.
+  std::vector<float> fast_m, fast_b, fast_lim;
+  float fast_lo = 0.f, fast_hi = 0.f;  // the clamp before rounding: [flo, fhi] / q_scale within +-400
 };
 // Expands `out` for `channels` channels; throws std::invalid_argument on vectors of another size.
 QEpilogue q_epilogue(const QOutput& out, int64_t channels);
+// Sets e's fast_* for UINT8 / INT8 outputs whose scales lie in the range the bound holds for.
+// The exact store computes, per accumulator v, a value before rounding in double and float
+// steps (double(v) * scale, float, + float_bias, / q_scale); the shortcut computes it as
+// fma(float(v), scale / q_scale, float_bias / q_scale) in float. Each is within 2^-24 relative
+// per step of the real value Q, so they differ by at most 2^-24 (6 |Q| + 4 |float_bias /
+// q_scale|) (1 + 2^-20); with |Q| <= 402 that is under tol = 2^-20 (402 + |b|). Where the
+// fast value is more than tol from every half-integer, both round to the same integer; a
+// vector with a lane closer takes the exact path. Values are clamped to +-400 before
+// rounding: any integer beyond +-384 saturates every 8-bit type whatever its zero point.
+void q_fast_path(QEpilogue& e);
 
 // acc[kQMR][kQNR] = (load ? acc : 0) + sum over kcp pairs of A tile (stride kQMR) x B slice (stride kQNR).
 using QTileFn = void (*)(int64_t kcp, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load);

@@ -180,6 +180,20 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
   const bool fq = e.type != QType::F32 && e.q_scale > 0.f;  // the float value, then QuantizeLinear
   const __m512 qs = _mm512_set1_ps(fq ? e.q_scale : 1.f), fzp = _mm512_set1_ps(float(e.zero_point));
   const __m512 fqlo = _mm512_set1_ps(u8 ? 0.f : -128.f), fqhi = _mm512_set1_ps(u8 ? 255.f : 127.f);
+  // The float shortcut (q_fast_path): per channel m, b and the margin; the rounded value is
+  // clamped as the exact path's, in float (integers of at most 400 + |zero point|: exact).
+  const bool fast = !e.fast_m.empty();
+  __m512 fm = _mm512_setzero_ps(), fbq = _mm512_setzero_ps(), flim = _mm512_setzero_ps();
+  if (fast && !by_row) {
+    fm = _mm512_maskz_loadu_ps(m_last, e.fast_m.data() + ch0);
+    fbq = _mm512_maskz_loadu_ps(m_last, e.fast_b.data() + ch0);
+    flim = _mm512_maskz_loadu_ps(m_last, e.fast_lim.data() + ch0);
+  }
+  const __m512 vlo = _mm512_set1_ps(e.fast_lo), vhi = _mm512_set1_ps(e.fast_hi);
+  const bool two_clamps = !fq && !one_clamp;  // the integer path's [qlo, qhi] then [lo, hi]
+  const __m512 c1lo = fq ? fqlo : _mm512_set1_ps(float(one_clamp ? lo2 : (u8 ? 0.0 : -128.0)));
+  const __m512 c1hi = fq ? fqhi : _mm512_set1_ps(float(one_clamp ? hi2 : (u8 ? 255.0 : 127.0)));
+  const __m512 c2lo = _mm512_set1_ps(float(e.lo)), c2hi = _mm512_set1_ps(float(e.hi));
   __mmask16 kept[kQWide] = {};
   bool packs[kQWide] = {};
   int64_t lane0_at[kQWide] = {};  // where lane 0 goes (after the packing, if any)
@@ -196,6 +210,11 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
       if (has_bias) bias = _mm512_set1_epi32(e.bias[c]);
       if (sc) s_lo = s_hi = _mm512_set1_pd(e.scale[c]);
       if (fb) fbias = _mm512_set1_ps(e.float_bias[c]);
+      if (fast) {
+        fm = _mm512_set1_ps(e.fast_m[c]);
+        fbq = _mm512_set1_ps(e.fast_b[c]);
+        flim = _mm512_set1_ps(e.fast_lim[c]);
+      }
     }
     for (int64_t j = 0; j < panels; ++j) {
       __mmask16 m = j + 1 < panels ? __mmask16(0xffff) : m_last;
@@ -212,6 +231,18 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
       if (e.type == QType::I32) {
         _mm512_mask_storeu_epi32(static_cast<int32_t*>(y) + at, m, v);
         continue;
+      }
+      if (fast) {
+        __m512 q = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), fm, fbq);
+        q = _mm512_min_ps(vhi, _mm512_max_ps(vlo, q));
+        const __m512 r = _mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        // Every lane clear of the half-integers by the margin: the exact path rounds it the same way.
+        if (!_mm512_mask_cmp_ps_mask(m, _mm512_abs_ps(_mm512_sub_ps(q, r)), flim, _CMP_NLT_UQ)) {
+          __m512 o = _mm512_min_ps(c1hi, _mm512_max_ps(c1lo, _mm512_add_ps(r, fzp)));
+          if (two_clamps) o = _mm512_min_ps(c2hi, _mm512_max_ps(c2lo, o));
+          store_low_bytes(static_cast<char*>(y) + at, m, _mm512_cvtps_epi32(o));
+          continue;
+        }
       }
       const __m512d dlo = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(v)), s_lo);
       const __m512d dhi = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(v, 1)), s_hi);

@@ -589,6 +589,81 @@ static QPanelRuns random_runs(int trial, int64_t len, std::mt19937& g) {
   return runs;
 }
 
+// The AVX-512 store's float shortcut (q_fast_path) against the scalar store, which computes
+// every value the exact way: epilogues whose values land on half-integers (power-of-two scales,
+// float biases of a quarter step), near them, past the clamps and the saturation, over the
+// whole int32 range, both store layouts; a vector with a lane inside the margin takes the
+// exact path, so every byte must be the scalar store's.
+TEST_CASE("The 8-bit store's float shortcut gives the exact store's bytes") {
+  std::vector<std::pair<const char*, QStoreFn>> fns;
+  if (active_isa() >= Isa::avx512 && q_store_avx512()) fns.emplace_back("avx512", q_store_avx512());
+  if (fns.empty()) return;  // the shortcut is the AVX-512 store's (AVX2's 8-bit time is its tile's)
+  std::mt19937 g(43);
+  std::uniform_int_distribution<int> coin(0, 1), pick(0, 5);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const float q_scales[] = {0.0625f, 0.37f, 0.0473f, 1.f};
+  for (int trial = 0; trial < 1500; ++trial) {
+    QOutput o;
+    o.type = coin(g) ? QType::U8 : QType::S8;
+    const bool fq = coin(g), by_row = coin(g), ties = trial % 3 == 0, tiny = trial % 3 == 1;
+    const int64_t cols = 1 + int64_t(g() % kQNR), ch = by_row ? kQMR : kQNR;
+    // ties: 2^-k, so v * scale lands on halves; tiny: accumulators of 2^24 and more, whose float
+    // is inexact and whose steps land closest to the halves; else as quantizers make them.
+    for (int64_t c = 0; c < ch; ++c)
+      o.scale.push_back(ties ? std::ldexp(1.0, -int(g() % 9)) : tiny ? 1e-7 + unit(g) * 1e-6 : 1e-4 + unit(g) * 0.02 * unit(g));
+    o.zero_point = zp_of(o.type, g);
+    if (fq) {
+      o.q_scale = ties ? 1.f : q_scales[g() % 4] * float(0.5 + unit(g));
+      if (coin(g))
+        for (int64_t c = 0; c < ch; ++c) o.float_bias.push_back(ties ? 0.25f * float(int(g() % 41) - 20) : float(unit(g) * 8.0 - 4.0));
+      const int clamp = pick(g);
+      o.flo = clamp == 0 ? -std::numeric_limits<float>::infinity() : clamp == 1 ? -1.5f : 0.f;
+      o.fhi = clamp < 3 ? std::numeric_limits<float>::infinity() : clamp == 3 ? 6.f : 0.75f;
+    } else {
+      const int32_t qlo = o.type == QType::U8 ? 0 : -128, qhi = o.type == QType::U8 ? 255 : 127;
+      o.lo = pick(g) == 0 ? qhi + 3 : coin(g) ? o.zero_point : qlo;  // sometimes apart from [qlo, qhi]
+      o.hi = coin(g) ? std::min(o.zero_point + 50, qhi) : qhi;
+    }
+    const QEpilogue e = q_epilogue(o, ch);
+    REQUIRE(!e.fast_m.empty());  // every epilogue here is in the shortcut's range
+    int32_t acc[kQMR * kQNR];
+    for (int64_t i = 0; i < kQMR * kQNR; ++i) {
+      const size_t c = size_t(by_row ? i / kQNR : i % kQNR);
+      const double m = e.scale[c] / (fq ? double(o.q_scale) : 1.0);
+      const double b = o.float_bias.empty() ? 0.0 : double(o.float_bias[c]) / double(o.q_scale);
+      const int kind = pick(g);
+      if (kind == 0) acc[i] = int32_t(g());  // anywhere in int32
+      else if (kind == 1) acc[i] = int32_t(g() % 4001) - 2000;
+      else if (kind == 2) acc[i] = int32_t(g() % 200001) - 100000;
+      else  // the value closest to a half-integer: inside the margin, often rounded apart by the float steps
+        acc[i] = int32_t(std::clamp(std::llround((double(int(g() % 781) - 390) + 0.5 - b) / m), -(1ll << 31), (1ll << 31) - 1));
+    }
+    const int64_t ldy = kQNR + 3;
+    std::vector<uint8_t> want(size_t(kQMR * ldy), 0xcd), got(want);
+    q_store_generic()(e, acc, 0, kQMR, cols, by_row, 0, want.data(), ldy);
+    for (const auto& [name, fast] : fns) {
+      std::fill(got.begin(), got.end(), uint8_t(0xcd));
+      fast(e, acc, 0, kQMR, cols, by_row, 0, got.data(), ldy);
+      INFO(name, " trial ", trial, ": ", tname(o.type), fq ? " q_scale " : " integer ", o.q_scale, " zp ", o.zero_point,
+           " lo ", o.lo, " hi ", o.hi, " flo ", o.flo, " fhi ", o.fhi, by_row ? " by row" : " by column", " cols ", cols);
+      CHECK(want == got);
+    }
+  }
+  // Out of the range the bound was derived for: no shortcut.
+  QOutput o;
+  o.type = QType::U8;
+  o.scale = {1e-3};
+  o.q_scale = 1e-30f;
+  CHECK(q_epilogue(o, 1).fast_m.empty());
+  o.q_scale = 0.1f;
+  o.float_bias = {1e7f};
+  CHECK(q_epilogue(o, 1).fast_m.empty());
+  o.float_bias = {1.f};
+  CHECK(!q_epilogue(o, 1).fast_m.empty());
+  o.scale = {1e-45};
+  CHECK(q_epilogue(o, 1).fast_m.empty());
+}
+
 TEST_CASE("pack_runs: AVX2 and AVX-512 equal the generic packer word for word") {
   std::vector<std::pair<const char*, QPackRunsFn>> fns;
   if (active_isa() >= Isa::avx2 && q_pack_runs_avx2()) fns.emplace_back("avx2", q_pack_runs_avx2());
