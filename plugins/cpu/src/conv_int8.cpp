@@ -99,12 +99,14 @@ void conv_rows(const ConvShape& s, int64_t K, int64_t KP, MakeSlice&& make_slice
   const int t = threads_for(pool, double(ocg) * double(plane) * double(K));
   // Each piece reads all the weights of its rows once per block of panels and packs its own
   // panels once for all its rows. So split the pixels while the weights are the smaller
-  // operand (every piece re-reads them), else the rows in whole groups of kQTileGroup tiles
-  // (the int16 pairs' kernel groups; the quads' wide tiles take one tile a call; every piece
-  // re-packs the panels): ResNet's 14x14 and 7x7 layers hold
-  // 0.6-2.4 MB of weights against 0.1-0.5 MB of pixels. One row piece per thread: each
-  // piece packs every panel, so more pieces (for balance) cost more packing than they gain.
-  const int64_t groups = (tiles + kQTileGroup - 1) / kQTileGroup;
+  // operand (every piece re-reads them), else the rows (every piece re-packs the panels):
+  // ResNet's 14x14 and 7x7 layers hold 0.6-2.4 MB of weights against 0.1-0.5 MB of pixels.
+  // One row piece per thread: each piece packs every panel, so more pieces (for balance) cost
+  // more packing than they gain. The rows split in whole groups of kQTileGroup tiles for the
+  // int16 pairs' kernel (a call takes that many), in tiles for the quads' (one a call: a
+  // 256@14 layer on 2 threads gets 132 / 124 rows, not 144 / 112).
+  const int64_t tile_group = quads ? 1 : kQTileGroup;
+  const int64_t groups = (tiles + tile_group - 1) / tile_group;
   const bool by_rows = t > 1 && ocg > plane && groups >= t;
   // Pixel pieces in whole groups of the wide kernels' kQWide panels; a lone last panel rides
   // with the group before it (q_gemm_rect runs a narrow one beside that group).
@@ -118,8 +120,8 @@ void conv_rows(const ConvShape& s, int64_t K, int64_t KP, MakeSlice&& make_slice
     const int64_t p0 = u0 * kQWide, p1 = u1 == units ? panels : u1 * kQWide;
     if (by_rows) {  // whole groups of tiles
       split_range(groups, tm, i / tn, ta, tb);
-      ta *= kQTileGroup;
-      tb = std::min(tiles, tb * kQTileGroup);
+      ta *= tile_group;
+      tb = std::min(tiles, tb * tile_group);
     } else {
       split_range(tiles, tm, i / tn, ta, tb);
     }
