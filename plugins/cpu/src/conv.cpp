@@ -1774,26 +1774,33 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
       }
       const float* pa = w.data ? w.data + g * w.per_group : nullptr;  // null: W^T only (transposed paths)
       if (path == ConvPath::strided_1x1) {
-        // x at the strides as a plain [K][N] matrix, one output row per gather (per panel
-        // and row segment, the calls cost more than the copy: ResNet's 64 -> 128 downsample
-        // spent 30 us gathering for a 64 us GEMM), then the GEMM reading it in place.
-        float* xs = scratch_floats(kScratchB, size_t(K * N));
-        // From 4096 floats on the threads share the gather: ResNet-18's 128 -> 256 downsample
-        // (K x N = 128 x 196) gathered on one thread while the other waited, 70 -> 55 us.
-        const int sub_threads = threads_for(pool, double(K) * double(N), 1 << 12);
+        // x at the strides as a plain [K][n] matrix, one output row per gather (per panel and
+        // row segment, the calls cost more than the copy: ResNet's 64 -> 128 downsample spent
+        // 30 us gathering for a 64 us GEMM), then the GEMM reading it in place. With threads,
+        // each gathers the pixels of its own output rows into its scratch and multiplies them
+        // by all the weights: it reads the input rows the layer before wrote on its core and
+        // writes what no other core reads back (the gather split by channels and the GEMM by
+        // rows had each thread read half its operands from the other core: ResNet-18's 128 ->
+        // 256 downsample took longer on 2 threads than on 1).
         const GatherSpan span = gather_span(-s.pad_left, s.stride_w, s.out_w, s.in_w);  // the same for every row
-        parallel_for(sub_threads <= 1 ? nullptr : pool, sub_threads, [&](int64_t i) {
-          int64_t c0, c1;
-          split_range(K, sub_threads, i, c0, c1);
-          for (int64_t c = c0; c < c1; ++c)
-            for (int64_t oy = 0; oy < s.out_h; ++oy) {
-              float* d = xs + c * N + oy * s.out_w;
+        const int64_t parts = std::min<int64_t>(gemm_threads, s.out_h);
+        parallel_for(parts <= 1 ? nullptr : pool, parts, [&](int64_t i) {
+          int64_t oy0, oy1;
+          split_range(s.out_h, parts, i, oy0, oy1);
+          const int64_t n0 = oy0 * s.out_w, nl = (oy1 - oy0) * s.out_w;
+          if (nl == 0) return;
+          float* xs = scratch_floats(kScratchB, size_t(K * nl));
+          for (int64_t c = 0; c < K; ++c)
+            for (int64_t oy = oy0; oy < oy1; ++oy) {
+              float* d = xs + c * nl + (oy - oy0) * s.out_w;
               const int64_t iy = oy * s.stride_h - s.pad_top;
               if (iy < 0 || iy >= s.in_h) std::fill(d, d + s.out_w, 0.f);
               else gather_row_span(d, xg + (c * s.in_h + iy) * s.in_w, -s.pad_left, s.stride_w, s.out_w, span);
             }
+          GemmEpilogue e = ep;
+          if (e.residual) e.residual += n0;
+          gemm_packed_a(M, nl, K, pa, xs, nl, out + off + n0, N, e, nullptr);
         });
-        gemm_packed_a(M, N, K, pa, xs, N, out + off, N, ep, pool);
         continue;
       }
       if (path == ConvPath::phase_rows) {
