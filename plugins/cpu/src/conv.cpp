@@ -1787,8 +1787,7 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
         parallel_for(parts <= 1 ? nullptr : pool, parts, [&](int64_t i) {
           int64_t oy0, oy1;
           split_range(s.out_h, parts, i, oy0, oy1);
-          const int64_t n0 = oy0 * s.out_w, nl = (oy1 - oy0) * s.out_w;
-          if (nl == 0) return;
+          const int64_t n0 = oy0 * s.out_w, nl = (oy1 - oy0) * s.out_w;  // parts <= out_h: never empty
           float* xs = scratch_floats(kScratchB, size_t(K * nl));
           for (int64_t c = 0; c < K; ++c)
             for (int64_t oy = oy0; oy < oy1; ++oy) {

@@ -14,6 +14,7 @@
 
 #include "gemm_int8.hpp"
 #include "qlinear.hpp"
+#include "simd.hpp"
 
 namespace nxrt::cpu {
 namespace {
@@ -240,17 +241,13 @@ void copy_quad_rows(const ConvShape& s, const uint8_t* xg, uint8_t flip, uint8_t
                     int64_t pitch, uint32_t* dst) {
   const int64_t in_plane = s.in_h * s.in_w, plane_bytes = 4 * quad_plane_words(s, r_lo, r_hi, pitch);
   const int64_t gap = 4 * (pitch - s.in_w);  // the bytes of padding after each row's data
-  // The rows of x read, and the next quad's fetched ahead: each plane's rows are one run of
-  // (rows x in_w) bytes, too short for the hardware prefetcher to ramp up on when the
-  // threads' pieces split the rows (16 rows of a 56-wide map: 900 bytes).
+  // The rows of x read, one run of (rows x in_w) bytes a plane (16 rows of a 56-wide map: 900
+  // bytes), the next quad's 4 fetched ahead (prefetch_run).
   const int64_t x_lo = std::max(r_lo, s.pad_top), x_hi = std::min(r_hi, s.pad_top + s.in_h);
   const int64_t run = std::max<int64_t>(0, x_hi - x_lo) * s.in_w;
   for (int64_t q = 0; q < s.icg() / 4; ++q) {
-    if (run > 0 && q + 1 < s.icg() / 4) {
-      const uint8_t* next = xg + 4 * (q + 1) * in_plane + (x_lo - s.pad_top) * s.in_w;
-      for (int i = 0; i < 4; ++i)
-        for (int64_t o = 0; o < run; o += 64) __builtin_prefetch(next + i * in_plane + o, 0, 3);
-    }
+    if (run > 0 && q + 1 < s.icg() / 4)
+      for (int i = 0; i < 4; ++i) prefetch_run(xg + (4 * (q + 1) + i) * in_plane + (x_lo - s.pad_top) * s.in_w, run);
     uint8_t* dq = reinterpret_cast<uint8_t*>(dst) + q * plane_bytes;
     std::fill(dq, dq + 4 * s.pad_left, zp);
     for (int64_t r = r_lo; r < r_hi; ++r) {

@@ -922,16 +922,13 @@ void winograd_block(const ConvShape& s, const Phase& ph, int64_t t0, int64_t t1,
   float* tmp = scratch_floats(kScratchC, tmp_floats);
   zero_panel_padding(v, v_floats, IC, tb);
   // The input rows this block's tiles read, one run per plane (18 rows of a 28-wide map: 2 KB),
-  // the next plane's fetched ahead: the hardware prefetcher ramps up late on runs this short.
+  // the next plane's fetched ahead (prefetch_run).
   const int64_t ty0 = t0 / ph.tx, ty1 = (t1 + ph.tx - 1) / ph.tx;
   const int64_t ra = std::clamp<int64_t>(ph.py + ty0 * kT * s.dil_h - s.pad_top, 0, s.in_h);
   const int64_t rb = std::clamp<int64_t>(ph.py + (ty1 * kT + 2) * s.dil_h - s.pad_top, 0, s.in_h);
   const int64_t run_bytes = (rb - ra) * s.in_w * int64_t(sizeof(float));
   for (int64_t c = 0; c < IC; ++c) {
-    if (c + 1 < IC && run_bytes > 0) {
-      const char* next = reinterpret_cast<const char*>(xn + (c + 1) * in_plane + ra * s.in_w);
-      for (int64_t o = 0; o < run_bytes; o += 64) __builtin_prefetch(next + o, 0, 3);
-    }
+    if (c + 1 < IC && run_bytes > 0) prefetch_run(xn + (c + 1) * in_plane + ra * s.in_w, run_bytes);
     input_transform_tiles(s, ph, t0, t1, false, pc, xn + c * in_plane, c, v, v_floats, tmp);
   }
   for (int64_t xi = 0; xi < kXi; ++xi)

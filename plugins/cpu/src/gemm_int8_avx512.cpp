@@ -191,8 +191,8 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
   }
   const __m512 vlo = _mm512_set1_ps(e.fast_lo), vhi = _mm512_set1_ps(e.fast_hi);
   const bool two_clamps = !fq && !one_clamp;  // the integer path's [qlo, qhi] then [lo, hi]
-  const __m512 c1lo = fq ? fqlo : _mm512_set1_ps(float(one_clamp ? lo2 : (u8 ? 0.0 : -128.0)));
-  const __m512 c1hi = fq ? fqhi : _mm512_set1_ps(float(one_clamp ? hi2 : (u8 ? 255.0 : 127.0)));
+  const __m512 c1lo = fq || !one_clamp ? fqlo : _mm512_set1_ps(float(lo2));
+  const __m512 c1hi = fq || !one_clamp ? fqhi : _mm512_set1_ps(float(hi2));
   const __m512 c2lo = _mm512_set1_ps(float(e.lo)), c2hi = _mm512_set1_ps(float(e.hi));
   __mmask16 kept[kQWide] = {};
   bool packs[kQWide] = {};
