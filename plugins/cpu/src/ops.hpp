@@ -5,6 +5,7 @@
 #pragma once
 #include <nxrt_sdk/sdk.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <span>
