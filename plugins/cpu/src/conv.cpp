@@ -14,6 +14,7 @@
 #include "conv_depthwise.hpp"
 #include "conv_winograd.hpp"
 #include "conv_winograd_2x2.hpp"
+#include "conv_winograd_2x2_lanes.hpp"
 #include "conv_tap_rects.hpp"
 #include "cpu_info.hpp"
 #include "gemm.hpp"
@@ -1533,7 +1534,9 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
       }
       break;
     case ConvPath::winograd: return fmt::format("winograd F(4x4,3x3) + gemm {}", gemm_kernel_name());
-    case ConvPath::winograd_2x2: return fmt::format("winograd F(2x2,3x3), tiles as rows + gemm {}", gemm_kernel_name());
+    case ConvPath::winograd_2x2:
+      if (winograd_2x2_lanes_fit(s)) return "winograd F(2x2,3x3), tiles along the lanes avx512";
+      return fmt::format("winograd F(2x2,3x3), tiles as rows + gemm {}", gemm_kernel_name());
     case ConvPath::tap_rects:
       return fmt::format("one gemm per tap over the outputs it reads inside the input ({:.0f}% of the taps' reads) {}",
                          100.0 * conv_live_tap_share(s), gemm_kernel_name());

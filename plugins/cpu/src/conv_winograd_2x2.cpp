@@ -9,6 +9,7 @@
 
 #include "conv.hpp"
 #include "conv_winograd.hpp"
+#include "conv_winograd_2x2_lanes.hpp"
 #include "cpu_info.hpp"
 #include "gemm.hpp"
 #include "hard_swish.hpp"
@@ -162,6 +163,11 @@ void output_transform(const ConvShape& s, const Grid& g, int64_t o0, int64_t o1,
 
 bool conv_uses_winograd_2x2(const ConvShape& s) {
   if (!winograd_shape_ok(s) || s.dil_h != 1 || s.dil_w != 1 || conv_uses_winograd(s)) return false;
+  // Tiles along the lanes (at most 16 tiles, AVX-512): a whole vector of 16 lanes a tile group
+  // costs 256 multiplies an (input, output) channel pair, against the direct product's 9 an
+  // output; it runs at the direct product's rate from memory (conv_winograd_2x2_lanes.hpp), so
+  // where that is at most ~0.6 of the direct's: 7x7 (0.58) and 8x8 (0.44) maps, not 6x6 (0.79).
+  if (winograd_2x2_lanes_fit(s)) return s.in_c >= 64 && s.out_c >= 64 && 256 <= 6 * s.out_h * s.out_w;
   // On Zen 3 (AVX2) F(2x2) beat the direct product (256ch 10x10 1.88 -> 1.23 ms). On Zen 5
   // (AVX-512) it lost to it until its 16 V and M operands stopped sharing one L1 set
   // (3464b40); since, with weights cold (conv2d harness, best of 3, 1 / 2 threads, us): 512ch
@@ -180,7 +186,10 @@ bool conv_uses_winograd_2x2(const ConvShape& s) {
   return 2 * s.out_h * s.out_w >= g.count * 4;
 }
 
-size_t winograd_2x2_packed_floats(const ConvShape& s) { return size_t(kXi) * packed_b_floats(s.in_c, s.out_c); }
+size_t winograd_2x2_packed_floats(const ConvShape& s) {
+  if (winograd_2x2_lanes_fit(s)) return winograd_2x2_lanes_packed_floats(s);
+  return size_t(kXi) * packed_b_floats(s.in_c, s.out_c);
+}
 
 void winograd_2x2_pack_weights(const ConvShape& s, const float* w, float* dst) {
   const int64_t OC = s.out_c, IC = s.in_c;
@@ -197,12 +206,20 @@ void winograd_2x2_pack_weights(const ConvShape& s, const float* w, float* dst) {
         for (int b = 0; b < 4; ++b)
           u[size_t(((a * 4 + b) * IC + ic) * OC + oc)] = float(t[a][0] * G[b][0] + t[a][1] * G[b][1] + t[a][2] * G[b][2]);
     }
+  if (winograd_2x2_lanes_fit(s)) {
+    winograd_2x2_lanes_pack(s, u.data(), dst);
+    return;
+  }
   const size_t per = packed_b_floats(IC, OC);
   for (int64_t xi = 0; xi < kXi; ++xi) pack_b(u.data() + xi * IC * OC, OC, false, IC, OC, dst + xi * per);
 }
 
 void conv2d_winograd_2x2(const ConvShape& s, const float* x, const float* u, const float* bias, float* out,
                          ThreadPool* pool, const ConvPostOps& post) {
+  if (winograd_2x2_lanes_fit(s)) {
+    conv2d_winograd_2x2_lanes(s, x, u, bias, out, pool, post);
+    return;
+  }
   const int64_t IC = s.in_c, OC = s.out_c;
   const Grid g = grid_of(s);
   const size_t v_per = winograd_operand_stride(packed_a_floats(g.count, IC)),

@@ -7,6 +7,7 @@
 #include "conv.hpp"
 #include "conv_winograd.hpp"
 #include "conv_winograd_2x2.hpp"
+#include "conv_winograd_2x2_lanes.hpp"
 #include "conv_tap_rects.hpp"
 #include "gemm.hpp"
 #include "ops.hpp"
@@ -191,6 +192,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     pp.param("gemm_mr", kGemmMR);
     pp.param("winograd", winograd ? 1 : 0);
     pp.param("winograd_2x2", winograd_2x2 ? 1 : 0);
+    pp.param("winograd_2x2_lanes", winograd_2x2 && winograd_2x2_lanes_fit(*full) ? 1 : 0);
     pp.param("tap_rects", tap_rects ? 1 : 0);
     pp.param("transposed_only", transposed_only ? 1 : 0);
     pp.param("transposed_panel", full && conv_direct_panels64(*full) ? 64 : kGemmNR);

@@ -1,6 +1,7 @@
 // Winograd F(2x2, 3x3) against the direct reference: odd sizes (partial tiles), pads 0..2
 // and asymmetric, batch, every post-op, channel counts off the 8-lane groups, 1-3 threads,
-// the cost model and the conv2d dispatch (PackedConvWeights::winograd_2x2).
+// the cost model and the conv2d dispatch (PackedConvWeights::winograd_2x2); both layouts (the
+// tiles as GEMM rows, or at most 16 along the AVX-512 lanes).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include "conv_case.hpp"
 #include "conv_winograd.hpp"
 #include "conv_winograd_2x2.hpp"
+#include "conv_winograd_2x2_lanes.hpp"
 #include "cpu_info.hpp"
 #include "util.hpp"
 
@@ -70,11 +72,16 @@ TEST_CASE("Winograd F(2x2,3x3) matches the direct conv: partial tiles, pads, bat
     check(shape3x3(1, 5, 5, 7, 6, 2), p);        // pad 2: a zero ring beyond the taps
     check(shape3x3(1, 3, 3, 3, 2, 0), p);        // one output pixel
     check(shape3x3(1, 40, 12, 13, 33, 1), p);    // 42 tiles: row groups of 8 and a partial one
+    check(shape3x3(1, 5, 4, 4, 6, 2), p);        // 9 tiles with pad 2 (AVX-512: along the lanes)
   }
-  ConvShape s = shape3x3(1, 12, 10, 11, 20, 1);  // asymmetric pads: [1, 0] begin, end pad 1 on the right
-  s.pad_left = 0;
-  s.out_w = 11 - 2 + 1;
-  check(s, &pool2);
+  // Asymmetric pads: [1, 0] begin, end pad 1 on the right; 25 tiles, then 9 (AVX-512: the
+  // tiles as rows, then along the lanes).
+  for (int64_t h : {10, 6}) {
+    ConvShape s = shape3x3(1, 12, h, h + 1, 20, 1);
+    s.pad_left = 0;
+    s.out_w = h + 1 - 2 + 1;
+    check(s, &pool2);
+  }
 }
 
 TEST_CASE("Winograd F(2x2,3x3) applies bias, residual, Relu, Clip and HardSwish in its store") {
@@ -100,13 +107,19 @@ TEST_CASE("Winograd F(2x2,3x3) applies bias, residual, Relu, Clip and HardSwish 
 }
 
 TEST_CASE("the cost model gives F(2x2,3x3) the small maps F(4x4,3x3) leaves, and conv2d runs it") {
-  // ResNet's last stage: 16 tiles for 49 outputs, the direct product's on AVX-512.
-  CHECK(conv_uses_winograd_2x2(shape3x3(1, 512, 7, 7, 512, 1)) == (active_isa() != Isa::avx512));
+  // ResNet's last stage: 16 tiles for 49 outputs (on AVX-512 along the lanes); a 6x6 map
+  // (9 tiles for 36 outputs) wastes too many lanes there.
+  CHECK(conv_uses_winograd_2x2(shape3x3(1, 512, 7, 7, 512, 1)));
+  CHECK(conv_uses_winograd_2x2(shape3x3(1, 256, 6, 6, 256, 1)) == (active_isa() != Isa::avx512));
   CHECK(conv_uses_winograd_2x2(shape3x3(1, 256, 10, 10, 256, 1)));
   CHECK(!conv_uses_winograd_2x2(shape3x3(1, 256, 14, 14, 256, 1)));  // F(4x4) has the tiles there
   CHECK(!conv_uses_winograd_2x2(shape3x3(1, 32, 7, 7, 32, 1)));      // thin: the transforms would dominate
   // 64 input channels: F(2x2) on AVX2 only (on AVX-512 the direct product from 128 down).
   CHECK(conv_uses_winograd_2x2(shape3x3(1, 64, 10, 10, 64, 1)) == (active_isa() != Isa::avx512));
+  // The layout: at most 16 tiles along the AVX-512 lanes, else the tiles as GEMM rows (the
+  // checks above run both on AVX-512 machines).
+  CHECK(winograd_2x2_lanes_fit(shape3x3(1, 512, 7, 7, 512, 1)) == (active_isa() == Isa::avx512));
+  CHECK(!winograd_2x2_lanes_fit(shape3x3(1, 256, 10, 10, 256, 1)));
   ConvShape strided = shape3x3(1, 512, 14, 14, 512, 1);
   strided.stride_h = strided.stride_w = 2;
   strided.out_h = strided.out_w = 7;
