@@ -375,6 +375,8 @@ TEST_CASE("Winograd convs keep their transformed weights in the blob: F(4x4,3x3)
       {"F(4x4) over 16x16", "w_winograd", {1, 16, 16, 16}, {24, 16, 3, 3}, {1, 24, 16, 16}},
       // Above conv_winograd_loses_threaded's 2^24 multiply-adds: F(2x2) on any thread count.
       {"F(2x2) over 10x10", "w_winograd_2x2", {1, 256, 10, 10}, {96, 256, 3, 3}, {1, 96, 10, 10}},
+      // 16 tiles: on AVX-512 the tiles along the lanes (U in 16-channel blocks), on AVX2 as rows.
+      {"F(2x2) over 7x7", "w_winograd_2x2", {1, 256, 7, 7}, {160, 256, 3, 3}, {1, 160, 7, 7}},
   };
   for (auto& c : cases) {
     CAPTURE(c.what);

@@ -90,6 +90,7 @@ TEST_CASE("Winograd F(2x2,3x3) applies bias, residual, Relu, Clip and HardSwish 
   check(shape3x3(1, 16, 7, 7, 24, 1), nullptr, {}, true);
   check(shape3x3(1, 16, 7, 7, 27, 1), &pool, clamp_to(0.f, inf), true);
   check(shape3x3(2, 16, 9, 9, 16, 1), &pool, clamp_to(-0.3f, 0.6f), false);
+  check(shape3x3(2, 16, 7, 7, 40, 1), &pool, clamp_to(0.f, inf), true);  // batch 2 with a residual
   ConvPostOps hs;
   hs.hardswish = true;
   check(shape3x3(1, 24, 6, 7, 21, 1), &pool, hs, true);
