@@ -150,15 +150,16 @@ __attribute__((target("avx512f"))) void block_outputs(const ConvShape& s, const 
                            _mm512_sub_ps(_mm512_sub_ps(r[i][1], r[i][2]), r[i][3])};
       for (int k = 0; k < 2; ++k) {
         const int o = i * 2 + k;
+        const __m512i at = _mm512_load_si512(lm.out[o]);
         __m512 val = _mm512_add_ps(y[k], bv);
         if (post.residual)
-          val = _mm512_add_ps(val, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lm.out_ok[o], _mm512_load_si512(lm.out[o]),
+          val = _mm512_add_ps(val, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lm.out_ok[o], at,
                                                              post.residual + (oc + j) * plane, 4));
         // max / min return their second operand when either is NaN: NaN propagates. (Zero-masked
         // forms with a full mask: GCC 12's plain ones warn about _mm512_undefined_ps.)
         if (post.clamp) val = _mm512_maskz_min_ps(0xFFFF, hi, _mm512_maskz_max_ps(0xFFFF, lo, val));
         if (post.hardswish) val = hard_swish_avx512(val);
-        _mm512_mask_i32scatter_ps(op, lm.out_ok[o], _mm512_load_si512(lm.out[o]), val, 4);
+        _mm512_mask_i32scatter_ps(op, lm.out_ok[o], at, val, 4);
       }
     }
   }
