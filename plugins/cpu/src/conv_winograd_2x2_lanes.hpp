@@ -6,7 +6,8 @@
 // kernel's 8-row tiles read each 48-column panel from memory twice as fast as memory gives
 // it (~15 GB/s measured, 14th session); here one vector holds all the tiles, 16 output
 // channels accumulate against weights broadcast straight from U, and U is read once, in
-// order, fetched 4 KB ahead (~24 GB/s a core, ~100 G multiply-adds/s on one thread).
+// order, fetched 4 KB ahead (~24 GB/s a core, ~100 G multiply-adds/s on one thread) and
+// non-temporally (its lines, used once a run, are not kept in L2 and L3).
 // Internal to the F(2x2) kernel; the public entry points stay in conv_winograd_2x2.hpp.
 #pragma once
 #include <cstddef>
