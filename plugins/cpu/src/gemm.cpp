@@ -244,6 +244,7 @@ void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb
             const bool any = ak < K;
             st.prefetch = any ? reinterpret_cast<const char*>(pa + at * kGemmMR * K + ak * kGemmMR) : nullptr;
             st.prefetch_lines = any ? std::min(KC, K - ak) * kGemmMR / 16 : 0;
+            st.prefetch_nta = stream_a;  // one panel: this A block is not read again
           } else {
             const int64_t l0 = std::min(lines, (t - r.t0) * share);
             st.prefetch = next ? next + l0 * 64 : nullptr;

@@ -146,6 +146,9 @@ struct GemmTileStore {
   // tile computes (the next B slice; see gemm_rect), one per k step from k = 0.
   const char* prefetch = nullptr;
   int64_t prefetch_lines = 0;
+  // The lines are read once (A streamed against one panel): fetched non-temporally, so
+  // they are not kept in L2 and L3 over data that is read again (AVX-512 kernels).
+  bool prefetch_nta = false;
 };
 // Computes rows [0, mr) x columns [0, ncols) of an 8 x w tile over kc steps.
 // a: packed A at the k offset (stride 8); b: B at the k offset with row

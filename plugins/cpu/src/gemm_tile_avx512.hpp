@@ -27,16 +27,19 @@ struct SlicePrefetch {
   const char* at;
   const char* end;
   int64_t every, count;
+  bool nta;
   NXRT_AVX512_TILE SlicePrefetch(const GemmTileStore& st, int64_t kc)
       : at(st.prefetch),
         end(st.prefetch + 64 * std::min(st.prefetch_lines, kc)),
         every(st.prefetch_lines > 0 ? std::max<int64_t>(1, kc / st.prefetch_lines) : kc + 1),
-        count(every) {}
+        count(every),
+        nta(st.prefetch_nta) {}
   NXRT_AVX512_TILE void step() {
     if (--count == 0) {
       count = every;
       if (at < end) {
-        _mm_prefetch(at, _MM_HINT_T1);
+        if (nta) _mm_prefetch(at, _MM_HINT_NTA);
+        else _mm_prefetch(at, _MM_HINT_T1);
         at += 64;
       }
     }
