@@ -184,7 +184,8 @@ void gemm_rect(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb
   // layers went from ~70% to ~85% of peak on a shared Zen 5).
   const int64_t fetchers = std::max<int64_t>(1, (r.t1 - r.t0) / 2);
   // One panel: every A block is read once (Winograd's U against a few tiles, weights against
-  // few pixels), so A is the stream, not B; each tile fetches the block kAheadTiles on. Not
+  // few pixels), so A is the stream, not B; each tile fetches the block kAheadTiles on (on
+  // AVX-512 non-temporally: read once, it need not stay in L2 or L3). Not
   // for an A of under 128 KB: that one stays in L2 for the next call (det_fpn's 64-80
   // channel Winograd layers run their tiles 48 at a time against the same U: 2-6% slower).
   constexpr int64_t kAheadTiles = 2;

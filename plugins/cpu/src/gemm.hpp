@@ -143,7 +143,8 @@ struct GemmTileStore {
   float lo = 0.f, hi = 0.f;
   bool hardswish = false;
   // Cache lines [0, prefetch_lines) from `prefetch` to fetch into L2 while the
-  // tile computes (the next B slice; see gemm_rect), one per k step from k = 0.
+  // tile computes (the next B slice, or A's block when A is the stream; see gemm_rect),
+  // spread over the k steps.
   const char* prefetch = nullptr;
   int64_t prefetch_lines = 0;
   // The lines are read once (A streamed against one panel): fetched non-temporally, so
