@@ -15,6 +15,7 @@
 #include "conv_winograd.hpp"
 #include "conv_winograd_2x2.hpp"
 #include "conv_winograd_2x2_lanes.hpp"
+#include "conv_stem_winograd.hpp"
 #include "conv_tap_rects.hpp"
 #include "cpu_info.hpp"
 #include "gemm.hpp"
@@ -1573,6 +1574,17 @@ bool conv_stem64_ok(const ConvShape& s) {
          double(s.icg()) * double(window_rows(s, s.out_h)) * double(window_cols(s, s.out_w)) < double(INT32_MAX);
 }
 
+// The stem's F(3x3, 4x4) weights, unpacked from the A tiles of `w` and transformed on first use.
+static const float* stem_winograd_weights(const ConvShape& s, const PackedConvWeights& w) {
+  return transposed_once(*w.stem_winograd, stem_winograd_packed_floats(s), [&](float* dst) {
+    const int64_t K = s.gemm_k();
+    std::vector<float> raw(size_t(s.out_c * K));
+    for (int64_t m = 0; m < s.out_c; ++m)
+      for (int64_t k = 0; k < K; ++k) raw[size_t(m * K + k)] = packed_a_at(w, K, m, k);
+    stem_winograd_pack_weights(s, raw.data(), dst);
+  });
+}
+
 // Conv rows [first, end) the window of pooled row p reads (clipped to the conv's rows).
 struct PoolWindowRows {
   int64_t first, end;
@@ -1645,11 +1657,15 @@ static void conv2d_max_pool_stem64(const ConvShape& s, const float* x, const Pac
 #if defined(__x86_64__)
   const int64_t K = s.gemm_k(), OH = s.out_h, OW = s.out_w, N = OH * OW;
   const int64_t PH = ps.out[1], PW = ps.out[2], PKH = ps.kernel[1], PSH = ps.stride[1];
-  const float* wt64 = transposed64_weights(w, 64, K);
+  const bool wino = conv_stem_winograd_ok(s);
+  const float* wt64 = wino ? nullptr : transposed64_weights(w, 64, K);
+  const float* u = wino ? stem_winograd_weights(s, w) : nullptr;
   const GemmEpilogue e = conv_epilogue_cols(bias, post);
   const int64_t row_floats = OW * 64;
   const int bands = int(std::min<int64_t>(threads_for(pool, 64.0 * double(N) * double(K)), PH));
-  const int64_t block_rows = std::max<int64_t>({1, PSH, (160 << 10) / (row_floats * int64_t(sizeof(float)))});
+  const int64_t block_rows =
+      wino ? std::max(kStemWinogradBlockRows, PSH)
+           : std::max<int64_t>({1, PSH, (160 << 10) / (row_floats * int64_t(sizeof(float)))});
   for (int64_t n = 0; n < s.batch; ++n) {
     const float* xn = x + n * s.in_c * s.in_h * s.in_w;
     float* on = pooled + n * 64 * PH * PW;
@@ -1661,6 +1677,10 @@ static void conv2d_max_pool_stem64(const ConvShape& s, const float* x, const Pac
       pool_row_walk(
           s, ps, p0, p1, block_rows, cb, 1, 0, row_floats,
           [&](int64_t, int64_t, int64_t b0, int64_t b1, float* dst) {
+            if (wino) {
+              stem_winograd_rows(s, xn, u, bias, post, b0, b1, dst);
+              return;
+            }
             const DirectBlock db = direct_block(s, xn, b0 * OW, b1 * OW);
             gemm_pixels64_serial((b1 - b0) * OW, 64, K, db.pixels.data(), db.aoff.data(), wt64, dst, 64, e);
           },
@@ -1676,6 +1696,14 @@ static void conv2d_max_pool_stem64(const ConvShape& s, const float* x, const Pac
 #else
   (void)s, (void)x, (void)w, (void)bias, (void)ps, (void)pooled, (void)pool, (void)post;
 #endif
+}
+
+std::string conv_max_pool_describe(const ConvShape& s, const PackedConvWeights& w, ThreadPool* pool) {
+  const char* pooled = ", max pool over each block of rows it makes";
+  if (conv_stem64_ok(s) && conv_stem_winograd_ok(s))
+    return std::string("stem by winograd F(3x3,4x4) over the input's stride phases, channels-last rows") + pooled;
+  if (conv_stem64_ok(s)) return std::string("direct: pixels read in place, channels along the lanes avx512f-6x64") + pooled;
+  return conv_describe(s, w, pool) + pooled;
 }
 
 void conv2d_max_pool(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias,

@@ -79,6 +79,9 @@ struct PackedConvWeights {
   // W^T in 64-wide panels (pack_b64) for the direct product's 6 x 64 tiles
   // (conv_direct_panels64) and 64-channel stems with their max pool (conv_stem64_ok).
   std::shared_ptr<Transposed> transposed64 = std::make_shared<Transposed>();
+  // The stem's Winograd weights (stem_winograd_pack_weights) where conv_stem_winograd_ok,
+  // made on first use from `data` the same way.
+  std::shared_ptr<Transposed> stem_winograd = std::make_shared<Transposed>();
 };
 
 bool conv_is_depthwise(const ConvShape& s);
@@ -184,6 +187,8 @@ bool conv_max_pool_fuses(const ConvShape& s, const PackedConvWeights& w, const P
 // Whether conv2d_max_pool makes the conv rows of `s` as the direct product with 6 x 64 tiles
 // (AVX-512; group 1, 64 output channels, <= 4 input channels, a 5x5 or larger kernel).
 bool conv_stem64_ok(const ConvShape& s);
+// conv_describe for a conv whose max pool fuses (conv_max_pool_fuses): how its rows are made.
+std::string conv_max_pool_describe(const ConvShape& s, const PackedConvWeights& w, ThreadPool* pool);
 void conv2d_max_pool(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias,
                      const PoolShape& ps, float* pooled, ThreadPool* pool, const ConvPostOps& post = {});
 

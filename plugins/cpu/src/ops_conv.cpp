@@ -246,9 +246,9 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
       std::vector<int64_t> cd = {shape->batch, shape->out_c, shape->out_h, shape->out_w}, pd;
       try {
         const PoolShape ps = pool_shape(*io.max_pool, cd, "MaxPool", pd);
-        description += conv_max_pool_fuses(*shape, *st.packed, ps, session.pool())
-                           ? ", max pool over each block of rows it makes"
-                           : ", then max pool";
+        description = conv_max_pool_fuses(*shape, *st.packed, ps, session.pool())
+                          ? conv_max_pool_describe(*shape, *st.packed, session.pool())
+                          : description + ", then max pool";
       } catch (const sdk::Error&) {
       }
     }

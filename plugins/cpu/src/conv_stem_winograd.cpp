@@ -1,0 +1,296 @@
+#include "conv_stem_winograd.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "cpu_info.hpp"
+#include "hard_swish.hpp"
+#include "scratch.hpp"
+
+namespace nxrt::cpu {
+
+namespace {
+
+constexpr int64_t kAlpha = 6;            // input tile edge
+constexpr int64_t kPoints = 36;          // kAlpha^2 transformed points
+constexpr int64_t kTile = 3;             // output tile edge
+constexpr int64_t kLanes = 16;           // phase channels of one vector (4 x IC <= 16)
+constexpr int64_t kOC = 64;              // output channels: four vectors
+constexpr int kGroup = 6;                // tiles one product block holds (6 x 4 registers)
+
+int64_t phase_channels(const ConvShape& s) { return 4 * s.in_c; }
+int64_t tiles_x(const ConvShape& s) { return (s.out_w + kTile - 1) / kTile; }
+// Phase columns the tiles read, rounded up to the 8-column chunks the phase build writes.
+int64_t phase_cols(const ConvShape& s) { return (tiles_x(s) * kTile + kAlpha - kTile + 7) / 8 * 8; }
+
+// F(3, 4) over points 0, 1, -1, 2, -2 and infinity: G (6 x 4), the weights' transform.
+constexpr double kG[kAlpha][4] = {{1.0 / 4, 0, 0, 0},
+                                  {-1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                  {-1.0 / 6, 1.0 / 6, -1.0 / 6, 1.0 / 6},
+                                  {1.0 / 24, 1.0 / 12, 1.0 / 6, 1.0 / 3},
+                                  {1.0 / 24, -1.0 / 12, 1.0 / 6, -1.0 / 3},
+                                  {0, 0, 0, 1}};
+
+}  // namespace
+
+bool conv_stem_winograd_ok(const ConvShape& s) {
+  return active_isa() == Isa::avx512 && s.group == 1 && s.out_c == kOC && s.in_c >= 1 && s.in_c <= 4 &&
+         s.k_h >= 7 && s.k_h <= 8 && s.k_w >= 7 && s.k_w <= 8 && s.stride_h == 2 && s.stride_w == 2 &&
+         s.dil_h == 1 && s.dil_w == 1 && s.out_h > 0 && s.out_w > 0;
+}
+
+size_t stem_winograd_packed_floats(const ConvShape& s) { return size_t(kPoints * phase_channels(s) * kOC); }
+
+void stem_winograd_pack_weights(const ConvShape& s, const float* w, float* dst) {
+  const int64_t IC = s.in_c, KH = s.k_h, KW = s.k_w, K = phase_channels(s);
+  for (int64_t oc = 0; oc < kOC; ++oc)
+    for (int64_t c = 0; c < IC; ++c)
+      for (int64_t py = 0; py < 2; ++py)
+        for (int64_t px = 0; px < 2; ++px) {
+          // The phase kernel: tap (a, b) is w's (2a + py, 2b + px), zero past the kernel.
+          double g[4][4];
+          for (int64_t a = 0; a < 4; ++a)
+            for (int64_t b = 0; b < 4; ++b) {
+              const int64_t ky = 2 * a + py, kx = 2 * b + px;
+              g[a][b] = ky < KH && kx < KW ? double(w[((oc * IC + c) * KH + ky) * KW + kx]) : 0.0;
+            }
+          const int64_t kk = c * 4 + py * 2 + px;
+          double t[kAlpha][4];  // G g
+          for (int64_t i = 0; i < kAlpha; ++i)
+            for (int64_t b = 0; b < 4; ++b) {
+              double acc = 0;
+              for (int64_t a = 0; a < 4; ++a) acc += kG[i][a] * g[a][b];
+              t[i][b] = acc;
+            }
+          for (int64_t i = 0; i < kAlpha; ++i)
+            for (int64_t j = 0; j < kAlpha; ++j) {
+              double acc = 0;
+              for (int64_t b = 0; b < 4; ++b) acc += t[i][b] * kG[j][b];
+              dst[((i * kAlpha + j) * K + kk) * kOC + oc] = float(acc);
+            }
+        }
+}
+
+#if defined(__x86_64__)
+
+namespace {
+
+#define NXRT_AVX512 __attribute__((target("avx512f"), always_inline)) inline
+
+// The input transform along one axis, B^T d (the rows of F(4x4, 3x3)'s B^T).
+NXRT_AVX512 void bt6(const __m512 d[6], __m512 o[6]) {
+  const __m512 four = _mm512_set1_ps(4.f), mfour = _mm512_set1_ps(-4.f), mfive = _mm512_set1_ps(-5.f),
+               two = _mm512_set1_ps(2.f);
+  o[0] = _mm512_fmadd_ps(four, d[0], _mm512_fmadd_ps(mfive, d[2], d[4]));
+  const __m512 t1 = _mm512_fmadd_ps(mfour, d[2], d[4]);  // d4 - 4 d2
+  const __m512 t2 = _mm512_fmadd_ps(mfour, d[1], d[3]);  // d3 - 4 d1
+  o[1] = _mm512_add_ps(t1, t2);
+  o[2] = _mm512_sub_ps(t1, t2);
+  const __m512 t3 = _mm512_sub_ps(d[4], d[2]);
+  const __m512 t4 = _mm512_mul_ps(two, _mm512_sub_ps(d[3], d[1]));
+  o[3] = _mm512_add_ps(t3, t4);
+  o[4] = _mm512_sub_ps(t3, t4);
+  o[5] = _mm512_fmadd_ps(four, d[1], _mm512_fmadd_ps(mfive, d[3], d[5]));
+}
+
+// The output transform along one axis, A^T m: three outputs from six points.
+NXRT_AVX512 void at6(const __m512 m[6], __m512 y[3]) {
+  const __m512 a = _mm512_add_ps(m[1], m[2]), b = _mm512_sub_ps(m[1], m[2]);
+  const __m512 c = _mm512_add_ps(m[3], m[4]), d = _mm512_sub_ps(m[3], m[4]);
+  y[0] = _mm512_add_ps(_mm512_add_ps(m[0], a), c);
+  y[1] = _mm512_fmadd_ps(_mm512_set1_ps(2.f), d, b);
+  y[2] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(4.f), c, a), m[5]);
+}
+
+// Phase rows [i0, i0 + rows) into p ([row][phase_cols][16]): lane c * 4 + py * 2 + px of
+// column j holds x[c][2i + py - pad_top][2j + px - pad_left] (zero outside x). Each (c, py)
+// row's float pairs (px = 0, 1) at columns j0..j0+7 are eight doubles; eight such rows
+// transposed as doubles give the eight columns' vectors.
+__attribute__((target("avx512f"))) void build_phase_rows(const ConvShape& s, const float* xn, int64_t i0, int64_t rows,
+                                                         float* p) {
+  const int64_t IC = s.in_c, H = s.in_h, W = s.in_w, cols = phase_cols(s);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* src[8] = {};
+    for (int64_t c = 0; c < IC; ++c)
+      for (int64_t py = 0; py < 2; ++py) {
+        const int64_t y = 2 * (i0 + r) + py - s.pad_top;
+        if (y >= 0 && y < H) src[c * 2 + py] = xn + (c * H + y) * W;
+      }
+    float* prow = p + r * cols * kLanes;
+    for (int64_t j0 = 0; j0 < cols; j0 += 8) {
+      const int64_t f0 = 2 * j0 - s.pad_left;  // x column of lane 0
+      const int64_t e0 = std::clamp<int64_t>(-f0, 0, 16), e1 = std::clamp<int64_t>(W - f0, e0, 16);
+      const __mmask16 edge = __mmask16(((1u << e1) - 1u) & ~((1u << e0) - 1u));  // lanes e0 .. e1 - 1
+      __m512d q[8];
+      for (int k = 0; k < 8; ++k) {
+        if (!src[k]) {
+          q[k] = _mm512_setzero_pd();
+        } else if (f0 >= 0 && f0 + 16 <= W) {
+          q[k] = _mm512_castps_pd(_mm512_loadu_ps(src[k] + f0));
+        } else {  // the row's ends: the lanes inside it, loaded in order from its first one
+          q[k] = _mm512_castps_pd(_mm512_maskz_expandloadu_ps(edge, src[k] + std::max<int64_t>(f0, 0)));
+        }
+      }
+      // 8 x 8 transpose of doubles: out[t] = (q[0][t], ..., q[7][t]). (Zero-masked forms with a
+      // full mask: GCC 12's plain ones warn about _mm512_undefined_pd.)
+      __m512d t[8], u[8];
+      for (int k = 0; k < 4; ++k) {
+        t[2 * k] = _mm512_maskz_unpacklo_pd(0xFF, q[2 * k], q[2 * k + 1]);
+        t[2 * k + 1] = _mm512_maskz_unpackhi_pd(0xFF, q[2 * k], q[2 * k + 1]);
+      }
+      // u[0]: rows 0-3 at columns 0, 4; u[1]: 2, 6; u[2]: 1, 5; u[3]: 3, 7 (u[4..7]: rows 4-7).
+      for (int h = 0; h < 2; ++h) {
+        u[4 * h + 0] = _mm512_maskz_shuffle_f64x2(0xFF, t[4 * h + 0], t[4 * h + 2], 0x88);
+        u[4 * h + 1] = _mm512_maskz_shuffle_f64x2(0xFF, t[4 * h + 0], t[4 * h + 2], 0xDD);
+        u[4 * h + 2] = _mm512_maskz_shuffle_f64x2(0xFF, t[4 * h + 1], t[4 * h + 3], 0x88);
+        u[4 * h + 3] = _mm512_maskz_shuffle_f64x2(0xFF, t[4 * h + 1], t[4 * h + 3], 0xDD);
+      }
+      const __m512d col[8] = {_mm512_maskz_shuffle_f64x2(0xFF, u[0], u[4], 0x88), _mm512_maskz_shuffle_f64x2(0xFF, u[2], u[6], 0x88),
+                              _mm512_maskz_shuffle_f64x2(0xFF, u[1], u[5], 0x88), _mm512_maskz_shuffle_f64x2(0xFF, u[3], u[7], 0x88),
+                              _mm512_maskz_shuffle_f64x2(0xFF, u[0], u[4], 0xDD), _mm512_maskz_shuffle_f64x2(0xFF, u[2], u[6], 0xDD),
+                              _mm512_maskz_shuffle_f64x2(0xFF, u[1], u[5], 0xDD), _mm512_maskz_shuffle_f64x2(0xFF, u[3], u[7], 0xDD)};
+      for (int k = 0; k < 8; ++k) _mm512_store_pd(prow + (j0 + k) * kLanes, col[k]);
+    }
+  }
+}
+
+// V of `nt` tiles of one tile row: tile i's input is the 6x6 phase patch at p's row 0,
+// column x0 + 3 i; v[(point * kGroup + i) * 16 + lane].
+__attribute__((target("avx512f"))) void input_transform(const float* p, int64_t cols, int64_t x0, int nt, float* v) {
+  for (int i = 0; i < nt; ++i) {
+    __m512 w[kAlpha][kAlpha];  // w[u][t]: B^T along the columns of patch row u
+    for (int64_t u = 0; u < kAlpha; ++u) {
+      __m512 d[kAlpha];
+      const float* row = p + (u * cols + x0 + kTile * i) * kLanes;
+      for (int64_t c = 0; c < kAlpha; ++c) d[c] = _mm512_load_ps(row + c * kLanes);
+      bt6(d, w[u]);
+    }
+    for (int64_t t = 0; t < kAlpha; ++t) {
+      const __m512 d[kAlpha] = {w[0][t], w[1][t], w[2][t], w[3][t], w[4][t], w[5][t]};
+      __m512 o[kAlpha];
+      bt6(d, o);
+      for (int64_t sp = 0; sp < kAlpha; ++sp) _mm512_store_ps(v + ((sp * kAlpha + t) * kGroup + i) * kLanes, o[sp]);
+    }
+  }
+}
+
+// m[(i * 36 + point) * 64 + oc] = sum over the K phase channels of U[point][k][oc] V[point][i][k],
+// for tiles i < NT: NT x 4 accumulators, U's row of 64 as four vectors, V's values broadcast.
+template <int NT>
+__attribute__((target("avx512f"))) void products(const float* u, const float* v, int64_t K, float* m) {
+  for (int64_t pt = 0; pt < kPoints; ++pt) {
+    const float* up = u + pt * K * kOC;
+    const float* vp = v + pt * kGroup * kLanes;
+    float* mp = m + pt * kOC;
+    __m512 acc[NT][4];
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m512 w0 = _mm512_load_ps(up + k * kOC), w1 = _mm512_load_ps(up + k * kOC + 16),
+                   w2 = _mm512_load_ps(up + k * kOC + 32), w3 = _mm512_load_ps(up + k * kOC + 48);
+#pragma GCC unroll 8
+      for (int i = 0; i < NT; ++i) {
+        const __m512 b = _mm512_set1_ps(vp[i * kLanes + k]);
+        acc[i][0] = _mm512_fmadd_ps(b, w0, acc[i][0]);
+        acc[i][1] = _mm512_fmadd_ps(b, w1, acc[i][1]);
+        acc[i][2] = _mm512_fmadd_ps(b, w2, acc[i][2]);
+        acc[i][3] = _mm512_fmadd_ps(b, w3, acc[i][3]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) _mm512_store_ps(mp + i * kPoints * kOC + 16 * j, acc[i][j]);
+  }
+}
+
+void run_products(int nt, const float* u, const float* v, int64_t K, float* m) {
+  switch (nt) {
+    case 1: products<1>(u, v, K, m); break;
+    case 2: products<2>(u, v, K, m); break;
+    case 3: products<3>(u, v, K, m); break;
+    case 4: products<4>(u, v, K, m); break;
+    case 5: products<5>(u, v, K, m); break;
+    default: products<6>(u, v, K, m); break;
+  }
+}
+
+// Y = A^T M A for `nt` tiles at output (y0, x0 + 3 i), rows below `y_end` and columns below
+// OW stored into dst ([row - r0][OW][64]) with bias and post's clamp / HardSwish.
+__attribute__((target("avx512f"))) void output_transform(const ConvShape& s, const float* m, int nt, int64_t y0,
+                                                         int64_t x0, int64_t y_end, int64_t r0, const float* bias,
+                                                         const ConvPostOps& post, float* dst) {
+  const int64_t OW = s.out_w;
+  const __m512 lo = _mm512_set1_ps(post.lo), hi = _mm512_set1_ps(post.hi);
+  for (int i = 0; i < nt; ++i) {
+    const int64_t tx = x0 + kTile * i;
+    const int64_t rows = std::min<int64_t>(kTile, y_end - y0), cols = std::min<int64_t>(kTile, OW - tx);
+    for (int j = 0; j < 4; ++j) {
+      const __m512 bv = bias ? _mm512_loadu_ps(bias + 16 * j) : _mm512_setzero_ps();
+      __m512 r[3][kAlpha];  // A^T along the points' rows, per column t
+      for (int64_t t = 0; t < kAlpha; ++t) {
+        __m512 col[kAlpha];
+        for (int64_t sp = 0; sp < kAlpha; ++sp) col[sp] = _mm512_load_ps(m + (i * kPoints + sp * kAlpha + t) * kOC + 16 * j);
+        __m512 y[3];
+        at6(col, y);
+        for (int a = 0; a < 3; ++a) r[a][t] = y[a];
+      }
+      for (int64_t a = 0; a < rows; ++a) {
+        __m512 y[3];
+        at6(r[a], y);
+        float* drow = dst + ((y0 + a - r0) * OW + tx) * kOC + 16 * j;
+        for (int64_t b = 0; b < cols; ++b) {
+          __m512 val = _mm512_add_ps(y[b], bv);
+          if (post.clamp) val = _mm512_maskz_min_ps(0xFFFF, hi, _mm512_maskz_max_ps(0xFFFF, lo, val));
+          if (post.hardswish) val = hard_swish_avx512(val);
+          _mm512_store_ps(drow + b * kOC, val);
+        }
+      }
+    }
+  }
+}
+
+#undef NXRT_AVX512
+
+}  // namespace
+
+void stem_winograd_rows(const ConvShape& s, const float* xn, const float* u, const float* bias, const ConvPostOps& post,
+                        int64_t r0, int64_t r1, float* dst) {
+  if (r1 <= r0) return;
+  const int64_t K = phase_channels(s), cols = phase_cols(s), TX = tiles_x(s);
+  const int64_t tile_rows = (r1 - r0 + kTile - 1) / kTile, prow_count = tile_rows * kTile + kAlpha - kTile;
+  const size_t p_floats = size_t(prow_count * cols * kLanes), v_floats = size_t(kPoints * kGroup * kLanes);
+  float* p = scratch_floats(kScratchA, p_floats + v_floats + size_t(kPoints * kGroup * kOC));
+  float* v = p + p_floats;
+  float* m = v + v_floats;
+  build_phase_rows(s, xn, r0, prow_count, p);
+  for (int64_t ty = 0; ty < tile_rows; ++ty) {
+    const int64_t y0 = r0 + ty * kTile;
+    const float* prow = p + ty * kTile * cols * kLanes;
+    // Groups of near-equal size (38 tiles: 6, 6, 6, 5, 5, 5, 5): a short last group's few
+    // accumulators per U load ran at half the rate.
+    const int64_t groups = (TX + kGroup - 1) / kGroup;
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const int64_t g = gi * TX / groups;
+      const int nt = int((gi + 1) * TX / groups - g);
+      input_transform(prow, cols, g * kTile, nt, v);
+      run_products(nt, u, v, K, m);
+      output_transform(s, m, nt, y0, g * kTile, r1, r0, bias, post, dst);
+    }
+  }
+}
+
+#else  // no AVX-512: conv_stem_winograd_ok is false
+
+void stem_winograd_rows(const ConvShape&, const float*, const float*, const float*, const ConvPostOps&, int64_t, int64_t,
+                        float*) {}
+
+#endif
+
+}  // namespace nxrt::cpu
