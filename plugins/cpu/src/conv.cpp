@@ -1574,7 +1574,7 @@ bool conv_stem64_ok(const ConvShape& s) {
          double(s.icg()) * double(window_rows(s, s.out_h)) * double(window_cols(s, s.out_w)) < double(INT32_MAX);
 }
 
-// The stem's F(3x3, 4x4) weights, unpacked from the A tiles of `w` and transformed on first use.
+// The stem's F(4x4, 4x4) weights, unpacked from the A tiles of `w` and transformed on first use.
 static const float* stem_winograd_weights(const ConvShape& s, const PackedConvWeights& w) {
   return transposed_once(*w.stem_winograd, stem_winograd_packed_floats(s), [&](float* dst) {
     const int64_t K = s.gemm_k();
@@ -1701,7 +1701,7 @@ static void conv2d_max_pool_stem64(const ConvShape& s, const float* x, const Pac
 std::string conv_max_pool_describe(const ConvShape& s, const PackedConvWeights& w, ThreadPool* pool) {
   const char* pooled = ", max pool over each block of rows it makes";
   if (conv_stem64_ok(s) && conv_stem_winograd_ok(s))
-    return std::string("stem by winograd F(3x3,4x4) over the input's stride phases, channels-last rows") + pooled;
+    return std::string("stem by winograd F(4x4,4x4) over the input's stride phases, channels-last rows") + pooled;
   if (conv_stem64_ok(s)) return std::string("direct: pixels read in place, channels along the lanes avx512f-6x64") + pooled;
   return conv_describe(s, w, pool) + pooled;
 }

@@ -15,9 +15,9 @@ namespace nxrt::cpu {
 
 namespace {
 
-constexpr int64_t kAlpha = 6;            // input tile edge
-constexpr int64_t kPoints = 36;          // kAlpha^2 transformed points
-constexpr int64_t kTile = 3;             // output tile edge
+constexpr int64_t kAlpha = 7;            // input tile edge
+constexpr int64_t kPoints = 49;          // kAlpha^2 transformed points
+constexpr int64_t kTile = 4;             // output tile edge
 constexpr int64_t kLanes = 16;           // phase channels of one vector (4 x IC <= 16)
 constexpr int64_t kOC = 64;              // output channels: four vectors
 constexpr int kGroup = 6;                // tiles one product block holds (6 x 4 registers)
@@ -27,12 +27,13 @@ int64_t tiles_x(const ConvShape& s) { return (s.out_w + kTile - 1) / kTile; }
 // Phase columns the tiles read, rounded up to the 8-column chunks the phase build writes.
 int64_t phase_cols(const ConvShape& s) { return (tiles_x(s) * kTile + kAlpha - kTile + 7) / 8 * 8; }
 
-// F(3, 4) over points 0, 1, -1, 2, -2 and infinity: G (6 x 4), the weights' transform.
-constexpr double kG[kAlpha][4] = {{1.0 / 4, 0, 0, 0},
-                                  {-1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                  {-1.0 / 6, 1.0 / 6, -1.0 / 6, 1.0 / 6},
-                                  {1.0 / 24, 1.0 / 12, 1.0 / 6, 1.0 / 3},
-                                  {1.0 / 24, -1.0 / 12, 1.0 / 6, -1.0 / 3},
+// F(4, 4) over points 0, 1, -1, 2, -2, 1/2 and infinity: G (7 x 4), the weights' transform.
+constexpr double kG[kAlpha][4] = {{-1.0 / 2, 0, 0, 0},
+                                  {-1.0 / 3, -1.0 / 3, -1.0 / 3, -1.0 / 3},
+                                  {1.0 / 9, -1.0 / 9, 1.0 / 9, -1.0 / 9},
+                                  {1.0 / 36, 1.0 / 18, 1.0 / 9, 2.0 / 9},
+                                  {-1.0 / 60, 1.0 / 30, -1.0 / 15, 2.0 / 15},
+                                  {32.0 / 45, 16.0 / 45, 8.0 / 45, 4.0 / 45},
                                   {0, 0, 0, 1}};
 
 }  // namespace
@@ -81,29 +82,26 @@ namespace {
 
 #define NXRT_AVX512 __attribute__((target("avx512f"), always_inline)) inline
 
-// The input transform along one axis, B^T d (the rows of F(4x4, 3x3)'s B^T).
-NXRT_AVX512 void bt6(const __m512 d[6], __m512 o[6]) {
-  const __m512 four = _mm512_set1_ps(4.f), mfour = _mm512_set1_ps(-4.f), mfive = _mm512_set1_ps(-5.f),
-               two = _mm512_set1_ps(2.f);
-  o[0] = _mm512_fmadd_ps(four, d[0], _mm512_fmadd_ps(mfive, d[2], d[4]));
-  const __m512 t1 = _mm512_fmadd_ps(mfour, d[2], d[4]);  // d4 - 4 d2
-  const __m512 t2 = _mm512_fmadd_ps(mfour, d[1], d[3]);  // d3 - 4 d1
-  o[1] = _mm512_add_ps(t1, t2);
-  o[2] = _mm512_sub_ps(t1, t2);
-  const __m512 t3 = _mm512_sub_ps(d[4], d[2]);
-  const __m512 t4 = _mm512_mul_ps(two, _mm512_sub_ps(d[3], d[1]));
-  o[3] = _mm512_add_ps(t3, t4);
-  o[4] = _mm512_sub_ps(t3, t4);
-  o[5] = _mm512_fmadd_ps(four, d[1], _mm512_fmadd_ps(mfive, d[3], d[5]));
+// The input transform along one axis, B^T d.
+NXRT_AVX512 __m512 lin(float a, __m512 x, __m512 acc) { return _mm512_fmadd_ps(_mm512_set1_ps(a), x, acc); }
+NXRT_AVX512 void bt7(const __m512 d[7], __m512 o[7]) {
+  o[0] = lin(-2.f, d[0], lin(4.f, d[1], lin(2.5f, d[2], lin(-5.f, d[3], lin(-0.5f, d[4], d[5])))));
+  o[1] = lin(2.f, d[1], lin(-2.f, d[2], lin(-4.5f, d[3], lin(0.5f, d[4], d[5]))));
+  o[2] = lin(-2.f, d[1], lin(6.f, d[2], lin(-3.5f, d[3], lin(-1.5f, d[4], d[5]))));
+  o[3] = _mm512_add_ps(d[1], lin(-1.5f, d[2], lin(-2.f, d[3], lin(1.5f, d[4], d[5]))));
+  o[4] = _mm512_sub_ps(lin(2.5f, d[2], lin(-2.5f, d[4], d[5])), d[1]);
+  o[5] = lin(4.f, d[1], lin(-5.f, d[3], d[5]));
+  o[6] = lin(-2.f, d[1], lin(4.f, d[2], lin(2.5f, d[3], lin(-5.f, d[4], lin(-0.5f, d[5], d[6])))));
 }
 
-// The output transform along one axis, A^T m: three outputs from six points.
-NXRT_AVX512 void at6(const __m512 m[6], __m512 y[3]) {
+// The output transform along one axis, A^T m: four outputs from seven points.
+NXRT_AVX512 void at7(const __m512 m[7], __m512 y[4]) {
   const __m512 a = _mm512_add_ps(m[1], m[2]), b = _mm512_sub_ps(m[1], m[2]);
   const __m512 c = _mm512_add_ps(m[3], m[4]), d = _mm512_sub_ps(m[3], m[4]);
-  y[0] = _mm512_add_ps(_mm512_add_ps(m[0], a), c);
-  y[1] = _mm512_fmadd_ps(_mm512_set1_ps(2.f), d, b);
-  y[2] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(4.f), c, a), m[5]);
+  y[0] = _mm512_add_ps(_mm512_add_ps(m[0], a), _mm512_add_ps(c, m[5]));
+  y[1] = lin(2.f, d, lin(0.5f, m[5], b));
+  y[2] = lin(4.f, c, lin(0.25f, m[5], a));
+  y[3] = lin(8.f, d, lin(0.125f, m[5], _mm512_add_ps(b, m[6])));
 }
 
 // Phase rows [i0, i0 + rows) into p ([row][phase_cols][16]): lane c * 4 + py * 2 + px of
@@ -158,8 +156,8 @@ __attribute__((target("avx512f"))) void build_phase_rows(const ConvShape& s, con
   }
 }
 
-// V of `nt` tiles of one tile row: tile i's input is the 6x6 phase patch at p's row 0,
-// column x0 + 3 i; v[(point * kGroup + i) * 16 + lane].
+// V of `nt` tiles of one tile row: tile i's input is the 7x7 phase patch at p's row 0,
+// column x0 + 4 i; v[(point * kGroup + i) * 16 + lane].
 __attribute__((target("avx512f"))) void input_transform(const float* p, int64_t cols, int64_t x0, int nt, float* v) {
   for (int i = 0; i < nt; ++i) {
     __m512 w[kAlpha][kAlpha];  // w[u][t]: B^T along the columns of patch row u
@@ -167,30 +165,35 @@ __attribute__((target("avx512f"))) void input_transform(const float* p, int64_t 
       __m512 d[kAlpha];
       const float* row = p + (u * cols + x0 + kTile * i) * kLanes;
       for (int64_t c = 0; c < kAlpha; ++c) d[c] = _mm512_load_ps(row + c * kLanes);
-      bt6(d, w[u]);
+      bt7(d, w[u]);
     }
     for (int64_t t = 0; t < kAlpha; ++t) {
-      const __m512 d[kAlpha] = {w[0][t], w[1][t], w[2][t], w[3][t], w[4][t], w[5][t]};
+      const __m512 d[kAlpha] = {w[0][t], w[1][t], w[2][t], w[3][t], w[4][t], w[5][t], w[6][t]};
       __m512 o[kAlpha];
-      bt6(d, o);
+      bt7(d, o);
       for (int64_t sp = 0; sp < kAlpha; ++sp) _mm512_store_ps(v + ((sp * kAlpha + t) * kGroup + i) * kLanes, o[sp]);
     }
   }
 }
 
-// m[(i * 36 + point) * 64 + oc] = sum over the K phase channels of U[point][k][oc] V[point][i][k],
+// m[(i * 49 + point) * 64 + oc] = sum over the K phase channels of U[point][k][oc] V[point][i][k],
 // for tiles i < NT: NT x 4 accumulators, U's row of 64 as four vectors, V's values broadcast.
+// The bias (or null) starts point (1, 1)'s sums: A^T's column for the point 1 is all ones, so
+// it reaches every output of the tile, and the output transform adds nothing.
+constexpr int64_t kBiasPoint = 1 * kAlpha + 1;
 template <int NT>
-__attribute__((target("avx512f"))) void products(const float* u, const float* v, int64_t K, float* m) {
+__attribute__((target("avx512f"))) void products(const float* u, const float* v, int64_t K, const float* bias,
+                                                 float* m) {
   for (int64_t pt = 0; pt < kPoints; ++pt) {
     const float* up = u + pt * K * kOC;
     const float* vp = v + pt * kGroup * kLanes;
     float* mp = m + pt * kOC;
     __m512 acc[NT][4];
+    const bool with_bias = bias && pt == kBiasPoint;
 #pragma GCC unroll 8
     for (int i = 0; i < NT; ++i)
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+      for (int j = 0; j < 4; ++j) acc[i][j] = with_bias ? _mm512_loadu_ps(bias + 16 * j) : _mm512_setzero_ps();
     for (int64_t k = 0; k < K; ++k) {
       const __m512 w0 = _mm512_load_ps(up + k * kOC), w1 = _mm512_load_ps(up + k * kOC + 16),
                    w2 = _mm512_load_ps(up + k * kOC + 32), w3 = _mm512_load_ps(up + k * kOC + 48);
@@ -210,21 +213,21 @@ __attribute__((target("avx512f"))) void products(const float* u, const float* v,
   }
 }
 
-void run_products(int nt, const float* u, const float* v, int64_t K, float* m) {
+void run_products(int nt, const float* u, const float* v, int64_t K, const float* bias, float* m) {
   switch (nt) {
-    case 1: products<1>(u, v, K, m); break;
-    case 2: products<2>(u, v, K, m); break;
-    case 3: products<3>(u, v, K, m); break;
-    case 4: products<4>(u, v, K, m); break;
-    case 5: products<5>(u, v, K, m); break;
-    default: products<6>(u, v, K, m); break;
+    case 1: products<1>(u, v, K, bias, m); break;
+    case 2: products<2>(u, v, K, bias, m); break;
+    case 3: products<3>(u, v, K, bias, m); break;
+    case 4: products<4>(u, v, K, bias, m); break;
+    case 5: products<5>(u, v, K, bias, m); break;
+    default: products<6>(u, v, K, bias, m); break;
   }
 }
 
 // Y = A^T M A for `nt` tiles at output (y0, x0 + 3 i), rows below `y_end` and columns below
-// OW stored into dst ([row - r0][OW][64]) with bias and post's clamp / HardSwish.
+// OW stored into dst ([row - r0][OW][64]) with post's clamp / HardSwish (the bias is in m).
 __attribute__((target("avx512f"))) void output_transform(const ConvShape& s, const float* m, int nt, int64_t y0,
-                                                         int64_t x0, int64_t y_end, int64_t r0, const float* bias,
+                                                         int64_t x0, int64_t y_end, int64_t r0,
                                                          const ConvPostOps& post, float* dst) {
   const int64_t OW = s.out_w;
   const __m512 lo = _mm512_set1_ps(post.lo), hi = _mm512_set1_ps(post.hi);
@@ -232,21 +235,20 @@ __attribute__((target("avx512f"))) void output_transform(const ConvShape& s, con
     const int64_t tx = x0 + kTile * i;
     const int64_t rows = std::min<int64_t>(kTile, y_end - y0), cols = std::min<int64_t>(kTile, OW - tx);
     for (int j = 0; j < 4; ++j) {
-      const __m512 bv = bias ? _mm512_loadu_ps(bias + 16 * j) : _mm512_setzero_ps();
-      __m512 r[3][kAlpha];  // A^T along the points' rows, per column t
+      __m512 r[kTile][kAlpha];  // A^T along the points' rows, per column t
       for (int64_t t = 0; t < kAlpha; ++t) {
         __m512 col[kAlpha];
         for (int64_t sp = 0; sp < kAlpha; ++sp) col[sp] = _mm512_load_ps(m + (i * kPoints + sp * kAlpha + t) * kOC + 16 * j);
-        __m512 y[3];
-        at6(col, y);
-        for (int a = 0; a < 3; ++a) r[a][t] = y[a];
+        __m512 y[kTile];
+        at7(col, y);
+        for (int a = 0; a < kTile; ++a) r[a][t] = y[a];
       }
       for (int64_t a = 0; a < rows; ++a) {
-        __m512 y[3];
-        at6(r[a], y);
+        __m512 y[kTile];
+        at7(r[a], y);
         float* drow = dst + ((y0 + a - r0) * OW + tx) * kOC + 16 * j;
         for (int64_t b = 0; b < cols; ++b) {
-          __m512 val = _mm512_add_ps(y[b], bv);
+          __m512 val = y[b];
           if (post.clamp) val = _mm512_maskz_min_ps(0xFFFF, hi, _mm512_maskz_max_ps(0xFFFF, lo, val));
           if (post.hardswish) val = hard_swish_avx512(val);
           _mm512_store_ps(drow + b * kOC, val);
@@ -273,15 +275,15 @@ void stem_winograd_rows(const ConvShape& s, const float* xn, const float* u, con
   for (int64_t ty = 0; ty < tile_rows; ++ty) {
     const int64_t y0 = r0 + ty * kTile;
     const float* prow = p + ty * kTile * cols * kLanes;
-    // Groups of near-equal size (38 tiles: 6, 6, 6, 5, 5, 5, 5): a short last group's few
+    // Groups of near-equal size (28 tiles: 6, 5, 6, 5, 6): a short last group's few
     // accumulators per U load ran at half the rate.
     const int64_t groups = (TX + kGroup - 1) / kGroup;
     for (int64_t gi = 0; gi < groups; ++gi) {
       const int64_t g = gi * TX / groups;
       const int nt = int((gi + 1) * TX / groups - g);
       input_transform(prow, cols, g * kTile, nt, v);
-      run_products(nt, u, v, K, m);
-      output_transform(s, m, nt, y0, g * kTile, r1, r0, bias, post, dst);
+      run_products(nt, u, v, K, bias, m);
+      output_transform(s, m, nt, y0, g * kTile, r1, r0, post, dst);
     }
   }
 }

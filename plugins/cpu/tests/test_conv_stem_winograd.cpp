@@ -1,6 +1,6 @@
-// The stem's F(3x3, 4x4) over the input's stride phases (conv_stem_winograd.hpp) against the
+// The stem's F(4x4, 4x4) over the input's stride phases (conv_stem_winograd.hpp) against the
 // direct reference: 1-4 input channels, 7x7 and 8x8 kernels, pads 0-3 and asymmetric, widths
-// off the 3-column tiles and the 8-column phase chunks, row ranges that start anywhere and end
+// off the 4-column tiles and the 8-column phase chunks, row ranges that start anywhere and end
 // inside a tile, bias or none, every activation; and conv2d_max_pool choosing it.
 #include <doctest/doctest.h>
 
@@ -70,7 +70,7 @@ ConvPostOps relu6() {
 
 }  // namespace
 
-TEST_CASE("stem F(3x3, 4x4) over stride phases matches the direct conv") {
+TEST_CASE("stem F(4x4, 4x4) over stride phases matches the direct conv") {
   if (active_isa() != Isa::avx512) return;  // the kernel is AVX-512 only; conv_stem_winograd_ok says so
   ConvPostOps hs;
   hs.hardswish = true;
@@ -80,12 +80,13 @@ TEST_CASE("stem F(3x3, 4x4) over stride phases matches the direct conv") {
   check_rows(resnet, {}, true, 0, resnet.out_h);
   check_rows(resnet, relu6(), true, 5, 12);  // starts off the tile grid, ends inside a tile
   check_rows(resnet, hs, false, resnet.out_h - 1, resnet.out_h);
-  // 1, 2 and 4 channels; 8x8 kernels; pads 0-2 and asymmetric; widths of 1-17 tiles.
+  // 1, 2 and 4 channels; 8x8 kernels; pads 0-2 and asymmetric; widths of 1-13 tiles.
   check_rows(stem_shape(1, 23, 19, 7, 3, 3), {}, true, 0, 12);
   check_rows(stem_shape(2, 30, 51, 7, 0, 2), relu6(), false, 1, 10);
   check_rows(stem_shape(4, 17, 70, 8, 1, 3), {}, true, 0, 6);
   check_rows(stem_shape(3, 9, 7, 7, 2, 0), hs, true, 0, 2);
   check_rows(stem_shape(3, 14, 100, 8, 3, 1), {}, false, 2, 6);
+  check_rows(stem_shape(3, 16, 224, 7, 3, 3), relu6(), true, 1, 8);  // ResNet's 28 tiles a row
   // Shapes it is not for: 3x3, stride 1, 5 channels, 32 output channels.
   CHECK_FALSE(conv_stem_winograd_ok(stem_shape(3, 20, 20, 3, 1, 1)));
   ConvShape s1 = resnet;
@@ -97,7 +98,7 @@ TEST_CASE("stem F(3x3, 4x4) over stride phases matches the direct conv") {
   CHECK_FALSE(conv_stem_winograd_ok(narrow));
 }
 
-TEST_CASE("conv2d_max_pool runs the stem by F(3x3, 4x4): equal to the reference conv then max_pool") {
+TEST_CASE("conv2d_max_pool runs the stem by F(4x4, 4x4): equal to the reference conv then max_pool") {
   // Batch 2, ResNet's pool (3x3 / 2, pad 1), 1-3 threads: the row blocks each thread makes
   // start where its pooled rows' windows start, off the tile grid.
   ThreadPool pool2(2), pool3(3);
@@ -126,5 +127,5 @@ TEST_CASE("conv2d_max_pool runs the stem by F(3x3, 4x4): equal to the reference 
     // is ~1.4e-6 of that bound.
     CHECK(worst(got, want, 1e-4, 2e-4) <= 1.0);
   }
-  if (active_isa() == Isa::avx512) CHECK(conv_max_pool_describe(s, packed, nullptr).find("F(3x3,4x4)") != std::string::npos);
+  if (active_isa() == Isa::avx512) CHECK(conv_max_pool_describe(s, packed, nullptr).find("F(4x4,4x4)") != std::string::npos);
 }
