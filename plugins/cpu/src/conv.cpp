@@ -1566,7 +1566,7 @@ bool conv_max_pool_fuses(const ConvShape& s, const PackedConvWeights& w, const P
 // 7x7 stride-2 3 -> 64): conv2d_max_pool makes its rows as the direct product with the 6 x 64
 // pixel tile (gemm_pixels64_serial) instead of phase rows. The phase rows' GEMM reads B
 // through 147 shifted, unaligned row windows; here the 147 taps are broadcasts and W^T's
-// aligned [k][64] rows the vectors, and the pool works channels-last (conv2d_max_pool_stem64):
+// aligned [k][64] rows the vectors, and the pool works channels-last (conv2d_max_pool_stem):
 // ResNet's stem with its pool, one thread 1375-1402 -> 1340-1374 us, two 784-816 -> 736-743.
 bool conv_stem64_ok(const ConvShape& s) {
   return gemm_pixels64_panel_avx512() && active_isa() == Isa::avx512 && s.group == 1 && s.ocg() == 64 &&
@@ -1627,32 +1627,45 @@ static void pool_row_walk(const ConvShape& s, const PoolShape& ps, int64_t p0, i
 }
 
 #if defined(__x86_64__)
-// Pooled row q of a stem64 block buffer (conv rows [h0, ...) as [row][OW][64]): rows [r0, r1)
-// of its window, 64 channels as four vectors, into prow[PW][64]. Padding is skipped (-inf
-// when a window holds nothing); max(v, m) returns m when v is NaN, so a NaN is skipped as
-// max_pool does.
-__attribute__((target("avx512f"))) static void stem64_pool_row(const PoolShape& ps, const float* cb, int64_t h0,
-                                                               int64_t r0, int64_t r1, int64_t OW, float* prow) {
+// Pooled row q of a channels-last stem block buffer (conv rows [h0, ...) as [row][OW][OC],
+// OC = 16 J <= 64): rows [r0, r1) of its window, the channels as J vectors, into
+// prow[PW][OC]. Padding is skipped (-inf when a window holds nothing); max(v, m) returns m
+// when v is NaN, so a NaN is skipped as max_pool does.
+template <int J>
+__attribute__((target("avx512f"))) static void stem_pool_row(const PoolShape& ps, const float* cb, int64_t h0,
+                                                             int64_t r0, int64_t r1, int64_t OW, float* prow) {
+  constexpr int64_t OC = 16 * J;
   const int64_t PW = ps.out[2], PKW = ps.kernel[2], PSW = ps.stride[2], PPL = ps.pad_begin[2];
   for (int64_t pw = 0; pw < PW; ++pw) {
     const int64_t x0 = std::max<int64_t>(0, pw * PSW - PPL), x1 = std::min<int64_t>(OW, pw * PSW - PPL + PKW);
-    __m512 m[4];
-    for (int j = 0; j < 4; ++j) m[j] = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    __m512 m[J];
+    for (int j = 0; j < J; ++j) m[j] = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t c = x0; c < x1; ++c) {
-        const float* v = cb + ((r - h0) * OW + c) * 64;
-        for (int j = 0; j < 4; ++j) m[j] = _mm512_maskz_max_ps(0xFFFF, _mm512_load_ps(v + 16 * j), m[j]);
+        const float* v = cb + ((r - h0) * OW + c) * OC;
+        for (int j = 0; j < J; ++j) m[j] = _mm512_maskz_max_ps(0xFFFF, _mm512_load_ps(v + 16 * j), m[j]);
       }
-    for (int j = 0; j < 4; ++j) _mm512_store_ps(prow + pw * 64 + 16 * j, m[j]);
+    for (int j = 0; j < J; ++j) _mm512_store_ps(prow + pw * OC + 16 * j, m[j]);
+  }
+}
+
+static void stem_pool_row_any(int64_t OC, const PoolShape& ps, const float* cb, int64_t h0, int64_t r0, int64_t r1,
+                              int64_t OW, float* prow) {
+  switch (OC) {
+    case 16: stem_pool_row<1>(ps, cb, h0, r0, r1, OW, prow); break;
+    case 32: stem_pool_row<2>(ps, cb, h0, r0, r1, OW, prow); break;
+    case 48: stem_pool_row<3>(ps, cb, h0, r0, r1, OW, prow); break;
+    default: stem_pool_row<4>(ps, cb, h0, r0, r1, OW, prow); break;
   }
 }
 #endif
 
-// conv2d_max_pool for conv_stem64_ok shapes: the conv rows made as the direct product with
-// 6 x 64 tiles and kept in its own layout, channels-last ([row][OW][64]: no transposing store);
-// the pool takes the 64 channels as four vectors, and only the pooled rows are transposed
-// into the NCHW output. Threads and row blocks as conv2d_max_pool's phase rows.
-static void conv2d_max_pool_stem64(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias,
+// conv2d_max_pool for conv_stem_winograd_ok shapes (16-64 channels) and conv_stem64_ok ones:
+// the conv rows made by Winograd over the stride phases or as the direct product with 6 x 64
+// tiles and kept in their layout, channels-last ([row][OW][OC]: no transposing store); the
+// pool takes the channels as vectors, and only the pooled rows are transposed into the NCHW
+// output. Threads and row blocks as conv2d_max_pool's phase rows.
+static void conv2d_max_pool_stem(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias,
                                    const PoolShape& ps, float* pooled, ThreadPool* pool, const ConvPostOps& post) {
 #if defined(__x86_64__)
   const int64_t K = s.gemm_k(), OH = s.out_h, OW = s.out_w, N = OH * OW;
@@ -1661,19 +1674,19 @@ static void conv2d_max_pool_stem64(const ConvShape& s, const float* x, const Pac
   const float* wt64 = wino ? nullptr : transposed64_weights(w, 64, K);
   const float* u = wino ? stem_winograd_weights(s, w) : nullptr;
   const GemmEpilogue e = conv_epilogue_cols(bias, post);
-  const int64_t row_floats = OW * 64;
-  const int bands = int(std::min<int64_t>(threads_for(pool, 64.0 * double(N) * double(K)), PH));
+  const int64_t OC = s.out_c, row_floats = OW * OC;
+  const int bands = int(std::min<int64_t>(threads_for(pool, double(OC) * double(N) * double(K)), PH));
   const int64_t block_rows =
       wino ? std::max(kStemWinogradBlockRows, PSH)
            : std::max<int64_t>({1, PSH, (160 << 10) / (row_floats * int64_t(sizeof(float)))});
   for (int64_t n = 0; n < s.batch; ++n) {
     const float* xn = x + n * s.in_c * s.in_h * s.in_w;
-    float* on = pooled + n * 64 * PH * PW;
+    float* on = pooled + n * OC * PH * PW;
     parallel_for(bands <= 1 ? nullptr : pool, bands, [&](int64_t i) {
       int64_t p0, p1;
       split_range(PH, bands, i, p0, p1);
       float* cb = scratch_floats(kScratchB, size_t((block_rows + PKH) * row_floats));
-      float* prow = scratch_floats(kScratchC, size_t(PW * 64));
+      float* prow = scratch_floats(kScratchC, size_t(PW * OC));
       pool_row_walk(
           s, ps, p0, p1, block_rows, cb, 1, 0, row_floats,
           [&](int64_t, int64_t, int64_t b0, int64_t b1, float* dst) {
@@ -1687,8 +1700,8 @@ static void conv2d_max_pool_stem64(const ConvShape& s, const float* x, const Pac
           [&](int64_t h0, int64_t q0, int64_t q1) {
             for (int64_t q = q0; q < q1; ++q) {
               const PoolWindowRows r = pool_window_rows(s, ps, q);
-              stem64_pool_row(ps, cb, h0, r.first, r.end, OW, prow);
-              transpose_store(prow, 64, 0, 0, PW, PH * PW, on + q * PW, nullptr, ConvPostOps{}, 0, 64);
+              stem_pool_row_any(OC, ps, cb, h0, r.first, r.end, OW, prow);
+              transpose_store(prow, OC, 0, 0, PW, PH * PW, on + q * PW, nullptr, ConvPostOps{}, 0, OC);
             }
           });
     });
@@ -1700,7 +1713,7 @@ static void conv2d_max_pool_stem64(const ConvShape& s, const float* x, const Pac
 
 std::string conv_max_pool_describe(const ConvShape& s, const PackedConvWeights& w, ThreadPool* pool) {
   const char* pooled = ", max pool over each block of rows it makes";
-  if (conv_stem64_ok(s) && conv_stem_winograd_ok(s))
+  if (conv_stem_winograd_ok(s))
     return std::string("stem by winograd F(4x4,4x4) over the input's stride phases, channels-last rows") + pooled;
   if (conv_stem64_ok(s)) return std::string("direct: pixels read in place, channels along the lanes avx512f-6x64") + pooled;
   return conv_describe(s, w, pool) + pooled;
@@ -1715,8 +1728,8 @@ void conv2d_max_pool(const ConvShape& s, const float* x, const PackedConvWeights
     max_pool(ps, c.data(), pooled, pool);
     return;
   }
-  if (conv_stem64_ok(s)) {
-    conv2d_max_pool_stem64(s, x, w, bias, ps, pooled, pool, post);
+  if (conv_stem_winograd_ok(s) || conv_stem64_ok(s)) {
+    conv2d_max_pool_stem(s, x, w, bias, ps, pooled, pool, post);
     return;
   }
   // The phase_rows path of conv2d, its row blocks pooled instead of copied out. Each thread

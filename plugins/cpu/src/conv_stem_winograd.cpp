@@ -19,7 +19,7 @@ constexpr int64_t kAlpha = 7;            // input tile edge
 constexpr int64_t kPoints = 49;          // kAlpha^2 transformed points
 constexpr int64_t kTile = 4;             // output tile edge
 constexpr int64_t kLanes = 16;           // phase channels of one vector (4 x IC <= 16)
-constexpr int64_t kOC = 64;              // output channels: four vectors
+constexpr int64_t kMaxOC = 64;           // output channels: at most four vectors
 constexpr int kGroup = 6;                // tiles one product block holds (6 x 4 registers)
 
 int64_t phase_channels(const ConvShape& s) { return 4 * s.in_c; }
@@ -39,16 +39,16 @@ constexpr double kG[kAlpha][4] = {{-1.0 / 2, 0, 0, 0},
 }  // namespace
 
 bool conv_stem_winograd_ok(const ConvShape& s) {
-  return active_isa() == Isa::avx512 && s.group == 1 && s.out_c == kOC && s.in_c >= 1 && s.in_c <= 4 &&
+  return active_isa() == Isa::avx512 && s.group == 1 && s.out_c % 16 == 0 && s.out_c <= kMaxOC && s.in_c >= 1 && s.in_c <= 4 &&
          s.k_h >= 7 && s.k_h <= 8 && s.k_w >= 7 && s.k_w <= 8 && s.stride_h == 2 && s.stride_w == 2 &&
          s.dil_h == 1 && s.dil_w == 1 && s.out_h > 0 && s.out_w > 0;
 }
 
-size_t stem_winograd_packed_floats(const ConvShape& s) { return size_t(kPoints * phase_channels(s) * kOC); }
+size_t stem_winograd_packed_floats(const ConvShape& s) { return size_t(kPoints * phase_channels(s) * s.out_c); }
 
 void stem_winograd_pack_weights(const ConvShape& s, const float* w, float* dst) {
-  const int64_t IC = s.in_c, KH = s.k_h, KW = s.k_w, K = phase_channels(s);
-  for (int64_t oc = 0; oc < kOC; ++oc)
+  const int64_t IC = s.in_c, KH = s.k_h, KW = s.k_w, K = phase_channels(s), OC = s.out_c;
+  for (int64_t oc = 0; oc < OC; ++oc)
     for (int64_t c = 0; c < IC; ++c)
       for (int64_t py = 0; py < 2; ++py)
         for (int64_t px = 0; px < 2; ++px) {
@@ -71,7 +71,7 @@ void stem_winograd_pack_weights(const ConvShape& s, const float* w, float* dst) 
             for (int64_t j = 0; j < kAlpha; ++j) {
               double acc = 0;
               for (int64_t b = 0; b < 4; ++b) acc += t[i][b] * kG[j][b];
-              dst[((i * kAlpha + j) * K + kk) * kOC + oc] = float(acc);
+              dst[((i * kAlpha + j) * K + kk) * OC + oc] = float(acc);
             }
         }
 }
@@ -176,69 +176,79 @@ __attribute__((target("avx512f"))) void input_transform(const float* p, int64_t 
   }
 }
 
-// m[(i * 49 + point) * 64 + oc] = sum over the K phase channels of U[point][k][oc] V[point][i][k],
-// for tiles i < NT: NT x 4 accumulators, U's row of 64 as four vectors, V's values broadcast.
-// The bias (or null) starts point (1, 1)'s sums: A^T's column for the point 1 is all ones, so
-// it reaches every output of the tile, and the output transform adds nothing.
+// m[(i * 49 + point) * OC + oc] = sum over the K phase channels of U[point][k][oc] V[point][i][k],
+// for tiles i < NT and OC = 16 J: NT x J accumulators, U's row of OC as J vectors, V's values
+// broadcast. The bias (or null) starts point (1, 1)'s sums: A^T's column for the point 1 is
+// all ones, so it reaches every output of the tile, and the output transform adds nothing.
 constexpr int64_t kBiasPoint = 1 * kAlpha + 1;
-template <int NT>
+template <int NT, int J>
 __attribute__((target("avx512f"))) void products(const float* u, const float* v, int64_t K, const float* bias,
                                                  float* m) {
+  constexpr int64_t OC = 16 * J;
   for (int64_t pt = 0; pt < kPoints; ++pt) {
-    const float* up = u + pt * K * kOC;
+    const float* up = u + pt * K * OC;
     const float* vp = v + pt * kGroup * kLanes;
-    float* mp = m + pt * kOC;
-    __m512 acc[NT][4];
+    float* mp = m + pt * OC;
+    __m512 acc[NT][J];
     const bool with_bias = bias && pt == kBiasPoint;
 #pragma GCC unroll 8
     for (int i = 0; i < NT; ++i)
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) acc[i][j] = with_bias ? _mm512_loadu_ps(bias + 16 * j) : _mm512_setzero_ps();
+      for (int j = 0; j < J; ++j) acc[i][j] = with_bias ? _mm512_loadu_ps(bias + 16 * j) : _mm512_setzero_ps();
     for (int64_t k = 0; k < K; ++k) {
-      const __m512 w0 = _mm512_load_ps(up + k * kOC), w1 = _mm512_load_ps(up + k * kOC + 16),
-                   w2 = _mm512_load_ps(up + k * kOC + 32), w3 = _mm512_load_ps(up + k * kOC + 48);
+      __m512 w[J];
+#pragma GCC unroll 4
+      for (int j = 0; j < J; ++j) w[j] = _mm512_load_ps(up + k * OC + 16 * j);
 #pragma GCC unroll 8
       for (int i = 0; i < NT; ++i) {
         const __m512 b = _mm512_set1_ps(vp[i * kLanes + k]);
-        acc[i][0] = _mm512_fmadd_ps(b, w0, acc[i][0]);
-        acc[i][1] = _mm512_fmadd_ps(b, w1, acc[i][1]);
-        acc[i][2] = _mm512_fmadd_ps(b, w2, acc[i][2]);
-        acc[i][3] = _mm512_fmadd_ps(b, w3, acc[i][3]);
+#pragma GCC unroll 4
+        for (int j = 0; j < J; ++j) acc[i][j] = _mm512_fmadd_ps(b, w[j], acc[i][j]);
       }
     }
 #pragma GCC unroll 8
     for (int i = 0; i < NT; ++i)
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) _mm512_store_ps(mp + i * kPoints * kOC + 16 * j, acc[i][j]);
+      for (int j = 0; j < J; ++j) _mm512_store_ps(mp + i * kPoints * OC + 16 * j, acc[i][j]);
   }
 }
 
-void run_products(int nt, const float* u, const float* v, int64_t K, const float* bias, float* m) {
+template <int J>
+void run_products_j(int nt, const float* u, const float* v, int64_t K, const float* bias, float* m) {
   switch (nt) {
-    case 1: products<1>(u, v, K, bias, m); break;
-    case 2: products<2>(u, v, K, bias, m); break;
-    case 3: products<3>(u, v, K, bias, m); break;
-    case 4: products<4>(u, v, K, bias, m); break;
-    case 5: products<5>(u, v, K, bias, m); break;
-    default: products<6>(u, v, K, bias, m); break;
+    case 1: products<1, J>(u, v, K, bias, m); break;
+    case 2: products<2, J>(u, v, K, bias, m); break;
+    case 3: products<3, J>(u, v, K, bias, m); break;
+    case 4: products<4, J>(u, v, K, bias, m); break;
+    case 5: products<5, J>(u, v, K, bias, m); break;
+    default: products<6, J>(u, v, K, bias, m); break;
   }
 }
 
-// Y = A^T M A for `nt` tiles at output (y0, x0 + 3 i), rows below `y_end` and columns below
-// OW stored into dst ([row - r0][OW][64]) with post's clamp / HardSwish (the bias is in m).
+void run_products(int64_t OC, int nt, const float* u, const float* v, int64_t K, const float* bias, float* m) {
+  switch (OC) {
+    case 16: run_products_j<1>(nt, u, v, K, bias, m); break;
+    case 32: run_products_j<2>(nt, u, v, K, bias, m); break;
+    case 48: run_products_j<3>(nt, u, v, K, bias, m); break;
+    default: run_products_j<4>(nt, u, v, K, bias, m); break;
+  }
+}
+
+// Y = A^T M A for `nt` tiles at output (y0, x0 + 4 i), rows below `y_end` and columns below
+// OW stored into dst ([row - r0][OW][OC]) with post's clamp / HardSwish (the bias is in m).
 __attribute__((target("avx512f"))) void output_transform(const ConvShape& s, const float* m, int nt, int64_t y0,
                                                          int64_t x0, int64_t y_end, int64_t r0,
                                                          const ConvPostOps& post, float* dst) {
-  const int64_t OW = s.out_w;
+  const int64_t OW = s.out_w, OC = s.out_c;
   const __m512 lo = _mm512_set1_ps(post.lo), hi = _mm512_set1_ps(post.hi);
   for (int i = 0; i < nt; ++i) {
     const int64_t tx = x0 + kTile * i;
     const int64_t rows = std::min<int64_t>(kTile, y_end - y0), cols = std::min<int64_t>(kTile, OW - tx);
-    for (int j = 0; j < 4; ++j) {
+    for (int64_t j = 0; j < OC / 16; ++j) {
       __m512 r[kTile][kAlpha];  // A^T along the points' rows, per column t
       for (int64_t t = 0; t < kAlpha; ++t) {
         __m512 col[kAlpha];
-        for (int64_t sp = 0; sp < kAlpha; ++sp) col[sp] = _mm512_load_ps(m + (i * kPoints + sp * kAlpha + t) * kOC + 16 * j);
+        for (int64_t sp = 0; sp < kAlpha; ++sp) col[sp] = _mm512_load_ps(m + (i * kPoints + sp * kAlpha + t) * OC + 16 * j);
         __m512 y[kTile];
         at7(col, y);
         for (int a = 0; a < kTile; ++a) r[a][t] = y[a];
@@ -246,12 +256,12 @@ __attribute__((target("avx512f"))) void output_transform(const ConvShape& s, con
       for (int64_t a = 0; a < rows; ++a) {
         __m512 y[kTile];
         at7(r[a], y);
-        float* drow = dst + ((y0 + a - r0) * OW + tx) * kOC + 16 * j;
+        float* drow = dst + ((y0 + a - r0) * OW + tx) * OC + 16 * j;
         for (int64_t b = 0; b < cols; ++b) {
           __m512 val = y[b];
           if (post.clamp) val = _mm512_maskz_min_ps(0xFFFF, hi, _mm512_maskz_max_ps(0xFFFF, lo, val));
           if (post.hardswish) val = hard_swish_avx512(val);
-          _mm512_store_ps(drow + b * kOC, val);
+          _mm512_store_ps(drow + b * OC, val);
         }
       }
     }
@@ -268,7 +278,7 @@ void stem_winograd_rows(const ConvShape& s, const float* xn, const float* u, con
   const int64_t K = phase_channels(s), cols = phase_cols(s), TX = tiles_x(s);
   const int64_t tile_rows = (r1 - r0 + kTile - 1) / kTile, prow_count = tile_rows * kTile + kAlpha - kTile;
   const size_t p_floats = size_t(prow_count * cols * kLanes), v_floats = size_t(kPoints * kGroup * kLanes);
-  float* p = scratch_floats(kScratchA, p_floats + v_floats + size_t(kPoints * kGroup * kOC));
+  float* p = scratch_floats(kScratchA, p_floats + v_floats + size_t(kPoints * kGroup * s.out_c));
   float* v = p + p_floats;
   float* m = v + v_floats;
   build_phase_rows(s, xn, r0, prow_count, p);
@@ -282,7 +292,7 @@ void stem_winograd_rows(const ConvShape& s, const float* xn, const float* u, con
       const int64_t g = gi * TX / groups;
       const int nt = int((gi + 1) * TX / groups - g);
       input_transform(prow, cols, g * kTile, nt, v);
-      run_products(nt, u, v, K, bias, m);
+      run_products(s.out_c, nt, u, v, K, bias, m);
       output_transform(s, m, nt, y0, g * kTile, r1, r0, post, dst);
     }
   }

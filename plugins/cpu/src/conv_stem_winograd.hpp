@@ -19,18 +19,18 @@
 
 namespace nxrt::cpu {
 
-// Whether conv2d_max_pool makes the rows of `s` this way: AVX-512, group 1, 64 output
-// channels, at most 4 input channels, a 7x7 or 8x8 kernel at stride 2, undilated.
+// Whether conv2d_max_pool makes the rows of `s` this way: AVX-512, group 1, 16, 32, 48 or 64
+// output channels, at most 4 input channels, a 7x7 or 8x8 kernel at stride 2, undilated.
 bool conv_stem_winograd_ok(const ConvShape& s);
 // Conv rows a block should hold (a multiple of the tile's 4).
 constexpr int64_t kStemWinogradBlockRows = 8;
 
-// Floats stem_winograd_pack_weights writes: U, 49 points x (4 x IC) phase channels x 64.
+// Floats stem_winograd_pack_weights writes: U, 49 points x (4 x IC) phase channels x OC.
 size_t stem_winograd_packed_floats(const ConvShape& s);
-// U = G w' G^T for every (oc, phase channel), w' the phase kernels of w ([64][IC][KH][KW]).
+// U = G w' G^T for every (oc, phase channel), w' the phase kernels of w ([OC][IC][KH][KW]).
 void stem_winograd_pack_weights(const ConvShape& s, const float* w, float* dst);
 
-// Conv rows [r0, r1) of image xn (NCHW, [IC][H][W]) into dst as [row - r0][OW][64] with bias
+// Conv rows [r0, r1) of image xn (NCHW, [IC][H][W]) into dst as [row - r0][OW][OC] with bias
 // (or null) and post's clamp / HardSwish (no residual); u from stem_winograd_pack_weights.
 // One thread; scratch slot A.
 void stem_winograd_rows(const ConvShape& s, const float* xn, const float* u, const float* bias, const ConvPostOps& post,

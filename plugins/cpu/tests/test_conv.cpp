@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "conv.hpp"
+#include "conv_stem_winograd.hpp"
 #include "cpu_info.hpp"
 #include "gemm.hpp"
 #include "pooling.hpp"
@@ -469,7 +470,10 @@ TEST_CASE("conv2d_max_pool: the pool over the conv's row blocks equals conv2d th
         conv2d(s, x.data(), packed, b.data(), conv_out.data(), p, post);
         max_pool(c.ps, conv_out.data(), want.data(), p);
         conv2d_max_pool(s, x.data(), packed, b.data(), c.ps, got.data(), p, post);
-        if (conv_stem64_ok(s)) CHECK(worst(got, want) <= 1.0);
+        // Winograd over the stride phases (conv_stem_winograd_ok: the 7x7 stems, 16 and 64
+        // channels here) rounds differently: a few ulp of sum |x||w| (<= 147) absolute.
+        if (conv_stem_winograd_ok(s)) CHECK(worst(got, want, 1e-4, 2e-4) <= 1.0);
+        else if (conv_stem64_ok(s)) CHECK(worst(got, want) <= 1.0);
         else CHECK(got == want);
       }
     }

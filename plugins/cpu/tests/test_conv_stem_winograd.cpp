@@ -18,9 +18,9 @@ using namespace nxrt::cpu::test;
 
 namespace {
 
-ConvShape stem_shape(int64_t c, int64_t h, int64_t w, int64_t k, int64_t pad_top, int64_t pad_left) {
+ConvShape stem_shape(int64_t c, int64_t h, int64_t w, int64_t k, int64_t pad_top, int64_t pad_left, int64_t oc = 64) {
   ConvShape s;
-  s.in_c = c; s.in_h = h; s.in_w = w; s.out_c = 64;
+  s.in_c = c; s.in_h = h; s.in_w = w; s.out_c = oc;
   s.k_h = s.k_w = k;
   s.stride_h = s.stride_w = 2;
   s.pad_top = pad_top; s.pad_left = pad_left;
@@ -41,23 +41,24 @@ void check_rows(const ConvShape& s, const ConvPostOps& post, bool with_bias, int
   AlignedFloats u(stem_winograd_packed_floats(s));
   stem_winograd_pack_weights(s, c.w.data(), u.data());
   const int64_t OW = s.out_w, plane = s.out_h * OW;
-  AlignedFloats dst(size_t((r1 - r0) * OW * 64 + 64));
+  const int64_t OC = s.out_c;
+  AlignedFloats dst(size_t((r1 - r0) * OW * OC + 64));
   for (size_t i = 0; i < dst.size(); ++i) dst.data()[i] = 123.f;
   stem_winograd_rows(s, c.x.data(), u.data(), c.bias(), post, r0, r1, dst.data());
   double worst_ratio = 0;
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t col = 0; col < OW; ++col)
-      for (int64_t oc = 0; oc < 64; ++oc) {
+      for (int64_t oc = 0; oc < OC; ++oc) {
         const size_t o = size_t(oc * plane + r * OW + col);
-        const double got = dst.data()[((r - r0) * OW + col) * 64 + oc], want = c.want[o];
+        const double got = dst.data()[((r - r0) * OW + col) * OC + oc], want = c.want[o];
         const double tol = 1e-5 * double(mag[o]) + 1e-6;
         worst_ratio = std::max(worst_ratio, std::fabs(got - want) / tol);
       }
-  INFO("IC=" << s.in_c << " " << s.in_h << "x" << s.in_w << " k=" << s.k_h << " pad=" << s.pad_top << "/"
+  INFO("IC=" << s.in_c << " OC=" << OC << " " << s.in_h << "x" << s.in_w << " k=" << s.k_h << " pad=" << s.pad_top << "/"
              << s.pad_left << " rows [" << r0 << ", " << r1 << ") of " << s.out_h << " bias=" << with_bias
              << " clamp=" << post.clamp << " hardswish=" << post.hardswish);
   CHECK(worst_ratio <= 1.0);
-  CHECK(dst.data()[(r1 - r0) * OW * 64] == 123.f);  // nothing past the rows
+  CHECK(dst.data()[(r1 - r0) * OW * OC] == 123.f);  // nothing past the rows
 }
 
 ConvPostOps relu6() {
@@ -87,45 +88,50 @@ TEST_CASE("stem F(4x4, 4x4) over stride phases matches the direct conv") {
   check_rows(stem_shape(3, 9, 7, 7, 2, 0), hs, true, 0, 2);
   check_rows(stem_shape(3, 14, 100, 8, 3, 1), {}, false, 2, 6);
   check_rows(stem_shape(3, 16, 224, 7, 3, 3), relu6(), true, 1, 8);  // ResNet's 28 tiles a row
-  // Shapes it is not for: 3x3, stride 1, 5 channels, 32 output channels.
+  // 16, 32 and 48 output channels (one to three vectors).
+  check_rows(stem_shape(3, 30, 41, 7, 3, 3, 16), hs, true, 0, 15);
+  check_rows(stem_shape(3, 30, 41, 7, 3, 3, 32), relu6(), true, 3, 15);
+  check_rows(stem_shape(2, 22, 60, 8, 2, 3, 48), {}, false, 0, 9);
+  // Shapes it is not for: 3x3, stride 1, 5 input channels, 40 or 80 output channels.
   CHECK_FALSE(conv_stem_winograd_ok(stem_shape(3, 20, 20, 3, 1, 1)));
   ConvShape s1 = resnet;
   s1.stride_h = s1.stride_w = 1;
   CHECK_FALSE(conv_stem_winograd_ok(s1));
   CHECK_FALSE(conv_stem_winograd_ok(stem_shape(5, 20, 20, 7, 3, 3)));
-  ConvShape narrow = resnet;
-  narrow.out_c = 32;
-  CHECK_FALSE(conv_stem_winograd_ok(narrow));
+  CHECK_FALSE(conv_stem_winograd_ok(stem_shape(3, 20, 20, 7, 3, 3, 40)));
+  CHECK_FALSE(conv_stem_winograd_ok(stem_shape(3, 20, 20, 7, 3, 3, 80)));
 }
 
 TEST_CASE("conv2d_max_pool runs the stem by F(4x4, 4x4): equal to the reference conv then max_pool") {
   // Batch 2, ResNet's pool (3x3 / 2, pad 1), 1-3 threads: the row blocks each thread makes
   // start where its pooled rows' windows start, off the tile grid.
   ThreadPool pool2(2), pool3(3);
-  ConvShape s = stem_shape(3, 61, 58, 7, 3, 3);
-  s.batch = 2;
-  const ConvCase c(s, 81, relu6());
-  PoolShape ps;
-  ps.batch = s.batch;
-  ps.channels = s.out_c;
-  ps.in[1] = s.out_h;
-  ps.in[2] = s.out_w;
-  for (int i = 1; i < 3; ++i) {
-    ps.kernel[i] = 3;
-    ps.stride[i] = 2;
-    ps.pad_begin[i] = ps.pad_end[i] = 1;
-    ps.out[i] = (ps.in[i] + 2 - 3) / 2 + 1;
+  for (int64_t oc : {64, 32}) {
+    ConvShape s = stem_shape(3, 61, 58, 7, 3, 3, oc);
+    s.batch = 2;
+    const ConvCase c(s, 81, relu6());
+    PoolShape ps;
+    ps.batch = s.batch;
+    ps.channels = s.out_c;
+    ps.in[1] = s.out_h;
+    ps.in[2] = s.out_w;
+    for (int i = 1; i < 3; ++i) {
+      ps.kernel[i] = 3;
+      ps.stride[i] = 2;
+      ps.pad_begin[i] = ps.pad_end[i] = 1;
+      ps.out[i] = (ps.in[i] + 2 - 3) / 2 + 1;
+    }
+    std::vector<float> want(size_t(s.batch * s.out_c * ps.out[1] * ps.out[2]));
+    max_pool(ps, c.want.data(), want.data(), nullptr);
+    const PackedConvWeights packed = pack_conv_weights(s, c.w.data());
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+      INFO("OC=" << oc << " threads=" << (p ? p->threads() : 1));
+      std::vector<float> got(want.size(), 123.f);
+      conv2d_max_pool(s, c.x.data(), packed, c.bias(), ps, got.data(), p, c.post);
+      // Outputs are sums of 147 products of [-1, 1] values (sum |x||w| <= 147): 2e-4 absolute
+      // is ~1.4e-6 of that bound.
+      CHECK(worst(got, want, 1e-4, 2e-4) <= 1.0);
+    }
+    if (active_isa() == Isa::avx512) CHECK(conv_max_pool_describe(s, packed, nullptr).find("F(4x4,4x4)") != std::string::npos);
   }
-  std::vector<float> want(size_t(s.batch * s.out_c * ps.out[1] * ps.out[2]));
-  max_pool(ps, c.want.data(), want.data(), nullptr);
-  const PackedConvWeights packed = pack_conv_weights(s, c.w.data());
-  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
-    INFO("threads=" << (p ? p->threads() : 1));
-    std::vector<float> got(want.size(), 123.f);
-    conv2d_max_pool(s, c.x.data(), packed, c.bias(), ps, got.data(), p, c.post);
-    // Outputs are sums of 147 products of [-1, 1] values (sum |x||w| <= 147): 2e-4 absolute
-    // is ~1.4e-6 of that bound.
-    CHECK(worst(got, want, 1e-4, 2e-4) <= 1.0);
-  }
-  if (active_isa() == Isa::avx512) CHECK(conv_max_pool_describe(s, packed, nullptr).find("F(4x4,4x4)") != std::string::npos);
 }
