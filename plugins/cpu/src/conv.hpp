@@ -18,6 +18,9 @@
 //   depthwise (IC/g == 1): 3x3, 5x5 and 7x7 (strides 1/2) direct AVX-512 / AVX2
 //            kernels reading the input rows in place; other shapes a phase-plane
 //            sliding window; both vectorised along output columns, bias fused.
+//   7x7 / 8x8 stride-2 stems on <= 4 input channels with a max pool (conv2d_max_pool):
+//            Winograd F(4x4, 4x4) over the input's stride phases, channels-last rows
+//            pooled as they are made (conv_stem_winograd.hpp).
 // Post-ops (residual add, clamp) are applied in the store of every path.
 #pragma once
 #include <algorithm>
