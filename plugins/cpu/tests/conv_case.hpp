@@ -5,9 +5,38 @@
 #include <vector>
 
 #include "conv.hpp"
+#include "pooling.hpp"
 #include "util.hpp"
 
 namespace nxrt::cpu::test {
+
+// A fused Clip(lo, hi) (Relu6: 0, 6).
+inline ConvPostOps clamp_post(float lo, float hi) {
+  ConvPostOps p;
+  p.clamp = true;
+  p.lo = lo;
+  p.hi = hi;
+  return p;
+}
+
+// A 2-D max pool over a conv's output: kernel k, stride st, pad p at the start (and, with
+// ceil, the last partial window kept).
+inline PoolShape pool_over(const ConvShape& s, int64_t k, int64_t st, int64_t p, bool ceil = false) {
+  PoolShape ps;
+  ps.batch = s.batch;
+  ps.channels = s.out_c;
+  ps.in[1] = s.out_h;
+  ps.in[2] = s.out_w;
+  for (int i = 1; i < 3; ++i) {
+    ps.kernel[i] = k;
+    ps.stride[i] = st;
+    ps.pad_begin[i] = ps.pad_end[i] = p;
+    const int64_t span = ps.in[i] + 2 * p - k;
+    ps.out[i] = (ceil ? (span + st - 1) / st : span / st) + 1;
+    if (ceil && (ps.out[i] - 1) * st >= ps.in[i] + p) --ps.out[i];
+  }
+  return ps;
+}
 
 struct ConvCase {
   std::vector<float> x, w, b, res, want;

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "conv.hpp"
+#include "conv_case.hpp"
 #include "conv_stem_winograd.hpp"
 #include "cpu_info.hpp"
 #include "gemm.hpp"
@@ -400,25 +401,6 @@ TEST_CASE("im2col as the transposed GEMM: x^T packed per thread from its own pha
   }
   // Residual and activations stored per thread from the shares of a 2.1 MB W^T (K = 144).
   check_conv_post(shape(1, 16, 9, 9, 3712, 3, 2, 1, 1, 1), &pool3);
-}
-
-// A 2-D max pool over a conv's output: kernel k, stride st, pad p at the start (and, with
-// ceil, the last partial window kept).
-static PoolShape pool_over(const ConvShape& s, int64_t k, int64_t st, int64_t p, bool ceil = false) {
-  PoolShape ps;
-  ps.batch = s.batch;
-  ps.channels = s.out_c;
-  ps.in[1] = s.out_h;
-  ps.in[2] = s.out_w;
-  for (int i = 1; i < 3; ++i) {
-    ps.kernel[i] = k;
-    ps.stride[i] = st;
-    ps.pad_begin[i] = ps.pad_end[i] = p;
-    const int64_t span = ps.in[i] + 2 * p - k;
-    ps.out[i] = (ceil ? (span + st - 1) / st : span / st) + 1;
-    if (ceil && (ps.out[i] - 1) * st >= ps.in[i] + p) --ps.out[i];
-  }
-  return ps;
 }
 
 TEST_CASE("conv2d_max_pool: the pool over the conv's row blocks equals conv2d then max_pool") {

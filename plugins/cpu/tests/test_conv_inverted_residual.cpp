@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "conv.hpp"
+#include "conv_case.hpp"
 #include "conv_depthwise.hpp"
 #include "conv_inverted_residual.hpp"
 #include "cpu_info.hpp"
@@ -29,14 +30,6 @@ ConvShape depthwise(int64_t n, int64_t c, int64_t h, int64_t w, int64_t stride, 
   return s;
 }
 
-ConvPostOps relu6() {
-  ConvPostOps p;
-  p.clamp = true;
-  p.lo = 0.f;
-  p.hi = 6.f;
-  return p;
-}
-
 // The block node by node with conv2d_reference against inverted_residual with `band` rows.
 void check_block(int64_t n, int64_t ci, int64_t c, int64_t co, int64_t h, int64_t w, int64_t stride, int64_t pad_top,
                  int64_t pad_bottom, bool expand, bool project, bool residual, ThreadPool* pool, int64_t band,
@@ -59,10 +52,10 @@ void check_block(int64_t n, int64_t ci, int64_t c, int64_t co, int64_t h, int64_
       want(size_t(n * co * d.out_h * d.out_w));
   const float* din = x.data();
   if (expand) {
-    conv2d_reference(pe, x.data(), we.data(), be.data(), e.data(), relu6());
+    conv2d_reference(pe, x.data(), we.data(), be.data(), e.data(), clamp_post(0.f, 6.f));
     din = e.data();
   }
-  ConvPostOps dpost = relu6();
+  ConvPostOps dpost = clamp_post(0.f, 6.f);
   if (!project && residual) dpost.residual = res.data();
   conv2d_reference(d, din, wd.data(), bd.data(), project ? dv.data() : want.data(), dpost);
   if (project) {
@@ -75,7 +68,7 @@ void check_block(int64_t n, int64_t ci, int64_t c, int64_t co, int64_t h, int64_
   b.dw = d;
   b.dw_w = wd.data();
   b.dw_b = bd.data();
-  b.dw_post = relu6();
+  b.dw_post = clamp_post(0.f, 6.f);
   std::vector<float> pe_packed(packed_conv_floats(pe)), pp_packed(packed_conv_floats(pp));
   if (expand) {
     pack_conv_weights_into(pe, we.data(), pe_packed.data());
@@ -83,7 +76,7 @@ void check_block(int64_t n, int64_t ci, int64_t c, int64_t co, int64_t h, int64_
     b.expand_in_c = ci;
     b.expand_w = pe_packed.data();
     b.expand_b = be.data();
-    b.expand_post = relu6();
+    b.expand_post = clamp_post(0.f, 6.f);
   }
   if (project) {
     pack_conv_weights_into(pp, wp.data(), pp_packed.data());

@@ -61,14 +61,6 @@ void check_rows(const ConvShape& s, const ConvPostOps& post, bool with_bias, int
   CHECK(dst.data()[(r1 - r0) * OW * OC] == 123.f);  // nothing past the rows
 }
 
-ConvPostOps relu6() {
-  ConvPostOps p;
-  p.clamp = true;
-  p.lo = 0.f;
-  p.hi = 6.f;
-  return p;
-}
-
 }  // namespace
 
 TEST_CASE("stem F(4x4, 4x4) over stride phases matches the direct conv") {
@@ -79,18 +71,18 @@ TEST_CASE("stem F(4x4, 4x4) over stride phases matches the direct conv") {
   const ConvShape resnet = stem_shape(3, 40, 46, 7, 3, 3);
   CHECK(conv_stem_winograd_ok(resnet));
   check_rows(resnet, {}, true, 0, resnet.out_h);
-  check_rows(resnet, relu6(), true, 5, 12);  // starts off the tile grid, ends inside a tile
+  check_rows(resnet, clamp_post(0.f, 6.f), true, 5, 12);  // starts off the tile grid, ends inside a tile
   check_rows(resnet, hs, false, resnet.out_h - 1, resnet.out_h);
   // 1, 2 and 4 channels; 8x8 kernels; pads 0-2 and asymmetric; widths of 1-13 tiles.
   check_rows(stem_shape(1, 23, 19, 7, 3, 3), {}, true, 0, 12);
-  check_rows(stem_shape(2, 30, 51, 7, 0, 2), relu6(), false, 1, 10);
+  check_rows(stem_shape(2, 30, 51, 7, 0, 2), clamp_post(0.f, 6.f), false, 1, 10);
   check_rows(stem_shape(4, 17, 70, 8, 1, 3), {}, true, 0, 6);
   check_rows(stem_shape(3, 9, 7, 7, 2, 0), hs, true, 0, 2);
   check_rows(stem_shape(3, 14, 100, 8, 3, 1), {}, false, 2, 6);
-  check_rows(stem_shape(3, 16, 224, 7, 3, 3), relu6(), true, 1, 8);  // ResNet's 28 tiles a row
+  check_rows(stem_shape(3, 16, 224, 7, 3, 3), clamp_post(0.f, 6.f), true, 1, 8);  // ResNet's 28 tiles a row
   // 16, 32 and 48 output channels (one to three vectors).
   check_rows(stem_shape(3, 30, 41, 7, 3, 3, 16), hs, true, 0, 15);
-  check_rows(stem_shape(3, 30, 41, 7, 3, 3, 32), relu6(), true, 3, 15);
+  check_rows(stem_shape(3, 30, 41, 7, 3, 3, 32), clamp_post(0.f, 6.f), true, 3, 15);
   check_rows(stem_shape(2, 22, 60, 8, 2, 3, 48), {}, false, 0, 9);
   // Shapes it is not for: 3x3, stride 1, 5 input channels, 40 or 80 output channels.
   CHECK_FALSE(conv_stem_winograd_ok(stem_shape(3, 20, 20, 3, 1, 1)));
@@ -109,18 +101,8 @@ TEST_CASE("conv2d_max_pool runs the stem by F(4x4, 4x4): equal to the reference 
   for (int64_t oc : {64, 32}) {
     ConvShape s = stem_shape(3, 61, 58, 7, 3, 3, oc);
     s.batch = 2;
-    const ConvCase c(s, 81, relu6());
-    PoolShape ps;
-    ps.batch = s.batch;
-    ps.channels = s.out_c;
-    ps.in[1] = s.out_h;
-    ps.in[2] = s.out_w;
-    for (int i = 1; i < 3; ++i) {
-      ps.kernel[i] = 3;
-      ps.stride[i] = 2;
-      ps.pad_begin[i] = ps.pad_end[i] = 1;
-      ps.out[i] = (ps.in[i] + 2 - 3) / 2 + 1;
-    }
+    const ConvCase c(s, 81, clamp_post(0.f, 6.f));
+    const PoolShape ps = pool_over(s, 3, 2, 1);
     std::vector<float> want(size_t(s.batch * s.out_c * ps.out[1] * ps.out[2]));
     max_pool(ps, c.want.data(), want.data(), nullptr);
     const PackedConvWeights packed = pack_conv_weights(s, c.w.data());
