@@ -1534,7 +1534,9 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
         case DwPath::phase_planes: return fmt::format("depthwise {}x{} over phase planes", s.k_h, s.k_w);
       }
       break;
-    case ConvPath::winograd: return fmt::format("winograd F(4x4,3x3) + gemm {}", gemm_kernel_name());
+    case ConvPath::winograd:
+      return fmt::format("winograd F(4x4,3x3){} + gemm {}",
+                         winograd_5x5_blocks(s) ? " over the 5x5 kernel's four 3x3 blocks" : "", gemm_kernel_name());
     case ConvPath::winograd_2x2:
       if (winograd_2x2_lanes_fit(s)) return "winograd F(2x2,3x3), tiles along the lanes avx512";
       return fmt::format("winograd F(2x2,3x3), tiles as rows + gemm {}", gemm_kernel_name());

@@ -12,7 +12,8 @@
 //            through pixel pointers into a zero-padded copy of the rows it reads (no im2col),
 //            W^T's panels streaming through L1, then a transposing store.
 //   3x3 stride 1 with enough tiles and channels: Winograd F(4x4, 3x3)
-//            (conv_winograd.hpp), when the kernel prepared its weights.
+//            (conv_winograd.hpp), when the kernel prepared its weights; 5x5 stride 1 the
+//            same way over its kernel's four 3x3 blocks (winograd_5x5_blocks).
 //   taps that mostly read padding (dilated ASPP convs): one product per tap over the
 //            outputs it reads inside the input (conv_tap_rects.hpp), the same way.
 //   depthwise (IC/g == 1): 3x3, 5x5 and 7x7 (strides 1/2) direct AVX-512 / AVX2

@@ -1,6 +1,7 @@
 #include "conv_winograd.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -831,7 +832,27 @@ bool winograd_shape_ok(const ConvShape& s) {
          s.dil_w >= 1 && s.out_h > 0 && s.out_w > 0;
 }
 
+std::optional<ConvShape> winograd_5x5_blocks(const ConvShape& s) {
+  if (s.group != 1 || s.k_h != 5 || s.k_w != 5 || s.stride_h != 1 || s.stride_w != 1 || s.dil_h != 1 ||
+      s.dil_w != 1 || s.out_h <= 0 || s.out_w <= 0)
+    return std::nullopt;
+  ConvShape b = s;
+  b.in_c = 4 * s.in_c;
+  b.in_h = s.out_h + 2;
+  b.in_w = s.out_w + 2;
+  b.k_h = b.k_w = 3;
+  b.pad_top = b.pad_left = 0;
+  return b;
+}
+
 bool conv_uses_winograd(const ConvShape& s) {
+  // 5x5: 9 products an output and input channel instead of 25 (2.8x fewer, against 3x3's 4x),
+  // the shifted copies of the input (4x its size) made each run; U is 36 / 25 x 4 = 5.8x the
+  // weights. One conv alone, 1 / 2 threads (ms, `nxrt bench`): ocr_crnn's 128 channels at 8x80
+  // 2.54 -> 1.52 (in the model 2.62 -> 2.05 / 1.30 -> 1.05: U from memory), 32 at 56x56
+  // 0.82 -> 0.62 / 0.44 -> 0.32, 64 at 28x28 0.77 -> 0.57 / 0.38 -> 0.33, 256 at 14x14
+  // (U 38 MB) 3.07 -> 2.88 / 1.60 -> 1.41.
+  if (const auto b = winograd_5x5_blocks(s)) return s.in_c >= 32 && s.out_c >= 32 && conv_uses_winograd(*b);
   if (!winograd_shape_ok(s) || s.in_c < 16 || s.out_c < 16) return false;
   // The 36 GEMMs run with the tiles as columns: below a panel's worth of tiles
   // most of each B vector is padding, and thin channel counts leave the
@@ -853,7 +874,9 @@ bool conv_winograd_loses_threaded(const ConvShape& s, const ThreadPool* pool) {
   if (threads < 2 || active_isa() != Isa::avx512 || !conv_uses_direct(s)) return false;
   const double macs = double(s.out_c) * double(s.gemm_k()) * double(s.out_h) * double(s.out_w) * double(s.batch);
   if (macs > double(1 << 24)) return false;
-  if (conv_uses_winograd(s)) return tiles_of(s).count < kMinBlockTiles * threads;
+  // (A 5x5 conv by its 3x3 blocks the same: 32 channels at 16x16, 2 threads, 46 us against
+  // the direct product's 34; 1 thread 67 against 65.)
+  if (conv_uses_winograd(s)) return tiles_of(winograd_5x5_blocks(s).value_or(s)).count < kMinBlockTiles * threads;
   return conv_uses_winograd_2x2(s);
 }
 
@@ -867,9 +890,29 @@ size_t winograd_operand_stride(size_t floats) {
   return lines * 16;
 }
 
-size_t winograd_packed_floats(const ConvShape& s) { return size_t(kXi) * packed_a_floats(s.out_c, s.in_c); }
+size_t winograd_packed_floats(const ConvShape& s) {
+  if (const auto b = winograd_5x5_blocks(s)) return winograd_packed_floats(*b);
+  return size_t(kXi) * packed_a_floats(s.out_c, s.in_c);
+}
 
 void winograd_pack_weights(const ConvShape& s, const float* w, float* dst) {
+  if (const auto b = winograd_5x5_blocks(s)) {
+    // Block (a, b) of the kernel padded to 6x6 with zeros: taps (3a + i, 3b + j), as the
+    // weights of input channel (a * 2 + b) * IC + ic of the 3x3 conv.
+    const int64_t OC = s.out_c, IC = s.in_c;
+    std::vector<float> w3(size_t(OC * 4 * IC * 9), 0.f);
+    for (int64_t oc = 0; oc < OC; ++oc)
+      for (int64_t q = 0; q < 4; ++q)
+        for (int64_t ic = 0; ic < IC; ++ic)
+          for (int64_t i = 0; i < 3; ++i)
+            for (int64_t j = 0; j < 3; ++j) {
+              const int64_t ky = 3 * (q / 2) + i, kx = 3 * (q % 2) + j;
+              if (ky < 5 && kx < 5)
+                w3[size_t(((oc * 4 + q) * IC + ic) * 9 + i * 3 + j)] = w[((oc * IC + ic) * 5 + ky) * 5 + kx];
+            }
+    winograd_pack_weights(*b, w3.data(), dst);
+    return;
+  }
   const int64_t OC = s.out_c, IC = s.in_c;
   std::vector<float> u(size_t(kXi * OC * IC));  // [xi][oc][ic]
   // G (6x3) for points 0, -1, 1, -2, 2 and infinity.
@@ -941,8 +984,46 @@ void winograd_block(const ConvShape& s, const Phase& ph, int64_t t0, int64_t t1,
 
 }  // namespace
 
+// The input of winograd_5x5_blocks' 3x3 conv: channel (a * 2 + b) * IC + ic, row y, column c
+// is x's channel ic at row y + 3a - pad_top, column c + 3b - pad_left (zero outside x).
+static void build_5x5_blocks_input(const ConvShape& s, const ConvShape& b, const float* x, float* x4,
+                                   ThreadPool* pool) {
+  const int64_t IC = s.in_c, H = s.in_h, W = s.in_w, BH = b.in_h, BW = b.in_w;
+  parallel_ranges(pool, s.batch * 4 * IC, threads_for(pool, double(s.batch * 4 * IC * BH * BW), 1 << 16),
+                  [&](int64_t c0, int64_t c1) {
+                    for (int64_t c = c0; c < c1; ++c) {
+                      const int64_t n = c / (4 * IC), q = c / IC % 4, ic = c % IC;
+                      const int64_t dy = 3 * (q / 2) - s.pad_top, dx = 3 * (q % 2) - s.pad_left;
+                      const float* plane = x + (n * IC + ic) * H * W;
+                      float* d = x4 + c * BH * BW;
+                      // Columns c with 0 <= c + dx < W.
+                      const int64_t lo = std::clamp<int64_t>(-dx, 0, BW), hi = std::clamp<int64_t>(W - dx, lo, BW);
+                      for (int64_t y = 0; y < BH; ++y, d += BW) {
+                        const int64_t sy = y + dy;
+                        if (sy < 0 || sy >= H) {
+                          std::fill(d, d + BW, 0.f);
+                          continue;
+                        }
+                        std::fill(d, d + lo, 0.f);
+                        std::copy(plane + sy * W + lo + dx, plane + sy * W + hi + dx, d + lo);
+                        std::fill(d + hi, d + BW, 0.f);
+                      }
+                    }
+                  });
+}
+
 void conv2d_winograd(const ConvShape& s, const float* x, const float* u, const float* bias, float* out,
                      ThreadPool* pool, const ConvPostOps& post) {
+  if (const auto b = winograd_5x5_blocks(s)) {
+    // The shifted copies in a buffer of this thread's own (conv2d_winograd's scratch slots
+    // hold V and M): 4x the input, 1.3 MB for ocr_crnn's 5x5 conv.
+    thread_local AlignedFloats x4;
+    const size_t n4 = size_t(b->batch * b->in_c * b->in_h * b->in_w);
+    if (x4.size() < n4) x4.resize(n4);
+    build_5x5_blocks_input(s, *b, x, x4.data(), pool);
+    conv2d_winograd(*b, x4.data(), u, bias, out, pool, post);
+    return;
+  }
   const int64_t IC = s.in_c, OC = s.out_c;
   const Tiles tl = tiles_of(s);
   const int64_t T = tl.count;

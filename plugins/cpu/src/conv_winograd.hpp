@@ -11,6 +11,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "conv.hpp"
 #include "thread_pool.hpp"
@@ -23,6 +24,12 @@ constexpr int64_t kWinogradAlpha = 6;  // input tile edge: kWinogradTile + 3 - 1
 // Whether `s` can run as F(4x4, 3x3) (3x3, stride 1, group 1; a dilated conv runs
 // as one undilated conv per phase of its dilation grid).
 bool winograd_shape_ok(const ConvShape& s);
+// A 5x5 stride-1 undilated conv as F(4x4, 3x3) over the four 3x3 blocks of its kernel padded
+// to 6x6: the 3x3 conv (no padding, 4 x IC channels, output of s's size) whose input channel
+// (a * 2 + b) * IC + ic is x's channel ic moved up 3a rows and left 3b columns (its padding
+// included); nullopt for other shapes. conv_uses_winograd, winograd_packed_floats,
+// winograd_pack_weights and conv2d_winograd take the 5x5 shape and run this one.
+std::optional<ConvShape> winograd_5x5_blocks(const ConvShape& s);
 // Whether conv2d should: winograd_shape_ok and enough tiles and channels that the
 // 4x fewer multiplications outweigh the transforms (the cost model; `nxrt inspect`
 // shows the choice).

@@ -38,8 +38,8 @@ void check(const ConvShape& s, ThreadPool* pool, const ConvPostOps& post_in = {}
   AlignedFloats u(winograd_packed_floats(s));
   winograd_pack_weights(s, c.w.data(), u.data());
   conv2d_winograd(s, c.x.data(), u.data(), c.bias(), got.data(), pool, post);
-  // random_floats are in [-1, 1]: sum |x||w| <= 9 C.
-  const double scale = 9.0 * double(s.in_c), tol = 2e-6 * scale;
+  // random_floats are in [-1, 1]: sum |x||w| <= 9 C (a 5x5 conv: its four 3x3 blocks, 36 C).
+  const double scale = (s.k_h == 5 ? 36.0 : 9.0) * double(s.in_c), tol = 2e-6 * scale;
   double max_err = 0;
   for (size_t i = 0; i < n_out; ++i) max_err = std::max(max_err, std::fabs(double(got[i]) - double(want[i])));
   INFO("C=" << s.in_c << " H=" << s.in_h << " W=" << s.in_w << " OC=" << s.out_c << " pad=" << s.pad_top << "/"
@@ -178,4 +178,43 @@ TEST_CASE("dilated convs run as one Winograd conv per phase of the dilation grid
   }
   CHECK(conv_uses_winograd(dilated(256, 16, 16, 256, 2, 2, 2, 2)));
   CHECK(!conv_uses_winograd(dilated(256, 16, 16, 128, 12, 12, 12, 12)));  // 1-2 outputs per phase
+}
+
+TEST_CASE("a 5x5 conv as F(4x4,3x3) over its kernel's four 3x3 blocks matches the direct conv") {
+  // The shifted copies of the input carry the padding (0-3, asymmetric), partial tiles, batch,
+  // residual and activations, 1-3 threads (blocks of tiles per thread and the three steps).
+  auto shape5x5 = [](int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t pad) {
+    ConvShape s;
+    s.batch = n; s.in_c = c; s.in_h = h; s.in_w = w; s.out_c = oc;
+    s.k_h = s.k_w = 5;
+    s.pad_top = s.pad_left = pad;
+    s.out_h = h + 2 * pad - 4;
+    s.out_w = w + 2 * pad - 4;
+    return s;
+  };
+  ThreadPool pool2(2), pool3(3);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+    check(shape5x5(1, 32, 8, 80, 40, 2), p, clamp_post(0.f, 6.f));  // ocr_crnn's shape, thinner
+    check(shape5x5(2, 33, 21, 19, 35, 1), p, {}, true);              // batch, partial tiles, residual
+    check(shape5x5(1, 16, 30, 27, 20, 0), p);                        // no padding
+    check(shape5x5(1, 8, 11, 13, 8, 3), p);                          // pad 3: rows of padding only
+  }
+  ConvShape s = shape5x5(1, 12, 17, 22, 24, 2);  // asymmetric: pads [2, 1] begin, end [1, 2]
+  s.pad_left = 1;
+  s.out_h = 17 + 2 + 1 - 4;
+  s.out_w = 22 + 1 + 2 - 4;
+  check(s, &pool2);
+  // The cost model: ocr_crnn's 128-channel 8x80 map takes it, thin or tiny ones do not.
+  CHECK(conv_uses_winograd(shape5x5(1, 128, 8, 80, 128, 2)));
+  CHECK_FALSE(conv_uses_winograd(shape5x5(1, 16, 8, 80, 128, 2)));
+  CHECK_FALSE(conv_uses_winograd(shape5x5(1, 128, 4, 4, 128, 2)));
+  ConvShape strided = shape5x5(1, 128, 16, 16, 128, 2);
+  strided.stride_h = strided.stride_w = 2;
+  strided.out_h = strided.out_w = 8;
+  CHECK_FALSE(conv_uses_winograd(strided));
+  // Small ones on 2 threads keep the direct product, as 3x3 ones do.
+  const ConvShape small = shape5x5(1, 32, 16, 16, 32, 2);
+  CHECK(conv_uses_winograd(small));
+  if (active_isa() == Isa::avx512 && conv_uses_direct(small)) CHECK(conv_winograd_loses_threaded(small, &pool2));
+  CHECK_FALSE(conv_winograd_loses_threaded(small, nullptr));
 }
