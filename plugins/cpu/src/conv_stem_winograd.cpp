@@ -1,7 +1,6 @@
 #include "conv_stem_winograd.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -39,8 +38,8 @@ constexpr double kG[kAlpha][4] = {{-1.0 / 2, 0, 0, 0},
 }  // namespace
 
 bool conv_stem_winograd_ok(const ConvShape& s) {
-  return active_isa() == Isa::avx512 && s.group == 1 && s.out_c % 16 == 0 && s.out_c <= kMaxOC && s.in_c >= 1 && s.in_c <= 4 &&
-         s.k_h >= 7 && s.k_h <= 8 && s.k_w >= 7 && s.k_w <= 8 && s.stride_h == 2 && s.stride_w == 2 &&
+  return active_isa() == Isa::avx512 && s.group == 1 && s.out_c % 16 == 0 && s.out_c <= kMaxOC && s.in_c >= 1 &&
+         s.in_c <= 4 && s.k_h >= 7 && s.k_h <= 8 && s.k_w >= 7 && s.k_w <= 8 && s.stride_h == 2 && s.stride_w == 2 &&
          s.dil_h == 1 && s.dil_w == 1 && s.out_h > 0 && s.out_w > 0;
 }
 
@@ -147,11 +146,13 @@ __attribute__((target("avx512f"))) void build_phase_rows(const ConvShape& s, con
         u[4 * h + 2] = _mm512_maskz_shuffle_f64x2(0xFF, t[4 * h + 1], t[4 * h + 3], 0x88);
         u[4 * h + 3] = _mm512_maskz_shuffle_f64x2(0xFF, t[4 * h + 1], t[4 * h + 3], 0xDD);
       }
-      const __m512d col[8] = {_mm512_maskz_shuffle_f64x2(0xFF, u[0], u[4], 0x88), _mm512_maskz_shuffle_f64x2(0xFF, u[2], u[6], 0x88),
-                              _mm512_maskz_shuffle_f64x2(0xFF, u[1], u[5], 0x88), _mm512_maskz_shuffle_f64x2(0xFF, u[3], u[7], 0x88),
-                              _mm512_maskz_shuffle_f64x2(0xFF, u[0], u[4], 0xDD), _mm512_maskz_shuffle_f64x2(0xFF, u[2], u[6], 0xDD),
-                              _mm512_maskz_shuffle_f64x2(0xFF, u[1], u[5], 0xDD), _mm512_maskz_shuffle_f64x2(0xFF, u[3], u[7], 0xDD)};
-      for (int k = 0; k < 8; ++k) _mm512_store_pd(prow + (j0 + k) * kLanes, col[k]);
+      // Columns k and k + 4 from rows 0-3 (u[from[k]]) and rows 4-7 (u[from[k] + 4]).
+      constexpr int from[4] = {0, 2, 1, 3};
+      for (int k = 0; k < 4; ++k) {
+        const __m512d lo = u[from[k]], hi = u[from[k] + 4];
+        _mm512_store_pd(prow + (j0 + k) * kLanes, _mm512_maskz_shuffle_f64x2(0xFF, lo, hi, 0x88));
+        _mm512_store_pd(prow + (j0 + k + 4) * kLanes, _mm512_maskz_shuffle_f64x2(0xFF, lo, hi, 0xDD));
+      }
     }
   }
 }
@@ -248,7 +249,8 @@ __attribute__((target("avx512f"))) void output_transform(const ConvShape& s, con
       __m512 r[kTile][kAlpha];  // A^T along the points' rows, per column t
       for (int64_t t = 0; t < kAlpha; ++t) {
         __m512 col[kAlpha];
-        for (int64_t sp = 0; sp < kAlpha; ++sp) col[sp] = _mm512_load_ps(m + (i * kPoints + sp * kAlpha + t) * OC + 16 * j);
+        for (int64_t sp = 0; sp < kAlpha; ++sp)
+          col[sp] = _mm512_load_ps(m + (i * kPoints + sp * kAlpha + t) * OC + 16 * j);
         __m512 y[kTile];
         at7(col, y);
         for (int a = 0; a < kTile; ++a) r[a][t] = y[a];
@@ -300,8 +302,8 @@ void stem_winograd_rows(const ConvShape& s, const float* xn, const float* u, con
 
 #else  // no AVX-512: conv_stem_winograd_ok is false
 
-void stem_winograd_rows(const ConvShape&, const float*, const float*, const float*, const ConvPostOps&, int64_t, int64_t,
-                        float*) {}
+void stem_winograd_rows(const ConvShape&, const float*, const float*, const float*, const ConvPostOps&, int64_t,
+                        int64_t, float*) {}
 
 #endif
 

@@ -114,6 +114,7 @@ TEST_CASE("conv2d_max_pool runs the stem by F(4x4, 4x4): equal to the reference 
       // is ~1.4e-6 of that bound.
       CHECK(worst(got, want, 1e-4, 2e-4) <= 1.0);
     }
-    if (active_isa() == Isa::avx512) CHECK(conv_max_pool_describe(s, packed, nullptr).find("F(4x4,4x4)") != std::string::npos);
+    if (active_isa() == Isa::avx512)
+      CHECK(conv_max_pool_describe(s, packed, nullptr).find("F(4x4,4x4)") != std::string::npos);
   }
 }
