@@ -17,14 +17,23 @@ using namespace nxrt::cpu::test;
 
 namespace {
 
-ConvShape shape3x3(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t pad) {
+// A k x k stride-1 conv with `pad` on every side.
+ConvShape square(int64_t k, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t pad) {
   ConvShape s;
   s.batch = n; s.in_c = c; s.in_h = h; s.in_w = w; s.out_c = oc;
-  s.k_h = s.k_w = 3;
+  s.k_h = s.k_w = k;
   s.pad_top = s.pad_left = pad;
-  s.out_h = h + 2 * pad - 2;
-  s.out_w = w + 2 * pad - 2;
+  s.out_h = h + 2 * pad - (k - 1);
+  s.out_w = w + 2 * pad - (k - 1);
   return s;
+}
+
+ConvShape shape3x3(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t pad) {
+  return square(3, n, c, h, w, oc, pad);
+}
+
+ConvShape shape5x5(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t pad) {
+  return square(5, n, c, h, w, oc, pad);
 }
 
 // |got - want| against the rounding a float32 sum of C*9 products can carry
@@ -183,15 +192,6 @@ TEST_CASE("dilated convs run as one Winograd conv per phase of the dilation grid
 TEST_CASE("a 5x5 conv as F(4x4,3x3) over its kernel's four 3x3 blocks matches the direct conv") {
   // The shifted copies of the input carry the padding (0-3, asymmetric), partial tiles, batch,
   // residual and activations, 1-3 threads (blocks of tiles per thread and the three steps).
-  auto shape5x5 = [](int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t pad) {
-    ConvShape s;
-    s.batch = n; s.in_c = c; s.in_h = h; s.in_w = w; s.out_c = oc;
-    s.k_h = s.k_w = 5;
-    s.pad_top = s.pad_left = pad;
-    s.out_h = h + 2 * pad - 4;
-    s.out_w = w + 2 * pad - 4;
-    return s;
-  };
   ThreadPool pool2(2), pool3(3);
   for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
     check(shape5x5(1, 32, 8, 80, 40, 2), p, clamp_post(0.f, 6.f));  // ocr_crnn's shape, thinner
