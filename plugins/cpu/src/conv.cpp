@@ -1516,6 +1516,11 @@ static ConvPath conv_path(const ConvShape& s, const PackedConvWeights& w, Thread
   return M * K * int64_t(sizeof(float)) > (640 << 10) ? ConvPath::im2col : ConvPath::im2col_blocked;
 }
 
+// The direct product's words in conv_describe, and in conv_max_pool_describe for the stems
+// that run it with 6 x 64 tiles.
+constexpr const char* kDirectDescription = "direct: pixels read in place, channels along the lanes";
+constexpr const char* kPanels64Description = " avx512f-6x64";
+
 std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, ThreadPool* pool) {
   std::string what;
   switch (conv_path(s, w, pool)) {
@@ -1548,8 +1553,8 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
     case ConvPath::strided_1x1: what = "strided 1x1: gather + gemm"; break;
     case ConvPath::strided_1x1_transposed: what = "strided 1x1 as transposed gemm (few pixels)"; break;
     case ConvPath::direct:
-      what = "direct: pixels read in place, channels along the lanes";
-      if (conv_direct_panels64(s)) return what + " avx512f-6x64";
+      what = kDirectDescription;
+      if (conv_direct_panels64(s)) return what + kPanels64Description;
       break;
     case ConvPath::im2col_transposed: what = "im2col as transposed gemm (few pixels)"; break;
     case ConvPath::phase_rows: what = "gemm reading phase-plane rows in place (no im2col)"; break;
@@ -1717,7 +1722,7 @@ std::string conv_max_pool_describe(const ConvShape& s, const PackedConvWeights& 
   const char* pooled = ", max pool over each block of rows it makes";
   if (conv_stem_winograd_ok(s))
     return std::string("stem by winograd F(4x4,4x4) over the input's stride phases, channels-last rows") + pooled;
-  if (conv_stem64_ok(s)) return std::string("direct: pixels read in place, channels along the lanes avx512f-6x64") + pooled;
+  if (conv_stem64_ok(s)) return std::string(kDirectDescription) + kPanels64Description + pooled;
   return conv_describe(s, w, pool) + pooled;
 }
 
