@@ -123,6 +123,17 @@ struct QPanelRuns {
   int col[kQNR + 1] = {};
   int64_t off[kQNR] = {};
 };
+// Each run's lanes as a mask over one read of the source row (stride 1: 16 lanes, bit j for
+// column j; stride 2: 32 lanes, the even ones), and where that read starts (at[r] + lane):
+// the masked-load packers' (AVX-512) view of the runs.
+inline void q_run_masks(const QPanelRuns& runs, uint32_t* mask, int64_t* at) {
+  const bool s2 = runs.stride == 2;
+  for (int r = 0; r < runs.n; ++r) {
+    const int c0 = runs.col[r], c1 = runs.col[r + 1];
+    mask[r] = s2 ? uint32_t(((1ull << (2 * c1)) - (1ull << (2 * c0))) & 0x55555555u) : ((1u << (c1 - c0)) - 1u) << c0;
+    at[r] = runs.off[r] - int64_t(c0) * runs.stride;
+  }
+}
 using QPackRunsFn = void (*)(const int16_t* base, const int64_t* koff, int64_t K, const QPanelRuns& runs, int64_t k0,
                              int64_t kc, uint32_t* dst);
 using QPackRuns8Fn = void (*)(const void* base, bool is_signed, int32_t zp, const int64_t* koff, int64_t K,

@@ -62,12 +62,7 @@ NXRT_BW void pack_runs_avx512(const int16_t* base, const int64_t* koff, int64_t 
   const bool s2 = runs.stride == 2;
   __mmask32 mask[kQNR];
   int64_t at[kQNR];
-  for (int r = 0; r < runs.n; ++r) {
-    const int c0 = runs.col[r], c1 = runs.col[r + 1];
-    mask[r] = s2 ? __mmask32(((1ull << (2 * c1)) - (1ull << (2 * c0))) & 0x55555555u)
-                 : __mmask32(((1u << (c1 - c0)) - 1u) << c0);
-    at[r] = runs.off[r] - int64_t(c0) * runs.stride;
-  }
+  q_run_masks(runs, mask, at);
   const __m512i evens = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26, 24,
                                          22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   for (int64_t i = 0; i < kc; ++i) {

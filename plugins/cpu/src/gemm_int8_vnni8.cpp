@@ -239,12 +239,7 @@ NXRT_BW void pack_quads_avx512(const uint8_t* base, const int64_t* koff, int64_t
   const bool s2 = runs.stride == 2;
   __mmask32 mask[kQNR];
   int64_t at[kQNR];
-  for (int r = 0; r < runs.n; ++r) {
-    const int c0 = runs.col[r], c1 = runs.col[r + 1];
-    mask[r] = s2 ? __mmask32(((1ull << (2 * c1)) - (1ull << (2 * c0))) & 0x55555555u)
-                 : __mmask32(((1u << (c1 - c0)) - 1u) << c0);
-    at[r] = runs.off[r] - int64_t(c0) * runs.stride;
-  }
+  q_run_masks(runs, mask, at);
   const int n = runs.n;
   if (s2) {
     if (n == 1) pack_quads_runs<true, 1>(base, koff, K, n, mask, at, q0, qc, dst);
