@@ -1,0 +1,69 @@
+// The pixel-pointer GEMM (gemm_pixels_serial: A read in place through pixel pointers, B
+// packed) on the channels-last inverted-residual blocks' shapes, its 8 x 48 tiles beside the
+// 6 x 64 ones (gemm_pixels64_serial, whole 64-column panels: N in 64s), each as GFLOP/s and as a share of 232 GFLOP/s (the Zen 5
+// FMA peak nxrt_cpu_gemm_peak measures; that tool gives this core's own). Best of 7 runs of
+// 200 calls, one thread, the operands hot: the tile shapes alone, not a model's cache state.
+// inverted_residual_project_by_64 picks 6 x 64 for the projects where it wins here.
+// Usage: nxrt_cpu_gemm_pixels (AVX-512 only: prints nothing else where the CPU lacks it).
+#include <fmt/core.h>
+
+#include <chrono>
+#include <vector>
+
+#include "cpu_info.hpp"
+#include "gemm.hpp"
+
+using namespace nxrt::cpu;
+
+namespace {
+
+template <typename F>
+double best_seconds(F&& f) {
+  double best = 1e9;
+  for (int r = 0; r < 7; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 200; ++i) f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 200);
+  }
+  return best;
+}
+
+// M pixels x N output channels over K input channels. expand: A is x's NCHW planes (pixel m at
+// x + m, channel k at + k M); project: A is the depthwise rows (pixel m at d + m K, channel k at + k).
+void run(const char* name, int64_t M, int64_t N, int64_t K, bool expand) {
+  std::vector<float> a(size_t(M * K), 0.5f), b48(packed_b_floats(K, N), 0.25f), b64(packed_b64_floats(K, N), 0.25f);
+  std::vector<float> c(size_t(M * N));
+  std::vector<const float*> rows(static_cast<size_t>(M));
+  std::vector<int32_t> off(static_cast<size_t>(K));
+  for (int64_t m = 0; m < M; ++m) rows[size_t(m)] = expand ? a.data() + m : a.data() + m * K;
+  for (int64_t k = 0; k < K; ++k) off[size_t(k)] = int32_t(expand ? k * M : k);
+  const GemmEpilogue ep{};
+  const double t48 = best_seconds([&] { gemm_pixels_serial(M, N, K, rows.data(), off.data(), b48.data(), c.data(), N, ep); });
+  const double gflop = 2.0 * double(M * N * K) * 1e-9;
+  fmt::print("{:<26} {:5} {:5} {:5}  {:7.1f} us {:4.0f}%", name, M, N, K, t48 * 1e6, gflop / t48 / 232 * 100);
+  if (N % 64 == 0) {  // 6 x 64 stores whole 64-column panels
+    const double t64 = best_seconds([&] { gemm_pixels64_serial(M, N, K, rows.data(), off.data(), b64.data(), c.data(), N, ep); });
+    fmt::print("  {:7.1f} us {:4.0f}%", t64 * 1e6, gflop / t64 / 232 * 100);
+  }
+  fmt::print("\n");
+}
+
+}  // namespace
+
+int main() {
+  if (active_isa() != Isa::avx512 || !gemm_pixels64_panel_avx512()) {
+    fmt::print("nxrt_cpu_gemm_pixels: no AVX-512 here (the 6 x 64 pixel tile is AVX-512 only)\n");
+    return 0;
+  }
+  fmt::print("{:<26} {:>5} {:>5} {:>5}  {:>18}  {:>18}\n", "shape", "M", "N", "K", "8 x 48 (% of 232)", "6 x 64 (% of 232)");
+  run("project 14x14 384->64", 196, 64, 384, false);
+  run("project 7x7 384->64", 49, 64, 384, false);
+  run("project 28x28 192->64", 784, 64, 192, false);
+  run("project 56x56 144->64", 3136, 64, 144, false);
+  run("project 14x14 768->256", 196, 256, 768, false);
+  run("project 7x7 768->256", 49, 256, 768, false);
+  run("project 14x14 384->128", 196, 128, 384, false);
+  run("project 7x7 960->320", 49, 320, 960, false);
+  run("expand 14x14 64->384", 196, 384, 64, true);
+  run("expand 7x7 160->960", 49, 960, 160, true);
+}
