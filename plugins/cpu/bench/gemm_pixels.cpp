@@ -1,9 +1,12 @@
 // The pixel-pointer GEMM (gemm_pixels_serial: A read in place through pixel pointers, B
 // packed) on the channels-last inverted-residual blocks' shapes, its 8 x 48 tiles beside the
-// 6 x 64 ones (gemm_pixels64_serial, whole 64-column panels: N in 64s), each as GFLOP/s and as a share of 232 GFLOP/s (the Zen 5
+// 6 x 64 ones (gemm_pixels64_serial, whole 64-column panels: N in 64s) and beside 48-wide
+// panels with a 64-wide last one (gemm_pixels_tail64_serial: N = 48 q + 16), each as GFLOP/s
+// and as a share of 232 GFLOP/s (the Zen 5
 // FMA peak nxrt_cpu_gemm_peak measures; that tool gives this core's own). Best of 7 runs of
 // 200 calls, one thread, the operands hot: the tile shapes alone, not a model's cache state.
-// inverted_residual_project_by_64 picks 6 x 64 for the projects where it wins here.
+// The channels-last blocks take the last form wherever gemm_pixels_tail64 says (their
+// expands and projects).
 // Usage: nxrt_cpu_gemm_pixels (AVX-512 only: prints nothing else where the CPU lacks it).
 #include <fmt/core.h>
 
@@ -44,6 +47,13 @@ void run(const char* name, int64_t M, int64_t N, int64_t K, bool expand) {
   if (N % 64 == 0) {  // 6 x 64 stores whole 64-column panels
     const double t64 = best_seconds([&] { gemm_pixels64_serial(M, N, K, rows.data(), off.data(), b64.data(), c.data(), N, ep); });
     fmt::print("  {:7.1f} us {:4.0f}%", t64 * 1e6, gflop / t64 / 232 * 100);
+  } else {
+    fmt::print("  {:>16}", "-");
+  }
+  if (gemm_pixels_tail64(N)) {
+    std::vector<float> bt(packed_b_tail64_floats(K, N), 0.25f);
+    const double tt = best_seconds([&] { gemm_pixels_tail64_serial(M, N, K, rows.data(), off.data(), bt.data(), c.data(), N, ep); });
+    fmt::print("  {:7.1f} us {:4.0f}%", tt * 1e6, gflop / tt / 232 * 100);
   }
   fmt::print("\n");
 }
@@ -55,7 +65,8 @@ int main() {
     fmt::print("nxrt_cpu_gemm_pixels: no AVX-512 here (the 6 x 64 pixel tile is AVX-512 only)\n");
     return 0;
   }
-  fmt::print("{:<26} {:>5} {:>5} {:>5}  {:>18}  {:>18}\n", "shape", "M", "N", "K", "8 x 48 (% of 232)", "6 x 64 (% of 232)");
+  fmt::print("{:<26} {:>5} {:>5} {:>5}  {:>16}  {:>16}  {:>16}   (us, % of 232 GFLOP/s)\n", "shape", "M", "N", "K",
+             "8 x 48", "6 x 64", "48s, then 64");
   run("project 14x14 384->64", 196, 64, 384, false);
   run("project 7x7 384->64", 49, 64, 384, false);
   run("project 28x28 192->64", 784, 64, 192, false);
@@ -63,6 +74,10 @@ int main() {
   run("project 14x14 768->256", 196, 256, 768, false);
   run("project 7x7 768->256", 49, 256, 768, false);
   run("project 14x14 384->128", 196, 128, 384, false);
+  run("project 7x7 960->160", 49, 160, 960, false);
+  run("project 7x7 576->160", 49, 160, 576, false);
+  run("project 14x14 672->112", 196, 112, 672, false);
+  run("project 28x28 336->112", 784, 112, 336, false);
   run("project 7x7 960->320", 49, 320, 960, false);
   run("expand 14x14 64->384", 196, 384, 64, true);
   run("expand 7x7 160->960", 49, 960, 160, true);

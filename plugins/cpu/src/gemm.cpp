@@ -3,6 +3,7 @@
 #include <cassert>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "cpu_info.hpp"
@@ -389,32 +390,42 @@ GemmPixelsPanelFn gemm_pixels_panel_active() {
   return fn;
 }
 
-// gemm_pixels_serial and gemm_pixels64_serial: panels nr wide (48: the last one
-// gemm_panel_width's; 64: all 64), K blocks of <= max_kc, one panel call each.
-static void pixels_serial(GemmPixelsPanelFn fn, int64_t nr, int64_t max_kc, int64_t M, int64_t N, int64_t K,
-                          const float* const* arows, const int32_t* aoff, const float* pb, float* c, int64_t ldc,
+// The pixel-pointer GEMMs' driver: panel p (of `panels`) is at(p) = {first column, width,
+// packed B, panel function}; K blocks of <= max_kc, one panel call each.
+struct PixelPanel {
+  int64_t n0, w;
+  const float* b;
+  GemmPixelsPanelFn fn;
+};
+template <typename PanelAt>
+static void pixels_serial(int64_t panels, PanelAt&& at, int64_t max_kc, int64_t M, int64_t N, int64_t K,
+                          const float* const* arows, const int32_t* aoff, float* c, int64_t ldc,
                           const GemmEpilogue& ep) {
-  if (M <= 0 || N <= 0 || !fn) return;
+  if (M <= 0 || N <= 0) return;
   const int64_t kblocks = std::max<int64_t>(1, (K + max_kc - 1) / max_kc);
   const int64_t KC = std::max<int64_t>(1, (K + kblocks - 1) / kblocks);
-  const int64_t panels = (N + nr - 1) / nr;
-  auto width = [&](int64_t p) { return nr == kGemmNR ? gemm_panel_width(N, p) : nr; };
   // Every row tile of a slice fetches a share of the next slice into L2: the weights are read
   // from memory once, a slice at a time. (All tiles rather than gemm_rect's first half: with
   // 7 tiles, ResNet-18's 512-channel 7x7 convs, weights cold, ran 1.26-1.39 -> 1.16-1.20 ms.)
   for (int64_t p = 0; p < panels; ++p) {
-    const int64_t n0 = p * nr, w = width(p), cols = std::min(nr, N - n0);
-    const float* bp = pb + p * nr * K;
+    const PixelPanel pp = at(p);
+    if (!pp.fn) return;
+    const int64_t cols = std::min(pp.w, N - pp.n0);
     for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
       const int64_t kc = std::min(KC, K - k0);
       const bool first = k0 == 0, final = k0 + KC >= K;
-      GemmTileStore st = block_store(ep, n0, first, final);
+      GemmTileStore st = block_store(ep, pp.n0, first, final);
       // The next slice: this panel's next K block, else the next panel's first.
       const int64_t np = final ? p + 1 : p, nk = final ? 0 : k0 + KC;
-      const int64_t nw = np < panels ? width(np) : 0;
-      st.prefetch = np < panels ? reinterpret_cast<const char*>(pb + np * nr * K + nk * nw) : nullptr;
-      st.prefetch_lines = np < panels ? std::min(KC, K - nk) * nw / 16 : 0;
-      fn(kc, arows, aoff + k0, bp + k0 * w, w, c + n0, ldc, M, cols, st);
+      if (np < panels) {
+        const PixelPanel next = at(np);
+        st.prefetch = reinterpret_cast<const char*>(next.b + nk * next.w);
+        st.prefetch_lines = std::min(KC, K - nk) * next.w / 16;
+      } else {
+        st.prefetch = nullptr;
+        st.prefetch_lines = 0;
+      }
+      pp.fn(kc, arows, aoff + k0, pp.b + k0 * pp.w, pp.w, c + pp.n0, ldc, M, cols, st);
       if (K == 0) break;
     }
   }
@@ -425,12 +436,39 @@ void gemm_pixels_serial(int64_t M, int64_t N, int64_t K, const float* const* aro
   const GemmPixelsPanelFn fn = gemm_pixels_panel_active();
   // The B slice, 160 x 48 floats, in L1 with the pixels' lines (AVX2: 128, for 32 KB L1s).
   const int64_t max_kc = fn == gemm_pixels_panel_avx2() ? kGemmKcAvx2 : 160;
-  pixels_serial(fn, kGemmNR, max_kc, M, N, K, arows, aoff, pb, c, ldc, ep);
+  pixels_serial(
+      gemm_panels(N), [&](int64_t p) { return PixelPanel{p * kGemmNR, gemm_panel_width(N, p), pb + p * kGemmNR * K, fn}; },
+      max_kc, M, N, K, arows, aoff, c, ldc, ep);
 }
 
 void gemm_pixels64_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
                           const float* b64, float* c, int64_t ldc, const GemmEpilogue& ep) {
-  pixels_serial(gemm_pixels64_panel_avx512(), 64, 160, M, N, K, arows, aoff, b64, c, ldc, ep);
+  const GemmPixelsPanelFn fn = gemm_pixels64_panel_avx512();
+  pixels_serial(
+      gemm_panels64(N), [&](int64_t p) { return PixelPanel{p * 64, 64, b64 + p * 64 * K, fn}; }, 160, M, N, K, arows,
+      aoff, c, ldc, ep);
+}
+
+bool gemm_pixels_tail64(int64_t N) {
+  return N >= 64 && N % kGemmNR == 16 && active_isa() == Isa::avx512 && gemm_pixels64_panel_avx512() &&
+         gemm_pixels_panel_active() == gemm_pixels_panel_avx512();
+}
+
+void pack_b_tail64(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst) {
+  const int64_t q = N / kGemmNR, n0 = (q - 1) * kGemmNR;  // panels [0, q - 1) 48 wide, then 64
+  pack_b(b, ldb, trans, K, N, dst, 0, q - 1);
+  float* d = dst + n0 * K;
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < 64; ++j) d[k * 64 + j] = trans ? b[(n0 + j) * ldb + k] : b[k * ldb + n0 + j];
+}
+
+void gemm_pixels_tail64_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
+                               const float* pb, float* c, int64_t ldc, const GemmEpilogue& ep) {
+  const int64_t q = N / kGemmNR;
+  const GemmPixelsPanelFn fn48 = gemm_pixels_panel_avx512(), fn64 = gemm_pixels64_panel_avx512();
+  pixels_serial(
+      q, [&](int64_t p) { return PixelPanel{p * kGemmNR, p + 1 < q ? kGemmNR : 64, pb + p * kGemmNR * K, p + 1 < q ? fn48 : fn64}; },
+      160, M, N, K, arows, aoff, c, ldc, ep);
 }
 
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,

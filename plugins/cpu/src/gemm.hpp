@@ -243,6 +243,16 @@ void pack_b64(int64_t K, int64_t N, At at, float* dst) {
 // tile fetching a share of the next slice into L2. Needs gemm_pixels64_panel_avx512().
 void gemm_pixels64_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
                           const float* b64, float* c, int64_t ldc, const GemmEpilogue& ep);
+// The pixel-pointer GEMM's B in 48-wide panels but the last one 64 wide, for N = 48 q + 16
+// (64, 112, 160, ..., 256): pack_b's panels would end in a 16-wide one, whose tile spends 8
+// broadcasts on 8 multiply-adds; the 6 x 64 tile takes the last 64 columns instead. Whether
+// N is such and this CPU runs it (AVX-512 active); the floats (N K); the packing (B(k, n) as
+// pack_b's: trans ? b[n ldb + k] : b[k ldb + n]); the product, as gemm_pixels_serial's.
+bool gemm_pixels_tail64(int64_t N);
+inline size_t packed_b_tail64_floats(int64_t K, int64_t N) { return size_t(K * N); }
+void pack_b_tail64(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst);
+void gemm_pixels_tail64_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
+                               const float* packed_b, float* c, int64_t ldc, const GemmEpilogue& ep);
 // C[M, N] (row stride ldc) = epilogue(A * B) with A(m, k) = arows[m][aoff[k]] (M pointers, K
 // offsets) and B packed (pack_b's panels), on the calling thread: panels outside, K blocks
 // (equal, <= 160; <= 128 on AVX2) inside, every row tile of a block reading the B slice from L1. Needs

@@ -225,12 +225,13 @@ std::unique_ptr<Kernel> create_conv_block_kernel(const sdk::Graph& sg, CpuSessio
     const float* pw = raw(*b->project);
     const float* dw = raw(b->dw);
     const float* db = blk.dw_b;  // the copy take() made (or null)
-    blk.expand_wt = pp.buffer<float>("expand_wt", z.expand_wt, [&](std::span<float> dst) {
+    // W^T in 48-then-64 panels (gemm_pixels_tail64) has its own names: a blob of the plain
+    // panels is recompiled, not misread.
+    const bool expand64 = gemm_pixels_tail64(blk.dw.in_c), project64 = gemm_pixels_tail64(blk.project_out_c);
+    blk.expand_wt = pp.buffer<float>(expand64 ? "expand_wt_tail64" : "expand_wt", z.expand_wt, [&](std::span<float> dst) {
       pack_inverted_residual_nhwc(blk, ew, nullptr, nullptr, nullptr, dst.data(), nullptr, nullptr, nullptr);
     }).data();
-    // W^T in 64-wide panels has its own name: a blob of the 48-wide ones is recompiled, not misread.
-    const bool by64 = inverted_residual_project_by_64(blk);
-    blk.project_wt = pp.buffer<float>(by64 ? "project_wt64" : "project_wt", z.project_wt, [&](std::span<float> dst) {
+    blk.project_wt = pp.buffer<float>(project64 ? "project_wt_tail64" : "project_wt", z.project_wt, [&](std::span<float> dst) {
       pack_inverted_residual_nhwc(blk, nullptr, pw, nullptr, nullptr, nullptr, dst.data(), nullptr, nullptr);
     }).data();
     blk.dw_wn = pp.buffer<float>("dw_wn", z.dw_wn, [&](std::span<float> dst) {
@@ -242,10 +243,12 @@ std::unique_ptr<Kernel> create_conv_block_kernel(const sdk::Graph& sg, CpuSessio
   }
   ThreadPool* pool = session.pool();
   std::string description =
-      fmt::format("inverted-residual block{} in bands of {} rows: {}depthwise {}x{}{}{}",
+      fmt::format("inverted-residual block{} in bands of {} rows: {}depthwise {}x{}{}{}{}",
                   blk.nhwc ? " channels-last" : "", inverted_residual_band_rows(blk, pool ? pool->threads() : 1),
                   blk.has_expand ? "1x1 expand + " : "", blk.dw.k_h, blk.dw.k_w, blk.dw.stride_h > 1 ? " stride 2" : "",
-                  blk.has_project ? (blk.nhwc && inverted_residual_project_by_64(blk) ? " + 1x1 project on 6 x 64 tiles" : " + 1x1 project") : "");
+                  blk.has_project ? " + 1x1 project" : "",
+                  blk.nhwc && (gemm_pixels_tail64(blk.dw.in_c) || gemm_pixels_tail64(blk.project_out_c))
+                      ? " (last 64 columns on 6 x 64 tiles)" : "");
   return make_kernel([st = std::move(st), pool](Context& ctx) {
     ConstTensorView x = ctx.input(size_t(st.x));
     if (!std::equal(x.dims().begin(), x.dims().end(), st.x_dims.begin(), st.x_dims.end()))

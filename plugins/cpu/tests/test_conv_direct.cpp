@@ -134,10 +134,14 @@ TEST_CASE("direct convs match the reference: real models' shapes, pads, channels
 
 namespace {
 
-// gemm_pixels_serial (48-wide panels) or gemm_pixels64_serial against a double reference:
+enum class Panels { w48, w64, tail64 };
+
+// gemm_pixels_serial (48-wide panels), gemm_pixels64_serial or gemm_pixels_tail64_serial (B
+// packed from W [n][k], pack_b_tail64's transposed read) against a double reference:
 // A(m, k) = src[m * 3 + (k * 5) % 97 + k / 97 * 101] (rows overlapping, offsets out of order),
 // bias and clamp in the epilogue.
-void check_pixels_gemm(int64_t M, int64_t N, int64_t K, bool panels64) {
+void check_pixels_gemm(int64_t M, int64_t N, int64_t K, Panels layout) {
+  const bool panels64 = layout == Panels::w64;
   auto src = random_floats(size_t(M * 3 + 101 * (K / 97 + 1) + 97), 41);
   std::vector<const float*> rows(static_cast<size_t>(M));
   for (int64_t m = 0; m < M; ++m) rows[size_t(m)] = src.data() + m * 3;
@@ -145,9 +149,19 @@ void check_pixels_gemm(int64_t M, int64_t N, int64_t K, bool panels64) {
   for (int64_t k = 0; k < K; ++k) aoff[size_t(k)] = int32_t((k * 5) % 97 + k / 97 * 101);
   auto b = random_floats(size_t(K * N), 42);  // B [k][n]
   auto bias = random_floats(size_t(N), 43);
-  AlignedFloats pb(panels64 ? packed_b64_floats(K, N) : packed_b_floats(K, N));
-  if (panels64) pack_b64(K, N, [&](int64_t n, int64_t k) { return b[size_t(k * N + n)]; }, pb.data());
-  else pack_b(b.data(), N, false, K, N, pb.data());
+  AlignedFloats pb(layout == Panels::tail64 ? packed_b_tail64_floats(K, N)
+                   : panels64                ? packed_b64_floats(K, N)
+                                             : packed_b_floats(K, N));
+  if (layout == Panels::tail64) {
+    std::vector<float> w(b.size());  // W [n][k]
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) w[size_t(n * K + k)] = b[size_t(k * N + n)];
+    pack_b_tail64(w.data(), K, true, K, N, pb.data());
+  } else if (panels64) {
+    pack_b64(K, N, [&](int64_t n, int64_t k) { return b[size_t(k * N + n)]; }, pb.data());
+  } else {
+    pack_b(b.data(), N, false, K, N, pb.data());
+  }
   GemmEpilogue ep;
   ep.col_bias = bias.data();
   ep.clamp = true;
@@ -160,9 +174,10 @@ void check_pixels_gemm(int64_t M, int64_t N, int64_t K, bool panels64) {
       for (int64_t k = 0; k < K; ++k) acc += double(rows[size_t(m)][aoff[size_t(k)]]) * b[size_t(k * N + n)];
       want[size_t(m * N + n)] = float(std::clamp(acc, -0.5, 0.75));
     }
-  if (panels64) gemm_pixels64_serial(M, N, K, rows.data(), aoff.data(), pb.data(), got.data(), N, ep);
+  if (layout == Panels::tail64) gemm_pixels_tail64_serial(M, N, K, rows.data(), aoff.data(), pb.data(), got.data(), N, ep);
+  else if (panels64) gemm_pixels64_serial(M, N, K, rows.data(), aoff.data(), pb.data(), got.data(), N, ep);
   else gemm_pixels_serial(M, N, K, rows.data(), aoff.data(), pb.data(), got.data(), N, ep);
-  INFO("M=" << M << " N=" << N << " K=" << K << " panels64=" << panels64);
+  INFO("M=" << M << " N=" << N << " K=" << K << " layout=" << int(layout));
   CHECK(worst(got, want, 1e-4, 1e-5) <= 1.0);
 }
 
@@ -172,14 +187,27 @@ TEST_CASE("the GEMM with pixel pointers: row tiles, panels of 16 / 32 / 48, K bl
   if (!gemm_pixels_panel_active()) return;  // AVX2 / AVX-512 only: conv_uses_direct is then false too
   for (int64_t M : {1, 7, 8, 13, 29})
     for (int64_t N : {16, 30, 48, 61, 100})
-      for (int64_t K : {1, 9, 160, 161, 400}) check_pixels_gemm(M, N, K, false);
+      for (int64_t K : {1, 9, 160, 161, 400}) check_pixels_gemm(M, N, K, Panels::w48);
 }
 
 TEST_CASE("the GEMM with pixel pointers, 6 x 64 tiles: row tiles, 64-wide panels, K blocks, the epilogue") {
   if (!gemm_pixels64_panel_avx512() || active_isa() != Isa::avx512) return;
   for (int64_t N : {64, 128, 192})
     for (int64_t M : {1, 5, 6, 7, 13, 40})
-      for (int64_t K : {1, 27, 147, 160, 161, 400}) check_pixels_gemm(M, N, K, true);
+      for (int64_t K : {1, 27, 147, 160, 161, 400}) check_pixels_gemm(M, N, K, Panels::w64);
+}
+
+TEST_CASE("the GEMM with pixel pointers, 48-wide panels then a 64-wide one: N = 48 q + 16") {
+  const bool avx512 = active_isa() == Isa::avx512 && gemm_pixels64_panel_avx512();
+  for (int64_t N : {64, 112, 160, 208, 256}) CHECK(gemm_pixels_tail64(N) == avx512);
+  for (int64_t N : {16, 32, 48, 63, 96, 100, 128, 192, 320}) {
+    INFO("N=" << N);
+    CHECK_FALSE(gemm_pixels_tail64(N));
+  }
+  if (!avx512) return;
+  for (int64_t N : {64, 112, 160, 256})
+    for (int64_t M : {1, 5, 6, 7, 8, 13, 40})
+      for (int64_t K : {1, 27, 160, 161, 400}) check_pixels_gemm(M, N, K, Panels::tail64);
 }
 
 TEST_CASE("the cost model: direct for 32+ (AVX2: 64+, strided 96+) output and 8+ input channels, not for stems or 1x1") {

@@ -133,10 +133,13 @@ TEST_CASE("inverted residual block matches the convs node by node") {
       check_block(1, 7, 100, 5, 11, 23, 2, 1, 1, true, true, false, p, band);
       check_block(1, 4, 96, 8, 16, 40, 2, 0, 1, true, true, false, p, band);
       check_block(1, 6, 144, 32, 5, 70, 1, 1, 1, true, true, true, p, band);
-      // The project on 6 x 64 tiles (64 and 256 output channels), partial tiles of 3 and 5 rows.
+      // The last 64 columns on 6 x 64 tiles (gemm_pixels_tail64): projects into 64, 112 and
+      // 256 channels, expands into 112 and 160; partial tiles of 3 and 5 rows.
       check_block(1, 8, 96, 64, 9, 13, 1, 1, 1, true, true, true, p, band);
       check_block(1, 6, 100, 64, 11, 15, 2, 1, 1, true, true, false, p, band);
       check_block(1, 4, 96, 256, 5, 7, 1, 1, 1, true, true, true, p, band);
+      check_block(1, 8, 112, 112, 7, 9, 1, 1, 1, true, true, true, p, band);
+      check_block(1, 5, 160, 48, 6, 11, 1, 1, 1, true, true, false, p, band);
       check_block(1, 8, 96, 16, 11, 13, 1, 2, 2, true, true, true, p, band, 5);  // 5x5 (MobileNetV3)
       check_block(1, 6, 112, 24, 14, 14, 2, 2, 2, true, true, false, p, band, 5);
       check_block(1, 16, 96, 32, 7, 7, 1, 2, 2, true, true, true, p, band, 5);
@@ -185,26 +188,4 @@ TEST_CASE("which blocks run channels-last") {
   };
   CHECK(block_k(5));
   CHECK_FALSE(block_k(7));
-}
-
-TEST_CASE("which channels-last projects run on 6 x 64 tiles") {
-  auto by64 = [](int64_t co) {
-    InvertedResidual b;
-    b.dw = depthwise(1, 384, 14, 14, 1, 1, 1, 3);
-    b.has_expand = b.has_project = true;
-    b.expand_in_c = 64;
-    b.project_out_c = co;
-    return inverted_residual_project_by_64(b);
-  };
-  if (active_isa() != Isa::avx512) {
-    CHECK_FALSE(by64(64));
-    return;
-  }
-  // Whole 64s whose 48-wide panels would end in a 16-wide one.
-  CHECK(by64(64));
-  CHECK(by64(256));
-  for (int64_t co : {16, 32, 48, 96, 112, 128, 160, 192, 320}) {
-    INFO("co=" << co);
-    CHECK_FALSE(by64(co));
-  }
 }
