@@ -155,9 +155,10 @@ TEST_CASE("gemm epilogue adds row and column bias") {
 TEST_CASE("a last panel of 1..4 columns (the narrow kernel) equals the micro-kernel bit for bit") {
   // The same A and B columns multiplied with N = 48 + cols (the last cols columns in the narrow
   // kernel) and with N = 96 (all in the 8 x 48 micro-kernel): K > the K block so the old C is
-  // accumulated, every epilogue part, packed and plain B, partial last row tile.
+  // accumulated, every epilogue part and none, packed and plain B, partial last row tile, row
+  // tiles in blocks of up to 8 (1 column) / 6 (2) / 4 and their remainders.
   const int64_t K = 300, NW = 96;
-  for (int64_t M : {5, 8, 37})
+  for (int64_t M : {5, 8, 37, 61, 70, 100})
     for (int64_t cols : {1, 2, 3, 4}) {
       const int64_t N = 48 + cols;
       auto a = random_floats(size_t(M * K), uint32_t(M + 1)), b = random_floats(size_t(K * NW), 21);
@@ -170,11 +171,13 @@ TEST_CASE("a last panel of 1..4 columns (the narrow kernel) equals the micro-ker
       AlignedFloats pbn(packed_b_floats(K, N)), pbw(packed_b_floats(K, NW));
       pack_b(bn.data(), N, false, K, N, pbn.data());
       pack_b(b.data(), NW, false, K, NW, pbw.data());
-      for (int variant = 0; variant < 3; ++variant) {
+      for (int variant = 0; variant < 4; ++variant) {
         GemmEpilogue ep;
-        ep.row_bias = rb.data();
-        ep.col_bias = cb.data();
-        if (variant > 0) {
+        if (variant < 3) {  // 3: no epilogue (Winograd's products)
+          ep.row_bias = rb.data();
+          ep.col_bias = cb.data();
+        }
+        if (variant == 1 || variant == 2) {
           ep.residual = res.data();
           ep.ldr = NW;
           ep.clamp = true;
