@@ -3,7 +3,6 @@
 #include <cassert>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "cpu_info.hpp"
