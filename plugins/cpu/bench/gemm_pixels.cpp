@@ -4,15 +4,16 @@
 // panels with a 64-wide last one (gemm_pixels_tail64_serial: N = 48 q + 16), each as GFLOP/s
 // and as a share of 232 GFLOP/s (the Zen 5
 // FMA peak nxrt_cpu_gemm_peak measures; that tool gives this core's own). Best of 7 runs of
-// 200 calls, one thread, the operands hot: the tile shapes alone, not a model's cache state.
+// 200 calls after one to warm up, one thread, the operands hot: the tile shapes alone, not a
+// model's cache state.
 // The channels-last blocks take the last form wherever gemm_pixels_tail64 says (their
 // expands and projects).
 // Usage: nxrt_cpu_gemm_pixels (AVX-512 only: prints nothing else where the CPU lacks it).
 #include <fmt/core.h>
 
-#include <chrono>
 #include <vector>
 
+#include "best_seconds.hpp"
 #include "cpu_info.hpp"
 #include "gemm.hpp"
 
@@ -20,15 +21,13 @@ using namespace nxrt::cpu;
 
 namespace {
 
+// A call's seconds: the fastest of 7 runs of 200 calls (best_seconds), per call.
 template <typename F>
-double best_seconds(F&& f) {
-  double best = 1e9;
-  for (int r = 0; r < 7; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < 200; ++i) f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 200);
-  }
-  return best;
+double call_seconds(F&& f) {
+  return best_seconds(7, [&] {
+           for (int i = 0; i < 200; ++i) f();
+         }) /
+         200;
 }
 
 // M pixels x N output channels over K input channels. expand: A is x's NCHW planes (pixel m at
@@ -41,18 +40,18 @@ void run(const char* name, int64_t M, int64_t N, int64_t K, bool expand) {
   for (int64_t m = 0; m < M; ++m) rows[size_t(m)] = expand ? a.data() + m : a.data() + m * K;
   for (int64_t k = 0; k < K; ++k) off[size_t(k)] = int32_t(expand ? k * M : k);
   const GemmEpilogue ep{};
-  const double t48 = best_seconds([&] { gemm_pixels_serial(M, N, K, rows.data(), off.data(), b48.data(), c.data(), N, ep); });
+  const double t48 = call_seconds([&] { gemm_pixels_serial(M, N, K, rows.data(), off.data(), b48.data(), c.data(), N, ep); });
   const double gflop = 2.0 * double(M * N * K) * 1e-9;
   fmt::print("{:<26} {:5} {:5} {:5}  {:7.1f} us {:4.0f}%", name, M, N, K, t48 * 1e6, gflop / t48 / 232 * 100);
   if (N % 64 == 0) {  // 6 x 64 stores whole 64-column panels
-    const double t64 = best_seconds([&] { gemm_pixels64_serial(M, N, K, rows.data(), off.data(), b64.data(), c.data(), N, ep); });
+    const double t64 = call_seconds([&] { gemm_pixels64_serial(M, N, K, rows.data(), off.data(), b64.data(), c.data(), N, ep); });
     fmt::print("  {:7.1f} us {:4.0f}%", t64 * 1e6, gflop / t64 / 232 * 100);
   } else {
     fmt::print("  {:>16}", "-");
   }
   if (gemm_pixels_tail64(N)) {
     std::vector<float> bt(packed_b_tail64_floats(K, N), 0.25f);
-    const double tt = best_seconds([&] { gemm_pixels_tail64_serial(M, N, K, rows.data(), off.data(), bt.data(), c.data(), N, ep); });
+    const double tt = call_seconds([&] { gemm_pixels_tail64_serial(M, N, K, rows.data(), off.data(), bt.data(), c.data(), N, ep); });
     fmt::print("  {:7.1f} us {:4.0f}%", tt * 1e6, gflop / tt / 232 * 100);
   }
   fmt::print("\n");

@@ -9,11 +9,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "best_seconds.hpp"
 #include "conv.hpp"
 #include "cpu_info.hpp"
 #include "gemm.hpp"
@@ -23,21 +23,8 @@
 #include "thread_pool.hpp"
 
 using namespace nxrt::cpu;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-
-template <class F>
-double best_seconds(int reps, F&& f) {
-  f();  // warm up: scratch, pages, pool
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return best;
-}
 
 QOutput u8_output(int64_t channels) {
   QOutput o;
