@@ -40,18 +40,21 @@ void run(const char* name, int64_t M, int64_t N, int64_t K, bool expand) {
   for (int64_t m = 0; m < M; ++m) rows[size_t(m)] = expand ? a.data() + m : a.data() + m * K;
   for (int64_t k = 0; k < K; ++k) off[size_t(k)] = int32_t(expand ? k * M : k);
   const GemmEpilogue ep{};
-  const double t48 = call_seconds([&] { gemm_pixels_serial(M, N, K, rows.data(), off.data(), b48.data(), c.data(), N, ep); });
+  const double t48 =
+      call_seconds([&] { gemm_pixels_serial(M, N, K, rows.data(), off.data(), b48.data(), c.data(), N, ep); });
   const double gflop = 2.0 * double(M * N * K) * 1e-9;
   fmt::print("{:<26} {:5} {:5} {:5}  {:7.1f} us {:4.0f}%", name, M, N, K, t48 * 1e6, gflop / t48 / 232 * 100);
   if (N % 64 == 0) {  // 6 x 64 stores whole 64-column panels
-    const double t64 = call_seconds([&] { gemm_pixels64_serial(M, N, K, rows.data(), off.data(), b64.data(), c.data(), N, ep); });
+    const double t64 =
+        call_seconds([&] { gemm_pixels64_serial(M, N, K, rows.data(), off.data(), b64.data(), c.data(), N, ep); });
     fmt::print("  {:7.1f} us {:4.0f}%", t64 * 1e6, gflop / t64 / 232 * 100);
   } else {
     fmt::print("  {:>16}", "-");
   }
   if (gemm_pixels_tail64(N)) {
     std::vector<float> bt(packed_b_tail64_floats(K, N), 0.25f);
-    const double tt = call_seconds([&] { gemm_pixels_tail64_serial(M, N, K, rows.data(), off.data(), bt.data(), c.data(), N, ep); });
+    const double tt = call_seconds(
+        [&] { gemm_pixels_tail64_serial(M, N, K, rows.data(), off.data(), bt.data(), c.data(), N, ep); });
     fmt::print("  {:7.1f} us {:4.0f}%", tt * 1e6, gflop / tt / 232 * 100);
   }
   fmt::print("\n");

@@ -435,17 +435,15 @@ void gemm_pixels_serial(int64_t M, int64_t N, int64_t K, const float* const* aro
   const GemmPixelsPanelFn fn = gemm_pixels_panel_active();
   // The B slice, 160 x 48 floats, in L1 with the pixels' lines (AVX2: 128, for 32 KB L1s).
   const int64_t max_kc = fn == gemm_pixels_panel_avx2() ? kGemmKcAvx2 : 160;
-  pixels_serial(
-      gemm_panels(N), [&](int64_t p) { return PixelPanel{p * kGemmNR, gemm_panel_width(N, p), pb + p * kGemmNR * K, fn}; },
-      max_kc, M, N, K, arows, aoff, c, ldc, ep);
+  auto at = [&](int64_t p) { return PixelPanel{p * kGemmNR, gemm_panel_width(N, p), pb + p * kGemmNR * K, fn}; };
+  pixels_serial(gemm_panels(N), at, max_kc, M, N, K, arows, aoff, c, ldc, ep);
 }
 
 void gemm_pixels64_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
                           const float* b64, float* c, int64_t ldc, const GemmEpilogue& ep) {
   const GemmPixelsPanelFn fn = gemm_pixels64_panel_avx512();
-  pixels_serial(
-      gemm_panels64(N), [&](int64_t p) { return PixelPanel{p * 64, 64, b64 + p * 64 * K, fn}; }, 160, M, N, K, arows,
-      aoff, c, ldc, ep);
+  auto at = [&](int64_t p) { return PixelPanel{p * 64, 64, b64 + p * 64 * K, fn}; };
+  pixels_serial(gemm_panels64(N), at, 160, M, N, K, arows, aoff, c, ldc, ep);
 }
 
 bool gemm_pixels_tail64(int64_t N) {
@@ -465,9 +463,11 @@ void gemm_pixels_tail64_serial(int64_t M, int64_t N, int64_t K, const float* con
                                const float* pb, float* c, int64_t ldc, const GemmEpilogue& ep) {
   const int64_t q = N / kGemmNR;
   const GemmPixelsPanelFn fn48 = gemm_pixels_panel_avx512(), fn64 = gemm_pixels64_panel_avx512();
-  pixels_serial(
-      q, [&](int64_t p) { return PixelPanel{p * kGemmNR, p + 1 < q ? kGemmNR : 64, pb + p * kGemmNR * K, p + 1 < q ? fn48 : fn64}; },
-      160, M, N, K, arows, aoff, c, ldc, ep);
+  auto at = [&](int64_t p) {
+    const bool last = p + 1 == q;
+    return PixelPanel{p * kGemmNR, last ? 64 : kGemmNR, pb + p * kGemmNR * K, last ? fn64 : fn48};
+  };
+  pixels_serial(q, at, 160, M, N, K, arows, aoff, c, ldc, ep);
 }
 
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,

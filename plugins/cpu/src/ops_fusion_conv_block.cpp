@@ -228,10 +228,12 @@ std::unique_ptr<Kernel> create_conv_block_kernel(const sdk::Graph& sg, CpuSessio
     // W^T in 48-then-64 panels (gemm_pixels_tail64) has its own names: a blob of the plain
     // panels is recompiled, not misread.
     const bool expand64 = gemm_pixels_tail64(blk.dw.in_c), project64 = gemm_pixels_tail64(blk.project_out_c);
-    blk.expand_wt = pp.buffer<float>(expand64 ? "expand_wt_tail64" : "expand_wt", z.expand_wt, [&](std::span<float> dst) {
+    const char* expand_name = expand64 ? "expand_wt_tail64" : "expand_wt";
+    const char* project_name = project64 ? "project_wt_tail64" : "project_wt";
+    blk.expand_wt = pp.buffer<float>(expand_name, z.expand_wt, [&](std::span<float> dst) {
       pack_inverted_residual_nhwc(blk, ew, nullptr, nullptr, nullptr, dst.data(), nullptr, nullptr, nullptr);
     }).data();
-    blk.project_wt = pp.buffer<float>(project64 ? "project_wt_tail64" : "project_wt", z.project_wt, [&](std::span<float> dst) {
+    blk.project_wt = pp.buffer<float>(project_name, z.project_wt, [&](std::span<float> dst) {
       pack_inverted_residual_nhwc(blk, nullptr, pw, nullptr, nullptr, nullptr, dst.data(), nullptr, nullptr);
     }).data();
     blk.dw_wn = pp.buffer<float>("dw_wn", z.dw_wn, [&](std::span<float> dst) {

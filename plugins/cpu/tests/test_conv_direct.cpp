@@ -174,7 +174,8 @@ void check_pixels_gemm(int64_t M, int64_t N, int64_t K, Panels layout) {
       for (int64_t k = 0; k < K; ++k) acc += double(rows[size_t(m)][aoff[size_t(k)]]) * b[size_t(k * N + n)];
       want[size_t(m * N + n)] = float(std::clamp(acc, -0.5, 0.75));
     }
-  if (layout == Panels::tail64) gemm_pixels_tail64_serial(M, N, K, rows.data(), aoff.data(), pb.data(), got.data(), N, ep);
+  if (layout == Panels::tail64)
+    gemm_pixels_tail64_serial(M, N, K, rows.data(), aoff.data(), pb.data(), got.data(), N, ep);
   else if (panels64) gemm_pixels64_serial(M, N, K, rows.data(), aoff.data(), pb.data(), got.data(), N, ep);
   else gemm_pixels_serial(M, N, K, rows.data(), aoff.data(), pb.data(), got.data(), N, ep);
   INFO("M=" << M << " N=" << N << " K=" << K << " layout=" << int(layout));
