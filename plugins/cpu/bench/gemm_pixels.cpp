@@ -83,4 +83,10 @@ int main() {
   run("project 7x7 960->320", 49, 320, 960, false);
   run("expand 14x14 64->384", 196, 384, 64, true);
   run("expand 7x7 160->960", 49, 960, 160, true);
+  run("expand 112x112 16->96", 560, 96, 16, true);
+  run("project 56x56 96->24", 112, 24, 96, false);
+  run("expand 56x56 24->144", 1008, 144, 24, true);
+  run("project 56x56 144->24", 336, 24, 144, false);
+  run("project 28x28 144->32", 196, 32, 144, false);
+  run("expand 28x28 32->192", 784, 192, 32, true);
 }

@@ -24,9 +24,6 @@ namespace nxrt::cpu {
 
 namespace {
 int64_t channel_stride(const InvertedResidual& b) { return (b.dw.in_c + 15) / 16 * 16; }
-void pack_b_all(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst) {
-  pack_b(b, ldb, trans, K, N, dst);
-}
 }  // namespace
 
 bool inverted_residual_nhwc_ok(const InvertedResidual& b) {
@@ -48,8 +45,8 @@ bool inverted_residual_nhwc_ok(const InvertedResidual& b) {
 InvertedResidualNhwcSizes inverted_residual_nhwc_sizes(const InvertedResidual& b) {
   const int64_t C = b.dw.in_c, cs = channel_stride(b), CI = b.expand_in_c, CO = b.project_out_c;
   const int64_t taps = b.dw.k_h * b.dw.k_w;
-  return {gemm_pixels_tail64(C) ? packed_b_tail64_floats(CI, C) : packed_b_floats(CI, C),
-          gemm_pixels_tail64(CO) ? packed_b_tail64_floats(C, CO) : packed_b_floats(C, CO), size_t(taps * cs),
+  return {gemm_pixels_packed_floats(gemm_pixels_layout(C), CI, C),
+          gemm_pixels_packed_floats(gemm_pixels_layout(CO), C, CO), size_t(taps * cs),
           size_t(cs)};
 }
 
@@ -58,9 +55,9 @@ void pack_inverted_residual_nhwc(const InvertedResidual& b, const float* expand_
                                  float* dw_wn, float* dw_bn) {
   const int64_t C = b.dw.in_c, cs = channel_stride(b), CI = b.expand_in_c, CO = b.project_out_c;
   // B(k, n) = W[n][k]: pack_b's transposed read of the [out][in] weights.
-  // (The 48-then-64 panels where the output channels are 48 q + 16: gemm_pixels_tail64.)
-  if (expand_wt) (gemm_pixels_tail64(C) ? pack_b_tail64 : pack_b_all)(expand_w, CI, true, CI, C, expand_wt);
-  if (project_wt) (gemm_pixels_tail64(CO) ? pack_b_tail64 : pack_b_all)(project_w, C, true, C, CO, project_wt);
+  // (Each GEMM's layout from its output channels: gemm_pixels_layout.)
+  if (expand_wt) gemm_pixels_pack(gemm_pixels_layout(C), expand_w, CI, true, CI, C, expand_wt);
+  if (project_wt) gemm_pixels_pack(gemm_pixels_layout(CO), project_w, C, true, C, CO, project_wt);
   if (dw_wn) {
     const int64_t taps = b.dw.k_h * b.dw.k_w;
     std::fill(dw_wn, dw_wn + taps * cs, 0.f);
@@ -85,8 +82,7 @@ void inverted_residual_nhwc(const InvertedResidual& b, const float* x, const flo
   const int64_t cap = std::min(H, B * S + KH - S);  // expanded rows a band can hold
   const GemmEpilogue expand_ep = conv_epilogue_cols(b.expand_b, b.expand_post);
   const GemmEpilogue project_ep = conv_epilogue_cols(b.project_b, {});  // the residual and activation come in the store
-  const auto expand_gemm = gemm_pixels_tail64(C) ? gemm_pixels_tail64_serial : gemm_pixels_serial;
-  const auto project_gemm = gemm_pixels_tail64(CO) ? gemm_pixels_tail64_serial : gemm_pixels_serial;
+  const PixelsLayout expand_layout = gemm_pixels_layout(C), project_layout = gemm_pixels_layout(CO);
   for (int64_t n = 0; n < d.batch; ++n) {
     const float* xn = x + n * CI * H * W;
     float* on = out + n * CO * OH * OW;
@@ -119,7 +115,8 @@ void inverted_residual_nhwc(const InvertedResidual& b, const float* x, const flo
         if (need1 > from) {
           const int64_t P = (need1 - from) * W;
           for (int64_t m = 0; m < P; ++m) xp[size_t(m)] = xn + from * W + m;
-          expand_gemm(P, C, CI, xp.data(), xoff.data(), b.expand_wt, e + (from - need0) * W * cs, cs, expand_ep);
+          gemm_pixels_run(expand_layout, P, C, CI, xp.data(), xoff.data(), b.expand_wt, e + (from - need0) * W * cs,
+                          cs, expand_ep);
         }
         have0 = need0;
         have1 = need1;
@@ -130,7 +127,7 @@ void inverted_residual_nhwc(const InvertedResidual& b, const float* x, const flo
         }
         dw_nhwc_rows(d, rows.data(), cs, b.dw_wn, b.dw_bn, db, oe - ob, b.dw_post);
         const int64_t M = (oe - ob) * OW;
-        project_gemm(M, CO, C, dp.data(), doff.data(), b.project_wt, ct, CO, project_ep);
+        gemm_pixels_run(project_layout, M, CO, C, dp.data(), doff.data(), b.project_wt, ct, CO, project_ep);
         transpose_store(ct, CO, 0, ob * OW, oe * OW, OH * OW, on, rn, b.project_post, 0, CO);
       }
     });

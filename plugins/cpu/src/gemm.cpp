@@ -470,6 +470,29 @@ void gemm_pixels_tail64_serial(int64_t M, int64_t N, int64_t K, const float* con
   pixels_serial(q, at, 160, M, N, K, arows, aoff, c, ldc, ep);
 }
 
+PixelsLayout gemm_pixels_layout(int64_t N) {
+  return gemm_pixels_tail64(N) ? PixelsLayout::tail64 : PixelsLayout::panels48;
+}
+
+const char* gemm_pixels_layout_tag(PixelsLayout l) {
+  return l == PixelsLayout::tail64 ? "_tail64" : "";
+}
+
+size_t gemm_pixels_packed_floats(PixelsLayout l, int64_t K, int64_t N) {
+  return l == PixelsLayout::tail64 ? packed_b_tail64_floats(K, N) : packed_b_floats(K, N);
+}
+
+void gemm_pixels_pack(PixelsLayout l, const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst) {
+  if (l == PixelsLayout::tail64) pack_b_tail64(b, ldb, trans, K, N, dst);
+  else pack_b(b, ldb, trans, K, N, dst);
+}
+
+void gemm_pixels_run(PixelsLayout l, int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
+                     const float* pb, float* c, int64_t ldc, const GemmEpilogue& ep) {
+  if (l == PixelsLayout::tail64) gemm_pixels_tail64_serial(M, N, K, arows, aoff, pb, c, ldc, ep);
+  else gemm_pixels_serial(M, N, K, arows, aoff, pb, c, ldc, ep);
+}
+
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* pa, const float* pb, float* c, int64_t ldc,
                  const GemmEpilogue& ep, ThreadPool* pool) {
   gemm_driver(M, N, K, pa, pb, 0, c, ldc, ep, pool, gemm_tile_active());

@@ -253,6 +253,18 @@ inline size_t packed_b_tail64_floats(int64_t K, int64_t N) { return size_t(K * N
 void pack_b_tail64(const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst);
 void gemm_pixels_tail64_serial(int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
                                const float* packed_b, float* c, int64_t ldc, const GemmEpilogue& ep);
+// Which layout the pixel-pointer GEMM's B takes for N columns, from N and the CPU alone, so
+// that packing and product agree and a packed blob's layout follows from its name
+// (gemm_pixels_layout_tag: "" or "_tail64"): tail64 where gemm_pixels_tail64(N), else
+// pack_b's 48-wide panels.
+enum class PixelsLayout { panels48, tail64 };
+PixelsLayout gemm_pixels_layout(int64_t N);
+const char* gemm_pixels_layout_tag(PixelsLayout l);
+size_t gemm_pixels_packed_floats(PixelsLayout l, int64_t K, int64_t N);
+// B(k, n) = trans ? b[n ldb + k] : b[k ldb + n], packed for layout l.
+void gemm_pixels_pack(PixelsLayout l, const float* b, int64_t ldb, bool trans, int64_t K, int64_t N, float* dst);
+void gemm_pixels_run(PixelsLayout l, int64_t M, int64_t N, int64_t K, const float* const* arows, const int32_t* aoff,
+                     const float* packed_b, float* c, int64_t ldc, const GemmEpilogue& ep);
 // C[M, N] (row stride ldc) = epilogue(A * B) with A(m, k) = arows[m][aoff[k]] (M pointers, K
 // offsets) and B packed (pack_b's panels), on the calling thread: panels outside, K blocks
 // (equal, <= 160; <= 128 on AVX2) inside, every row tile of a block reading the B slice from L1. Needs

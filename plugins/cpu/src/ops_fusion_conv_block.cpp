@@ -129,6 +129,13 @@ std::optional<Block> match_block(const sdk::Graph& g, const ViewIndex& ix, size_
   return b;
 }
 
+// What nxrt inspect adds for a channels-last block's GEMM layouts (gemm_pixels_layout).
+std::string pixels_layout_note(const InvertedResidual& b) {
+  const bool tail64 = gemm_pixels_layout(b.dw.in_c) == PixelsLayout::tail64 ||
+                      gemm_pixels_layout(b.project_out_c) == PixelsLayout::tail64;
+  return tail64 ? " (last 64 columns on 6 x 64 tiles)" : "";
+}
+
 }  // namespace
 
 std::vector<size_t> follow_conv_block(const sdk::Graph& g, const ViewIndex& ix, size_t head,
@@ -225,11 +232,11 @@ std::unique_ptr<Kernel> create_conv_block_kernel(const sdk::Graph& sg, CpuSessio
     const float* pw = raw(*b->project);
     const float* dw = raw(b->dw);
     const float* db = blk.dw_b;  // the copy take() made (or null)
-    // W^T in 48-then-64 panels (gemm_pixels_tail64) has its own names: a blob of the plain
-    // panels is recompiled, not misread.
-    const bool expand64 = gemm_pixels_tail64(blk.dw.in_c), project64 = gemm_pixels_tail64(blk.project_out_c);
-    const char* expand_name = expand64 ? "expand_wt_tail64" : "expand_wt";
-    const char* project_name = project64 ? "project_wt_tail64" : "project_wt";
+    // Each layout of W^T (gemm_pixels_layout) has its own buffer name: a blob packed in
+    // another is recompiled, not misread.
+    const std::string expand_name = fmt::format("expand_wt{}", gemm_pixels_layout_tag(gemm_pixels_layout(blk.dw.in_c)));
+    const std::string project_name =
+        fmt::format("project_wt{}", gemm_pixels_layout_tag(gemm_pixels_layout(blk.project_out_c)));
     blk.expand_wt = pp.buffer<float>(expand_name, z.expand_wt, [&](std::span<float> dst) {
       pack_inverted_residual_nhwc(blk, ew, nullptr, nullptr, nullptr, dst.data(), nullptr, nullptr, nullptr);
     }).data();
@@ -249,8 +256,7 @@ std::unique_ptr<Kernel> create_conv_block_kernel(const sdk::Graph& sg, CpuSessio
                   blk.nhwc ? " channels-last" : "", inverted_residual_band_rows(blk, pool ? pool->threads() : 1),
                   blk.has_expand ? "1x1 expand + " : "", blk.dw.k_h, blk.dw.k_w, blk.dw.stride_h > 1 ? " stride 2" : "",
                   blk.has_project ? " + 1x1 project" : "",
-                  blk.nhwc && (gemm_pixels_tail64(blk.dw.in_c) || gemm_pixels_tail64(blk.project_out_c))
-                      ? " (last 64 columns on 6 x 64 tiles)" : "");
+                  blk.nhwc ? pixels_layout_note(blk) : "");
   return make_kernel([st = std::move(st), pool](Context& ctx) {
     ConstTensorView x = ctx.input(size_t(st.x));
     if (!std::equal(x.dims().begin(), x.dims().end(), st.x_dims.begin(), st.x_dims.end()))
