@@ -405,6 +405,77 @@ __attribute__((target("avx512f"))) void input_transform_avx512(const ConvShape& 
   }
 }
 
+// input_transform_avx512 for two input channels at once where a tile row has 5-7 tiles
+// (28x28 maps): channel ic's tiles in lanes 0-7, ic + 1's in 8-15, each row's 6 values picked
+// from both channels' loads by the same permutes (every4), d4 and d5 one lane along within
+// each half; then each result stored as two runs, the second from lane 8 on. One channel a
+// pass left 9 of 16 lanes idle.
+__attribute__((target("avx512f"))) void input_transform_pair_avx512(const ConvShape& s, const Phase& ph, int64_t lo,
+                                                                   int64_t hi, const PackedColumns& pc,
+                                                                   const float* __restrict plane0,
+                                                                   const float* __restrict plane1, int64_t ic,
+                                                                   float* __restrict v, size_t v_floats) {
+  const int64_t H = s.in_h, W = s.in_w, n = ph.tx, dh = s.dil_h, x_off = ph.px - s.pad_left;
+  alignas(64) float r[kA][kA][16];  // [input row i][c]: B^T along x
+  const __m512i q0 = _mm512_set_epi32(28, 24, 20, 16, 12, 8, 4, 0, 28, 24, 20, 16, 12, 8, 4, 0);
+  const __m512i q1 = _mm512_add_epi32(q0, _mm512_set1_epi32(1)), q2 = _mm512_add_epi32(q0, _mm512_set1_epi32(2)),
+                q3 = _mm512_add_epi32(q0, _mm512_set1_epi32(3));
+  // Lane i <- lane i + 1 within each half (lane 7's tile, past the row, gives tile 6 its d4, d5).
+  const __m512i next = _mm512_set_epi32(15, 15, 14, 13, 12, 11, 10, 9, 7, 7, 6, 5, 4, 3, 2, 1);
+  const int64_t ty_begin = lo / n, ty_end = (hi + n - 1) / n;
+  for (int64_t ty = ty_begin; ty < ty_end; ++ty) {
+    const int64_t txa = std::max<int64_t>(lo - ty * n, 0), txb = std::min(hi - ty * n, n), cnt = txb - txa;
+    const int64_t c0 = x_off + kT * txa;  // input column of the first tile's first value
+    const __mmask16 ma = in_row_mask(c0, W), mb = in_row_mask(c0 + 16, W);
+    for (int64_t i = 0; i < kA; ++i) {
+      const int64_t iy = ph.py - s.pad_top + dh * (ty * kT + i);
+      if (iy < 0 || iy >= H) {
+        for (int64_t c = 0; c < kA; ++c) _mm512_store_ps(r[i][c], _mm512_setzero_ps());
+        continue;
+      }
+      // Through uintptr_t: the window may start before the row.
+      const auto at = [&](const float* plane) {
+        return reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(plane + iy * W) +
+                                              uintptr_t(c0 * int64_t(sizeof(float))));
+      };
+      const float* a = at(plane0);
+      const float* b = at(plane1);
+      const __m512 l0 = _mm512_maskz_loadu_ps(ma, a), l1 = _mm512_maskz_loadu_ps(mb, a + 16);
+      const __m512 l2 = _mm512_maskz_loadu_ps(ma, b), l3 = _mm512_maskz_loadu_ps(mb, b + 16);
+      const __m512 d0 = every4(l0, l1, l2, l3, q0), d1 = every4(l0, l1, l2, l3, q1);
+      const __m512 d2 = every4(l0, l1, l2, l3, q2), d3 = every4(l0, l1, l2, l3, q3);
+      // (Zero-masked with a full mask: GCC 12's plain form warns about _mm512_undefined_ps.)
+      const __m512 d4 = _mm512_maskz_permutexvar_ps(0xFFFF, next, d0);
+      const __m512 d5 = _mm512_maskz_permutexvar_ps(0xFFFF, next, d1);
+      __m512 o[kA];
+      wino_bt16(d0, d1, d2, d3, d4, d5, o);
+      for (int64_t c = 0; c < kA; ++c) _mm512_store_ps(r[i][c], o[c]);
+    }
+    // B^T along y, then the 36 results: lanes [0, cnt) to row ic, [8, 8 + cnt) to row ic + 1,
+    // each split where the tiles cross a panel edge.
+    const int64_t t = ph.base + ty * n + txa - lo, k1 = std::min<int64_t>(cnt, kGemmNR - t % kGemmNR);
+    const __mmask16 m1 = __mmask16((1u << k1) - 1u), m2 = __mmask16(((1u << cnt) - 1u) & ~uint32_t(m1));
+    const int64_t w1 = pc.width[size_t(t)], w2 = cnt > k1 ? pc.width[size_t(t + k1)] : 0;
+    const uintptr_t at1 = uintptr_t(pc.base[size_t(t)] + ic * w1) * sizeof(float);
+    const uintptr_t at2 = cnt > k1 ? uintptr_t(pc.base[size_t(t + k1)] + ic * w2 - k1) * sizeof(float) : 0;
+    const uintptr_t hi1 = at1 + uintptr_t(w1 - 8) * sizeof(float), hi2 = at2 + uintptr_t(w2 - 8) * sizeof(float);
+    for (int64_t c = 0; c < kA; ++c) {
+      __m512 o[kA];
+      wino_bt16(_mm512_load_ps(r[0][c]), _mm512_load_ps(r[1][c]), _mm512_load_ps(r[2][c]), _mm512_load_ps(r[3][c]),
+                _mm512_load_ps(r[4][c]), _mm512_load_ps(r[5][c]), o);
+      for (int64_t a = 0; a < kA; ++a) {
+        const uintptr_t op = reinterpret_cast<uintptr_t>(v + size_t(a * kA + c) * v_floats);
+        _mm512_mask_storeu_ps(reinterpret_cast<float*>(op + at1), m1, o[a]);
+        _mm512_mask_storeu_ps(reinterpret_cast<float*>(op + hi1), __mmask16(m1 << 8), o[a]);
+        if (m2) {
+          _mm512_mask_storeu_ps(reinterpret_cast<float*>(op + at2), m2, o[a]);
+          _mm512_mask_storeu_ps(reinterpret_cast<float*>(op + hi2), __mmask16(m2 << 8), o[a]);
+        }
+      }
+    }
+  }
+}
+
 // B^T d over 8 tiles at once (wino_bt lane by lane), AVX2.
 __attribute__((target("avx2,fma"), always_inline)) inline void wino_bt8(__m256 d0, __m256 d1, __m256 d2, __m256 d3,
                                                                       __m256 d4, __m256 d5, __m256* o) {
@@ -504,6 +575,30 @@ void input_transform_tiles(const ConvShape& s, const Phase& ph, int64_t lo, int6
     input_transform(s, ph, pc, plane, ic, v, v_floats, tmp);
   else
     input_transform_range(s, ph, lo, hi, pc, plane, ic, v, v_floats, tmp);
+}
+
+// Input channels [c0, c1) of image xn (planes in_plane apart), tiles [lo, hi) of phase ph,
+// by input_transform_tiles, two channels a call where input_transform_pair_avx512 takes the
+// rows; pf_off / pf_bytes: the part of the next channels' planes to fetch ahead (0: none).
+void input_transform_channels(const ConvShape& s, const Phase& ph, int64_t lo, int64_t hi, bool whole,
+                              const PackedColumns& pc, const float* xn, int64_t in_plane, int64_t c0, int64_t c1,
+                              float* v, size_t v_floats, float* tmp, int64_t pf_off, int64_t pf_bytes) {
+  int64_t c = c0;
+#if defined(__x86_64__)
+  static const bool avx512 = active_isa() == Isa::avx512;
+  if (avx512 && s.dil_w == 1 && ph.tx >= 5 && ph.tx <= 7)
+    for (; c + 1 < c1; c += 2) {
+      if (c + 3 < c1 && pf_bytes > 0) {
+        prefetch_run(xn + (c + 2) * in_plane + pf_off, pf_bytes);
+        prefetch_run(xn + (c + 3) * in_plane + pf_off, pf_bytes);
+      }
+      input_transform_pair_avx512(s, ph, lo, hi, pc, xn + c * in_plane, xn + (c + 1) * in_plane, c, v, v_floats);
+    }
+#endif
+  for (; c < c1; ++c) {
+    if (c + 1 < c1 && pf_bytes > 0) prefetch_run(xn + (c + 1) * in_plane + pf_off, pf_bytes);
+    input_transform_tiles(s, ph, lo, hi, whole, pc, xn + c * in_plane, c, v, v_floats, tmp);
+  }
 }
 
 // One output channel, tiles [lo, hi) of one phase: Y = A^T M A for every tile,
@@ -970,10 +1065,7 @@ void winograd_block(const ConvShape& s, const Phase& ph, int64_t t0, int64_t t1,
   const int64_t ra = std::clamp<int64_t>(ph.py + ty0 * kT * s.dil_h - s.pad_top, 0, s.in_h);
   const int64_t rb = std::clamp<int64_t>(ph.py + (ty1 * kT + 2) * s.dil_h - s.pad_top, 0, s.in_h);
   const int64_t run_bytes = (rb - ra) * s.in_w * int64_t(sizeof(float));
-  for (int64_t c = 0; c < IC; ++c) {
-    if (c + 1 < IC && run_bytes > 0) prefetch_run(xn + (c + 1) * in_plane + ra * s.in_w, run_bytes);
-    input_transform_tiles(s, ph, t0, t1, false, pc, xn + c * in_plane, c, v, v_floats, tmp);
-  }
+  input_transform_channels(s, ph, t0, t1, false, pc, xn, in_plane, 0, IC, v, v_floats, tmp, ra * s.in_w, run_bytes);
   for (int64_t xi = 0; xi < kXi; ++xi)
     gemm_packed_serial(OC, tb, IC, u + size_t(xi) * u_floats, v + size_t(xi) * v_floats, m + size_t(xi) * m_floats,
                        tb, GemmEpilogue{});
@@ -1084,9 +1176,15 @@ void conv2d_winograd(const ConvShape& s, const float* x, const float* u, const f
       int64_t c0, c1;
       split_range(IC, in_threads, i, c0, c1);
       float* tmp = scratch_floats(kScratchC, in_tmp);
-      for (int64_t c = c0; c < c1; ++c)
-        for (const Phase& ph : tl.phases)
-          input_transform_tiles(s, ph, 0, ph.ty * ph.tx, true, pc, xn + c * s.in_h * s.in_w, c, v, v_floats, tmp);
+      if (tl.phases.size() == 1) {
+        const Phase& ph = tl.phases[0];
+        input_transform_channels(s, ph, 0, ph.ty * ph.tx, true, pc, xn, s.in_h * s.in_w, c0, c1, v, v_floats, tmp, 0,
+                                 0);
+      } else {
+        for (int64_t c = c0; c < c1; ++c)
+          for (const Phase& ph : tl.phases)
+            input_transform_tiles(s, ph, 0, ph.ty * ph.tx, true, pc, xn + c * s.in_h * s.in_w, c, v, v_floats, tmp);
+      }
     });
     parallel_for(gemm_threads <= 1 ? nullptr : pool, kXi, [&](int64_t xi) {
       gemm_packed_serial(OC, T, IC, u + size_t(xi) * u_floats, v + size_t(xi) * v_floats, m + size_t(xi) * m_floats,

@@ -69,6 +69,10 @@ TEST_CASE("Winograd F(4x4,3x3) matches the direct conv: partial tiles, pads, bat
     check(shape3x3(1, 5, 7, 23, 6, 2), p);       // pad 2 (a zero ring beyond the taps)
     check(shape3x3(1, 64, 30, 30, 50, 1), p);    // T = 64: more than one B panel
     check(shape3x3(1, 3, 3, 3, 2, 0), p);        // one output pixel
+    // Rows of 5-7 tiles (two input channels a pass on AVX-512), odd and even channel counts.
+    check(shape3x3(1, 9, 28, 28, 12, 1), p);     // 7 tiles a row
+    check(shape3x3(1, 6, 20, 19, 8, 1), p);      // 5
+    check(shape3x3(1, 7, 22, 24, 5, 0), p);      // 6, no pad, a partial last tile
   }
   ConvShape s = shape3x3(1, 12, 12, 14, 20, 1);  // asymmetric pads [1, 0] begin
   s.pad_left = 0;
@@ -90,6 +94,8 @@ TEST_CASE("Winograd in blocks of tiles per thread matches the reference and the 
     check(shape3x3(2, 16, 74, 76, 16, 0), &pool);              // no pad, batch 2
     check(shape3x3(1, 32, 26, 29, 32, 1), &pool, relu, true);  // 7 x 8 tiles: blocks of 28 / 18-19
     check(shape3x3(1, 16, 50, 14, 16, 1), &pool, relu);        // 13 x 4 tiles: rows packed 4 a pass, blocks mid-row
+    check(shape3x3(1, 17, 28, 28, 16, 1), &pool, relu, true);  // 7 x 7 tiles: two channels a pass, odd count
+    check(shape3x3(1, 16, 100, 27, 16, 1), &pool);             // 25 x 7 tiles
   }
   // The same products in the same order as one thread: bit for bit.
   const ConvShape s = shape3x3(1, 32, 57, 59, 40, 1);
