@@ -825,6 +825,63 @@ __attribute__((target("avx512f"))) void output_transform_avx512(const ConvShape&
   }
 }
 
+// output_transform_avx512 for two output channels at once where a tile row has 5-7 tiles:
+// channel oc's tiles (m0) in lanes 0-7, oc + 1's (m1) in 8-15, so that after the interleave
+// runs 0-1 are oc's output columns and runs 2-3 oc + 1's. out, res, bias: the two channels'.
+__attribute__((target("avx512f"))) void output_transform_pair_avx512(const ConvShape& s, const Phase& ph,
+                                                                    int64_t lo, int64_t hi, const float* m0,
+                                                                    const float* m1, size_t m_floats,
+                                                                    const float (&bias)[2], float* const (&out)[2],
+                                                                    const float* const (&res)[2],
+                                                                    const ConvPostOps& post) {
+  const int64_t OW = s.out_w, dh = s.dil_h, n = ph.tx;
+  const OutputPost op[2] = {
+      {_mm512_set1_ps(bias[0]), _mm512_set1_ps(post.lo), _mm512_set1_ps(post.hi), post.clamp, post.hardswish},
+      {_mm512_set1_ps(bias[1]), _mm512_set1_ps(post.lo), _mm512_set1_ps(post.hi), post.clamp, post.hardswish}};
+  const int64_t ty_begin = lo / n, ty_end = (hi + n - 1) / n;
+  for (int64_t ty = ty_begin; ty < ty_end; ++ty) {
+    const int64_t txa = std::max<int64_t>(lo - ty * n, 0), txb = std::min(hi - ty * n, n), cnt = txb - txa;
+    const __mmask16 tm = __mmask16((1u << cnt) - 1u);
+    const int64_t col = ph.base + ty * n - lo + txa;
+    // Channel oc + 1's tiles into lanes 8.. by a load 8 floats early (through uintptr_t: it
+    // may start before the buffer; the mask keeps the lanes before 8 unread).
+    const uintptr_t hi_at = reinterpret_cast<uintptr_t>(m1 + col) - 8 * sizeof(float);
+    const float* mt = m0 + col;
+    __m512 sr[kT][kA];  // A^T along the rows: [r][c]
+    for (int64_t c = 0; c < kA; ++c) {
+      __m512 v[kA];
+      for (int64_t a = 0; a < kA; ++a) {
+        const size_t off = size_t(a * kA + c) * m_floats;
+        v[a] = _mm512_mask_loadu_ps(_mm512_maskz_loadu_ps(tm, mt + off), __mmask16(tm << 8),
+                                    reinterpret_cast<const float*>(hi_at + off * sizeof(float)));
+      }
+      __m512 o[kT];
+      wino_at16(v[0], v[1], v[2], v[3], v[4], v[5], o);
+      for (int64_t r = 0; r < kT; ++r) sr[r][c] = o[r];
+    }
+    const int64_t j_begin = kT * txa, j_end = std::min(ph.ow, kT * txb);
+    for (int64_t rr = 0; rr < kT; ++rr) {
+      const int64_t i = ty * kT + rr;
+      if (i >= ph.oh) break;
+      __m512 y[kT];
+      wino_at16(sr[rr][0], sr[rr][1], sr[rr][2], sr[rr][3], sr[rr][4], sr[rr][5], y);
+      __m512 runs[4];
+      interleave_tile_columns(y, runs);
+      const int64_t oy = ph.py + dh * i;
+      for (int ch = 0; ch < 2; ++ch) {
+        float* orow = out[ch] + oy * OW + ph.px;
+        const float* rrow = res[ch] ? res[ch] + oy * OW + ph.px : nullptr;
+        for (int64_t k = 0; k < 2; ++k) {
+          const int64_t j0 = j_begin + 16 * k;
+          if (j0 >= j_end) break;
+          const int64_t len = std::min<int64_t>(16, j_end - j0);
+          store_output_run(orow + j0, rrow ? rrow + j0 : nullptr, len, runs[2 * ch + k], op[ch]);
+        }
+      }
+    }
+  }
+}
+
 // A^T m over 8 tiles at once (wino_at lane by lane), AVX2.
 __attribute__((target("avx2,fma"), always_inline)) inline void wino_at8(__m256 m0, __m256 m1, __m256 m2, __m256 m3,
                                                                       __m256 m4, __m256 m5, __m256* o) {
@@ -918,6 +975,29 @@ void output_transform_tiles(const ConvShape& s, const Phase& ph, int64_t lo, int
     output_transform(s, ph, m, m_floats, bias, out, res, post, tmp);
   else
     output_transform_range(s, ph, lo, hi, m, m_floats, bias, out, res, post, tmp);
+}
+
+// Output channels [o0, o1) (rows ldm floats apart in each of the 36 products m, planes
+// out_plane apart in out and res), tiles [lo, hi) of phase ph, by output_transform_tiles, two
+// channels a call where output_transform_pair_avx512 takes the rows.
+void output_transform_channels(const ConvShape& s, const Phase& ph, int64_t lo, int64_t hi, bool whole,
+                               const float* m, int64_t ldm, size_t m_floats, const float* bias, float* out,
+                               int64_t out_plane, const float* res, const ConvPostOps& post, int64_t o0, int64_t o1,
+                               float* tmp) {
+  int64_t oc = o0;
+#if defined(__x86_64__)
+  static const bool avx512 = active_isa() == Isa::avx512;
+  if (avx512 && s.dil_w == 1 && ph.tx >= 5 && ph.tx <= 7)
+    for (; oc + 1 < o1; oc += 2) {
+      const float b[2] = {bias ? bias[oc] : 0.f, bias ? bias[oc + 1] : 0.f};
+      float* const o[2] = {out + oc * out_plane, out + (oc + 1) * out_plane};
+      const float* const r[2] = {res ? res + oc * out_plane : nullptr, res ? res + (oc + 1) * out_plane : nullptr};
+      output_transform_pair_avx512(s, ph, lo, hi, m + oc * ldm, m + (oc + 1) * ldm, m_floats, b, o, r, post);
+    }
+#endif
+  for (; oc < o1; ++oc)
+    output_transform_tiles(s, ph, lo, hi, whole, m + oc * ldm, m_floats, bias ? bias[oc] : 0.f, out + oc * out_plane,
+                           res ? res + oc * out_plane : nullptr, post, tmp);
 }
 
 }  // namespace
@@ -1069,9 +1149,7 @@ void winograd_block(const ConvShape& s, const Phase& ph, int64_t t0, int64_t t1,
   for (int64_t xi = 0; xi < kXi; ++xi)
     gemm_packed_serial(OC, tb, IC, u + size_t(xi) * u_floats, v + size_t(xi) * v_floats, m + size_t(xi) * m_floats,
                        tb, GemmEpilogue{});
-  for (int64_t oc = 0; oc < OC; ++oc)
-    output_transform_tiles(s, ph, t0, t1, false, m + oc * tb, m_floats, bias ? bias[oc] : 0.f, on + oc * out_plane,
-                           rn ? rn + oc * out_plane : nullptr, post, tmp);
+  output_transform_channels(s, ph, t0, t1, false, m, tb, m_floats, bias, on, out_plane, rn, post, 0, OC, tmp);
 }
 
 }  // namespace
@@ -1194,11 +1272,17 @@ void conv2d_winograd(const ConvShape& s, const float* x, const float* u, const f
       int64_t o0, o1;
       split_range(OC, out_threads, i, o0, o1);
       float* tmp = scratch_floats(kScratchC, out_tmp);
-      for (int64_t oc = o0; oc < o1; ++oc)
-        for (const Phase& ph : tl.phases)
-          output_transform_tiles(s, ph, 0, ph.ty * ph.tx, true, m + oc * T, m_floats, bias ? bias[oc] : 0.f,
-                                 on + oc * s.out_h * s.out_w, rn ? rn + oc * s.out_h * s.out_w : nullptr, post,
-                                 tmp);
+      if (tl.phases.size() == 1) {
+        const Phase& ph = tl.phases[0];
+        output_transform_channels(s, ph, 0, ph.ty * ph.tx, true, m, T, m_floats, bias, on, s.out_h * s.out_w, rn, post,
+                                  o0, o1, tmp);
+      } else {
+        for (int64_t oc = o0; oc < o1; ++oc)
+          for (const Phase& ph : tl.phases)
+            output_transform_tiles(s, ph, 0, ph.ty * ph.tx, true, m + oc * T, m_floats, bias ? bias[oc] : 0.f,
+                                   on + oc * s.out_h * s.out_w, rn ? rn + oc * s.out_h * s.out_w : nullptr, post,
+                                   tmp);
+      }
     });
   }
 }
