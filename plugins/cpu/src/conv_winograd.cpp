@@ -588,10 +588,8 @@ void input_transform_channels(const ConvShape& s, const Phase& ph, int64_t lo, i
   static const bool avx512 = active_isa() == Isa::avx512;
   if (avx512 && s.dil_w == 1 && ph.tx >= 5 && ph.tx <= 7)
     for (; c + 1 < c1; c += 2) {
-      if (c + 3 < c1 && pf_bytes > 0) {
-        prefetch_run(xn + (c + 2) * in_plane + pf_off, pf_bytes);
-        prefetch_run(xn + (c + 3) * in_plane + pf_off, pf_bytes);
-      }
+      for (int64_t f = c + 2; f < std::min(c + 4, c1) && pf_bytes > 0; ++f)
+        prefetch_run(xn + f * in_plane + pf_off, pf_bytes);
       input_transform_pair_avx512(s, ph, lo, hi, pc, xn + c * in_plane, xn + (c + 1) * in_plane, c, v, v_floats);
     }
 #endif
