@@ -70,8 +70,8 @@ int64_t inverted_residual_band_rows(const InvertedResidual& b, int threads);
 // and (stride 1) output channels in whole 16s. Reads dw, has_expand, expand_in_c,
 // has_project, project_out_c.
 bool inverted_residual_nhwc_ok(const InvertedResidual& b);
-// Floats of the channels-last weights: expand W^T, project W^T (pack_b's panels, or
-// pack_b_tail64's where gemm_pixels_tail64 takes the GEMM's N), depthwise [k * k][cs], bias [cs].
+// Floats of the channels-last weights: expand W^T, project W^T (each in the layout
+// gemm_pixels_layout gives its GEMM's N), depthwise [k * k][cs], bias [cs].
 struct InvertedResidualNhwcSizes {
   size_t expand_wt, project_wt, dw_wn, dw_bn;
 };
