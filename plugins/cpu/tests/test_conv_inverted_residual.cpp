@@ -133,6 +133,11 @@ TEST_CASE("inverted residual block matches the convs node by node") {
       check_block(1, 7, 100, 5, 11, 23, 2, 1, 1, true, true, false, p, band);
       check_block(1, 4, 96, 8, 16, 40, 2, 0, 1, true, true, false, p, band);
       check_block(1, 6, 144, 32, 5, 70, 1, 1, 1, true, true, true, p, band);
+      // Rows of 24+ interior outputs take the depthwise outputs 8 at a time, the rest of a row
+      // in passes of 4, 2 and 1: 59 interior at stride 1 (8 x 7 + 2 + 1), 30 at stride 2
+      // (8 x 3 + 4 + 2).
+      check_block(1, 5, 96, 16, 4, 61, 1, 1, 1, true, true, true, p, band);
+      check_block(1, 5, 96, 24, 5, 63, 2, 1, 1, true, true, false, p, band);
       // The last 64 columns on 6 x 64 tiles (gemm_pixels_tail64): projects into 64, 112 and
       // 256 channels, expands into 112 and 160; partial tiles of 3 and 5 rows.
       check_block(1, 8, 96, 64, 9, 13, 1, 1, 1, true, true, true, p, band);
