@@ -44,9 +44,12 @@ NXRT_AVX512 void tile(int64_t kc, const float* a, const float* b, int64_t ldb, _
     pf.step();
     const float* br = SRC == Src::b_rows ? rows[k] + ldb : bk;
     __m512 bv[NV];
+    // Pixel tiles read B packed (no mask), one NV * 16-float row a step: fewer registers
+    // for the 8 pixel pointers.
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v)
-      bv[v] = v == NV - 1 ? _mm512_maskz_loadu_ps(bmask, br + v * 16) : _mm512_loadu_ps(br + v * 16);
+      bv[v] = v == NV - 1 && SRC != Src::a_pixels ? _mm512_maskz_loadu_ps(bmask, br + v * 16)
+                                                  : _mm512_loadu_ps(br + v * 16);
     const int64_t o = SRC == Src::a_pixels ? aoff[k] : 0;
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
@@ -55,7 +58,8 @@ NXRT_AVX512 void tile(int64_t kc, const float* a, const float* b, int64_t ldb, _
       for (int v = 0; v < NV; ++v) r[m][v] = _mm512_fmadd_ps(av, bv[v], r[m][v]);
     }
     ak += kGemmMR;
-    if (SRC != Src::b_rows) bk += ldb;
+    if (SRC == Src::a_pixels) bk += NV * 16;
+    else if (SRC != Src::b_rows) bk += ldb;
   }
 
   avx512::store_tile<MR, NV>(r, c, ldc, last, st);
