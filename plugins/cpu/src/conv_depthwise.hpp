@@ -43,7 +43,7 @@ void dw_planes(const ConvShape& s, const DwPlanes& p, const ConvPostOps& post);
 bool dw_split_cols_ok(const ConvShape& s);
 
 // The channels-last form (the inverted-residual block's, conv_inverted_residual.cpp): whether
-// dw_nhwc_rows runs `s` on this CPU (AVX-512; 3x3 or 5x5, dilation 1, strides 1 or 2,
+// dw_nhwc_rows runs `s` on this CPU (AVX-512 or AVX2; 3x3 or 5x5, dilation 1, strides 1 or 2,
 // pad_left <= k / 2 + 1).
 bool dw_nhwc_ok(const ConvShape& s);
 // out_rows output rows of `s` (its kernel, in_w, out_w, stride, pad_left; not its rows),
@@ -53,6 +53,14 @@ bool dw_nhwc_ok(const ConvShape& s);
 // (padding channels included).
 void dw_nhwc_rows(const ConvShape& s, const float* const* rows, int64_t cs, const float* wt, const float* bias,
                   float* out, int64_t out_rows, const ConvPostOps& post);
+
+#if defined(__x86_64__)
+// dw_nhwc_rows' kernels: 16 channels a vector (AVX-512F) and 8 (AVX2 + FMA).
+void dw_nhwc_rows_avx512(const ConvShape& s, const float* const* rows, int64_t cs, const float* wt,
+                         const float* bias, float* out, int64_t out_rows, const ConvPostOps& post);
+void dw_nhwc_rows_avx2(const ConvShape& s, const float* const* rows, int64_t cs, const float* wt, const float* bias,
+                       float* out, int64_t out_rows, const ConvPostOps& post);
+#endif
 
 #if defined(__x86_64__)
 // One output plane of a 3x3 depthwise conv (dilation 1, stride_w 1 or 2, out_w <=

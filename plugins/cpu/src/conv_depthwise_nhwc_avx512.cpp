@@ -13,8 +13,6 @@
 
 #include <algorithm>
 
-#include "cpu_info.hpp"
-
 namespace nxrt::cpu {
 
 namespace {
@@ -131,14 +129,8 @@ NXRT_AVX512 void dw_nhwc_rows_ks(const ConvShape& s, const float* const* rows, i
 
 }  // namespace
 
-bool dw_nhwc_ok(const ConvShape& s) {
-  return active_isa() == Isa::avx512 && s.group == s.in_c && s.out_c == s.in_c && s.k_h == s.k_w &&
-         (s.k_h == 3 || s.k_h == 5) && s.dil_h == 1 && s.dil_w == 1 && s.stride_h == s.stride_w &&
-         (s.stride_w == 1 || s.stride_w == 2) && s.pad_left <= s.k_w / 2 + 1 && s.out_w > 0;
-}
-
-void dw_nhwc_rows(const ConvShape& s, const float* const* rows, int64_t cs, const float* wt, const float* bias,
-                  float* out, int64_t out_rows, const ConvPostOps& post) {
+void dw_nhwc_rows_avx512(const ConvShape& s, const float* const* rows, int64_t cs, const float* wt,
+                         const float* bias, float* out, int64_t out_rows, const ConvPostOps& post) {
   if (s.k_w == 3) {
     if (s.stride_w == 1) dw_nhwc_rows_ks<3, 1>(s, rows, cs, wt, bias, out, out_rows, post);
     else dw_nhwc_rows_ks<3, 2>(s, rows, cs, wt, bias, out, out_rows, post);
@@ -148,14 +140,6 @@ void dw_nhwc_rows(const ConvShape& s, const float* const* rows, int64_t cs, cons
   }
 }
 
-}  // namespace nxrt::cpu
-
-#else
-
-namespace nxrt::cpu {
-bool dw_nhwc_ok(const ConvShape&) { return false; }
-void dw_nhwc_rows(const ConvShape&, const float* const*, int64_t, const float*, const float*, float*, int64_t,
-                  const ConvPostOps&) {}
 }  // namespace nxrt::cpu
 
 #endif

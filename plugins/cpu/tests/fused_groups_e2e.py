@@ -351,9 +351,10 @@ def block_cases(nxrt, tmp):
         ("block with HardSwish and residual", dict(shape=(1, 8, 20, 23), hidden=48, out_c=8, stride=1,
                                                     act="HardSwish", residual=True), 1,
          ["Conv+HardSwish+Conv+HardSwish+Conv+Add"], {}),
-        ("HardSwish on 7x7 maps, planar (AVX2): Conv+HardSwish groups, no block",
-         dict(shape=(1, 64, 7, 7), hidden=384, out_c=64, stride=1, act="HardSwish"), 2,
-         ["Conv", "Conv+HardSwish"], {"NXRT_CPU_ISA": "avx2"}),
+        ("HardSwish on a 7x7 map, planar (72 output channels, not whole 16s): the expand (a transposed "
+         "product) apart, depthwise + project fused",
+         dict(shape=(1, 72, 7, 7), hidden=384, out_c=72, stride=1, act="HardSwish"), 2,
+         ["Conv+HardSwish", "Conv+HardSwish+Conv"], {"NXRT_CPU_ISA": "avx2"}),
         ("expand + depthwise only", dict(shape=(1, 4, 25, 40), hidden=24, out_c=0, stride=1, project=False), 2,
          ["Conv+Clip+Conv+Clip"], {}),
         ("depthwise + project only", dict(shape=(1, 16, 40, 40), hidden=16, out_c=8, stride=1, expand=False), 1,
@@ -361,19 +362,34 @@ def block_cases(nxrt, tmp):
         ("expanded value also a graph output: the expand stays apart",
          dict(shape=(1, 8, 20, 23), hidden=48, out_c=8, stride=1, residual=True, expose_hidden=True), 1,
          ["Conv+Clip", "Conv+Clip+Conv+Add"], {}),
-        ("stride 2 into a 7x7 map, planar (AVX2): expand + depthwise fuse, the project (transposed) apart",
-         dict(shape=(1, 24, 14, 14), hidden=144, out_c=32, stride=2), 1, ["Conv+Clip+Conv+Clip", "Conv"],
+        ("stride 2 into a 7x7 map, planar (under 96 expanded channels): expand + depthwise fuse, the project "
+         "(transposed) apart",
+         dict(shape=(1, 16, 14, 14), hidden=64, out_c=32, stride=2), 1, ["Conv+Clip+Conv+Clip", "Conv"],
          {"NXRT_CPU_ISA": "avx2"}),
-        ("7x7 map, planar (AVX2: 1x1 convs run transposed): not one block",
-         dict(shape=(1, 64, 7, 7), hidden=384, out_c=64, stride=1, residual=True), 1, ["Conv+Add", "Conv+Clip"],
+        ("7x7 map, planar (72 output channels): the expand (a transposed product) apart, not one block",
+         dict(shape=(1, 72, 7, 7), hidden=384, out_c=72, stride=1, residual=True), 1,
+         ["Conv+Clip", "Conv+Clip+Conv+Add"],
+         {"NXRT_CPU_ISA": "avx2"}),
+        # Channels-last on AVX2 too (8 channels a vector): 7x7 maps run as one block.
+        ("channels-last on AVX2, 7x7 map: one block",
+         dict(shape=(1, 64, 7, 7), hidden=384, out_c=64, stride=1, residual=True), 1, [block],
+         {"NXRT_CPU_ISA": "avx2"}),
+        ("channels-last on AVX2, stride 2 into a 7x7 map: one block",
+         dict(shape=(1, 24, 14, 14), hidden=144, out_c=32, stride=2), 2, ["Conv+Clip+Conv+Clip+Conv"],
+         {"NXRT_CPU_ISA": "avx2"}),
+        ("channels-last on AVX2, HardSwish on 7x7 maps: one block",
+         dict(shape=(1, 64, 7, 7), hidden=384, out_c=64, stride=1, act="HardSwish"), 2,
+         ["Conv+HardSwish+Conv+HardSwish+Conv"], {"NXRT_CPU_ISA": "avx2"}),
+        ("channels-last on AVX2, stride 1 with residual, 2 threads",
+         dict(shape=(1, 32, 28, 27), hidden=192, out_c=32, stride=1, residual=True), 2, [block],
          {"NXRT_CPU_ISA": "avx2"}),
         ("no direct depthwise kernel (generic ISA): not one block",
          dict(shape=(1, 8, 20, 23), hidden=48, out_c=8, stride=1, residual=True), 1, ["Conv+Add", "Conv+Clip"],
          {"NXRT_CPU_ISA": "generic"}),
     ]
     if host_has_avx512():
-        # Channels-last (>= 96 expanded channels, AVX-512): the 1x1 convs are transposed
-        # products inside the block, so 7x7 maps run as one block too.
+        # Channels-last (>= 96 expanded channels; AVX-512 here, AVX2 above): the 1x1 convs are
+        # transposed products inside the block, so 7x7 maps run as one block too.
         avx512 = {"NXRT_CPU_ISA": "avx512"}
         cases += [
             ("channels-last block, stride 1 with residual, 2 threads",
