@@ -36,54 +36,17 @@ struct DwWeights8 {
   }
 };
 
-// Q outputs from column ix0 of one output row, every tap inside the row (r[ky] null: a
-// padding row).
-template <int K, int S, int Q>
-NXRT_AVX2 inline void dw_nhwc8_interior(const float* const (&r)[K], int64_t cs, int64_t ix0, const DwWeights8<K>& w,
-                                        __m256 b, float* o, const ConvPostOps& post) {
+// Q outputs from column ix0 of one output row (r[ky] null: a padding row). CHECKED: taps may
+// fall outside the row (its first and last outputs), columns outside [0, W) are skipped; Q
+// chains instead of one per output there (a 7-wide 5x5 row has 4 such outputs of 7).
+template <int K, int S, int Q, bool CHECKED>
+NXRT_AVX2 inline void dw_nhwc8_pass(const float* const (&r)[K], int64_t cs, int64_t W, int64_t ix0,
+                                    const DwWeights8<K>& w, __m256 b, float* o, const ConvPostOps& post) {
   constexpr int NC = (Q - 1) * S + K;
   __m256 acc[Q];
 #pragma GCC unroll 4
   for (int q = 0; q < Q; ++q) acc[q] = b;
 #pragma GCC unroll 5
-  for (int ky = 0; ky < K; ++ky) {
-    if (!r[ky]) continue;
-    const float* row = r[ky] + ix0 * cs;
-    __m256 wr[K];
-#pragma GCC unroll 5
-    for (int kx = 0; kx < K; ++kx) wr[kx] = w.at(ky * K + kx);
-#pragma GCC unroll 16
-    for (int c = 0; c < NC; ++c) {
-      const __m256 x = _mm256_load_ps(row + c * cs);
-#pragma GCC unroll 4
-      for (int q = 0; q < Q; ++q) {
-        const int kx = c - q * S;
-        if (kx >= 0 && kx < K) acc[q] = _mm256_fmadd_ps(wr[kx], x, acc[q]);
-      }
-    }
-  }
-#pragma GCC unroll 4
-  for (int q = 0; q < Q; ++q) _mm256_store_ps(o + q * cs, dw_nhwc8_act(acc[q], post.clamp, post.lo, post.hi, post.hardswish));
-}
-
-// Interior outputs [ox, end) in passes of Q, then Q / 2, ... 1.
-template <int K, int S, int Q>
-NXRT_AVX2 inline void dw_nhwc8_interior_run(const float* const (&r)[K], int64_t cs, int64_t ox, int64_t end, int64_t pl,
-                                            const DwWeights8<K>& w, __m256 b, float* o, const ConvPostOps& post) {
-  for (; ox + Q <= end; ox += Q) dw_nhwc8_interior<K, S, Q>(r, cs, ox * S - pl, w, b, o + ox * cs, post);
-  if constexpr (Q > 1) dw_nhwc8_interior_run<K, S, Q / 2>(r, cs, ox, end, pl, w, b, o, post);
-}
-
-// Q outputs from column ix0 whose taps may fall outside the row (the first and last ones):
-// the interior's pass, columns outside [0, W) skipped. Q chains instead of one per output: a
-// 7-wide 5x5 row has 4 such outputs of 7.
-template <int K, int S, int Q>
-NXRT_AVX2 inline void dw_nhwc8_edges(const float* const (&r)[K], int64_t cs, int64_t W, int64_t ix0,
-                                     const DwWeights8<K>& w, __m256 b, float* o, const ConvPostOps& post) {
-  constexpr int NC = (Q - 1) * S + K;
-  __m256 acc[Q];
-#pragma GCC unroll 4
-  for (int q = 0; q < Q; ++q) acc[q] = b;
   for (int ky = 0; ky < K; ++ky) {
     if (!r[ky]) continue;
     __m256 wr[K];
@@ -92,7 +55,7 @@ NXRT_AVX2 inline void dw_nhwc8_edges(const float* const (&r)[K], int64_t cs, int
 #pragma GCC unroll 16
     for (int c = 0; c < NC; ++c) {
       const int64_t ix = ix0 + c;
-      if (ix < 0 || ix >= W) continue;
+      if (CHECKED && (ix < 0 || ix >= W)) continue;
       const __m256 x = _mm256_load_ps(r[ky] + ix * cs);
 #pragma GCC unroll 4
       for (int q = 0; q < Q; ++q) {
@@ -105,12 +68,12 @@ NXRT_AVX2 inline void dw_nhwc8_edges(const float* const (&r)[K], int64_t cs, int
   for (int q = 0; q < Q; ++q) _mm256_store_ps(o + q * cs, dw_nhwc8_act(acc[q], post.clamp, post.lo, post.hi, post.hardswish));
 }
 
-// Outputs [ox, end) by dw_nhwc8_edges, in passes of Q, then Q / 2, ... 1.
-template <int K, int S, int Q>
-NXRT_AVX2 inline void dw_nhwc8_edge_run(const float* const (&r)[K], int64_t cs, int64_t W, int64_t ox, int64_t end,
-                                        int64_t pl, const DwWeights8<K>& w, __m256 b, float* o, const ConvPostOps& post) {
-  for (; ox + Q <= end; ox += Q) dw_nhwc8_edges<K, S, Q>(r, cs, W, ox * S - pl, w, b, o + ox * cs, post);
-  if constexpr (Q > 1) dw_nhwc8_edge_run<K, S, Q / 2>(r, cs, W, ox, end, pl, w, b, o, post);
+// Outputs [ox, end) in passes of Q, then Q / 2, ... 1.
+template <int K, int S, int Q, bool CHECKED>
+NXRT_AVX2 inline void dw_nhwc8_run(const float* const (&r)[K], int64_t cs, int64_t W, int64_t ox, int64_t end,
+                                   int64_t pl, const DwWeights8<K>& w, __m256 b, float* o, const ConvPostOps& post) {
+  for (; ox + Q <= end; ox += Q) dw_nhwc8_pass<K, S, Q, CHECKED>(r, cs, W, ox * S - pl, w, b, o + ox * cs, post);
+  if constexpr (Q > 1) dw_nhwc8_run<K, S, Q / 2, CHECKED>(r, cs, W, ox, end, pl, w, b, o, post);
 }
 
 template <int K, int S>
@@ -138,12 +101,12 @@ NXRT_AVX2 void dw_nhwc8_rows_ks(const ConvShape& s, const float* const* rows, in
       for (int ky = 0; ky < K; ++ky) r[ky] = rows[oy * S + ky] ? rows[oy * S + ky] + g : nullptr;
       float* o = out + oy * OW * cs + g;
       if (K == 5 && OW <= 8) {  // rows of 4+ edges in 7: all in checked passes of 4 (3x3: slower)
-        dw_nhwc8_edge_run<K, S, Q>(r, cs, W, 0, OW, pl, w, b, o, post);
+        dw_nhwc8_run<K, S, Q, true>(r, cs, W, 0, OW, pl, w, b, o, post);
         continue;
       }
-      dw_nhwc8_edge_run<K, S, 2>(r, cs, W, 0, lo_x, pl, w, b, o, post);
-      dw_nhwc8_interior_run<K, S, Q>(r, cs, lo_x, hi_x, pl, w, b, o, post);
-      dw_nhwc8_edge_run<K, S, 2>(r, cs, W, std::max(lo_x, hi_x), OW, pl, w, b, o, post);
+      dw_nhwc8_run<K, S, 2, true>(r, cs, W, 0, lo_x, pl, w, b, o, post);
+      dw_nhwc8_run<K, S, Q, false>(r, cs, W, lo_x, hi_x, pl, w, b, o, post);
+      dw_nhwc8_run<K, S, 2, true>(r, cs, W, std::max(lo_x, hi_x), OW, pl, w, b, o, post);
     }
   }
 }
