@@ -405,6 +405,14 @@ __attribute__((target("avx512f"))) void input_transform_avx512(const ConvShape& 
   }
 }
 
+// Whether the transforms take two channels a pass (input_transform_pair_avx512,
+// output_transform_pair_avx512): AVX-512, undilated rows of 5-7 tiles, which fill 7 of 16
+// lanes one channel at a time and 14 two at a time.
+bool transforms_in_pairs(const ConvShape& s, const Phase& ph) {
+  static const bool avx512 = active_isa() == Isa::avx512;
+  return avx512 && s.dil_w == 1 && ph.tx >= 5 && ph.tx <= 7;
+}
+
 // input_transform_avx512 for two input channels at once where a tile row has 5-7 tiles
 // (28x28 maps): channel ic's tiles in lanes 0-7, ic + 1's in 8-15, each row's 6 values picked
 // from both channels' loads by the same permutes (every4), d4 and d5 one lane along within
@@ -585,8 +593,7 @@ void input_transform_channels(const ConvShape& s, const Phase& ph, int64_t lo, i
                               float* v, size_t v_floats, float* tmp, int64_t pf_off, int64_t pf_bytes) {
   int64_t c = c0;
 #if defined(__x86_64__)
-  static const bool avx512 = active_isa() == Isa::avx512;
-  if (avx512 && s.dil_w == 1 && ph.tx >= 5 && ph.tx <= 7)
+  if (transforms_in_pairs(s, ph))
     for (; c + 1 < c1; c += 2) {
       for (int64_t f = c + 2; f < std::min(c + 4, c1) && pf_bytes > 0; ++f)
         prefetch_run(xn + f * in_plane + pf_off, pf_bytes);
@@ -984,8 +991,7 @@ void output_transform_channels(const ConvShape& s, const Phase& ph, int64_t lo, 
                                float* tmp) {
   int64_t oc = o0;
 #if defined(__x86_64__)
-  static const bool avx512 = active_isa() == Isa::avx512;
-  if (avx512 && s.dil_w == 1 && ph.tx >= 5 && ph.tx <= 7)
+  if (transforms_in_pairs(s, ph))
     for (; oc + 1 < o1; oc += 2) {
       const float b[2] = {bias ? bias[oc] : 0.f, bias ? bias[oc + 1] : 0.f};
       float* const o[2] = {out + oc * out_plane, out + (oc + 1) * out_plane};
