@@ -106,34 +106,37 @@ constexpr TileT pixels64_row_table[kGemmPixels64MR] = {
     &tile<1, 4, Src::a_pixels>, &tile<2, 4, Src::a_pixels>, &tile<3, 4, Src::a_pixels>,
     &tile<4, 4, Src::a_pixels>, &tile<5, 4, Src::a_pixels>, &tile<6, 4, Src::a_pixels>};
 
-// All M rows of a pixel panel (A as pixel pointers, arows[m][aoff[k]]; B packed, w wide):
-// whole MR-row tiles called directly, the last partial one from `partial`.
+// All M rows of a pixel panel (A as pixel pointers, arows[m][aoff[k]]; B packed, NV * 16
+// wide): whole MR-row tiles called directly, the last partial one from `partial`. The
+// tiles step through B at their compile-time width and load it whole, so TileT's ldb and B
+// mask are passed as 0.
 template <int MR, int NV>
-void pixels_panel(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b, int64_t w, float* c,
-                  int64_t ldc, int64_t M, int64_t ncols, const GemmTileStore& st, const TileT* partial) {
+void pixels_panel(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b, float* c, int64_t ldc,
+                  int64_t M, int64_t ncols, const GemmTileStore& st, const TileT* partial) {
   const __mmask16 last = avx512::last_vector_mask(ncols, NV);
   const int64_t tiles = (M + MR - 1) / MR;
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t m0 = t * MR;
     const GemmTileStore s = gemm_row_tile_store(st, t, tiles, m0);
     if (M - m0 >= MR)
-      tile<MR, NV, Src::a_pixels>(kc, nullptr, b, w, __mmask16(0xFFFF), c + m0 * ldc, ldc, last, s, arows + m0, aoff);
+      tile<MR, NV, Src::a_pixels>(kc, nullptr, b, 0, __mmask16(0), c + m0 * ldc, ldc, last, s, arows + m0, aoff);
     else
-      partial[M - m0 - 1](kc, nullptr, b, w, __mmask16(0xFFFF), c + m0 * ldc, ldc, last, s, arows + m0, aoff);
+      partial[M - m0 - 1](kc, nullptr, b, 0, __mmask16(0), c + m0 * ldc, ldc, last, s, arows + m0, aoff);
   }
 }
 
 void pixels_panel_dispatch(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b, int64_t w,
                            float* c, int64_t ldc, int64_t M, int64_t ncols, const GemmTileStore& st) {
   const int nv = int(w / 16);
-  if (nv == 3) pixels_panel<kGemmMR, 3>(kc, arows, aoff, b, w, c, ldc, M, ncols, st, pixels_row_table<3>);
-  else if (nv == 2) pixels_panel<kGemmMR, 2>(kc, arows, aoff, b, w, c, ldc, M, ncols, st, pixels_row_table<2>);
-  else pixels_panel<kGemmMR, 1>(kc, arows, aoff, b, w, c, ldc, M, ncols, st, pixels_row_table<1>);
+  if (nv == 3) pixels_panel<kGemmMR, 3>(kc, arows, aoff, b, c, ldc, M, ncols, st, pixels_row_table<3>);
+  else if (nv == 2) pixels_panel<kGemmMR, 2>(kc, arows, aoff, b, c, ldc, M, ncols, st, pixels_row_table<2>);
+  else pixels_panel<kGemmMR, 1>(kc, arows, aoff, b, c, ldc, M, ncols, st, pixels_row_table<1>);
 }
 
 void pixels64_panel_dispatch(int64_t kc, const float* const* arows, const int32_t* aoff, const float* b, int64_t w,
                              float* c, int64_t ldc, int64_t M, int64_t ncols, const GemmTileStore& st) {
-  pixels_panel<kGemmPixels64MR, 4>(kc, arows, aoff, b, w, c, ldc, M, ncols, st, pixels64_row_table);
+  (void)w;  // always 64
+  pixels_panel<kGemmPixels64MR, 4>(kc, arows, aoff, b, c, ldc, M, ncols, st, pixels64_row_table);
 }
 
 }  // namespace
