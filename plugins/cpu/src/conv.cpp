@@ -532,26 +532,25 @@ static inline __mmask16 dw_in_mask(int64_t start, int64_t width) {
   return __mmask16(m);
 }
 
-// A load of the lanes under m, by a plain load where m is full (PLAIN): in the 3x3 kernel the
-// masked form, its mask made from two words of memory in a general register, cost 15-20%
-// on this Zen 5 (144 planes of 56x56: 105 -> 86 us, 32 of 112x112 80 -> 64; the planes'
-// interior rows and chunks are full). The 5x5 and 7x7 kernels keep the masked form: with a
-// branch beside each of their 5-7 row loads they ran 15-38% slower (mobilenet_v3's 28x28 and
-// 14x14 planes, whose row vectors are mostly partial).
+// A load of the lanes under m, by a plain load where m is full (PLAIN, avx512_load_lanes): in
+// the 3x3 kernel the masked form, its mask made from two words of memory in a general
+// register, cost 15-20% on this Zen 5 (144 planes of 56x56: 105 -> 86 us, 32 of 112x112 80 ->
+// 64; the planes' interior rows and chunks are full). The 5x5 and 7x7 kernels keep the masked
+// form: with a branch beside each of their 5-7 row loads they ran 15-38% slower (mobilenet_v3's
+// 28x28 and 14x14 planes, whose row vectors are mostly partial).
 template <bool PLAIN>
 __attribute__((target("avx512f"), always_inline)) static inline __m512 dw_load(__mmask16 m, const float* p) {
-  if constexpr (PLAIN) return m == 0xFFFF ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
+  if constexpr (PLAIN) return avx512_load_lanes(m, p);
   else return _mm512_maskz_loadu_ps(m, p);
 }
 
 __attribute__((target("avx512f"), always_inline)) static inline void dw_finish(__m512 v, float* o, const float* res,
                                                                                __mmask16 om, bool clamp, __m512 lo,
                                                                                __m512 hi, bool hardswish) {
-  if (res) v = _mm512_add_ps(v, dw_load<true>(om, res));
+  if (res) v = _mm512_add_ps(v, avx512_load_lanes(om, res));
   if (clamp) v = _mm512_maskz_min_ps(0xFFFF, hi, _mm512_maskz_max_ps(0xFFFF, lo, v));
   if (hardswish) v = hard_swish_avx512(v);
-  if (om == 0xFFFF) _mm512_storeu_ps(o, v);
-  else _mm512_mask_storeu_ps(o, om, v);
+  avx512_store_lanes(o, om, v);
 }
 
 // row + off through uintptr_t: a window may start before the row (masked lanes).

@@ -720,14 +720,12 @@ struct OutputPost {
 __attribute__((target("avx512f"), always_inline)) inline void store_output_run(float* orow, const float* rrow,
                                                                              int64_t len, __m512 run,
                                                                              const OutputPost& p) {
-  const bool full = len >= 16;
-  const __mmask16 om = __mmask16(full ? 0xFFFF : (1u << len) - 1u);
+  const __mmask16 om = __mmask16(len >= 16 ? 0xFFFF : (1u << len) - 1u);
   __m512 val = _mm512_add_ps(run, p.bias);
-  if (rrow) val = _mm512_add_ps(val, full ? _mm512_loadu_ps(rrow) : _mm512_maskz_loadu_ps(om, rrow));
+  if (rrow) val = _mm512_add_ps(val, avx512_load_lanes(om, rrow));
   if (p.clamp) val = _mm512_maskz_min_ps(0xFFFF, _mm512_maskz_max_ps(0xFFFF, val, p.lo), p.hi);
   if (p.hardswish) val = hard_swish_avx512(val);
-  if (full) _mm512_storeu_ps(orow, val);
-  else _mm512_mask_storeu_ps(orow, om, val);
+  avx512_store_lanes(orow, om, val);
 }
 
 // Whole tile rows [ty, ty + rows) (rows <= 4) of one undilated-column phase with n = ph.tx

@@ -56,6 +56,18 @@ __attribute__((target("avx2"), always_inline)) inline void avx2_store_first(floa
   if (n >= 1) _mm_store_ss(p, h);
 }
 
+// The lanes of p under m (zero elsewhere), and v's lanes under m stored at p: a plain load or
+// store where m is full. On this Zen 5 the masked form of a whole vector costs more where the
+// data is not in L1 or the mask is made per access (the 3x3 depthwise kernel's rows, the
+// Winograd output transform's rows and residuals: docs/performance.md, twenty-ninth session).
+__attribute__((target("avx512f"), always_inline)) inline __m512 avx512_load_lanes(__mmask16 m, const float* p) {
+  return m == 0xFFFF ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
+}
+__attribute__((target("avx512f"), always_inline)) inline void avx512_store_lanes(float* p, __mmask16 m, __m512 v) {
+  if (m == 0xFFFF) _mm512_storeu_ps(p, v);
+  else _mm512_mask_storeu_ps(p, m, v);
+}
+
 // In-register 8x8 transpose of floats: r[j] becomes column j.
 __attribute__((target("avx2"), always_inline)) inline void avx2_transpose8x8(__m256 r[8]) {
   __m256 t[8], u[8];
