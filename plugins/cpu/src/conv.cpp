@@ -79,6 +79,21 @@ PackedConvWeights conv_weights_view(const ConvShape& s, const float* packed) {
   return p;
 }
 
+void scale_packed_conv_input_channels(const ConvShape& s, const float* packed, const float* scale, float* dst) {
+  // pack_a's tiles: [tile][K][kGemmMR] per group, K = icg * taps, k = channel * taps + tap.
+  const int64_t K = s.gemm_k(), taps = s.k_h * s.k_w, tiles = gemm_tiles(s.ocg());
+  for (int64_t g = 0; g < s.group; ++g)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const size_t at = size_t((g * tiles + t) * K * kGemmMR);
+      const float* src = packed + at;
+      float* d = dst + at;
+      for (int64_t k = 0; k < K; ++k) {
+        const float f = scale[g * s.icg() + k / taps];
+        for (int64_t m = 0; m < kGemmMR; ++m) d[k * kGemmMR + m] = src[k * kGemmMR + m] * f;
+      }
+    }
+}
+
 PackedConvWeights pack_conv_weights(const ConvShape& s, const float* w) {
   if (conv_is_depthwise(s)) return conv_weights_view(s, w);
   AlignedFloats owned(packed_conv_floats(s));

@@ -110,6 +110,10 @@ size_t packed_conv_floats(const ConvShape& s);
 void pack_conv_weights_into(const ConvShape& s, const float* w, float* dst);
 // A view of weights pack_conv_weights_into packed (kept alive by the caller).
 PackedConvWeights conv_weights_view(const ConvShape& s, const float* packed);
+// dst = the packing of W with each input channel c's weights multiplied by scale[c] (W's
+// columns scaled: conv(x * scale, W) = conv(x, W') for x scaled per channel), made from
+// `packed` (pack_conv_weights_into's layout, not depthwise; packed_conv_floats(s) floats).
+void scale_packed_conv_input_channels(const ConvShape& s, const float* packed, const float* scale, float* dst);
 // Whether conv2d runs the full shape `s` as the transposed product (it must match conv2d's
 // choice), which reads W^T as GEMM B: conv_transposed_floats(s) floats that
 // pack_conv_weights_transposed makes from the packed weights.

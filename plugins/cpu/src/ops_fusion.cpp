@@ -4,7 +4,8 @@
 // Gemm -> Relu | Clip
 // (the QDQ groups of quantized models are in ops_fusion_qdq.cpp, MobileNet's
 // inverted-residual blocks of several Convs in ops_fusion_conv_block.cpp, MatMuls through
-// Transpose views in ops_fusion_matmul_views.cpp)
+// Transpose views in ops_fusion_matmul_views.cpp, squeeze-excite's Mul -> 1x1 Conv in
+// ops_fusion_channel_scale.cpp)
 // claimed as one kernel, so the bias, the residual add and the activation happen
 // in the GEMM's store and the result is written once; and the exact-Gelu chain
 // Div -> Erf -> Add -> Mul -> Mul as one elementwise pass.
@@ -215,6 +216,7 @@ void claim_nodes_fused(const sdk::Graph& g, nxrt_claim_sink* sink) {
       }
       else if (is_op(g.node(i), "Gemm")) chain = follow_gemm_chain(g, ix, i, ok);
       else if (is_op(g.node(i), "Div")) chain = follow_gelu_chain(g, ix, i, ok).nodes;
+      else if (is_op(g.node(i), "Mul")) chain = follow_channel_scale(g, ix, i, ok);
       if (chain.size() < 2) continue;
       std::vector<size_t> ids;
       for (size_t p : chain) {
@@ -292,6 +294,7 @@ std::unique_ptr<Kernel> create_fused_kernel(const sdk::Graph& sg, CpuSession& se
   const size_t count = sg.node_count();
   if (auto k = create_qdq_kernel(sg, session, pp)) return k;
   if (auto k = create_matmul_views_kernel(sg, session)) return k;
+  if (auto k = create_channel_scale_kernel(sg, session, pp)) return k;
   for (size_t i = 0; i < count; ++i) {
     if (is_op(sg.node(i), "MatMul")) return create_fused_matmul(sg, i, session, pp);
     if (is_op(sg.node(i), "Gemm")) return create_fused_gemm(sg, i, session, pp);

@@ -8,7 +8,9 @@
 
 namespace nxrt::cpu {
 
-enum ScratchSlot { kScratchA = 0, kScratchB = 1, kScratchC = 2, kScratchSlots = 3 };
+// D: an operand a fused kernel makes per run before calling a kernel that uses A-C (the
+// channel-scaled weights of ops_fusion_channel_scale.cpp).
+enum ScratchSlot { kScratchA = 0, kScratchB = 1, kScratchC = 2, kScratchD = 3, kScratchSlots = 4 };
 
 struct ScratchBuffers {
   void* p[kScratchSlots] = {};

@@ -25,6 +25,11 @@
     with a 3x3/2 pool, 2x2/2 in ceil mode, 3x3/1 after a Clip, a 1x1 conv (claimed, run as conv
     then pool), on 1 and 2 threads, against numpy (float64); left unfused: a MaxPool with its
     Indices output, an activation also a graph output, a grouped conv;
+  * squeeze-excite's Mul(x, s) -> 1x1 Conv [-> Add] [-> Relu] with s folded into the conv's
+    weights (GlobalAveragePool -> 1x1 Conv -> Relu -> 1x1 Conv -> HardSigmoid makes s), s on
+    either side of the Mul, per image on a batch of 2, a constant s, on 1 and 2 threads, against
+    numpy (float64); left unfused: W larger than an image of x, the Mul's output also a graph
+    output, a strided 1x1 conv;
   * MatMul alone with batch dims on both sides that broadcast (1s on either, B of lower or
     higher rank), B an input or a prepacked initializer, on 1 and 2 threads, against numpy.
 
@@ -105,7 +110,9 @@ def main():
         failures += batched_failures
         pool_failures, pool_total = conv_pool_cases(nxrt, tmp)
         failures += pool_failures
-    total = len(cases) + 2 + gemm_total + block_total + view_total + batched_total + pool_total
+        se_failures, se_total = channel_scale_cases(nxrt, tmp)
+        failures += se_failures
+    total = len(cases) + 2 + gemm_total + block_total + view_total + batched_total + pool_total + se_total
     print(f"{total - failures} passed, {failures} failed")
     return 1 if failures else 0
 
@@ -432,6 +439,110 @@ def block_cases(nxrt, tmp):
         ok = err <= 1e-5 and groups == sorted(want)
         print(f"{'ok  ' if ok else 'FAIL'} {what}: max relative |err| {err:.2g}, kernels {groups} "
               f"(want {sorted(want)})")
+        failures += 0 if ok else 1
+    return failures, len(cases)
+
+
+def se_model(shape, out_c, scale_first=False, residual=False, relu=False, const_scale=False, expose_mul=False,
+             stride=1):
+    """x -> squeeze-excite (GAP, 1x1 C -> C/4, Relu, 1x1 C/4 -> C, HardSigmoid) -> Mul(x, s) ->
+    1x1 Conv (C -> out_c) [+ r] [-> Relu]; returns the model and a float64 numpy function of
+    (x, r). const_scale: s is a constant [C, 1, 1] instead (no squeeze-excite branch)."""
+    rng = np.random.default_rng(9)
+    n, c, h, w = shape
+    mid = max(1, c // 4)
+    w1 = rng.standard_normal((mid, c, 1, 1)).astype(np.float32)
+    b1 = rng.standard_normal(mid).astype(np.float32)
+    w2 = rng.standard_normal((c, mid, 1, 1)).astype(np.float32)
+    b2 = rng.standard_normal(c).astype(np.float32)
+    wp = rng.standard_normal((out_c, c, 1, 1)).astype(np.float32)
+    bp = rng.standard_normal(out_c).astype(np.float32)
+    sc = rng.uniform(0.1, 1.0, (c, 1, 1)).astype(np.float32)
+    inits = [numpy_helper.from_array(a, k) for a, k in ((w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2"),
+                                                        (wp, "wp"), (bp, "bp"))]
+    nodes = []
+    if const_scale:
+        inits.append(numpy_helper.from_array(sc, "s"))
+    else:
+        nodes += [helper.make_node("GlobalAveragePool", ["x"], ["gap"], name="gap"),
+                  helper.make_node("Conv", ["gap", "w1", "b1"], ["f1"], name="fc1"),
+                  helper.make_node("Relu", ["f1"], ["r1"], name="fc1_relu"),
+                  helper.make_node("Conv", ["r1", "w2", "b2"], ["f2"], name="fc2"),
+                  helper.make_node("HardSigmoid", ["f2"], ["s"], name="gate", alpha=1 / 6, beta=0.5)]
+    nodes.append(helper.make_node("Mul", ["s", "x"] if scale_first else ["x", "s"], ["xs"], name="scale"))
+    nodes.append(helper.make_node("Conv", ["xs", "wp", "bp"], ["p"], name="project", strides=[stride, stride]))
+    last = "p"
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))]
+    oh, ow = (h - 1) // stride + 1, (w - 1) // stride + 1
+    if residual:
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [n, out_c, oh, ow]))
+        nodes.append(helper.make_node("Add", [last, "r"], ["pr"], name="res"))
+        last = "pr"
+    if relu:
+        nodes.append(helper.make_node("Relu", [last], ["y"], name="act"))
+        last = "y"
+    outputs = [helper.make_tensor_value_info(last, TensorProto.FLOAT, None)]
+    if expose_mul:
+        outputs.append(helper.make_tensor_value_info("xs", TensorProto.FLOAT, None))
+    g = helper.make_graph(nodes, "se", inputs, outputs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m = onnx.shape_inference.infer_shapes(m)
+    onnx.checker.check_model(m)
+
+    def reference(x, r):
+        x = x.astype(np.float64)
+        if const_scale:
+            s_ = sc.astype(np.float64)[None]
+        else:
+            f1 = np.maximum(np_conv1x1(x.mean(axis=(2, 3), keepdims=True), w1, b1), 0)
+            s_ = np.clip(np_conv1x1(f1, w2, b2) / 6 + 0.5, 0, 1)
+        y = np_conv1x1((x * s_)[:, :, ::stride, ::stride], wp.astype(np.float64), bp)
+        if residual:
+            y = y + r
+        return np.maximum(y, 0) if relu else y
+    return m, reference
+
+
+def channel_scale_cases(nxrt, tmp):
+    """Returns (failures, cases)."""
+    rng = np.random.default_rng(23)
+    se_branch = ["Conv", "Conv+Relu", "GlobalAveragePool", "HardSigmoid"]
+    cases = [  # what, model arguments, threads, the kernels expected
+        ("Mul -> 1x1 Conv", dict(shape=(1, 24, 16, 16), out_c=16), 1, se_branch + ["Mul+Conv"]),
+        ("Mul(s, x) -> 1x1 Conv + residual -> Relu, 2 threads",
+         dict(shape=(1, 40, 16, 16), out_c=24, scale_first=True, residual=True, relu=True), 2,
+         se_branch + ["Mul+Conv+Add+Relu"]),
+        ("per-image scale, batch 2", dict(shape=(2, 32, 16, 20), out_c=16, residual=True), 2,
+         se_branch + ["Mul+Conv+Add"]),
+        ("constant [C,1,1] scale", dict(shape=(1, 24, 16, 16), out_c=8, const_scale=True), 1, ["Mul+Conv"]),
+        ("W larger than an image of x: the Mul stays", dict(shape=(1, 64, 2, 2), out_c=16), 1,
+         se_branch + ["Conv", "Mul"]),
+        ("the Mul's output also a graph output", dict(shape=(1, 24, 16, 16), out_c=16, expose_mul=True), 1,
+         se_branch + ["Conv", "Mul"]),
+        ("strided 1x1 conv", dict(shape=(1, 24, 16, 16), out_c=16, stride=2), 1, se_branch + ["Conv", "Mul"]),
+    ]
+    failures = 0
+    for k, (what, args, threads, want) in enumerate(cases):
+        m, reference = se_model(**args)
+        x = rng.standard_normal(args["shape"]).astype(np.float32)
+        feeds = [x]
+        r = None
+        if args.get("residual"):
+            n, _, h, w = args["shape"]
+            r = rng.standard_normal((n, args["out_c"], h, w)).astype(np.float32)
+            feeds.append(r)
+        tag = f"se{k}"
+        outs, p = run(nxrt, m, feeds, tmp, tag, threads)
+        if outs is None:
+            print(f"FAIL {what}: nxrt failed: {p.stderr.strip()}")
+            failures += 1
+            continue
+        groups = kernels_ran(nxrt, os.path.join(tmp, tag, "model.onnx"), os.path.join(tmp, tag))
+        want_y = reference(x, r)
+        err = float(np.abs(outs[0] - want_y).max() / max(1.0, float(np.abs(want_y).max())))
+        ok = err <= 1e-5 and groups == sorted(set(want))
+        print(f"{'ok  ' if ok else 'FAIL'} {what}: max relative |err| {err:.2g}, kernels {groups} "
+              f"(want {sorted(set(want))})")
         failures += 0 if ok else 1
     return failures, len(cases)
 

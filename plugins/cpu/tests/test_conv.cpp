@@ -461,3 +461,26 @@ TEST_CASE("conv2d_max_pool: the pool over the conv's row blocks equals conv2d th
     }
   }
 }
+
+TEST_CASE("scale_packed_conv_input_channels packs W with its input channels scaled") {
+  // Bit for bit: both sides make each weight as w * scale[c], one multiply.
+  for (const ConvShape& s : {shape(1, 72, 4, 4, 40, 1, 1, 0, 1, 1), shape(1, 13, 5, 5, 21, 3, 1, 1, 1, 1),
+                             shape(1, 12, 6, 6, 18, 3, 1, 1, 1, 3), shape(1, 5, 4, 4, 3, 1, 1, 0, 1, 1)}) {
+    auto w = random_floats(size_t(s.out_c * s.icg() * s.k_h * s.k_w), 31);
+    auto scale = random_floats(size_t(s.in_c), 32);
+    std::vector<float> ws(w.size());
+    const int64_t taps = s.k_h * s.k_w;
+    for (int64_t o = 0; o < s.out_c; ++o)
+      for (int64_t c = 0; c < s.icg(); ++c)
+        for (int64_t t = 0; t < taps; ++t) {
+          const size_t i = size_t((o * s.icg() + c) * taps + t);
+          ws[i] = w[i] * scale[size_t(o / s.ocg() * s.icg() + c)];
+        }
+    std::vector<float> packed(packed_conv_floats(s)), want(packed.size()), got(packed.size(), -7.f);
+    pack_conv_weights_into(s, w.data(), packed.data());
+    pack_conv_weights_into(s, ws.data(), want.data());
+    scale_packed_conv_input_channels(s, packed.data(), scale.data(), got.data());
+    INFO("C=" << s.in_c << " OC=" << s.out_c << " k=" << s.k_h << " group=" << s.group);
+    CHECK(got == want);
+  }
+}
