@@ -79,19 +79,43 @@ PackedConvWeights conv_weights_view(const ConvShape& s, const float* packed) {
   return p;
 }
 
+// d[r * 8 + m] = src[r * 8 + m] * scale[r] for r < rows (rows of pack_a's 8-float tiles).
+static void scale_rows8_scalar(const float* src, const float* scale, int64_t rows, float* d) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t m = 0; m < kGemmMR; ++m) d[r * kGemmMR + m] = src[r * kGemmMR + m] * scale[r];
+}
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static void scale_rows8_avx512(const float* src, const float* scale, int64_t rows,
+                                                                  float* d) {
+  int64_t r = 0;
+  for (; r + 2 <= rows; r += 2) {  // two rows a vector
+    const __m512 f = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(scale[r]), _mm512_set1_ps(scale[r + 1]));
+    _mm512_storeu_ps(d + r * kGemmMR, _mm512_mul_ps(_mm512_loadu_ps(src + r * kGemmMR), f));
+  }
+  scale_rows8_scalar(src + r * kGemmMR, scale + r, rows - r, d + r * kGemmMR);
+}
+#endif
+
 void scale_packed_conv_input_channels(const ConvShape& s, const float* packed, const float* scale, float* dst) {
+  static_assert(kGemmMR == 8, "rows of 8 floats");
   // pack_a's tiles: [tile][K][kGemmMR] per group, K = icg * taps, k = channel * taps + tap.
-  const int64_t K = s.gemm_k(), taps = s.k_h * s.k_w, tiles = gemm_tiles(s.ocg());
-  for (int64_t g = 0; g < s.group; ++g)
+  const int64_t taps = s.k_h * s.k_w, K = s.gemm_k(), tiles = gemm_tiles(s.ocg()), icg = s.icg();
+#if defined(__x86_64__)
+  static const auto rows8 = active_isa() == Isa::avx512 ? &scale_rows8_avx512 : &scale_rows8_scalar;
+#else
+  static const auto rows8 = &scale_rows8_scalar;
+#endif
+  std::vector<float> per_k;  // the scale of each k (taps > 1 only)
+  if (taps > 1) per_k.resize(size_t(K));
+  for (int64_t g = 0; g < s.group; ++g) {
+    const float* sg = scale + g * icg;
+    if (taps > 1)
+      for (int64_t k = 0; k < K; ++k) per_k[size_t(k)] = sg[k / taps];
     for (int64_t t = 0; t < tiles; ++t) {
       const size_t at = size_t((g * tiles + t) * K * kGemmMR);
-      const float* src = packed + at;
-      float* d = dst + at;
-      for (int64_t k = 0; k < K; ++k) {
-        const float f = scale[g * s.icg() + k / taps];
-        for (int64_t m = 0; m < kGemmMR; ++m) d[k * kGemmMR + m] = src[k * kGemmMR + m] * f;
-      }
+      rows8(packed + at, taps > 1 ? per_k.data() : sg, K, dst + at);
     }
+  }
 }
 
 PackedConvWeights pack_conv_weights(const ConvShape& s, const float* w) {
