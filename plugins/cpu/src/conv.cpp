@@ -96,15 +96,20 @@ __attribute__((target("avx512f"))) static void scale_rows8_avx512(const float* s
 }
 #endif
 
-void scale_packed_conv_input_channels(const ConvShape& s, const float* packed, const float* scale, float* dst) {
+// Rows of 8 floats scaled one factor a row, on this CPU's kernel.
+static void scale_rows8(const float* src, const float* scale, int64_t rows, float* d) {
   static_assert(kGemmMR == 8, "rows of 8 floats");
+#if defined(__x86_64__)
+  static const auto fn = active_isa() == Isa::avx512 ? &scale_rows8_avx512 : &scale_rows8_scalar;
+#else
+  static const auto fn = &scale_rows8_scalar;
+#endif
+  fn(src, scale, rows, d);
+}
+
+void scale_packed_conv_input_channels(const ConvShape& s, const float* packed, const float* scale, float* dst) {
   // pack_a's tiles: [tile][K][kGemmMR] per group, K = icg * taps, k = channel * taps + tap.
   const int64_t taps = s.k_h * s.k_w, K = s.gemm_k(), tiles = gemm_tiles(s.ocg()), icg = s.icg();
-#if defined(__x86_64__)
-  static const auto rows8 = active_isa() == Isa::avx512 ? &scale_rows8_avx512 : &scale_rows8_scalar;
-#else
-  static const auto rows8 = &scale_rows8_scalar;
-#endif
   std::vector<float> per_k;  // the scale of each k (taps > 1 only)
   if (taps > 1) per_k.resize(size_t(K));
   for (int64_t g = 0; g < s.group; ++g) {
@@ -113,7 +118,7 @@ void scale_packed_conv_input_channels(const ConvShape& s, const float* packed, c
       for (int64_t k = 0; k < K; ++k) per_k[size_t(k)] = sg[k / taps];
     for (int64_t t = 0; t < tiles; ++t) {
       const size_t at = size_t((g * tiles + t) * K * kGemmMR);
-      rows8(packed + at, taps > 1 ? per_k.data() : sg, K, dst + at);
+      scale_rows8(packed + at, taps > 1 ? per_k.data() : sg, K, dst + at);
     }
   }
 }
@@ -2014,6 +2019,45 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
       gemm_packed(M, N, K, pa, pb, out + off, N, ep, pool);
     }
   }
+}
+
+static bool plain_pointwise(const ConvShape& s) {
+  return s.group == 1 && s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
+         s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
+}
+
+bool conv_channel_scale_folds(const ConvShape& s) {
+  if (!plain_pointwise(s) || s.in_c <= 0 || s.out_c <= 0) return false;
+  // Transposed, the scale costs a pass over x^T in cache, where it was just packed.
+  if (conv_pointwise_transposed(s.out_c, s.out_h * s.out_w)) return true;
+  return s.out_c * s.in_c <= s.in_c * s.in_h * s.in_w;
+}
+
+void conv2d_channel_scaled(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* scale,
+                           const float* bias, float* out, ThreadPool* pool, const ConvPostOps& post) {
+  if (!conv_channel_scale_folds(s) || w.depthwise || w.winograd || w.winograd_2x2 || w.tap_rects)
+    throw std::logic_error("conv2d_channel_scaled: not a plain 1x1 conv whose scale folds");
+  const int64_t M = s.out_c, N = s.out_h * s.out_w, K = s.in_c;
+  if (conv_pointwise_transposed(M, N)) {
+    for (int64_t n = 0; n < s.batch; ++n) {
+      const float* xn = x + n * K * N;
+      const int64_t off = n * M * N;
+      const GemmEpilogue ep = conv_epilogue(bias, post, post.residual ? post.residual + off : nullptr, N);
+      conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, true,
+                      [&](float* pa, int64_t t0, int64_t t1) {
+                        const int64_t n0 = t0 * kGemmMR;
+                        pack_a(xn + n0, N, true, std::min(N, t1 * kGemmMR) - n0, K, 1.f, pa);
+                        for (int64_t t = 0; t < t1 - t0; ++t) {
+                          float* tile = pa + t * K * kGemmMR;  // [K][8]: row k of x^T's tile is channel k
+                          scale_rows8(tile, scale, K, tile);
+                        }
+                      });
+    }
+    return;
+  }
+  float* ws = scratch_floats(kScratchD, packed_conv_floats(s));
+  scale_packed_conv_input_channels(s, w.data, scale, ws);
+  conv2d(s, x, conv_weights_view(s, ws), bias, out, pool, post);
 }
 
 void conv2d_reference(const ConvShape& s, const float* x, const float* w, const float* bias, float* out,

@@ -185,6 +185,16 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
 void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,
             ThreadPool* pool, const ConvPostOps& post = {});
 
+// Whether conv2d_channel_scaled runs `s`: a plain 1x1 conv (group 1, stride 1, no pad)
+// whose scale goes into an operand smaller than x: W's packed tiles when W is no larger than
+// an image of x, x^T as it is packed where the product runs transposed (few pixels).
+bool conv_channel_scale_folds(const ConvShape& s);
+// conv2d of x with each input channel c multiplied by scale[c] (the same C values for every
+// image), for a shape conv_channel_scale_folds: the scale in a copy of W's packed tiles (this
+// thread's scratch slot D) or in the packed x^T (w as make_conv_kernel packs it for s).
+void conv2d_channel_scaled(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* scale,
+                           const float* bias, float* out, ThreadPool* pool, const ConvPostOps& post = {});
+
 // pooled = max_pool(conv2d(x) with post's clamp / HardSwish) for `ps`, the 2-D pool over the
 // conv's output (ps.batch / channels / in: s's batch, out_c, out_h x out_w). Where
 // conv_max_pool_fuses, the pool runs over each block of output rows as the conv makes them

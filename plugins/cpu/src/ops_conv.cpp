@@ -129,27 +129,29 @@ ConvShape conv_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<
 
 namespace {
 
-// conv2d of x * scale (scale per channel, [N or 1, C, 1, 1] or [C, 1, 1]), with the scale in
-// a copy of the packed A tiles (this thread's scratch slot D): a pass over W instead of X.
-void conv2d_channel_scaled(const ConvShape& s, const float* x, const PackedConvWeights& packed,
-                           const ConstTensorView& scale, const float* bias, float* y, ThreadPool* pool,
-                           const ConvPostOps& post) {
+// conv2d of x * scale, the scale per channel ([N or 1, C, 1, 1] or [C, 1, 1]): one image at a
+// time when it differs per image.
+void conv2d_scaled_input(const ConvShape& s, const float* x, const PackedConvWeights& packed,
+                         const ConstTensorView& scale, const float* bias, float* y, ThreadPool* pool,
+                         const ConvPostOps& post) {
   if (scale.dtype() != NXRT_DTYPE_FLOAT32)
     sdk::fail(NXRT_INVALID_ARGUMENT, "Mul+Conv: the per-channel scale is {}, not float32", sdk::dtype_name(scale.dtype()));
   const int64_t n = scale.numel();
   if (n != s.in_c && n != s.batch * s.in_c)
     sdk::fail(NXRT_INVALID_ARGUMENT, "Mul+Conv: the per-channel scale {} has {} values for X's {} x {} channels",
               dims_str(scale.dims()), n, s.batch, s.in_c);
-  const bool per_image = n != s.in_c;  // [N, C, 1, 1] with N > 1: W scaled once an image
+  if (n == s.in_c) {
+    conv2d_channel_scaled(s, x, packed, scale.data<float>(), bias, y, pool, post);
+    return;
+  }
   ConvShape one = s;
-  if (per_image) one.batch = 1;
+  one.batch = 1;
   const int64_t x_image = s.in_c * s.in_h * s.in_w, y_image = s.out_c * s.out_h * s.out_w;
-  float* w = scratch_floats(kScratchD, packed_conv_floats(one));
-  for (int64_t b = 0; b < (per_image ? s.batch : 1); ++b) {
-    scale_packed_conv_input_channels(one, packed.data, scale.data<float>() + b * s.in_c, w);
+  for (int64_t b = 0; b < s.batch; ++b) {
     ConvPostOps pb = post;
     if (pb.residual) pb.residual += b * y_image;
-    conv2d(one, x + b * x_image, conv_weights_view(one, w), bias, y + b * y_image, pool, pb);
+    conv2d_channel_scaled(one, x + b * x_image, packed, scale.data<float>() + b * s.in_c, bias, y + b * y_image, pool,
+                          pb);
   }
 }
 
@@ -285,9 +287,20 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
   if (io.channel_scale >= 0) {
     // The scale is folded into a copy of the packed A tiles each run (pointwise GEMM only:
     // ops_fusion_channel_scale.cpp claims no other shape).
-    if (!st.packed || !st.packed->data || io.max_pool || st.run_as)
-      sdk::fail(NXRT_UNSUPPORTED, "Conv: a per-channel scale of X folds only into a 1x1 conv's packed weights");
-    description = "X scaled per input channel (the Mul) in a copy of the packed weights each run; " + description;
+    const sdk::Value xv = n.input(0);
+    std::optional<ConvShape> fs;
+    if (st.packed && !io.max_pool && !st.run_as && xv.present() && xv.static_shape()) {
+      try {
+        fs = conv_shape(a, xv.dims(), st.w_dims, "Conv");
+      } catch (const sdk::Error&) {
+      }
+    }
+    if (!fs || !conv_channel_scale_folds(*fs))
+      sdk::fail(NXRT_UNSUPPORTED, "Conv: a per-channel scale of X folds only into a plain 1x1 conv of static shape");
+    description = std::string(conv_pointwise_transposed(fs->out_c, fs->out_h * fs->out_w)
+                                  ? "X scaled per input channel (the Mul) as x^T is packed; "
+                                  : "X scaled per input channel (the Mul) in a copy of the packed weights each run; ") +
+                  description;
   }
   auto bv = n.input(2);
   const bool bias_const = bv.present() && bv.is_constant();
@@ -349,8 +362,8 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     TensorView y = ctx.output(0, NXRT_DTYPE_FLOAT32, od);
     if (y.numel() == 0) return;
     if (st.io.channel_scale >= 0) {
-      conv2d_channel_scaled(s, x.data<float>(), *st.packed, ctx.input(size_t(st.io.channel_scale)), bias,
-                            y.data<float>(), pool, post);
+      conv2d_scaled_input(s, x.data<float>(), *st.packed, ctx.input(size_t(st.io.channel_scale)), bias,
+                          y.data<float>(), pool, post);
       return;
     }
     if (st.packed) {

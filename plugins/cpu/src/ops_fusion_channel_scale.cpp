@@ -1,19 +1,17 @@
 // Squeeze-excite's Mul folded into the 1x1 Conv after it: Mul(x, s) -> Conv 1x1 [-> Add]
 // [-> Relu | Clip | HardSwish], s per channel of x ([N or 1, C, 1, 1] or [C, 1, 1]), claimed
-// as one group whose conv scales a copy of its packed weights by s each run
-// (conv(x * s, W) = conv(x, W diag(s))): a pass over W's OC x C floats instead of the Mul's
-// read and write of x's C x H x W, which on two threads also moved x between the cores (the
-// depthwise conv before it writes it in row bands on both; MobileNetV3's Muls ran 2-5x their
-// 1-thread time there).
+// as one group whose conv applies s to the smaller operand it packs anyway
+// (conv2d_channel_scaled): a copy of its packed weights (conv(x * s, W) = conv(x, W diag(s)))
+// or, where it runs transposed on few pixels, x^T as it is packed. Either replaces the Mul's
+// read and write of x, which on two threads also moved x between the cores (the block before
+// it writes x in row bands on both; MobileNetV3's Muls ran 2-5x their 1-thread time there).
 //
 // Claimed only when that cannot change what runs or cost more:
 //   * the Mul's output is read by the Conv alone (through X) and is not a graph output;
 //   * x has a static [N, C, H, W] shape, the Mul's output the same, s a static per-channel
 //     shape; both float32;
-//   * the Conv is 2-D, 1x1, stride 1, unpadded, ungrouped, with constant float32 weights,
-//     and runs as the GEMM on packed weights (not transposed: few pixels);
-//   * W is no larger than one image of x (OC x C <= C x H x W): otherwise scaling x (the
-//     Mul, as before) is the smaller pass (MobileNetV3's 7x7 blocks).
+//   * the Conv is 2-D, 1x1, stride 1, unpadded, ungrouped, with constant float32 weights, and
+//     conv_channel_scale_folds: transposed (few pixels), or W no larger than an image of x.
 #include "conv.hpp"
 #include "fusion_view.hpp"
 #include "ops.hpp"
@@ -46,19 +44,15 @@ std::optional<ScaleSlots> channel_scale_slots(const Node& mul) {
   return std::nullopt;
 }
 
-// The 1x1 Conv reading the Mul's output through X, when it runs on packed A tiles and its
-// weights are no larger than an image of x.
+// The Conv reading the Mul's output through X, when the scale folds into it
+// (conv_channel_scale_folds: a plain 1x1 conv with constant float32 weights).
 bool scale_folds_into(const Node& conv, const sdk::Value& x) {
   if (!is_op(conv, "Conv") || conv.input_count() < 2 || conv.output_count() != 1 || !conv.has_output(0))
     return false;
   const sdk::Value w = conv.input(1);
   if (!w.present() || !w.is_constant() || w.dtype() != NXRT_DTYPE_FLOAT32) return false;
   try {
-    ConstTensorView wt = w.constant();
-    const ConvShape s = conv_shape(read_conv_attrs(conv, 1), x.dims(), wt.dims(), "Conv");
-    const bool plain = s.group == 1 && s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 &&
-                       s.pad_top == 0 && s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
-    return plain && !conv_uses_transposed(s) && s.out_c * s.in_c <= s.in_c * s.in_h * s.in_w;
+    return conv_channel_scale_folds(conv_shape(read_conv_attrs(conv, 1), x.dims(), w.constant().dims(), "Conv"));
   } catch (const sdk::Error&) {
     return false;
   }

@@ -26,10 +26,11 @@
     then pool), on 1 and 2 threads, against numpy (float64); left unfused: a MaxPool with its
     Indices output, an activation also a graph output, a grouped conv;
   * squeeze-excite's Mul(x, s) -> 1x1 Conv [-> Add] [-> Relu] with s folded into the conv's
-    weights (GlobalAveragePool -> 1x1 Conv -> Relu -> 1x1 Conv -> HardSigmoid makes s), s on
-    either side of the Mul, per image on a batch of 2, a constant s, on 1 and 2 threads, against
-    numpy (float64); left unfused: W larger than an image of x, the Mul's output also a graph
-    output, a strided 1x1 conv;
+    weights or, on few pixels (the transposed product), into x^T as it is packed
+    (GlobalAveragePool -> 1x1 Conv -> Relu -> 1x1 Conv -> HardSigmoid makes s), s on either
+    side of the Mul, per image on a batch of 2, a constant s, on 1 and 2 threads, against numpy
+    (float64); left unfused: W larger than an image of x (not transposed), the Mul's output
+    also a graph output, a strided 1x1 conv;
   * MatMul alone with batch dims on both sides that broadcast (1s on either, B of lower or
     higher rank), B an input or a prepacked initializer, on 1 and 2 threads, against numpy.
 
@@ -515,7 +516,11 @@ def channel_scale_cases(nxrt, tmp):
         ("per-image scale, batch 2", dict(shape=(2, 32, 16, 20), out_c=16, residual=True), 2,
          se_branch + ["Mul+Conv+Add"]),
         ("constant [C,1,1] scale", dict(shape=(1, 24, 16, 16), out_c=8, const_scale=True), 1, ["Mul+Conv"]),
-        ("W larger than an image of x: the Mul stays", dict(shape=(1, 64, 2, 2), out_c=16), 1,
+        ("few pixels (transposed product: s applied to x^T as it is packed)",
+         dict(shape=(1, 64, 3, 3), out_c=40, residual=True), 1, se_branch + ["Mul+Conv+Add"]),
+        ("few pixels, per-image scale, batch 2, 2 threads", dict(shape=(2, 96, 2, 3), out_c=24), 2,
+         se_branch + ["Mul+Conv"]),
+        ("W larger than an image of x: the Mul stays", dict(shape=(1, 16, 14, 14), out_c=256), 1,
          se_branch + ["Conv", "Mul"]),
         ("the Mul's output also a graph output", dict(shape=(1, 24, 16, 16), out_c=16, expose_mul=True), 1,
          se_branch + ["Conv", "Mul"]),

@@ -484,3 +484,39 @@ TEST_CASE("scale_packed_conv_input_channels packs W with its input channels scal
     CHECK(got == want);
   }
 }
+
+TEST_CASE("conv2d_channel_scaled matches conv2d of the scaled input, both 1x1 paths, 1 and 2 threads") {
+  ThreadPool pool2(2);
+  // (C, H, W, OC): W scaled (784 and 196 pixels), x^T scaled (few pixels: transposed).
+  const int64_t shapes[][4] = {{72, 28, 28, 40}, {96, 14, 14, 24}, {64, 3, 3, 40}, {160, 7, 7, 48}, {5, 2, 3, 9}};
+  for (const auto& d : shapes) {
+    const ConvShape s = shape(2, d[0], d[1], d[2], d[3], 1, 1, 0, 1, 1);
+    REQUIRE(conv_channel_scale_folds(s));
+    auto x = random_floats(size_t(s.batch * s.in_c * s.in_h * s.in_w), 41);
+    auto w = random_floats(size_t(s.out_c * s.in_c), 42);
+    auto b = random_floats(size_t(s.out_c), 43);
+    auto scale = random_floats(size_t(s.in_c), 44);
+    auto res = random_floats(size_t(s.batch * s.out_c * s.out_h * s.out_w), 45);
+    std::vector<float> xs(x.size());
+    const int64_t plane = s.in_h * s.in_w;
+    for (size_t i = 0; i < x.size(); ++i) xs[i] = x[i] * scale[size_t(int64_t(i) / plane % s.in_c)];
+    ConvPostOps post;
+    post.residual = res.data();
+    post.clamp = true;
+    post.lo = 0.f;
+    post.hi = 1e30f;
+    std::vector<float> want(res.size());
+    conv2d_reference(s, xs.data(), w.data(), b.data(), want.data(), post);
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+      std::vector<float> got(want.size(), 123.f);
+      auto packed = pack_conv_weights(s, w.data());
+      conv2d_channel_scaled(s, x.data(), packed, scale.data(), b.data(), got.data(), pool, post);
+      INFO("C=" << s.in_c << " HxW=" << s.in_h << "x" << s.in_w << " OC=" << s.out_c << " transposed="
+                << conv_pointwise_transposed(s.out_c, s.out_h * s.out_w) << " threads=" << (pool ? 2 : 1));
+      CHECK(worst(got, want) <= 1.0);
+    }
+  }
+  CHECK_FALSE(conv_channel_scale_folds(shape(1, 16, 14, 14, 256, 1, 1, 0, 1, 1)));  // W > x, not transposed
+  CHECK_FALSE(conv_channel_scale_folds(shape(1, 16, 14, 14, 8, 1, 2, 0, 1, 1)));    // strided
+  CHECK_FALSE(conv_channel_scale_folds(shape(1, 16, 14, 14, 8, 3, 1, 1, 1, 1)));    // 3x3
+}
