@@ -12,7 +12,6 @@
 #include "gemm.hpp"
 #include "ops.hpp"
 #include "ops_pool.hpp"
-#include "scratch.hpp"
 
 namespace nxrt::cpu {
 
@@ -285,8 +284,8 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     }
   }
   if (io.channel_scale >= 0) {
-    // The scale is folded into a copy of the packed A tiles each run (pointwise GEMM only:
-    // ops_fusion_channel_scale.cpp claims no other shape).
+    // The scale goes into the weights' packed copy or x^T's packing each run
+    // (conv2d_channel_scaled; ops_fusion_channel_scale.cpp claims no other shape).
     const sdk::Value xv = n.input(0);
     std::optional<ConvShape> fs;
     if (st.packed && !io.max_pool && !st.run_as && xv.present() && xv.static_shape()) {
