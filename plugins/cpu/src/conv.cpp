@@ -1026,6 +1026,11 @@ static double gemm_cost(int64_t M, int64_t N) {
   return cost;
 }
 
+bool conv_is_pointwise(const ConvShape& s) {
+  return s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 && s.pad_left == 0 &&
+         s.out_h == s.in_h && s.out_w == s.in_w;
+}
+
 bool conv_pointwise_transposed(int64_t M, int64_t N, bool im2col) {
   // In place, the pointwise GEMM reads x without packing, so the transposed
   // one (which packs x^T and transposes C) must win clearly; an im2col conv
@@ -1546,9 +1551,7 @@ static ConvPath conv_path(const ConvShape& s, const PackedConvWeights& w, Thread
   if (w.winograd_2x2) return ConvPath::winograd_2x2;
   if (w.tap_rects) return ConvPath::tap_rects;
   const int64_t M = s.ocg(), K = s.gemm_k(), N = s.out_h * s.out_w;
-  const bool pointwise = s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
-                         s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
-  if (pointwise) return s.group == 1 && conv_pointwise_transposed(M, N) ? ConvPath::pointwise_transposed : ConvPath::pointwise;
+  if (conv_is_pointwise(s)) return s.group == 1 && conv_pointwise_transposed(M, N) ? ConvPath::pointwise_transposed : ConvPath::pointwise;
   if (s.k_h == 1 && s.k_w == 1)
     // The gather is cheap either way (K = input channels), so by the in-place rule: ResNet-18's
     // 7x7 downsample 0.82x, its 14x14 one (196 pixels) 1.09x slower transposed.
@@ -1828,6 +1831,22 @@ void conv2d_max_pool(const ConvShape& s, const float* x, const PackedConvWeights
   }
 }
 
+// One image and group of a 1x1 conv as the transposed product: x^T packed from xg ([K][N]),
+// its rows (channels) multiplied by scale[k] right after packing when scale is given.
+static void pointwise_transposed(int64_t M, int64_t N, int64_t K, const PackedConvWeights& w, const float* xg,
+                                 const float* scale, const GemmEpilogue& ep, float* out, const ConvPostOps& post,
+                                 ThreadPool* pool) {
+  conv_transposed(M, N, K, w, ep.row_bias, out, post, ep.residual, pool, true, [&](float* pa, int64_t t0, int64_t t1) {
+    const int64_t n0 = t0 * kGemmMR;
+    pack_a(xg + n0, N, true, std::min(N, t1 * kGemmMR) - n0, K, 1.f, pa);
+    if (scale)
+      for (int64_t t = 0; t < t1 - t0; ++t) {
+        float* tile = pa + t * K * kGemmMR;  // [K][8]: row k of x^T's tile is channel k
+        scale_rows8(tile, scale, K, tile);
+      }
+  });
+}
+
 void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,
             ThreadPool* pool, const ConvPostOps& post) {
   if (w.depthwise) {
@@ -1863,11 +1882,7 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
       const GemmEpilogue ep =
           conv_epilogue(bias ? bias + g * M : nullptr, post, post.residual ? post.residual + off : nullptr, N);
       if (path == ConvPath::pointwise_transposed) {
-        conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, true,
-                        [&](float* pa, int64_t t0, int64_t t1) {
-                          const int64_t n0 = t0 * kGemmMR;
-                          pack_a(xg + n0, N, true, std::min(N, t1 * kGemmMR) - n0, K, 1.f, pa);
-                        });
+        pointwise_transposed(M, N, K, w, xg, nullptr, ep, out + off, post, pool);
         continue;
       }
       if (path == ConvPath::pointwise) {
@@ -2021,13 +2036,8 @@ void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, cons
   }
 }
 
-static bool plain_pointwise(const ConvShape& s) {
-  return s.group == 1 && s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
-         s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
-}
-
 bool conv_channel_scale_folds(const ConvShape& s) {
-  if (!plain_pointwise(s) || s.in_c <= 0 || s.out_c <= 0) return false;
+  if (s.group != 1 || !conv_is_pointwise(s) || s.in_c <= 0 || s.out_c <= 0) return false;
   // Transposed, the scale costs a pass over x^T in cache, where it was just packed.
   if (conv_pointwise_transposed(s.out_c, s.out_h * s.out_w)) return true;
   return s.out_c * s.in_c <= s.in_c * s.in_h * s.in_w;
@@ -2043,15 +2053,7 @@ void conv2d_channel_scaled(const ConvShape& s, const float* x, const PackedConvW
       const float* xn = x + n * K * N;
       const int64_t off = n * M * N;
       const GemmEpilogue ep = conv_epilogue(bias, post, post.residual ? post.residual + off : nullptr, N);
-      conv_transposed(M, N, K, w, ep.row_bias, out + off, post, ep.residual, pool, true,
-                      [&](float* pa, int64_t t0, int64_t t1) {
-                        const int64_t n0 = t0 * kGemmMR;
-                        pack_a(xn + n0, N, true, std::min(N, t1 * kGemmMR) - n0, K, 1.f, pa);
-                        for (int64_t t = 0; t < t1 - t0; ++t) {
-                          float* tile = pa + t * K * kGemmMR;  // [K][8]: row k of x^T's tile is channel k
-                          scale_rows8(tile, scale, K, tile);
-                        }
-                      });
+      pointwise_transposed(M, N, K, w, xn, scale, ep, out + off, post, pool);
     }
     return;
   }

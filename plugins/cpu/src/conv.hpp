@@ -185,6 +185,8 @@ std::string conv_describe(const ConvShape& s, const PackedConvWeights& w, Thread
 void conv2d(const ConvShape& s, const float* x, const PackedConvWeights& w, const float* bias, float* out,
             ThreadPool* pool, const ConvPostOps& post = {});
 
+// A 1x1 conv at stride 1, unpadded (any group): the GEMM can read X in place.
+bool conv_is_pointwise(const ConvShape& s);
 // Whether conv2d_channel_scaled runs `s`: a plain 1x1 conv (group 1, stride 1, no pad)
 // whose scale goes into an operand smaller than x: W's packed tiles when W is no larger than
 // an image of x, x^T as it is packed where the product runs transposed (few pixels).

@@ -208,7 +208,8 @@ std::unique_ptr<Kernel> create_conv_block_kernel(const sdk::Graph& subgraph, Cpu
 namespace nxrt::cpu {
 // Squeeze-excite's Mul folded into the 1x1 Conv after it (ops_fusion_channel_scale.cpp): the
 // view positions of Mul `mul` (x times a per-channel scale) and the Conv [Add] [act] chain
-// reading its output, when the scale folds into the Conv's packed weights; empty otherwise.
+// reading its output, when the scale folds into the Conv (conv_channel_scale_folds); empty
+// otherwise.
 std::vector<size_t> follow_channel_scale(const sdk::Graph& g, const fusion::ViewIndex& ix, size_t mul,
                                          const std::function<bool(size_t)>& ok);
 // The kernel of a claimed group; nullptr when `subgraph` does not start with a Mul.

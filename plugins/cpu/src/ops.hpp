@@ -104,7 +104,7 @@ struct ConvIo {
   ConvPostOps post;         // clamp (residual is bound at run time)
   std::shared_ptr<const PoolAttrs> max_pool;  // a fused MaxPool after the activation (no residual)
   // X multiplied per channel by this input first ([N or 1, C, 1, 1]: a squeeze-excite Mul),
-  // folded into W's packed copy each run; < 0: none. 1x1 convs on packed GEMM A tiles only.
+  // folded into W's packed copy or x^T's packing each run (conv2d_channel_scaled); < 0: none.
   int channel_scale = -1;
 };
 // Constant W and bias are declared in `pp` (made on create, the blob's on import).

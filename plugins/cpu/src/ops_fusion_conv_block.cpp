@@ -45,10 +45,7 @@ std::optional<ConvShape> static_conv_shape(const Node& n) {
   }
 }
 
-bool is_plain_pointwise(const ConvShape& s) {
-  return s.group == 1 && s.k_h == 1 && s.k_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
-         s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
-}
+bool is_plain_pointwise(const ConvShape& s) { return s.group == 1 && conv_is_pointwise(s); }
 
 bool is_banded_depthwise(const ConvShape& s) {
   return s.stride_h == s.stride_w && dw_direct_ok(s);
