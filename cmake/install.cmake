@@ -38,8 +38,9 @@ install(FILES ${PROJECT_SOURCE_DIR}/tools/gen_onnx_node_tests.py ${PROJECT_SOURC
 
 install(FILES ${PROJECT_SOURCE_DIR}/abi/nxrt_ep.h ${PROJECT_SOURCE_DIR}/abi/nxrt_dtype.h ${PROJECT_SOURCE_DIR}/abi/nxrt_native.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
+# The headers only (each folder's README.md stays in the tree).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/host/include/nxrt ${PROJECT_SOURCE_DIR}/sdk/include/nxrt_sdk
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp")
 install(FILES ${PROJECT_SOURCE_DIR}/sdk/plugin.map DESTINATION ${NXRT_INSTALL_DATADIR} COMPONENT dev)
 # The samples a vendor starts from (docs/plugin-guide.md copies ep_minimal out of here).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/samples/ep_minimal ${PROJECT_SOURCE_DIR}/samples/ep_device
