@@ -10,12 +10,14 @@ node, the trace's names) and process the fastest of its runs; per build the medi
 over the processes. Why: on a shared machine one process's timings sit ~10% above or below
 another's for the whole process (placement, cache colouring), so the processes, not the runs,
 are the samples; the same build against itself reads within ~1% at 30 rounds.
-Prints the kernels whose medians differ by over 4% and 2 us (all with --all) and the sums.
+Prints the kernels whose medians differ by over 4% and 2 us (all with --all), the sums, and a
+90% interval of the sums' ratio from resampling each build's processes (3+ rounds).
 """
 import argparse
 import collections
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -72,6 +74,30 @@ def main():
         if a.all or abs(f - b) > max(2.0, 0.04 * b):
             print(f"{b:9.1f} {f:9.1f} {f / b if b else 0:6.3f}  {n}")
     print(f"sum of the kernels: before {sb:.0f} us, after {sa:.0f} us, after / before {sa / sb if sb else 0:.3f}")
+    lo_hi = sum_ratio_interval(per, [n for n in order if per["before"][n] and per["after"][n]])
+    if lo_hi:
+        print(f"90% interval of that ratio: {lo_hi[0]:.3f} - {lo_hi[1]:.3f} (processes resampled; an interval "
+              "that holds 1.000 is no measured change)")
+
+
+def sum_ratio_interval(per, names, resamples=2000):
+    """The 5th and 95th percentiles of after / before of the summed per-kernel medians when each
+    build's processes are drawn again with replacement (a bootstrap: the processes are the
+    samples). None below 3 processes a build."""
+    k = {side: max((len(per[side][n]) for n in names), default=0) for side in per}
+    names = [n for n in names if all(len(per[side][n]) == k[side] for side in per)]  # in every process
+    if not names or min(k.values()) < 3:
+        return None
+    rng = random.Random(1)
+    ratios = []
+    for _ in range(resamples):
+        sums = {}
+        for side in ("before", "after"):
+            idx = [rng.randrange(k[side]) for _ in range(k[side])]
+            sums[side] = sum(statistics.median(per[side][n][i] for i in idx) for n in names)
+        ratios.append(sums["after"] / sums["before"])
+    ratios.sort()
+    return ratios[int(0.05 * len(ratios))], ratios[int(0.95 * len(ratios)) - 1]
 
 
 if __name__ == "__main__":
