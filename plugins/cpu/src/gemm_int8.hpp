@@ -99,15 +99,19 @@ QStoreFn q_store_generic();
 QStoreFn q_store_avx2();  // null when not compiled for x86
 QStoreFn q_store_avx512();  // null unless this CPU has AVX-512 BW, DQ and VL
 // QStoreFn over `panels` blocks of kQNR columns side by side in y (block j's rows at acc + j *
-// kQMR * kQNR, the last `cols` wide): one call per row tile of the wide kernels; by_row when panels > 1.
-using QStorePanelsFn = void (*)(const QEpilogue& ep, const int32_t* acc, int64_t r0, int64_t r1, int64_t panels,
-                                int64_t cols, bool by_row, int64_t ch0, void* y, int64_t ldy);
+// kQMR * kQNR, the last `cols` wide); by_row when panels > 1. Rows [r0, r1) may span row tiles:
+// row r is row r % kQMR of the tile at acc + (r / kQMR) * tile_stride (one call for a column of
+// tiles of the wide kernels).
+using QStorePanelsFn = void (*)(const QEpilogue& ep, const int32_t* acc, int64_t tile_stride, int64_t r0, int64_t r1,
+                                int64_t panels, int64_t cols, bool by_row, int64_t ch0, void* y, int64_t ldy);
 QStorePanelsFn q_store_panels_avx512();  // the same condition
 // store_panels (by_row, kQWide panels at most) with panel j's 16 accumulator columns
 // filtered by keep[j] (bit c: column c is an output): the kept ones written in order from
-// column col_at[j] of each row of y.
-using QStoreKeptFn = void (*)(const QEpilogue& ep, const int32_t* acc, int64_t r0, int64_t r1, int64_t panels,
-                              const uint16_t* keep, const int64_t* col_at, int64_t ch0, void* y, int64_t ldy);
+// column col_at[j] of each row of y. Rows [r0, r1) may span row tiles: row r is row r % kQMR
+// of the tile at acc + (r / kQMR) * tile_stride (one call for a whole column of tiles).
+using QStoreKeptFn = void (*)(const QEpilogue& ep, const int32_t* acc, int64_t tile_stride, int64_t r0, int64_t r1,
+                              int64_t panels, const uint16_t* keep, const int64_t* col_at, int64_t ch0, void* y,
+                              int64_t ldy);
 QStoreKeptFn q_store_kept_avx512();  // the same condition
 // A B panel's columns as runs of evenly spaced source elements: run r covers columns
 // [col[r], col[r + 1]) and reads column j at offset off[r] + (j - col[r]) * stride; columns
@@ -409,15 +413,13 @@ void q_gemm_rect(int64_t row0, int64_t row1, int64_t N, int64_t KP, const uint32
           if (narrow)  // its lanes after the group's accumulators (cbuf holds kQNcPanels)
             narrow_fn(kc, pa + (t * KP + k0) * kQMR, bx, last_cols, acc + (kQWide + 1) * kQMR * kQNR, !first,
                       final ? acc + nv * kQMR * kQNR : nullptr);
-          if (!final) continue;
-          if (store_panels && by_row && !zp_term.row_zp) {  // the tile's rows across the group at once
-            const int64_t ra = std::max(row0, t * kQMR), rb = std::min(row1, (t + 1) * kQMR);
-            store_panels(ep, acc, ra - t * kQMR, rb - t * kQMR, g1 - g0, last_cols, true, ra,
-                         static_cast<char*>(y) + size_t(y_at(ra, g0 * kQNR)) * esize, ldy);
-          } else {
-            for (int64_t p = g0; p < g1; ++p) store_tile(t, p, acc + (p - g0) * kQMR * kQNR);
-          }
+          if (!final || (store_panels && by_row && !zp_term.row_zp)) continue;
+          for (int64_t p = g0; p < g1; ++p) store_tile(t, p, acc + (p - g0) * kQMR * kQNR);
         }
+        // Every tile's rows across the group in one call (the store's constants set up once).
+        if (final && store_panels && by_row && !zp_term.row_zp)
+          store_panels(ep, cbuf, kQNcPanels * kQMR * kQNR, row0 - t0 * kQMR, row1 - t0 * kQMR, g1 - g0, last_cols,
+                       true, row0, static_cast<char*>(y) + size_t(y_at(row0, g0 * kQNR)) * esize, ldy);
       } else {  // per panel, every row tile
         for (int64_t p = g0; p < g1; ++p) {
           const uint32_t* bs = slice(p, bscratch);

@@ -144,10 +144,13 @@ NXRT_AVX512_STORE inline __m512d requant16(__m512d d, __m512d zp, __m512d qlo, _
 // panels > 1: the channel is the row).
 // KEPT: panel j's columns filtered by keep[j], the first kept one written to column col_at[j]
 // (q_store_kept_avx512; by_row, `cols` unused).
-template <bool KEPT>
+// FAST: the float shortcut's instantiation (store_fast_ok), the exact path kept for the vectors
+// with a lane inside its margin; the loop then holds no test of the epilogue's kind.
+template <bool KEPT, bool FAST>
 NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1,
                                                 int64_t panels, int64_t cols, bool by_row, int64_t ch0, void* y,
-                                                int64_t ldy, const uint16_t* keep, const int64_t* col_at) {
+                                                int64_t ldy, const uint16_t* keep, const int64_t* col_at,
+                                                int64_t tile_stride) {
   const __mmask16 m_last = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1u);
   const bool has_bias = !e.bias.empty(), fb = !e.float_bias.empty(), sc = e.type != QType::I32;
   __m512i bias = _mm512_setzero_si512();
@@ -189,6 +192,11 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
   const __m512 c1lo = fq || !one_clamp ? fqlo : _mm512_set1_ps(float(lo2));
   const __m512 c1hi = fq || !one_clamp ? fqhi : _mm512_set1_ps(float(hi2));
   const __m512 c2lo = _mm512_set1_ps(float(e.lo)), c2hi = _mm512_set1_ps(float(e.hi));
+  // One clamp: [c1lo, c1hi] - zp (integers) folded into the one before rounding, since
+  // clamp(round(q) + zp, c1lo, c1hi) = round(clamp(q, c1lo - zp, c1hi - zp)) + zp for integer
+  // bounds; store_fast_ok checks that the two ranges meet.
+  const __m512 vlo1 = two_clamps ? vlo : _mm512_max_ps(vlo, _mm512_sub_ps(c1lo, fzp));
+  const __m512 vhi1 = two_clamps ? vhi : _mm512_min_ps(vhi, _mm512_sub_ps(c1hi, fzp));
   __mmask16 kept[kQWide] = {};
   bool packs[kQWide] = {};
   int64_t lane0_at[kQWide] = {};  // where lane 0 goes (after the packing, if any)
@@ -205,7 +213,7 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
       if (has_bias) bias = _mm512_set1_epi32(e.bias[c]);
       if (sc) s_lo = s_hi = _mm512_set1_pd(e.scale[c]);
       if (fb) fbias = _mm512_set1_ps(e.float_bias[c]);
-      if (fast) {
+      if (FAST || fast) {
         fm = _mm512_set1_ps(e.fast_m[c]);
         fbq = _mm512_set1_ps(e.fast_b[c]);
         flim = _mm512_set1_ps(e.fast_lim[c]);
@@ -213,7 +221,8 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
     }
     for (int64_t j = 0; j < panels; ++j) {
       __mmask16 m = j + 1 < panels ? __mmask16(0xffff) : m_last;
-      __m512i v = _mm512_loadu_si512(acc + j * kQMR * kQNR + r * kQNR);
+      // Row r of the tile r / kQMR (rows of several tiles: tile_stride apart).
+      __m512i v = _mm512_loadu_si512(acc + (r / kQMR) * tile_stride + j * kQMR * kQNR + (r % kQMR) * kQNR);
       int64_t at = (r - r0) * ldy + 16 * j;
       if constexpr (KEPT) {
         m = kept[j];
@@ -223,19 +232,23 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
       }
       // The bias add wraps as the scalar one.
       v = _mm512_add_epi32(v, bias);
-      if (e.type == QType::I32) {
+      if (!FAST && e.type == QType::I32) {  // FAST: 8-bit outputs only
         _mm512_mask_storeu_epi32(static_cast<int32_t*>(y) + at, m, v);
         continue;
       }
-      if (fast) {
+      if constexpr (FAST) {
         __m512 q = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), fm, fbq);
-        q = _mm512_min_ps(vhi, _mm512_max_ps(vlo, q));
+        q = _mm512_min_ps(vhi1, _mm512_max_ps(vlo1, q));
         const __m512 r = _mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         // Every lane clear of the half-integers by the margin: the exact path rounds it the same way.
-        if (!_mm512_mask_cmp_ps_mask(m, _mm512_abs_ps(_mm512_sub_ps(q, r)), flim, _CMP_NLT_UQ)) {
-          __m512 o = _mm512_min_ps(c1hi, _mm512_max_ps(c1lo, _mm512_add_ps(r, fzp)));
-          if (two_clamps) o = _mm512_min_ps(c2hi, _mm512_max_ps(c2lo, o));
-          store_low_bytes(static_cast<char*>(y) + at, m, _mm512_cvtps_epi32(o));
+        if (!_mm512_mask_cmp_ps_mask(m, _mm512_abs_ps(_mm512_sub_ps(q, r)), flim, _CMP_NLT_UQ)) [[likely]] {
+          if (two_clamps) {
+            __m512 o = _mm512_min_ps(c1hi, _mm512_max_ps(c1lo, _mm512_add_ps(r, fzp)));
+            o = _mm512_min_ps(c2hi, _mm512_max_ps(c2lo, o));
+            store_low_bytes(static_cast<char*>(y) + at, m, _mm512_cvtps_epi32(o));
+          } else {  // r already within [c1lo, c1hi] - zp (vlo1, vhi1)
+            store_low_bytes(static_cast<char*>(y) + at, m, _mm512_add_epi32(_mm512_cvtps_epi32(r), zpi));
+          }
           continue;
         }
       }
@@ -271,19 +284,39 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
   }
 }
 
-NXRT_AVX512_STORE void store_panels(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t panels,
-                                    int64_t cols, bool by_row, int64_t ch0, void* y, int64_t ldy) {
-  store_panels_impl<false>(e, acc, r0, r1, panels, cols, by_row, ch0, y, ldy, nullptr, nullptr);
+// Whether store_panels_impl<..., true> applies: the shortcut exists (8-bit outputs in its
+// range) and, with one clamp, the clamp before rounding meets [c1lo, c1hi] - zp.
+inline bool store_fast_ok(const QEpilogue& e) {
+  if (e.fast_m.empty()) return false;
+  const bool u8 = e.type == QType::U8, fq = e.q_scale > 0.f;
+  const double lo2 = std::max(u8 ? 0.0 : -128.0, double(e.lo)), hi2 = std::min(u8 ? 255.0 : 127.0, double(e.hi));
+  const bool one_clamp = lo2 <= hi2;
+  if (!fq && !one_clamp) return true;  // two clamps: the separate ones after rounding
+  const double c1lo = fq ? (u8 ? 0.0 : -128.0) : lo2, c1hi = fq ? (u8 ? 255.0 : 127.0) : hi2;
+  return std::max(double(e.fast_lo), c1lo - e.zero_point) <= std::min(double(e.fast_hi), c1hi - e.zero_point);
 }
 
-NXRT_AVX512_STORE void store_kept(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t panels,
-                                  const uint16_t* keep, const int64_t* col_at, int64_t ch0, void* y, int64_t ldy) {
-  store_panels_impl<true>(e, acc, r0, r1, panels, kQNR, true, ch0, y, ldy, keep, col_at);
+NXRT_AVX512_STORE void store_panels(const QEpilogue& e, const int32_t* acc, int64_t tile_stride, int64_t r0,
+                                    int64_t r1, int64_t panels, int64_t cols, bool by_row, int64_t ch0, void* y,
+                                    int64_t ldy) {
+  if (store_fast_ok(e))
+    store_panels_impl<false, true>(e, acc, r0, r1, panels, cols, by_row, ch0, y, ldy, nullptr, nullptr, tile_stride);
+  else
+    store_panels_impl<false, false>(e, acc, r0, r1, panels, cols, by_row, ch0, y, ldy, nullptr, nullptr, tile_stride);
+}
+
+NXRT_AVX512_STORE void store_kept(const QEpilogue& e, const int32_t* acc, int64_t tile_stride, int64_t r0, int64_t r1,
+                                  int64_t panels, const uint16_t* keep, const int64_t* col_at, int64_t ch0, void* y,
+                                  int64_t ldy) {
+  if (store_fast_ok(e))
+    store_panels_impl<true, true>(e, acc, r0, r1, panels, kQNR, true, ch0, y, ldy, keep, col_at, tile_stride);
+  else
+    store_panels_impl<true, false>(e, acc, r0, r1, panels, kQNR, true, ch0, y, ldy, keep, col_at, tile_stride);
 }
 
 NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t cols,
                                     bool by_row, int64_t ch0, void* y, int64_t ldy) {
-  store_panels(e, acc, r0, r1, 1, cols, by_row, ch0, y, ldy);
+  store_panels(e, acc, 0, r0, r1, 1, cols, by_row, ch0, y, ldy);
 }
 
 }  // namespace
