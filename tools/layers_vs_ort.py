@@ -158,6 +158,11 @@ def kernel_rows(nx, matched, keys, order, group_of):
     return rows, unpaired
 
 
+def counted(rows):
+    """nxrt's and ORT's time over the kernels that hold a paired conv or matmul."""
+    return sum(r[2] for r in rows if r[3] is not None), sum(r[3] for r in rows if r[3] is not None)
+
+
 def ratio(a, b):
     return a / b if a is not None and b else float("nan")
 
@@ -184,8 +189,7 @@ def print_scaling(model, threads, rounds, iters, per):
         lost = b - a / (oa / ob) if a and b and oa and ob else None
         lost_sum += lost or 0.0
         print(f"{line} {ratio(a, b):7.2f} {ratio(oa, ob):6.2f} {num(lost):6.0f}  {k[:70]}")
-    tot = [(sum(r[2] for r in per[t][0] if r[3] is not None), sum(r[3] for r in per[t][0] if r[3] is not None))
-           for t in threads]
+    tot = [counted(per[t][0]) for t in threads]
     print("kernels holding convs / matmuls: " + "; ".join(
         f"{t} threads nxrt {n:.0f}, ORT {o:.0f} (ratio {ratio(n, o):.2f})" for t, (n, o) in zip(threads, tot)))
     print(f"scaling {t0} -> {t1} threads of those kernels: nxrt {ratio(tot[0][0], tot[-1][0]):.2f}x, "
@@ -257,8 +261,7 @@ def main():
         for _, k, us, o in rows:
             print(f"{us:8.0f} {num(o):8.0f} {ratio(us, o):6.2f}  {k[:90]}")
         nx_total = sum(r[2] for r in rows)
-        nx_counted = sum(r[2] for r in rows if r[3] is not None)
-        ort_counted = sum(r[3] for r in rows if r[3] is not None)
+        nx_counted, ort_counted = counted(rows)
         print(f"kernels holding convs / matmuls: nxrt {nx_counted:.0f}, ORT {ort_counted:.0f} "
               f"(ratio {ratio(nx_counted, ort_counted):.2f}); "
               f"other kernels: nxrt {nx_total - nx_counted:.0f}, ORT {ort_other:.0f}")

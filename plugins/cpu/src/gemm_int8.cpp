@@ -102,13 +102,27 @@ void q_fast_path(QEpilogue& e) {
     b[c] = float(bc);
     lim[c] = float(0.5 - 0x1p-20 * (402.0 + std::fabs(bc)));
   }
+  // The exact path's clamp to [flo, fhi] before the division is, by monotonicity, a clamp of
+  // the quotient to [flo / q_scale, fhi / q_scale] as float divides them.
+  float lo = fq ? std::max(-400.f, e.flo / e.q_scale) : -400.f, hi = fq ? std::min(400.f, e.fhi / e.q_scale) : 400.f;
+  // Where one integer clamp [c_lo, c_hi] follows the rounding (the saturation, or with an integer
+  // output the saturation met with [lo, hi]), it is folded in: clamp(round(q) + zp, c_lo, c_hi)
+  // = round(clamp(q, c_lo - zp, c_hi - zp)) + zp for integer bounds, so the store writes the
+  // rounded value as it is. Ranges that do not meet: no shortcut.
+  const bool u8 = e.type == QType::U8;
+  const int32_t q_lo = u8 ? 0 : -128, q_hi = u8 ? 255 : 127;
+  const int32_t c_lo = fq ? q_lo : std::max(q_lo, e.lo), c_hi = fq ? q_hi : std::min(q_hi, e.hi);
+  e.fast_two_clamps = c_lo > c_hi;  // integer output, [lo, hi] apart from the saturation
+  if (!e.fast_two_clamps) {
+    lo = std::max(lo, float(c_lo - e.zero_point));
+    hi = std::min(hi, float(c_hi - e.zero_point));
+    if (lo > hi) return;
+  }
   e.fast_m = std::move(m);
   e.fast_b = std::move(b);
   e.fast_lim = std::move(lim);
-  // The exact path's clamp to [flo, fhi] before the division is, by monotonicity, a clamp of
-  // the quotient to [flo / q_scale, fhi / q_scale] as float divides them.
-  e.fast_lo = fq ? std::max(-400.f, e.flo / e.q_scale) : -400.f;
-  e.fast_hi = fq ? std::min(400.f, e.fhi / e.q_scale) : 400.f;
+  e.fast_lo = lo;
+  e.fast_hi = hi;
 }
 
 // ------------------------------------------------------------ generic kernels

@@ -61,7 +61,10 @@ struct QEpilogue {
   // v * fast_m + fast_b, within fast_lim's margin of the exact one (see q_fast_path). Empty:
   // the store takes the exact path for every vector.
   std::vector<float> fast_m, fast_b, fast_lim;
-  float fast_lo = 0.f, fast_hi = 0.f;  // the clamp before rounding: [flo, fhi] / q_scale within +-400
+  // The clamp before rounding: [flo, fhi] / q_scale within +-400, and, unless fast_two_clamps,
+  // the integer clamp after it minus the zero point (the rounded value + zero point is the byte).
+  float fast_lo = 0.f, fast_hi = 0.f;
+  bool fast_two_clamps = false;  // an integer output whose [lo, hi] misses the saturation range
 };
 // Expands `out` for `channels` channels; throws std::invalid_argument on vectors of another size.
 QEpilogue q_epilogue(const QOutput& out, int64_t channels);

@@ -144,8 +144,8 @@ NXRT_AVX512_STORE inline __m512d requant16(__m512d d, __m512d zp, __m512d qlo, _
 // panels > 1: the channel is the row).
 // KEPT: panel j's columns filtered by keep[j], the first kept one written to column col_at[j]
 // (q_store_kept_avx512; by_row, `cols` unused).
-// FAST: the float shortcut's instantiation (store_fast_ok), the exact path kept for the vectors
-// with a lane inside its margin; the loop then holds no test of the epilogue's kind.
+// FAST: the float shortcut's instantiation (the epilogue has one, `fast_m`), the exact path kept
+// for the vectors with a lane inside its margin; the loop then holds no test of the epilogue's kind.
 template <bool KEPT, bool FAST>
 NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1,
                                                 int64_t panels, int64_t cols, bool by_row, int64_t ch0, void* y,
@@ -178,25 +178,17 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
   const bool fq = e.type != QType::F32 && e.q_scale > 0.f;  // the float value, then QuantizeLinear
   const __m512 qs = _mm512_set1_ps(fq ? e.q_scale : 1.f), fzp = _mm512_set1_ps(float(e.zero_point));
   const __m512 fqlo = _mm512_set1_ps(u8 ? 0.f : -128.f), fqhi = _mm512_set1_ps(u8 ? 255.f : 127.f);
-  // The float shortcut (q_fast_path): per channel m, b and the margin; the rounded value is
-  // clamped as the exact path's, in float (integers of at most 400 + |zero point|: exact).
-  const bool fast = !e.fast_m.empty();
+  // The float shortcut (q_fast_path): per channel m, b and the margin, the clamp before
+  // rounding (which holds the integer clamp after it unless fast_two_clamps), in float
+  // (integers of at most 400 + |zero point|: exact).
   __m512 fm = _mm512_setzero_ps(), fbq = _mm512_setzero_ps(), flim = _mm512_setzero_ps();
-  if (fast && !by_row) {
+  if (FAST && !by_row) {
     fm = _mm512_maskz_loadu_ps(m_last, e.fast_m.data() + ch0);
     fbq = _mm512_maskz_loadu_ps(m_last, e.fast_b.data() + ch0);
     flim = _mm512_maskz_loadu_ps(m_last, e.fast_lim.data() + ch0);
   }
   const __m512 vlo = _mm512_set1_ps(e.fast_lo), vhi = _mm512_set1_ps(e.fast_hi);
-  const bool two_clamps = !fq && !one_clamp;  // the integer path's [qlo, qhi] then [lo, hi]
-  const __m512 c1lo = fq || !one_clamp ? fqlo : _mm512_set1_ps(float(lo2));
-  const __m512 c1hi = fq || !one_clamp ? fqhi : _mm512_set1_ps(float(hi2));
   const __m512 c2lo = _mm512_set1_ps(float(e.lo)), c2hi = _mm512_set1_ps(float(e.hi));
-  // One clamp: [c1lo, c1hi] - zp (integers) folded into the one before rounding, since
-  // clamp(round(q) + zp, c1lo, c1hi) = round(clamp(q, c1lo - zp, c1hi - zp)) + zp for integer
-  // bounds; store_fast_ok checks that the two ranges meet.
-  const __m512 vlo1 = two_clamps ? vlo : _mm512_max_ps(vlo, _mm512_sub_ps(c1lo, fzp));
-  const __m512 vhi1 = two_clamps ? vhi : _mm512_min_ps(vhi, _mm512_sub_ps(c1hi, fzp));
   __mmask16 kept[kQWide] = {};
   bool packs[kQWide] = {};
   int64_t lane0_at[kQWide] = {};  // where lane 0 goes (after the packing, if any)
@@ -213,7 +205,7 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
       if (has_bias) bias = _mm512_set1_epi32(e.bias[c]);
       if (sc) s_lo = s_hi = _mm512_set1_pd(e.scale[c]);
       if (fb) fbias = _mm512_set1_ps(e.float_bias[c]);
-      if (FAST || fast) {
+      if (FAST) {
         fm = _mm512_set1_ps(e.fast_m[c]);
         fbq = _mm512_set1_ps(e.fast_b[c]);
         flim = _mm512_set1_ps(e.fast_lim[c]);
@@ -238,15 +230,15 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
       }
       if constexpr (FAST) {
         __m512 q = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), fm, fbq);
-        q = _mm512_min_ps(vhi1, _mm512_max_ps(vlo1, q));
+        q = _mm512_min_ps(vhi, _mm512_max_ps(vlo, q));
         const __m512 r = _mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         // Every lane clear of the half-integers by the margin: the exact path rounds it the same way.
         if (!_mm512_mask_cmp_ps_mask(m, _mm512_abs_ps(_mm512_sub_ps(q, r)), flim, _CMP_NLT_UQ)) [[likely]] {
-          if (two_clamps) {
-            __m512 o = _mm512_min_ps(c1hi, _mm512_max_ps(c1lo, _mm512_add_ps(r, fzp)));
+          if (e.fast_two_clamps) {  // the saturation, then [lo, hi]
+            __m512 o = _mm512_min_ps(fqhi, _mm512_max_ps(fqlo, _mm512_add_ps(r, fzp)));
             o = _mm512_min_ps(c2hi, _mm512_max_ps(c2lo, o));
             store_low_bytes(static_cast<char*>(y) + at, m, _mm512_cvtps_epi32(o));
-          } else {  // r already within [c1lo, c1hi] - zp (vlo1, vhi1)
+          } else {  // r within the integer clamp - zp already (fast_lo, fast_hi)
             store_low_bytes(static_cast<char*>(y) + at, m, _mm512_add_epi32(_mm512_cvtps_epi32(r), zpi));
           }
           continue;
@@ -284,22 +276,10 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
   }
 }
 
-// Whether store_panels_impl<..., true> applies: the shortcut exists (8-bit outputs in its
-// range) and, with one clamp, the clamp before rounding meets [c1lo, c1hi] - zp.
-inline bool store_fast_ok(const QEpilogue& e) {
-  if (e.fast_m.empty()) return false;
-  const bool u8 = e.type == QType::U8, fq = e.q_scale > 0.f;
-  const double lo2 = std::max(u8 ? 0.0 : -128.0, double(e.lo)), hi2 = std::min(u8 ? 255.0 : 127.0, double(e.hi));
-  const bool one_clamp = lo2 <= hi2;
-  if (!fq && !one_clamp) return true;  // two clamps: the separate ones after rounding
-  const double c1lo = fq ? (u8 ? 0.0 : -128.0) : lo2, c1hi = fq ? (u8 ? 255.0 : 127.0) : hi2;
-  return std::max(double(e.fast_lo), c1lo - e.zero_point) <= std::min(double(e.fast_hi), c1hi - e.zero_point);
-}
-
 NXRT_AVX512_STORE void store_panels(const QEpilogue& e, const int32_t* acc, int64_t tile_stride, int64_t r0,
                                     int64_t r1, int64_t panels, int64_t cols, bool by_row, int64_t ch0, void* y,
                                     int64_t ldy) {
-  if (store_fast_ok(e))
+  if (!e.fast_m.empty())
     store_panels_impl<false, true>(e, acc, r0, r1, panels, cols, by_row, ch0, y, ldy, nullptr, nullptr, tile_stride);
   else
     store_panels_impl<false, false>(e, acc, r0, r1, panels, cols, by_row, ch0, y, ldy, nullptr, nullptr, tile_stride);
@@ -308,7 +288,7 @@ NXRT_AVX512_STORE void store_panels(const QEpilogue& e, const int32_t* acc, int6
 NXRT_AVX512_STORE void store_kept(const QEpilogue& e, const int32_t* acc, int64_t tile_stride, int64_t r0, int64_t r1,
                                   int64_t panels, const uint16_t* keep, const int64_t* col_at, int64_t ch0, void* y,
                                   int64_t ldy) {
-  if (store_fast_ok(e))
+  if (!e.fast_m.empty())
     store_panels_impl<true, true>(e, acc, r0, r1, panels, kQNR, true, ch0, y, ldy, keep, col_at, tile_stride);
   else
     store_panels_impl<true, false>(e, acc, r0, r1, panels, kQNR, true, ch0, y, ldy, keep, col_at, tile_stride);
