@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "conv_int8_winograd.hpp"
 #include "gemm_int8.hpp"
 #include "qlinear.hpp"
 #include "simd.hpp"
@@ -439,6 +440,10 @@ void conv_run(const ConvShape& s, const TX* x, int32_t x_zp, const uint32_t* pw,
 
 }  // namespace
 
+bool QConv::uses_winograd(const ConvShape& s) const {
+  return !winograd_.empty() && q_winograd_pays(s) && s.in_c * 9 == k_ && s.out_c == oc_;
+}
+
 bool QConv::reads_b_in_place(const ConvShape& s) const {
   const QZpTerm zp_term{wq_zp_.empty() ? nullptr : wq_zp_.data(), nullptr, nullptr};
   return quads_ && channel_quads_ && s.k_h * s.k_w == taps_ && !(x_type_ == QType::U8 && unit_conv(s)) &&
@@ -461,6 +466,10 @@ void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) co
     if (channel_quads_ && s.k_h * s.k_w != taps_)
       throw std::invalid_argument("QConv: the shape has a kernel of " + std::to_string(s.k_h * s.k_w) +
                                   " taps, the weights " + std::to_string(taps_));
+    if (uses_winograd(s)) {
+      q_conv_winograd(s, x, x_type_ == QType::S8, xq_zp_, winograd_.data(), *ep_, y, pool);
+      return;
+    }
     // 1x1 stride-1 convs read uint8 x in place (the channel-quad order is k itself there).
     if (channel_quads_ && !(x_type_ == QType::U8 && unit_conv(s))) {
       if (reads_b_in_place(s)) {

@@ -180,6 +180,9 @@ using QTileWideFn = void (*)(int64_t kcq, const uint32_t* a, const uint32_t* con
                              const uint32_t* a_next);
 // nv in 1..kQWide; a_signed: A is the s8 operand (conv: weights), else B is (matmul).
 QTileWideFn q_tile_wide_dpbusd(int nv, bool a_signed);  // null unless AVX-512 VNNI and active_isa() >= avx512
+// The same tile over int16 pairs (q_pack_a's and q_pack_b's words, kcq counting pairs) by
+// vpdpwssd: the 8-bit Winograd's products (conv_int8_winograd.hpp), whose operands need 16 bits.
+QTileWideFn q_tile_wide_dpwssd(int nv);  // null as q_tile_wide_dpbusd
 // The same tile with B read where it lies, no packing: quad step k's NV vectors are the NV x
 // 16 consecutive words at b + boff[k] (unaligned), for u8 B (A the s8 weights). QConv's
 // stride-1 channel quads: the channel-interleaved copy of x is already [quad][row][Wp] words,

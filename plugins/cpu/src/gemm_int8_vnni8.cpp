@@ -142,8 +142,9 @@ namespace {
 
 // A_SIGNED: the broadcast A word is the s8 operand, B the u8 vectors; else A is u8 and B s8.
 // NV B vectors of one row tile per quad step, b_at(k, j) the j-th: each step loads NV vectors
-// and broadcasts 6 A words for 6 NV vpdpbusd.
-template <int NV, bool A_SIGNED, typename BAt>
+// and broadcasts 6 A words for 6 NV vpdpbusd. PAIRS: the words are int16 pairs and the
+// product vpdpwssd (32 multiply-adds a zmm at vpdpbusd's rate: q_tile_wide_dpwssd).
+template <int NV, bool A_SIGNED, typename BAt, bool PAIRS = false>
 NXRT_VNNI __attribute__((always_inline)) inline void tile_wide_body(int64_t kcq, const uint32_t* a, BAt&& b_at,
                                                                     int32_t* acc, bool load, const uint32_t* a_next) {
   __m512i c[kQMR][NV];
@@ -162,7 +163,9 @@ NXRT_VNNI __attribute__((always_inline)) inline void tile_wide_body(int64_t kcq,
       const __m512i av = _mm512_set1_epi32(int(a[m]));
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j)
-        c[m][j] = A_SIGNED ? _mm512_dpbusd_epi32(c[m][j], bv[j], av) : _mm512_dpbusd_epi32(c[m][j], av, bv[j]);
+        c[m][j] = PAIRS      ? _mm512_dpwssd_epi32(c[m][j], bv[j], av)
+                  : A_SIGNED ? _mm512_dpbusd_epi32(c[m][j], bv[j], av)
+                             : _mm512_dpbusd_epi32(c[m][j], av, bv[j]);
     }
     a += kQMR;
   }
@@ -183,6 +186,14 @@ NXRT_VNNI void tile_wide(int64_t kcq, const uint32_t* a, const uint32_t* const* 
   const uint32_t* bp[NV];
   for (int j = 0; j < NV; ++j) bp[j] = b[j];
   tile_wide_body<NV, A_SIGNED>(kcq, a, PackedSlices{bp}, acc, load, a_next);
+}
+
+template <int NV>
+NXRT_VNNI void tile_wide_pairs(int64_t kcp, const uint32_t* a, const uint32_t* const* b, int32_t* acc, bool load,
+                               const uint32_t* a_next) {
+  const uint32_t* bp[NV];
+  for (int j = 0; j < NV; ++j) bp[j] = b[j];
+  tile_wide_body<NV, true, PackedSlices, true>(kcp, a, PackedSlices{bp}, acc, load, a_next);
 }
 
 // NV x 16 consecutive words of the source at b + boff[k] (q_tile_direct_dpbusd).
@@ -404,6 +415,12 @@ QTileWideFn q_tile_wide_dpbusd(int nv, bool a_signed) {
   return has_vnni() ? by_count[a_signed][nv] : nullptr;
 }
 
+QTileWideFn q_tile_wide_dpwssd(int nv) {
+  static constexpr QTileWideFn by_count[5] = {nullptr, &tile_wide_pairs<1>, &tile_wide_pairs<2>, &tile_wide_pairs<3>,
+                                              &tile_wide_pairs<4>};
+  return has_vnni() ? by_count[nv] : nullptr;
+}
+
 QTileDirectFn q_tile_direct_dpbusd(int nv) {
   static constexpr QTileDirectFn by_count[5] = {nullptr, &tile_direct<1>, &tile_direct<2>, &tile_direct<3>,
                                                 &tile_direct<4>};
@@ -446,6 +463,7 @@ QQuadColSumsFn q_quad_col_sums() {
 namespace nxrt::cpu {
 QTileWideFn q_tile_wide_dpbusd(int, bool) { return nullptr; }
 QTileDirectFn q_tile_direct_dpbusd(int) { return nullptr; }
+QTileWideFn q_tile_wide_dpwssd(int) { return nullptr; }
 QTileNarrowFn q_tile_narrow_dpbusd(bool) { return nullptr; }
 void q_expand_narrow(const uint32_t* slice, int64_t kcq, int cols, uint32_t* bx) {
   expand_narrow_generic(slice, kcq, cols, bx);

@@ -31,7 +31,9 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 
+#include "conv_int8_winograd.hpp"
 #include "fusion_view.hpp"
 #include "ops.hpp"
 #include "ops_pool.hpp"
@@ -487,16 +489,25 @@ std::unique_ptr<Kernel> conv_kernel(const sdk::Graph& sg, const QdqMatch& m, Cpu
   const int x_index = group_input_index(sg, m.x_value);
   std::vector<int64_t> wd(m.w.w.dims().begin(), m.w.w.dims().end());
   PrepackedQStore store(pp);
+  std::optional<ConvShape> shape;  // x's shape known: the path run() takes for it
+  if (m.x_value.static_shape()) {
+    try {
+      shape = conv_shape(attrs, m.x_value.dims(), wd, "Conv (QDQ group)");
+    } catch (const sdk::Error&) {
+      // a shape error: the run reports it
+    }
+  }
   auto conv = std::make_shared<const QConv>(qtype(m.x.type), m.x.zp, qtype(m.w.w.dtype()), m.w.w.raw(), m.w.w.numel(),
-                                            m.w.zp, output_of(m), &store, conv_taps(wd));
+                                            m.w.zp, output_of(m), &store, conv_taps(wd),
+                                            shape && q_winograd_pays(*shape));
   capture_weights(m, pp);
   const nxrt_dtype x_type = m.x.type, y_type = out_dtype(m);
   ThreadPool* pool = session.pool();
   std::string what = "8-bit conv, " + conv->describe();
-  if (m.x_value.static_shape()) {  // x's shape known: the path run() takes for it
+  if (shape) {
     try {
-      if (conv->reads_b_in_place(conv_shape(attrs, m.x_value.dims(), wd, "Conv (QDQ group)")))
-        what += ", B read in place from the interleaved copy";
+      if (conv->uses_winograd(*shape)) what += ", exact Winograd F(4x4, 3x3) in int16 pairs (avx512vnni-6x64 vpdpwssd)";
+      else if (conv->reads_b_in_place(*shape)) what += ", B read in place from the interleaved copy";
     } catch (const sdk::Error&) {
       // a shape error: the run reports it
     }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "conv_int8_winograd.hpp"
 #include "integer_linalg.hpp"
 #include "ops.hpp"
 #include "qlinear.hpp"
@@ -293,7 +294,8 @@ ConvShape conv_integer_run(const ConvAttrs& attrs, const ConstTensorView& x, con
 
 // Constant W, x_zero_point per tensor, constant w_zero_point (and for QLinearConv constant
 // scales, y_zero_point and B): the prepared QConv, else null.
-std::shared_ptr<const QConv> prepare_conv(const Node& n, bool qlinear, std::vector<int64_t>& w_dims, sdk::Prepacked& pp) {
+std::shared_ptr<const QConv> prepare_conv(const Node& n, const ConvAttrs& attrs, bool qlinear, std::vector<int64_t>& w_dims,
+                                          sdk::Prepacked& pp) {
   const size_t w_in = qlinear ? 3 : 1, xzp_in = 2, wzp_in = qlinear ? 5 : 3;
   std::optional<ConstTensorView> w, xz, wz;
   if (!constant_or_absent(n, w_in, w) || !w || w->dims().size() < 3) return nullptr;
@@ -318,9 +320,17 @@ std::shared_ptr<const QConv> prepare_conv(const Node& n, bool qlinear, std::vect
     if (b) out.bias.assign(b->data<int32_t>(), b->data<int32_t>() + oc);
   }
   w_dims = w->dims();
+  bool winograd = false;  // x's shape known and the exact Winograd pays for it
+  if (n.input(0).static_shape()) {
+    try {
+      winograd = q_winograd_pays(conv_shape(attrs, n.input(0).dims(), w_dims, qlinear ? "QLinearConv" : "ConvInteger"));
+    } catch (const sdk::Error&) {
+      // a shape error: the run reports it
+    }
+  }
   PrepackedQStore store(pp);
   auto q = std::make_shared<const QConv>(qtype_of(n.input(0).dtype()), (*x_zp)[0], qtype_of(w->dtype()), w->raw(),
-                                         w->numel(), *w_zp, std::move(out), &store, conv_taps(w_dims));
+                                         w->numel(), *w_zp, std::move(out), &store, conv_taps(w_dims), winograd);
   if (n.input(w_in).raw() != n.input(0).raw()) pp.capture(n.input(w_in));  // only the packed copy is read from now on
   return q;
 }
@@ -348,7 +358,7 @@ std::unique_ptr<Kernel> conv_integer_create(const Node& n, CpuSession& session, 
   const ConvAttrs attrs = read_conv_attrs(n, 1);
   ThreadPool* pool = session.pool();
   std::vector<int64_t> w_dims;
-  if (auto q = prepare_conv(n, false, w_dims, pp))
+  if (auto q = prepare_conv(n, attrs, false, w_dims, pp))
     return make_kernel([attrs, pool, q, w_dims](Context& ctx) {
       run_prepared_conv(ctx, *q, attrs, w_dims, NXRT_DTYPE_INT32, "ConvInteger", pool);
     }, q->describe());
@@ -376,7 +386,7 @@ std::unique_ptr<Kernel> qlinear_conv_create(const Node& n, CpuSession& session, 
   const ConvAttrs attrs = read_conv_attrs(n, 3);
   ThreadPool* pool = session.pool();
   std::vector<int64_t> w_dims;
-  if (auto q = prepare_conv(n, true, w_dims, pp)) {
+  if (auto q = prepare_conv(n, attrs, true, w_dims, pp)) {
     const nxrt_dtype yt = n.input(7).dtype();
     return make_kernel([attrs, pool, q, w_dims, yt](Context& ctx) {
       run_prepared_conv(ctx, *q, attrs, w_dims, yt, "QLinearConv", pool);

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "conv_int8_winograd.hpp"
 #include "gemm_int8.hpp"
 #include "integer_linalg.hpp"
 #include "quantize.hpp"
@@ -109,7 +110,7 @@ void declare(QPackedStore* store, int quads, int64_t channels, int64_t K, int32_
 }  // namespace
 
 QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_count, std::vector<int32_t> w_zp,
-             QOutput out, QPackedStore* store, int64_t taps)
+             QOutput out, QPackedStore* store, int64_t taps, bool winograd)
     : x_type_(x_type), w_type_(w_type), x_zp_(x_zp), oc_(int64_t(w_zp.size())), taps_(taps), out_(std::move(out)) {
   check_zero_point(x_zp, "QConv: x zero point");
   for (int32_t z : w_zp) check_zero_point(z, "QConv: w zero point");
@@ -171,6 +172,19 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
       keep_order(store, std::move(order));
     }
     corrected_bias(store, *ep_, xq_zp_, wq_zp_, oc_, [&](int64_t c, int64_t k) { return w_prime(c * k_ + k); }, k_);
+    // The Winograd weights: symmetric w' (no per-pixel zero-point term), 3x3, and sums that
+    // stay exact (the bound is derived from the weights, so it is stored).
+    if (winograd && vnni && taps == 9 && wq_zp_.empty() && q_winograd_available() &&
+        packed_int(store, "q_winograd_exact", [&] {
+          return q_winograd_exact(oc_, k_, [&](int64_t c, int64_t k) { return w_prime(c * k_ + k); }) ? 1 : 0;
+        }) != 0) {
+      const int64_t ic = k_ / 9;
+      winograd_ = packed_words(store, "q_winograd", q_winograd_words(oc_, ic), own_winograd_, [&](std::span<uint32_t> dst) {
+        std::vector<int8_t> w8(size_t(oc_ * k_));
+        for (size_t i = 0; i < w8.size(); ++i) w8[i] = int8_t(w_prime(int64_t(i)));
+        q_winograd_pack(w8.data(), oc_, ic, dst.data());
+      });
+    }
     return;
   }
   packed_w_ = packed_words(store, "packed_w", size_t(q_tiles(oc_) * kQMR * q_pairs(k_)), own_, [&](std::span<uint32_t> dst) {

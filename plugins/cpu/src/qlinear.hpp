@@ -79,8 +79,12 @@ class QConv {
   // taps: KH * KW (1-D: KW), or 0 when unknown. Known, with VNNI and IC/g a multiple of 4,
   // the weights go in channel-quad order (each quad of k: 4 input channels at one tap), so
   // run() reads im2col quads as whole words from a channel-interleaved copy of x.
+  // winograd: the caller knows the conv's shape and q_winograd_pays for it
+  // (conv_int8_winograd.hpp); then, where that path runs and the weights keep it exact, the
+  // weights are also transformed for it (8x the bytes of the packed ones) and run() takes it
+  // for the shapes it pays on.
   QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_count, std::vector<int32_t> w_zp, QOutput out,
-        QPackedStore* store = nullptr, int64_t taps = 0);
+        QPackedStore* store = nullptr, int64_t taps = 0, bool winograd = false);
   ~QConv();
   // y's element type is out.type; y holds s.batch * s.out_c * s.out_h * s.out_w values.
   void run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) const;
@@ -94,6 +98,8 @@ class QConv {
   // Whether run() reads B straight from the channel-interleaved copy of x for shape s, with
   // no panels packed (stride-1 channel quads on maps of 20+ columns: conv_int8.cpp).
   bool reads_b_in_place(const ConvShape& s) const;
+  // Whether run() takes the exact Winograd F(4x4, 3x3) in int16 pairs for shape s.
+  bool uses_winograd(const ConvShape& s) const;
 
  private:
   void keep_rest(QPackedStore* store, std::vector<int32_t> index, std::vector<uint32_t> entries);
@@ -110,6 +116,8 @@ class QConv {
   std::vector<int32_t> wq_zp_;  // w_zp' per channel; empty when all 0 (no per-pixel term)
   std::span<const uint32_t> packed_w_;  // uint32 pairs: q_pack_a of [OC][k_] (or quads); in own_ or the store
   AlignedFloats own_;
+  std::span<const uint32_t> winograd_;  // q_winograd_pack of w' (empty: no Winograd); in own_winograd_ or the store
+  AlignedFloats own_winograd_;
   // Without VNNI, packed_w_ holds the dense part of the split quads and these the rest
   // (QQuadRest's index and entries; in the *_own_ vectors or the store).
   std::span<const int32_t> rest_index_;

@@ -117,14 +117,21 @@ def main():
         k, p = inspect(m, tmp, "dynamic")
         check("with X's shape unknown the choice is left to the run", k.get("conv") == "algorithm chosen per run (X's shape is not static)",
               p.stdout + p.stderr)
-        # 8-bit: the stride-1 channel quads on 56 columns read B in place where VNNI runs, on
-        # 14 they keep the packed panels (conv_int8.cpp direct_pays).
-        vnni = "avx512_vnni" in open("/proc/cpuinfo").read() and os.environ.get("NXRT_CPU_ISA", "") in ("", "avx512")
-        for hw, in_place in ((56, vnni), (14, False)):
-            k, p = inspect(qdq_conv(64, hw), tmp, f"qdq{hw}")
+        # 8-bit: 64 channels on 56x56 run the exact Winograd where VNNI (and VBMI) runs; 16
+        # channels there read B in place (conv_int8.cpp direct_pays); 14x14 maps (one panel of
+        # tiles) keep the packed panels.
+        cpuinfo = open("/proc/cpuinfo").read()
+        isa = os.environ.get("NXRT_CPU_ISA", "") in ("", "avx512")
+        vnni = "avx512_vnni" in cpuinfo and isa
+        wino = vnni and "avx512vbmi" in cpuinfo
+        for c, hw, path in ((64, 56, "exact Winograd" if wino else "B read in place" if vnni else None),
+                            (16, 56, "B read in place" if vnni else None), (64, 14, None)):
+            k, p = inspect(qdq_conv(c, hw), tmp, f"qdq{c}_{hw}")
             conv8 = [v for v in k.values() if "8-bit conv, " in v]
-            check(f"a QDQ 3x3 conv on {hw}x{hw} is one 8-bit group{', B read in place' if in_place else ''} (VNNI: {vnni})",
-                  len(conv8) == 1 and ("B read in place" in conv8[0]) == in_place, p.stdout + p.stderr)
+            paths = [q for q in ("exact Winograd", "B read in place") if conv8 and q in conv8[0]]
+            check(f"a QDQ 3x3 conv of {c} channels on {hw}x{hw} is one 8-bit group, {path or 'packed panels'} "
+                  f"(VNNI: {vnni}, VBMI: {wino})", len(conv8) == 1 and paths == ([path] if path else []),
+                  p.stdout + p.stderr)
         k, p = inspect(matmul(), tmp, "matmul")
         check("a MatMul with constant B names its GEMM and the prepacked B",
               k.get("mm", "").startswith("gemm ") and k.get("mm", "").endswith(", B prepacked"), p.stdout + p.stderr)
