@@ -44,7 +44,11 @@ bool q_winograd_shape_ok(const ConvShape& s) {
 }
 
 bool q_winograd_pays(const ConvShape& s) {
-  return q_winograd_shape_ok(s) && s.in_c >= 32 && s.out_c >= 16 && Geom(s).panels >= 3;
+  if (!q_winograd_shape_ok(s) || s.in_c < 32 || s.out_c < 16) return false;
+  const double rows = double(q_tiles(s.out_c) * kQMR), pairs = double(q_pairs(s.in_c));
+  const double wino = double(kQWinogradPoints) * rows * pairs * double(Geom(s).panels);
+  const double direct = double(s.out_h * s.out_w) * double(s.out_c) * double(s.in_c) * 9.0 / 64.0;
+  return wino <= 0.75 * direct && double(q_winograd_words(s.out_c, s.in_c)) * 4.0 <= 8.0 * (1 << 20);
 }
 
 void q_winograd_pack(const int8_t* w, int64_t oc, int64_t ic, uint32_t* dst) {

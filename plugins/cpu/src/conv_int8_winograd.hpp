@@ -9,10 +9,10 @@
 // The products sum in wrapping int32, so M' = sum U' V is exact mod 2^32, and with A' = A
 // diag(24 / s) the output transform A'^T M' A' is 576 Y mod 2^32 (Y the direct sum). 576 = 64 *
 // 9 and 9 is odd: times 9^-1 mod 2^32 it is 64 Y mod 2^32, which is 64 Y itself when |Y| < 2^25,
-// and an arithmetic shift by 6 leaves Y. Since x' lies in [0, 255], |Y| <= 255 * sum_k |w'(c,
-// k)|: a conv takes this path only when that bound holds for every channel (q_winograd_exact).
-// ResNet-18's 8-bit layers up to 256 channels hold it (at most 2.0e7 of 3.4e7); the
-// 512-channel ones, on maps too small to gain, do not.
+// and an arithmetic shift by 6 leaves Y. Since x' lies in [0, 255], Y lies within 255 times the
+// sums of the channel's positive and of its negative weights: a conv takes this path only when
+// those bounds hold for every channel (q_winograd_exact). ResNet-18's 8-bit layers all do (its
+// 512-channel ones at about 1.9e7 of 3.4e7).
 //
 // Layout: tiles ride the vector lanes. A panel is 16 lanes: whole tile rows of `pitch` lanes
 // each (pitch 4, 8 or 16 for maps up to 16 tiles wide, the row's tiles first, the rest idle),
@@ -36,18 +36,25 @@ constexpr int64_t kQWinogradPoints = 36;
 bool q_winograd_available();
 // 3x3, stride 1, undilated, one group.
 bool q_winograd_shape_ok(const ConvShape& s);
-// The cost model: F(4x4) halves the product instructions, less the tiles' idle lanes (a map's
-// last tile column and row compute up to 3 of 4 pixels in vain, pitch leaves lanes idle) and the
-// transforms: maps of at least 12 x 12 outputs and 32+ input channels.
+// The cost model: F(4x4)'s product instructions (36 per 16 lanes of tiles, output channel and
+// input channel pair, idle lanes included: a pitch wider than the row, the last tile row and
+// column) at most 3/4 of the direct product's (64 multiply-adds each; the transforms cost
+// about a quarter of the products), U' at most 8 MB (ResNet's 256-channel 14x14 layer streams
+// its 4.75 MB a run at the pace of its products; 512 channels, 19 MB, would not), and 32+
+// input channels.
 bool q_winograd_pays(const ConvShape& s);
-// Whether every output channel's sum stays within +-2^25 for any x' in [0, 255]: 255 * sum_k
-// |w'(c, k)| < 2^25, w'(c, k) for k in [0, K).
+// Whether every output channel's sum stays within [-2^25, 2^25) for any x' in [0, 255]: with
+// P and N the sums of w'(c, k) > 0 and of |w'(c, k)| < 0 over k in [0, K), the sum lies in
+// [-255 N, 255 P].
 template <typename WQ>
 bool q_winograd_exact(int64_t channels, int64_t K, WQ&& wq) {
   for (int64_t c = 0; c < channels; ++c) {
-    int64_t sum = 0;
-    for (int64_t k = 0; k < K; ++k) sum += std::abs(int64_t(wq(c, k)));
-    if (255 * sum >= (int64_t(1) << 25)) return false;
+    int64_t pos = 0, neg = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t v = wq(c, k);
+      (v > 0 ? pos : neg) += v > 0 ? v : -v;
+    }
+    if (255 * pos >= (int64_t(1) << 25) || 255 * neg > (int64_t(1) << 25)) return false;
   }
   return true;
 }

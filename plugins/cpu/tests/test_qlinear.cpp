@@ -416,24 +416,30 @@ TEST_CASE("QConv by exact Winograd: random geometries equal the reference") {
   CHECK(tested == 30);
 }
 
-// The bound: every sum within +-2^25 (255 * sum |w'| < 2^25 per channel). At 115 input channels
-// of weights 127 (sum 131,445) and x' 255 the sum reaches 33,518,475, 36k under 2^25, and the
-// int32 outputs are the reference's; at 116 channels the bound fails and the direct product
-// runs; so do asymmetric weights and callers that did not ask for it.
+// The bound: every sum within [-2^25, 2^25), from the sums of the positive (P) and of the
+// negative weights (N). At 230 input channels, the first half of weights 127 and the rest -127
+// (P = N = 131,445) and x' 255 on one half, 0 on the other, the centre sum is +-33,518,475,
+// 36k inside 2^25, and the int32 outputs are the reference's; at 232 channels the bound fails
+// and the direct product runs; so do asymmetric weights and callers that did not ask for it.
 TEST_CASE("QConv by exact Winograd: the int32 sums at the bound, and where it is not taken") {
   if (!q_winograd_available()) return;
   ThreadPool two(2);
-  for (int64_t ic : {115, 116})
+  for (int64_t ic : {230, 232})
     for (int sign : {1, -1}) {
-      const ConvShape s = shape_of({1, ic, 20, 20, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});
-      const std::vector<uint8_t> x(size_t(ic * 400), 255);
-      std::vector<uint8_t> w(size_t(16 * s.gemm_k()), uint8_t(int8_t(127 * sign)));
-      const std::vector<int32_t> w_zp(16, 0);
+      const ConvShape s = shape_of({1, ic, 28, 28, 48, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});
+      std::vector<uint8_t> x(size_t(ic * 784)), w(size_t(48 * s.gemm_k()));
+      for (int64_t c = 0; c < ic; ++c) {
+        const bool first = c < ic / 2;
+        std::fill(x.begin() + c * 784, x.begin() + (c + 1) * 784, uint8_t(first == (sign > 0) ? 255 : 0));
+        for (int64_t m = 0; m < 48; ++m)
+          std::fill_n(w.begin() + (m * ic + c) * 9, 9, uint8_t(int8_t(first ? 127 : -127)));
+      }
+      const std::vector<int32_t> w_zp(48, 0);
       QOutput o;
       o.type = QType::I32;
       const QConv q(QType::U8, 0, QType::S8, w.data(), int64_t(w.size()), w_zp, o, nullptr, 9, true);
-      INFO(ic, " channels, weights ", 127 * sign);
-      CHECK(q.uses_winograd(s) == (ic == 115));
+      INFO(ic, " channels, x' 255 where the weights are ", sign > 0 ? "positive" : "negative");
+      CHECK(q.uses_winograd(s) == (ic == 230));
       const auto want = conv_reference(s, QType::U8, x, 0, QType::S8, w, w_zp, o);
       for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &two}) {
         std::vector<uint8_t> got(want.size(), 0xcd);
@@ -441,8 +447,8 @@ TEST_CASE("QConv by exact Winograd: the int32 sums at the bound, and where it is
         CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
       }
       int32_t centre;
-      std::memcpy(&centre, want.data() + 4 * (10 * 20 + 10), 4);
-      CHECK(centre == sign * 255 * 127 * 9 * int32_t(ic));
+      std::memcpy(&centre, want.data() + 4 * (14 * 28 + 14), 4);
+      CHECK(centre == sign * 255 * 127 * 9 * int32_t(ic / 2));
     }
   const ConvShape s = shape_of({1, 64, 28, 28, 32, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});
   std::mt19937 g(5);
@@ -453,11 +459,15 @@ TEST_CASE("QConv by exact Winograd: the int32 sums at the bound, and where it is
   CHECK(!QConv(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), w_zp, o, nullptr, 9).uses_winograd(s));
   w_zp[3] = 2;
   CHECK(!QConv(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), w_zp, o, nullptr, 9, true).uses_winograd(s));
-  // Shapes it does not pay on: stride 2, 14x14 (one panel: U' read once per 16 tiles), few channels.
+  // Shapes it does not pay on: stride 2, 7x7 (4 of a panel's 16 lanes hold tiles), a U' over
+  // 8 MB (512 channels), few input channels; ResNet's 14x14 and 56x56 ones it does.
   const QConv q(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), std::vector<int32_t>(32, 0), o, nullptr, 9, true);
   CHECK(!q.uses_winograd(shape_of({1, 64, 28, 28, 32, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1})));
-  CHECK(!q.uses_winograd(shape_of({1, 64, 14, 14, 32, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1})));
+  CHECK(!q_winograd_pays(shape_of({1, 512, 7, 7, 512, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1})));
+  CHECK(!q_winograd_pays(shape_of({1, 512, 14, 14, 512, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1})));
   CHECK(!q_winograd_pays(shape_of({1, 16, 28, 28, 32, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1})));
+  CHECK(q_winograd_pays(shape_of({1, 256, 14, 14, 256, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1})));
+  CHECK(q_winograd_pays(shape_of({1, 64, 56, 56, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1})));
 }
 
 // QOutput::q_scale: the FLOAT32 output (scale, float bias, clamp) quantized as a
