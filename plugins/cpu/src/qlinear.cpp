@@ -180,8 +180,13 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
         }) != 0) {
       const int64_t ic = k_ / 9;
       winograd_ = packed_words(store, "q_winograd", q_winograd_words(oc_, ic), own_winograd_, [&](std::span<uint32_t> dst) {
-        std::vector<int8_t> w8(size_t(oc_ * k_));
-        for (size_t i = 0; i < w8.size(); ++i) w8[i] = int8_t(w_prime(int64_t(i)));
+        if (w_type == QType::S8) {
+          q_winograd_pack(static_cast<const int8_t*>(w), oc_, ic, dst.data());
+          return;
+        }
+        std::vector<int8_t> w8(size_t(oc_ * k_));  // w' = w - 128 for uint8 weights
+        const uint8_t* wu = static_cast<const uint8_t*>(w);
+        for (size_t i = 0; i < w8.size(); ++i) w8[i] = int8_t(wu[i] ^ 0x80);
         q_winograd_pack(w8.data(), oc_, ic, dst.data());
       });
     }
