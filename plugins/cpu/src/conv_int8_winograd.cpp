@@ -24,7 +24,7 @@ struct PanelGeom {
 
 struct Geom {
   int64_t tiles_h, tiles_w, pitch, panels;
-  Geom(const ConvShape& s) {
+  explicit Geom(const ConvShape& s) {
     tiles_h = (s.out_h + 3) / 4;
     tiles_w = (s.out_w + 3) / 4;
     pitch = tiles_w <= 4 ? 4 : tiles_w <= 8 ? 8 : (tiles_w + 15) / 16 * 16;

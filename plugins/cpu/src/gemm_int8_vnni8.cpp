@@ -195,6 +195,16 @@ NXRT_VNNI void tile_wide(int64_t kcq, const uint32_t* a, const uint32_t* const* 
 // both 0.188. GCC keeps the broadcasts apart, hence the asm.
 #define NXRT_DPW(ACC, B, I) \
   __asm__("vpdpwssd %[w]%{1to16%}, %[b], %[c]" : [c] "+v"(ACC) : [b] "v"(B), [w] "m"(a[I]))
+// The 6 rows of one pair step: A words I .. I + 5 against B vector B.
+#define NXRT_DPW_ROWS(A0, A1, A2, A3, A4, A5, B, I) \
+  do {                                              \
+    NXRT_DPW(A0, B, (I));                           \
+    NXRT_DPW(A1, B, (I) + 1);                       \
+    NXRT_DPW(A2, B, (I) + 2);                       \
+    NXRT_DPW(A3, B, (I) + 3);                       \
+    NXRT_DPW(A4, B, (I) + 4);                       \
+    NXRT_DPW(A5, B, (I) + 5);                       \
+  } while (0)
 NXRT_VNNI void tile_pairs_one(int64_t kcp, const uint32_t* a, const uint32_t* b, int32_t* acc, bool load,
                               const uint32_t* a_next) {
   __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
@@ -211,29 +221,12 @@ NXRT_VNNI void tile_pairs_one(int64_t kcp, const uint32_t* a, const uint32_t* b,
   for (; k + 1 < kcp; k += 2) {
     _mm_prefetch(reinterpret_cast<const char*>(a_next + k * kQMR), _MM_HINT_T0);
     const __m512i b0 = _mm512_load_si512(b + k * kQNR), b1 = _mm512_load_si512(b + (k + 1) * kQNR);
-    const int64_t i = k * kQMR;
-    NXRT_DPW(c0, b0, i);
-    NXRT_DPW(c1, b0, i + 1);
-    NXRT_DPW(c2, b0, i + 2);
-    NXRT_DPW(c3, b0, i + 3);
-    NXRT_DPW(c4, b0, i + 4);
-    NXRT_DPW(c5, b0, i + 5);
-    NXRT_DPW(d0, b1, i + 6);
-    NXRT_DPW(d1, b1, i + 7);
-    NXRT_DPW(d2, b1, i + 8);
-    NXRT_DPW(d3, b1, i + 9);
-    NXRT_DPW(d4, b1, i + 10);
-    NXRT_DPW(d5, b1, i + 11);
+    NXRT_DPW_ROWS(c0, c1, c2, c3, c4, c5, b0, k * kQMR);
+    NXRT_DPW_ROWS(d0, d1, d2, d3, d4, d5, b1, (k + 1) * kQMR);
   }
   if (k < kcp) {
     const __m512i b0 = _mm512_load_si512(b + k * kQNR);
-    const int64_t i = k * kQMR;
-    NXRT_DPW(c0, b0, i);
-    NXRT_DPW(c1, b0, i + 1);
-    NXRT_DPW(c2, b0, i + 2);
-    NXRT_DPW(c3, b0, i + 3);
-    NXRT_DPW(c4, b0, i + 4);
-    NXRT_DPW(c5, b0, i + 5);
+    NXRT_DPW_ROWS(c0, c1, c2, c3, c4, c5, b0, k * kQMR);
   }
   _mm512_storeu_si512(acc, _mm512_add_epi32(c0, d0));
   _mm512_storeu_si512(acc + kQNR, _mm512_add_epi32(c1, d1));
@@ -242,6 +235,7 @@ NXRT_VNNI void tile_pairs_one(int64_t kcp, const uint32_t* a, const uint32_t* b,
   _mm512_storeu_si512(acc + 4 * kQNR, _mm512_add_epi32(c4, d4));
   _mm512_storeu_si512(acc + 5 * kQNR, _mm512_add_epi32(c5, d5));
 }
+#undef NXRT_DPW_ROWS
 #undef NXRT_DPW
 
 template <int NV>
