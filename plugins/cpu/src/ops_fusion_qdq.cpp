@@ -506,8 +506,8 @@ std::unique_ptr<Kernel> conv_kernel(const sdk::Graph& sg, const QdqMatch& m, Cpu
   std::string what = "8-bit conv, " + conv->describe();
   if (shape) {
     try {
-      if (conv->uses_winograd(*shape)) what += ", exact Winograd F(4x4, 3x3) in int16 pairs (avx512vnni-6x64 vpdpwssd)";
-      else if (conv->reads_b_in_place(*shape)) what += ", B read in place from the interleaved copy";
+      if (!conv->uses_winograd(*shape) && conv->reads_b_in_place(*shape))
+        what += ", B read in place from the interleaved copy";
     } catch (const sdk::Error&) {
       // a shape error: the run reports it
     }

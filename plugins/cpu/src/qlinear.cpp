@@ -248,6 +248,9 @@ void QConv::keep_order(QPackedStore* store, std::vector<int32_t> order) {
 
 std::string QConv::describe() const {
   if (!quads_) return std::string("int16 pairs ") + q_kernel_name();
+  if (channel_quads_ && !winograd_.empty())
+    return std::string("u8 x s8 channel quads ") + q_conv_kernel_name() +
+           ", exact Winograd F(4x4, 3x3) in int16 pairs (avx512vnni-6x64 vpdpwssd)";
   if (channel_quads_) return std::string("u8 x s8 channel quads ") + q_conv_kernel_name();
   if (rest_index_.empty()) return std::string("u8 x s8 quads ") + q_conv_kernel_name();
   const int64_t dense = q_tiles(oc_) * q_quads(k_) * kQMR;

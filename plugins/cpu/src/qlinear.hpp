@@ -93,7 +93,9 @@ class QConv {
   // The latter's rest: its work in row steps (a tile's dense quad step is kQMR of them).
   int64_t rest_rows() const { return rest_rows_; }
   // The path and micro-kernel, for `nxrt inspect`: "int16 pairs avx2-6x16", "u8 x s8 quads
-  // avx512vnni-u8s8-6x64", "u8 x s8 split quads, rest 6% of the steps, avx2-u8s8-6x16+rest".
+  // avx512vnni-u8s8-6x64", "u8 x s8 split quads, rest 6% of the steps, avx2-u8s8-6x16+rest";
+  // "..., exact Winograd F(4x4, 3x3) ..." when its weights were made (the shape it was made
+  // for takes it).
   std::string describe() const;
   // Whether run() reads B straight from the channel-interleaved copy of x for shape s, with
   // no panels packed (stride-1 channel quads on maps of 20+ columns: conv_int8.cpp).

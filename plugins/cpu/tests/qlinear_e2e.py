@@ -4,7 +4,8 @@ quantization parameters (the kernels prepared at creation: QConv / QMatMul, pack
 GEMM) end to end through `nxrt run`, bit-identical to the same model with those values fed as
 graph inputs (the exact integer path, which the ONNX node tests check). Shapes with groups,
 strides, pads, dilations, 1-D convs, batched and 1-D matmul operands, uint8/int8 mixes,
-per-channel and per-tensor parameters.
+per-channel and per-tensor parameters; 3x3 stride-1 convs with symmetric weights on 30x30
+maps take the exact 8-bit Winograd where VNNI runs (conv_int8_winograd.hpp).
 
 Usage: qlinear_e2e.py --nxrt PATH/nxrt
 """
@@ -55,23 +56,24 @@ def model(op, x, params, attrs, consts):
     return m, feeds
 
 
-def qlinear_conv(xt, wt, xshape, wshape, attrs, per_channel=True, bias=True):
+def qlinear_conv(xt, wt, xshape, wshape, attrs, per_channel=True, bias=True, w_sym=False):
     oc = wshape[0]
     x = q8(xt, xshape)
     w = q8(wt, wshape)
     f = np.float32
     params = [("x_scale", np.array(0.02, f)), ("x_zero_point", q8(xt, ())),
               ("w", w), ("w_scale", (rng.random(oc if per_channel else ()) * 0.01 + 0.001).astype(f)),
-              ("w_zero_point", q8(wt, (oc,) if per_channel else ())),
+              ("w_zero_point", np.zeros((oc,) if per_channel else (), wt) if w_sym else q8(wt, (oc,) if per_channel else ())),
               ("y_scale", np.array(0.05, f)), ("y_zero_point", q8(xt, ())),
               ("B", rng.integers(-5000, 5000, size=oc).astype(np.int32) if bias else None)]
     return "QLinearConv", x, params, attrs
 
 
-def conv_integer(xt, wt, xshape, wshape, attrs, zps=True):
+def conv_integer(xt, wt, xshape, wshape, attrs, zps=True, w_sym=False):
     x = q8(xt, xshape)
+    w_zp = np.zeros((wshape[0],), wt) if w_sym else q8(wt, (wshape[0],))
     params = [("w", q8(wt, wshape)), ("x_zero_point", q8(xt, ()) if zps else None),
-              ("w_zero_point", q8(wt, (wshape[0],)) if zps else None)]
+              ("w_zero_point", w_zp if zps else None)]
     return "ConvInteger", x, params, attrs
 
 
@@ -100,6 +102,9 @@ CASES = [
     qlinear_conv(s8, u8, (1, 4, 40), (6, 4, 5), {"strides": [2], "auto_pad": "SAME_UPPER"}),
     conv_integer(u8, u8, (1, 5, 8, 8), (7, 5, 3, 3), {"pads": [1, 0, 0, 1]}),
     conv_integer(s8, u8, (2, 4, 6, 6), (4, 4, 1, 1), {}, zps=False),
+    qlinear_conv(u8, s8, (1, 48, 30, 30), (32, 48, 3, 3), {"pads": [1, 1, 1, 1]}, w_sym=True),
+    qlinear_conv(s8, s8, (2, 40, 28, 31), (24, 40, 3, 3), {"pads": [0, 1, 2, 1]}, w_sym=True),
+    conv_integer(u8, s8, (1, 64, 30, 30), (16, 64, 3, 3), {"pads": [1, 1, 1, 1]}, w_sym=True),
     qlinear_matmul(u8, s8, (2, 5, 70), (70, 37)),
     qlinear_matmul(s8, u8, (70,), (70, 20), per_col=False),
     matmul_integer(u8, s8, (3, 9, 33), (33, 17)),
