@@ -3,7 +3,6 @@
 #include "conv_int8_winograd.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 #include <vector>
 

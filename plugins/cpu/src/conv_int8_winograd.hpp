@@ -52,7 +52,8 @@ bool q_winograd_exact(int64_t channels, int64_t K, WQ&& wq) {
     int64_t pos = 0, neg = 0;
     for (int64_t k = 0; k < K; ++k) {
       const int64_t v = wq(c, k);
-      (v > 0 ? pos : neg) += v > 0 ? v : -v;
+      if (v > 0) pos += v;
+      else neg -= v;
     }
     if (255 * pos >= (int64_t(1) << 25) || 255 * neg > (int64_t(1) << 25)) return false;
   }

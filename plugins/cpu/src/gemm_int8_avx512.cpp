@@ -276,22 +276,28 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
   }
 }
 
+// The shortcut's instantiation where q_fast_path set it up, else the exact one.
+template <bool KEPT>
+NXRT_AVX512_STORE inline void store_dispatch(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1,
+                                             int64_t panels, int64_t cols, bool by_row, int64_t ch0, void* y,
+                                             int64_t ldy, const uint16_t* keep, const int64_t* col_at,
+                                             int64_t tile_stride) {
+  if (!e.fast_m.empty())
+    store_panels_impl<KEPT, true>(e, acc, r0, r1, panels, cols, by_row, ch0, y, ldy, keep, col_at, tile_stride);
+  else
+    store_panels_impl<KEPT, false>(e, acc, r0, r1, panels, cols, by_row, ch0, y, ldy, keep, col_at, tile_stride);
+}
+
 NXRT_AVX512_STORE void store_panels(const QEpilogue& e, const int32_t* acc, int64_t tile_stride, int64_t r0,
                                     int64_t r1, int64_t panels, int64_t cols, bool by_row, int64_t ch0, void* y,
                                     int64_t ldy) {
-  if (!e.fast_m.empty())
-    store_panels_impl<false, true>(e, acc, r0, r1, panels, cols, by_row, ch0, y, ldy, nullptr, nullptr, tile_stride);
-  else
-    store_panels_impl<false, false>(e, acc, r0, r1, panels, cols, by_row, ch0, y, ldy, nullptr, nullptr, tile_stride);
+  store_dispatch<false>(e, acc, r0, r1, panels, cols, by_row, ch0, y, ldy, nullptr, nullptr, tile_stride);
 }
 
 NXRT_AVX512_STORE void store_kept(const QEpilogue& e, const int32_t* acc, int64_t tile_stride, int64_t r0, int64_t r1,
                                   int64_t panels, const uint16_t* keep, const int64_t* col_at, int64_t ch0, void* y,
                                   int64_t ldy) {
-  if (!e.fast_m.empty())
-    store_panels_impl<true, true>(e, acc, r0, r1, panels, kQNR, true, ch0, y, ldy, keep, col_at, tile_stride);
-  else
-    store_panels_impl<true, false>(e, acc, r0, r1, panels, kQNR, true, ch0, y, ldy, keep, col_at, tile_stride);
+  store_dispatch<true>(e, acc, r0, r1, panels, kQNR, true, ch0, y, ldy, keep, col_at, tile_stride);
 }
 
 NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int64_t r0, int64_t r1, int64_t cols,

@@ -191,8 +191,8 @@ NXRT_VNNI void tile_wide(int64_t kcq, const uint32_t* a, const uint32_t* const* 
 // One B slice (the 8-bit Winograd on 14x14 maps: 16 tiles): per pair step one vector load
 // against 6 broadcasts. In L1 (a harness of 128 pairs): the generic body 0.212 ns a vpdpwssd
 // (2+ slices 0.140), 12 accumulators (even and odd pairs apart, summed at the end: wrapping
-// int32, the same sums) 0.215, with the broadcasts folded into vpdpwssd's memory operand 0.207,
-// both 0.188. GCC keeps the broadcasts apart, hence the asm.
+// int32, the same sums) 0.215, with the broadcasts folded into vpdpwssd's memory operand 0.207
+// (standalone tests), both 0.164 here. GCC keeps the broadcasts apart, hence the asm.
 #define NXRT_DPW(ACC, B, I) \
   __asm__("vpdpwssd %[w]%{1to16%}, %[b], %[c]" : [c] "+v"(ACC) : [b] "v"(B), [w] "m"(a[I]))
 // The 6 rows of one pair step: A words I .. I + 5 against B vector B.

@@ -145,6 +145,10 @@ Check conv_geometry_check(const Node& n, size_t w_input);   // attributes and ra
 ConvAttrs read_conv_attrs(const Node& n, size_t w_input);
 // The call's shape from X's and W's run-time dims; fails naming the problem.
 ConvShape conv_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<const int64_t> wd, const char* op);
+// The shape at kernel creation, where x is present with a static shape and conv_shape accepts
+// it; else nullopt (a shape error is the run's to report).
+std::optional<ConvShape> static_conv_shape(const ConvAttrs& a, const sdk::Value& x, std::span<const int64_t> wd,
+                                           const char* op);
 
 // Claims with fusion: every node as the registry decides, plus Conv chains
 // (Conv -> [Add] -> [Relu | Clip | HardSwish]) as one group when that is exact.

@@ -94,6 +94,16 @@ void out_dim(const ConvAttrs& a, int64_t i, int64_t in, int64_t k, int64_t& out,
 
 }  // namespace
 
+std::optional<ConvShape> static_conv_shape(const ConvAttrs& a, const sdk::Value& x, std::span<const int64_t> wd,
+                                           const char* op) {
+  if (!x.present() || !x.static_shape()) return std::nullopt;
+  try {
+    return conv_shape(a, x.dims(), wd, op);
+  } catch (const sdk::Error&) {
+    return std::nullopt;  // a shape error: the run reports it
+  }
+}
+
 ConvShape conv_shape(const ConvAttrs& a, std::span<const int64_t> xd, std::span<const int64_t> wd, const char* op) {
   ConvShape s;
   const size_t r = size_t(a.sr) + 2;
@@ -190,13 +200,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     // product for few output pixels) and derives what it reads then, not on the first run.
     std::optional<ConvShape> full;
     auto x = n.input(0);
-    if (x.present() && x.static_shape() && s.group == 1 && !conv_is_depthwise(s)) {
-      try {
-        full = conv_shape(a, x.dims(), t.dims(), "Conv");
-      } catch (const sdk::Error&) {
-        // a shape error: the run reports it
-      }
-    }
+    if (s.group == 1 && !conv_is_depthwise(s)) full = static_conv_shape(a, x, t.dims(), "Conv");
     // Dead taps: a dilated conv that reads only padding off its centre runs as that 1x1 conv.
     const std::optional<ConvShape> centre = full ? conv_centre_tap_only(*full) : std::nullopt;
     if (centre) {
@@ -264,13 +268,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
       }
     }
     st.packed = std::make_shared<const PackedConvWeights>(std::move(view));
-    std::optional<ConvShape> shape = full;
-    if (!shape && x.present() && x.static_shape()) {
-      try {
-        shape = conv_shape(a, x.dims(), t.dims(), "Conv");
-      } catch (const sdk::Error&) {
-      }
-    }
+    std::optional<ConvShape> shape = full ? full : static_conv_shape(a, x, t.dims(), "Conv");
     if (shape) description = (centre ? "dilated, centre tap only: " : "") + conv_describe(*shape, *st.packed, session.pool());
     if (shape && io.max_pool) {
       std::vector<int64_t> cd = {shape->batch, shape->out_c, shape->out_h, shape->out_w}, pd;
@@ -288,12 +286,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& n, CpuSession& session, con
     // (conv2d_channel_scaled; ops_fusion_channel_scale.cpp claims no other shape).
     const sdk::Value xv = n.input(0);
     std::optional<ConvShape> fs;
-    if (st.packed && !io.max_pool && !st.run_as && xv.present() && xv.static_shape()) {
-      try {
-        fs = conv_shape(a, xv.dims(), st.w_dims, "Conv");
-      } catch (const sdk::Error&) {
-      }
-    }
+    if (st.packed && !io.max_pool && !st.run_as) fs = static_conv_shape(a, xv, st.w_dims, "Conv");
     if (!fs || !conv_channel_scale_folds(*fs))
       sdk::fail(NXRT_UNSUPPORTED, "Conv: a per-channel scale of X folds only into a plain 1x1 conv of static shape");
     description = std::string(conv_pointwise_transposed(fs->out_c, fs->out_h * fs->out_w)

@@ -489,14 +489,8 @@ std::unique_ptr<Kernel> conv_kernel(const sdk::Graph& sg, const QdqMatch& m, Cpu
   const int x_index = group_input_index(sg, m.x_value);
   std::vector<int64_t> wd(m.w.w.dims().begin(), m.w.w.dims().end());
   PrepackedQStore store(pp);
-  std::optional<ConvShape> shape;  // x's shape known: the path run() takes for it
-  if (m.x_value.static_shape()) {
-    try {
-      shape = conv_shape(attrs, m.x_value.dims(), wd, "Conv (QDQ group)");
-    } catch (const sdk::Error&) {
-      // a shape error: the run reports it
-    }
-  }
+  // x's shape known: the path run() takes for it.
+  const std::optional<ConvShape> shape = static_conv_shape(attrs, m.x_value, wd, "Conv (QDQ group)");
   auto conv = std::make_shared<const QConv>(qtype(m.x.type), m.x.zp, qtype(m.w.w.dtype()), m.w.w.raw(), m.w.w.numel(),
                                             m.w.zp, output_of(m), &store, conv_taps(wd),
                                             shape && q_winograd_pays(*shape));
@@ -504,14 +498,8 @@ std::unique_ptr<Kernel> conv_kernel(const sdk::Graph& sg, const QdqMatch& m, Cpu
   const nxrt_dtype x_type = m.x.type, y_type = out_dtype(m);
   ThreadPool* pool = session.pool();
   std::string what = "8-bit conv, " + conv->describe();
-  if (shape) {
-    try {
-      if (!conv->uses_winograd(*shape) && conv->reads_b_in_place(*shape))
-        what += ", B read in place from the interleaved copy";
-    } catch (const sdk::Error&) {
-      // a shape error: the run reports it
-    }
-  }
+  if (shape && !conv->uses_winograd(*shape) && conv->reads_b_in_place(*shape))
+    what += ", B read in place from the interleaved copy";
   if (m.pool)
     return conv_pool_kernel(attrs, read_pool_attrs(sg.node(*m.pool)), x_index, wd, conv, x_type, y_type, pool, what);
   return make_kernel([attrs, x_index, wd, conv, x_type, y_type, pool](Context& ctx) {

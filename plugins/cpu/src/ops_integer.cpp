@@ -320,14 +320,9 @@ std::shared_ptr<const QConv> prepare_conv(const Node& n, const ConvAttrs& attrs,
     if (b) out.bias.assign(b->data<int32_t>(), b->data<int32_t>() + oc);
   }
   w_dims = w->dims();
-  bool winograd = false;  // x's shape known and the exact Winograd pays for it
-  if (n.input(0).static_shape()) {
-    try {
-      winograd = q_winograd_pays(conv_shape(attrs, n.input(0).dims(), w_dims, qlinear ? "QLinearConv" : "ConvInteger"));
-    } catch (const sdk::Error&) {
-      // a shape error: the run reports it
-    }
-  }
+  // x's shape known and the exact Winograd pays for it.
+  const auto shape = static_conv_shape(attrs, n.input(0), w_dims, qlinear ? "QLinearConv" : "ConvInteger");
+  const bool winograd = shape && q_winograd_pays(*shape);
   PrepackedQStore store(pp);
   auto q = std::make_shared<const QConv>(qtype_of(n.input(0).dtype()), (*x_zp)[0], qtype_of(w->dtype()), w->raw(),
                                          w->numel(), *w_zp, std::move(out), &store, conv_taps(w_dims), winograd);

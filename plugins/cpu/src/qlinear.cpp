@@ -184,9 +184,8 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
           q_winograd_pack(static_cast<const int8_t*>(w), oc_, ic, dst.data());
           return;
         }
-        std::vector<int8_t> w8(size_t(oc_ * k_));  // w' = w - 128 for uint8 weights
-        const uint8_t* wu = static_cast<const uint8_t*>(w);
-        for (size_t i = 0; i < w8.size(); ++i) w8[i] = int8_t(wu[i] ^ 0x80);
+        std::vector<int8_t> w8(size_t(oc_ * k_));
+        for (size_t i = 0; i < w8.size(); ++i) w8[i] = int8_t(w_prime(int64_t(i)));
         q_winograd_pack(w8.data(), oc_, ic, dst.data());
       });
     }
@@ -248,11 +247,9 @@ void QConv::keep_order(QPackedStore* store, std::vector<int32_t> order) {
 
 std::string QConv::describe() const {
   if (!quads_) return std::string("int16 pairs ") + q_kernel_name();
-  if (channel_quads_ && !winograd_.empty())
-    return std::string("u8 x s8 channel quads ") + q_conv_kernel_name() +
-           ", exact Winograd F(4x4, 3x3) in int16 pairs (avx512vnni-6x64 vpdpwssd)";
-  if (channel_quads_) return std::string("u8 x s8 channel quads ") + q_conv_kernel_name();
-  if (rest_index_.empty()) return std::string("u8 x s8 quads ") + q_conv_kernel_name();
+  const std::string winograd = winograd_.empty() ? "" : ", exact Winograd F(4x4, 3x3) in int16 pairs (avx512vnni-6x64 vpdpwssd)";
+  if (channel_quads_) return std::string("u8 x s8 channel quads ") + q_conv_kernel_name() + winograd;
+  if (rest_index_.empty()) return std::string("u8 x s8 quads ") + q_conv_kernel_name() + winograd;
   const int64_t dense = q_tiles(oc_) * q_quads(k_) * kQMR;
   return "u8 x s8 split quads, rest " + std::to_string(dense ? (100 * rest_rows_ + dense / 2) / dense : 0) +
          "% of the steps, " + q_conv_kernel_name();
