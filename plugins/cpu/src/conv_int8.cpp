@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "conv_int8_nhwc.hpp"
 #include "conv_int8_winograd.hpp"
 #include "gemm_int8.hpp"
 #include "qlinear.hpp"
@@ -466,6 +467,14 @@ void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) co
     if (channel_quads_ && s.k_h * s.k_w != taps_)
       throw std::invalid_argument("QConv: the shape has a kernel of " + std::to_string(s.k_h * s.k_w) +
                                   " taps, the weights " + std::to_string(taps_));
+    if (nhwc_) {
+      if (!q_nhwc_shape_ok(s))
+        throw std::invalid_argument("QConv: the channels-last path needs one group and channels in 16s, the shape has " +
+                                    std::to_string(s.group) + " groups of " + std::to_string(s.icg()) + " -> " +
+                                    std::to_string(s.ocg()) + " channels");
+      q_conv_nhwc(s, x, x_type_ == QType::S8, xq_zp_, pw, *ep_, y, pool);
+      return;
+    }
     if (uses_winograd(s)) {
       q_conv_winograd(s, x, x_type_ == QType::S8, xq_zp_, winograd_.data(), *ep_, y, pool);
       return;

@@ -493,7 +493,7 @@ std::unique_ptr<Kernel> conv_kernel(const sdk::Graph& sg, const QdqMatch& m, Cpu
   const std::optional<ConvShape> shape = static_conv_shape(attrs, m.x_value, wd, "Conv (QDQ group)");
   auto conv = std::make_shared<const QConv>(qtype(m.x.type), m.x.zp, qtype(m.w.w.dtype()), m.w.w.raw(), m.w.w.numel(),
                                             m.w.zp, output_of(m), &store, conv_taps(wd),
-                                            shape && q_winograd_pays(*shape));
+                                            shape ? &*shape : nullptr);
   capture_weights(m, pp);
   const nxrt_dtype x_type = m.x.type, y_type = out_dtype(m);
   ThreadPool* pool = session.pool();

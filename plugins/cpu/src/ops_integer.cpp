@@ -320,12 +320,12 @@ std::shared_ptr<const QConv> prepare_conv(const Node& n, const ConvAttrs& attrs,
     if (b) out.bias.assign(b->data<int32_t>(), b->data<int32_t>() + oc);
   }
   w_dims = w->dims();
-  // x's shape known and the exact Winograd pays for it.
+  // x's shape known: the path run() takes for it.
   const auto shape = static_conv_shape(attrs, n.input(0), w_dims, qlinear ? "QLinearConv" : "ConvInteger");
-  const bool winograd = shape && q_winograd_pays(*shape);
   PrepackedQStore store(pp);
   auto q = std::make_shared<const QConv>(qtype_of(n.input(0).dtype()), (*x_zp)[0], qtype_of(w->dtype()), w->raw(),
-                                         w->numel(), *w_zp, std::move(out), &store, conv_taps(w_dims), winograd);
+                                         w->numel(), *w_zp, std::move(out), &store, conv_taps(w_dims),
+                                         shape ? &*shape : nullptr);
   if (n.input(w_in).raw() != n.input(0).raw()) pp.capture(n.input(w_in));  // only the packed copy is read from now on
   return q;
 }

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "conv_int8_nhwc.hpp"
 #include "conv_int8_winograd.hpp"
 #include "gemm_int8.hpp"
 #include "integer_linalg.hpp"
@@ -110,7 +111,7 @@ void declare(QPackedStore* store, int quads, int64_t channels, int64_t K, int32_
 }  // namespace
 
 QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_count, std::vector<int32_t> w_zp,
-             QOutput out, QPackedStore* store, int64_t taps, bool winograd)
+             QOutput out, QPackedStore* store, int64_t taps, const ConvShape* shape)
     : x_type_(x_type), w_type_(w_type), x_zp_(x_zp), oc_(int64_t(w_zp.size())), taps_(taps), out_(std::move(out)) {
   check_zero_point(x_zp, "QConv: x zero point");
   for (int32_t z : w_zp) check_zero_point(z, "QConv: w zero point");
@@ -163,32 +164,44 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
   if (quads_) {
     if (std::any_of(w_zp.begin(), w_zp.end(), [&](int32_t z) { return z + w_add != 0; }))
       for (int32_t z : w_zp) wq_zp_.push_back(z + w_add);
-    packed_w_ = packed_words(store, "packed_w", quad_words, own_, [&](std::span<uint32_t> dst) {
-      if (avx2) std::copy(dense.begin(), dense.end(), dst.begin());
-      else pack_quads(dst.data());
-    });
-    if (avx2) {  // the channel quads' order follows from taps_, so it is not stored
-      keep_rest(store, std::move(index), std::move(entries));
-      keep_order(store, std::move(order));
-    }
-    corrected_bias(store, *ep_, xq_zp_, wq_zp_, oc_, [&](int64_t c, int64_t k) { return w_prime(c * k_ + k); }, k_);
+    auto w8_prime = [&] {  // w' as int8, [OC][k_]
+      std::vector<int8_t> w8(size_t(oc_ * k_));
+      for (size_t i = 0; i < w8.size(); ++i) w8[i] = int8_t(w_prime(int64_t(i)));
+      return w8;
+    };
     // The Winograd weights: symmetric w' (no per-pixel zero-point term), 3x3, and sums that
     // stay exact (the bound is derived from the weights, so it is stored).
+    const bool winograd = shape && q_winograd_pays(*shape);
     if (winograd && vnni && taps == 9 && wq_zp_.empty() && q_winograd_available() &&
         packed_int(store, "q_winograd_exact", [&] {
           return q_winograd_exact(oc_, k_, [&](int64_t c, int64_t k) { return w_prime(c * k_ + k); }) ? 1 : 0;
         }) != 0) {
       const int64_t ic = k_ / 9;
       winograd_ = packed_words(store, "q_winograd", q_winograd_words(oc_, ic), own_winograd_, [&](std::span<uint32_t> dst) {
-        if (w_type == QType::S8) {
-          q_winograd_pack(static_cast<const int8_t*>(w), oc_, ic, dst.data());
-          return;
-        }
-        std::vector<int8_t> w8(size_t(oc_ * k_));
-        for (size_t i = 0; i < w8.size(); ++i) w8[i] = int8_t(w_prime(int64_t(i)));
-        q_winograd_pack(w8.data(), oc_, ic, dst.data());
+        if (w_type == QType::S8) q_winograd_pack(static_cast<const int8_t*>(w), oc_, ic, dst.data());
+        else q_winograd_pack(w8_prime().data(), oc_, ic, dst.data());
       });
     }
+    // The channels-last product: symmetric w', 8-bit outputs, channels in 16s.
+    nhwc_ = winograd_.empty() && shape && channel_quads_ && wq_zp_.empty() && q_nhwc_available() &&
+            (out_.type == QType::U8 || out_.type == QType::S8) && q_nhwc_shape_ok(*shape) &&
+            shape->k_h * shape->k_w == taps && shape->in_c * taps == k_ && shape->out_c == oc_ && q_nhwc_pays(*shape);
+    if (nhwc_) {
+      packed_w_ = packed_words(store, "q_nhwc", q_nhwc_words(oc_, k_ / taps, taps), own_, [&](std::span<uint32_t> dst) {
+        if (w_type == QType::S8) q_nhwc_pack(static_cast<const int8_t*>(w), oc_, k_ / taps, taps, dst.data());
+        else q_nhwc_pack(w8_prime().data(), oc_, k_ / taps, taps, dst.data());
+      });
+    } else {
+      packed_w_ = packed_words(store, "packed_w", quad_words, own_, [&](std::span<uint32_t> dst) {
+        if (avx2) std::copy(dense.begin(), dense.end(), dst.begin());
+        else pack_quads(dst.data());
+      });
+    }
+    if (avx2) {  // the channel quads' order follows from taps_, so it is not stored
+      keep_rest(store, std::move(index), std::move(entries));
+      keep_order(store, std::move(order));
+    }
+    corrected_bias(store, *ep_, xq_zp_, wq_zp_, oc_, [&](int64_t c, int64_t k) { return w_prime(c * k_ + k); }, k_);
     return;
   }
   packed_w_ = packed_words(store, "packed_w", size_t(q_tiles(oc_) * kQMR * q_pairs(k_)), own_, [&](std::span<uint32_t> dst) {
@@ -247,6 +260,7 @@ void QConv::keep_order(QPackedStore* store, std::vector<int32_t> order) {
 
 std::string QConv::describe() const {
   if (!quads_) return std::string("int16 pairs ") + q_kernel_name();
+  if (nhwc_) return "u8 x s8 channels-last, output channels along the lanes (avx512vnni-6x64 vpdpbusd, pixels broadcast)";
   const std::string winograd = winograd_.empty() ? "" : ", exact Winograd F(4x4, 3x3) in int16 pairs (avx512vnni-6x64 vpdpwssd)";
   if (channel_quads_) return std::string("u8 x s8 channel quads ") + q_conv_kernel_name() + winograd;
   if (rest_index_.empty()) return std::string("u8 x s8 quads ") + q_conv_kernel_name() + winograd;

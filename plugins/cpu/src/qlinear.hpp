@@ -79,12 +79,14 @@ class QConv {
   // taps: KH * KW (1-D: KW), or 0 when unknown. Known, with VNNI and IC/g a multiple of 4,
   // the weights go in channel-quad order (each quad of k: 4 input channels at one tap), so
   // run() reads im2col quads as whole words from a channel-interleaved copy of x.
-  // winograd: the caller knows the conv's shape and q_winograd_pays for it
-  // (conv_int8_winograd.hpp); then, where that path runs and the weights keep it exact, the
-  // weights are also transformed for it (8x the bytes of the packed ones) and run() takes it
-  // for the shapes it pays on.
+  // shape: the conv's shape where the caller knows it (null: unknown). Where the exact
+  // Winograd pays for it (q_winograd_pays, conv_int8_winograd.hpp), that path runs and the
+  // weights keep it exact, the weights are also transformed for it (8x the bytes of the packed
+  // ones) and run() takes it for the shapes it pays on. Else, where the channels-last product
+  // pays (q_nhwc_pays, conv_int8_nhwc.hpp) and runs, the weights are packed for it alone and
+  // run() takes it for every shape.
   QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_count, std::vector<int32_t> w_zp, QOutput out,
-        QPackedStore* store = nullptr, int64_t taps = 0, bool winograd = false);
+        QPackedStore* store = nullptr, int64_t taps = 0, const ConvShape* shape = nullptr);
   ~QConv();
   // y's element type is out.type; y holds s.batch * s.out_c * s.out_h * s.out_w values.
   void run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) const;
@@ -102,6 +104,8 @@ class QConv {
   bool reads_b_in_place(const ConvShape& s) const;
   // Whether run() takes the exact Winograd F(4x4, 3x3) in int16 pairs for shape s.
   bool uses_winograd(const ConvShape& s) const;
+  // Whether run() takes the channels-last product (conv_int8_nhwc.hpp), for every shape.
+  bool uses_nhwc() const { return nhwc_; }
 
  private:
   void keep_rest(QPackedStore* store, std::vector<int32_t> index, std::vector<uint32_t> entries);
@@ -113,6 +117,7 @@ class QConv {
   // q_pack_a_quads of w' (w - 128 for uint8 w), ep_'s bias the per-channel correction.
   bool quads_ = false;
   bool channel_quads_ = false;  // quads_ in channel-quad order (conv_int8.cpp)
+  bool nhwc_ = false;           // quads_ by q_conv_nhwc: packed_w_ holds q_nhwc_pack of w'
   int64_t taps_ = 0;
   int32_t xq_zp_ = 0;           // x_zp' = x's zero point as uint8 (+ 128 for int8 x)
   std::vector<int32_t> wq_zp_;  // w_zp' per channel; empty when all 0 (no per-pixel term)

@@ -119,17 +119,18 @@ def main():
               p.stdout + p.stderr)
         # 8-bit: 64 channels on 56x56 and 14x14 run the exact Winograd where VNNI (and VBMI)
         # runs; 16 channels on 56x56 read B in place (conv_int8.cpp direct_pays); 7x7 maps (4 of
-        # a panel's 16 lanes hold tiles) keep the packed panels.
+        # a panel's 16 lanes would hold Winograd tiles) run channels-last with VNNI
+        # (conv_int8_nhwc.hpp), else the packed panels.
         cpuinfo = open("/proc/cpuinfo").read()
         isa = os.environ.get("NXRT_CPU_ISA", "") in ("", "avx512")
         vnni = "avx512_vnni" in cpuinfo and isa
         wino = vnni and "avx512vbmi" in cpuinfo
         for c, hw, path in ((64, 56, "exact Winograd" if wino else "B read in place" if vnni else None),
                             (16, 56, "B read in place" if vnni else None), (64, 14, "exact Winograd" if wino else None),
-                            (64, 7, None)):
+                            (64, 7, "channels-last" if vnni else None)):
             k, p = inspect(qdq_conv(c, hw), tmp, f"qdq{c}_{hw}")
             conv8 = [v for v in k.values() if "8-bit conv, " in v]
-            paths = [q for q in ("exact Winograd", "B read in place") if conv8 and q in conv8[0]]
+            paths = [q for q in ("exact Winograd", "B read in place", "channels-last") if conv8 and q in conv8[0]]
             check(f"a QDQ 3x3 conv of {c} channels on {hw}x{hw} is one 8-bit group, {path or 'packed panels'} "
                   f"(VNNI: {vnni}, VBMI: {wino})", len(conv8) == 1 and paths == ([path] if path else []),
                   p.stdout + p.stderr)

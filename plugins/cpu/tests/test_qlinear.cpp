@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "conv_int8_nhwc.hpp"
 #include "conv_int8_winograd.hpp"
 #include "cpu_info.hpp"
 #include "gemm_int8.hpp"
@@ -400,7 +401,7 @@ TEST_CASE("QConv by exact Winograd: random geometries equal the reference") {
     QOutput o = make_output(ot, s.out_c, g);
     if (ot == QType::U8 && attempt % 3 == 0) o.q_scale = 0.05f;
     const int32_t x_zp = zp_of(xt, g);
-    const QConv q(xt, x_zp, wt, wv.data(), int64_t(wv.size()), w_zp, o, nullptr, 9, true);
+    const QConv q(xt, x_zp, wt, wv.data(), int64_t(wv.size()), w_zp, o, nullptr, 9, &s);
     INFO("attempt ", attempt, ": batch ", c.batch, " in ", c.in_c, "x", c.in_h, "x", c.in_w, " out ", c.out_c, " pads ",
          c.pt, " ", c.pl, " ", c.pb, " ", c.pr, " ", tname(xt), " x ", tname(wt), " -> ", tname(ot), " x_zp ", x_zp);
     REQUIRE(q.uses_winograd(s));
@@ -437,7 +438,7 @@ TEST_CASE("QConv by exact Winograd: the int32 sums at the bound, and where it is
       const std::vector<int32_t> w_zp(48, 0);
       QOutput o;
       o.type = QType::I32;
-      const QConv q(QType::U8, 0, QType::S8, w.data(), int64_t(w.size()), w_zp, o, nullptr, 9, true);
+      const QConv q(QType::U8, 0, QType::S8, w.data(), int64_t(w.size()), w_zp, o, nullptr, 9, &s);
       INFO(ic, " channels, x' 255 where the weights are ", sign > 0 ? "positive" : "negative");
       CHECK(q.uses_winograd(s) == (ic == 230));
       const auto want = conv_reference(s, QType::U8, x, 0, QType::S8, w, w_zp, o);
@@ -455,19 +456,97 @@ TEST_CASE("QConv by exact Winograd: the int32 sums at the bound, and where it is
   const auto w = data8(QType::S8, size_t(32 * s.gemm_k()), g);
   const QOutput o = make_output(QType::U8, 32, g);
   std::vector<int32_t> w_zp(32, 0);
-  CHECK(QConv(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), w_zp, o, nullptr, 9, true).uses_winograd(s));
+  CHECK(QConv(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), w_zp, o, nullptr, 9, &s).uses_winograd(s));
   CHECK(!QConv(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), w_zp, o, nullptr, 9).uses_winograd(s));
   w_zp[3] = 2;
-  CHECK(!QConv(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), w_zp, o, nullptr, 9, true).uses_winograd(s));
+  CHECK(!QConv(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), w_zp, o, nullptr, 9, &s).uses_winograd(s));
   // Shapes it does not pay on: stride 2, 7x7 (4 of a panel's 16 lanes hold tiles), a U' over
   // 8 MB (512 channels), few input channels; ResNet's 14x14 and 56x56 ones it does.
-  const QConv q(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), std::vector<int32_t>(32, 0), o, nullptr, 9, true);
+  const QConv q(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), std::vector<int32_t>(32, 0), o, nullptr, 9, &s);
   CHECK(!q.uses_winograd(shape_of({1, 64, 28, 28, 32, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1})));
   CHECK(!q_winograd_pays(shape_of({1, 512, 7, 7, 512, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1})));
   CHECK(!q_winograd_pays(shape_of({1, 512, 14, 14, 512, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1})));
   CHECK(!q_winograd_pays(shape_of({1, 16, 28, 28, 32, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1})));
   CHECK(q_winograd_pays(shape_of({1, 256, 14, 14, 256, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1})));
   CHECK(q_winograd_pays(shape_of({1, 64, 56, 56, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1})));
+}
+
+// The channels-last product (conv_int8_nhwc.hpp) runs every shape once a QConv takes it (made
+// for a shape it pays on: here stride 2): random geometries (kernels 1-5 wide, not 1x1, strides 1-3,
+// dilation, uneven pads, 16-144 output channels: every width of the last 64-channel block, and
+// maps from 1 pixel to 40 wide), int8 and uint8 x and w, 8-bit outputs (with q_scale too), on
+// 1, 2 and 3 threads: every byte is the reference's.
+TEST_CASE("QConv channels-last: random geometries equal the reference") {
+  if (!q_nhwc_available()) return;  // no VNNI: the path does not exist
+  std::mt19937 g(47);
+  ThreadPool two(2), three(3);
+  auto pick = [&](int lo, int hi) { return int64_t(std::uniform_int_distribution<int>(lo, hi)(g)); };
+  int tested = 0;
+  for (int attempt = 0; attempt < 400 && tested < 40; ++attempt) {
+    const int64_t kh = pick(1, 5), kw = attempt % 4 == 0 || kh == 1 ? pick(2, 5) : kh;  // 1x1: not taken
+    const ConvCase c{pick(1, 2), 16 * pick(1, 5), pick(1, 30), pick(1, 40), 16 * pick(1, 9), 1, kh, kw,
+                     pick(1, 3), pick(1, 3), pick(1, 2), pick(1, 2), pick(0, 2), pick(0, 2), pick(0, 2), pick(0, 2)};
+    const ConvShape s = shape_of(c);
+    if (s.out_h < 1 || s.out_w < 1) continue;
+    ConvShape hint = s;  // the shape the kernel is made for: stride 2 pays
+    hint.stride_h = hint.stride_w = 2;
+    REQUIRE(q_nhwc_pays(hint));
+    const QType xt = g() % 2 ? QType::U8 : QType::S8;
+    const QType ot = g() % 2 ? QType::U8 : QType::S8;
+    const QType wt = g() % 3 ? QType::S8 : QType::U8;
+    const auto x = data8(xt, size_t(s.batch * s.in_c * s.in_h * s.in_w), g);
+    const auto wv = data8(wt, size_t(s.out_c * s.gemm_k()), g);
+    const std::vector<int32_t> w_zp(size_t(s.out_c), wt == QType::U8 ? 128 : 0);
+    QOutput o = make_output(ot, s.out_c, g);
+    if (attempt % 3 == 0) o.q_scale = 0.05f;
+    const int32_t x_zp = zp_of(xt, g);
+    const QConv q(xt, x_zp, wt, wv.data(), int64_t(wv.size()), w_zp, o, nullptr, kh * kw, &hint);
+    INFO("attempt ", attempt, ": batch ", c.batch, " in ", c.in_c, "x", c.in_h, "x", c.in_w, " out ", c.out_c, " k ", kh,
+         "x", kw, " stride ", c.sh, " ", c.sw, " dil ", c.dh, " ", c.dw, " pads ", c.pt, " ", c.pl, " ", c.pb, " ", c.pr,
+         " ", tname(xt), " x ", tname(wt), " -> ", tname(ot), " x_zp ", x_zp);
+    REQUIRE(q.uses_nhwc());
+    const auto want = conv_reference(s, xt, x, x_zp, wt, wv, w_zp, o);
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &two, &three}) {
+      std::vector<uint8_t> got(want.size(), 0xcd);
+      q.run(s, x.data(), got.data(), p);
+      INFO("threads ", p ? p->threads() : 1);
+      CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+    }
+    ++tested;
+  }
+  CHECK(tested == 40);
+}
+
+// Where it is not taken: no shape given, a shape it does not pay on (stride 1 on a wide map;
+// Winograd's), asymmetric weights (a per-pixel term), 32-bit or float outputs, channels not in
+// 16s, groups. The cost model takes ResNet-18's 7x7 stage and its strided 3x3 convs.
+TEST_CASE("QConv channels-last: where it is and is not taken") {
+  if (!q_nhwc_available()) return;
+  std::mt19937 g(9);
+  auto make = [&](int64_t ic, int64_t oc, QType ot, int32_t zp3, const ConvShape* hint, int64_t group = 1) {
+    const auto w = data8(QType::S8, size_t(oc * ic / group * 9), g);
+    std::vector<int32_t> w_zp(size_t(oc), 0);
+    w_zp[3] = zp3;
+    return QConv(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), w_zp, make_output(ot, oc, g), nullptr, 9, hint)
+        .uses_nhwc();
+  };
+  const ConvShape s2 = shape_of({1, 64, 28, 28, 32, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1});
+  CHECK(make(64, 32, QType::U8, 0, &s2));
+  CHECK(make(64, 32, QType::S8, 0, &s2));
+  CHECK(!make(64, 32, QType::U8, 0, nullptr));
+  CHECK(!make(64, 32, QType::U8, 2, &s2));
+  CHECK(!make(64, 32, QType::I32, 0, &s2));
+  CHECK(!make(64, 32, QType::F32, 0, &s2));
+  const ConvShape narrow = shape_of({1, 40, 28, 28, 32, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1});
+  CHECK(!make(40, 32, QType::U8, 0, &narrow));
+  const ConvShape grouped = shape_of({1, 64, 28, 28, 32, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1});
+  CHECK(!make(64, 32, QType::U8, 0, &grouped, 2));
+  const ConvShape wide = shape_of({1, 64, 28, 28, 32, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});
+  CHECK(!make(64, 32, QType::U8, 0, &wide));
+  CHECK(q_nhwc_pays(shape_of({1, 512, 7, 7, 512, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1})));
+  CHECK(q_nhwc_pays(shape_of({1, 64, 56, 56, 128, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1})));
+  CHECK(!q_nhwc_pays(shape_of({1, 64, 56, 56, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1})));
+  CHECK(!q_nhwc_pays(shape_of({1, 64, 56, 56, 128, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0})));  // 1x1: the copy outweighs
 }
 
 // QOutput::q_scale: the FLOAT32 output (scale, float bias, clamp) quantized as a

@@ -1,0 +1,312 @@
+// q_conv_nhwc (conv_int8_nhwc.hpp): the weights' pack in C++; the channels-last copy, the
+// vpdpbusd tiles and the transposing store in AVX-512 (target attributes).
+#include "conv_int8_nhwc.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
+
+#include "cpu_info.hpp"
+#include "scratch.hpp"
+
+namespace nxrt::cpu {
+
+bool q_nhwc_shape_ok(const ConvShape& s) {
+  return s.group == 1 && s.in_c % 16 == 0 && s.out_c % 16 == 0 && s.in_c > 0 && s.out_c > 0 && s.pad_top >= 0 &&
+         s.pad_left >= 0 && s.out_h > 0 && s.out_w > 0 && s.k_h > 0 && s.k_w > 0;
+}
+
+bool q_nhwc_pays(const ConvShape& s) {
+  return q_nhwc_shape_ok(s) && s.k_h * s.k_w > 1 && (s.stride_h > 1 || s.stride_w > 1 || s.out_h * s.out_w <= 64);
+}
+
+void q_nhwc_pack(const int8_t* w, int64_t oc, int64_t ic, int64_t taps, uint32_t* dst) {
+  const int64_t KQ = ic / 4;
+  for (int64_t o0 = 0; o0 < oc; o0 += 64) {
+    const int64_t width = std::min<int64_t>(64, oc - o0);
+    uint32_t* d = dst + o0 * taps * KQ;
+    for (int64_t t = 0; t < taps; ++t)
+      for (int64_t q = 0; q < KQ; ++q)
+        for (int64_t l = 0; l < width; ++l) {
+          const int8_t* g = w + ((o0 + l) * ic + 4 * q) * taps + t;
+          uint32_t word = 0;
+          for (int i = 0; i < 4; ++i) word |= uint32_t(uint8_t(g[i * taps])) << (8 * i);
+          d[(t * KQ + q) * width + l] = word;
+        }
+  }
+}
+
+}  // namespace nxrt::cpu
+
+#if defined(__x86_64__)
+// GCC 12's AVX-512 headers pass an "undefined" vector to the masked builtins.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+namespace nxrt::cpu {
+namespace {
+
+#define NXRT_QN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+
+constexpr int kRows = 6;      // pixels a tile
+constexpr int kChunk = 48;    // pixels a store: 8 tiles, 3 transposes of 16
+constexpr int kTileInts = 4 * kRows * 16;  // a tile's sums: [4 vectors][6 rows][16 lanes]
+
+// The padded input's columns: up to the last tap any output reads.
+int64_t padded_cols(const ConvShape& s) {
+  return std::max(s.in_w + s.pad_left, (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1);
+}
+
+// Each 128-bit lane of r[0..15] (row i: 16 bytes) transposed in place: lane L of r[k] becomes
+// byte k of lane L of every input row (unpacks by 8, 16, 32, 64 bits: r[k] ends as column k).
+NXRT_QN inline void transpose16x16_lanes(__m512i (&r)[16]) {
+  __m512i t[16];
+  for (int p = 0; p < 8; ++p) {
+    t[2 * p] = _mm512_unpacklo_epi8(r[2 * p], r[2 * p + 1]);
+    t[2 * p + 1] = _mm512_unpackhi_epi8(r[2 * p], r[2 * p + 1]);
+  }
+  for (int q = 0; q < 4; ++q)
+    for (int h = 0; h < 2; ++h) {
+      r[4 * q + 2 * h] = _mm512_unpacklo_epi16(t[4 * q + h], t[4 * q + 2 + h]);
+      r[4 * q + 2 * h + 1] = _mm512_unpackhi_epi16(t[4 * q + h], t[4 * q + 2 + h]);
+    }
+  for (int b = 0; b < 2; ++b)
+    for (int m = 0; m < 4; ++m) {
+      t[8 * b + 2 * m] = _mm512_unpacklo_epi32(r[8 * b + m], r[8 * b + 4 + m]);
+      t[8 * b + 2 * m + 1] = _mm512_unpackhi_epi32(r[8 * b + m], r[8 * b + 4 + m]);
+    }
+  for (int n = 0; n < 8; ++n) {
+    r[2 * n] = _mm512_unpacklo_epi64(t[n], t[8 + n]);
+    r[2 * n + 1] = _mm512_unpackhi_epi64(t[n], t[8 + n]);
+  }
+}
+
+template <int L>
+NXRT_QN inline void store_lane(char* dst, __mmask16 m, __m512i v) {
+  _mm_mask_storeu_epi8(dst, m, _mm512_extracti32x4_epi32(v, L));
+}
+
+// Padded rows [r_lo, r_hi) of image xn (C planes of in_h x in_w bytes, ^ flip) channels-last:
+// dst[((r - r_lo) * Wp + col) * C + c], x_zp' outside the input; only the rows some tap reads.
+NXRT_QN void copy_nhwc(const ConvShape& s, const uint8_t* xn, uint8_t flip, uint8_t zp, int64_t r_lo, int64_t r_hi,
+                       int64_t Wp, uint8_t* dst) {
+  const int64_t C = s.in_c, in_plane = s.in_h * s.in_w, row_bytes = Wp * C;
+  const __m512i vflip = _mm512_set1_epi8(char(flip));
+  for (int64_t r = r_lo; r < r_hi; ++r) {
+    // Rows no tap reads (a 1x1 stride-2 conv's odd ones) are left as they are.
+    bool read = false;
+    for (int64_t kh = 0; kh < s.k_h && !read; ++kh) {
+      const int64_t o = r - kh * s.dil_h;
+      read = o >= 0 && o % s.stride_h == 0 && o / s.stride_h < s.out_h;
+    }
+    if (!read) continue;
+    uint8_t* dr = dst + (r - r_lo) * row_bytes;
+    const int64_t ih = r - s.pad_top;
+    if (ih < 0 || ih >= s.in_h) {
+      std::fill(dr, dr + row_bytes, zp);
+      continue;
+    }
+    std::fill(dr, dr + s.pad_left * C, zp);
+    std::fill(dr + (s.pad_left + s.in_w) * C, dr + row_bytes, zp);
+    for (int64_t w0 = 0; w0 < s.in_w; w0 += 64) {
+      const int64_t n = std::min<int64_t>(64, s.in_w - w0);
+      const __mmask64 m = n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1;
+      for (int64_t c0 = 0; c0 < C; c0 += 16) {
+        __m512i v[16];
+        const uint8_t* src = xn + c0 * in_plane + ih * s.in_w + w0;
+        for (int i = 0; i < 16; ++i) v[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, src + i * in_plane), vflip);
+        transpose16x16_lanes(v);  // lane L of v[k]: pixel w0 + 16 L + k, channels c0 .. c0 + 15
+        uint8_t* d = dr + (s.pad_left + w0) * C + c0;
+        for (int k = 0; k < 16; ++k) {
+          if (k < n) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + k * C), _mm512_extracti32x4_epi32(v[k], 0));
+          if (16 + k < n) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (16 + k) * C), _mm512_extracti32x4_epi32(v[k], 1));
+          if (32 + k < n) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (32 + k) * C), _mm512_extracti32x4_epi32(v[k], 2));
+          if (48 + k < n) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (48 + k) * C), _mm512_extracti32x4_epi32(v[k], 3));
+        }
+      }
+    }
+  }
+}
+
+// R pixels (their words at px[r] + tap offset + 4 q) x NV vectors of 16 output channels over
+// every tap and quad; the sums to acc[(j * kRows + r) * 16 + lane]. Meanwhile the 64-byte
+// lines [pf, pf + 64 pf_lines) are fetched to L2, one a quad step: the next block's weights,
+// which come from memory in a model (a 512-channel layer's 2.4 MB; on demand they cost the
+// 7x7 layers what the lanes gained).
+template <int R, int NV>
+NXRT_QN void tile(const uint8_t* const* px, const int64_t* tapoff, int64_t taps, int64_t kq, const uint32_t* w,
+                  int32_t* acc, const char* pf, int64_t pf_lines) {
+  __m512i c[R][NV];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) c[r][j] = _mm512_setzero_si512();
+  for (int64_t t = 0; t < taps; ++t) {
+    const uint8_t* p[R];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) p[r] = px[r] + tapoff[t];
+    for (int64_t q = 0; q < kq; ++q) {
+      if (pf_lines > 0) {
+        _mm_prefetch(pf, _MM_HINT_T1);
+        pf += 64;
+        --pf_lines;
+      }
+      __m512i wv[NV];
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) wv[j] = _mm512_loadu_si512(w + 16 * j);
+#pragma GCC unroll 6
+      for (int r = 0; r < R; ++r) {
+        const __m512i xb = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(p[r] + 4 * q));
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; ++j) c[r][j] = _mm512_dpbusd_epi32(c[r][j], xb, wv[j]);
+      }
+      w += 16 * NV;
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) _mm512_storeu_si512(acc + (j * kRows + r) * 16, c[r][j]);
+}
+
+using TileFn = void (*)(const uint8_t* const*, const int64_t*, int64_t, int64_t, const uint32_t*, int32_t*, const char*,
+                        int64_t);
+
+template <int NV>
+TileFn tile_for_rows(int rows) {
+  switch (rows) {
+    case 1: return &tile<1, NV>;
+    case 2: return &tile<2, NV>;
+    case 3: return &tile<3, NV>;
+    case 4: return &tile<4, NV>;
+    case 5: return &tile<5, NV>;
+    default: return &tile<6, NV>;
+  }
+}
+TileFn tile_for(int rows, int nv) {
+  switch (nv) {
+    case 1: return tile_for_rows<1>(rows);
+    case 2: return tile_for_rows<2>(rows);
+    case 3: return tile_for_rows<3>(rows);
+    default: return tile_for_rows<4>(rows);
+  }
+}
+
+// bytes [n <= kChunk pixels][64] (nv * 16 channels used) to y's planes: channel c's pixels at
+// y + c * plane, 16 pixels a transpose.
+NXRT_QN void store_transposed(const uint8_t* bytes, int64_t n, int nv, char* y, int64_t plane) {
+  for (int64_t g = 0; g < n; g += 16) {
+    const int64_t cnt = std::min<int64_t>(16, n - g);
+    const __mmask16 m = __mmask16((1u << cnt) - 1u);
+    __m512i v[16];
+    for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_si512(bytes + (g + i) * 64);
+    transpose16x16_lanes(v);  // lane L of v[k]: channel 16 L + k, pixels g .. g + 15
+    char* d = y + g;
+    for (int k = 0; k < 16; ++k) {
+      store_lane<0>(d + k * plane, m, v[k]);
+      if (nv > 1) store_lane<1>(d + (16 + k) * plane, m, v[k]);
+      if (nv > 2) store_lane<2>(d + (32 + k) * plane, m, v[k]);
+      if (nv > 3) store_lane<3>(d + (48 + k) * plane, m, v[k]);
+    }
+  }
+}
+
+bool has_isa() {
+  static const bool ok = active_isa() >= Isa::avx512 && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                         __builtin_cpu_supports("avx512vnni");
+  return ok;
+}
+
+}  // namespace
+
+bool q_nhwc_available() { return has_isa() && q_store_panels_avx512(); }
+
+void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp, const uint32_t* w,
+                 const QEpilogue& ep, void* y, ThreadPool* pool) {
+  if (!q_nhwc_available() || !q_nhwc_shape_ok(s) || (ep.type != QType::U8 && ep.type != QType::S8))
+    throw std::logic_error("q_conv_nhwc: not for this shape, output or CPU");
+  static const QStorePanelsFn store = q_store_panels_avx512();
+  const int64_t ic = s.in_c, oc = s.out_c, KQ = ic / 4, taps = s.k_h * s.k_w, plane = s.out_h * s.out_w;
+  const int64_t Wp = padded_cols(s), blocks = (oc + 63) / 64, in_plane = s.in_h * s.in_w;
+  const uint8_t flip = x_signed ? 0x80 : 0;
+  // Rows of the padded input output rows [oh0, oh1) read.
+  auto rows_for = [&](int64_t oh0, int64_t oh1, int64_t& r_lo, int64_t& r_hi) {
+    r_lo = oh0 * s.stride_h;
+    r_hi = (oh1 - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1;
+  };
+  // The threads split the output channel blocks where the weights outweigh the input copy
+  // (every piece then copies the whole input), else the output rows (every piece reads all
+  // the weights).
+  const int t = threads_for(pool, double(oc) * double(plane) * double(ic * taps));
+  int64_t all_lo, all_hi;
+  rows_for(0, s.out_h, all_lo, all_hi);
+  const bool by_blocks = double(oc * taps * ic) >= double((all_hi - all_lo) * Wp * ic) && blocks >= t;
+  const int64_t pieces = t <= 1 ? 1 : by_blocks ? std::min<int64_t>(blocks, t) : std::min<int64_t>(s.out_h, t);
+  int64_t tapoff[64];
+  std::vector<int64_t> tapoff_big;
+  int64_t* toff = tapoff;
+  if (taps > 64) {
+    tapoff_big.resize(size_t(taps));
+    toff = tapoff_big.data();
+  }
+  for (int64_t kh = 0, j = 0; kh < s.k_h; ++kh)
+    for (int64_t kw = 0; kw < s.k_w; ++kw, ++j) toff[j] = (kh * s.dil_h * Wp + kw * s.dil_w) * ic;
+  for (int64_t n = 0; n < s.batch; ++n) {
+    const uint8_t* xn = static_cast<const uint8_t*>(x) + n * ic * in_plane;
+    char* yn = static_cast<char*>(y) + n * oc * plane;
+    auto piece = [&](int64_t i) {
+      int64_t oh0 = 0, oh1 = s.out_h, b0 = 0, b1 = blocks;
+      if (pieces > 1) {
+        if (by_blocks) split_range(blocks, pieces, i, b0, b1);
+        else split_range(s.out_h, pieces, i, oh0, oh1);
+      }
+      if (oh0 == oh1 || b0 == b1) return;
+      int64_t r_lo, r_hi;
+      rows_for(oh0, oh1, r_lo, r_hi);
+      uint8_t* copy = reinterpret_cast<uint8_t*>(scratch_floats(kScratchA, size_t(((r_hi - r_lo) * Wp * ic + 64) / 4)));
+      copy_nhwc(s, xn, flip, uint8_t(xq_zp), r_lo, r_hi, Wp, copy);
+      int32_t* sums = reinterpret_cast<int32_t*>(scratch_floats(kScratchC, size_t(kChunk / kRows * kTileInts)));
+      uint8_t* bytes = reinterpret_cast<uint8_t*>(scratch_floats(kScratchB, size_t(kChunk * 64 / 4)));
+      const int64_t p_begin = oh0 * s.out_w, p_end = oh1 * s.out_w;
+      for (int64_t b = b0; b < b1; ++b) {
+        const int nv = int(std::min<int64_t>(4, (oc - 64 * b) / 16));
+        const uint32_t* wb = w + 64 * b * taps * KQ;
+        // The next block's weights, fetched a share a tile.
+        const int64_t next_lines = b + 1 < b1 ? std::min<int64_t>(64, oc - 64 * (b + 1)) * taps * KQ / 16 : 0;
+        const int64_t tiles = (p_end - p_begin + kRows - 1) / kRows;
+        const char* next = reinterpret_cast<const char*>(wb + 64 * taps * KQ);
+        for (int64_t c0 = p_begin; c0 < p_end; c0 += kChunk) {
+          const int64_t cn = std::min<int64_t>(kChunk, p_end - c0);
+          for (int64_t t0 = 0; t0 < cn; t0 += kRows) {
+            const int64_t ti = (c0 - p_begin + t0) / kRows;
+            const int64_t l0 = next_lines * ti / tiles, l1 = next_lines * (ti + 1) / tiles;
+            const int rows = int(std::min<int64_t>(kRows, cn - t0));
+            const uint8_t* px[kRows];
+            for (int r = 0; r < rows; ++r) {
+              const int64_t p = c0 + t0 + r, oh = p / s.out_w, ow = p % s.out_w;
+              px[r] = copy + ((oh * s.stride_h - r_lo) * Wp + ow * s.stride_w) * ic;
+            }
+            tile_for(rows, nv)(px, toff, taps, KQ, wb, sums + t0 / kRows * kTileInts, next + 64 * l0, l1 - l0);
+          }
+          for (int j = 0; j < nv; ++j)
+            store(ep, sums + j * kRows * 16, kTileInts, 0, cn, 1, 16, false, 64 * b + 16 * j, bytes + 16 * j, 64);
+          store_transposed(bytes, cn, nv, yn + 64 * b * plane + c0, plane);
+        }
+      }
+    };
+    parallel_for(pool, pieces, piece);
+  }
+}
+
+}  // namespace nxrt::cpu
+
+#else
+namespace nxrt::cpu {
+bool q_nhwc_available() { return false; }
+void q_conv_nhwc(const ConvShape&, const void*, bool, int32_t, const uint32_t*, const QEpilogue&, void*, ThreadPool*) {
+  throw std::logic_error("q_conv_nhwc: not for this CPU");
+}
+}  // namespace nxrt::cpu
+#endif
