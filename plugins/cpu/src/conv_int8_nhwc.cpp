@@ -278,14 +278,15 @@ void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp
     r_lo = oh0 * s.stride_h;
     r_hi = (oh1 - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1;
   };
-  // The threads split the output channel blocks where the weights outweigh the input copy
-  // (every piece then copies the whole input), else the output rows (every piece reads all
-  // the weights).
+  // The threads split the pixels (each copies the input rows its pixels read and reads all
+  // the weights) unless the weights pass 512 KB, then the output channel blocks (each copies
+  // the whole input). In cnn_int8 on 2 threads, where the layer before split x's channels
+  // between the cores: 64 -> 128 @56 s2 (73 KB of weights) 130-140 us by blocks, 102-104 by
+  // pixels; 128 -> 256 @28 s2 (295 KB) 111-123 / 101-107; 256 -> 512 @14 s2 (1.2 MB) 97-107 /
+  // 110-117; 512 @7 (2.4 MB) 164-176 / 196-209.
   const int t = threads_for(pool, double(oc) * double(plane) * double(ic * taps));
-  int64_t all_lo, all_hi;
-  rows_for(0, s.out_h, all_lo, all_hi);
-  const bool by_blocks = double(oc * taps * ic) >= double((all_hi - all_lo) * Wp * ic) && blocks >= t;
-  const int64_t pieces = t <= 1 ? 1 : by_blocks ? std::min<int64_t>(blocks, t) : std::min<int64_t>(s.out_h, t);
+  const bool by_blocks = oc * taps * ic > (int64_t(1) << 19) && blocks >= t;
+  const int64_t pieces = t <= 1 ? 1 : by_blocks ? std::min<int64_t>(blocks, t) : std::min<int64_t>(plane, t);
   int64_t tapoff[64];
   std::vector<int64_t> tapoff_big;
   int64_t* toff = tapoff;
@@ -299,19 +300,18 @@ void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp
     const uint8_t* xn = static_cast<const uint8_t*>(x) + n * ic * in_plane;
     char* yn = static_cast<char*>(y) + n * oc * plane;
     auto piece = [&](int64_t i) {
-      int64_t oh0 = 0, oh1 = s.out_h, b0 = 0, b1 = blocks;
+      int64_t p_begin = 0, p_end = plane, b0 = 0, b1 = blocks;
       if (pieces > 1) {
         if (by_blocks) split_range(blocks, pieces, i, b0, b1);
-        else split_range(s.out_h, pieces, i, oh0, oh1);
+        else split_range(plane, pieces, i, p_begin, p_end);
       }
-      if (oh0 == oh1 || b0 == b1) return;
+      if (p_begin == p_end || b0 == b1) return;
       int64_t r_lo, r_hi;
-      rows_for(oh0, oh1, r_lo, r_hi);
+      rows_for(p_begin / s.out_w, (p_end - 1) / s.out_w + 1, r_lo, r_hi);
       uint8_t* copy = reinterpret_cast<uint8_t*>(scratch_floats(kScratchA, size_t(((r_hi - r_lo) * Wp * ic + 64) / 4)));
       copy_nhwc(s, xn, flip, uint8_t(xq_zp), r_lo, r_hi, Wp, copy);
       int32_t* sums = reinterpret_cast<int32_t*>(scratch_floats(kScratchC, size_t(kChunk / kRows * kTileInts)));
       uint8_t* bytes = reinterpret_cast<uint8_t*>(scratch_floats(kScratchB, size_t(kChunk * 64 / 4)));
-      const int64_t p_begin = oh0 * s.out_w, p_end = oh1 * s.out_w;
       for (int64_t b = b0; b < b1; ++b) {
         const int nv = int(std::min<int64_t>(4, (oc - 64 * b) / 16));
         const uint32_t* wb = w + 64 * b * taps * KQ;

@@ -515,6 +515,25 @@ TEST_CASE("QConv channels-last: random geometries equal the reference") {
     ++tested;
   }
   CHECK(tested == 40);
+  // Weights over 512 KB: the threads split the output channel blocks instead of the pixels
+  // (the last block 32 wide in the first).
+  for (const ConvCase& c : {ConvCase{1, 256, 7, 7, 288, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                            ConvCase{2, 512, 14, 14, 128, 1, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0}}) {
+    const ConvShape s = shape_of(c);
+    const auto x = data8(QType::S8, size_t(s.batch * s.in_c * s.in_h * s.in_w), g);
+    const auto wv = data8(QType::S8, size_t(s.out_c * s.gemm_k()), g);
+    const std::vector<int32_t> w_zp(size_t(s.out_c), 0);
+    const QOutput o = make_output(QType::U8, s.out_c, g);
+    const QConv q(QType::S8, -5, QType::S8, wv.data(), int64_t(wv.size()), w_zp, o, nullptr, 9, &s);
+    REQUIRE(q.uses_nhwc());
+    const auto want = conv_reference(s, QType::S8, x, -5, QType::S8, wv, w_zp, o);
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &two, &three}) {
+      std::vector<uint8_t> got(want.size(), 0xcd);
+      q.run(s, x.data(), got.data(), p);
+      INFO(c.in_c, " -> ", c.out_c, " on ", c.in_h, "x", c.in_w, ", threads ", p ? p->threads() : 1);
+      CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+    }
+  }
 }
 
 // Where it is not taken: no shape given, a shape it does not pay on (stride 1 on a wide map;
