@@ -87,13 +87,17 @@ TEST_CASE("max_pool matches the naive pool") {
   CHECK(y == naive_pool(s, x));
 }
 
-// The 2-D 8-bit fast path (rows, then columns): stride 1 / 2 / 3, pads up to the kernel's
-// size - 1 (windows clipped at both ends), ceil mode, values at the type's extremes.
+// The 2-D 8-bit paths (rows, then columns; stride 2 and windows up to 3 wide by byte permutes
+// where AVX-512 VBMI runs: rows over 64 columns, tails, a window past the last column): stride
+// 1 / 2 / 3, pads up to the kernel's size - 1 (windows clipped at both ends), ceil mode, values
+// at the type's extremes.
 TEST_CASE("max_pool: uint8 / int8 2-D equal the naive pool") {
   ThreadPool tp(2);
   for (auto s : {pool2d(3, 9, 10, 3, 2, 1, 1, false), pool2d(3, 9, 10, 3, 2, 1, 1, true), pool2d(4, 8, 8, 2, 2, 0, 1, false),
                  pool2d(2, 11, 7, 3, 1, 2, 1, false), pool2d(2, 12, 13, 5, 3, 4, 1, true), pool2d(1, 1, 1, 1, 1, 0, 1, false),
-                 pool2d(64, 112, 112, 3, 2, 1, 1, false)}) {
+                 pool2d(64, 112, 112, 3, 2, 1, 1, false), pool2d(2, 7, 150, 3, 2, 1, 1, true),
+                 pool2d(2, 5, 65, 3, 2, 0, 1, false), pool2d(2, 6, 66, 3, 2, 2, 1, true), pool2d(2, 6, 33, 2, 2, 1, 1, false),
+                 pool2d(2, 4, 129, 1, 2, 0, 1, false)}) {
     const size_t n = size_t(s.batch * s.channels * s.in[1] * s.in[2]), m = size_t(s.batch * s.channels * s.out[1] * s.out[2]);
     std::vector<uint8_t> xu(n);
     std::vector<int8_t> xs(n);
