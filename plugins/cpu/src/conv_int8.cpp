@@ -468,10 +468,11 @@ void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) co
       throw std::invalid_argument("QConv: the shape has a kernel of " + std::to_string(s.k_h * s.k_w) +
                                   " taps, the weights " + std::to_string(taps_));
     if (nhwc_) {
-      if (!q_nhwc_shape_ok(s))
-        throw std::invalid_argument("QConv: the channels-last path needs one group and channels in 16s, the shape has " +
-                                    std::to_string(s.group) + " groups of " + std::to_string(s.icg()) + " -> " +
-                                    std::to_string(s.ocg()) + " channels");
+      if (!q_nhwc_shape_ok(s) || s.k_h * s.k_w != taps_)
+        throw std::invalid_argument("QConv: the channels-last path needs one group, channels in 16s (or 3 in) and the "
+                                    "weights' kernel; the shape has " + std::to_string(s.group) + " groups of " +
+                                    std::to_string(s.icg()) + " -> " + std::to_string(s.ocg()) + " channels, " +
+                                    std::to_string(s.k_h * s.k_w) + " taps");
       q_conv_nhwc(s, x, x_type_ == QType::S8, xq_zp_, pw, *ep_, y, pool);
       return;
     }

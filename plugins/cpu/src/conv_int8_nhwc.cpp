@@ -12,26 +12,41 @@
 namespace nxrt::cpu {
 
 bool q_nhwc_shape_ok(const ConvShape& s) {
-  return s.group == 1 && s.in_c % 16 == 0 && s.out_c % 16 == 0 && s.in_c > 0 && s.out_c > 0 && s.pad_top >= 0 &&
+  const bool channels = s.in_c % 16 == 0, rows = s.in_c == 3 && s.dil_w == 1;
+  return s.group == 1 && (channels || rows) && s.out_c % 16 == 0 && s.in_c > 0 && s.out_c > 0 && s.pad_top >= 0 &&
          s.pad_left >= 0 && s.out_h > 0 && s.out_w > 0 && s.k_h > 0 && s.k_w > 0;
 }
 
 bool q_nhwc_pays(const ConvShape& s) {
-  return q_nhwc_shape_ok(s) && s.k_h * s.k_w > 1 && (s.stride_h > 1 || s.stride_w > 1 || s.out_h * s.out_w <= 64);
+  if (!q_nhwc_shape_ok(s)) return false;
+  if (s.in_c == 3) return s.k_h * s.k_w > 1;  // the stems: their im2col pack was a fifth of them
+  return s.k_h * s.k_w > 1 && (s.stride_h > 1 || s.stride_w > 1 || s.out_h * s.out_w <= 64);
 }
 
-void q_nhwc_pack(const int8_t* w, int64_t oc, int64_t ic, int64_t taps, uint32_t* dst) {
-  const int64_t KQ = ic / 4;
+NhwcK q_nhwc_k(int64_t ic, int64_t k_h, int64_t k_w) {
+  if (ic % 16 == 0) return {k_h * k_w, ic / 4, false};
+  return {k_h, (k_w * ic + 3) / 4, true};
+}
+
+void q_nhwc_pack(const int8_t* w, int64_t oc, int64_t ic, int64_t k_h, int64_t k_w, uint32_t* dst) {
+  const NhwcK k = q_nhwc_k(ic, k_h, k_w);
+  const int64_t taps = k_h * k_w;
+  // Byte i of quad q at step t: weight (c, kh, kw) of the output channel, or 0 past the row.
+  auto weight = [&](int64_t o, int64_t t, int64_t q, int i) -> uint8_t {
+    if (!k.rows) return uint8_t(w[(o * ic + 4 * q + i) * taps + t]);
+    const int64_t j = 4 * q + i;
+    if (j >= k_w * ic) return 0;
+    return uint8_t(w[((o * ic + j % ic) * k_h + t) * k_w + j / ic]);
+  };
   for (int64_t o0 = 0; o0 < oc; o0 += 64) {
     const int64_t width = std::min<int64_t>(64, oc - o0);
-    uint32_t* d = dst + o0 * taps * KQ;
-    for (int64_t t = 0; t < taps; ++t)
-      for (int64_t q = 0; q < KQ; ++q)
+    uint32_t* d = dst + o0 * k.steps * k.quads;
+    for (int64_t t = 0; t < k.steps; ++t)
+      for (int64_t q = 0; q < k.quads; ++q)
         for (int64_t l = 0; l < width; ++l) {
-          const int8_t* g = w + ((o0 + l) * ic + 4 * q) * taps + t;
           uint32_t word = 0;
-          for (int i = 0; i < 4; ++i) word |= uint32_t(uint8_t(g[i * taps])) << (8 * i);
-          d[(t * KQ + q) * width + l] = word;
+          for (int i = 0; i < 4; ++i) word |= uint32_t(weight(o0 + l, t, q, i)) << (8 * i);
+          d[(t * k.quads + q) * width + l] = word;
         }
   }
 }
@@ -129,40 +144,88 @@ NXRT_QN void copy_nhwc(const ConvShape& s, const uint8_t* xn, uint8_t flip, uint
   }
 }
 
+// The same for 3 channels (the stems' row mode): dst[((r - r_lo) * Wp + col) * 3 + c], 64
+// pixels at a time by byte permutes (VBMI) of the three planes' rows.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi"))) void copy_nhwc3(
+    const ConvShape& s, const uint8_t* xn, uint8_t flip, uint8_t zp, int64_t r_lo, int64_t r_hi, int64_t Wp,
+    uint8_t* dst) {
+  const int64_t in_plane = s.in_h * s.in_w, row_bytes = Wp * 3;
+  const __m512i vflip = _mm512_set1_epi8(char(flip));
+  // Output vector k, byte j: pixel (64 k + j) / 3 of plane (64 k + j) % 3; planes 0 and 1 by
+  // one two-source permute, plane 2 by a one-source permute blended in.
+  alignas(64) uint8_t idx01[3][64], idx2[3][64];
+  __mmask64 from2[3] = {};
+  for (int k = 0; k < 3; ++k)
+    for (int j = 0; j < 64; ++j) {
+      const int g = 64 * k + j, px = g / 3, c = g % 3;
+      idx01[k][j] = uint8_t(c == 1 ? 64 + px : px);
+      idx2[k][j] = uint8_t(px);
+      if (c == 2) from2[k] |= __mmask64(1) << j;
+    }
+  for (int64_t r = r_lo; r < r_hi; ++r) {
+    bool read = false;
+    for (int64_t kh = 0; kh < s.k_h && !read; ++kh) {
+      const int64_t o = r - kh * s.dil_h;
+      read = o >= 0 && o % s.stride_h == 0 && o / s.stride_h < s.out_h;
+    }
+    if (!read) continue;
+    uint8_t* dr = dst + (r - r_lo) * row_bytes;
+    const int64_t ih = r - s.pad_top;
+    std::fill(dr, dr + row_bytes, zp);
+    if (ih < 0 || ih >= s.in_h) continue;
+    for (int64_t w0 = 0; w0 < s.in_w; w0 += 64) {
+      const int64_t n = std::min<int64_t>(64, s.in_w - w0);
+      const __mmask64 m = n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1;
+      const uint8_t* src = xn + ih * s.in_w + w0;
+      const __m512i a = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, src), vflip);
+      const __m512i b = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, src + in_plane), vflip);
+      const __m512i c = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, src + 2 * in_plane), vflip);
+      uint8_t* d = dr + (s.pad_left + w0) * 3;
+      for (int k = 0; k < 3; ++k) {
+        const int64_t bytes = std::clamp<int64_t>(3 * n - 64 * k, 0, 64);
+        if (bytes == 0) break;
+        const __m512i v = _mm512_mask_blend_epi8(
+            from2[k], _mm512_permutex2var_epi8(a, _mm512_load_si512(idx01[k]), b),
+            _mm512_permutexvar_epi8(_mm512_load_si512(idx2[k]), c));
+        _mm512_mask_storeu_epi8(d + 64 * k, bytes >= 64 ? ~__mmask64(0) : (__mmask64(1) << bytes) - 1, v);
+      }
+    }
+  }
+}
+
 // R pixels (their words at px[r] + tap offset + 4 q) x NV vectors of 16 output channels over
 // every tap and quad; the sums to acc[(j * kRows + r) * 16 + lane]. Meanwhile the 64-byte
 // lines [pf, pf + 64 pf_lines) are fetched to L2, one a quad step: the next block's weights,
 // which come from memory in a model (a 512-channel layer's 2.4 MB; on demand they cost the
 // 7x7 layers what the lanes gained).
 template <int R, int NV>
-NXRT_QN void tile(const uint8_t* const* px, const int64_t* tapoff, int64_t taps, int64_t kq, const uint32_t* w,
-                  int32_t* acc, const char* pf, int64_t pf_lines) {
+NXRT_QN void tile(const uint8_t* const* px, const int64_t* offs, int64_t steps, const uint32_t* w, int32_t* acc,
+                  const char* pf, int64_t pf_lines) {
   __m512i c[R][NV];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) c[r][j] = _mm512_setzero_si512();
-  for (int64_t t = 0; t < taps; ++t) {
-    const uint8_t* p[R];
+  const uint8_t* p[R];
 #pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) p[r] = px[r] + tapoff[t];
-    for (int64_t q = 0; q < kq; ++q) {
-      if (pf_lines > 0) {
-        _mm_prefetch(pf, _MM_HINT_T1);
-        pf += 64;
-        --pf_lines;
-      }
-      __m512i wv[NV];
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) wv[j] = _mm512_loadu_si512(w + 16 * j);
-#pragma GCC unroll 6
-      for (int r = 0; r < R; ++r) {
-        const __m512i xb = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(p[r] + 4 * q));
-#pragma GCC unroll 4
-        for (int j = 0; j < NV; ++j) c[r][j] = _mm512_dpbusd_epi32(c[r][j], xb, wv[j]);
-      }
-      w += 16 * NV;
+  for (int r = 0; r < R; ++r) p[r] = px[r];
+  for (int64_t k = 0; k < steps; ++k) {
+    if (pf_lines > 0) {
+      _mm_prefetch(pf, _MM_HINT_T1);
+      pf += 64;
+      --pf_lines;
     }
+    const int64_t o = offs[k];
+    __m512i wv[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) wv[j] = _mm512_loadu_si512(w + 16 * j);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m512i xb = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(p[r] + o));
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) c[r][j] = _mm512_dpbusd_epi32(c[r][j], xb, wv[j]);
+    }
+    w += 16 * NV;
   }
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r)
@@ -170,8 +233,7 @@ NXRT_QN void tile(const uint8_t* const* px, const int64_t* tapoff, int64_t taps,
     for (int j = 0; j < NV; ++j) _mm512_storeu_si512(acc + (j * kRows + r) * 16, c[r][j]);
 }
 
-using TileFn = void (*)(const uint8_t* const*, const int64_t*, int64_t, int64_t, const uint32_t*, int32_t*, const char*,
-                        int64_t);
+using TileFn = void (*)(const uint8_t* const*, const int64_t*, int64_t, const uint32_t*, int32_t*, const char*, int64_t);
 
 template <int NV>
 TileFn tile_for_rows(int rows) {
@@ -263,13 +325,17 @@ bool has_isa() {
 }  // namespace
 
 bool q_nhwc_available() { return has_isa() && q_store_panels_avx512(); }
+bool q_nhwc_rows_available() { return has_isa() && __builtin_cpu_supports("avx512vbmi") && q_nhwc_available(); }
 
 void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp, const uint32_t* w,
                  const QEpilogue& ep, void* y, ThreadPool* pool) {
-  if (!q_nhwc_available() || !q_nhwc_shape_ok(s) || (ep.type != QType::U8 && ep.type != QType::S8))
+  if (!q_nhwc_available() || !q_nhwc_shape_ok(s) || (ep.type != QType::U8 && ep.type != QType::S8) ||
+      (s.in_c % 16 != 0 && !q_nhwc_rows_available()))
     throw std::logic_error("q_conv_nhwc: not for this shape, output or CPU");
   static const QStorePanelsFn store = q_store_panels_avx512();
-  const int64_t ic = s.in_c, oc = s.out_c, KQ = ic / 4, taps = s.k_h * s.k_w, plane = s.out_h * s.out_w;
+  const int64_t ic = s.in_c, oc = s.out_c, plane = s.out_h * s.out_w;
+  const NhwcK k = q_nhwc_k(ic, s.k_h, s.k_w);
+  const int64_t KQ = k.quads, taps = k.steps;
   const int64_t Wp = padded_cols(s), blocks = (oc + 63) / 64, in_plane = s.in_h * s.in_w;
   const uint8_t flip = x_signed ? 0x80 : 0;
   const bool fast = !ep.fast_m.empty();
@@ -287,15 +353,12 @@ void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp
   const int t = threads_for(pool, double(oc) * double(plane) * double(ic * taps));
   const bool by_blocks = oc * taps * ic > (int64_t(1) << 19) && blocks >= t;
   const int64_t pieces = t <= 1 ? 1 : by_blocks ? std::min<int64_t>(blocks, t) : std::min<int64_t>(plane, t);
-  int64_t tapoff[64];
-  std::vector<int64_t> tapoff_big;
-  int64_t* toff = tapoff;
-  if (taps > 64) {
-    tapoff_big.resize(size_t(taps));
-    toff = tapoff_big.data();
-  }
-  for (int64_t kh = 0, j = 0; kh < s.k_h; ++kh)
-    for (int64_t kw = 0; kw < s.k_w; ++kw, ++j) toff[j] = (kh * s.dil_h * Wp + kw * s.dil_w) * ic;
+  // Each quad step's byte offset from a pixel's word: step t's tap (a kernel position, or a
+  // kernel row whose k_w * 3 bytes lie together) plus 4 q; one loop over all of them.
+  std::vector<int64_t> offs(size_t(taps * KQ));
+  for (int64_t kh = 0, t = 0; kh < s.k_h; ++kh)
+    for (int64_t kw = 0; kw < (k.rows ? 1 : s.k_w); ++kw, ++t)
+      for (int64_t q = 0; q < KQ; ++q) offs[size_t(t * KQ + q)] = (kh * s.dil_h * Wp + kw * s.dil_w) * ic + 4 * q;
   for (int64_t n = 0; n < s.batch; ++n) {
     const uint8_t* xn = static_cast<const uint8_t*>(x) + n * ic * in_plane;
     char* yn = static_cast<char*>(y) + n * oc * plane;
@@ -308,8 +371,12 @@ void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp
       if (p_begin == p_end || b0 == b1) return;
       int64_t r_lo, r_hi;
       rows_for(p_begin / s.out_w, (p_end - 1) / s.out_w + 1, r_lo, r_hi);
-      uint8_t* copy = reinterpret_cast<uint8_t*>(scratch_floats(kScratchA, size_t(((r_hi - r_lo) * Wp * ic + 64) / 4)));
-      copy_nhwc(s, xn, flip, uint8_t(xq_zp), r_lo, r_hi, Wp, copy);
+      // 64 bytes of slack: a row step's last quad reads up to 3 bytes past its row (weights 0).
+      const int64_t copy_bytes = (r_hi - r_lo) * Wp * ic;
+      uint8_t* copy = reinterpret_cast<uint8_t*>(scratch_floats(kScratchA, size_t((copy_bytes + 64) / 4)));
+      std::fill(copy + copy_bytes, copy + copy_bytes + 64, uint8_t(xq_zp));
+      if (k.rows) copy_nhwc3(s, xn, flip, uint8_t(xq_zp), r_lo, r_hi, Wp, copy);
+      else copy_nhwc(s, xn, flip, uint8_t(xq_zp), r_lo, r_hi, Wp, copy);
       int32_t* sums = reinterpret_cast<int32_t*>(scratch_floats(kScratchC, size_t(kChunk / kRows * kTileInts)));
       uint8_t* bytes = reinterpret_cast<uint8_t*>(scratch_floats(kScratchB, size_t(kChunk * 64 / 4)));
       for (int64_t b = b0; b < b1; ++b) {
@@ -335,7 +402,7 @@ void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp
               }
             }
             int32_t* ts = sums + t0 / kRows * kTileInts;
-            tile_for(rows, nv)(px, toff, taps, KQ, wb, ts, next + 64 * l0, l1 - l0);
+            tile_for(rows, nv)(px, offs.data(), taps * KQ, wb, ts, next + 64 * l0, l1 - l0);
             if (fast) {
               store_tile_fast(ep, store, ts, rows, nv, 64 * b, bytes + t0 * 64);
               continue;
@@ -356,6 +423,7 @@ void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp
 #else
 namespace nxrt::cpu {
 bool q_nhwc_available() { return false; }
+bool q_nhwc_rows_available() { return false; }
 void q_conv_nhwc(const ConvShape&, const void*, bool, int32_t, const uint32_t*, const QEpilogue&, void*, ThreadPool*) {
   throw std::logic_error("q_conv_nhwc: not for this CPU");
 }

@@ -21,18 +21,32 @@
 
 namespace nxrt::cpu {
 
-// Whether this CPU runs it: AVX-512 BW/VL/DQ and VNNI, not capped below avx512.
+// Whether this CPU runs it: AVX-512 BW/VL/DQ and VNNI, not capped below avx512; and the row
+// mode (3 input channels) too, which needs VBMI for its copy.
 bool q_nhwc_available();
-// One group, input and output channels multiples of 16 (whole byte-transpose blocks).
+bool q_nhwc_rows_available();
+// One group and output channels in 16s; input channels in 16s (a step is a kernel position,
+// its quads 4 channels each), or 3 undilated in width (the row mode of RGB stems: a step is
+// a kernel row, whose k_w x 3 bytes lie together in the copy, read as ceil(3 k_w / 4) quads,
+// the weights 0 past the row).
 bool q_nhwc_shape_ok(const ConvShape& s);
 // The cost model: where the pixel-lanes product loses lanes or packs panels (conv_int8_nhwc.cpp).
 bool q_nhwc_pays(const ConvShape& s);
-// Words q_nhwc_pack writes: taps * IC/4 quads per output channel.
-inline size_t q_nhwc_words(int64_t oc, int64_t ic, int64_t taps) { return size_t(oc * taps * (ic / 4)); }
-// w' ([OC][IC][taps], the s8 operand: w - 128 for uint8 weights) into dst: per block of 64
-// output channels (the last 16, 32 or 48 wide), [tap][IC/4 quads][width] words, each word the
-// 4 weights of input channels 4 q .. 4 q + 3 at that tap for one output channel.
-void q_nhwc_pack(const int8_t* w, int64_t oc, int64_t ic, int64_t taps, uint32_t* dst);
+// The K loop: `steps` taps (channel mode) or kernel rows (row mode) of `quads` quads each.
+struct NhwcK {
+  int64_t steps, quads;
+  bool rows;
+};
+NhwcK q_nhwc_k(int64_t ic, int64_t k_h, int64_t k_w);
+// Words q_nhwc_pack writes: steps * quads per output channel.
+inline size_t q_nhwc_words(int64_t oc, int64_t ic, int64_t k_h, int64_t k_w) {
+  const NhwcK k = q_nhwc_k(ic, k_h, k_w);
+  return size_t(oc * k.steps * k.quads);
+}
+// w' ([OC][IC][k_h][k_w], the s8 operand: w - 128 for uint8 weights) into dst: per block of
+// 64 output channels (the last 16, 32 or 48 wide), [step][quad][width] words, each word the 4
+// weights its quad's bytes meet for one output channel.
+void q_nhwc_pack(const int8_t* w, int64_t oc, int64_t ic, int64_t k_h, int64_t k_w, uint32_t* dst);
 // y = the QOutput of conv(x', w') for q_nhwc_shape_ok shapes: x of s.batch images (uint8, or
 // int8 read as x ^ 0x80 when x_signed), padding x' = xq_zp, w from q_nhwc_pack, ep with the
 // quads' correction folded into its bias (QConv's) and an 8-bit output type. Only where
