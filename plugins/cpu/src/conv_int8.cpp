@@ -468,7 +468,7 @@ void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) co
       throw std::invalid_argument("QConv: the shape has a kernel of " + std::to_string(s.k_h * s.k_w) +
                                   " taps, the weights " + std::to_string(taps_));
     if (nhwc_) {
-      if (!q_nhwc_shape_ok(s) || s.k_h * s.k_w != taps_)
+      if (!q_nhwc_runs(s) || s.k_h * s.k_w != taps_)
         throw std::invalid_argument("QConv: the channels-last path needs one group, channels in 16s (or 3 in) and the "
                                     "weights' kernel; the shape has " + std::to_string(s.group) + " groups of " +
                                     std::to_string(s.icg()) + " -> " + std::to_string(s.ocg()) + " channels, " +

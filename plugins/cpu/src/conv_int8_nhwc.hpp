@@ -21,16 +21,18 @@
 
 namespace nxrt::cpu {
 
-// Whether this CPU runs it: AVX-512 BW/VL/DQ and VNNI, not capped below avx512; and the row
-// mode (3 input channels) too, which needs VBMI for its copy.
+// Whether this CPU runs it: AVX-512 BW/VL/DQ and VNNI, not capped below avx512; and whether it
+// runs shape s (q_nhwc_shape_ok; the row mode and the 1x1 strided convs' sampled copy need
+// VBMI too).
 bool q_nhwc_available();
-bool q_nhwc_rows_available();
+bool q_nhwc_runs(const ConvShape& s);
 // One group and output channels in 16s; input channels in 16s (a step is a kernel position,
 // its quads 4 channels each), or 3 undilated in width (the row mode of RGB stems: a step is
 // a kernel row, whose k_w x 3 bytes lie together in the copy, read as ceil(3 k_w / 4) quads,
 // the weights 0 past the row).
 bool q_nhwc_shape_ok(const ConvShape& s);
-// The cost model: where the pixel-lanes product loses lanes or packs panels (conv_int8_nhwc.cpp).
+// The cost model: where the pixel-lanes product loses lanes or packs panels (conv_int8_nhwc.cpp):
+// 7x7 maps, strided convs (1x1 ones, unpadded, copy only the pixels they read), RGB stems.
 bool q_nhwc_pays(const ConvShape& s);
 // The K loop: `steps` taps (channel mode) or kernel rows (row mode) of `quads` quads each.
 struct NhwcK {

@@ -183,10 +183,9 @@ QConv::QConv(QType x_type, int32_t x_zp, QType w_type, const void* w, int64_t w_
       });
     }
     // The channels-last product: symmetric w', 8-bit outputs, channels in 16s (or 3).
-    nhwc_ = winograd_.empty() && shape && vnni && wq_zp_.empty() && q_nhwc_available() &&
-            (out_.type == QType::U8 || out_.type == QType::S8) && q_nhwc_shape_ok(*shape) &&
-            (shape->in_c % 16 == 0 || q_nhwc_rows_available()) && shape->k_h * shape->k_w == taps &&
-            shape->in_c * taps == k_ && shape->out_c == oc_ && q_nhwc_pays(*shape);
+    nhwc_ = winograd_.empty() && shape && vnni && wq_zp_.empty() && (out_.type == QType::U8 || out_.type == QType::S8) &&
+            q_nhwc_runs(*shape) && shape->k_h * shape->k_w == taps && shape->in_c * taps == k_ &&
+            shape->out_c == oc_ && q_nhwc_pays(*shape);
     if (nhwc_) {
       const int64_t ic = shape->in_c, kh = shape->k_h, kw = shape->k_w;
       packed_w_ = packed_words(store, "q_nhwc", q_nhwc_words(oc_, ic, kh, kw), own_, [&](std::span<uint32_t> dst) {
