@@ -17,16 +17,12 @@ bool q_nhwc_shape_ok(const ConvShape& s) {
          s.pad_left >= 0 && s.out_h > 0 && s.out_w > 0 && s.k_h > 0 && s.k_w > 0;
 }
 
-// 1x1, unpadded, strided (at most 2 across), channels in 16s: copy_nhwc_sampled's convs.
-static bool nhwc_sampled(const ConvShape& s) {
-  return s.k_h == 1 && s.k_w == 1 && s.pad_top == 0 && s.pad_left == 0 && s.in_c % 16 == 0 && s.stride_w <= 2 &&
-         (s.stride_h > 1 || s.stride_w > 1);
-}
-
 bool q_nhwc_pays(const ConvShape& s) {
   if (!q_nhwc_shape_ok(s)) return false;
   if (s.in_c == 3) return s.k_h * s.k_w > 1;  // the stems: their im2col pack was a fifth of them
-  if (nhwc_sampled(s)) return true;           // downsamples: a quarter of x copied, no panels
+  // Not 1x1: ResNet's downsamples with their sampled pixels copied dense ran 10-30% faster on
+  // 1 thread but 1.3-2x slower on 2 in cnn_int8 (their x left split between the cores by the
+  // QDQ Add before them), a copy shared by the threads no better.
   return s.k_h * s.k_w > 1 && (s.stride_h > 1 || s.stride_w > 1 || s.out_h * s.out_w <= 64);
 }
 
@@ -140,42 +136,6 @@ NXRT_QN void copy_nhwc(const ConvShape& s, const uint8_t* xn, uint8_t flip, uint
         for (int i = 0; i < 16; ++i) v[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, src + i * in_plane), vflip);
         transpose16x16_lanes(v);  // lane L of v[k]: pixel w0 + 16 L + k, channels c0 .. c0 + 15
         uint8_t* d = dr + (s.pad_left + w0) * C + c0;
-        for (int k = 0; k < 16; ++k) {
-          if (k < n) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + k * C), _mm512_extracti32x4_epi32(v[k], 0));
-          if (16 + k < n) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (16 + k) * C), _mm512_extracti32x4_epi32(v[k], 1));
-          if (32 + k < n) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (32 + k) * C), _mm512_extracti32x4_epi32(v[k], 2));
-          if (48 + k < n) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (48 + k) * C), _mm512_extracti32x4_epi32(v[k], 3));
-        }
-      }
-    }
-  }
-}
-
-// A 1x1 unpadded conv's sampled pixels only, channels-last and dense: dst[((oh - oh_lo) *
-// out_w + ow) * C + c] = x'(c, oh * stride_h, ow * stride_w), stride_w 1 or 2 (2: the even
-// bytes of 64 by a byte permute, VBMI). The downsamples of ResNet read a quarter of x.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi"))) void copy_nhwc_sampled(
-    const ConvShape& s, const uint8_t* xn, uint8_t flip, int64_t oh_lo, int64_t oh_hi, uint8_t* dst) {
-  const int64_t C = s.in_c, in_plane = s.in_h * s.in_w, sw = s.stride_w, per = 64 / sw;
-  const __m512i vflip = _mm512_set1_epi8(char(flip));
-  alignas(64) uint8_t even[64];
-  for (int j = 0; j < 64; ++j) even[j] = uint8_t(2 * (j % 32));
-  const __m512i ieven = _mm512_load_si512(even);
-  for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
-    uint8_t* dr = dst + (oh - oh_lo) * s.out_w * C;
-    for (int64_t o0 = 0; o0 < s.out_w; o0 += per) {
-      const int64_t n = std::min<int64_t>(per, s.out_w - o0), iw0 = o0 * sw;
-      const int64_t n_in = std::min<int64_t>(64, s.in_w - iw0);
-      const __mmask64 m = n_in >= 64 ? ~__mmask64(0) : (__mmask64(1) << n_in) - 1;
-      for (int64_t c0 = 0; c0 < C; c0 += 16) {
-        __m512i v[16];
-        const uint8_t* src = xn + c0 * in_plane + oh * s.stride_h * s.in_w + iw0;
-        for (int i = 0; i < 16; ++i) {
-          v[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, src + i * in_plane), vflip);
-          if (sw == 2) v[i] = _mm512_permutexvar_epi8(ieven, v[i]);
-        }
-        transpose16x16_lanes(v);  // lane L of v[k]: output pixel o0 + 16 L + k, channels c0 .. c0 + 15
-        uint8_t* d = dr + o0 * C + c0;
         for (int k = 0; k < 16; ++k) {
           if (k < n) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + k * C), _mm512_extracti32x4_epi32(v[k], 0));
           if (16 + k < n) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (16 + k) * C), _mm512_extracti32x4_epi32(v[k], 1));
@@ -369,9 +329,8 @@ bool has_isa() {
 
 bool q_nhwc_available() { return has_isa() && q_store_panels_avx512(); }
 bool q_nhwc_runs(const ConvShape& s) {
-  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");  // the row mode's and sampled copies
-  return has_isa() && q_store_panels_avx512() && q_nhwc_shape_ok(s) &&
-         (vbmi || (s.in_c % 16 == 0 && !nhwc_sampled(s)));
+  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");  // the row mode's copy
+  return has_isa() && q_store_panels_avx512() && q_nhwc_shape_ok(s) && (vbmi || s.in_c % 16 == 0);
 }
 
 void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp, const uint32_t* w,
@@ -382,17 +341,13 @@ void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp
   const int64_t ic = s.in_c, oc = s.out_c, plane = s.out_h * s.out_w;
   const NhwcK k = q_nhwc_k(ic, s.k_h, s.k_w);
   const int64_t KQ = k.quads, taps = k.steps;
-  // A 1x1 unpadded strided conv copies only its sampled pixels (copy_nhwc_sampled) and runs as
-  // a stride-1 conv over them.
-  const bool sampled = nhwc_sampled(s);
-  const int64_t Wp = sampled ? s.out_w : padded_cols(s), blocks = (oc + 63) / 64, in_plane = s.in_h * s.in_w;
-  const int64_t row_step = sampled ? 1 : s.stride_h, col_step = sampled ? 1 : s.stride_w;
+  const int64_t Wp = padded_cols(s), blocks = (oc + 63) / 64, in_plane = s.in_h * s.in_w;
   const uint8_t flip = x_signed ? 0x80 : 0;
   const bool fast = !ep.fast_m.empty();
   // Rows of the padded input output rows [oh0, oh1) read.
   auto rows_for = [&](int64_t oh0, int64_t oh1, int64_t& r_lo, int64_t& r_hi) {
-    r_lo = oh0 * row_step;
-    r_hi = (oh1 - 1) * row_step + (s.k_h - 1) * s.dil_h + 1;
+    r_lo = oh0 * s.stride_h;
+    r_hi = (oh1 - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1;
   };
   // The threads split the pixels (each copies the input rows its pixels read and reads all
   // the weights) unless the weights pass 512 KB, then the output channel blocks (each copies
@@ -400,10 +355,7 @@ void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp
   // between the cores: 64 -> 128 @56 s2 (73 KB of weights) 130-140 us by blocks, 102-104 by
   // pixels; 128 -> 256 @28 s2 (295 KB) 111-123 / 101-107; 256 -> 512 @14 s2 (1.2 MB) 97-107 /
   // 110-117; 512 @7 (2.4 MB) 164-176 / 196-209.
-  // A second thread pays from about 8 M multiply-adds a thread: ResNet's 1x1 downsamples
-  // (6.4 M) took 43 / 32 / 29 us on 1 thread in cnn_int8 and 49 / 36 / 29 on 2, their x read
-  // from both cores.
-  const int t = threads_for(pool, double(oc) * double(plane) * double(ic * taps), double(1 << 23));
+  const int t = threads_for(pool, double(oc) * double(plane) * double(ic * taps));
   const bool by_blocks = oc * taps * ic > (int64_t(1) << 19) && blocks >= t;
   const int64_t pieces = t <= 1 ? 1 : by_blocks ? std::min<int64_t>(blocks, t) : std::min<int64_t>(plane, t);
   // Each quad step's byte offset from a pixel's word: step t's tap (a kernel position, or a
@@ -428,8 +380,7 @@ void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp
       const int64_t copy_bytes = (r_hi - r_lo) * Wp * ic;
       uint8_t* copy = reinterpret_cast<uint8_t*>(scratch_floats(kScratchA, size_t((copy_bytes + 64) / 4)));
       std::fill(copy + copy_bytes, copy + copy_bytes + 64, uint8_t(xq_zp));
-      if (sampled) copy_nhwc_sampled(s, xn, flip, r_lo, r_hi, copy);
-      else if (k.rows) copy_nhwc3(s, xn, flip, uint8_t(xq_zp), r_lo, r_hi, Wp, copy);
+      if (k.rows) copy_nhwc3(s, xn, flip, uint8_t(xq_zp), r_lo, r_hi, Wp, copy);
       else copy_nhwc(s, xn, flip, uint8_t(xq_zp), r_lo, r_hi, Wp, copy);
       int32_t* sums = reinterpret_cast<int32_t*>(scratch_floats(kScratchC, size_t(kChunk / kRows * kTileInts)));
       uint8_t* bytes = reinterpret_cast<uint8_t*>(scratch_floats(kScratchB, size_t(kChunk * 64 / 4)));
@@ -449,7 +400,7 @@ void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp
             const uint8_t* px[kRows];
             int64_t oh = (c0 + t0) / s.out_w, ow = (c0 + t0) % s.out_w;
             for (int r = 0; r < rows; ++r) {
-              px[r] = copy + ((oh * row_step - r_lo) * Wp + ow * col_step) * ic;
+              px[r] = copy + ((oh * s.stride_h - r_lo) * Wp + ow * s.stride_w) * ic;
               if (++ow == s.out_w) {
                 ow = 0;
                 ++oh;

@@ -22,8 +22,7 @@
 namespace nxrt::cpu {
 
 // Whether this CPU runs it: AVX-512 BW/VL/DQ and VNNI, not capped below avx512; and whether it
-// runs shape s (q_nhwc_shape_ok; the row mode and the 1x1 strided convs' sampled copy need
-// VBMI too).
+// runs shape s (q_nhwc_shape_ok; the row mode's copy needs VBMI too).
 bool q_nhwc_available();
 bool q_nhwc_runs(const ConvShape& s);
 // One group and output channels in 16s; input channels in 16s (a step is a kernel position,
@@ -32,7 +31,7 @@ bool q_nhwc_runs(const ConvShape& s);
 // the weights 0 past the row).
 bool q_nhwc_shape_ok(const ConvShape& s);
 // The cost model: where the pixel-lanes product loses lanes or packs panels (conv_int8_nhwc.cpp):
-// 7x7 maps, strided convs (1x1 ones, unpadded, copy only the pixels they read), RGB stems.
+// 7x7 maps, strided convs other than 1x1, RGB stems.
 bool q_nhwc_pays(const ConvShape& s);
 // The K loop: `steps` taps (channel mode) or kernel rows (row mode) of `quads` quads each.
 struct NhwcK {

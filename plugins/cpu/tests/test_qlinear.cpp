@@ -472,11 +472,10 @@ TEST_CASE("QConv by exact Winograd: the int32 sums at the bound, and where it is
 }
 
 // The channels-last product (conv_int8_nhwc.hpp) runs every shape once a QConv takes it (made
-// for a shape it pays on: here stride 2): random geometries (kernels 1-5 wide, strides 1-3,
-// dilation, uneven pads; 1x1 unpadded strided ones; 16-80 input channels or 3 (the row mode),
-// 16-144 output channels: every width of the last 64-channel block, maps from 1 pixel to 40
-// wide), int8 and uint8 x and w, 8-bit outputs (with q_scale too), on 1, 2 and 3 threads:
-// every byte is the reference's.
+// for a shape it pays on: here stride 2): random geometries (kernels 1-5 wide, not 1x1, strides
+// 1-3, dilation, uneven pads, 16-80 input channels or 3 (the row mode), 16-144 output channels:
+// every width of the last 64-channel block, maps from 1 pixel to 40 wide), int8 and uint8 x and
+// w, 8-bit outputs (with q_scale too), on 1, 2 and 3 threads: every byte is the reference's.
 TEST_CASE("QConv channels-last: random geometries equal the reference") {
   if (!q_nhwc_available()) return;  // no VNNI: the path does not exist
   std::mt19937 g(47);
@@ -484,22 +483,19 @@ TEST_CASE("QConv channels-last: random geometries equal the reference") {
   auto pick = [&](int lo, int hi) { return int64_t(std::uniform_int_distribution<int>(lo, hi)(g)); };
   int tested = 0;
   for (int attempt = 0; attempt < 400 && tested < 40; ++attempt) {
-    // A sixth 1x1 unpadded strided convs (the sampled copy, stride across 1 or 2), else
-    // kernels up to 5x5 (1x1 not taken), a quarter of them with 3 input channels (the row mode,
-    // undilated in width).
-    const bool unit = attempt % 6 == 2;
-    const int64_t kh = unit ? 1 : pick(1, 5), kw = unit ? 1 : attempt % 4 == 0 || kh == 1 ? pick(2, 5) : kh;
-    const int64_t ic = !unit && attempt % 4 == 1 ? 3 : 16 * pick(1, 5);
-    const int64_t sw = unit ? pick(1, 2) : pick(1, 3), sh = unit && sw == 1 ? pick(2, 3) : pick(1, 3);
-    const int64_t pads[4] = {unit ? 0 : pick(0, 2), unit ? 0 : pick(0, 2), unit ? 0 : pick(0, 2), unit ? 0 : pick(0, 2)};
-    const ConvCase c{pick(1, 2), ic, pick(1, 30), pick(1, 40), 16 * pick(1, 9), 1, kh, kw, sh, sw,
-                     unit ? 1 : pick(1, 2), unit || ic == 3 ? 1 : pick(1, 2), pads[0], pads[1], pads[2], pads[3]};
+    // Kernels up to 5x5 (1x1 not taken), a quarter of them with 3 input channels (the row
+    // mode, undilated in width).
+    const int64_t kh = pick(1, 5), kw = attempt % 4 == 0 || kh == 1 ? pick(2, 5) : kh;
+    const int64_t ic = attempt % 4 == 1 ? 3 : 16 * pick(1, 5);
+    const ConvCase c{pick(1, 2), ic, pick(1, 30), pick(1, 40), 16 * pick(1, 9), 1, kh, kw,
+                     pick(1, 3), pick(1, 3), pick(1, 2), ic == 3 ? 1 : pick(1, 2), pick(0, 2), pick(0, 2), pick(0, 2),
+                     pick(0, 2)};
     const ConvShape s = shape_of(c);
     if (s.out_h < 1 || s.out_w < 1) continue;
-    ConvShape hint = s;  // the shape the kernel is made for: stride 2 pays (the 1x1 ones: s itself)
-    if (!unit) hint.stride_h = hint.stride_w = 2;
+    ConvShape hint = s;  // the shape the kernel is made for: stride 2 pays
+    hint.stride_h = hint.stride_w = 2;
     REQUIRE(q_nhwc_pays(hint));
-    if (!q_nhwc_runs(hint)) continue;  // AVX-512 VNNI without VBMI: not the row mode or the sampled copy
+    if (!q_nhwc_runs(hint)) continue;  // AVX-512 VNNI without VBMI: not the row mode
     const QType xt = g() % 2 ? QType::U8 : QType::S8;
     const QType ot = g() % 2 ? QType::U8 : QType::S8;
     const QType wt = g() % 3 ? QType::S8 : QType::U8;
@@ -574,9 +570,8 @@ TEST_CASE("QConv channels-last: where it is and is not taken") {
   CHECK(q_nhwc_pays(shape_of({1, 512, 7, 7, 512, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1})));
   CHECK(q_nhwc_pays(shape_of({1, 64, 56, 56, 128, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1})));
   CHECK(!q_nhwc_pays(shape_of({1, 64, 56, 56, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1})));
-  CHECK(q_nhwc_pays(shape_of({1, 64, 56, 56, 128, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0})));   // a downsample
-  CHECK(!q_nhwc_pays(shape_of({1, 64, 56, 56, 128, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0})));  // 1x1 stride 1
-  CHECK(!q_nhwc_pays(shape_of({1, 64, 56, 56, 128, 1, 1, 1, 2, 2, 1, 1, 1, 1, 1, 1})));  // 1x1 padded
+  // 1x1 downsamples (see conv_int8_nhwc.cpp's q_nhwc_pays)
+  CHECK(!q_nhwc_pays(shape_of({1, 64, 56, 56, 128, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0})));
   CHECK(q_nhwc_pays(shape_of({1, 3, 224, 224, 64, 1, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3})));  // the stem, row mode
   CHECK(!q_nhwc_shape_ok(shape_of({1, 3, 32, 32, 64, 1, 3, 3, 1, 1, 1, 2, 1, 2, 1, 2})));  // 3 channels, dilated in width
 }
