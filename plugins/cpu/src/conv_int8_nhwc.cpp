@@ -105,6 +105,16 @@ NXRT_QN inline void store_lane(char* dst, __mmask16 m, __m512i v) {
   _mm_mask_storeu_epi8(dst, m, _mm512_extracti32x4_epi32(v, L));
 }
 
+// Whether some tap reads padded row r (a strided conv whose kernel is shorter than its
+// stride skips rows: the copies leave those as they are).
+bool row_read(const ConvShape& s, int64_t r) {
+  for (int64_t kh = 0; kh < s.k_h; ++kh) {
+    const int64_t o = r - kh * s.dil_h;
+    if (o >= 0 && o % s.stride_h == 0 && o / s.stride_h < s.out_h) return true;
+  }
+  return false;
+}
+
 // Padded rows [r_lo, r_hi) of image xn (C planes of in_h x in_w bytes, ^ flip) channels-last:
 // dst[((r - r_lo) * Wp + col) * C + c], x_zp' outside the input; only the rows some tap reads.
 NXRT_QN void copy_nhwc(const ConvShape& s, const uint8_t* xn, uint8_t flip, uint8_t zp, int64_t r_lo, int64_t r_hi,
@@ -112,13 +122,7 @@ NXRT_QN void copy_nhwc(const ConvShape& s, const uint8_t* xn, uint8_t flip, uint
   const int64_t C = s.in_c, in_plane = s.in_h * s.in_w, row_bytes = Wp * C;
   const __m512i vflip = _mm512_set1_epi8(char(flip));
   for (int64_t r = r_lo; r < r_hi; ++r) {
-    // Rows no tap reads (a 1x1 stride-2 conv's odd ones) are left as they are.
-    bool read = false;
-    for (int64_t kh = 0; kh < s.k_h && !read; ++kh) {
-      const int64_t o = r - kh * s.dil_h;
-      read = o >= 0 && o % s.stride_h == 0 && o / s.stride_h < s.out_h;
-    }
-    if (!read) continue;
+    if (!row_read(s, r)) continue;
     uint8_t* dr = dst + (r - r_lo) * row_bytes;
     const int64_t ih = r - s.pad_top;
     if (ih < 0 || ih >= s.in_h) {
@@ -166,12 +170,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi"
       if (c == 2) from2[k] |= __mmask64(1) << j;
     }
   for (int64_t r = r_lo; r < r_hi; ++r) {
-    bool read = false;
-    for (int64_t kh = 0; kh < s.k_h && !read; ++kh) {
-      const int64_t o = r - kh * s.dil_h;
-      read = o >= 0 && o % s.stride_h == 0 && o / s.stride_h < s.out_h;
-    }
-    if (!read) continue;
+    if (!row_read(s, r)) continue;
     uint8_t* dr = dst + (r - r_lo) * row_bytes;
     const int64_t ih = r - s.pad_top;
     std::fill(dr, dr + row_bytes, zp);

@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <span>
 #include <vector>
@@ -117,6 +118,17 @@ std::vector<uint8_t> conv_reference(const ConvShape& s, QType xt, const std::vec
   std::vector<uint8_t> y(size_t(total) * esize(o.type));
   for (int64_t t = 0; t < s.batch * s.out_c; ++t) q_store_channel(o, acc.data() + t * plane, plane, t % s.out_c, y.data(), t * plane);
   return y;
+}
+
+// q.run on each of `pools` (null: 1 thread) gives every byte of `want`.
+void check_runs(const QConv& q, const ConvShape& s, const std::vector<uint8_t>& x, const std::vector<uint8_t>& want,
+                std::initializer_list<ThreadPool*> pools) {
+  for (ThreadPool* p : pools) {
+    std::vector<uint8_t> got(want.size(), 0xcd);
+    q.run(s, x.data(), got.data(), p);
+    INFO("threads ", p ? p->threads() : 1);
+    CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+  }
 }
 
 struct ConvCase {
@@ -406,12 +418,7 @@ TEST_CASE("QConv by exact Winograd: random geometries equal the reference") {
          c.pt, " ", c.pl, " ", c.pb, " ", c.pr, " ", tname(xt), " x ", tname(wt), " -> ", tname(ot), " x_zp ", x_zp);
     REQUIRE(q.uses_winograd(s));
     const auto want = conv_reference(s, xt, x, x_zp, wt, wv, w_zp, o);
-    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &two, &three}) {
-      std::vector<uint8_t> got(want.size(), 0xcd);
-      q.run(s, x.data(), got.data(), p);
-      INFO("threads ", p ? p->threads() : 1);
-      CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
-    }
+    check_runs(q, s, x, want, {nullptr, &two, &three});
     ++tested;
   }
   CHECK(tested == 30);
@@ -513,12 +520,7 @@ TEST_CASE("QConv channels-last: random geometries equal the reference") {
          " ", tname(xt), " x ", tname(wt), " -> ", tname(ot), " x_zp ", x_zp);
     REQUIRE(q.uses_nhwc());
     const auto want = conv_reference(s, xt, x, x_zp, wt, wv, w_zp, o);
-    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &two, &three}) {
-      std::vector<uint8_t> got(want.size(), 0xcd);
-      q.run(s, x.data(), got.data(), p);
-      INFO("threads ", p ? p->threads() : 1);
-      CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
-    }
+    check_runs(q, s, x, want, {nullptr, &two, &three});
     ++tested;
   }
   CHECK(tested == 40);
@@ -534,12 +536,8 @@ TEST_CASE("QConv channels-last: random geometries equal the reference") {
     const QConv q(QType::S8, -5, QType::S8, wv.data(), int64_t(wv.size()), w_zp, o, nullptr, 9, &s);
     REQUIRE(q.uses_nhwc());
     const auto want = conv_reference(s, QType::S8, x, -5, QType::S8, wv, w_zp, o);
-    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &two, &three}) {
-      std::vector<uint8_t> got(want.size(), 0xcd);
-      q.run(s, x.data(), got.data(), p);
-      INFO(c.in_c, " -> ", c.out_c, " on ", c.in_h, "x", c.in_w, ", threads ", p ? p->threads() : 1);
-      CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
-    }
+    INFO(c.in_c, " -> ", c.out_c, " on ", c.in_h, "x", c.in_w);
+    check_runs(q, s, x, want, {nullptr, &two, &three});
   }
 }
 
