@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cpu_info.hpp"
+#include "q_store_fast_avx512.hpp"
 #include "scratch.hpp"
 
 namespace nxrt::cpu {
@@ -265,35 +266,19 @@ TileFn tile_for(int rows, int nv) {
 // stride-2 layer (harness), twice the tiles' share of the store elsewhere.
 NXRT_QN void store_tile_fast(const QEpilogue& e, QStorePanelsFn exact, const int32_t* sums, int rows, int nv,
                              int64_t ch0, uint8_t* bytes) {
-  const __m512 vlo = _mm512_set1_ps(e.fast_lo), vhi = _mm512_set1_ps(e.fast_hi);
-  const __m512 fzp = _mm512_set1_ps(float(e.zero_point)), c2lo = _mm512_set1_ps(float(e.lo)),
-               c2hi = _mm512_set1_ps(float(e.hi));
-  const bool u8 = e.type == QType::U8;
-  const __m512 fqlo = _mm512_set1_ps(u8 ? 0.f : -128.f), fqhi = _mm512_set1_ps(u8 ? 255.f : 127.f);
-  const __m512i zpi = _mm512_set1_epi32(e.zero_point);
-  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  const QFastConsts k = q_fast_consts(e);
   for (int j = 0; j < nv; ++j) {
     const int64_t c = ch0 + 16 * j;
     const __m512i bias = e.bias.empty() ? _mm512_setzero_si512() : _mm512_loadu_si512(e.bias.data() + c);
     const __m512 fm = _mm512_loadu_ps(e.fast_m.data() + c), fb = _mm512_loadu_ps(e.fast_b.data() + c);
     const __m512 lim = _mm512_loadu_ps(e.fast_lim.data() + c);
     for (int r = 0; r < rows; ++r) {
-      const __m512i v = _mm512_add_epi32(_mm512_loadu_si512(sums + (j * kRows + r) * 16), bias);  // wraps as the store's
-      __m512 q = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), fm, fb);
-      q = _mm512_min_ps(vhi, _mm512_max_ps(vlo, q));
-      const __m512 rq = _mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      if (_mm512_cmp_ps_mask(_mm512_and_ps(_mm512_sub_ps(q, rq), abs_mask), lim, _CMP_NLT_UQ)) [[unlikely]] {
+      __m128i out;
+      const __m512i v = _mm512_add_epi32(_mm512_loadu_si512(sums + (j * kRows + r) * 16), bias);  // wraps
+      if (q_fast_bytes(k, v, fm, fb, lim, 0xffff, out)) [[likely]]
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(bytes + r * 64 + 16 * j), out);
+      else
         exact(e, sums + j * kRows * 16, kTileInts, r, r + 1, 1, 16, false, c, bytes + r * 64 + 16 * j, 64);
-        continue;
-      }
-      __m512i o;
-      if (e.fast_two_clamps) {
-        __m512 f = _mm512_min_ps(fqhi, _mm512_max_ps(fqlo, _mm512_add_ps(rq, fzp)));
-        o = _mm512_cvtps_epi32(_mm512_min_ps(c2hi, _mm512_max_ps(c2lo, f)));
-      } else {
-        o = _mm512_add_epi32(_mm512_cvtps_epi32(rq), zpi);
-      }
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(bytes + r * 64 + 16 * j), _mm512_cvtepi32_epi8(o));
     }
   }
 }

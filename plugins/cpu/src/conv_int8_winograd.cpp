@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cpu_info.hpp"
+#include "q_store_fast_avx512.hpp"
 #include "scratch.hpp"
 
 namespace nxrt::cpu {
@@ -299,13 +300,7 @@ void store_masks(const ConvShape& s, const Geom& g, int64_t P, int a, uint16_t* 
 // for it alone). The kept store, generic in its kinds and masks, took 15% of a 64@56 layer.
 NXRT_QW void store_rows_fast(const QEpilogue& e, QStoreKeptFn exact, const int32_t* acc, int64_t rows,
                              const uint16_t* keep, const int64_t* col_at, int64_t ch0, char* y, int64_t plane) {
-  const __m512 vlo = _mm512_set1_ps(e.fast_lo), vhi = _mm512_set1_ps(e.fast_hi);
-  const __m512 fzp = _mm512_set1_ps(float(e.zero_point)), c2lo = _mm512_set1_ps(float(e.lo)),
-               c2hi = _mm512_set1_ps(float(e.hi));
-  const bool u8 = e.type == QType::U8;
-  const __m512 fqlo = _mm512_set1_ps(u8 ? 0.f : -128.f), fqhi = _mm512_set1_ps(u8 ? 255.f : 127.f);
-  const __m512i zpi = _mm512_set1_epi32(e.zero_point);
-  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  const QFastConsts k = q_fast_consts(e);
   for (int64_t r = 0; r < rows; ++r) {
     const size_t c = size_t(ch0 + r);
     const __m512i bias = e.bias.empty() ? _mm512_setzero_si512() : _mm512_set1_epi32(e.bias[c]);
@@ -314,23 +309,12 @@ NXRT_QW void store_rows_fast(const QEpilogue& e, QStoreKeptFn exact, const int32
     char* yr = y + r * plane;
     for (int v = 0; v < 4; ++v) {
       if (!keep[v]) continue;
+      __m128i out;
       const __m512i sum = _mm512_add_epi32(_mm512_loadu_si512(acc + (v * kQMR + r) * kQNR), bias);  // wraps
-      __m512 q = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), fm, fb);
-      q = _mm512_min_ps(vhi, _mm512_max_ps(vlo, q));
-      const __m512 rq = _mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      if (_mm512_mask_cmp_ps_mask(__mmask16(keep[v]), _mm512_and_ps(_mm512_sub_ps(q, rq), abs_mask), lim,
-                                  _CMP_NLT_UQ)) [[unlikely]] {
+      if (q_fast_bytes(k, sum, fm, fb, lim, __mmask16(keep[v]), out)) [[likely]]
+        _mm_mask_storeu_epi8(yr + col_at[v], __mmask16(keep[v]), out);
+      else
         exact(e, acc + v * kQMR * kQNR, 0, r, r + 1, 1, keep + v, col_at + v, ch0 + r, yr, plane);
-        continue;
-      }
-      __m512i o;
-      if (e.fast_two_clamps) {
-        const __m512 f = _mm512_min_ps(fqhi, _mm512_max_ps(fqlo, _mm512_add_ps(rq, fzp)));
-        o = _mm512_cvtps_epi32(_mm512_min_ps(c2hi, _mm512_max_ps(c2lo, f)));
-      } else {
-        o = _mm512_add_epi32(_mm512_cvtps_epi32(rq), zpi);
-      }
-      _mm_mask_storeu_epi8(yr + col_at[v], __mmask16(keep[v]), _mm512_cvtepi32_epi8(o));
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "gemm_int8.hpp"
+#include "q_store_fast_avx512.hpp"
 #include "simd.hpp"
 
 #if defined(__x86_64__)
@@ -187,8 +188,7 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
     fbq = _mm512_maskz_loadu_ps(m_last, e.fast_b.data() + ch0);
     flim = _mm512_maskz_loadu_ps(m_last, e.fast_lim.data() + ch0);
   }
-  const __m512 vlo = _mm512_set1_ps(e.fast_lo), vhi = _mm512_set1_ps(e.fast_hi);
-  const __m512 c2lo = _mm512_set1_ps(float(e.lo)), c2hi = _mm512_set1_ps(float(e.hi));
+  const QFastConsts fast_k = FAST ? q_fast_consts(e) : QFastConsts{};
   __mmask16 kept[kQWide] = {};
   bool packs[kQWide] = {};
   int64_t lane0_at[kQWide] = {};  // where lane 0 goes (after the packing, if any)
@@ -229,18 +229,11 @@ NXRT_AVX512_STORE inline void store_panels_impl(const QEpilogue& e, const int32_
         continue;
       }
       if constexpr (FAST) {
-        __m512 q = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), fm, fbq);
-        q = _mm512_min_ps(vhi, _mm512_max_ps(vlo, q));
-        const __m512 r = _mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         // Every lane clear of the half-integers by the margin: the exact path rounds it the same way.
-        if (!_mm512_mask_cmp_ps_mask(m, _mm512_abs_ps(_mm512_sub_ps(q, r)), flim, _CMP_NLT_UQ)) [[likely]] {
-          if (e.fast_two_clamps) {  // the saturation, then [lo, hi]
-            __m512 o = _mm512_min_ps(fqhi, _mm512_max_ps(fqlo, _mm512_add_ps(r, fzp)));
-            o = _mm512_min_ps(c2hi, _mm512_max_ps(c2lo, o));
-            store_low_bytes(static_cast<char*>(y) + at, m, _mm512_cvtps_epi32(o));
-          } else {  // r within the integer clamp - zp already (fast_lo, fast_hi)
-            store_low_bytes(static_cast<char*>(y) + at, m, _mm512_add_epi32(_mm512_cvtps_epi32(r), zpi));
-          }
+        __m128i b;
+        if (q_fast_bytes(fast_k, v, fm, fbq, flim, m, b)) [[likely]] {
+          if (m == 0xffff) _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<char*>(y) + at), b);
+          else _mm_mask_storeu_epi8(static_cast<char*>(y) + at, m, b);
           continue;
         }
       }
