@@ -50,6 +50,10 @@ struct ConvShape {
   int64_t icg() const { return in_c / group; }
   int64_t ocg() const { return out_c / group; }
   int64_t gemm_k() const { return icg() * k_h * k_w; }
+  // x's rows / columns with the begin pads, through the last tap any output reads (the end
+  // pads as far as they are read): the extent of a padded copy of x.
+  int64_t padded_h() const { return std::max(in_h + pad_top, (out_h - 1) * stride_h + (k_h - 1) * dil_h + 1); }
+  int64_t padded_w() const { return std::max(in_w + pad_left, (out_w - 1) * stride_w + (k_w - 1) * dil_w + 1); }
 };
 
 // Weights [OC][IC/g][KH][KW] as conv2d reads them: packed per group as GEMM A operands

@@ -167,16 +167,10 @@ struct TapLayout {
   int64_t Hp, Wp;
   std::vector<int64_t> koff;
 };
-int64_t padded_rows(const ConvShape& s) {
-  return std::max(s.in_h + s.pad_top, (s.out_h - 1) * s.stride_h + (s.k_h - 1) * s.dil_h + 1);
-}
-int64_t padded_cols(const ConvShape& s) {
-  return std::max(s.in_w + s.pad_left, (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1);
-}
 TapLayout tap_layout(const ConvShape& s, bool in_place, const int32_t* order) {
   TapLayout t;
-  t.Hp = in_place ? s.in_h : padded_rows(s);
-  t.Wp = in_place ? s.in_w : padded_cols(s);
+  t.Hp = in_place ? s.in_h : s.padded_h();
+  t.Wp = in_place ? s.in_w : s.padded_w();
   const int64_t K = s.gemm_k(), khw = s.k_h * s.k_w;
   t.koff.resize(size_t(K));
   for (int64_t j = 0; j < K; ++j) {
@@ -273,7 +267,7 @@ template <typename TX>
 void conv_run_channel_quads(const ConvShape& s, const TX* x, int32_t xq_zp, const uint32_t* pw, const QEpilogue& ep,
                             const QZpTerm& zp_term, void* y, ThreadPool* pool) {
   const int64_t icg = s.icg(), K = s.gemm_k(), in_plane = s.in_h * s.in_w, pixels = s.out_h * s.out_w;
-  const int64_t Wp = padded_cols(s), out_w = s.out_w;
+  const int64_t Wp = s.padded_w(), out_w = s.out_w;
   const uint8_t flip = std::is_same_v<TX, int8_t> ? 0x80 : 0;
   static const QPackQuadsFn pack = q_pack_channel_quads();
   for (int64_t n = 0; n < s.batch; ++n)
@@ -310,7 +304,7 @@ void conv_run_channel_quads(const ConvShape& s, const TX* x, int32_t xq_zp, cons
 // the next share their words (both hold x_zp'), so a row needs in_w + max(left, right) words
 // (ResNet's 3x3 pad 1: in_w + 1, one column past out_w), and at least out_w.
 int64_t shared_pad_pitch(const ConvShape& s) {
-  const int64_t right = std::max<int64_t>(0, padded_cols(s) - s.in_w - s.pad_left);
+  const int64_t right = std::max<int64_t>(0, s.padded_w() - s.in_w - s.pad_left);
   return std::max(s.out_w, s.in_w + std::max(s.pad_left, right));
 }
 
@@ -447,7 +441,7 @@ bool QConv::uses_winograd(const ConvShape& s) const {
 
 bool QConv::reads_b_in_place(const ConvShape& s) const {
   const QZpTerm zp_term{wq_zp_.empty() ? nullptr : wq_zp_.data(), nullptr, nullptr};
-  return quads_ && channel_quads_ && s.k_h * s.k_w == taps_ && !(x_type_ == QType::U8 && unit_conv(s)) &&
+  return quads_ && channel_quads_ && !nhwc_ && s.k_h * s.k_w == taps_ && !(x_type_ == QType::U8 && unit_conv(s)) &&
          direct_pays(s, zp_term);
 }
 

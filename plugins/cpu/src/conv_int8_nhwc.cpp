@@ -72,11 +72,6 @@ constexpr int kRows = 6;      // pixels a tile
 constexpr int kChunk = 48;    // pixels a store: 8 tiles, 3 transposes of 16
 constexpr int kTileInts = 4 * kRows * 16;  // a tile's sums: [4 vectors][6 rows][16 lanes]
 
-// The padded input's columns: up to the last tap any output reads.
-int64_t padded_cols(const ConvShape& s) {
-  return std::max(s.in_w + s.pad_left, (s.out_w - 1) * s.stride_w + (s.k_w - 1) * s.dil_w + 1);
-}
-
 // Each 128-bit lane of r[0..15] (row i: 16 bytes) transposed in place: lane L of r[k] becomes
 // byte k of lane L of every input row (unpacks by 8, 16, 32, 64 bits: r[k] ends as column k).
 NXRT_QN inline void transpose16x16_lanes(__m512i (&r)[16]) {
@@ -314,7 +309,7 @@ bool has_isa() {
 bool q_nhwc_available() { return has_isa() && q_store_panels_avx512(); }
 bool q_nhwc_runs(const ConvShape& s) {
   static const bool vbmi = __builtin_cpu_supports("avx512vbmi");  // the row mode's copy
-  return has_isa() && q_store_panels_avx512() && q_nhwc_shape_ok(s) && (vbmi || s.in_c % 16 == 0);
+  return q_nhwc_available() && q_nhwc_shape_ok(s) && (vbmi || s.in_c % 16 == 0);
 }
 
 void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp, const uint32_t* w,
@@ -325,7 +320,7 @@ void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp
   const int64_t ic = s.in_c, oc = s.out_c, plane = s.out_h * s.out_w;
   const NhwcK k = q_nhwc_k(ic, s.k_h, s.k_w);
   const int64_t KQ = k.quads, taps = k.steps;
-  const int64_t Wp = padded_cols(s), blocks = (oc + 63) / 64, in_plane = s.in_h * s.in_w;
+  const int64_t Wp = s.padded_w(), blocks = (oc + 63) / 64, in_plane = s.in_h * s.in_w;
   const uint8_t flip = x_signed ? 0x80 : 0;
   const bool fast = !ep.fast_m.empty();
   // Rows of the padded input output rows [oh0, oh1) read.
@@ -345,9 +340,9 @@ void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp
   // Each quad step's byte offset from a pixel's word: step t's tap (a kernel position, or a
   // kernel row whose k_w * 3 bytes lie together) plus 4 q; one loop over all of them.
   std::vector<int64_t> offs(size_t(taps * KQ));
-  for (int64_t kh = 0, t = 0; kh < s.k_h; ++kh)
-    for (int64_t kw = 0; kw < (k.rows ? 1 : s.k_w); ++kw, ++t)
-      for (int64_t q = 0; q < KQ; ++q) offs[size_t(t * KQ + q)] = (kh * s.dil_h * Wp + kw * s.dil_w) * ic + 4 * q;
+  for (int64_t kh = 0, step = 0; kh < s.k_h; ++kh)
+    for (int64_t kw = 0; kw < (k.rows ? 1 : s.k_w); ++kw, ++step)
+      for (int64_t q = 0; q < KQ; ++q) offs[size_t(step * KQ + q)] = (kh * s.dil_h * Wp + kw * s.dil_w) * ic + 4 * q;
   for (int64_t n = 0; n < s.batch; ++n) {
     const uint8_t* xn = static_cast<const uint8_t*>(x) + n * ic * in_plane;
     char* yn = static_cast<char*>(y) + n * oc * plane;
@@ -371,7 +366,7 @@ void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp
       // The piece's pixels in tiles of 6 and 5 (49: four of 6 and five of 5, not eight of 6 and
       // a lone pixel, whose tile ran at half the rate: 1% of cnn_int8 in perf).
       const int64_t cnt = p_end - p_begin, tiles = (cnt + kRows - 1) / kRows;
-      auto tile_start = [&](int64_t i) { return i * (cnt / tiles) + std::min(i, cnt % tiles); };
+      auto tile_start = [&](int64_t tile) { return tile * (cnt / tiles) + std::min(tile, cnt % tiles); };
       for (int64_t b = b0; b < b1; ++b) {
         const int nv = int(std::min<int64_t>(4, (oc - 64 * b) / 16));
         const uint32_t* wb = w + 64 * b * taps * KQ;

@@ -249,7 +249,6 @@ __attribute__((target("avx2"))) static void max_pool_plane_2d_avx2(const PoolSha
   }
 }
 
-
 // 8-bit planes with column stride 2 and windows of at most 3 columns (ResNet's 3x3/2 pool
 // after the 8-bit stem) on AVX-512 VBMI: 32 outputs from one 64-byte load per window row
 // and the 65th byte, their maximum over the rows, then each tap's even lanes by a byte
@@ -263,8 +262,8 @@ __attribute__((target("avx512f,avx512bw"), always_inline)) static inline __m512i
 }
 
 template <typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) static void max_pool_plane_2d_8bit_s2(const PoolShape& s,
-                                                                                             const T* x, T* y) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) static void max_pool_plane_2d_8bit_s2(
+    const PoolShape& s, const T* x, T* y) {
   const int64_t H = s.in[1], W = s.in[2], OW = s.out[2];
   const int64_t KH = s.kernel[1], KW = s.kernel[2], SH = s.stride[1], PT = s.pad_begin[1], PL = s.pad_begin[2];
   const __m512i lowest = _mm512_set1_epi8(char(std::numeric_limits<T>::lowest()));
