@@ -16,24 +16,94 @@ namespace {
 // G scaled by row: (S G) with s = (4, 6, 6, 24, 24, 1).
 constexpr int kGs[6][3] = {{1, 0, 0}, {-1, -1, -1}, {-1, 1, -1}, {1, 2, 4}, {1, -2, 4}, {0, 0, 1}};
 
-// Where a panel's lanes lie (conv_int8_winograd.hpp): tile rows [ty0, ty0 + rows) of `lanes`
-// lanes each (the first ntx used, from tile column tx0); a panel row reads Wr padded columns.
+// A run of one tile row's tiles in a panel: tiles [tx0, tx0 + n) of tile row ty in lanes
+// [lane0, lane0 + n); their source bytes lie in the panel's 128-byte table from byte0 (4 n + 2
+// columns of x' a row).
+struct Segment {
+  int64_t ty, tx0, n, lane0, byte0;
+};
 struct PanelGeom {
-  int64_t ty0, rows, tx0, ntx, lanes, Wr;
+  int count = 0;
+  Segment seg[5];
+  int64_t tiles() const {
+    int64_t n = 0;
+    for (int i = 0; i < count; ++i) n += seg[i].n;
+    return n;
+  }
 };
 
+// A panel of at most this many tiles takes the few-tile products (few_tile_products).
+constexpr int64_t kFewTiles = 2;
+
+// Where the tiles of tile rows [row0, row1) lie in their panels, in one of three layouts:
+// - pitch (maps up to 8 tiles wide): whole tile rows at `pitch` lanes each (4 or 8), so a
+//   pixel vector's 4 lanes never leave a tile row;
+// - rows (9+ tiles wide): 16 tiles of one row a panel, per_row panels a row;
+// - raster (4+ tiles wide): the tiles in row order, 16 a panel, a panel holding the end of one
+//   tile row and the start of the next (at most 5 rows; a pixel vector at most 2).
+// Each costs its panels; a last panel of at most kFewTiles tiles ~0.35 of a panel a tile (the
+// few-tile products), and a raster panel 1.05 (its two to five runs of tiles: more loads in the
+// input transform, two stores for a split pixel vector; 64@56, 7 rows of 14 tiles, 7 panels
+// either way, 4% slower in raster order). The cheapest is taken: ResNet's 56x56 map on 1
+// thread takes 13 raster panels instead of 14 rows (64@56 242 -> 232 us in a harness), its
+// 28x28 map 3 and one tile instead of 4 panels of 2 rows. Threads take ranges of whole tile
+// rows (a row shared by two cores' panels puts both on its output lines).
 struct Geom {
-  int64_t tiles_h, tiles_w, pitch, panels;
-  explicit Geom(const ConvShape& s) {
+  enum class Layout { pitch, rows, raster };
+  int64_t tiles_h, tiles_w, row0, row1, pitch = 0, per_row = 0, panels = 0;
+  Layout layout = Layout::pitch;
+  double cost = 0;  // in full panels
+  Geom(const ConvShape& s, int64_t first_row, int64_t end_row) : row0(first_row), row1(end_row) {
     tiles_h = (s.out_h + 3) / 4;
     tiles_w = (s.out_w + 3) / 4;
-    pitch = tiles_w <= 4 ? 4 : tiles_w <= 8 ? 8 : (tiles_w + 15) / 16 * 16;
-    panels = pitch <= 16 ? (tiles_h + 16 / pitch - 1) / (16 / pitch) : tiles_h * (pitch / 16);
+    if (row1 < 0) row1 = tiles_h;
+    const int64_t rows = row1 - row0, tiles = rows * tiles_w;
+    auto cost_of = [](int64_t full, int64_t last, double per) {  // full panels, then one of `last` tiles
+      return per * double(full) + (last == 0 ? 0.0 : last <= kFewTiles ? 0.35 * double(last) : per);
+    };
+    if (tiles_w <= 8) {
+      pitch = tiles_w <= 4 ? 4 : 8;
+      const int64_t rp = 16 / pitch;
+      panels = (rows + rp - 1) / rp;
+      cost = cost_of(rows / rp, rows % rp * tiles_w, 1.0);
+    } else {
+      layout = Layout::rows;
+      per_row = (tiles_w + 15) / 16;
+      panels = rows * per_row;
+      cost = double(panels);
+    }
+    if (tiles_w >= 4) {
+      const double raster = cost_of(tiles / 16, tiles % 16, 1.05);
+      if (raster < cost) {
+        layout = Layout::raster;
+        panels = (tiles + 15) / 16;
+        cost = raster;
+      }
+    }
   }
+  explicit Geom(const ConvShape& s) : Geom(s, 0, -1) {}
+  // Tile rows a panel of this map holds whole (0: a row's own panels, or raster order).
+  int64_t rows_per_panel() const { return layout == Layout::pitch ? 16 / pitch : 0; }
   PanelGeom panel(int64_t P) const {
-    if (pitch <= 16) return {P * (16 / pitch), 16 / pitch, 0, tiles_w, pitch, 4 * tiles_w + 2};
-    const int64_t per_row = pitch / 16, tx0 = P % per_row * 16;
-    return {P / per_row, 1, tx0, std::min<int64_t>(16, tiles_w - tx0), 16, 66};
+    PanelGeom pg;
+    if (layout == Layout::pitch) {
+      const int64_t rows = 16 / pitch;
+      for (int64_t r = 0; r < rows && row0 + P * rows + r < row1; ++r)
+        pg.seg[pg.count++] = {row0 + P * rows + r, 0, tiles_w, r * pitch, r * (128 / rows)};
+    } else if (layout == Layout::rows) {
+      const int64_t tx0 = P % per_row * 16;
+      pg.seg[pg.count++] = {row0 + P / per_row, tx0, std::min<int64_t>(16, tiles_w - tx0), 0, 0};
+    } else {
+      const int64_t t0 = row0 * tiles_w + P * 16, t1 = std::min(t0 + 16, row1 * tiles_w);
+      int64_t byte = 0;
+      for (int64_t t = t0; t < t1;) {
+        const int64_t tx = t % tiles_w, n = std::min(tiles_w - tx, t1 - t);
+        pg.seg[pg.count++] = {t / tiles_w, tx, n, t - t0, byte};
+        byte += 4 * n + 2;
+        t += n;
+      }
+    }
+    return pg;
   }
 };
 
@@ -47,7 +117,7 @@ bool q_winograd_shape_ok(const ConvShape& s) {
 bool q_winograd_pays(const ConvShape& s) {
   if (!q_winograd_shape_ok(s) || s.in_c < 32 || s.out_c < 16) return false;
   const double rows = double(q_tiles(s.out_c) * kQMR), pairs = double(q_pairs(s.in_c));
-  const double wino = double(kQWinogradPoints) * rows * pairs * double(Geom(s).panels);
+  const double wino = double(kQWinogradPoints) * rows * pairs * Geom(s).cost;
   const double direct = double(s.out_h * s.out_w) * double(s.out_c) * double(s.in_c) * 9.0 / 64.0;
   return wino <= 0.75 * direct && double(q_winograd_words(s.out_c, s.in_c)) * 4.0 <= 8.0 * (1 << 20);
 }
@@ -118,11 +188,11 @@ NXRT_QW inline void output_1d(const __m512i* m, __m512i* o) {
 }
 
 // A panel's source bytes per input row k of its tiles: for each channel a 128-byte table
-// (two zmm) of its tile rows' padded x' rows, segment r (tile row r) from byte r * seg (seg =
-// 128 / rows), the padding x_zp'. Lane l (a tile) reads byte e(l) + k' for its column k' of
-// the 6 (e(l) = r * seg + 4 t), the pair's first channel into byte 4l (int16 lane 2l) and its
-// second into byte 4l + 2, the odd bytes zero: one vpermt2b a channel gives the pair's words
-// as int16, and B^T then runs along k' and k on whole vectors.
+// (two zmm) of its segments' padded x' rows, each from its byte0, the padding x_zp'. Lane l (a
+// tile) reads byte e(l) + k' for its column k' of the 6 (e(l) = byte0 + 4 t for the segment's
+// t-th tile), the pair's first channel into byte 4l (int16 lane 2l) and its second into byte
+// 4l + 2, the odd bytes zero: one vpermt2b a channel gives the pair's words as int16, and B^T
+// then runs along k' and k on whole vectors.
 struct SegmentLoad {
   int half;          // table zmm 0 or 1
   int64_t off;       // x offset (channel 0) of the load's byte 0
@@ -136,33 +206,36 @@ struct PanelSource {
 
 PanelSource panel_source(const ConvShape& s, const PanelGeom& pg) {
   PanelSource ps;
-  const int64_t seg = 128 / pg.rows;
   for (int k = 0; k < 6; ++k)
-    for (int64_t r = 0; r < pg.rows; ++r) {
-      const int64_t xr = 4 * (pg.ty0 + r) + k - s.pad_top;
+    for (int i = 0; i < pg.count; ++i) {
+      const Segment& sg = pg.seg[i];
+      const int64_t xr = 4 * sg.ty + k - s.pad_top, B = sg.byte0, E = B + 4 * sg.n + 2;
       if (xr < 0 || xr >= s.in_h) continue;
-      for (int64_t b0 = r * seg; b0 < (r + 1) * seg && b0 < r * seg + pg.Wr; b0 = (b0 / 64 + 1) * 64) {
-        // Table bytes [b0, end) of this half hold segment columns b0 - r * seg on.
-        const int64_t end = std::min({(b0 / 64 + 1) * 64, (r + 1) * seg, r * seg + pg.Wr});
+      for (int64_t b0 = B; b0 < E; b0 = (b0 / 64 + 1) * 64) {
+        // Table bytes [b0, end) of this half hold the segment's columns b0 - B on.
+        const int64_t end = std::min((b0 / 64 + 1) * 64, E);
         uint64_t mask = 0;
         for (int64_t byte = b0; byte < end; ++byte) {
-          const int64_t xc = 4 * pg.tx0 - s.pad_left + byte - r * seg;
+          const int64_t xc = 4 * sg.tx0 - s.pad_left + byte - B;
           if (xc >= 0 && xc < s.in_w) mask |= 1ull << (byte % 64);
         }
         if (!mask) continue;
         SegmentLoad& l = ps.load[k][ps.loads[k]++];
         l.half = int(b0 / 64);
-        l.off = xr * s.in_w + 4 * pg.tx0 - s.pad_left - r * seg + (b0 / 64) * 64;  // byte 0 of the half
+        l.off = xr * s.in_w + 4 * sg.tx0 - s.pad_left - B + (b0 / 64) * 64;  // byte 0 of the half
         l.mask = mask;
       }
     }
-  for (int kk = 0; kk < 6; ++kk)
-    for (int l = 0; l < 16; ++l) {
-      const int64_t r = l / pg.lanes, t = l % pg.lanes;
-      const int64_t e = r < pg.rows && t < pg.ntx ? r * seg + 4 * t : 0;  // idle lanes read byte 0
-      ps.idx[kk][4 * l] = ps.idx[kk][4 * l + 2] = uint8_t(e + kk);
-      ps.idx[kk][4 * l + 1] = ps.idx[kk][4 * l + 3] = 0;
+  for (int kk = 0; kk < 6; ++kk) {
+    for (int l = 0; l < 64; ++l) ps.idx[kk][l] = 0;  // idle lanes read byte 0
+    for (int i = 0; i < pg.count; ++i) {
+      const Segment& sg = pg.seg[i];
+      for (int64_t j = 0; j < sg.n; ++j) {
+        const int64_t l = sg.lane0 + j;
+        ps.idx[kk][4 * l] = ps.idx[kk][4 * l + 2] = uint8_t(sg.byte0 + 4 * j + kk);
+      }
     }
+  }
   return ps;
 }
 
@@ -187,10 +260,14 @@ NXRT_QW void input_transform(const ConvShape& s, const Geom& g, int64_t P, const
   const __mmask64 first = 0x1111111111111111ull, second = 0x4444444444444444ull;
   alignas(64) __m512i h[6][6];  // after B^T along the columns: [input row k][j]
   // The rows of x the panel reads: [xr0, xr1) x columns [xc0, xc1) of each channel.
-  const int64_t xr0 = std::max<int64_t>(0, 4 * pg.ty0 - s.pad_top);
-  const int64_t xr1 = std::min<int64_t>(s.in_h, 4 * (pg.ty0 + pg.rows) + 2 - s.pad_top);
-  const int64_t xc0 = std::max<int64_t>(0, 4 * pg.tx0 - s.pad_left);
-  const int64_t xc1 = std::min<int64_t>(s.in_w, 4 * pg.tx0 + pg.Wr - s.pad_left);
+  const Segment &top = pg.seg[0], &bottom = pg.seg[pg.count - 1];
+  int64_t xc0 = s.in_w, xc1 = 0;
+  for (int i = 0; i < pg.count; ++i) {
+    xc0 = std::min(xc0, std::max<int64_t>(0, 4 * pg.seg[i].tx0 - s.pad_left));
+    xc1 = std::max(xc1, std::min<int64_t>(s.in_w, 4 * (pg.seg[i].tx0 + pg.seg[i].n) + 2 - s.pad_left));
+  }
+  const int64_t xr0 = std::max<int64_t>(0, 4 * top.ty - s.pad_top);
+  const int64_t xr1 = std::min<int64_t>(s.in_h, 4 * bottom.ty + 6 - s.pad_top);
   for (int64_t q = 0; q < KP; ++q) {
     const uint8_t* x0 = x + 2 * q * plane;
     const bool has1 = 2 * q + 1 < ic;
@@ -241,6 +318,55 @@ NXRT_QW void input_transform(const ConvShape& s, const Geom& g, int64_t P, const
   }
 }
 
+// The products of a panel of few tiles (tiles <= kFewTiles) with one A tile of U' (kQMR rows,
+// [KP][kQMR] words at a): the panel's 16 lanes would cost a full panel's instructions for one
+// or two tiles (ResNet's 28x28 map: 49 tiles, 3 panels and one tile). Here the output channels
+// ride the lanes instead: per two pairs (q, q + 1), the 12 words of U' rows 0-5 of both (lanes
+// 0-5 and 6-11) against each tile's two words of V in the same lanes (one vpermd of vc, the
+// panel's V compacted to [KP][tiles] words: the full slices are 16 lanes a row, 1-2 used);
+// lanes 0-5 plus 6-11 are its row sums, written to lane l of rows 0-5 at m (kQNR words a row).
+template <int kTiles>
+NXRT_QW void few_tile_products_n(int64_t KP, const uint32_t* a, const uint32_t* vc, int32_t* m) {
+  // Four sums a tile, one per couple of pairs in a block of 8 (one chain of vpdpwssd would wait
+  // on its latency each step), all in registers: tile and chain are compile-time indices.
+  __m512i acc[kTiles][4], idx[kTiles][4];
+#pragma GCC unroll 2
+  for (int l = 0; l < kTiles; ++l)
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      acc[l][c] = _mm512_setzero_si512();
+      const int w0 = 2 * c * kTiles + l, w1 = w0 + kTiles;  // pair 2c's word, pair 2c + 1's
+      idx[l][c] = _mm512_setr_epi32(w0, w0, w0, w0, w0, w0, w1, w1, w1, w1, w1, w1, w0, w0, w0, w0);
+    }
+  for (int64_t q = 0; q < KP; q += 8) {
+    const int64_t n = std::min<int64_t>(8, KP - q);  // pairs in this block
+    const __m512i v = _mm512_maskz_loadu_epi32(__mmask16((1u << (n * kTiles)) - 1u), vc + q * kTiles);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      if (2 * c >= n) break;
+      const __mmask16 lanes = 2 * c + 1 < n ? 0x0fff : 0x003f;  // an odd last pair: lanes 0-5 alone
+      const __m512i u = _mm512_maskz_loadu_epi32(lanes, a + (q + 2 * c) * kQMR);
+#pragma GCC unroll 2
+      for (int l = 0; l < kTiles; ++l)
+        acc[l][c] = _mm512_dpwssd_epi32(acc[l][c], _mm512_permutexvar_epi32(idx[l][c], v), u);
+    }
+  }
+  const __m512i up6 = _mm512_setr_epi32(6, 7, 8, 9, 10, 11, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+#pragma GCC unroll 2
+  for (int l = 0; l < kTiles; ++l) {
+    const __m512i t = _mm512_add_epi32(_mm512_add_epi32(acc[l][0], acc[l][1]), _mm512_add_epi32(acc[l][2], acc[l][3]));
+    alignas(64) int32_t sum[16];
+    _mm512_store_si512(sum, _mm512_add_epi32(t, _mm512_permutexvar_epi32(up6, t)));
+    for (int64_t r = 0; r < kQMR; ++r) m[r * kQNR + l] = sum[r];
+  }
+}
+
+NXRT_QW void few_tile_products(int64_t KP, const uint32_t* a, const uint32_t* vc, int64_t tiles, int32_t* m) {
+  static_assert(kFewTiles == 2);
+  if (tiles == 1) few_tile_products_n<1>(KP, a, vc, m);
+  else few_tile_products_n<2>(KP, a, vc, m);
+}
+
 // The output transform of one row m of the products (mb: point p's row m of panel slot at
 // mb + p * point_stride + slot * kQMR * kQNR + m * kQNR) into ybuf: output row a of the tile,
 // pixel vector v (lanes 4v .. 4v + 3) at ybuf + (a * 4 + v) * kQMR * kQNR + m * kQNR.
@@ -277,29 +403,45 @@ NXRT_QW void output_transform(const int32_t* mb, int64_t point_stride, int64_t m
   }
 }
 
-// The kept-column store's masks for panel P, tile output row a: pixel vector v holds lanes 4v
-// .. 4v + 3 (one tile row, since pitch >= 4), 16 pixels from column 4 tx of output row 4 ty + a.
-void store_masks(const ConvShape& s, const Geom& g, int64_t P, int a, uint16_t* keep, int64_t* col_at) {
-  const PanelGeom pg = g.panel(P);
-  for (int v = 0; v < 4; ++v) {
-    const int64_t r = 4 * v / pg.lanes, t = 4 * v % pg.lanes;
-    const int64_t ty = pg.ty0 + r, tx = pg.tx0 + t, orow = 4 * ty + a;
-    keep[v] = 0;
-    col_at[v] = 0;
-    if (r >= pg.rows || ty >= g.tiles_h || orow >= s.out_h || t >= pg.ntx) continue;
-    const int64_t n = std::min<int64_t>(16, std::min<int64_t>(4 * (pg.ntx - t), s.out_w - 4 * tx));
-    keep[v] = uint16_t(n >= 16 ? 0xffff : (1u << n) - 1u);
-    col_at[v] = orow * s.out_w + 4 * tx;
+// Where output row a of a panel's tiles goes: pixel vector v holds lanes 4v .. 4v + 3, 16
+// pixels, in at most two pieces (in raster order the end of one tile row and the start of the
+// next). Piece i of vector v: its pixel lanes keep[i][v] and the output offset of the vector's
+// lane 0 for it, base[i][v] (lane p goes to base + p); keep 0 where there is none.
+struct RowPieces {
+  uint16_t keep[2][4];
+  int64_t base[2][4];
+  // The kept store's form (q_store_kept_avx512: the first kept lane to col_at) of piece i.
+  void col_at(int i, int64_t* out) const {
+    for (int v = 0; v < 4; ++v) out[v] = keep[i][v] ? base[i][v] + __builtin_ctz(keep[i][v]) : 0;
   }
+};
+
+RowPieces row_pieces(const ConvShape& s, const PanelGeom& pg, int a) {
+  RowPieces rp{};
+  int owner[4] = {-1, -1, -1, -1};  // the segment holding piece 0 of vector v
+  for (int i = 0; i < pg.count; ++i) {
+    const Segment& sg = pg.seg[i];
+    const int64_t orow = 4 * sg.ty + a;
+    if (orow >= s.out_h) continue;
+    for (int64_t j = 0; j < sg.n; ++j) {
+      const int64_t l = sg.lane0 + j, v = l / 4, cols = std::min<int64_t>(4, s.out_w - 4 * (sg.tx0 + j));
+      if (cols <= 0) continue;
+      if (owner[v] < 0) owner[v] = i;
+      const int piece = owner[v] == i ? 0 : 1;
+      rp.keep[piece][v] = uint16_t(rp.keep[piece][v] | ((1u << cols) - 1u) << (4 * (l % 4)));
+      rp.base[piece][v] = orow * s.out_w + 4 * (sg.tx0 - sg.lane0) + 16 * v;
+    }
+  }
+  return rp;
 }
 
 // The QOutput store's float shortcut (q_fast_path, as conv_int8_nhwc.cpp's store_tile_fast)
 // for one output row of a channel tile: channels ch0 + r, r in [0, rows), at acc + (v * kQMR +
-// r) * kQNR for pixel vector v, whose lanes keep[v] (a run from lane 0) go to y + r * plane +
-// col_at[v]. A vector with a lane too near a half-integer goes through `exact` (the kept store
-// for it alone). The kept store, generic in its kinds and masks, took 15% of a 64@56 layer.
+// r) * kQNR for pixel vector v, whose pieces' lanes go to y + r * plane + the piece's base. A
+// vector with a kept lane too near a half-integer goes through `exact` (the kept store for its
+// pieces alone). The kept store, generic in its kinds and masks, took 15% of a 64@56 layer.
 NXRT_QW void store_rows_fast(const QEpilogue& e, QStoreKeptFn exact, const int32_t* acc, int64_t rows,
-                             const uint16_t* keep, const int64_t* col_at, int64_t ch0, char* y, int64_t plane) {
+                             const RowPieces& rp, int64_t ch0, char* y, int64_t plane) {
   const QFastConsts k = q_fast_consts(e);
   for (int64_t r = 0; r < rows; ++r) {
     const size_t c = size_t(ch0 + r);
@@ -308,13 +450,19 @@ NXRT_QW void store_rows_fast(const QEpilogue& e, QStoreKeptFn exact, const int32
     const __m512 lim = _mm512_set1_ps(e.fast_lim[c]);
     char* yr = y + r * plane;
     for (int v = 0; v < 4; ++v) {
-      if (!keep[v]) continue;
+      const uint16_t k0 = rp.keep[0][v], k1 = rp.keep[1][v];
+      if (!k0) continue;  // (piece 1 only beside a piece 0)
       __m128i out;
       const __m512i sum = _mm512_add_epi32(_mm512_loadu_si512(acc + (v * kQMR + r) * kQNR), bias);  // wraps
-      if (q_fast_bytes(k, sum, fm, fb, lim, __mmask16(keep[v]), out)) [[likely]]
-        _mm_mask_storeu_epi8(yr + col_at[v], __mmask16(keep[v]), out);
-      else
-        exact(e, acc + v * kQMR * kQNR, 0, r, r + 1, 1, keep + v, col_at + v, ch0 + r, yr, plane);
+      if (q_fast_bytes(k, sum, fm, fb, lim, __mmask16(k0 | k1), out)) [[likely]] {
+        _mm_mask_storeu_epi8(yr + rp.base[0][v], __mmask16(k0), out);
+        if (k1) _mm_mask_storeu_epi8(yr + rp.base[1][v], __mmask16(k1), out);
+        continue;
+      }
+      for (int i = 0; i < 2 && rp.keep[i][v]; ++i) {
+        const int64_t at = rp.base[i][v] + __builtin_ctz(rp.keep[i][v]);
+        exact(e, acc + v * kQMR * kQNR, 0, r, r + 1, 1, &rp.keep[i][v], &at, ch0 + r, yr, plane);
+      }
     }
   }
 }
@@ -340,46 +488,70 @@ void q_conv_winograd(const ConvShape& s, const void* x, bool x_signed, int32_t x
   static const QStoreKeptFn store = q_store_kept_avx512();
   const size_t esize = ep.type == QType::U8 || ep.type == QType::S8 ? 1 : 4;
   const bool fast = !ep.fast_m.empty();  // 8-bit outputs with the store's float shortcut
-  // The threads split the panels, a range of whole groups each (the 56x56 map's 14 panels: 7
-  // and 7, not 8 and 6); with fewer than 2 panels a thread, they split the output channels too,
-  // and each transforms the input of its panels itself.
+  // The threads split the tile rows (whole panels of whole rows where a panel holds several),
+  // each its own panels over them (the 56x56 map's 14 rows: 7 and 7, 7 panels each); with fewer
+  // than 2 panels a thread, they split the output channels too, and each transforms the input
+  // of its panels itself.
   const int t = threads_for(pool, double(oc) * double(plane) * double(ic) * 4.0);
-  const int64_t panel_parts = std::max<int64_t>(1, std::min<int64_t>(t, g.panels / 2));
+  const int64_t panel_parts = std::max<int64_t>(1, std::min<int64_t>({int64_t(t), g.panels / 2, g.tiles_h}));
   const int64_t co_parts = std::min<int64_t>(otiles, (t + panel_parts - 1) / panel_parts);
   const int64_t point_stride = kQWide * kQMR * kQNR;  // int32 per point in the products' buffer
-  // Panels [P0, P1) (one group: at most kQWide) x output channel tiles [ct0, ct1) of one image.
-  auto run_group = [&](const uint8_t* xn, char* yn, int64_t P0, int64_t P1, int64_t ct0, int64_t ct1) {
+  // Panels [P0, P1) of pg (one group: at most kQWide) x output channel tiles [ct0, ct1) of one image.
+  auto run_group = [&](const Geom& pg, const uint8_t* xn, char* yn, int64_t P0, int64_t P1, int64_t ct0,
+                       int64_t ct1) {
     const int64_t nv = P1 - P0;
     uint32_t* vg = reinterpret_cast<uint32_t*>(scratch_floats(kScratchA, size_t(kQWinogradPoints * nv * vstride * kQNR)));
     int32_t* mb = reinterpret_cast<int32_t*>(scratch_floats(kScratchC, size_t(kQWinogradPoints * point_stride)));
     alignas(64) int32_t ybuf[4 * 4 * kQMR * kQNR];
-    for (int64_t P = P0; P < P1; ++P) input_transform(s, g, P, xn, ic, flip, uint8_t(xq_zp), vg, nv, P - P0);
-    uint16_t keep[4][4][4];
-    int64_t col_at[4][4][4];
-    for (int64_t P = P0; P < P1; ++P)
-      for (int a = 0; a < 4; ++a) store_masks(s, g, P, a, keep[P - P0][a], col_at[P - P0][a]);
-    const QTileWideFn fn = q_tile_wide_dpwssd(int(nv));
+    for (int64_t P = P0; P < P1; ++P) input_transform(s, pg, P, xn, ic, flip, uint8_t(xq_zp), vg, nv, P - P0);
+    RowPieces pieces[kQWide][4];
+    for (int64_t P = P0; P < P1; ++P) {
+      const PanelGeom panel = pg.panel(P);
+      for (int a = 0; a < 4; ++a) pieces[P - P0][a] = row_pieces(s, panel, a);
+    }
+    // The group's last panel by the few-tile products where it holds at most kFewTiles tiles,
+    // its V compacted to [point][pair][tile] words.
+    const int64_t few = pg.panel(P1 - 1).tiles() <= kFewTiles ? pg.panel(P1 - 1).tiles() : 0;
+    const int64_t full = few ? nv - 1 : nv;
+    uint32_t* vc = nullptr;
+    if (few) {
+      vc = reinterpret_cast<uint32_t*>(scratch_floats(kScratchD, size_t(kQWinogradPoints * KP * few)));
+      for (int64_t p = 0; p < kQWinogradPoints; ++p)
+        for (int64_t q = 0; q < KP; ++q)
+          for (int64_t l = 0; l < few; ++l)
+            vc[(p * KP + q) * few + l] = vg[((p * nv + full) * vstride + q) * kQNR + l];
+    }
+    const QTileWideFn fn = full ? q_tile_wide_dpwssd(int(full)) : nullptr;
     for (int64_t ct = ct0; ct < ct1; ++ct) {
       // The 36 points' products of output channels [6 ct, 6 ct + 6), then their transform.
       for (int64_t p = 0; p < kQWinogradPoints; ++p) {
         const uint32_t* up = u + (ct * kQWinogradPoints + p) * kQMR * KP;
         const uint32_t* next = ct + 1 < ct1 || p + 1 < kQWinogradPoints ? up + kQMR * KP : up;
-        for (int64_t k0 = 0; k0 < KP; k0 += kcb) {
+        for (int64_t k0 = 0; full && k0 < KP; k0 += kcb) {
           const int64_t kc = std::min(kcb, KP - k0);
           const uint32_t* bs[kQWide];
-          for (int64_t j = 0; j < nv; ++j) bs[j] = vg + ((p * nv + j) * vstride + k0) * kQNR;
+          for (int64_t j = 0; j < full; ++j) bs[j] = vg + ((p * nv + j) * vstride + k0) * kQNR;
           fn(kc, up + k0 * kQMR, bs, mb + p * point_stride, k0 > 0, k0 + kc < KP ? up + (k0 + kc) * kQMR : next);
         }
+        if (few)
+          few_tile_products(KP, up, vc + p * KP * few, few, mb + p * point_stride + full * kQMR * kQNR);
       }
       const int64_t rows = std::min(kQMR, oc - ct * kQMR);
       for (int64_t j = 0; j < nv; ++j) {
         for (int64_t m = 0; m < rows; ++m) output_transform(mb + j * kQMR * kQNR, point_stride, m, ybuf);
         for (int a = 0; a < 4; ++a) {
           char* yt = yn + size_t(ct * kQMR * plane) * esize;
-          if (fast)  // (store_masks' keeps are runs from lane 0)
-            store_rows_fast(ep, store, ybuf + a * 4 * kQMR * kQNR, rows, keep[j][a], col_at[j][a], ct * kQMR, yt, plane);
-          else
-            store(ep, ybuf + a * 4 * kQMR * kQNR, 0, 0, rows, 4, keep[j][a], col_at[j][a], ct * kQMR, yt, plane);
+          const RowPieces& rp = pieces[j][a];
+          if (fast) {
+            store_rows_fast(ep, store, ybuf + a * 4 * kQMR * kQNR, rows, rp, ct * kQMR, yt, plane);
+            continue;
+          }
+          for (int i = 0; i < 2; ++i) {
+            int64_t col_at[4];
+            rp.col_at(i, col_at);
+            if (i == 0 || (rp.keep[1][0] | rp.keep[1][1] | rp.keep[1][2] | rp.keep[1][3]))
+              store(ep, ybuf + a * 4 * kQMR * kQNR, 0, 0, rows, 4, rp.keep[i], col_at, ct * kQMR, yt, plane);
+          }
         }
       }
     }
@@ -388,16 +560,21 @@ void q_conv_winograd(const ConvShape& s, const void* x, bool x_signed, int32_t x
     const uint8_t* xn = static_cast<const uint8_t*>(x) + n * ic * s.in_h * s.in_w;
     char* yn = static_cast<char*>(y) + size_t(n * oc * plane) * esize;
     parallel_for(pool, panel_parts * co_parts, [&](int64_t item) {
-      int64_t Pa, Pb, ct0, ct1;
-      split_range(g.panels, panel_parts, item / co_parts, Pa, Pb);
+      int64_t r0, r1, ct0, ct1;
+      if (const int64_t rows = g.rows_per_panel()) {
+        split_range(g.panels, panel_parts, item / co_parts, r0, r1);
+        r0 *= rows;
+        r1 = std::min(r1 * rows, g.tiles_h);
+      } else {
+        split_range(g.tiles_h, panel_parts, item / co_parts, r0, r1);
+      }
       split_range(otiles, co_parts, item % co_parts, ct0, ct1);
-      const int64_t groups = (Pb - Pa + kQWide - 1) / kQWide;
+      const Geom pg(s, r0, r1);
+      const int64_t groups = (pg.panels + kQWide - 1) / kQWide;
       for (int64_t grp = 0; grp < groups; ++grp) {
         int64_t P0, P1;
-        split_range(Pb - Pa, groups, grp, P0, P1);
-        P0 += Pa;
-        P1 += Pa;
-        run_group(xn, yn, P0, P1, ct0, ct1);
+        split_range(pg.panels, groups, grp, P0, P1);
+        run_group(pg, xn, yn, P0, P1, ct0, ct1);
       }
     });
   }

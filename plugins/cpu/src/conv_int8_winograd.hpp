@@ -14,12 +14,15 @@
 // those bounds hold for every channel (q_winograd_exact). ResNet-18's 8-bit layers all do (its
 // 512-channel ones at about 1.9e7 of 3.4e7).
 //
-// Layout: tiles ride the vector lanes. A panel is 16 lanes: whole tile rows of `pitch` lanes
-// each (pitch 4, 8 or 16 for maps up to 16 tiles wide, the row's tiles first, the rest idle),
-// or 16 tiles of one row on wider maps. Per point, V is a B slice of the 8-bit GEMM ([pairs of
-// input channels][16 lanes] words) and U' its A tiles ([output channel tile][pairs][6]), so the
-// products are q_tile_wide_dpwssd's 6 x 64 tiles; the output transform turns each channel's 36
-// vectors into 4 x 4 pixels per lane and hands rows of 16 pixels to the QOutput store.
+// Layout: tiles ride the vector lanes. A panel is 16 lanes: whole tile rows of 4 or 8 lanes
+// each (maps up to 8 tiles wide), 16 tiles of one row, or 16 tiles in raster order (a panel
+// holding the end of one tile row and the start of the next), whichever leaves the fewest idle
+// lanes (the .cpp's Geom). Per point, V is a B slice of the 8-bit GEMM ([pairs of input
+// channels][16 lanes] words) and U' its A tiles ([output channel tile][pairs][6]), so the
+// products are q_tile_wide_dpwssd's 6 x 64 tiles; a last panel of one or two tiles takes its
+// products with the output channels along the lanes instead. The output transform turns each
+// channel's 36 vectors into 4 x 4 pixels per lane and hands rows of 16 pixels to the QOutput
+// store.
 #pragma once
 #include <cstdint>
 #include <cstdlib>
@@ -37,11 +40,11 @@ bool q_winograd_available();
 // 3x3, stride 1, undilated, one group.
 bool q_winograd_shape_ok(const ConvShape& s);
 // The cost model: F(4x4)'s product instructions (36 per 16 lanes of tiles, output channel and
-// input channel pair, idle lanes included: a pitch wider than the row, the last tile row and
-// column) at most 3/4 of the direct product's (64 multiply-adds each; the transforms cost
-// about a quarter of the products), U' at most 8 MB (ResNet's 256-channel 14x14 layer streams
-// its 4.75 MB a run at the pace of its products; 512 channels, 19 MB, would not), and 32+
-// input channels.
+// input channel pair, idle lanes included: the layout's unused lanes, the last tile row and
+// column; a panel of one or two tiles at 0.35 of a panel a tile) at most 3/4 of the direct
+// product's (64 multiply-adds each; the transforms cost about a quarter of the products), U' at
+// most 8 MB (ResNet's 256-channel 14x14 layer streams its 4.75 MB a run at the pace of its
+// products; 512 channels, 19 MB, would not), and 32+ input channels.
 bool q_winograd_pays(const ConvShape& s);
 // Whether every output channel's sum stays within [-2^25, 2^25) for any x' in [0, 255]: with
 // P and N the sums of w'(c, k) > 0 and of |w'(c, k)| < 0 over k in [0, K), the sum lies in

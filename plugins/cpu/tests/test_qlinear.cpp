@@ -424,6 +424,36 @@ TEST_CASE("QConv by exact Winograd: random geometries equal the reference") {
   CHECK(tested == 30);
 }
 
+// Every panel layout (conv_int8_winograd.cpp's Geom) and the few-tile products, on maps chosen
+// for them, 1-3 threads (threads take their own tile rows, so layouts differ by thread count):
+// 28x28 (49 tiles: 3 raster panels and one tile on 1 thread), 56x56 (13 raster panels; rows of
+// 14 on 2 threads), 20x20 (raster over 5-tile rows), 36x36 (5 raster panels and one tile), 44x44
+// (121 tiles in raster order), 20x40 (50 tiles: 3 panels and two), 16x80 (20-tile rows), 16x12
+// (pitch 4, 12 tiles); odd and even pair counts (33, 35, 64 and 70 input channels: a last block
+// of 1-7 pairs, an odd last pair). A few-tile panel at pitch 4 needs maps 1-2 tiles wide, where
+// the cost model never takes Winograd.
+TEST_CASE("QConv by exact Winograd: every panel layout and the few-tile products") {
+  if (!q_winograd_available()) return;
+  std::mt19937 g(77);
+  ThreadPool two(2), three(3);
+  const std::array<std::array<int64_t, 2>, 8> maps = {
+      {{28, 28}, {56, 56}, {20, 20}, {36, 36}, {44, 44}, {20, 40}, {16, 80}, {16, 12}}};
+  const std::array<int64_t, 4> channels = {33, 35, 64, 70};
+  for (size_t i = 0; i < maps.size(); ++i) {
+    const int64_t ic = channels[i % channels.size()], oc = i % 2 ? 24 : 17;
+    const ConvShape s = shape_of({1, ic, maps[i][0], maps[i][1], oc, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});
+    const QType ot = i % 3 == 2 ? QType::I32 : QType::U8;  // the kept store and its shortcut
+    const auto x = data8(QType::U8, size_t(ic * s.in_h * s.in_w), g);
+    const auto wv = data8(QType::S8, size_t(oc * s.gemm_k()), g);
+    const std::vector<int32_t> w_zp(size_t(oc), 0);
+    const QOutput o = make_output(ot, oc, g);
+    const QConv q(QType::U8, 7, QType::S8, wv.data(), int64_t(wv.size()), w_zp, o, nullptr, 9, &s);
+    INFO(maps[i][0], "x", maps[i][1], ", ", ic, " -> ", oc, " channels, output kind ", int(ot));
+    REQUIRE(q.uses_winograd(s));
+    check_runs(q, s, x, conv_reference(s, QType::U8, x, 7, QType::S8, wv, w_zp, o), {nullptr, &two, &three});
+  }
+}
+
 // The bound: every sum within [-2^25, 2^25), from the sums of the positive (P) and of the
 // negative weights (N). At 230 input channels, the first half of weights 127 and the rest -127
 // (P = N = 131,445) and x' 255 on one half, 0 on the other, the centre sum is +-33,518,475,
