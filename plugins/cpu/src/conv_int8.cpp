@@ -445,29 +445,40 @@ bool QConv::reads_b_in_place(const ConvShape& s) const {
          direct_pays(s, zp_term);
 }
 
-void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) const {
-  if (s.batch * s.out_c * s.out_h * s.out_w == 0) return;
+void QConv::check_shape(const ConvShape& s) const {
   if (s.out_c != oc_ || s.gemm_k() != k_ || s.in_c != s.icg() * s.group)
     throw std::invalid_argument("QConv: the shape has " + std::to_string(s.out_c) + " channels of " +
                                 std::to_string(s.gemm_k()) + " weights, the weights " + std::to_string(oc_) + " of " +
                                 std::to_string(k_));
   if (s.pad_top < 0 || s.pad_left < 0) throw std::invalid_argument("QConv: negative pads");
+  if (channel_quads_ && s.k_h * s.k_w != taps_)
+    throw std::invalid_argument("QConv: the shape has a kernel of " + std::to_string(s.k_h * s.k_w) + " taps, the weights " +
+                                std::to_string(taps_));
+  if (nhwc_ && (!q_nhwc_runs(s) || s.k_h * s.k_w != taps_))
+    throw std::invalid_argument("QConv: the channels-last path needs one group, channels in 16s (or 3 in) and the "
+                                "weights' kernel; the shape has " + std::to_string(s.group) + " groups of " +
+                                std::to_string(s.icg()) + " -> " + std::to_string(s.ocg()) + " channels, " +
+                                std::to_string(s.k_h * s.k_w) + " taps");
+}
+
+void QConv::run_channels_last(const ConvShape& s, const void* x, void* y, ThreadPool* pool) const {
+  if (!nhwc_) throw std::logic_error("QConv::run_channels_last: this conv does not take the channels-last path");
+  if (s.batch * s.out_c * s.out_h * s.out_w == 0) return;
+  check_shape(s);
+  q_conv_nhwc(s, x, x_type_ == QType::S8, xq_zp_, packed_w_.data(), *ep_, y, true, pool);
+}
+
+void QConv::run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) const {
+  if (s.batch * s.out_c * s.out_h * s.out_w == 0) return;
+  check_shape(s);
   const uint32_t* pw = packed_w_.data();
   if (quads_) {
     const QZpTerm zp_term{wq_zp_.empty() ? nullptr : wq_zp_.data(), nullptr, nullptr};
     const QQuadRest rest{rest_index_.data(), rest_entries_.data()};
     const QQuadRest* r = rest_index_.empty() ? nullptr : &rest;
     const int32_t* order = k_order_.empty() ? nullptr : k_order_.data();
-    if (channel_quads_ && s.k_h * s.k_w != taps_)
-      throw std::invalid_argument("QConv: the shape has a kernel of " + std::to_string(s.k_h * s.k_w) +
-                                  " taps, the weights " + std::to_string(taps_));
     if (nhwc_) {
-      if (!q_nhwc_runs(s) || s.k_h * s.k_w != taps_)
-        throw std::invalid_argument("QConv: the channels-last path needs one group, channels in 16s (or 3 in) and the "
-                                    "weights' kernel; the shape has " + std::to_string(s.group) + " groups of " +
-                                    std::to_string(s.icg()) + " -> " + std::to_string(s.ocg()) + " channels, " +
-                                    std::to_string(s.k_h * s.k_w) + " taps");
-      q_conv_nhwc(s, x, x_type_ == QType::S8, xq_zp_, pw, *ep_, y, pool);
+      q_conv_nhwc(s, x, x_type_ == QType::S8, xq_zp_, pw, *ep_, y, false, pool);
       return;
     }
     if (uses_winograd(s)) {

@@ -9,6 +9,7 @@
 #include "cpu_info.hpp"
 #include "q_store_fast_avx512.hpp"
 #include "scratch.hpp"
+#include "transpose_bytes_avx512.hpp"
 
 namespace nxrt::cpu {
 
@@ -72,35 +73,6 @@ constexpr int kRows = 6;      // pixels a tile
 constexpr int kChunk = 48;    // pixels a store: 8 tiles, 3 transposes of 16
 constexpr int kTileInts = 4 * kRows * 16;  // a tile's sums: [4 vectors][6 rows][16 lanes]
 
-// Each 128-bit lane of r[0..15] (row i: 16 bytes) transposed in place: lane L of r[k] becomes
-// byte k of lane L of every input row (unpacks by 8, 16, 32, 64 bits: r[k] ends as column k).
-NXRT_QN inline void transpose16x16_lanes(__m512i (&r)[16]) {
-  __m512i t[16];
-  for (int p = 0; p < 8; ++p) {
-    t[2 * p] = _mm512_unpacklo_epi8(r[2 * p], r[2 * p + 1]);
-    t[2 * p + 1] = _mm512_unpackhi_epi8(r[2 * p], r[2 * p + 1]);
-  }
-  for (int q = 0; q < 4; ++q)
-    for (int h = 0; h < 2; ++h) {
-      r[4 * q + 2 * h] = _mm512_unpacklo_epi16(t[4 * q + h], t[4 * q + 2 + h]);
-      r[4 * q + 2 * h + 1] = _mm512_unpackhi_epi16(t[4 * q + h], t[4 * q + 2 + h]);
-    }
-  for (int b = 0; b < 2; ++b)
-    for (int m = 0; m < 4; ++m) {
-      t[8 * b + 2 * m] = _mm512_unpacklo_epi32(r[8 * b + m], r[8 * b + 4 + m]);
-      t[8 * b + 2 * m + 1] = _mm512_unpackhi_epi32(r[8 * b + m], r[8 * b + 4 + m]);
-    }
-  for (int n = 0; n < 8; ++n) {
-    r[2 * n] = _mm512_unpacklo_epi64(t[n], t[8 + n]);
-    r[2 * n + 1] = _mm512_unpackhi_epi64(t[n], t[8 + n]);
-  }
-}
-
-template <int L>
-NXRT_QN inline void store_lane(char* dst, __mmask16 m, __m512i v) {
-  _mm_mask_storeu_epi8(dst, m, _mm512_extracti32x4_epi32(v, L));
-}
-
 // Whether some tap reads padded row r (a strided conv whose kernel is shorter than its
 // stride skips rows: the copies leave those as they are).
 bool row_read(const ConvShape& s, int64_t r) {
@@ -134,7 +106,7 @@ NXRT_QN void copy_nhwc(const ConvShape& s, const uint8_t* xn, uint8_t flip, uint
         __m512i v[16];
         const uint8_t* src = xn + c0 * in_plane + ih * s.in_w + w0;
         for (int i = 0; i < 16; ++i) v[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, src + i * in_plane), vflip);
-        transpose16x16_lanes(v);  // lane L of v[k]: pixel w0 + 16 L + k, channels c0 .. c0 + 15
+        avx512::transpose16x16_lanes(v);  // lane L of v[k]: pixel w0 + 16 L + k, channels c0 .. c0 + 15
         uint8_t* d = dr + (s.pad_left + w0) * C + c0;
         for (int k = 0; k < 16; ++k) {
           if (k < n) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + k * C), _mm512_extracti32x4_epi32(v[k], 0));
@@ -254,13 +226,13 @@ TileFn tile_for(int rows, int nv) {
 }
 
 // The QOutput store's float shortcut (q_fast_path, gemm_int8_avx512.cpp) for one tile: rows
-// [0, rows) of sums ([nv][kRows][16], channels ch0 + 16 j + lane) to bytes (a row of 64 a
-// pixel), the same steps as the store's; a vector with a lane too near a half-integer goes
+// [0, rows) of sums ([nv][kRows][16], channels ch0 + 16 j + lane) to bytes (a row a pixel,
+// `pitch` apart), the same steps as the store's; a vector with a lane too near a half-integer goes
 // through `exact` (the store itself, which takes the exact steps there). Why not the store
 // for all: called per 16 channels and 48 pixels, its generic loop took 17% of a 64 -> 128
 // stride-2 layer (harness), twice the tiles' share of the store elsewhere.
 NXRT_QN void store_tile_fast(const QEpilogue& e, QStorePanelsFn exact, const int32_t* sums, int rows, int nv,
-                             int64_t ch0, uint8_t* bytes) {
+                             int64_t ch0, uint8_t* bytes, int64_t pitch) {
   const QFastConsts k = q_fast_consts(e);
   for (int j = 0; j < nv; ++j) {
     const int64_t c = ch0 + 16 * j;
@@ -271,9 +243,9 @@ NXRT_QN void store_tile_fast(const QEpilogue& e, QStorePanelsFn exact, const int
       __m128i out;
       const __m512i v = _mm512_add_epi32(_mm512_loadu_si512(sums + (j * kRows + r) * 16), bias);  // wraps
       if (q_fast_bytes(k, v, fm, fb, lim, 0xffff, out)) [[likely]]
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(bytes + r * 64 + 16 * j), out);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(bytes + r * pitch + 16 * j), out);
       else
-        exact(e, sums + j * kRows * 16, kTileInts, r, r + 1, 1, 16, false, c, bytes + r * 64 + 16 * j, 64);
+        exact(e, sums + j * kRows * 16, kTileInts, r, r + 1, 1, 16, false, c, bytes + r * pitch + 16 * j, pitch);
     }
   }
 }
@@ -281,20 +253,8 @@ NXRT_QN void store_tile_fast(const QEpilogue& e, QStorePanelsFn exact, const int
 // bytes [n <= kChunk pixels][64] (nv * 16 channels used) to y's planes: channel c's pixels at
 // y + c * plane, 16 pixels a transpose.
 NXRT_QN void store_transposed(const uint8_t* bytes, int64_t n, int nv, char* y, int64_t plane) {
-  for (int64_t g = 0; g < n; g += 16) {
-    const int64_t cnt = std::min<int64_t>(16, n - g);
-    const __mmask16 m = __mmask16((1u << cnt) - 1u);
-    __m512i v[16];
-    for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_si512(bytes + (g + i) * 64);
-    transpose16x16_lanes(v);  // lane L of v[k]: channel 16 L + k, pixels g .. g + 15
-    char* d = y + g;
-    for (int k = 0; k < 16; ++k) {
-      store_lane<0>(d + k * plane, m, v[k]);
-      if (nv > 1) store_lane<1>(d + (16 + k) * plane, m, v[k]);
-      if (nv > 2) store_lane<2>(d + (32 + k) * plane, m, v[k]);
-      if (nv > 3) store_lane<3>(d + (48 + k) * plane, m, v[k]);
-    }
-  }
+  for (int64_t g = 0; g < n; g += 16)
+    avx512::store_pixels_transposed(bytes + g * 64, 64, std::min<int64_t>(16, n - g), nv, y + g, plane);
 }
 
 bool has_isa() {
@@ -313,7 +273,7 @@ bool q_nhwc_runs(const ConvShape& s) {
 }
 
 void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp, const uint32_t* w,
-                 const QEpilogue& ep, void* y, ThreadPool* pool) {
+                 const QEpilogue& ep, void* y, bool y_channels_last, ThreadPool* pool) {
   if (!q_nhwc_runs(s) || (ep.type != QType::U8 && ep.type != QType::S8))
     throw std::logic_error("q_conv_nhwc: not for this shape, output or CPU");
   static const QStorePanelsFn store = q_store_panels_avx512();
@@ -391,14 +351,17 @@ void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp
             }
             int32_t* ts = sums + (ti - g0) * kTileInts;
             tile_for(rows, nv)(px, offs.data(), taps * KQ, wb, ts, next + 64 * l0, l1 - l0);
+            // Channels-last y: the tile's pixels straight to their rows of oc bytes.
+            uint8_t* out = y_channels_last ? reinterpret_cast<uint8_t*>(yn) + (c0 + t0) * oc + 64 * b : bytes + t0 * 64;
+            const int64_t pitch = y_channels_last ? oc : 64;
             if (fast) {
-              store_tile_fast(ep, store, ts, rows, nv, 64 * b, bytes + t0 * 64);
+              store_tile_fast(ep, store, ts, rows, nv, 64 * b, out, pitch);
               continue;
             }
             for (int j = 0; j < nv; ++j)
-              store(ep, ts + j * kRows * 16, kTileInts, 0, rows, 1, 16, false, 64 * b + 16 * j, bytes + t0 * 64 + 16 * j, 64);
+              store(ep, ts + j * kRows * 16, kTileInts, 0, rows, 1, 16, false, 64 * b + 16 * j, out + 16 * j, pitch);
           }
-          store_transposed(bytes, cn, nv, yn + 64 * b * plane + c0, plane);
+          if (!y_channels_last) store_transposed(bytes, cn, nv, yn + 64 * b * plane + c0, plane);
         }
       }
     };
@@ -412,7 +375,8 @@ void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp
 namespace nxrt::cpu {
 bool q_nhwc_available() { return false; }
 bool q_nhwc_runs(const ConvShape&) { return false; }
-void q_conv_nhwc(const ConvShape&, const void*, bool, int32_t, const uint32_t*, const QEpilogue&, void*, ThreadPool*) {
+void q_conv_nhwc(const ConvShape&, const void*, bool, int32_t, const uint32_t*, const QEpilogue&, void*, bool,
+                 ThreadPool*) {
   throw std::logic_error("q_conv_nhwc: not for this CPU");
 }
 }  // namespace nxrt::cpu

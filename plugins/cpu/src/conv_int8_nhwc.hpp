@@ -10,7 +10,8 @@
 // Per piece of work (output rows x blocks of 64 output channels): the piece's input rows are
 // copied channels-last into the thread's scratch; per block, chunks of up to 48 pixels run
 // through the tiles, the QOutput store writes their bytes pixel by pixel (channels along the
-// lanes), and a 16 x 16 byte transpose per 16 pixels puts them in y's planes.
+// lanes), and a 16 x 16 byte transpose per 16 pixels puts them in y's planes (or, for a
+// channels-last consumer such as the stem's pool, the bytes go straight to y's pixel rows).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -50,9 +51,10 @@ inline size_t q_nhwc_words(int64_t oc, int64_t ic, int64_t k_h, int64_t k_w) {
 void q_nhwc_pack(const int8_t* w, int64_t oc, int64_t ic, int64_t k_h, int64_t k_w, uint32_t* dst);
 // y = the QOutput of conv(x', w') for q_nhwc_shape_ok shapes: x of s.batch images (uint8, or
 // int8 read as x ^ 0x80 when x_signed), padding x' = xq_zp, w from q_nhwc_pack, ep with the
-// quads' correction folded into its bias (QConv's) and an 8-bit output type. Only where
-// q_nhwc_available.
+// quads' correction folded into its bias (QConv's) and an 8-bit output type. y in NCHW planes,
+// or channels-last ([batch][out_h][out_w][out_c] bytes, no transposes) when y_channels_last.
+// Only where q_nhwc_available.
 void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp, const uint32_t* w,
-                 const QEpilogue& ep, void* y, ThreadPool* pool);
+                 const QEpilogue& ep, void* y, bool y_channels_last, ThreadPool* pool);
 
 }  // namespace nxrt::cpu

@@ -515,7 +515,7 @@ void q_conv_winograd(const ConvShape& s, const void* x, bool x_signed, int32_t x
     const int64_t full = few ? nv - 1 : nv;
     uint32_t* vc = nullptr;
     if (few) {
-      vc = reinterpret_cast<uint32_t*>(scratch_floats(kScratchD, size_t(kQWinogradPoints * KP * few)));
+      vc = reinterpret_cast<uint32_t*>(scratch_floats(kScratchB, size_t(kQWinogradPoints * KP * few)));
       for (int64_t p = 0; p < kQWinogradPoints; ++p)
         for (int64_t q = 0; q < KP; ++q)
           for (int64_t l = 0; l < few; ++l)

@@ -456,11 +456,17 @@ nxrt_dtype out_dtype(const QdqMatch& m) { return m.has_q ? m.y.type : nxrt_dtype
 
 // Conv [-> Relu | Clip] -> MaxPool -> QuantizeLinear: the conv's 8-bit values (the float
 // output quantized in the store) into a per-thread buffer, then the 8-bit max pool into y.
+// A channels-last conv (an RGB stem) leaves its values channels-last for the pool, which
+// transposes its 4x smaller output instead (cnn_int8's stem: its transposes and the pool over
+// planes ~115 us of its 535 on 1 thread).
 std::unique_ptr<Kernel> conv_pool_kernel(const ConvAttrs& attrs, const PoolAttrs& pa, int x_index,
                                          const std::vector<int64_t>& wd, std::shared_ptr<const QConv> conv,
                                          nxrt_dtype x_type, nxrt_dtype y_type, ThreadPool* pool, std::string what) {
-  what += ", then the 8-bit max pool";
-  return make_kernel([attrs, pa, x_index, wd, conv, x_type, y_type, pool](Context& ctx) {
+  PoolShape probe;  // what max_pool_channels_last_ok asks of a 2-D pool of these channels
+  probe.channels = wd[0];
+  const bool channels_last = conv->uses_nhwc() && pa.k.size() == 2 && max_pool_channels_last_ok(probe);
+  what += channels_last ? ", then the 8-bit max pool over its channels-last output" : ", then the 8-bit max pool";
+  return make_kernel([attrs, pa, x_index, wd, conv, x_type, y_type, pool, channels_last](Context& ctx) {
     ConstTensorView x = ctx.input(size_t(x_index));
     if (x.dtype() != x_type) sdk::fail(NXRT_INVALID_ARGUMENT, "Conv (QDQ group): x is {}, expected {}", sdk::dtype_name(x.dtype()), sdk::dtype_name(x_type));
     const ConvShape s = conv_shape(attrs, x.dims(), wd, "Conv (QDQ group)");
@@ -471,6 +477,12 @@ std::unique_ptr<Kernel> conv_pool_kernel(const ConvAttrs& attrs, const PoolAttrs
     if (y.numel() == 0) return;
     thread_local std::vector<uint8_t> buf;  // kept across runs: no page faults per run
     buf.resize(size_t(s.batch * s.out_c * s.out_h * s.out_w));
+    if (channels_last && max_pool_channels_last_ok(ps)) {
+      conv->run_channels_last(s, x.raw(), buf.data(), pool);
+      if (y_type == NXRT_DTYPE_UINT8) max_pool_channels_last(ps, buf.data(), y.data<uint8_t>(), pool);
+      else max_pool_channels_last(ps, reinterpret_cast<const int8_t*>(buf.data()), y.data<int8_t>(), pool);
+      return;
+    }
     conv->run(s, x.raw(), buf.data(), pool);
     if (y_type == NXRT_DTYPE_UINT8) max_pool(ps, buf.data(), y.data<uint8_t>(), pool);
     else max_pool(ps, reinterpret_cast<const int8_t*>(buf.data()), y.data<int8_t>(), pool);

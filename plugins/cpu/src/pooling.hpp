@@ -40,6 +40,14 @@ void max_pool_plane_rows(const PoolShape& s, const float* x, int64_t pitch, int6
 template <typename T>
 void max_pool_with_indices(const PoolShape& s, bool column_major, const T* x, T* y, int64_t* indices, ThreadPool* pool);
 
+// The 2-D max pool of 8-bit x held channels-last ([batch][in[1]][in[2]][channels] bytes: the
+// channels-last 8-bit conv's output, QConv::run_channels_last) into y's NCHW planes, as
+// max_pool gives them from the NCHW x; 16 output pixels a byte transpose
+// (pooling_channels_last.cpp). Where max_pool_channels_last_ok: AVX-512 BW, 2-D, channels in 16s.
+bool max_pool_channels_last_ok(const PoolShape& s);
+template <typename T>
+void max_pool_channels_last(const PoolShape& s, const T* x, T* y, ThreadPool* pool);
+
 // AveragePool (1-3 spatial dims, dilations): the mean of the window's
 // elements inside the input, or, with count_include_pad, divided by the
 // number of window positions inside the padded extent (pad_begin / pad_end).

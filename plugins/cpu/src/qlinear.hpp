@@ -90,6 +90,9 @@ class QConv {
   ~QConv();
   // y's element type is out.type; y holds s.batch * s.out_c * s.out_h * s.out_w values.
   void run(const ConvShape& s, const void* x, void* y, ThreadPool* pool) const;
+  // run() with y channels-last ([batch][out_h][out_w][out_c]), where uses_nhwc() (the path
+  // makes it so before its transposes; a channels-last consumer skips them); else throws.
+  void run_channels_last(const ConvShape& s, const void* x, void* y, ThreadPool* pool) const;
   const QOutput& output() const { return out_; }
   bool uses_quads() const { return quads_; }  // the u8 x s8 path: vpdpbusd, or vpmaddubsw + rest
   // The latter's rest: its work in row steps (a tile's dense quad step is kQMR of them).
@@ -108,6 +111,7 @@ class QConv {
   bool uses_nhwc() const { return nhwc_; }
 
  private:
+  void check_shape(const ConvShape& s) const;  // throws where run() cannot take s
   void keep_rest(QPackedStore* store, std::vector<int32_t> index, std::vector<uint32_t> entries);
   void keep_order(QPackedStore* store, std::vector<int32_t> order);
   QType x_type_, w_type_;

@@ -11,6 +11,8 @@
   * DequantizeLinear(x, W, B) -> Conv -> Relu -> MaxPool -> QuantizeLinear (ResNet's stem) as
     one kernel (the pool on 8-bit values): bit-identical to the Conv group's float output,
     MaxPool and QuantizeLinear run apart (MaxPool's output also a graph output);
+    The same for an RGB stem (7x7 stride 2, 3 channels: channels-last with VNNI, the pool
+    reading its output channels-last);
   * DequantizeLinear -> MaxPool -> QuantizeLinear (same or other scale, zero point, type) as an
     8-bit pool [+ a requantization table]: bit-identical to node by node;
   * a DequantizeLinear shared by the Conv and another reader: the optimizer's copy per reader
@@ -126,6 +128,32 @@ def pool_case(pads, ceil):
     split.CopyFrom(m)
     split.graph.output.append(next(v for v in split.graph.value_info if v.name == "p"))
     return m, split, feeds
+
+
+def stem_pool_case():
+    """ResNet's stem in small: x uint8 [1,3,30,34] -> DQ -> Conv 7x7 stride 2 pad 3 (16 channels,
+    per-channel int8 W, int32 B) -> Relu -> MaxPool 3x3 stride 2 pad 1 -> QuantizeLinear uint8
+    (with VNNI the channels-last conv, whose output the pool reads channels-last); and the same
+    with MaxPool's output also a graph output (the conv group apart, its output in planes)."""
+    x = RNG.integers(0, 256, (1, 3, 30, 34)).astype(np.uint8)
+    w = RNG.integers(-127, 128, (16, 3, 7, 7)).astype(np.int8)
+    xs, ws = np.float32(0.02), RNG.uniform(0.002, 0.01, 16).astype(np.float32)
+    b = RNG.integers(-3000, 3000, 16).astype(np.int32)
+    inits = {"xs": xs, "xz": np.array(np.uint8(100)), "w": w, "ws": ws, "wz": np.zeros(16, np.int8), "b": b,
+             "bs": (xs * ws).astype(np.float32), "ps": np.float32(0.1), "pz": np.array(np.uint8(2))}
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+             helper.make_node("DequantizeLinear", ["b", "bs"], ["bd"], axis=0),
+             helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], kernel_shape=[7, 7], strides=[2, 2], pads=[3, 3, 3, 3]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["p", "ps", "pz"], ["y"])]
+    m = make(nodes, [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 3, 30, 34])],
+             [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], inits)
+    split = onnx.ModelProto()
+    split.CopyFrom(m)
+    split.graph.output.append(next(v for v in split.graph.value_info if v.name == "p"))
+    return m, split, [x]
 
 
 def unfused(m):
@@ -287,6 +315,17 @@ def main():
                 same = np.array_equal(got, outs[0])
                 check(f"conv relu maxpool q (pads {pads}, ceil {ceil})", fused and apart and same and got.size > 0,
                       f"fused {fused} {ks}, apart {apart} {ks2}, bit-identical: {same}, {len(np.unique(got))} distinct values")
+
+        m, split, feeds = stem_pool_case()
+        got, ks = go("stem_pool", m, feeds)
+        outs, p = run(nxrt, split, feeds, tmp, "stem_pool_split")
+        ks2 = kernels_ran(nxrt, os.path.join(tmp, "stem_pool_split", "model.onnx"), os.path.join(tmp, "stem_pool_split"))
+        if got is not None and outs is not None:
+            fused = any("MaxPool" in k and "Conv" in k for k in ks or [])
+            same = np.array_equal(got, outs[0])
+            check("stem conv 7x7/2 relu maxpool q", fused and same and got.shape == (1, 16, 8, 9),
+                  f"fused {fused} {ks}, apart {ks2}, bit-identical: {same}, shape {got.shape}, "
+                  f"{len(np.unique(got))} distinct values")
 
         for xt, yt, same, name in [(TensorProto.UINT8, TensorProto.UINT8, True, "u8 same params"),
                                    (TensorProto.UINT8, TensorProto.INT8, False, "u8 -> s8 requantized"),

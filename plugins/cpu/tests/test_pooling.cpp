@@ -175,3 +175,48 @@ TEST_CASE("average_pool: padding excluded or counted, dilation") {
   average_pool(q, false, x2.data(), y3.data(), &pool);
   CHECK(y3 == std::vector<float>{2.5f, 4.5f, 10.5f, 12.5f, 18.5f, 20.5f, 26.5f, 28.5f});
 }
+
+// The channels-last 8-bit pool (x [batch][h][w][channels]: the channels-last conv's output)
+// into NCHW planes, against max_pool over the same values in planes: 16-128 channels (a last
+// block of 16-48), kernels 1-5, strides 1-3, pads to kernel - 1, dilation 2, ceil mode, maps
+// of 1 to 70 columns (16-pixel groups, a 6-pixel tail), 2 images, 1-3 threads, both types.
+TEST_CASE("max_pool_channels_last equals max_pool over planes") {
+  PoolShape probe;
+  probe.channels = 16;
+  if (!max_pool_channels_last_ok(probe)) return;  // no AVX-512 BW here
+  ThreadPool two(2), three(3);
+  int n_case = 0;
+  for (auto s : {pool2d(64, 112, 112, 3, 2, 1, 1, false), pool2d(16, 9, 10, 3, 2, 1, 1, true),
+                 pool2d(48, 8, 8, 2, 2, 0, 1, false), pool2d(80, 11, 7, 3, 1, 2, 1, false),
+                 pool2d(128, 12, 13, 5, 3, 4, 1, true), pool2d(32, 1, 1, 1, 1, 0, 1, false),
+                 pool2d(16, 10, 70, 3, 2, 1, 2, false), pool2d(96, 6, 38, 2, 1, 1, 1, true)}) {
+    const int64_t C = s.channels, in_plane = s.in[1] * s.in[2];
+    const size_t n = size_t(s.batch * C * in_plane), m = size_t(s.batch * C * s.out[1] * s.out[2]);
+    std::vector<uint8_t> planes(n), last(n);
+    for (size_t i = 0; i < n; ++i) planes[i] = uint8_t(i % 7 == 0 ? 0 : i % 11 == 0 ? 255 : (i * 37 + i / 5) % 251);
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t p = 0; p < in_plane; ++p)
+          last[size_t((b * in_plane + p) * C + c)] = planes[size_t((b * C + c) * in_plane + p)];
+    std::vector<int8_t> planes_s(n), last_s(n);
+    for (size_t i = 0; i < n; ++i) {
+      planes_s[i] = int8_t(planes[i] ^ 0x80);
+      last_s[i] = int8_t(last[i] ^ 0x80);
+    }
+    std::vector<uint8_t> want(m);
+    std::vector<int8_t> want_s(m);
+    max_pool(s, planes.data(), want.data(), nullptr);
+    max_pool(s, planes_s.data(), want_s.data(), nullptr);
+    INFO("case ", n_case++);
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &two, &three}) {
+      std::vector<uint8_t> got(m, 0xcd);
+      std::vector<int8_t> got_s(m, 0x55);
+      max_pool_channels_last(s, last.data(), got.data(), p);
+      max_pool_channels_last(s, last_s.data(), got_s.data(), p);
+      CHECK(got == want);
+      CHECK(got_s == want_s);
+    }
+  }
+  probe.channels = 24;  // not whole vectors of 16
+  CHECK(!max_pool_channels_last_ok(probe));
+}

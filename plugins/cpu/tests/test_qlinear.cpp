@@ -551,6 +551,18 @@ TEST_CASE("QConv channels-last: random geometries equal the reference") {
     REQUIRE(q.uses_nhwc());
     const auto want = conv_reference(s, xt, x, x_zp, wt, wv, w_zp, o);
     check_runs(q, s, x, want, {nullptr, &two, &three});
+    // run_channels_last: the same bytes, [image][pixel][channel].
+    const int64_t plane = s.out_h * s.out_w;
+    std::vector<uint8_t> want_last(want.size());
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t ch = 0; ch < s.out_c; ++ch)
+        for (int64_t px = 0; px < plane; ++px)
+          want_last[size_t((b * plane + px) * s.out_c + ch)] = want[size_t((b * s.out_c + ch) * plane + px)];
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &two}) {
+      std::vector<uint8_t> got(want.size(), 0xcd);
+      q.run_channels_last(s, x.data(), got.data(), p);
+      CHECK(got == want_last);
+    }
     ++tested;
   }
   CHECK(tested == 40);
@@ -588,6 +600,13 @@ TEST_CASE("QConv channels-last: where it is and is not taken") {
   CHECK(make(64, 32, QType::U8, 0, &s2));
   CHECK(make(64, 32, QType::S8, 0, &s2));
   CHECK(!make(64, 32, QType::U8, 0, nullptr));
+  {  // run_channels_last only where the path is taken
+    const auto w = data8(QType::S8, size_t(32 * 64 * 9), g);
+    const QConv q(QType::U8, 3, QType::S8, w.data(), int64_t(w.size()), std::vector<int32_t>(32, 0),
+                  make_output(QType::U8, 32, g), nullptr, 9);
+    std::vector<uint8_t> x(size_t(64 * 28 * 28)), y(size_t(32 * 14 * 14));
+    CHECK_THROWS_AS(q.run_channels_last(s2, x.data(), y.data(), nullptr), std::logic_error);
+  }
   CHECK(!make(64, 32, QType::U8, 2, &s2));
   CHECK(!make(64, 32, QType::I32, 0, &s2));
   CHECK(!make(64, 32, QType::F32, 0, &s2));
