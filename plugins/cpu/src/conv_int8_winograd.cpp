@@ -244,13 +244,12 @@ PanelSource panel_source(const ConvShape& s, const PanelGeom& pg) {
 // multiple of 4 KB for 64 or 128 input channels: 64@56's transform 1.9x slower).
 int64_t v_stride(int64_t ic) { return q_pairs(ic) | 1; }
 
-// V of panel P for input channels [0, ic) of image x (plane in_h x in_w, uint8; flip 0x80 for
+// V of panel pg for input channels [0, ic) of image x (plane in_h x in_w, uint8; flip 0x80 for
 // int8) into vg's panel `slot` of nv: word (point p, pair q, lane l) at ((p * nv + slot) *
 // v_stride(ic) + q) * 16 + l.
-NXRT_QW void input_transform(const ConvShape& s, const Geom& g, int64_t P, const uint8_t* x, int64_t ic, uint8_t flip,
+NXRT_QW void input_transform(const ConvShape& s, const PanelGeom& pg, const uint8_t* x, int64_t ic, uint8_t flip,
                              uint8_t zp, uint32_t* vg, int64_t nv, int64_t slot) {
   const int64_t vstride = v_stride(ic);
-  const PanelGeom pg = g.panel(P);
   const PanelSource ps = panel_source(s, pg);
   const int64_t KP = q_pairs(ic), plane = s.in_h * s.in_w;
   const __m512i zpv = _mm512_set1_epi8(char(zp ^ flip)), flipv = _mm512_set1_epi8(char(flip));
@@ -410,6 +409,7 @@ NXRT_QW void output_transform(const int32_t* mb, int64_t point_stride, int64_t m
 struct RowPieces {
   uint16_t keep[2][4];
   int64_t base[2][4];
+  bool split() const { return keep[1][0] | keep[1][1] | keep[1][2] | keep[1][3]; }  // any piece 1
   // The kept store's form (q_store_kept_avx512: the first kept lane to col_at) of piece i.
   void col_at(int i, int64_t* out) const {
     for (int v = 0; v < 4; ++v) out[v] = keep[i][v] ? base[i][v] + __builtin_ctz(keep[i][v]) : 0;
@@ -503,15 +503,16 @@ void q_conv_winograd(const ConvShape& s, const void* x, bool x_signed, int32_t x
     uint32_t* vg = reinterpret_cast<uint32_t*>(scratch_floats(kScratchA, size_t(kQWinogradPoints * nv * vstride * kQNR)));
     int32_t* mb = reinterpret_cast<int32_t*>(scratch_floats(kScratchC, size_t(kQWinogradPoints * point_stride)));
     alignas(64) int32_t ybuf[4 * 4 * kQMR * kQNR];
-    for (int64_t P = P0; P < P1; ++P) input_transform(s, pg, P, xn, ic, flip, uint8_t(xq_zp), vg, nv, P - P0);
+    PanelGeom panels[kQWide];
     RowPieces pieces[kQWide][4];
-    for (int64_t P = P0; P < P1; ++P) {
-      const PanelGeom panel = pg.panel(P);
-      for (int a = 0; a < 4; ++a) pieces[P - P0][a] = row_pieces(s, panel, a);
+    for (int64_t j = 0; j < nv; ++j) {
+      panels[j] = pg.panel(P0 + j);
+      input_transform(s, panels[j], xn, ic, flip, uint8_t(xq_zp), vg, nv, j);
+      for (int a = 0; a < 4; ++a) pieces[j][a] = row_pieces(s, panels[j], a);
     }
     // The group's last panel by the few-tile products where it holds at most kFewTiles tiles,
     // its V compacted to [point][pair][tile] words.
-    const int64_t few = pg.panel(P1 - 1).tiles() <= kFewTiles ? pg.panel(P1 - 1).tiles() : 0;
+    const int64_t last_tiles = panels[nv - 1].tiles(), few = last_tiles <= kFewTiles ? last_tiles : 0;
     const int64_t full = few ? nv - 1 : nv;
     uint32_t* vc = nullptr;
     if (few) {
@@ -546,11 +547,10 @@ void q_conv_winograd(const ConvShape& s, const void* x, bool x_signed, int32_t x
             store_rows_fast(ep, store, ybuf + a * 4 * kQMR * kQNR, rows, rp, ct * kQMR, yt, plane);
             continue;
           }
-          for (int i = 0; i < 2; ++i) {
+          for (int i = 0; i < (rp.split() ? 2 : 1); ++i) {
             int64_t col_at[4];
             rp.col_at(i, col_at);
-            if (i == 0 || (rp.keep[1][0] | rp.keep[1][1] | rp.keep[1][2] | rp.keep[1][3]))
-              store(ep, ybuf + a * 4 * kQMR * kQNR, 0, 0, rows, 4, rp.keep[i], col_at, ct * kQMR, yt, plane);
+            store(ep, ybuf + a * 4 * kQMR * kQNR, 0, 0, rows, 4, rp.keep[i], col_at, ct * kQMR, yt, plane);
           }
         }
       }
