@@ -22,9 +22,10 @@ QuantAxis q_geometry(const ConstTensorView& x, const ConstTensorView& scale, int
   return g;
 }
 
-std::unique_ptr<Kernel> dequantize_create(const Node& n, CpuSession&) {
+std::unique_ptr<Kernel> dequantize_create(const Node& n, CpuSession& session) {
   const int64_t axis = n.attr_int("axis", 1);
-  return make_kernel([axis](Context& ctx) {
+  ThreadPool* pool = session.pool();
+  return make_kernel([axis, pool](Context& ctx) {
     ConstTensorView x = ctx.input(0), sc = ctx.input(1);
     auto zp = ctx.optional_input(2);
     const QuantAxis g = q_geometry(x, sc, axis, "DequantizeLinear");
@@ -35,15 +36,16 @@ std::unique_ptr<Kernel> dequantize_create(const Node& n, CpuSession&) {
     dispatch_type(x.dtype(), "DequantizeLinear", [&](auto tag) {
       using T = decltype(tag);
       if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
-        dequantize_linear(x.data<T>(), x.numel(), s, zp ? zp->data<T>() : nullptr, g, yp);
+        dequantize_linear(x.data<T>(), x.numel(), s, zp ? zp->data<T>() : nullptr, g, yp, pool);
     });
   });
 }
 
-std::unique_ptr<Kernel> quantize_create(const Node& n, CpuSession&) {
+std::unique_ptr<Kernel> quantize_create(const Node& n, CpuSession& session) {
   const int64_t axis = n.attr_int("axis", 1);
   const nxrt_dtype out = n.output(0).dtype();
-  return make_kernel([axis, out](Context& ctx) {
+  ThreadPool* pool = session.pool();
+  return make_kernel([axis, out, pool](Context& ctx) {
     ConstTensorView x = ctx.input(0), sc = ctx.input(1);
     auto zp = ctx.optional_input(2);
     const QuantAxis g = q_geometry(x, sc, axis, "QuantizeLinear");
@@ -53,7 +55,7 @@ std::unique_ptr<Kernel> quantize_create(const Node& n, CpuSession&) {
     const float* xp = x.data<float>();
     auto run = [&](auto tag) {
       using Q = decltype(tag);
-      quantize_linear(xp, x.numel(), s, zp ? zp->data<Q>() : nullptr, g, y.data<Q>());
+      quantize_linear(xp, x.numel(), s, zp ? zp->data<Q>() : nullptr, g, y.data<Q>(), pool);
     };
     if (out == NXRT_DTYPE_UINT8) run(uint8_t{});
     else run(int8_t{});

@@ -141,6 +141,30 @@ TEST_CASE("quantize_linear / dequantize_linear: the vector runs equal the scalar
   check_quantize_runs<int8_t>(2);
 }
 
+TEST_CASE("quantize_linear / dequantize_linear on a pool: the bytes of one thread") {
+  // Large enough for two pieces; per axis the pieces must start at whole periods (3 x 37),
+  // and neither length is a multiple of a period or of 64.
+  std::mt19937 g(9);
+  std::uniform_real_distribution<float> d(-300.f, 300.f);
+  ThreadPool pool(2);
+  const float scales[3] = {0.5f, 1.f / 3.f, 2.f};
+  const uint8_t zps[3] = {3, 128, 250};
+  for (bool per_axis : {false, true}) {
+    const int64_t n = 3 * 37 * 1500 + 5;
+    const QuantAxis qa = per_axis ? QuantAxis{37, 3, true} : QuantAxis{};
+    std::vector<float> x(static_cast<size_t>(n));
+    for (auto& v : x) v = d(g);
+    std::vector<uint8_t> one(x.size()), two(x.size());
+    quantize_linear(x.data(), n, scales, zps, qa, one.data());
+    quantize_linear(x.data(), n, scales, zps, qa, two.data(), &pool);
+    CHECK(one == two);
+    std::vector<float> back1(x.size()), back2(x.size());
+    dequantize_linear(one.data(), n, scales, zps, qa, back1.data());
+    dequantize_linear(one.data(), n, scales, zps, qa, back2.data(), &pool);
+    CHECK(std::memcmp(back1.data(), back2.data(), back1.size() * sizeof(float)) == 0);
+  }
+}
+
 namespace {
 
 // qdq_add against the nodes run one by one: dequantize_linear twice, float add, clamp,
