@@ -258,9 +258,7 @@ NXRT_QN void store_transposed(const uint8_t* bytes, int64_t n, int nv, char* y, 
 }
 
 bool has_isa() {
-  static const bool ok = active_isa() >= Isa::avx512 && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                         __builtin_cpu_supports("avx512vnni");
+  static const bool ok = active_isa() >= Isa::avx512 && cpu_info().avx512bw && cpu_info().avx512vnni;
   return ok;
 }
 
@@ -268,8 +266,8 @@ bool has_isa() {
 
 bool q_nhwc_available() { return has_isa() && q_store_panels_avx512(); }
 bool q_nhwc_runs(const ConvShape& s) {
-  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");  // the row mode's copy
-  return q_nhwc_available() && q_nhwc_shape_ok(s) && (vbmi || s.in_c % 16 == 0);
+  // The row mode's copy permutes bytes (VBMI).
+  return q_nhwc_available() && q_nhwc_shape_ok(s) && (cpu_info().avx512vbmi || s.in_c % 16 == 0);
 }
 
 void q_conv_nhwc(const ConvShape& s, const void* x, bool x_signed, int32_t xq_zp, const uint32_t* w,

@@ -468,9 +468,8 @@ NXRT_QW void store_rows_fast(const QEpilogue& e, QStoreKeptFn exact, const int32
 }
 
 bool has_bw_vnni() {
-  static const bool ok = active_isa() >= Isa::avx512 && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                         __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
+  static const bool ok =
+      active_isa() >= Isa::avx512 && cpu_info().avx512bw && cpu_info().avx512vnni && cpu_info().avx512vbmi;
   return ok;
 }
 

@@ -46,6 +46,10 @@ static CpuInfo detect() {
   c.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   c.avx512f = __builtin_cpu_supports("avx512f");
   c.avx512bf16 = c.avx512f && __builtin_cpu_supports("avx512bf16");
+  c.avx512bw = c.avx512f && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512dq");
+  c.avx512vnni = c.avx512f && __builtin_cpu_supports("avx512vnni");
+  c.avx512vbmi = c.avx512f && __builtin_cpu_supports("avx512vbmi");
 #endif
   c.isa = c.avx512f ? Isa::avx512 : c.avx2 ? Isa::avx2 : Isa::generic;
   return c;

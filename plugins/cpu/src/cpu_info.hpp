@@ -16,6 +16,10 @@ struct CpuInfo {
   bool avx2 = false;     // AVX2 + FMA
   bool avx512f = false;  // AVX-512 F
   bool avx512bf16 = false;  // AVX-512 BF16 (VDPBF16PS; the cpu.precision=bf16 GEMM)
+  // The 8-bit kernels' extensions (detected; a kernel also checks active_isa()):
+  bool avx512bw = false;    // BW with VL and DQ: byte and word lanes, masks
+  bool avx512vnni = false;  // vpdpbusd, vpdpwssd
+  bool avx512vbmi = false;  // byte permutes (vpermb, vpermt2b)
   Isa isa = Isa::generic;
   std::string isa_name() const;  // "avx512f", "avx2", "generic"
 };

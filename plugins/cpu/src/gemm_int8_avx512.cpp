@@ -6,6 +6,7 @@
 // used only when CPUID reports AVX-512 F/BW and VNNI and the ISA is not capped below avx512.
 #include <algorithm>
 
+#include "cpu_info.hpp"
 #include "gemm_int8.hpp"
 #include "q_store_fast_avx512.hpp"
 #include "simd.hpp"
@@ -301,22 +302,20 @@ NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int6
 }  // namespace
 
 QStoreFn q_store_avx512() {
-  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")
-             ? &store_avx512
-             : nullptr;
+  return cpu_info().avx512bw ? &store_avx512 : nullptr;
 }
 
 QStorePanelsFn q_store_panels_avx512() { return q_store_avx512() ? &store_panels : nullptr; }
 QStoreKeptFn q_store_kept_avx512() { return q_store_avx512() ? &store_kept : nullptr; }
 
-QPackRunsFn q_pack_runs_avx512() { return __builtin_cpu_supports("avx512bw") ? &pack_runs_avx512 : nullptr; }
-QPackRuns8Fn q_pack_runs8_avx512() { return __builtin_cpu_supports("avx512bw") ? &pack_runs8_dispatch : nullptr; }
+QPackRunsFn q_pack_runs_avx512() { return cpu_info().avx512bw ? &pack_runs_avx512 : nullptr; }
+QPackRuns8Fn q_pack_runs8_avx512() { return cpu_info().avx512bw ? &pack_runs8_dispatch : nullptr; }
 
-QTileFn q_tile_vnni() { return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni") ? &tile_vnni : nullptr; }
+QTileFn q_tile_vnni() { return cpu_info().avx512bw && cpu_info().avx512vnni ? &tile_vnni : nullptr; }
 QTileGroupFn q_tile_group_vnni(int nt) {
   static constexpr QTileGroupFn by_count[] = {nullptr, &tiles_vnni<1>, &tiles_vnni<2>, &tiles_vnni<3>};
   static_assert(kQTileGroup == 3);
-  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni") ? by_count[nt] : nullptr;
+  return cpu_info().avx512bw && cpu_info().avx512vnni ? by_count[nt] : nullptr;
 }
 
 }  // namespace nxrt::cpu

@@ -454,8 +454,7 @@ NXRT_BW void pack_channel_quads_avx512(const uint8_t* base, const int64_t* koff,
 }
 
 bool has_vnni() {
-  static const bool ok = active_isa() >= Isa::avx512 && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  static const bool ok = active_isa() >= Isa::avx512 && cpu_info().avx512bw && cpu_info().avx512vnni;
   return ok;
 }
 
@@ -496,13 +495,11 @@ QPackQuadsFn q_pack_channel_quads() { return has_vnni() ? &pack_channel_quads_av
 // The channel quads run only where the vpdpbusd kernels do (AVX-512 BW among them); the
 // generic loops keep these two defined for any caller.
 void q_interleave_channels4(const uint8_t* src, int64_t plane, int64_t n, uint8_t flip, uint8_t* dst) {
-  static const bool bw = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  if (bw) interleave_channels4_avx512(src, plane, n, flip, dst);
+  if (cpu_info().avx512bw) interleave_channels4_avx512(src, plane, n, flip, dst);
   else interleave_channels4_generic(src, plane, n, flip, dst);
 }
 void q_expand_narrow(const uint32_t* slice, int64_t kcq, int cols, uint32_t* bx) {
-  static const bool bw = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  if (bw) expand_narrow_avx512(slice, kcq, cols, bx);
+  if (cpu_info().avx512bw) expand_narrow_avx512(slice, kcq, cols, bx);
   else expand_narrow_generic(slice, kcq, cols, bx);
 }
 QQuadColSumsFn q_quad_col_sums() {

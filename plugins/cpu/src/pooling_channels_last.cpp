@@ -25,8 +25,7 @@ namespace {
 #define NXRT_PCL __attribute__((target("avx512f,avx512bw,avx512vl")))
 
 bool has_bw() {
-  static const bool ok = active_isa() >= Isa::avx512 && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl");
+  static const bool ok = active_isa() >= Isa::avx512 && cpu_info().avx512bw;
   return ok;
 }
 

@@ -98,8 +98,7 @@ NXRT_AVX512 void add_avx512(const A* a, const B* b, Y* y, int64_t n, const QdqAd
 }
 
 bool has_avx512bw() {
-  static const bool ok = active_isa() >= Isa::avx512 && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl");
+  static const bool ok = active_isa() >= Isa::avx512 && cpu_info().avx512bw;
   return ok;
 }
 #endif
