@@ -487,8 +487,11 @@ TEST_CASE("scale_packed_conv_input_channels packs W with its input channels scal
 
 TEST_CASE("conv2d_channel_scaled matches conv2d of the scaled input, both 1x1 paths, 1 and 2 threads") {
   ThreadPool pool2(2);
-  // (C, H, W, OC): W scaled (784 and 196 pixels), x^T scaled (few pixels: transposed).
-  const int64_t shapes[][4] = {{72, 28, 28, 40}, {96, 14, 14, 24}, {64, 3, 3, 40}, {160, 7, 7, 48}, {5, 2, 3, 9}};
+  // (C, H, W, OC): W scaled (784 and 196 pixels), x^T scaled (few pixels: transposed); on 2
+  // threads a scaled copy per thread where W has 8+ row tiles (112 channels, and 75: a partial
+  // last tile; 400 pixels: a last range of several panels).
+  const int64_t shapes[][4] = {{72, 28, 28, 40}, {96, 14, 14, 24}, {120, 14, 14, 112}, {72, 20, 20, 75},
+                               {64, 3, 3, 40},   {160, 7, 7, 48},  {5, 2, 3, 9}};
   for (const auto& d : shapes) {
     const ConvShape s = shape(2, d[0], d[1], d[2], d[3], 1, 1, 0, 1, 1);
     REQUIRE(conv_channel_scale_folds(s));
