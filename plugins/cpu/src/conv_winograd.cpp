@@ -275,10 +275,12 @@ __attribute__((target("avx512f"))) void input_transform_rows_avx512(const ConvSh
   const int64_t c0 = ph.px - s.pad_left;  // input column of each row's first tile's first value
   // Lane k: tile row r = k / n, element 4 (k % n) + j of its load; rows 0 and 1 from the
   // first pair (lanes below 2n), the odd row as the pair's second load.
+  // (Counted, not divided: a division per lane, every channel, was a fifth of the transform.)
   alignas(64) int32_t idx[16];
-  for (int64_t k = 0; k < 16; ++k) {
-    const int64_t r = std::min<int64_t>(k / n, 3), e = 4 * (k - r * n);
+  for (int64_t k = 0, r = 0, e = 0; k < 16; ++k) {
     idx[k] = int32_t(e > 12 ? 0 : (r % 2) * 16 + e);  // a lane past the rows: any element
+    e += 4;
+    if (r < 3 && e == 4 * n) r += 1, e = 0;
   }
   const __m512i q0 = _mm512_load_si512(idx), q1 = _mm512_add_epi32(q0, _mm512_set1_epi32(1)),
                 q2 = _mm512_add_epi32(q0, _mm512_set1_epi32(2)), q3 = _mm512_add_epi32(q0, _mm512_set1_epi32(3));
