@@ -299,23 +299,31 @@ NXRT_AVX512_STORE void store_avx512(const QEpilogue& e, const int32_t* acc, int6
   store_panels(e, acc, 0, r0, r1, 1, cols, by_row, ch0, y, ldy);
 }
 
+// The CPU's extensions, read once (some getters are called per tile group).
+bool has_bw() {
+  static const bool ok = cpu_info().avx512bw;
+  return ok;
+}
+bool has_bw_vnni() {
+  static const bool ok = cpu_info().avx512bw && cpu_info().avx512vnni;
+  return ok;
+}
+
 }  // namespace
 
-QStoreFn q_store_avx512() {
-  return cpu_info().avx512bw ? &store_avx512 : nullptr;
-}
+QStoreFn q_store_avx512() { return has_bw() ? &store_avx512 : nullptr; }
 
 QStorePanelsFn q_store_panels_avx512() { return q_store_avx512() ? &store_panels : nullptr; }
 QStoreKeptFn q_store_kept_avx512() { return q_store_avx512() ? &store_kept : nullptr; }
 
-QPackRunsFn q_pack_runs_avx512() { return cpu_info().avx512bw ? &pack_runs_avx512 : nullptr; }
-QPackRuns8Fn q_pack_runs8_avx512() { return cpu_info().avx512bw ? &pack_runs8_dispatch : nullptr; }
+QPackRunsFn q_pack_runs_avx512() { return has_bw() ? &pack_runs_avx512 : nullptr; }
+QPackRuns8Fn q_pack_runs8_avx512() { return has_bw() ? &pack_runs8_dispatch : nullptr; }
 
-QTileFn q_tile_vnni() { return cpu_info().avx512bw && cpu_info().avx512vnni ? &tile_vnni : nullptr; }
+QTileFn q_tile_vnni() { return has_bw_vnni() ? &tile_vnni : nullptr; }
 QTileGroupFn q_tile_group_vnni(int nt) {
   static constexpr QTileGroupFn by_count[] = {nullptr, &tiles_vnni<1>, &tiles_vnni<2>, &tiles_vnni<3>};
   static_assert(kQTileGroup == 3);
-  return cpu_info().avx512bw && cpu_info().avx512vnni ? by_count[nt] : nullptr;
+  return has_bw_vnni() ? by_count[nt] : nullptr;
 }
 
 }  // namespace nxrt::cpu

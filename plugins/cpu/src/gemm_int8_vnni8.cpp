@@ -495,11 +495,13 @@ QPackQuadsFn q_pack_channel_quads() { return has_vnni() ? &pack_channel_quads_av
 // The channel quads run only where the vpdpbusd kernels do (AVX-512 BW among them); the
 // generic loops keep these two defined for any caller.
 void q_interleave_channels4(const uint8_t* src, int64_t plane, int64_t n, uint8_t flip, uint8_t* dst) {
-  if (cpu_info().avx512bw) interleave_channels4_avx512(src, plane, n, flip, dst);
+  static const bool bw = cpu_info().avx512bw;
+  if (bw) interleave_channels4_avx512(src, plane, n, flip, dst);
   else interleave_channels4_generic(src, plane, n, flip, dst);
 }
 void q_expand_narrow(const uint32_t* slice, int64_t kcq, int cols, uint32_t* bx) {
-  if (cpu_info().avx512bw) expand_narrow_avx512(slice, kcq, cols, bx);
+  static const bool bw = cpu_info().avx512bw;
+  if (bw) expand_narrow_avx512(slice, kcq, cols, bx);
   else expand_narrow_generic(slice, kcq, cols, bx);
 }
 QQuadColSumsFn q_quad_col_sums() {
