@@ -90,3 +90,21 @@ TEST_CASE("sdk element_count: a product past int64 fails instead of wrapping") {
   const std::vector<int64_t> empty_dim{0, int64_t(1) << 62, 4};
   CHECK(nxrt::sdk::element_count(empty_dim) == 0);
 }
+
+TEST_CASE("transpose: 2-D tiles at the bottom (YOLO's head [1, 144, 2100] -> [1, 2100, 144]), tails, planes, threads") {
+  // The last two output dims a 2-D transpose of the input, 4-byte elements: 16 x 16 register
+  // tiles on AVX-512 (rows in chunks of 512, edges masked), the row gathers elsewhere.
+  ThreadPool pool(2);
+  const std::vector<std::vector<int64_t>> shapes = {{1, 144, 2100}, {2, 37, 1100}, {3, 16, 16}, {1, 17, 515}};
+  for (const auto& d : shapes) {
+    std::vector<float> x(size_t(d[0] * d[1] * d[2]));
+    std::iota(x.begin(), x.end(), 0.f);
+    const std::vector<int64_t> p = {0, 2, 1};
+    for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> y(x.size(), -1.f);
+      transpose(x.data(), y.data(), 4, d, p, tp);
+      INFO("dims " << d[0] << "x" << d[1] << "x" << d[2] << (tp ? " 2 threads" : " 1 thread"));
+      CHECK(y == naive_transpose(x, d, p));
+    }
+  }
+}
