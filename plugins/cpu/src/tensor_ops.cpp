@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -50,6 +51,33 @@ std::vector<int64_t> contiguous_strides(std::span<const int64_t> dims) {
 
 namespace {
 
+// The last dim's map as runs: copies of consecutive source elements, fills, and repeats of one
+// source element (a broadcast), so that each output row is a few memcpy / fill calls.
+struct MapRun {
+  enum Kind { copy, fill, repeat } kind;
+  int64_t src, len;  // src: the first source offset (copy, repeat)
+};
+std::vector<MapRun> map_runs(const std::vector<int64_t>& last) {
+  std::vector<MapRun> runs;
+  for (const int64_t m : last) {
+    MapRun* b = runs.empty() ? nullptr : &runs.back();
+    if (m == kFill) {
+      if (b && b->kind == MapRun::fill) ++b->len;
+      else runs.push_back({MapRun::fill, 0, 1});
+    } else if (b && b->kind != MapRun::fill && b->len == 1 && m == b->src) {
+      b->kind = MapRun::repeat;
+      ++b->len;
+    } else if (b && b->kind == MapRun::repeat && m == b->src) {
+      ++b->len;
+    } else if (b && b->kind == MapRun::copy && m == b->src + b->len) {
+      ++b->len;
+    } else {
+      runs.push_back({MapRun::copy, m, 1});
+    }
+  }
+  return runs;
+}
+
 template <typename U>
 void map_copy_t(const U* src, U* dst, std::span<const int64_t> out_dims, const std::vector<std::vector<int64_t>>& maps,
                 U fill, ThreadPool* pool) {
@@ -64,8 +92,11 @@ void map_copy_t(const U* src, U* dst, std::span<const int64_t> out_dims, const s
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < r; ++d) rows *= out_dims[d];
   const std::vector<int64_t>& last = maps[r - 1];
-  bool contiguous = last[0] != kFill;
-  for (int64_t i = 1; i < n && contiguous; ++i) contiguous = last[size_t(i)] == last[0] + i;
+  // Runs of 4+ elements on average (a constant Pad's row: fill, copy, fill; a Slice: one copy;
+  // an Expand along the last dim: one repeat): per run. Else element by element. (A Pad of
+  // 320 -> 321 columns went element by element: 211 us for 1.2 MB.)
+  const std::vector<MapRun> runs = map_runs(last);
+  const bool by_runs = int64_t(runs.size()) * 4 <= n;
   auto run = [&](int64_t r0, int64_t r1) {
     for (int64_t rw = r0; rw < r1; ++rw) {
       int64_t rem = rw, base = 0;
@@ -80,8 +111,15 @@ void map_copy_t(const U* src, U* dst, std::span<const int64_t> out_dims, const s
       U* o = dst + rw * n;
       if (filled) {
         std::fill(o, o + n, fill);
-      } else if (contiguous) {
-        std::memcpy(o, src + base + last[0], size_t(n) * sizeof(U));
+      } else if (by_runs) {
+        for (const MapRun& q : runs) {
+          switch (q.kind) {
+            case MapRun::copy: std::memcpy(o, src + base + q.src, size_t(q.len) * sizeof(U)); break;
+            case MapRun::fill: std::fill(o, o + q.len, fill); break;
+            case MapRun::repeat: std::fill(o, o + q.len, src[base + q.src]); break;
+          }
+          o += q.len;
+        }
       } else {
         for (int64_t i = 0; i < n; ++i) {
           const int64_t m = last[size_t(i)];

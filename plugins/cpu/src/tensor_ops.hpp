@@ -106,8 +106,9 @@ inline constexpr int64_t kFill = INT64_MIN;
 // dst[i_0, ..., i_{r-1}] = src[maps[0][i_0] + ... + maps[r-1][i_{r-1}]] for an
 // output of out_dims (maps[d].size() == out_dims[d]; entries are element
 // offsets into src), or *fill (one element) where any map entry is kFill.
-// Rows whose last map is a contiguous run are copied with memcpy. esize is 1,
-// 2, 4 or 8.
+// Each row goes as the last map's runs (copies of consecutive elements, fills, repeats of
+// one element) where they average 4+ elements, else element by element. esize is 1, 2, 4
+// or 8.
 void map_copy(const void* src, void* dst, size_t esize, std::span<const int64_t> out_dims,
               const std::vector<std::vector<int64_t>>& maps, const void* fill, ThreadPool* pool);
 

@@ -246,3 +246,92 @@ TEST_CASE("cast: float -> int truncates, -> bool, int -> float") {
   CHECK(g[0] == -5.f);
   CHECK(g[1] == float(1LL << 40));
 }
+
+namespace {
+
+// map_copy's definition, element by element.
+template <typename U>
+std::vector<U> naive_map_copy(const std::vector<U>& src, const std::vector<int64_t>& od,
+                              const std::vector<std::vector<int64_t>>& maps, U fill) {
+  int64_t total = 1;
+  for (auto d : od) total *= d;
+  std::vector<U> y(static_cast<size_t>(total));
+  std::vector<int64_t> idx(od.size(), 0);
+  for (int64_t o = 0; o < total; ++o) {
+    int64_t off = 0;
+    bool filled = false;
+    for (size_t d = 0; d < od.size(); ++d) {
+      const int64_t m = maps[d][size_t(idx[d])];
+      if (m == kFill) filled = true;
+      else off += m;
+    }
+    y[size_t(o)] = filled ? fill : src[size_t(off)];
+    for (size_t d = od.size(); d-- > 0;) {
+      if (++idx[d] < od[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("map_copy: the last map's runs (pad, edge, reflect, expand, tile, strided, mixed) equal the definition") {
+  ThreadPool pool(2);
+  for (const int64_t k : {int64_t(5), int64_t(37), int64_t(700)}) {
+    std::vector<std::vector<int64_t>> lasts;
+    std::vector<int64_t> v;
+    // Pad constant: 2 before, 1 after.
+    v = {kFill, kFill};
+    for (int64_t i = 0; i < k; ++i) v.push_back(i);
+    v.push_back(kFill);
+    lasts.push_back(v);
+    // Edge: the ends repeated.
+    v = {0, 0, 0};
+    for (int64_t i = 0; i < k; ++i) v.push_back(i);
+    v.insert(v.end(), {k - 1, k - 1});
+    lasts.push_back(v);
+    // Reflect.
+    v = {std::min<int64_t>(2, k - 1), 1, 0};
+    for (int64_t i = 1; i < k; ++i) v.push_back(i);
+    v.insert(v.end(), {k - 2, k - 3});
+    lasts.push_back(v);
+    // Expand of one element, then tile of three copies, then every other element.
+    lasts.push_back(std::vector<int64_t>(size_t(k), 0));
+    v.clear();
+    for (int rep = 0; rep < 3; ++rep)
+      for (int64_t i = 0; i < k; ++i) v.push_back(i);
+    lasts.push_back(v);
+    v.clear();
+    for (int64_t i = 0; i < k; i += 2) v.push_back(i);
+    lasts.push_back(v);
+    // Mixed: a copy, a repeat of its last element, fills, a copy from the start again.
+    v.clear();
+    for (int64_t i = 0; i < k; ++i) v.push_back(i);
+    v.insert(v.end(), 6, k - 1);
+    v.insert(v.end(), 4, kFill);
+    for (int64_t i = 0; i < k; ++i) v.push_back(i);
+    lasts.push_back(v);
+    for (const auto& last : lasts) {
+      // [rows: 3 with one filled, 130 copies] x the last dim: 2-thread sizes at k = 700.
+      const std::vector<int64_t> od = {3, 130, int64_t(last.size())};
+      std::vector<std::vector<int64_t>> maps = {{0, kFill, 2 * 130 * k}, {}, last};
+      for (int64_t i = 0; i < 130; ++i) maps[1].push_back(i * k);
+      std::vector<float> src(size_t(3 * 130 * k));
+      for (size_t i = 0; i < src.size(); ++i) src[i] = float(i);
+      std::vector<uint8_t> src8(src.size());
+      for (size_t i = 0; i < src8.size(); ++i) src8[i] = uint8_t(i * 7);
+      const float fill = -1.f;
+      const uint8_t fill8 = 0xEE;
+      for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        INFO("k " << k << " last map of " << last.size() << (tp ? ", 2 threads" : ""));
+        std::vector<float> y(size_t(3 * 130) * last.size(), 0.f);
+        map_copy(src.data(), y.data(), 4, od, maps, &fill, tp);
+        CHECK(y == naive_map_copy(src, od, maps, fill));
+        std::vector<uint8_t> y8(y.size(), 0);
+        map_copy(src8.data(), y8.data(), 1, od, maps, &fill8, tp);
+        CHECK(y8 == naive_map_copy(src8, od, maps, fill8));
+      }
+    }
+  }
+}
