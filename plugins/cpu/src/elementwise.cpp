@@ -247,11 +247,12 @@ NXRT_CLONES void u_sqrt(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = __builtin_sqrtf(x[i]);
 }
 NXRT_CLONES void u_sigmoid(const float* x, float* y, int64_t n) {
-  // sigmoid(x) = 1/(1+e^-x) for x >= 0, e^x/(1+e^x) otherwise (no overflow)
+  // sigmoid(x) = 1/(1+e^-x) for x >= 0, e^x/(1+e^x) otherwise (no overflow); one division,
+  // its numerator picked (vectorised, both quotients were computed and one selected).
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     const float e = vm::exp(v < 0.f ? v : -v);
-    y[i] = v >= 0.f ? 1.f / (1.f + e) : e / (1.f + e);
+    y[i] = (v >= 0.f ? 1.f : e) / (1.f + e);
   }
 }
 NXRT_CLONES void u_tanh(const float* x, float* y, int64_t n) {
