@@ -10,7 +10,7 @@
 #include <string>
 
 #include "ops.hpp"
-#include "simd.hpp"
+#include "resize.hpp"
 
 namespace nxrt::cpu {
 namespace {
@@ -177,96 +177,30 @@ bool plane_taps_ok(const std::vector<Taps>& taps) {
   return true;
 }
 
-// One input row resized along x: h[j] = wx0[j] * r[ix0[j]] + wx1[j] * r[ix1[j]].
-NXRT_CLONES
-void resize_row_x(const float* __restrict r, float* __restrict h, int64_t OW, const int64_t* __restrict ix0,
-                  const int64_t* __restrict ix1, const float* __restrict wx0, const float* __restrict wx1) {
-  for (int64_t j = 0; j < OW; ++j) h[j] = wx0[j] * r[ix0[j]] + wx1[j] * r[ix1[j]];
-}
-
-// An output row from two x-resized input rows: y = w0 * h0 + w1 * h1 (the order of the
-// one-pass formula, so the same rounding).
-NXRT_CLONES
-void resize_rows_y(const float* __restrict h0, const float* __restrict h1, float w0, float w1, float* __restrict y,
-                   int64_t OW) {
-  for (int64_t j = 0; j < OW; ++j) y[j] = w0 * h0[j] + w1 * h1[j];
-}
-
 bool resize_planes_fast(const ConstTensorView& x, TensorView& y, const std::vector<std::vector<Taps>>& taps,
                         ThreadPool* pool) {
   const size_t r = x.rank();
   if (r < 2) return false;
   for (size_t d = 0; d + 2 < r; ++d)
     if (!identity_taps(taps[d], x.dim(d))) return false;
-  const auto& tyv = taps[r - 2];
-  const auto& txv = taps[r - 1];
-  if (!plane_taps_ok(tyv) || !plane_taps_ok(txv)) return false;
-  const int64_t H = x.dim(r - 2), W = x.dim(r - 1), OH = int64_t(tyv.size()), OW = int64_t(txv.size());
-  const int64_t planes = x.numel() / std::max<int64_t>(1, H * W);
-  // Per output column: two source columns and their weights (nearest: the second weighs 0).
-  const size_t ow = static_cast<size_t>(OW);
-  std::vector<int64_t> ix0(ow), ix1(ow);
-  std::vector<float> wx0(ow), wx1(ow);
-  const bool nearest_x = std::all_of(txv.begin(), txv.end(), [](const Taps& t) { return t.count == 1 && t.w[0] == 1.0; });
-  for (int64_t j = 0; j < OW; ++j) {
-    const Taps& t = txv[size_t(j)];
-    ix0[size_t(j)] = t.idx[0];
-    ix1[size_t(j)] = t.count == 2 ? t.idx[1] : t.idx[0];
-    wx0[size_t(j)] = float(t.w[0]);
-    wx1[size_t(j)] = t.count == 2 ? float(t.w[1]) : 0.f;
-  }
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
-  const int64_t rows = planes * OH;
-  const int parts = int(std::min<int64_t>(rows, threads_for(pool, double(rows * OW) * 4, 65536.0)));
-  parallel_for(parts <= 1 ? nullptr : pool, parts, [&](int64_t c) {
-    int64_t b = 0, e = 0;
-    split_range(rows, parts, c, b, e);
-    thread_local std::vector<float> hbuf;  // two x-resized input rows, kept across runs
-    hbuf.resize(2 * size_t(OW));
-    int64_t key[2] = {-1, -1}, stamp[2] = {0, 0}, clock = 0;
-    auto hrow = [&](int64_t pl, int64_t idx) -> const float* {
-      const int64_t k = pl * H + idx;
-      ++clock;
-      for (int sl = 0; sl < 2; ++sl)
-        if (key[sl] == k) {
-          stamp[sl] = clock;
-          return hbuf.data() + sl * OW;
-        }
-      const int sl = stamp[0] <= stamp[1] ? 0 : 1;
-      key[sl] = k;
-      stamp[sl] = clock;
-      float* h = hbuf.data() + sl * OW;
-      resize_row_x(xp + pl * H * W + idx * W, h, OW, ix0.data(), ix1.data(), wx0.data(), wx1.data());
-      return h;
-    };
-    for (int64_t row = b; row < e; ++row) {
-      const int64_t pl = row / OH, oy = row % OH;
-      const Taps& ty = tyv[size_t(oy)];
-      const float* xpl = xp + pl * H * W;
-      float* yr = yp + row * OW;
-      if (nearest_x && ty.count == 1 && ty.w[0] == 1.0) {
-        // Nearest both ways: a gather, or a copy of the previous output row (upsampling).
-        if (oy > 0 && row > b && tyv[size_t(oy - 1)].count == 1 && tyv[size_t(oy - 1)].w[0] == 1.0 &&
-            tyv[size_t(oy - 1)].idx[0] == ty.idx[0]) {
-          std::copy(yr - OW, yr, yr);
-          continue;
-        }
-        const float* src = xpl + ty.idx[0] * W;
-        for (int64_t j = 0; j < OW; ++j) yr[j] = src[ix0[size_t(j)]];
-        continue;
-      }
-      // Each input row is resized along x once per run of output rows that read it (an
-      // upsampling reads each one for many output rows): two rows kept, the older replaced.
-      const float* h0 = hrow(pl, ty.idx[0]);
-      if (ty.count == 1 && ty.w[0] == 1.0) {
-        std::copy(h0, h0 + OW, yr);
-        continue;
-      }
-      const float* h1 = ty.count == 2 ? hrow(pl, ty.idx[1]) : h0;  // evicts the older row, never h0
-      resize_rows_y(h0, h1, float(ty.w[0]), ty.count == 2 ? float(ty.w[1]) : 0.f, yr, OW);
+  if (!plane_taps_ok(taps[r - 2]) || !plane_taps_ok(taps[r - 1])) return false;
+  // A tap of weight 1 is a copy; any other is two taps (a count-1 tap of another weight: i1 = i0, w1 = 0).
+  auto convert = [](const std::vector<Taps>& tv) {
+    std::vector<ResizeTap> out(tv.size());
+    for (size_t j = 0; j < tv.size(); ++j) {
+      const Taps& t = tv[j];
+      ResizeTap& o = out[j];
+      o.single = t.count == 1 && t.w[0] == 1.0;
+      o.i0 = t.idx[0];
+      o.i1 = t.count == 2 ? t.idx[1] : t.idx[0];
+      o.w0 = float(t.w[0]);
+      o.w1 = t.count == 2 ? float(t.w[1]) : 0.f;
     }
-  });
+    return out;
+  };
+  const int64_t H = x.dim(r - 2), W = x.dim(r - 1);
+  resize_planes_f32(x.data<float>(), y.data<float>(), x.numel() / std::max<int64_t>(1, H * W), H, W,
+                    convert(taps[r - 2]), convert(taps[r - 1]), pool);
   return true;
 }
 
