@@ -111,9 +111,10 @@ void transpose(const void* in, void* out, size_t es, std::span<const int64_t> in
           off += rem % p.odims[size_t(d)] * p.istride[size_t(d)];
           rem /= p.odims[size_t(d)];
         }
-        transpose_rows16_avx512(static_cast<const float*>(in) + off, istep,
-                                static_cast<float*>(out) + plane * R * C, C, cb * 16, std::min<int64_t>(16, C - cb * 16),
-                                rc * kRowChunk, std::min(R, (rc + 1) * kRowChunk));
+        const int64_t c0 = cb * 16;
+        transpose_rows16_avx512(static_cast<const float*>(in) + off, istep, static_cast<float*>(out) + plane * R * C,
+                                C, c0, std::min<int64_t>(16, C - c0), rc * kRowChunk,
+                                std::min(R, (rc + 1) * kRowChunk));
       }
     };
     const int t = int(std::min<int64_t>(items, threads_for(pool, double(total), 1 << 16)));
