@@ -258,7 +258,7 @@ NXRT_QN void store_transposed(const uint8_t* bytes, int64_t n, int nv, char* y, 
 }
 
 bool has_isa() {
-  static const bool ok = active_isa() >= Isa::avx512 && cpu_info().avx512bw && cpu_info().avx512vnni;
+  static const bool ok = avx512bw_active() && cpu_info().avx512vnni;
   return ok;
 }
 

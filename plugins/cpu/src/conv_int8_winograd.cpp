@@ -468,8 +468,7 @@ NXRT_QW void store_rows_fast(const QEpilogue& e, QStoreKeptFn exact, const int32
 }
 
 bool has_bw_vnni() {
-  static const bool ok =
-      active_isa() >= Isa::avx512 && cpu_info().avx512bw && cpu_info().avx512vnni && cpu_info().avx512vbmi;
+  static const bool ok = avx512bw_active() && cpu_info().avx512vnni && cpu_info().avx512vbmi;
   return ok;
 }
 

@@ -73,4 +73,9 @@ Isa active_isa() {
   return isa;
 }
 
+bool avx512bw_active() {
+  static const bool ok = active_isa() >= Isa::avx512 && cpu_info().avx512bw;
+  return ok;
+}
+
 }  // namespace nxrt::cpu

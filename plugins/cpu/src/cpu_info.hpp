@@ -31,4 +31,8 @@ const CpuInfo& cpu_info();
 // environment variable NXRT_CPU_ISA=generic|avx2|avx512 (for testing fallbacks).
 Isa active_isa();
 
+// AVX-512 in use (active_isa()) with BW, VL and DQ: the 8-bit kernels' common requirement,
+// which add VNNI or VBMI from cpu_info() where they need them. Read once.
+bool avx512bw_active();
+
 }  // namespace nxrt::cpu

@@ -454,7 +454,7 @@ NXRT_BW void pack_channel_quads_avx512(const uint8_t* base, const int64_t* koff,
 }
 
 bool has_vnni() {
-  static const bool ok = active_isa() >= Isa::avx512 && cpu_info().avx512bw && cpu_info().avx512vnni;
+  static const bool ok = avx512bw_active() && cpu_info().avx512vnni;
   return ok;
 }
 

@@ -299,7 +299,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) static void max_
 }
 
 static bool max_pool_8bit_s2_ok(const PoolShape& s) {
-  static const bool vbmi = active_isa() == Isa::avx512 && cpu_info().avx512bw && cpu_info().avx512vbmi;
+  static const bool vbmi = avx512bw_active() && cpu_info().avx512vbmi;
   return vbmi && max_pool_rows_ok(s) && s.stride[2] == 2 && s.kernel[2] <= 3;
 }
 #endif

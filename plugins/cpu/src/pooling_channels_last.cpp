@@ -24,11 +24,6 @@ namespace {
 
 #define NXRT_PCL __attribute__((target("avx512f,avx512bw,avx512vl")))
 
-bool has_bw() {
-  static const bool ok = active_isa() >= Isa::avx512 && cpu_info().avx512bw;
-  return ok;
-}
-
 template <typename T>
 NXRT_PCL inline __m512i vmax(__m512i a, __m512i b) {
   return std::is_same_v<T, uint8_t> ? _mm512_max_epu8(a, b) : _mm512_max_epi8(a, b);
@@ -85,7 +80,7 @@ NXRT_PCL void pool_rows(const PoolShape& s, const T* xn, T* yn, int64_t oh0, int
 }  // namespace
 
 bool max_pool_channels_last_ok(const PoolShape& s) {
-  return has_bw() && s.spatial == 2 && s.in[0] == 1 && s.out[0] == 1 && s.kernel[0] == 1 && s.channels % 16 == 0;
+  return avx512bw_active() && s.spatial == 2 && s.in[0] == 1 && s.out[0] == 1 && s.kernel[0] == 1 && s.channels % 16 == 0;
 }
 
 template <typename T>

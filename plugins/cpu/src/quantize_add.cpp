@@ -96,11 +96,6 @@ NXRT_AVX512 void add_avx512(const A* a, const B* b, Y* y, int64_t n, const QdqAd
     }
   }
 }
-
-bool has_avx512bw() {
-  static const bool ok = active_isa() >= Isa::avx512 && cpu_info().avx512bw;
-  return ok;
-}
 #endif
 
 }  // namespace
@@ -108,7 +103,7 @@ bool has_avx512bw() {
 template <typename A, typename B, typename Y>
 void qdq_add(const A* a, const B* b, Y* y, int64_t n, const QdqAddParams& p) {
 #if defined(__x86_64__)
-  if (has_avx512bw()) return add_avx512(a, b, y, n, p);
+  if (avx512bw_active()) return add_avx512(a, b, y, n, p);
   if (active_isa() >= Isa::avx2) return add_avx2(a, b, y, n, p);
 #endif
   add_scalar(a, b, y, n, p);

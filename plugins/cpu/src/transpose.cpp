@@ -117,8 +117,7 @@ void transpose(const void* in, void* out, size_t es, std::span<const int64_t> in
                                 std::min(R, (rc + 1) * kRowChunk));
       }
     };
-    const int t = int(std::min<int64_t>(items, threads_for(pool, double(total), 1 << 16)));
-    parallel_ranges(t <= 1 ? nullptr : pool, items, t, run);
+    parallel_ranges(pool, items, threads_for(pool, double(total), 1 << 16), run);
     return;
   }
 #endif
