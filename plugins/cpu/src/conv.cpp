@@ -2066,16 +2066,18 @@ void conv2d_channel_scaled(const ConvShape& s, const float* x, const PackedConvW
   const int threads = threads_for(pool, double(M) * double(N) * double(K), 1 << 20);
   const int64_t panels = N / kGemmNR;
   if (threads > 1 && gemm_tiles(M) >= 4 * threads && panels >= threads) {
-    for (int64_t n = 0; n < s.batch; ++n)
-      parallel_for(pool, threads, [&](int64_t i) {
-        int64_t p0, p1;
-        split_range(panels, threads, i, p0, p1);
-        const int64_t n0 = p0 * kGemmNR, n1 = i == threads - 1 ? N : p1 * kGemmNR, at = n * M * N + n0;
-        float* ws = scratch_floats(kScratchD, packed_conv_floats(s));
-        scale_packed_conv_input_channels(s, w.data, scale, ws);
+    parallel_for(pool, threads, [&](int64_t i) {
+      int64_t p0, p1;
+      split_range(panels, threads, i, p0, p1);
+      const int64_t n0 = p0 * kGemmNR, n1 = i == threads - 1 ? N : p1 * kGemmNR;
+      float* ws = scratch_floats(kScratchD, packed_conv_floats(s));
+      scale_packed_conv_input_channels(s, w.data, scale, ws);  // once: every image shares the scale
+      for (int64_t n = 0; n < s.batch; ++n) {
+        const int64_t at = n * M * N + n0;
         const GemmEpilogue ep = conv_epilogue(bias, post, post.residual ? post.residual + at : nullptr, N);
         gemm_packed_a(M, n1 - n0, K, ws, x + n * K * N + n0, N, out + at, N, ep, nullptr);  // conv2d's pointwise path
-      });
+      }
+    });
     return;
   }
   float* ws = scratch_floats(kScratchD, packed_conv_floats(s));
