@@ -2,7 +2,8 @@
 // 2-thread splits that hand operands between cores (docs/performance.md, "Thirty-seventh
 // session"). Thread A (this one, CPU 0) times one pass over the buffer after thread B (CPU 1)
 // or A itself prepared it; before each case both threads read 64 MB, so nothing else of the
-// buffer stays cached. Prints the fastest of the runs in ns per 64-byte line.
+// buffer stays cached. Prints the fastest of the runs in ns per 64-byte line. The figures depend
+// on where the two CPUs sit (on a 2-vCPU guest, where the hypervisor put them).
 // Usage: nxrt_cpu_coherence [--kb N] [--reps R]   (x86-64 with AVX-512, 2+ CPUs)
 #include <fmt/core.h>
 
@@ -98,13 +99,39 @@ class Other {
   std::thread thread_;
 };
 
+// Prepares the buffer (after both threads have read 64 MB), then a timed pass over it.
 struct Case {
   const char* name;
-  void (*prepare)(float* buf, size_t n, Other& b, const std::vector<float>& big);  // after both threads' eviction
+  void (*prepare)(float* buf, size_t n, Other& b, const std::vector<float>& big);
   void (*timed)(float* buf, size_t n);
 };
 
+void a_wrote(float* p, size_t n, Other&, const std::vector<float>&) { write_all(p, n, 1.f); }
+void a_wrote_read(float* p, size_t n, Other&, const std::vector<float>&) {
+  write_all(p, n, 1.f);
+  read_all(p, n);
+}
+void in_memory(float* p, size_t n, Other&, const std::vector<float>& big) {
+  write_all(p, n, 1.f);
+  read_all(big.data(), big.size());
+}
+void b_wrote(float*, size_t, Other& b, const std::vector<float>&) { b.run(Other::kWrite); }
+void b_read(float* p, size_t n, Other& b, const std::vector<float>&) {
+  write_all(p, n, 1.f);
+  b.run(Other::kRead);
+}
+void b_read_prefetchw(float* p, size_t n, Other& b, const std::vector<float>& big) {
+  b_read(p, n, b, big);
+  prefetchw_all(p, n);
+}
+void b_read_flushed(float* p, size_t n, Other& b, const std::vector<float>& big) {
+  b_read(p, n, b, big);
+  flush_all(p, n);
+}
+
 void a_writes(float* p, size_t n) { write_all(p, n, 3.f); }
+void a_streams(float* p, size_t n) { stream_all(p, n, 3.f); }
+void a_reads(float* p, size_t n) { read_all(p, n); }
 
 }  // namespace
 
@@ -128,27 +155,17 @@ int main(int argc, char** argv) {
   pin_to(0);
   std::vector<float> big(size_t(64) << 20 >> 2, 1.f);  // 64 MB read to evict the buffer
   const Case cases[] = {
-      {"A wrote, A writes", [](float* p, size_t n, Other&, const std::vector<float>&) { write_all(p, n, 1.f); }, a_writes},
-      {"A wrote, A read, A writes", [](float* p, size_t n, Other&, const std::vector<float>&) { write_all(p, n, 1.f), read_all(p, n); },
-       a_writes},
-      {"in memory, A writes", [](float* p, size_t n, Other&, const std::vector<float>& big) { write_all(p, n, 1.f), read_all(big.data(), big.size()); },
-       a_writes},
-      {"B wrote, A writes", [](float*, size_t, Other& b, const std::vector<float>&) { b.run(Other::kWrite); }, a_writes},
-      {"A wrote, B read, A writes", [](float* p, size_t n, Other& b, const std::vector<float>&) { write_all(p, n, 1.f), b.run(Other::kRead); },
-       a_writes},
-      {"A wrote, B read, A streams (movntps)", [](float* p, size_t n, Other& b, const std::vector<float>&) { write_all(p, n, 1.f), b.run(Other::kRead); },
-       [](float* p, size_t n) { stream_all(p, n, 3.f); }},
-      {"A wrote, B read, A prefetchw, A writes",
-       [](float* p, size_t n, Other& b, const std::vector<float>&) { write_all(p, n, 1.f), b.run(Other::kRead), prefetchw_all(p, n); },
-       a_writes},
-      {"A wrote, B read, A clflushopt, A writes",
-       [](float* p, size_t n, Other& b, const std::vector<float>&) { write_all(p, n, 1.f), b.run(Other::kRead), flush_all(p, n); },
-       a_writes},
-      {"  (the clflushopt pass itself)", [](float* p, size_t n, Other& b, const std::vector<float>&) { write_all(p, n, 1.f), b.run(Other::kRead); },
-       [](float* p, size_t n) { flush_all(p, n); }},
-      {"B wrote, A reads", [](float*, size_t, Other& b, const std::vector<float>&) { b.run(Other::kWrite); }, [](float* p, size_t n) { read_all(p, n); }},
-      {"A wrote, B read, A reads", [](float* p, size_t n, Other& b, const std::vector<float>&) { write_all(p, n, 1.f), b.run(Other::kRead); },
-       [](float* p, size_t n) { read_all(p, n); }},
+      {"A wrote, A writes", a_wrote, a_writes},
+      {"A wrote, A read, A writes", a_wrote_read, a_writes},
+      {"in memory, A writes", in_memory, a_writes},
+      {"B wrote, A writes", b_wrote, a_writes},
+      {"A wrote, B read, A writes", b_read, a_writes},
+      {"A wrote, B read, A streams (movntps)", b_read, a_streams},
+      {"A wrote, B read, A prefetchw, A writes", b_read_prefetchw, a_writes},
+      {"A wrote, B read, A clflushopt, A writes", b_read_flushed, a_writes},
+      {"  (the clflushopt pass itself)", b_read, flush_all},
+      {"B wrote, A reads", b_wrote, a_reads},
+      {"A wrote, B read, A reads", b_read, a_reads},
   };
   for (size_t kb : kbs) {
     const size_t n = kb * 1024 / sizeof(float), lines = kb * 1024 / kLine;
@@ -165,7 +182,8 @@ int main(int argc, char** argv) {
           c.prepare(buf, n, b, big);
           const auto t0 = std::chrono::steady_clock::now();
           c.timed(buf, n);
-          best = std::min(best, std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+          const std::chrono::duration<double, std::nano> took = std::chrono::steady_clock::now() - t0;
+          best = std::min(best, took.count());
         }
         fmt::print("  {:<42} {:6.2f}\n", c.name, best / double(lines));
       }
