@@ -8,6 +8,7 @@
 // the nodes round twice). Target attributes, picked from active_isa() and CPUID.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "cpu_info.hpp"
@@ -76,23 +77,61 @@ NXRT_AVX512 inline __m512 dequant16(const T* x, __mmask16 m, __m512i zp, __m512 
   return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(w, zp)), s);
 }
 
+// The 8-bit output of 16 sums: clamp, true division, then the quantized range minus the zero
+// point as float bounds before the conversion (nearest even), which the caller adds the zero
+// point to. The same integers as rounding first and clamping + zp after: rounding is monotone
+// and the bounds are integers; NaN takes the lower bound (max returns its second operand).
+// With no upper clamp (Relu) the min is skipped; with the clamp at 0 and a lower bound that is
+// already >= 0 (u8 zero point 0), the clamp is the bound's max itself.
+struct QdqAddStore {
+  __m512 lo, hi, ys, qlo, qhi;
+  bool clamp_lo, clamp_hi;
+};
+NXRT_AVX512 inline __m512i quantize16(__m512 v, const QdqAddStore& s) {
+  if (s.clamp_lo) v = _mm512_max_ps(s.lo, v);
+  if (s.clamp_hi) v = _mm512_min_ps(s.hi, v);
+  return _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_div_ps(v, s.ys), s.qlo), s.qhi));
+}
+
 template <typename A, typename B, typename Y>
 NXRT_AVX512 void add_avx512(const A* a, const B* b, Y* y, int64_t n, const QdqAddParams& p) {
   const __m512i za = _mm512_set1_epi32(p.a_zp), zb = _mm512_set1_epi32(p.b_zp);
-  const __m512 sa = _mm512_set1_ps(p.a_scale), sb = _mm512_set1_ps(p.b_scale), ys = _mm512_set1_ps(p.y_scale);
-  const __m512 lo = _mm512_set1_ps(p.lo), hi = _mm512_set1_ps(p.hi), yz = _mm512_set1_ps(float(p.y_zp));
-  constexpr bool u8 = std::is_same_v<Y, uint8_t>;
-  const __m512 qlo = _mm512_set1_ps(u8 ? 0.f : -128.f), qhi = _mm512_set1_ps(u8 ? 255.f : 127.f);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1u);
-    __m512 v = _mm512_add_ps(dequant16(a + i, m, za, sa), dequant16(b + i, m, zb, sb));
-    if (p.clamp) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
-    if constexpr (std::is_same_v<Y, float>) {
+  const __m512 sa = _mm512_set1_ps(p.a_scale), sb = _mm512_set1_ps(p.b_scale);
+  if constexpr (std::is_same_v<Y, float>) {
+    const __m512 lo = _mm512_set1_ps(p.lo), hi = _mm512_set1_ps(p.hi);
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1u);
+      __m512 v = _mm512_add_ps(dequant16(a + i, m, za, sa), dequant16(b + i, m, zb, sb));
+      if (p.clamp) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
       _mm512_mask_storeu_ps(y + i, m, v);
-    } else {
-      __m512 r = _mm512_roundscale_ps(_mm512_div_ps(v, ys), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      r = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(r, yz), qlo), qhi);
-      store_low_bytes(y + i, m, _mm512_cvtps_epi32(r));  // low bytes: exact in range
+    }
+  } else {
+    constexpr bool u8 = std::is_same_v<Y, uint8_t>;
+    const float qlo = (u8 ? 0.f : -128.f) - float(p.y_zp), qhi = (u8 ? 255.f : 127.f) - float(p.y_zp);
+    QdqAddStore s{_mm512_set1_ps(p.lo), _mm512_set1_ps(p.hi), _mm512_set1_ps(p.y_scale), _mm512_set1_ps(qlo),
+                  _mm512_set1_ps(qhi), p.clamp, p.clamp && p.hi != std::numeric_limits<float>::infinity()};
+    if (s.clamp_lo && p.lo == 0.f && qlo >= 0.f && p.y_scale > 0.f) s.clamp_lo = false;
+    const __m512i yz16 = _mm512_set1_epi16(int16_t(p.y_zp)), yz32 = _mm512_set1_epi32(p.y_zp);
+    // packs / packus interleave the four vectors by 128-bit lanes; this puts them back.
+    const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    const __mmask16 all = 0xffff;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+      __m512i q[4];
+      for (int j = 0; j < 4; ++j) {
+        const int64_t k = i + 16 * j;
+        q[j] = quantize16(_mm512_add_ps(dequant16(a + k, all, za, sa), dequant16(b + k, all, zb, sb)), s);
+      }
+      // In [qlo, qhi] - y_zp: int16 holds them, and + y_zp lands in Y's range (no saturation).
+      const __m512i w01 = _mm512_add_epi16(_mm512_packs_epi32(q[0], q[1]), yz16);
+      const __m512i w23 = _mm512_add_epi16(_mm512_packs_epi32(q[2], q[3]), yz16);
+      const __m512i bytes = u8 ? _mm512_packus_epi16(w01, w23) : _mm512_packs_epi16(w01, w23);
+      _mm512_storeu_si512(y + i, _mm512_permutexvar_epi32(order, bytes));
+    }
+    for (; i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? all : __mmask16((1u << (n - i)) - 1u);
+      const __m512 v = _mm512_add_ps(dequant16(a + i, m, za, sa), dequant16(b + i, m, zb, sb));
+      store_low_bytes(y + i, m, _mm512_add_epi32(quantize16(v, s), yz32));  // low bytes: exact in range
     }
   }
 }
