@@ -33,7 +33,9 @@ void in_pieces(ThreadPool* pool, int64_t n, const QuantAxis& g, F&& fn) {
 
 template <typename Q>
 void quantize_piece(const float* x, int64_t n, const float* scale, const Q* zero_point, const QuantAxis& g, Q* y) {
-  static const QuantizeRun<Q> fast = active_isa() >= Isa::avx2 ? quantize_run_avx2<Q>() : nullptr;
+  static const QuantizeRun<Q> fast = avx512bw_active()            ? quantize_run_avx512<Q>()
+                                     : active_isa() >= Isa::avx2 ? quantize_run_avx2<Q>()
+                                                                 : nullptr;
   if (fast && over_runs(n, g, [&](int64_t b, int64_t c, int64_t k) {
         fast(x + b, c, scale[k], zero_point ? int32_t(zero_point[k]) : 0, y + b);
       }))

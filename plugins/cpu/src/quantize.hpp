@@ -60,14 +60,17 @@ struct DynamicQuant {
   float scale = 0.f;
   uint8_t zero_point = 0;
 };
-// --- internal: runs of elements sharing one scale and zero point, by ISA (quantize_avx2.cpp;
-// null when not compiled for x86). quantize_linear / dequantize_linear use them on AVX2.
+// --- internal: runs of elements sharing one scale and zero point, by ISA (quantize_avx2.cpp,
+// quantize_avx512.cpp; null when not compiled for x86). quantize_linear / dequantize_linear use
+// them on AVX2 (the AVX-512 BW quantize run where that is active).
 template <typename Q>
 using QuantizeRun = void (*)(const float* x, int64_t n, float scale, int32_t zero_point, Q* y);
 template <typename T>
 using DequantizeRun = void (*)(const T* x, int64_t n, float scale, int32_t zero_point, float* y);
 template <typename Q>
 QuantizeRun<Q> quantize_run_avx2();    // Q: uint8_t, int8_t
+template <typename Q>
+QuantizeRun<Q> quantize_run_avx512();  // Q: uint8_t, int8_t
 template <typename T>
 DequantizeRun<T> dequantize_run_avx2();  // T: uint8_t, int8_t
 

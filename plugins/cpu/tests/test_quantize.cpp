@@ -2,12 +2,14 @@
 // quantization (expected values worked out by hand).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "cpu_info.hpp"
 #include "quantize.hpp"
 
 using namespace nxrt::cpu;
@@ -92,7 +94,8 @@ TEST_CASE("dynamic quantization: range includes 0, zero scale") {
 
 namespace {
 
-// The scalar definitions the vector runs (quantize_avx2.cpp) must match bit for bit.
+// The scalar definitions the vector runs (quantize_avx2.cpp, quantize_avx512.cpp) must match
+// bit for bit.
 template <typename Q>
 Q quantize_one(float x, float s, int32_t zp) {
   return saturate_round<Q>(std::nearbyint(x / s) + float(zp));
@@ -132,6 +135,20 @@ void check_quantize_runs(uint32_t seed) {
     }
     CHECK(same);
   }
+  // Each ISA's run this CPU can execute, not only the active one, on the whole buffer (the
+  // 64-value steps and a tail) with each scale and zero point.
+  std::vector<QuantizeRun<Q>> runs;
+  if (active_isa() >= Isa::avx2 && quantize_run_avx2<Q>()) runs.push_back(quantize_run_avx2<Q>());
+  if (avx512bw_active() && quantize_run_avx512<Q>()) runs.push_back(quantize_run_avx512<Q>());
+  for (QuantizeRun<Q> run : runs)
+    for (int64_t k = 0; k < len; ++k) {
+      std::vector<Q> y(static_cast<size_t>(n) + 1), want(static_cast<size_t>(n));
+      y[size_t(n)] = Q(77);  // the run must not write past n
+      run(x.data(), n, scales[k], zps[k], y.data());
+      for (int64_t i = 0; i < n; ++i) want[size_t(i)] = quantize_one<Q>(x[size_t(i)], scales[k], zps[k]);
+      CHECK(std::equal(want.begin(), want.end(), y.begin()));
+      CHECK(y[size_t(n)] == Q(77));
+    }
 }
 
 }  // namespace
