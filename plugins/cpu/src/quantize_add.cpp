@@ -46,23 +46,55 @@ NXRT_AVX2 inline __m256 dequant8(const T* x, __m256i zp, __m256 s) {
   return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(w, zp)), s);
 }
 
+// The 8-bit output of 8 sums, as quantize16 below (see there): clamp, divide, the quantized
+// range minus the zero point as float bounds, convert at nearest even.
+struct QdqAddStore8 {
+  __m256 lo, hi, ys, qlo, qhi;
+  bool clamp_lo, clamp_hi;
+};
+NXRT_AVX2 inline __m256i quantize8(__m256 v, const QdqAddStore8& s) {
+  if (s.clamp_lo) v = _mm256_max_ps(s.lo, v);
+  if (s.clamp_hi) v = _mm256_min_ps(s.hi, v);
+  return _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_div_ps(v, s.ys), s.qlo), s.qhi));
+}
+
 template <typename A, typename B, typename Y>
 NXRT_AVX2 void add_avx2(const A* a, const B* b, Y* y, int64_t n, const QdqAddParams& p) {
   const __m256i za = _mm256_set1_epi32(p.a_zp), zb = _mm256_set1_epi32(p.b_zp);
-  const __m256 sa = _mm256_set1_ps(p.a_scale), sb = _mm256_set1_ps(p.b_scale), ys = _mm256_set1_ps(p.y_scale);
-  const __m256 lo = _mm256_set1_ps(p.lo), hi = _mm256_set1_ps(p.hi), yz = _mm256_set1_ps(float(p.y_zp));
-  constexpr bool u8 = std::is_same_v<Y, uint8_t>;
-  const __m256 qlo = _mm256_set1_ps(u8 ? 0.f : -128.f), qhi = _mm256_set1_ps(u8 ? 255.f : 127.f);
+  const __m256 sa = _mm256_set1_ps(p.a_scale), sb = _mm256_set1_ps(p.b_scale);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 v = _mm256_add_ps(dequant8(a + i, za, sa), dequant8(b + i, zb, sb));
-    if (p.clamp) v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
-    if constexpr (std::is_same_v<Y, float>) {
+  if constexpr (std::is_same_v<Y, float>) {
+    const __m256 lo = _mm256_set1_ps(p.lo), hi = _mm256_set1_ps(p.hi);
+    for (; i + 8 <= n; i += 8) {
+      __m256 v = _mm256_add_ps(dequant8(a + i, za, sa), dequant8(b + i, zb, sb));
+      if (p.clamp) v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
       _mm256_storeu_ps(y + i, v);
-    } else {
-      __m256 r = _mm256_round_ps(_mm256_div_ps(v, ys), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      r = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(r, yz), qlo), qhi);  // max gives qlo for NaN
-      const __m256i q = _mm256_cvtps_epi32(r);
+    }
+  } else {
+    constexpr bool u8 = std::is_same_v<Y, uint8_t>;
+    const float qlo = (u8 ? 0.f : -128.f) - float(p.y_zp), qhi = (u8 ? 255.f : 127.f) - float(p.y_zp);
+    QdqAddStore8 s{_mm256_set1_ps(p.lo), _mm256_set1_ps(p.hi), _mm256_set1_ps(p.y_scale), _mm256_set1_ps(qlo),
+                   _mm256_set1_ps(qhi), p.clamp, p.clamp && p.hi != std::numeric_limits<float>::infinity()};
+    if (s.clamp_lo && p.lo == 0.f && qlo >= 0.f && p.y_scale > 0.f) s.clamp_lo = false;
+    const __m256i yz16 = _mm256_set1_epi16(int16_t(p.y_zp)), yz32 = _mm256_set1_epi32(p.y_zp);
+    // packs / packus work within 128-bit lanes: dwords 0-3 hold the first halves of the four
+    // vectors, 4-7 the second halves; this puts each vector's 8 bytes together.
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (; i + 32 <= n; i += 32) {
+      __m256i q[4];
+      for (int j = 0; j < 4; ++j) {
+        const int64_t k = i + 8 * j;
+        q[j] = quantize8(_mm256_add_ps(dequant8(a + k, za, sa), dequant8(b + k, zb, sb)), s);
+      }
+      // In [qlo, qhi] - y_zp: int16 holds them, and + y_zp lands in Y's range (no saturation).
+      const __m256i w01 = _mm256_add_epi16(_mm256_packs_epi32(q[0], q[1]), yz16);
+      const __m256i w23 = _mm256_add_epi16(_mm256_packs_epi32(q[2], q[3]), yz16);
+      const __m256i bytes = u8 ? _mm256_packus_epi16(w01, w23) : _mm256_packs_epi16(w01, w23);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm256_permutevar8x32_epi32(bytes, order));
+    }
+    for (; i + 8 <= n; i += 8) {
+      const __m256 v = _mm256_add_ps(dequant8(a + i, za, sa), dequant8(b + i, zb, sb));
+      const __m256i q = _mm256_add_epi32(quantize8(v, s), yz32);
       const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
       _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), u8 ? _mm_packus_epi16(w, w) : _mm_packs_epi16(w, w));
     }
