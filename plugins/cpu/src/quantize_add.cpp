@@ -46,8 +46,26 @@ NXRT_AVX2 inline __m256 dequant8(const T* x, __m256i zp, __m256 s) {
   return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(w, zp)), s);
 }
 
-// The 8-bit output of 8 sums, as quantize16 below (see there): clamp, divide, the quantized
-// range minus the zero point as float bounds, convert at nearest even.
+// The vector runs' 8-bit store: the clamp, a true division, then Y's range minus the zero
+// point as float bounds before the conversion (nearest even); the caller adds the zero point.
+// The same integers as rounding first and clamping + zero point after: rounding is monotone
+// and the bounds are integers; NaN takes the lower bound (max returns its second operand).
+// With no upper clamp (Relu) the min is skipped; with the clamp at 0 and a lower bound that is
+// already >= 0 (u8 zero point 0), the clamp is the bound's max itself.
+struct StoreBounds {
+  float qlo, qhi;
+  bool clamp_lo, clamp_hi;
+};
+template <typename Y>
+StoreBounds store_bounds(const QdqAddParams& p) {
+  constexpr bool u8 = std::is_same_v<Y, uint8_t>;
+  StoreBounds b{(u8 ? 0.f : -128.f) - float(p.y_zp), (u8 ? 255.f : 127.f) - float(p.y_zp), p.clamp,
+                p.clamp && p.hi != std::numeric_limits<float>::infinity()};
+  if (b.clamp_lo && p.lo == 0.f && b.qlo >= 0.f && p.y_scale > 0.f) b.clamp_lo = false;
+  return b;
+}
+
+// store_bounds' store of 8 sums.
 struct QdqAddStore8 {
   __m256 lo, hi, ys, qlo, qhi;
   bool clamp_lo, clamp_hi;
@@ -72,10 +90,9 @@ NXRT_AVX2 void add_avx2(const A* a, const B* b, Y* y, int64_t n, const QdqAddPar
     }
   } else {
     constexpr bool u8 = std::is_same_v<Y, uint8_t>;
-    const float qlo = (u8 ? 0.f : -128.f) - float(p.y_zp), qhi = (u8 ? 255.f : 127.f) - float(p.y_zp);
-    QdqAddStore8 s{_mm256_set1_ps(p.lo), _mm256_set1_ps(p.hi), _mm256_set1_ps(p.y_scale), _mm256_set1_ps(qlo),
-                   _mm256_set1_ps(qhi), p.clamp, p.clamp && p.hi != std::numeric_limits<float>::infinity()};
-    if (s.clamp_lo && p.lo == 0.f && qlo >= 0.f && p.y_scale > 0.f) s.clamp_lo = false;
+    const StoreBounds bounds = store_bounds<Y>(p);
+    const QdqAddStore8 s{_mm256_set1_ps(p.lo),  _mm256_set1_ps(p.hi), _mm256_set1_ps(p.y_scale),
+                         _mm256_set1_ps(bounds.qlo), _mm256_set1_ps(bounds.qhi), bounds.clamp_lo, bounds.clamp_hi};
     const __m256i yz16 = _mm256_set1_epi16(int16_t(p.y_zp)), yz32 = _mm256_set1_epi32(p.y_zp);
     // packs / packus work within 128-bit lanes: dwords 0-3 hold the first halves of the four
     // vectors, 4-7 the second halves; this puts each vector's 8 bytes together.
@@ -109,12 +126,7 @@ NXRT_AVX512 inline __m512 dequant16(const T* x, __mmask16 m, __m512i zp, __m512 
   return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(w, zp)), s);
 }
 
-// The 8-bit output of 16 sums: clamp, true division, then the quantized range minus the zero
-// point as float bounds before the conversion (nearest even), which the caller adds the zero
-// point to. The same integers as rounding first and clamping + zp after: rounding is monotone
-// and the bounds are integers; NaN takes the lower bound (max returns its second operand).
-// With no upper clamp (Relu) the min is skipped; with the clamp at 0 and a lower bound that is
-// already >= 0 (u8 zero point 0), the clamp is the bound's max itself.
+// store_bounds' store of 16 sums.
 struct QdqAddStore {
   __m512 lo, hi, ys, qlo, qhi;
   bool clamp_lo, clamp_hi;
@@ -139,10 +151,9 @@ NXRT_AVX512 void add_avx512(const A* a, const B* b, Y* y, int64_t n, const QdqAd
     }
   } else {
     constexpr bool u8 = std::is_same_v<Y, uint8_t>;
-    const float qlo = (u8 ? 0.f : -128.f) - float(p.y_zp), qhi = (u8 ? 255.f : 127.f) - float(p.y_zp);
-    QdqAddStore s{_mm512_set1_ps(p.lo), _mm512_set1_ps(p.hi), _mm512_set1_ps(p.y_scale), _mm512_set1_ps(qlo),
-                  _mm512_set1_ps(qhi), p.clamp, p.clamp && p.hi != std::numeric_limits<float>::infinity()};
-    if (s.clamp_lo && p.lo == 0.f && qlo >= 0.f && p.y_scale > 0.f) s.clamp_lo = false;
+    const StoreBounds bounds = store_bounds<Y>(p);
+    const QdqAddStore s{_mm512_set1_ps(p.lo),  _mm512_set1_ps(p.hi), _mm512_set1_ps(p.y_scale),
+                        _mm512_set1_ps(bounds.qlo), _mm512_set1_ps(bounds.qhi), bounds.clamp_lo, bounds.clamp_hi};
     const __m512i yz16 = _mm512_set1_epi16(int16_t(p.y_zp)), yz32 = _mm512_set1_epi32(p.y_zp);
     // packs / packus interleave the four vectors by 128-bit lanes; this puts them back.
     const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
