@@ -15,6 +15,9 @@ Below the table: each model's multiply-adds (tools/model_macs.py) and both media
 cpu.precision=bf16: nxrt's bf16 fast math against ORT's default float32).
 Needs the anchor toolkit (--ort, default ../shared/ort, set up by its setup.sh); without it,
 prints nxrt alone and says so. On a 2-vCPU machine noise reaches 20-60%: take the best of rounds.
+With 2+ threads and nxrt_cpu_coherence beside BIN (x86-64 with AVX-512), the last line gives
+its cost of writing a line the other core read, before and after the runs: where the guest's
+two vCPUs sit, which moves 2-thread ratios (docs/performance.md, "Thirty-seventh session").
 """
 import argparse
 import glob
@@ -87,6 +90,22 @@ def print_rates(rows, paths, threads, tag):
         print(line)
 
 
+def line_handover_ns(nxrt):
+    """nxrt_cpu_coherence's ns per line for "A wrote, B read, A writes" at 256 KB, or None where
+    the probe is not beside nxrt or cannot run here."""
+    probe = os.path.join(os.path.dirname(os.path.abspath(nxrt)), "nxrt_cpu_coherence")
+    if not os.access(probe, os.X_OK):
+        return None
+    try:
+        out = subprocess.run([probe, "--kb", "256", "--reps", "10"], capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in out.splitlines():
+        if line.strip().startswith("A wrote, B read, A writes"):
+            return float(line.split()[-1])
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nxrt", required=True)
@@ -141,6 +160,8 @@ def main():
     have_ort = ort_ready(args.ort)
     if not have_ort:
         print(f"bench_vs_ort: the ONNX Runtime anchor ({args.ort}) is absent: nxrt numbers only, no ratio")
+    probe = args.ep == "cpu" and max(int(t) for t in threads) >= 2
+    handover = [line_handover_ns(args.nxrt)] if probe else []
     rows, notes = [], []
     sidecars = tempfile.mkdtemp(prefix="bench_vs_ort_")
     try:
@@ -203,6 +224,11 @@ def main():
                 print(f"inputs of {label}: " + ", ".join(f"{i['name']} {i['dtype']} {'x'.join(map(str, i['shape']))}" for i in fed))
     for note in notes:
         print(f"note: {note}")
+    if probe and handover[0] is not None:
+        handover.append(line_handover_ns(args.nxrt))
+        after = f"{handover[1]:.2f}" if handover[1] is not None else "-"
+        print(f"vCPU placement (nxrt_cpu_coherence, ns to write a line the other core read; ~1.4 near, ~8-9 far "
+              f"on the Zen 5 guests): {handover[0]:.2f} before, {after} after")
     return 1 if any(not any(k[0] == "nxrt" for k in best) for _, best, _ in rows) else 0
 
 

@@ -156,6 +156,12 @@ def main():
               next(i for i, ln in enumerate(lines) if ln.startswith("| model"))] and
               "inputs of conv: x float32 1x3x32x32" in p.stdout and "inputs of add: a float32 1x4, b float32 1x4" in p.stdout)
         check("bench_vs_ort.py --model-dir --shape --threads 1,2: a row per model, the fed shapes", ok, p.stdout + p.stderr)
+        # The placement line, where the probe sits beside nxrt and ran: two figures, the last line.
+        placement = [ln for ln in lines if ln.startswith("vCPU placement")]
+        probe = os.path.join(os.path.dirname(nxrt), "nxrt_cpu_coherence")
+        if placement or os.access(probe, os.X_OK):
+            check("bench_vs_ort.py --threads 1,2: the vCPU placement line last, before and after",
+                  not placement or (lines[-1] == placement[0] and " before, " in placement[0]), p.stdout)
         print(p.stdout)
     sys.exit(1 if failures else 0)
 
