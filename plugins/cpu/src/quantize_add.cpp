@@ -5,7 +5,8 @@
 // operands ordered as std::max / std::min (NaN and -0 kept alike), a true division, round
 // to nearest even, + zero point, saturation (NaN to the lowest value). Bit-identical to the
 // scalar loop (compiled with -ffp-contract=off: a fused multiply-add would round once where
-// the nodes round twice). Target attributes, picked from active_isa() and CPUID.
+// the nodes round twice). The 8-bit stores: quantize_store_simd.hpp. Target attributes,
+// picked from active_isa() and CPUID.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,6 +14,7 @@
 
 #include "cpu_info.hpp"
 #include "quantize.hpp"
+#include "quantize_store_simd.hpp"
 #include "simd.hpp"
 
 #if defined(__x86_64__)
@@ -46,34 +48,29 @@ NXRT_AVX2 inline __m256 dequant8(const T* x, __m256i zp, __m256 s) {
   return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(w, zp)), s);
 }
 
-// The vector runs' 8-bit store: the clamp, a true division, then Y's range minus the zero
-// point as float bounds before the conversion (nearest even); the caller adds the zero point.
-// The same integers as rounding first and clamping + zero point after: rounding is monotone
-// and the bounds are integers; NaN takes the lower bound (max returns its second operand).
-// With no upper clamp (Relu) the min is skipped; with the clamp at 0 and a lower bound that is
-// already >= 0 (u8 zero point 0), the clamp is the bound's max itself.
-struct StoreBounds {
-  float qlo, qhi;
+// The 8-bit output: the Add's clamp, then quantize_store_simd.hpp's store. With no upper clamp
+// (Relu) the min is skipped; with the clamp at 0 and a quotient bound already >= 0 (u8 zero
+// point 0), the bound's max is the clamp itself.
+struct AddStore {
+  QuotientBounds bounds;
   bool clamp_lo, clamp_hi;
 };
 template <typename Y>
-StoreBounds store_bounds(const QdqAddParams& p) {
-  constexpr bool u8 = std::is_same_v<Y, uint8_t>;
-  StoreBounds b{(u8 ? 0.f : -128.f) - float(p.y_zp), (u8 ? 255.f : 127.f) - float(p.y_zp), p.clamp,
-                p.clamp && p.hi != std::numeric_limits<float>::infinity()};
-  if (b.clamp_lo && p.lo == 0.f && b.qlo >= 0.f && p.y_scale > 0.f) b.clamp_lo = false;
-  return b;
+AddStore add_store(const QdqAddParams& p) {
+  AddStore st{quotient_bounds<Y>(p.y_zp), p.clamp, p.clamp && p.hi != std::numeric_limits<float>::infinity()};
+  if (st.clamp_lo && p.lo == 0.f && st.bounds.lo >= 0.f && p.y_scale > 0.f) st.clamp_lo = false;
+  return st;
 }
 
-// store_bounds' store of 8 sums.
-struct QdqAddStore8 {
+// add_store's quotients of 8 sums.
+struct AddStore8 {
   __m256 lo, hi, ys, qlo, qhi;
   bool clamp_lo, clamp_hi;
 };
-NXRT_AVX2 inline __m256i quantize8(__m256 v, const QdqAddStore8& s) {
+NXRT_AVX2 inline __m256i quantize8(__m256 v, const AddStore8& s) {
   if (s.clamp_lo) v = _mm256_max_ps(s.lo, v);
   if (s.clamp_hi) v = _mm256_min_ps(s.hi, v);
-  return _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_div_ps(v, s.ys), s.qlo), s.qhi));
+  return quotient8(v, s.ys, s.qlo, s.qhi);
 }
 
 template <typename A, typename B, typename Y>
@@ -89,32 +86,20 @@ NXRT_AVX2 void add_avx2(const A* a, const B* b, Y* y, int64_t n, const QdqAddPar
       _mm256_storeu_ps(y + i, v);
     }
   } else {
-    constexpr bool u8 = std::is_same_v<Y, uint8_t>;
-    const StoreBounds bounds = store_bounds<Y>(p);
-    const QdqAddStore8 s{_mm256_set1_ps(p.lo),  _mm256_set1_ps(p.hi), _mm256_set1_ps(p.y_scale),
-                         _mm256_set1_ps(bounds.qlo), _mm256_set1_ps(bounds.qhi), bounds.clamp_lo, bounds.clamp_hi};
+    const AddStore st = add_store<Y>(p);
+    const AddStore8 s{_mm256_set1_ps(p.lo),        _mm256_set1_ps(p.hi),        _mm256_set1_ps(p.y_scale),
+                      _mm256_set1_ps(st.bounds.lo), _mm256_set1_ps(st.bounds.hi), st.clamp_lo, st.clamp_hi};
     const __m256i yz16 = _mm256_set1_epi16(int16_t(p.y_zp)), yz32 = _mm256_set1_epi32(p.y_zp);
-    // packs / packus work within 128-bit lanes: dwords 0-3 hold the first halves of the four
-    // vectors, 4-7 the second halves; this puts each vector's 8 bytes together.
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (; i + 32 <= n; i += 32) {
       __m256i q[4];
       for (int j = 0; j < 4; ++j) {
         const int64_t k = i + 8 * j;
         q[j] = quantize8(_mm256_add_ps(dequant8(a + k, za, sa), dequant8(b + k, zb, sb)), s);
       }
-      // In [qlo, qhi] - y_zp: int16 holds them, and + y_zp lands in Y's range (no saturation).
-      const __m256i w01 = _mm256_add_epi16(_mm256_packs_epi32(q[0], q[1]), yz16);
-      const __m256i w23 = _mm256_add_epi16(_mm256_packs_epi32(q[2], q[3]), yz16);
-      const __m256i bytes = u8 ? _mm256_packus_epi16(w01, w23) : _mm256_packs_epi16(w01, w23);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm256_permutevar8x32_epi32(bytes, order));
+      store_quotients32(y + i, q, yz16);
     }
-    for (; i + 8 <= n; i += 8) {
-      const __m256 v = _mm256_add_ps(dequant8(a + i, za, sa), dequant8(b + i, zb, sb));
-      const __m256i q = _mm256_add_epi32(quantize8(v, s), yz32);
-      const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), u8 ? _mm_packus_epi16(w, w) : _mm_packs_epi16(w, w));
-    }
+    for (; i + 8 <= n; i += 8)
+      store_quotients8(y + i, quantize8(_mm256_add_ps(dequant8(a + i, za, sa), dequant8(b + i, zb, sb)), s), yz32);
   }
   add_scalar(a + i, b + i, y + i, n - i, p);
 }
@@ -126,15 +111,15 @@ NXRT_AVX512 inline __m512 dequant16(const T* x, __mmask16 m, __m512i zp, __m512 
   return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(w, zp)), s);
 }
 
-// store_bounds' store of 16 sums.
-struct QdqAddStore {
+// add_store's quotients of 16 sums.
+struct AddStore16 {
   __m512 lo, hi, ys, qlo, qhi;
   bool clamp_lo, clamp_hi;
 };
-NXRT_AVX512 inline __m512i quantize16(__m512 v, const QdqAddStore& s) {
+NXRT_AVX512 inline __m512i quantize16(__m512 v, const AddStore16& s) {
   if (s.clamp_lo) v = _mm512_max_ps(s.lo, v);
   if (s.clamp_hi) v = _mm512_min_ps(s.hi, v);
-  return _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_div_ps(v, s.ys), s.qlo), s.qhi));
+  return quotient16(v, s.ys, s.qlo, s.qhi);
 }
 
 template <typename A, typename B, typename Y>
@@ -150,13 +135,10 @@ NXRT_AVX512 void add_avx512(const A* a, const B* b, Y* y, int64_t n, const QdqAd
       _mm512_mask_storeu_ps(y + i, m, v);
     }
   } else {
-    constexpr bool u8 = std::is_same_v<Y, uint8_t>;
-    const StoreBounds bounds = store_bounds<Y>(p);
-    const QdqAddStore s{_mm512_set1_ps(p.lo),  _mm512_set1_ps(p.hi), _mm512_set1_ps(p.y_scale),
-                        _mm512_set1_ps(bounds.qlo), _mm512_set1_ps(bounds.qhi), bounds.clamp_lo, bounds.clamp_hi};
+    const AddStore st = add_store<Y>(p);
+    const AddStore16 s{_mm512_set1_ps(p.lo),        _mm512_set1_ps(p.hi),        _mm512_set1_ps(p.y_scale),
+                       _mm512_set1_ps(st.bounds.lo), _mm512_set1_ps(st.bounds.hi), st.clamp_lo, st.clamp_hi};
     const __m512i yz16 = _mm512_set1_epi16(int16_t(p.y_zp)), yz32 = _mm512_set1_epi32(p.y_zp);
-    // packs / packus interleave the four vectors by 128-bit lanes; this puts them back.
-    const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
     const __mmask16 all = 0xffff;
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
@@ -165,11 +147,7 @@ NXRT_AVX512 void add_avx512(const A* a, const B* b, Y* y, int64_t n, const QdqAd
         const int64_t k = i + 16 * j;
         q[j] = quantize16(_mm512_add_ps(dequant16(a + k, all, za, sa), dequant16(b + k, all, zb, sb)), s);
       }
-      // In [qlo, qhi] - y_zp: int16 holds them, and + y_zp lands in Y's range (no saturation).
-      const __m512i w01 = _mm512_add_epi16(_mm512_packs_epi32(q[0], q[1]), yz16);
-      const __m512i w23 = _mm512_add_epi16(_mm512_packs_epi32(q[2], q[3]), yz16);
-      const __m512i bytes = u8 ? _mm512_packus_epi16(w01, w23) : _mm512_packs_epi16(w01, w23);
-      _mm512_storeu_si512(y + i, _mm512_permutexvar_epi32(order, bytes));
+      store_quotients64(y + i, q, yz16);
     }
     for (; i < n; i += 16) {
       const __mmask16 m = n - i >= 16 ? all : __mmask16((1u << (n - i)) - 1u);
